@@ -1,0 +1,20 @@
+//! Plain data shared by every kbench crate: what a problem and a candidate are, what an
+//! evaluation produced, and the framed protocol spoken with the Python workers.
+//!
+//! Everything here is a contract: eval records are written to JSONL run logs and read back
+//! by `kbench report` and `--resume`, so every record carries [`SCHEMA_VERSION`].
+
+mod outcome;
+pub mod protocol;
+mod record;
+mod tensor;
+
+pub use outcome::{CaseRef, Outcome, Phase};
+pub use record::{
+    CandidateRef, CaseFamily, CaseResult, Device, Environment, EvalRecord, Precision, ProblemRef,
+    TimingStats, TimingSummary, ToleranceProfile,
+};
+pub use tensor::{Dtype, HostTensor, TensorError};
+
+/// Version of the JSONL eval-record schema. Bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,217 @@
+use serde::{Deserialize, Serialize};
+
+use crate::record::CaseFamily;
+
+/// The phase of an evaluation in which something happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Starting the worker process and its handshake.
+    Start,
+    /// Executing the candidate module, building its extensions, constructing `ModelNew`.
+    Load,
+    /// A correctness case.
+    Run,
+    /// Timed calls.
+    Time,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Start => "start",
+            Phase::Load => "load",
+            Phase::Run => "run",
+            Phase::Time => "time",
+        })
+    }
+}
+
+/// Which input case of a problem.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CaseRef {
+    pub family: CaseFamily,
+    /// 0-based index within the family.
+    pub index: u32,
+}
+
+impl std::fmt::Display for CaseRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.family, self.index)
+    }
+}
+
+/// What became of one candidate kernel. A failed kernel is data, never an `Err`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Correct on every case (and timed, when timing was asked for).
+    Ok,
+    /// The candidate did not load: syntax error, failed extension build, no `ModelNew`.
+    CompileError { message: String },
+    /// The candidate raised (or returned something that is not a tensor).
+    RuntimeError { phase: Phase, message: String },
+    /// A phase ran past its limit; the process group was killed.
+    Timeout { phase: Phase, limit_s: f64 },
+    /// The candidate process died: by a signal, or by exiting on its own.
+    Crashed {
+        phase: Phase,
+        signal: Option<i32>,
+        exit_code: Option<i32>,
+    },
+    WrongShape {
+        case: CaseRef,
+        output: u32,
+        expected: Vec<u64>,
+        got: Vec<u64>,
+    },
+    WrongDtype {
+        case: CaseRef,
+        output: u32,
+        expected: String,
+        got: String,
+    },
+    /// Values outside the tolerance profile.
+    Mismatch {
+        case: CaseRef,
+        output: u32,
+        max_abs: f64,
+        max_rel: f64,
+        /// Elements outside tolerance.
+        count: u64,
+        /// Elements compared.
+        total: u64,
+        /// Multi-index of the first element outside tolerance.
+        first_index: Vec<u64>,
+        /// Which rule failed, e.g. "elementwise", "nan/inf position", "float64 gate".
+        rule: String,
+    },
+    /// The candidate broke an integrity rule (see `flag`).
+    Integrity { flag: String, detail: String },
+    /// The problem's own reference could not be run; the candidate was not judged.
+    ReferenceError { message: String },
+}
+
+impl Outcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok)
+    }
+
+    /// Whether the candidate got as far as running (KernelBench's `compiled`).
+    pub fn compiled(&self) -> bool {
+        !matches!(
+            self,
+            Outcome::CompileError { .. }
+                | Outcome::ReferenceError { .. }
+                | Outcome::Timeout {
+                    phase: Phase::Load | Phase::Start,
+                    ..
+                }
+                | Outcome::Crashed {
+                    phase: Phase::Load | Phase::Start,
+                    ..
+                }
+        )
+    }
+
+    /// Short machine name, e.g. `mismatch`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::CompileError { .. } => "compile_error",
+            Outcome::RuntimeError { .. } => "runtime_error",
+            Outcome::Timeout { .. } => "timeout",
+            Outcome::Crashed { .. } => "crashed",
+            Outcome::WrongShape { .. } => "wrong_shape",
+            Outcome::WrongDtype { .. } => "wrong_dtype",
+            Outcome::Mismatch { .. } => "mismatch",
+            Outcome::Integrity { .. } => "integrity",
+            Outcome::ReferenceError { .. } => "reference_error",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Ok => f.write_str("ok"),
+            Outcome::CompileError { message } => write!(f, "compile_error: {}", first_line(message)),
+            Outcome::RuntimeError { phase, message } => {
+                write!(f, "runtime_error ({phase}): {}", first_line(message))
+            }
+            Outcome::Timeout { phase, limit_s } => write!(f, "timeout ({phase}, {limit_s} s)"),
+            Outcome::Crashed {
+                phase,
+                signal,
+                exit_code,
+            } => match (signal, exit_code) {
+                (Some(s), _) => write!(f, "crashed ({phase}, signal {s})"),
+                (None, Some(c)) => write!(f, "crashed ({phase}, exited early with code {c})"),
+                (None, None) => write!(f, "crashed ({phase})"),
+            },
+            Outcome::WrongShape {
+                case,
+                output,
+                expected,
+                got,
+            } => write!(f, "wrong_shape ({case}, output {output}): expected {expected:?}, got {got:?}"),
+            Outcome::WrongDtype {
+                case,
+                output,
+                expected,
+                got,
+            } => write!(f, "wrong_dtype ({case}, output {output}): expected {expected}, got {got}"),
+            Outcome::Mismatch {
+                case,
+                max_abs,
+                max_rel,
+                count,
+                total,
+                first_index,
+                rule,
+                ..
+            } => write!(
+                f,
+                "mismatch ({case}, {rule}): {count}/{total} elements, max abs {max_abs:.3e}, max rel {max_rel:.3e}, first at {first_index:?}"
+            ),
+            Outcome::Integrity { flag, detail } => write!(f, "integrity ({flag}): {detail}"),
+            Outcome::ReferenceError { message } => {
+                write!(f, "reference_error: {}", first_line(message))
+            }
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_json_is_tagged() {
+        let o = Outcome::Crashed {
+            phase: Phase::Run,
+            signal: Some(11),
+            exit_code: None,
+        };
+        let s = serde_json::to_string(&o).unwrap();
+        assert_eq!(
+            s,
+            r#"{"kind":"crashed","phase":"run","signal":11,"exit_code":null}"#
+        );
+        assert_eq!(serde_json::from_str::<Outcome>(&s).unwrap(), o);
+        assert_eq!(o.to_string(), "crashed (run, signal 11)");
+        assert!(o.compiled());
+        assert!(!Outcome::CompileError {
+            message: "x".into()
+        }
+        .compiled());
+    }
+}

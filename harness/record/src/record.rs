@@ -1,0 +1,345 @@
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::outcome::{CaseRef, Outcome};
+
+/// Where kernels run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Device {
+    Cpu,
+    Cuda(u32),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| format!("unknown device '{s}': use cpu, cuda or cuda:N")),
+        }
+    }
+}
+
+impl Serialize for Device {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Device {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Working precision: inputs, weights and the model are cast to it, as KernelBench does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    Fp32,
+    Fp16,
+    Bf16,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Named tolerance profiles (see DESIGN.md, "Correctness").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum ToleranceProfile {
+    /// kbench's default: KernelBench HEAD's elementwise tolerances plus a float64 gate.
+    #[default]
+    #[serde(rename = "strict")]
+    Strict,
+    /// KernelBench HEAD: atol = rtol = 1e-4 for fp32, 1e-2 for fp16/bf16.
+    #[serde(rename = "kernelbench")]
+    KernelBench,
+    /// KernelBench v0/v0.1 (the papers' numbers): atol = rtol = 1e-2 everywhere.
+    #[serde(rename = "kernelbench-v0.1")]
+    KernelBenchV01,
+}
+
+impl ToleranceProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToleranceProfile::Strict => "strict",
+            ToleranceProfile::KernelBench => "kernelbench",
+            ToleranceProfile::KernelBenchV01 => "kernelbench-v0.1",
+        }
+    }
+}
+
+impl std::fmt::Display for ToleranceProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A family of input cases. Open: names kbench does not know yet survive a round trip.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CaseFamily {
+    /// KernelBench-compatible: the problem's own `get_inputs`, fresh per trial.
+    Random,
+    Signed,
+    NanInf,
+    Denormal,
+    Fp16Saturation,
+    Large,
+    Small,
+    Cancellation,
+    Other(String),
+}
+
+impl CaseFamily {
+    pub fn as_str(&self) -> &str {
+        match self {
+            CaseFamily::Random => "random",
+            CaseFamily::Signed => "signed",
+            CaseFamily::NanInf => "nan-inf",
+            CaseFamily::Denormal => "denormal",
+            CaseFamily::Fp16Saturation => "fp16-saturation",
+            CaseFamily::Large => "large",
+            CaseFamily::Small => "small",
+            CaseFamily::Cancellation => "cancellation",
+            CaseFamily::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for CaseFamily {
+    fn from(s: &str) -> Self {
+        match s {
+            "random" => CaseFamily::Random,
+            "signed" => CaseFamily::Signed,
+            "nan-inf" => CaseFamily::NanInf,
+            "denormal" => CaseFamily::Denormal,
+            "fp16-saturation" => CaseFamily::Fp16Saturation,
+            "large" => CaseFamily::Large,
+            "small" => CaseFamily::Small,
+            "cancellation" => CaseFamily::Cancellation,
+            other => CaseFamily::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for CaseFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CaseFamily {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for CaseFamily {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(CaseFamily::from(String::deserialize(d)?.as_str()))
+    }
+}
+
+/// Which problem was evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProblemRef {
+    /// `kernelbench`, `smoke`, or `file` for a single `--problem FILE`.
+    pub suite: String,
+    pub level: u8,
+    pub id: u32,
+    /// The file name's part after the id, e.g. `Square_matrix_multiplication_`.
+    pub name: String,
+    /// File name as in the suite, e.g. `1_Square_matrix_multiplication_.py`.
+    pub file: String,
+    /// sha256 of the problem source, hex.
+    pub sha256: String,
+}
+
+impl ProblemRef {
+    /// Stable key, e.g. `kernelbench/L1/19`.
+    pub fn key(&self) -> String {
+        format!("{}/L{}/{}", self.suite, self.level, self.id)
+    }
+}
+
+/// Which candidate kernel was evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CandidateRef {
+    /// Agent that produced it, e.g. `reference`, `replay`.
+    pub agent: String,
+    /// Name unique within the problem, e.g. a file stem.
+    pub name: String,
+    pub sample: u32,
+    /// Where the source came from, when it is a file.
+    pub source_path: Option<String>,
+    /// sha256 of the candidate source, hex.
+    pub sha256: String,
+}
+
+/// Result of one correctness case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub case: CaseRef,
+    pub passed: bool,
+    /// Largest |candidate - reference| over all outputs (NaN-free elements).
+    pub max_abs: f64,
+    /// Largest |candidate - reference| / |reference| over all outputs.
+    pub max_rel: f64,
+    /// Elements outside tolerance over all outputs.
+    pub mismatches: u64,
+    /// Elements compared over all outputs.
+    pub elements: u64,
+    /// ‖candidate − ref64‖₂ / ‖ref64‖₂ where a float64 reference was available.
+    pub rel_l2_vs_f64: Option<f64>,
+    /// Candidate's own wall time for the call, seconds (harness clock).
+    pub wall_s: f64,
+}
+
+/// Summary of timing samples, all in milliseconds. Samples are kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingStats {
+    /// `cuda_event` or `perf_counter`.
+    pub clock: String,
+    pub samples_ms: Vec<f64>,
+    pub median_ms: f64,
+    pub mean_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub std_ms: f64,
+    /// 25th percentile.
+    pub p25_ms: f64,
+    /// 75th percentile.
+    pub p75_ms: f64,
+    /// Wall time of the timing phases as the harness measured it, seconds.
+    pub wall_s: f64,
+}
+
+/// Candidate against reference, both timed by kbench in the same run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimingSummary {
+    pub reference: TimingStats,
+    pub candidate: TimingStats,
+    /// reference median / candidate median.
+    pub speedup: f64,
+    /// reference mean / candidate mean (KernelBench's convention).
+    pub speedup_mean: f64,
+    pub warmup: u32,
+    pub l2_flush: bool,
+    /// Timed calls were interleaved between reference and candidate in this many rounds.
+    pub rounds: u32,
+}
+
+/// Software and hardware the evaluation ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Environment {
+    pub kbench: String,
+    pub python: String,
+    pub torch: String,
+    pub device_name: String,
+    pub cuda: Option<String>,
+    pub hostname: String,
+}
+
+/// One evaluated candidate: a line of the run log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub problem: ProblemRef,
+    pub candidate: CandidateRef,
+    pub device: Device,
+    pub precision: Precision,
+    pub profile: ToleranceProfile,
+    pub outcome: Outcome,
+    pub cases: Vec<CaseResult>,
+    pub timing: Option<TimingSummary>,
+    /// Seconds spent loading the candidate (module execution, extension builds).
+    pub load_s: Option<f64>,
+    /// Seconds for the whole evaluation of this candidate.
+    pub wall_s: f64,
+    /// Unix time, seconds.
+    pub started_unix_s: f64,
+    pub finished_unix_s: f64,
+    /// Last lines of the candidate process's stdout and stderr.
+    pub log_tail: String,
+    /// Notes on what was not checked and why, e.g. no float64 reference.
+    pub notes: Vec<String>,
+    pub env: Environment,
+}
+
+impl EvalRecord {
+    /// Resume key: one record per (problem, candidate, sample).
+    pub fn key(&self) -> String {
+        format!(
+            "{}::{}::{}::{}",
+            self.problem.key(),
+            self.candidate.agent,
+            self.candidate.name,
+            self.candidate.sample
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_case_family_round_trips() {
+        for s in ["random", "nan-inf", "fp16-saturation", "my-new-family"] {
+            let f = CaseFamily::from(s);
+            let j = serde_json::to_string(&f).unwrap();
+            assert_eq!(j, format!("\"{s}\""));
+            assert_eq!(serde_json::from_str::<CaseFamily>(&j).unwrap(), f);
+        }
+        assert_eq!(CaseFamily::from("x"), CaseFamily::Other("x".into()));
+    }
+
+    #[test]
+    fn device_parses() {
+        assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
+        assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
+        assert_eq!("cuda:3".parse::<Device>().unwrap(), Device::Cuda(3));
+        assert!("tpu".parse::<Device>().is_err());
+        assert_eq!(
+            serde_json::to_string(&Device::Cuda(1)).unwrap(),
+            "\"cuda:1\""
+        );
+    }
+
+    #[test]
+    fn profile_names() {
+        assert_eq!(
+            serde_json::to_string(&ToleranceProfile::KernelBenchV01).unwrap(),
+            "\"kernelbench-v0.1\""
+        );
+    }
+}
