@@ -1,0 +1,54 @@
+use std::path::PathBuf;
+
+/// Why a suite or a problem file could not be loaded. Every variant names the file or
+/// folder at fault and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("reading {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "KernelBench folder {path} does not exist: pass a KernelBench checkout \
+         (holding KernelBench/level1..3) or a folder holding level1/ level2/ level3/"
+    )]
+    MissingRoot { path: PathBuf },
+
+    #[error(
+        "KernelBench level {level} folder not found at {path}: pass a KernelBench checkout \
+         (holding KernelBench/level1..3) or a folder holding level1/ level2/ level3/, \
+         or ask only for the levels it has"
+    )]
+    MissingLevelDir { level: u8, path: PathBuf },
+
+    #[error("level {level} is not a KernelBench level: use 1, 2 or 3")]
+    UnknownLevel { level: u8 },
+
+    #[error("problem file {path}: {reason}")]
+    BadFileName { path: PathBuf, reason: String },
+
+    #[error(
+        "duplicate problem id {id} in level {level}: {first} and {second}; \
+         remove or renumber one of them"
+    )]
+    DuplicateId {
+        level: u8,
+        id: u32,
+        first: PathBuf,
+        second: PathBuf,
+    },
+
+    #[error(
+        "problem file {file} does not define {} at top level: a KernelBench problem must \
+         define `class Model(nn.Module)`, `def get_inputs()` and `def get_init_inputs()` \
+         at column 0",
+        missing.join(", ")
+    )]
+    InvalidProblem {
+        file: String,
+        missing: Vec<&'static str>,
+    },
+}

@@ -1,0 +1,248 @@
+//! The KernelBench loader against the 250 shipped problems and against broken folders.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use kbench_suites::{load_kernelbench, load_problem_file, sha256_hex, SuiteError};
+
+/// `shared/kernelbench` beside the repository root, or `$KBENCH_KERNELBENCH_DIR`.
+fn kernelbench_dir() -> PathBuf {
+    match std::env::var_os("KBENCH_KERNELBENCH_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/kernelbench"),
+    }
+}
+
+const GOOD_SOURCE: &str = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    \
+    def forward(self, x):\n        return x\n\ndef get_inputs():\n    return [torch.randn(4)]\n\n\
+    def get_init_inputs():\n    return []\n";
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let path = dir.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// A folder with level1..3, each holding one good problem.
+fn tiny_suite() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for level in 1..=3 {
+        write(
+            tmp.path(),
+            &format!("level{level}/1_Identity.py"),
+            GOOD_SOURCE,
+        );
+    }
+    tmp
+}
+
+#[test]
+fn loads_all_250_kernelbench_problems() {
+    let dir = kernelbench_dir();
+    let problems = load_kernelbench(&dir, &[1, 2, 3])
+        .unwrap_or_else(|e| panic!("{e} (set KBENCH_KERNELBENCH_DIR to a KernelBench checkout)"));
+    assert_eq!(problems.len(), 250);
+    for (level, count) in [(1u8, 100u32), (2, 100), (3, 50)] {
+        let ids: Vec<u32> = problems
+            .iter()
+            .filter(|p| p.level == level)
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(ids, (1..=count).collect::<Vec<_>>(), "level {level}");
+    }
+    // Sorted by (level, id), never by file name ("10_" before "1_").
+    let keys: Vec<(u8, u32)> = problems.iter().map(|p| (p.level, p.id)).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+
+    let find = |level: u8, id: u32| {
+        problems
+            .iter()
+            .find(|p| p.level == level && p.id == id)
+            .unwrap()
+    };
+    let spot = [
+        (1, 1, "Square_matrix_multiplication_"),
+        (1, 19, "ReLU"),
+        (1, 100, "HingeLoss"),
+        (2, 40, "Matmul_Scaling_ResidualAdd"),
+        (2, 100, "ConvTranspose3d_Clamp_Min_Divide"),
+        (3, 1, "MLP"),
+        (3, 50, "ReLUSelfAttention"),
+    ];
+    for (level, id, name) in spot {
+        let p = find(level, id);
+        assert_eq!(p.name, name);
+        assert_eq!(p.file, format!("{id}_{name}.py"));
+        assert_eq!(p.suite, "kernelbench");
+        let origin = p.origin.as_ref().unwrap();
+        assert!(origin.ends_with(format!("level{level}/{id}_{name}.py")));
+        assert_eq!(p.source, fs::read_to_string(origin).unwrap());
+        assert_eq!(p.sha256, sha256_hex(p.source.as_bytes()));
+        let r = p.to_ref();
+        assert_eq!(r.key(), format!("kernelbench/L{level}/{id}"));
+        assert_eq!((r.name.as_str(), r.file.as_str()), (name, p.file.as_str()));
+    }
+    assert!(find(1, 19).source.contains("torch.relu(x)"));
+}
+
+#[test]
+fn loads_a_subset_of_levels_in_order() {
+    let dir = kernelbench_dir();
+    let problems = load_kernelbench(&dir, &[3, 2, 3]).unwrap();
+    assert_eq!(problems.len(), 150);
+    assert_eq!((problems[0].level, problems[0].id), (2, 1));
+    assert_eq!((problems[149].level, problems[149].id), (3, 50));
+    assert!(load_kernelbench(&dir, &[]).unwrap().is_empty());
+}
+
+#[test]
+fn accepts_a_checkout_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    for level in 1..=3 {
+        write(
+            tmp.path(),
+            &format!("KernelBench/level{level}/2_B.py"),
+            GOOD_SOURCE,
+        );
+        write(
+            tmp.path(),
+            &format!("KernelBench/level{level}/10_A_.py"),
+            GOOD_SOURCE,
+        );
+    }
+    write(tmp.path(), "KernelBench/level1/README.md", "not a problem");
+    write(tmp.path(), "KernelBench/level1/.hidden.py", "not a problem");
+    fs::create_dir(tmp.path().join("KernelBench/level1/sub.py")).unwrap();
+    let problems = load_kernelbench(tmp.path(), &[1, 2, 3]).unwrap();
+    let got: Vec<(u8, u32, &str)> = problems
+        .iter()
+        .map(|p| (p.level, p.id, p.name.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, 2, "B"),
+            (1, 10, "A_"),
+            (2, 2, "B"),
+            (2, 10, "A_"),
+            (3, 2, "B"),
+            (3, 10, "A_")
+        ]
+    );
+}
+
+#[test]
+fn bad_file_name_is_named() {
+    let tmp = tiny_suite();
+    write(tmp.path(), "level2/helpers.py", GOOD_SOURCE);
+    let err = load_kernelbench(tmp.path(), &[1, 2, 3]).unwrap_err();
+    assert!(matches!(err, SuiteError::BadFileName { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("helpers.py"), "{text}");
+    assert!(text.contains("<id>_<Name>.py"), "{text}");
+}
+
+#[test]
+fn duplicate_ids_name_both_files() {
+    let tmp = tiny_suite();
+    write(tmp.path(), "level3/01_Other.py", GOOD_SOURCE);
+    let err = load_kernelbench(tmp.path(), &[3]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SuiteError::DuplicateId {
+                level: 3,
+                id: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("01_Other.py"), "{text}");
+    assert!(text.contains("1_Identity.py"), "{text}");
+}
+
+#[test]
+fn missing_class_model_is_named() {
+    let tmp = tiny_suite();
+    let src = GOOD_SOURCE.replace("class Model(", "class Net(");
+    write(tmp.path(), "level1/2_NoModel.py", &src);
+    let err = load_kernelbench(tmp.path(), &[1]).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("2_NoModel.py"), "{text}");
+    assert!(text.contains("`class Model`"), "{text}");
+    assert!(!text.contains("get_inputs`,"), "{text}");
+}
+
+#[test]
+fn missing_level_dir_says_what_to_pass() {
+    let tmp = tiny_suite();
+    fs::remove_dir_all(tmp.path().join("level3")).unwrap();
+    load_kernelbench(tmp.path(), &[1, 2]).unwrap();
+    let err = load_kernelbench(tmp.path(), &[1, 2, 3]).unwrap_err();
+    assert!(
+        matches!(err, SuiteError::MissingLevelDir { level: 3, .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&tmp.path().join("level3").display().to_string()),
+        "{text}"
+    );
+    assert!(text.contains("KernelBench checkout"), "{text}");
+
+    let gone = tmp.path().join("nowhere");
+    let text = load_kernelbench(&gone, &[1]).unwrap_err().to_string();
+    assert!(
+        text.contains("nowhere") && text.contains("does not exist"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_level_is_refused() {
+    let tmp = tiny_suite();
+    let text = load_kernelbench(tmp.path(), &[4]).unwrap_err().to_string();
+    assert!(
+        text.contains("level 4") && text.contains("1, 2 or 3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn single_problem_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = load_problem_file(&write(tmp.path(), "level2/17_Fused_.py", GOOD_SOURCE)).unwrap();
+    assert_eq!(p.suite, "file");
+    assert_eq!((p.level, p.id, p.name.as_str()), (2, 17, "Fused_"));
+    assert_eq!(p.file, "17_Fused_.py");
+    assert_eq!(p.to_ref().key(), "file/L2/17");
+
+    let p = load_problem_file(&write(tmp.path(), "mine/my_problem.py", GOOD_SOURCE)).unwrap();
+    assert_eq!((p.level, p.id, p.name.as_str()), (0, 0, "my_problem"));
+    assert_eq!(
+        p.origin.as_deref(),
+        Some(tmp.path().join("mine/my_problem.py").as_path())
+    );
+
+    let kb = kernelbench_dir().join("level1/19_ReLU.py");
+    let p = load_problem_file(&kb).unwrap();
+    assert_eq!((p.level, p.id, p.name.as_str()), (1, 19, "ReLU"));
+
+    let bad = write(tmp.path(), "3_Bad.py", "def get_inputs():\n    return []\n");
+    let text = load_problem_file(&bad).unwrap_err().to_string();
+    assert!(text.contains("3_Bad.py"), "{text}");
+    assert!(
+        text.contains("`class Model`, `def get_init_inputs`"),
+        "{text}"
+    );
+
+    let text = load_problem_file(&tmp.path().join("absent.py"))
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("absent.py"), "{text}");
+}
