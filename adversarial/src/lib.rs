@@ -1,0 +1,27 @@
+//! Output comparison and verdicts for kbench: which candidate outputs are correct.
+//!
+//! Verdicts are computed here, in Rust, by code a candidate cannot reach (DESIGN.md,
+//! "Trust boundaries"). The CPU path reads little-endian tensors ([`HostTensor`]), decodes
+//! f16/bf16 with `half`, and compares in parallel with `rayon`.
+//!
+//! - [`tolerance`]: the `kernelbench`, `kernelbench-v0.1` and `strict` profiles.
+//! - [`compare`]: shape, dtype, then values (elementwise `allclose`, NaN/Inf positions, the
+//!   strict profile's float64 gate), into a [`Comparison`].
+//! - [`failure_outcome`] and [`case_result`]: comparisons into record types.
+//!
+//! [`HostTensor`]: kbench_record::HostTensor
+
+mod compare;
+mod scan;
+mod tolerance;
+mod verdict;
+
+#[cfg(test)]
+mod tests;
+
+pub use compare::{
+    compare, unravel_index, CompareError, Comparison, ElementMismatch, Float64Check, Float64Status,
+    GateMeasure, Rule, ValueReport,
+};
+pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
+pub use verdict::{case_result, failure_outcome};

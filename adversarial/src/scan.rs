@@ -1,0 +1,872 @@
+//! The hot path: one pass over candidate, reference and (optionally) float64 reference bytes,
+//! decoded in place, in fixed chunks scanned in parallel and combined in index order.
+//!
+//! Within a chunk, elements go in blocks of [`BLOCK`]: a branch-free pass over a block
+//! (written so that the compiler vectorises it) accepts the common case, every element
+//! finite and within tolerance with no new `max_rel`; any other block is rescanned one
+//! element at a time with the full rules. Float sums are kept in [`LANES`] fixed lanes.
+//!
+//! Chunk boundaries depend only on the element count, never on the thread count, and chunk
+//! results are folded sequentially in index order, so every statistic (float sums included)
+//! is bitwise reproducible on any machine.
+
+use half::{f16, slice::HalfFloatSliceExt};
+use kbench_record::Dtype;
+use rayon::prelude::*;
+
+use crate::compare::Rule;
+use crate::tolerance::Tolerance;
+
+/// Elements per parallel chunk: 256 KiB of fp32 per input, large enough that rayon's
+/// per-task cost vanishes, small enough to balance over many cores.
+pub(crate) const CHUNK_ELEMS: usize = 1 << 16;
+
+/// Elements decoded and checked together on the fast path.
+const BLOCK: usize = 64;
+
+/// Independent accumulators for the fast path's float sums and maxima.
+const LANES: usize = 4;
+
+/// Slack of the `max_rel` filter (see [`update_rel`]).
+const REL_SLACK: f64 = 1.0 + 1e-12;
+
+/// The f32 fast path's margins (see [`Scanner::fast_block32`]): tolerances shrink by
+/// `TOL_SHRINK_32`, differences grow by `GROW_32` before comparing with `max_rel`. Both
+/// dwarf the few f32 roundings (each ≤ 2⁻²⁴ relative) between the f32 and the exact test.
+const TOL_SHRINK_32: f64 = 1.0 - 1.0 / (1u64 << 18) as f64;
+const GROW_32: f32 = 1.0 + 1.0 / (1u32 << 20) as f32;
+
+/// What the scan applies to each element.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScanParams {
+    pub tol: Tolerance,
+    /// The float64 gate's element rescue, when enforced: an element outside `tol` passes if
+    /// `|c − r64| ≤ factor·max(|r − r64|, rel_scale·|r64| + abs_scale) + slack`.
+    pub rescue: Option<Rescue>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rescue {
+    pub factor: f64,
+    pub slack: f64,
+    /// The reference's typical relative error (0 in the first pass).
+    pub rel_scale: f64,
+    /// The reference's typical absolute error, when the float64 reference is all zeros.
+    pub abs_scale: f64,
+}
+
+impl Rescue {
+    #[inline(always)]
+    fn accepts(&self, c: f64, r: f64, t: f64) -> bool {
+        let own = (r - t).abs();
+        let typical = self.rel_scale * t.abs() + self.abs_scale;
+        (c - t).abs() <= self.factor * own.max(typical) + self.slack
+    }
+}
+
+/// The first element outside tolerance: flat index, rule, candidate value, reference value.
+pub(crate) type FirstFailure = (u64, Rule, f64, f64);
+
+/// Sums over the elements where candidate, reference and float64 reference are all finite.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct GateSums {
+    pub elements: u64,
+    /// Σ (c − r64)²
+    pub cand_err2: f64,
+    /// Σ (r − r64)²
+    pub ref_err2: f64,
+    /// Σ r64²
+    pub truth2: f64,
+}
+
+impl GateSums {
+    #[inline(always)]
+    fn add(&mut self, c: f64, r: f64, t: f64) {
+        let (ec, er) = (c - t, r - t);
+        self.elements += 1;
+        self.cand_err2 += ec * ec;
+        self.ref_err2 += er * er;
+        self.truth2 += t * t;
+    }
+
+    fn merge(self, later: GateSums) -> GateSums {
+        GateSums {
+            elements: self.elements + later.elements,
+            cand_err2: self.cand_err2 + later.cand_err2,
+            ref_err2: self.ref_err2 + later.ref_err2,
+            truth2: self.truth2 + later.truth2,
+        }
+    }
+}
+
+/// Statistics of one chunk, or of several chunks combined in index order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ChunkStats {
+    pub elements: u64,
+    /// Finite pairs outside the elementwise tolerance and not rescued.
+    pub elementwise_failures: u64,
+    /// NaN/±Inf in one tensor but not the same value in the other.
+    pub nonfinite_mismatches: u64,
+    /// Finite pairs outside the elementwise tolerance, accepted by the float64 element rescue.
+    pub rescued: u64,
+    /// Over finite pairs only.
+    pub max_abs: f64,
+    pub max_rel: f64,
+    pub first: Option<FirstFailure>,
+    pub gate: GateSums,
+}
+
+impl ChunkStats {
+    /// `self` covers lower indices than `later`.
+    pub(crate) fn merge(self, later: ChunkStats) -> ChunkStats {
+        ChunkStats {
+            elements: self.elements + later.elements,
+            elementwise_failures: self.elementwise_failures + later.elementwise_failures,
+            nonfinite_mismatches: self.nonfinite_mismatches + later.nonfinite_mismatches,
+            rescued: self.rescued + later.rescued,
+            max_abs: self.max_abs.max(later.max_abs),
+            max_rel: self.max_rel.max(later.max_rel),
+            first: self.first.or(later.first),
+            gate: self.gate.merge(later.gate),
+        }
+    }
+
+    fn fail(&mut self, flat: u64, rule: Rule, c: f64, r: f64) {
+        match rule {
+            Rule::NanInfPosition => self.nonfinite_mismatches += 1,
+            _ => self.elementwise_failures += 1,
+        }
+        if self.first.is_none() {
+            self.first = Some((flat, rule, c, r));
+        }
+    }
+}
+
+/// `max_rel` update with a division only where the maximum may grow. The filter
+/// `d·(1 + 1e-12) > m·|r|` holds whenever `fl(d/|r|) > m` (rounding of the product is far
+/// below the slack), so the result is exactly the maximum of `fl(d/|r|)`. For `r = 0` it
+/// gives `+inf` when `d > 0` and leaves `m` alone when `d = 0` (`inf·0 = NaN` compares false).
+#[inline(always)]
+fn update_rel(max_rel: &mut f64, diff: f64, ref_abs: f64) {
+    if diff * REL_SLACK > *max_rel * ref_abs {
+        let rel = diff / ref_abs;
+        if rel > *max_rel {
+            *max_rel = rel;
+        }
+    }
+}
+
+/// The running state of one chunk's scan.
+struct Scanner<'p> {
+    p: &'p ScanParams,
+    s: ChunkStats,
+    /// Maxima of the element-at-a-time path.
+    max_abs: f64,
+    max_rel: f64,
+    /// Fast-path accumulators, lane `k` taking block elements `k, k + LANES, ...`.
+    lane_max_abs: [f64; LANES],
+    lane_cand_err2: [f64; LANES],
+    lane_ref_err2: [f64; LANES],
+    lane_truth2: [f64; LANES],
+    lane_gate_elements: u64,
+    /// `atol`, `rtol` times `TOL_SHRINK_32`, rounded to f32 (see `fast_block32`).
+    atol32: f32,
+    rtol32: f32,
+    /// `4·atol`: from here up, a difference within tolerance is exact in f32.
+    sterbenz32: f32,
+}
+
+/// The largest f32 not above `x` (x ≥ 0, not NaN).
+fn f32_at_or_below(x: f64) -> f32 {
+    if x >= f64::from(f32::MAX) {
+        return if x == f64::INFINITY {
+            f32::INFINITY
+        } else {
+            f32::MAX
+        };
+    }
+    let y = x as f32;
+    if f64::from(y) > x {
+        // x > 0 here, and y > 0: the next f32 towards zero.
+        f32::from_bits(y.to_bits() - 1)
+    } else {
+        y
+    }
+}
+
+/// The smallest f32 not below `x` (x ≥ 0, not NaN).
+fn f32_at_or_above(x: f64) -> f32 {
+    if x > f64::from(f32::MAX) {
+        return f32::INFINITY;
+    }
+    let y = x as f32;
+    if f64::from(y) < x {
+        // y ≥ 0 and finite here: the next f32 away from zero.
+        f32::from_bits(y.to_bits() + 1)
+    } else {
+        y
+    }
+}
+
+impl<'p> Scanner<'p> {
+    fn new(p: &'p ScanParams) -> Self {
+        Scanner {
+            p,
+            s: ChunkStats::default(),
+            max_abs: 0.0,
+            max_rel: 0.0,
+            lane_max_abs: [0.0; LANES],
+            lane_cand_err2: [0.0; LANES],
+            lane_ref_err2: [0.0; LANES],
+            lane_truth2: [0.0; LANES],
+            lane_gate_elements: 0,
+            atol32: f32_at_or_below(p.tol.atol * TOL_SHRINK_32),
+            rtol32: f32_at_or_below(p.tol.rtol * TOL_SHRINK_32),
+            // Rounded up, so that every |r| at or above it is at least 4·atol; the argument
+            // needs rtol ≤ 1/8 (every profile has rtol ≤ 1e-2).
+            sterbenz32: if p.tol.rtol <= 0.125 {
+                f32_at_or_above(4.0 * p.tol.atol)
+            } else {
+                f32::INFINITY
+            },
+        }
+    }
+
+    /// The fast pass for dtypes that decode to f32 (f32, f16, bf16), on f32 lanes: twice as
+    /// many per instruction as f64. The filter is conservative, so anything it lets through
+    /// the exact rules let through too, with `d₃₂ = fl₃₂|c − r|`:
+    /// - within: `d₃₂ ≤ atol₃₂ + rtol₃₂·|r|` with the tolerances shrunk by 2⁻¹⁸ implies
+    ///   `|c − r| ≤ atol + rtol·|r|` (the f32 roundings add up to under 2⁻²¹ relative);
+    ///   elements within 2⁻¹⁸ of the bound take the exact path. `|r|` is clamped to
+    ///   `f32::MAX` there, so that `r = ±inf` can never pass;
+    /// - no new `max_rel`: `d₃₂·(1 + 2⁻²⁰) ≤ m₃₂·|r|`, with `m₃₂` the f32 at or below
+    ///   `max_rel`, implies `|c − r|/|r| ≤ max_rel`;
+    /// - `max_abs` stays exact: where `|r| ≥ 4·atol` an element within tolerance has
+    ///   `|c − r| ≤ |r|/2`, so `c − r` is exact in f32 (Sterbenz). For f16 and bf16 (at most
+    ///   11 significant bits) it is also exact when neither magnitude exceeds 2¹² times the
+    ///   other, or one is zero (the difference needs at most 11 + 13 bits). A block with an
+    ///   element covered by neither takes its maximum from f64 differences.
+    #[inline(always)]
+    fn fast_block32<C: NarrowCodec>(
+        &mut self,
+        c: &C::Block<'_>,
+        r: &C::Block<'_>,
+        t: Option<&[u8; 8 * BLOCK]>,
+    ) -> bool {
+        const W: usize = 4;
+        let (atol, rtol, exact_from) = (self.atol32, self.rtol32, self.sterbenz32);
+        let max_rel = f32_at_or_below(self.max_rel);
+        let mut max_abs = [0.0f32; W];
+        let mut bad = [0u32; W];
+        let mut small = [0u32; W];
+        for j in 0..BLOCK / W {
+            for k in 0..W {
+                let i = j * W + k;
+                let (cv, rv) = (C::get32(c, i), C::get32(r, i));
+                let d = (cv - rv).abs();
+                let ra = rv.abs();
+                let within = d <= atol + rtol * ra.min(f32::MAX);
+                let grows = d * GROW_32 > max_rel * ra;
+                bad[k] |= u32::from(!within | grows);
+                let mut inexact = ra < exact_from;
+                if C::NARROW_MANTISSA {
+                    let ca = cv.abs();
+                    let (lo, hi) = (ca.min(ra), ca.max(ra));
+                    inexact &= (lo > 0.0) & (hi > 4096.0 * lo);
+                }
+                small[k] |= u32::from(inexact);
+                max_abs[k] = if d > max_abs[k] { d } else { max_abs[k] };
+            }
+        }
+        let (mut cand_err2, mut ref_err2, mut truth2) =
+            ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
+        if let Some(t) = t {
+            for j in 0..BLOCK / LANES {
+                for k in 0..LANES {
+                    let i = j * LANES + k;
+                    let tv = F64Codec::get(&t, i);
+                    let (ec, er) = (C::get(c, i) - tv, C::get(r, i) - tv);
+                    bad[k % W] |= u32::from((tv - tv) != 0.0);
+                    cand_err2[k] += ec * ec;
+                    ref_err2[k] += er * er;
+                    truth2[k] += tv * tv;
+                }
+            }
+        }
+        if bad.iter().any(|&b| b != 0) {
+            return false;
+        }
+        let block_max = if small.iter().any(|&s| s != 0) {
+            let mut m = [0.0f64; W];
+            for j in 0..BLOCK / W {
+                for k in 0..W {
+                    let i = j * W + k;
+                    let d = (C::get(c, i) - C::get(r, i)).abs();
+                    m[k] = if d > m[k] { d } else { m[k] };
+                }
+            }
+            m.iter().fold(0.0f64, |a, &b| a.max(b))
+        } else {
+            f64::from(max_abs.iter().fold(0.0f32, |a, &b| a.max(b)))
+        };
+        if block_max > self.lane_max_abs[0] {
+            self.lane_max_abs[0] = block_max;
+        }
+        self.keep_gate_lanes(t.is_some(), &cand_err2, &ref_err2, &truth2);
+        true
+    }
+
+    #[inline(always)]
+    fn keep_gate_lanes(
+        &mut self,
+        gate: bool,
+        cand_err2: &[f64; LANES],
+        ref_err2: &[f64; LANES],
+        truth2: &[f64; LANES],
+    ) {
+        if gate {
+            for k in 0..LANES {
+                self.lane_cand_err2[k] += cand_err2[k];
+                self.lane_ref_err2[k] += ref_err2[k];
+                self.lane_truth2[k] += truth2[k];
+            }
+            self.lane_gate_elements += BLOCK as u64;
+        }
+    }
+
+    /// The branch-free pass over a full block, fused: decode, check and accumulate in one
+    /// loop, into block-local lanes that are kept only if the whole block passed. Returns
+    /// false, having changed nothing, when some element needs the full rules (non-finite,
+    /// outside tolerance, a possible new `max_rel`, a non-finite float64 reference).
+    #[inline(always)]
+    fn fast_block64<C: FloatCodec>(
+        &mut self,
+        c: &C::Block<'_>,
+        r: &C::Block<'_>,
+        t: Option<&[u8; 8 * BLOCK]>,
+    ) -> bool {
+        let (atol, rtol) = (self.p.tol.atol, self.p.tol.rtol);
+        let max_rel = self.max_rel;
+        let mut max_abs = [0.0f64; LANES];
+        // Count rather than branch, so that the loop vectorises. NaN compares false, so a
+        // NaN anywhere counts as bad; r = ±inf is bad because inf ≤ atol + rtol·inf would
+        // accept any finite candidate.
+        let mut bad = [0u64; LANES];
+        for j in 0..BLOCK / LANES {
+            for k in 0..LANES {
+                let i = j * LANES + k;
+                let (cv, rv) = (C::get(c, i), C::get(r, i));
+                let d = (cv - rv).abs();
+                let ra = rv.abs();
+                let within = d <= atol + rtol * ra;
+                let grows = d * REL_SLACK > max_rel * ra;
+                bad[k] |= u64::from(!within | (ra == f64::INFINITY) | grows);
+                max_abs[k] = if d > max_abs[k] { d } else { max_abs[k] };
+            }
+        }
+        let (mut cand_err2, mut ref_err2, mut truth2) =
+            ([0.0f64; LANES], [0.0f64; LANES], [0.0f64; LANES]);
+        if let Some(t) = t {
+            for j in 0..BLOCK / LANES {
+                for k in 0..LANES {
+                    let i = j * LANES + k;
+                    let tv = F64Codec::get(&t, i);
+                    let (ec, er) = (C::get(c, i) - tv, C::get(r, i) - tv);
+                    // inf − inf and NaN − NaN are NaN: zero only for finite values.
+                    bad[k] |= u64::from((tv - tv) != 0.0);
+                    cand_err2[k] += ec * ec;
+                    ref_err2[k] += er * er;
+                    truth2[k] += tv * tv;
+                }
+            }
+        }
+        if bad.iter().any(|&b| b != 0) {
+            return false;
+        }
+        for k in 0..LANES {
+            let m = self.lane_max_abs[k];
+            self.lane_max_abs[k] = if max_abs[k] > m { max_abs[k] } else { m };
+        }
+        self.keep_gate_lanes(t.is_some(), &cand_err2, &ref_err2, &truth2);
+        true
+    }
+
+    /// The full rules for one element.
+    #[inline(always)]
+    fn element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>) {
+        let diff = (c - r).abs();
+        let ra = r.abs();
+        let t_finite = t.map(f64::is_finite).unwrap_or(true);
+        if diff <= self.p.tol.atol + self.p.tol.rtol * ra && ra != f64::INFINITY && t_finite {
+            self.max_abs = self.max_abs.max(diff);
+            update_rel(&mut self.max_rel, diff, ra);
+            if let Some(t) = t {
+                self.s.gate.add(c, r, t);
+            }
+        } else {
+            self.slow_element(flat, c, r, t);
+        }
+    }
+
+    /// Everything the fast checks do not take: non-finite values, elements outside
+    /// tolerance, and a non-finite float64 reference.
+    #[cold]
+    #[inline(never)]
+    fn slow_element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>) {
+        let s = &mut self.s;
+        if r.is_nan() {
+            if !c.is_nan() {
+                s.fail(flat, Rule::NanInfPosition, c, r);
+            }
+            return;
+        }
+        if r.is_infinite() {
+            // Same infinity passes; the other infinity, NaN or a finite value fails.
+            if c != r {
+                s.fail(flat, Rule::NanInfPosition, c, r);
+            }
+            return;
+        }
+        if !c.is_finite() {
+            s.fail(flat, Rule::NanInfPosition, c, r);
+            return;
+        }
+        let diff = (c - r).abs();
+        self.max_abs = self.max_abs.max(diff);
+        update_rel(&mut self.max_rel, diff, r.abs());
+        let within = diff <= self.p.tol.bound(r);
+        match t {
+            Some(t) if t.is_finite() => {
+                s.gate.add(c, r, t);
+                if within {
+                    return;
+                }
+                match self.p.rescue {
+                    Some(res) if res.accepts(c, r, t) => s.rescued += 1,
+                    _ => s.fail(flat, Rule::Elementwise, c, r),
+                }
+            }
+            _ => {
+                if !within {
+                    s.fail(flat, Rule::Elementwise, c, r);
+                }
+            }
+        }
+    }
+
+    fn finish(mut self, elements: u64) -> ChunkStats {
+        self.s.elements = elements;
+        self.s.max_abs = self
+            .lane_max_abs
+            .iter()
+            .fold(self.max_abs, |a, &b| a.max(b));
+        self.s.max_rel = self.max_rel;
+        let g = &mut self.s.gate;
+        for k in 0..LANES {
+            g.cand_err2 += self.lane_cand_err2[k];
+            g.ref_err2 += self.lane_ref_err2[k];
+            g.truth2 += self.lane_truth2[k];
+        }
+        g.elements += self.lane_gate_elements;
+        self.s
+    }
+}
+
+/// Little-endian values of one float dtype, a block of `BLOCK` at a time, read as f64
+/// (exactly: every f16, bf16 and f32 value is an f64 value).
+trait FloatCodec {
+    const SIZE: usize;
+    /// A block ready for reading values out of.
+    type Block<'a>;
+    /// `bytes` holds exactly `BLOCK` values.
+    fn load(bytes: &[u8]) -> Self::Block<'_>;
+    fn get(block: &Self::Block<'_>, i: usize) -> f64;
+    /// The fast pass over one full block (see [`Scanner::fast_block64`]).
+    fn fast(
+        sc: &mut Scanner<'_>,
+        c: &Self::Block<'_>,
+        r: &Self::Block<'_>,
+        t: Option<&[u8; 8 * BLOCK]>,
+    ) -> bool;
+}
+
+/// Dtypes whose values are all f32 values.
+trait NarrowCodec: FloatCodec {
+    /// At most 11 significant bits (f16, bf16).
+    const NARROW_MANTISSA: bool;
+    fn get32(block: &Self::Block<'_>, i: usize) -> f32;
+}
+
+/// `FloatCodec` items shared by the narrow codecs.
+macro_rules! narrow_codec_items {
+    () => {
+        #[inline(always)]
+        fn get(block: &Self::Block<'_>, i: usize) -> f64 {
+            f64::from(Self::get32(block, i))
+        }
+        #[inline(always)]
+        fn fast(
+            sc: &mut Scanner<'_>,
+            c: &Self::Block<'_>,
+            r: &Self::Block<'_>,
+            t: Option<&[u8; 8 * BLOCK]>,
+        ) -> bool {
+            sc.fast_block32::<Self>(c, r, t)
+        }
+    };
+}
+
+struct F64Codec;
+struct F32Codec;
+struct F16Codec;
+struct Bf16Codec;
+
+impl FloatCodec for F64Codec {
+    const SIZE: usize = 8;
+    type Block<'a> = &'a [u8; 8 * BLOCK];
+    #[inline(always)]
+    fn load(bytes: &[u8]) -> Self::Block<'_> {
+        bytes.try_into().expect("one block of f64")
+    }
+    #[inline(always)]
+    fn get(block: &Self::Block<'_>, i: usize) -> f64 {
+        let b = &block[8 * i..8 * i + 8];
+        f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+    #[inline(always)]
+    fn fast(
+        sc: &mut Scanner<'_>,
+        c: &Self::Block<'_>,
+        r: &Self::Block<'_>,
+        t: Option<&[u8; 8 * BLOCK]>,
+    ) -> bool {
+        sc.fast_block64::<Self>(c, r, t)
+    }
+}
+
+impl FloatCodec for F32Codec {
+    const SIZE: usize = 4;
+    type Block<'a> = &'a [u8; 4 * BLOCK];
+    #[inline(always)]
+    fn load(bytes: &[u8]) -> Self::Block<'_> {
+        bytes.try_into().expect("one block of f32")
+    }
+    narrow_codec_items!();
+}
+
+impl NarrowCodec for F32Codec {
+    const NARROW_MANTISSA: bool = false;
+    #[inline(always)]
+    fn get32(block: &Self::Block<'_>, i: usize) -> f32 {
+        let b = &block[4 * i..4 * i + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+}
+
+impl FloatCodec for Bf16Codec {
+    const SIZE: usize = 2;
+    type Block<'a> = &'a [u8; 2 * BLOCK];
+    #[inline(always)]
+    fn load(bytes: &[u8]) -> Self::Block<'_> {
+        bytes.try_into().expect("one block of bf16")
+    }
+    narrow_codec_items!();
+}
+
+impl NarrowCodec for Bf16Codec {
+    const NARROW_MANTISSA: bool = true;
+    /// bf16 is the upper half of an f32, so widening is a shift. (`half`'s `to_f32` does
+    /// the same and also quiets signalling NaNs, a difference the comparison cannot see; the
+    /// tests check both agree on every bit pattern.)
+    #[inline(always)]
+    fn get32(block: &Self::Block<'_>, i: usize) -> f32 {
+        let bits = u16::from_le_bytes([block[2 * i], block[2 * i + 1]]);
+        f32::from_bits(u32::from(bits) << 16)
+    }
+}
+
+impl FloatCodec for F16Codec {
+    const SIZE: usize = 2;
+    type Block<'a> = [f32; BLOCK];
+    #[inline(always)]
+    fn load(bytes: &[u8]) -> Self::Block<'_> {
+        let bytes: &[u8; 2 * BLOCK] = bytes.try_into().expect("one block of f16");
+        let mut h = [f16::ZERO; BLOCK];
+        for (i, o) in h.iter_mut().enumerate() {
+            *o = f16::from_bits(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
+        }
+        // The slice conversion uses F16C where the CPU has it (runtime detection in `half`).
+        let mut f = [0.0f32; BLOCK];
+        h.convert_to_f32_slice(&mut f);
+        f
+    }
+    narrow_codec_items!();
+}
+
+impl NarrowCodec for F16Codec {
+    const NARROW_MANTISSA: bool = true;
+    #[inline(always)]
+    fn get32(block: &Self::Block<'_>, i: usize) -> f32 {
+        block[i]
+    }
+}
+
+/// Decodes up to `BLOCK` values (a whole block, or the tail of a chunk) into f64.
+fn decode_partial<C: FloatCodec>(bytes: &[u8], out: &mut [f64; BLOCK]) {
+    let mut padded = [0u8; BLOCK * 8];
+    padded[..bytes.len()].copy_from_slice(bytes);
+    let block = C::load(&padded[..BLOCK * C::SIZE]);
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = C::get(&block, i);
+    }
+}
+
+fn decode_partial_f64(bytes: &[u8], out: &mut [f64; BLOCK]) {
+    decode_partial::<F64Codec>(bytes, out)
+}
+
+/// Scans floats, elements `base..` of the whole tensor.
+fn scan_float<C: FloatCodec>(
+    cand: &[u8],
+    refr: &[u8],
+    truth: Option<&[u8]>,
+    base: u64,
+    p: &ScanParams,
+) -> ChunkStats {
+    let n = cand.len() / C::SIZE;
+    let mut sc = Scanner::new(p);
+    let (mut c, mut r, mut t) = ([0.0f64; BLOCK], [0.0f64; BLOCK], [0.0f64; BLOCK]);
+    let (w, wt) = (C::SIZE * BLOCK, 8 * BLOCK);
+    for b in 0..n.div_ceil(BLOCK) {
+        let len = BLOCK.min(n - b * BLOCK);
+        let (cb, rb) = (
+            &cand[b * w..b * w + len * C::SIZE],
+            &refr[b * w..b * w + len * C::SIZE],
+        );
+        let tb = truth.map(|t| &t[b * wt..b * wt + len * 8]);
+        if len == BLOCK {
+            let tb = tb.map(|t| t.try_into().expect("one block of f64"));
+            if C::fast(&mut sc, &C::load(cb), &C::load(rb), tb) {
+                continue;
+            }
+        }
+        decode_partial::<C>(cb, &mut c);
+        decode_partial::<C>(rb, &mut r);
+        if let Some(tb) = tb {
+            decode_partial_f64(tb, &mut t);
+        }
+        let first = base + (b * BLOCK) as u64;
+        for i in 0..len {
+            sc.element(first + i as u64, c[i], r[i], tb.map(|_| t[i]));
+        }
+    }
+    sc.finish(n as u64)
+}
+
+/// Scans integers and bools: exact comparison, statistics on the exact difference.
+#[inline(always)]
+fn scan_int<const N: usize, D: Fn([u8; N]) -> i64>(
+    cand: &[u8],
+    refr: &[u8],
+    base: u64,
+    decode: D,
+) -> ChunkStats {
+    let mut s = ChunkStats {
+        elements: (cand.len() / N) as u64,
+        ..ChunkStats::default()
+    };
+    let arr = |b: &[u8]| -> [u8; N] { b.try_into().expect("chunks_exact yields N bytes") };
+    for (i, (cb, rb)) in cand.chunks_exact(N).zip(refr.chunks_exact(N)).enumerate() {
+        let c = decode(arr(cb));
+        let r = decode(arr(rb));
+        if c != r {
+            // i128: i64::MIN − i64::MAX does not fit an i64.
+            let diff = (i128::from(c) - i128::from(r)).unsigned_abs() as f64;
+            let ra = r.unsigned_abs() as f64;
+            s.max_abs = s.max_abs.max(diff);
+            update_rel(&mut s.max_rel, diff, ra);
+            s.fail(base + i as u64, Rule::Elementwise, c as f64, r as f64);
+        }
+    }
+    s
+}
+
+/// Scans elements `start..end` of tensors of `dtype` (byte slices cover the whole tensors).
+fn scan_range(
+    dtype: Dtype,
+    cand: &[u8],
+    refr: &[u8],
+    truth: Option<&[u8]>,
+    start: usize,
+    end: usize,
+    p: &ScanParams,
+) -> ChunkStats {
+    let w = dtype.size();
+    let (c, r) = (&cand[start * w..end * w], &refr[start * w..end * w]);
+    let t = truth.map(|t| &t[start * 8..end * 8]);
+    let base = start as u64;
+    match dtype {
+        Dtype::F64 => scan_float::<F64Codec>(c, r, t, base, p),
+        Dtype::F32 => scan_float::<F32Codec>(c, r, t, base, p),
+        Dtype::F16 => scan_float::<F16Codec>(c, r, t, base, p),
+        Dtype::Bf16 => scan_float::<Bf16Codec>(c, r, t, base, p),
+        Dtype::I64 => scan_int(c, r, base, i64::from_le_bytes),
+        Dtype::I32 => scan_int(c, r, base, |b| i64::from(i32::from_le_bytes(b))),
+        Dtype::I16 => scan_int(c, r, base, |b| i64::from(i16::from_le_bytes(b))),
+        Dtype::I8 => scan_int(c, r, base, |b: [u8; 1]| i64::from(b[0] as i8)),
+        Dtype::U8 => scan_int(c, r, base, |b: [u8; 1]| i64::from(b[0])),
+        // Any non-zero byte is `true`, as in PyTorch's bool storage.
+        Dtype::Bool => scan_int(c, r, base, |b: [u8; 1]| i64::from(b[0] != 0)),
+    }
+}
+
+/// Runs `f` over chunks `start..end` of `numel` elements, in parallel when there is more
+/// than one chunk, and returns the results in index order.
+fn chunked<T: Send, F: Fn(usize, usize) -> T + Sync>(
+    numel: usize,
+    chunk_elems: usize,
+    f: F,
+) -> Vec<T> {
+    let chunk_elems = chunk_elems.max(1);
+    if numel <= chunk_elems {
+        return vec![f(0, numel)];
+    }
+    (0..numel.div_ceil(chunk_elems))
+        .into_par_iter()
+        .map(|k| {
+            let start = k * chunk_elems;
+            f(start, (start + chunk_elems).min(numel))
+        })
+        .collect()
+}
+
+/// Scans whole tensors of `numel` elements in chunks of `chunk_elems`. `truth`, when
+/// present, holds `numel` little-endian f64 values.
+pub(crate) fn scan(
+    dtype: Dtype,
+    cand: &[u8],
+    refr: &[u8],
+    truth: Option<&[u8]>,
+    numel: usize,
+    p: &ScanParams,
+    chunk_elems: usize,
+) -> ChunkStats {
+    debug_assert_eq!(cand.len(), numel * dtype.size());
+    debug_assert_eq!(refr.len(), numel * dtype.size());
+    debug_assert!(truth.map(|t| t.len() == numel * 8).unwrap_or(true));
+    chunked(numel, chunk_elems, |start, end| {
+        scan_range(dtype, cand, refr, truth, start, end, p)
+    })
+    .into_iter()
+    .fold(ChunkStats::default(), ChunkStats::merge)
+}
+
+/// The element farthest from the float64 reference, `|c − r64|`, over elements where
+/// candidate, reference and float64 reference are all finite: (flat index, error), the
+/// lowest index among equals. A second pass, run only to explain a failed float64 gate.
+pub(crate) fn worst_vs_f64(
+    dtype: Dtype,
+    cand: &[u8],
+    refr: &[u8],
+    truth: &[u8],
+    numel: usize,
+    chunk_elems: usize,
+) -> Option<(u64, f64)> {
+    fn worst<C: FloatCodec>(c: &[u8], r: &[u8], t: &[u8], base: u64) -> Option<(u64, f64)> {
+        let (mut cv, mut rv, mut tv) = ([0.0f64; BLOCK], [0.0f64; BLOCK], [0.0f64; BLOCK]);
+        let mut best: Option<(u64, f64)> = None;
+        let n = c.len() / C::SIZE;
+        for b in 0..n.div_ceil(BLOCK) {
+            let (s, e) = (b * BLOCK, ((b + 1) * BLOCK).min(n));
+            decode_partial::<C>(&c[s * C::SIZE..e * C::SIZE], &mut cv);
+            decode_partial::<C>(&r[s * C::SIZE..e * C::SIZE], &mut rv);
+            decode_partial_f64(&t[s * 8..e * 8], &mut tv);
+            for i in 0..e - s {
+                if cv[i].is_finite() && rv[i].is_finite() && tv[i].is_finite() {
+                    let err = (cv[i] - tv[i]).abs();
+                    if best.map(|(_, e)| err > e).unwrap_or(true) {
+                        best = Some((base + (s + i) as u64, err));
+                    }
+                }
+            }
+        }
+        best
+    }
+    let w = dtype.size();
+    chunked(numel, chunk_elems, |start, end| {
+        let (c, r, t) = (
+            &cand[start * w..end * w],
+            &refr[start * w..end * w],
+            &truth[start * 8..end * 8],
+        );
+        match dtype {
+            Dtype::F64 => worst::<F64Codec>(c, r, t, start as u64),
+            Dtype::F32 => worst::<F32Codec>(c, r, t, start as u64),
+            Dtype::F16 => worst::<F16Codec>(c, r, t, start as u64),
+            Dtype::Bf16 => worst::<Bf16Codec>(c, r, t, start as u64),
+            _ => None,
+        }
+    })
+    .into_iter()
+    .fold(None, |best, next| match (best, next) {
+        (Some(b), Some(n)) if n.1 > b.1 => Some(n),
+        (None, n) => n,
+        (b, _) => b,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every 16-bit pattern decodes to what `half` says (NaN to some NaN).
+    #[test]
+    fn narrow_codecs_agree_with_half_on_every_pattern() {
+        let bytes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
+        for block in bytes.chunks_exact(2 * BLOCK) {
+            let (b16, f16b) = (Bf16Codec::load(block), F16Codec::load(block));
+            for i in 0..BLOCK {
+                let bits = u16::from_le_bytes([block[2 * i], block[2 * i + 1]]);
+                let (want_b, got_b) = (
+                    half::bf16::from_bits(bits).to_f32(),
+                    Bf16Codec::get32(&b16, i),
+                );
+                assert!(
+                    want_b.to_bits() == got_b.to_bits() || (want_b.is_nan() && got_b.is_nan()),
+                    "bf16 {bits:#06x}"
+                );
+                let (want_h, got_h) = (
+                    half::f16::from_bits(bits).to_f32(),
+                    F16Codec::get32(&f16b, i),
+                );
+                assert!(
+                    want_h.to_bits() == got_h.to_bits() || (want_h.is_nan() && got_h.is_nan()),
+                    "f16 {bits:#06x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn f32_rounding_helpers_bracket_their_argument() {
+        for x in [
+            0.0,
+            1e-4,
+            1e-2,
+            4e-4,
+            1.0 / 3.0,
+            1e-45,
+            1e-40,
+            3.5e38,
+            1e300,
+            f64::INFINITY,
+        ] {
+            let (lo, hi) = (f32_at_or_below(x), f32_at_or_above(x));
+            assert!(f64::from(lo) <= x && f64::from(hi) >= x, "{x}");
+            assert!(
+                hi.to_bits() - lo.to_bits() <= 1 || x > f64::from(f32::MAX),
+                "{x}"
+            );
+        }
+    }
+}
