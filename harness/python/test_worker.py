@@ -1,0 +1,773 @@
+"""End-to-end tests of worker.py on CPU: start it as a subprocess in both roles and speak
+the framed protocol of PROTOCOL.md to it.
+
+    /root/.cache/kbench/venv/bin/python -m unittest harness/python/test_worker.py -v
+
+Workers are shared within a test class (a worker may be sent `load` again) because each
+start imports torch, which takes seconds.
+"""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+PYTHON = os.environ.get("KBENCH_TEST_PYTHON", sys.executable)
+# A worker that does not answer within this many seconds is killed and the test fails.
+WATCHDOG_S = 60
+
+WIRE = {
+    "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8,
+    "u8": torch.uint8, "bool": torch.bool,
+}  # fmt: skip
+WIRE_OF = {v: k for k, v in WIRE.items()}
+
+
+def tensor_bytes(t):
+    t = t.detach().contiguous().cpu().reshape(-1)
+    if t.dtype != torch.uint8:
+        t = t.view(torch.uint8)
+    return t.numpy().tobytes()
+
+
+def tensor_from_bytes(data, dtype, shape):
+    if not data:
+        return torch.empty(shape, dtype=WIRE[dtype])
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return raw.view(WIRE[dtype]).reshape(shape).clone()
+
+
+def encode_frame(header, tensors=(), pad=0):
+    """A frame; `pad` junk bytes at the start of the payload make every offset unaligned."""
+    payload = bytearray(b"\xab" * pad)
+    specs = []
+    for name, t in tensors:
+        data = tensor_bytes(t)
+        specs.append({"name": name, "dtype": WIRE_OF[t.dtype], "shape": list(t.shape),
+                      "offset": len(payload), "nbytes": len(data)})  # fmt: skip
+        payload += data
+    if specs:
+        header = dict(header, tensors=specs)
+    raw = json.dumps(header).encode()
+    return b"KBF1" + struct.pack("<IQ", len(raw), len(payload)) + raw + bytes(payload)
+
+
+class Worker:
+    """A worker subprocess and a tiny frame client."""
+
+    def __init__(self, role, env=None, args=None):
+        self.stderr = tempfile.TemporaryFile()
+        argv = [PYTHON, "-u", WORKER] + ([role] if args is None else args)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env
+        )
+        self.watchdog = threading.Timer(WATCHDOG_S, self.proc.kill)
+        self.watchdog.start()
+
+    def send_raw(self, data):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, header, tensors=(), pad=0):
+        self.send_raw(encode_frame(header, tensors, pad))
+
+    def _read(self, n):
+        data = self.proc.stdout.read(n)
+        if len(data) != n:
+            raise EOFError(f"worker closed its stdout; stderr:\n{self.stderr_text()}")
+        return data
+
+    def recv(self):
+        """(header, {name: tensor}) of the next frame, checking its layout strictly."""
+        prefix = self._read(16)
+        assert prefix[:4] == b"KBF1", prefix
+        header_len, payload_len = struct.unpack("<IQ", prefix[4:])
+        header = json.loads(self._read(header_len))
+        payload = self._read(payload_len) if payload_len else b""
+        tensors = {}
+        end = 0
+        for s in header.get("tensors", []):
+            assert s["offset"] == end, "tensors are packed back to back"
+            end = s["offset"] + s["nbytes"]
+            tensors[s["name"]] = tensor_from_bytes(payload[s["offset"]:end], s["dtype"], s["shape"])
+        assert end == len(payload), "no trailing payload"
+        return header, tensors
+
+    def call(self, header, tensors=(), pad=0):
+        self.send(header, tensors, pad)
+        return self.recv()
+
+    def stderr_text(self):
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                reply, _ = self.call({"cmd": "exit"})
+                assert reply["type"] == "bye", reply
+            return self.wait()
+        finally:
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+            self.stderr.close()
+
+    def wait(self):
+        code = self.proc.wait(timeout=WATCHDOG_S)
+        self.watchdog.cancel()
+        return code
+
+
+LINEAR_PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+batch_size = 4
+in_features = 16
+out_features = 8
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features]
+"""
+
+# Integer and scalar inputs, and a tuple output (a float and an integer tensor).
+MIXED_PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.emb = nn.Embedding(10, n)
+
+    def forward(self, idx, x, scale):
+        return (self.emb(idx) * scale + x, idx * 2)
+
+def get_inputs():
+    return [torch.randint(0, 10, (3,)), torch.rand(3, 4), 0.5]
+
+def get_init_inputs():
+    return [4]
+"""
+
+
+def as_candidate(problem_source):
+    """The reference renamed: the honest candidate."""
+    return problem_source.replace("class Model(", "class ModelNew(")
+
+
+class TempFiles:
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="kbench-worker-test-")
+
+    def write(self, name, source):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(source))
+        return path
+
+
+class WorkerTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.files = TempFiles()
+        cls.linear = cls.files.write("1_Linear.py", LINEAR_PROBLEM)
+        cls.mixed = cls.files.write("2_Mixed.py", MIXED_PROBLEM)
+        cls.ref = Worker("reference")
+        cls.cand = Worker("candidate")
+        hello, _ = cls.ref.recv()
+        cls.ref_hello = hello
+        hello, _ = cls.cand.recv()
+        cls.cand_hello = hello
+        cls.n_candidates = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        codes = (cls.ref.close(), cls.cand.close())
+        cls.files.dir.cleanup()
+        assert codes == (0, 0), codes
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def load_reference(self, problem, precision="fp32", want_f64=True, device="cpu"):
+        reply, _ = self.ref.call({"cmd": "load", "problem_path": problem, "device": device,
+                                  "precision": precision, "weight_seed": 42,
+                                  "want_f64": want_f64, "num_threads": 1})  # fmt: skip
+        self.assertEqual(reply["type"], "loaded", reply)
+        return reply
+
+    def load_candidate(self, source, problem=None, precision="fp32", device="cpu"):
+        type(self).n_candidates += 1
+        path = self.files.write(f"cand_{self.n_candidates}.py", source)
+        build = os.path.join(self.files.dir.name, "build")
+        reply, _ = self.cand.call({"cmd": "load", "problem_path": problem or self.linear,
+                                   "candidate_path": path, "device": device,
+                                   "precision": precision, "weight_seed": 42,
+                                   "num_threads": 1, "build_dir": build})  # fmt: skip
+        return reply, path
+
+    def make_case(self, seed=7, forward_seed=11):
+        reply, tensors = self.ref.call({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed})
+        self.assertEqual(reply["type"], "case", reply)
+        return reply, tensors
+
+    def run_case(self, case_reply, tensors, forward_seed=11, pad=0, **extra):
+        inputs = [(a["tensor"], tensors[a["tensor"]]) for a in case_reply["inputs"] if "tensor" in a]
+        cmd = {"cmd": "run_case", "forward_seed": forward_seed, "inputs": case_reply["inputs"], **extra}
+        return self.cand.call(cmd, inputs, pad=pad)
+
+    def assert_error(self, reply, kind, phase=None):
+        self.assertEqual(reply["type"], "error", reply)
+        self.assertEqual(reply["kind"], kind, reply)
+        if phase is not None:
+            self.assertEqual(reply["phase"], phase, reply)
+        self.assertIsInstance(reply["message"], str)
+        self.assertIsInstance(reply["traceback"], str)
+
+    def assert_bit_identical(self, a, b):
+        self.assertEqual(a.dtype, b.dtype)
+        self.assertEqual(a.shape, b.shape)
+        self.assertEqual(tensor_bytes(a), tensor_bytes(b))
+
+
+class HelloAndReferenceTests(WorkerTestCase):
+    def test_hello(self):
+        for hello, role in ((self.ref_hello, "reference"), (self.cand_hello, "candidate")):
+            self.assertEqual(hello["type"], "hello")
+            self.assertEqual(hello["magic"], "kbench-worker")
+            self.assertEqual(hello["protocol"], 1)
+            self.assertEqual(hello["role"], role)
+            self.assertEqual(hello["torch"], torch.__version__)
+            self.assertIsInstance(hello["pid"], int)
+            self.assertRegex(hello["python"], r"^\d+\.\d+\.\d+")
+            self.assertIsInstance(hello["cuda_available"], bool)
+            self.assertIsInstance(hello["device_count"], int)
+
+    def test_load_and_make_case(self):
+        loaded = self.load_reference(self.linear)
+        self.assertTrue(loaded["f64_available"], loaded)
+        self.assertIsNone(loaded["f64_error"])
+        self.assertIsNone(loaded["l2_bytes"])
+        self.assertEqual(loaded["torch"], torch.__version__)
+        reply, t = self.make_case()
+        self.assertEqual(reply["inputs"], [{"tensor": "in:0"}])
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (1, 1))
+        self.assertGreaterEqual(reply["run_s"], 0)
+        self.assertNotIn("f64_error", reply)
+        self.assertEqual(set(t), {"in:0", "out:0", "out64:0"})
+        self.assertEqual((t["in:0"].dtype, list(t["in:0"].shape)), (torch.float32, [4, 16]))
+        self.assertEqual((t["out:0"].dtype, list(t["out:0"].shape)), (torch.float32, [4, 8]))
+        self.assertEqual((t["out64:0"].dtype, list(t["out64:0"].shape)), (torch.float64, [4, 8]))
+        # randn inputs: some negative values, so the seed really drove torch.randn.
+        self.assertTrue((t["in:0"] < 0).any())
+        torch.testing.assert_close(t["out:0"].double(), t["out64:0"], atol=1e-5, rtol=1e-5)
+        # What the reference computed is what this process computes from the same seeds.
+        torch.manual_seed(42)
+        model = torch.nn.Linear(16, 8)
+        self.assert_bit_identical(torch.relu(model(t["in:0"])).detach(), t["out:0"])
+
+    def test_same_seed_same_case(self):
+        self.load_reference(self.linear)
+        a, ta = self.make_case(seed=123, forward_seed=5)
+        b, tb = self.make_case(seed=123, forward_seed=5)
+        _, tc = self.make_case(seed=124, forward_seed=5)
+        self.assertEqual(a["inputs"], b["inputs"])
+        for name in ("in:0", "out:0", "out64:0"):
+            self.assert_bit_identical(ta[name], tb[name])
+        self.assertFalse(torch.equal(ta["in:0"], tc["in:0"]))
+
+    def test_fp16_casts_floats_only(self):
+        self.load_reference(self.mixed, precision="fp16")
+        reply, t = self.make_case()
+        self.assertEqual(reply["inputs"], [{"tensor": "in:0"}, {"tensor": "in:1"}, {"value": 0.5}])
+        self.assertEqual(t["in:0"].dtype, torch.int64)  # integer inputs are never cast
+        self.assertEqual(t["in:1"].dtype, torch.float16)
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (2, 2))
+        self.assertEqual(t["out:0"].dtype, torch.float16)
+        self.assertEqual(t["out:1"].dtype, torch.int64)
+        self.assertEqual(t["out64:0"].dtype, torch.float64)
+        self.assert_bit_identical(t["out:1"], t["in:0"] * 2)
+
+    def test_reference_time(self):
+        self.load_reference(self.linear)
+        self.make_case()
+        reply, _ = self.ref.call({"cmd": "time", "warmup": 2, "trials": 7, "l2_flush": True, "forward_seed": 1})
+        self.assertEqual(reply["type"], "timing", reply)
+        self.assertEqual(reply["clock"], "perf_counter")
+        self.assertEqual(len(reply["samples_ms"]), 7)
+        self.assertTrue(all(isinstance(s, float) and s > 0 for s in reply["samples_ms"]))
+
+    def test_f64_forward_failure_is_reported_not_fatal(self):
+        path = self.files.write("3_NoF64.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    if x.dtype == torch.float64:
+                        raise TypeError("no float64 here")
+                    return x * 2
+            def get_inputs(): return [torch.rand(3)]
+            def get_init_inputs(): return []
+        """)
+        self.assertTrue(self.load_reference(path)["f64_available"])
+        reply, t = self.make_case()
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (1, 0))
+        self.assertIn("no float64 here", reply["f64_error"])
+        self.assertEqual(set(t), {"in:0", "out:0"})
+
+    def test_f64_copy_failure_is_reported_at_load(self):
+        path = self.files.write("4_NoCopy.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.gen = (i for i in range(3))  # deepcopy cannot copy a generator
+                def forward(self, x):
+                    return x + 1
+            def get_inputs(): return [torch.rand(3)]
+            def get_init_inputs(): return []
+        """)
+        loaded = self.load_reference(path)
+        self.assertFalse(loaded["f64_available"])
+        self.assertIn("generator", loaded["f64_error"])
+        reply, _ = self.make_case()
+        self.assertEqual(reply["outputs_f64"], 0)
+
+    def test_inputs_are_sent_as_they_were_before_the_forward(self):
+        path = self.files.write("6_InPlace.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    return x.mul_(2)  # writes to its input
+            def get_inputs(): return [torch.rand(5)]
+            def get_init_inputs(): return []
+        """)
+        self.load_reference(path)
+        _, t = self.make_case()
+        self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+        self.assert_bit_identical(t["out64:0"], t["in:0"].double() * 2)
+
+    def test_reference_never_loads_candidate_code(self):
+        reply, _ = self.ref.call({"cmd": "load", "problem_path": self.linear, "candidate_path": self.linear})
+        self.assert_error(reply, "protocol", "load")
+        reply, _ = self.ref.call({"cmd": "run_case", "forward_seed": 0, "inputs": []})
+        self.assert_error(reply, "protocol")
+
+    def test_bad_commands_are_errors_and_the_loop_goes_on(self):
+        reply, _ = self.ref.call({"cmd": "frobnicate"})
+        self.assert_error(reply, "protocol")
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": "x", "forward_seed": 1})
+        self.assert_error(reply, "protocol")
+        reply, _ = self.ref.call({"cmd": "load", "problem_path": self.linear, "precision": "fp8"})
+        self.assert_error(reply, "protocol", "load")
+        self.load_reference(self.linear)
+        self.make_case()
+
+    def test_problem_printing_does_not_corrupt_the_channel(self):
+        path = self.files.write("5_Chatty.py", LINEAR_PROBLEM + "\nprint('KBF1 hello from the problem')\n")
+        self.load_reference(path)
+        self.make_case()
+        self.assertIn("KBF1 hello from the problem", self.ref.stderr_text())
+
+
+class CandidateTests(WorkerTestCase):
+    def test_candidate_matches_reference_bit_for_bit(self):
+        self.load_reference(self.linear)
+        loaded, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        self.assertFalse(loaded["f64_available"])
+        case, t = self.make_case(seed=3, forward_seed=9)
+        # pad=1: every tensor lies at an odd payload offset.
+        reply, out = self.run_case(case, t, forward_seed=9, pad=1)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assertEqual(reply["outputs"], 1)
+        self.assertEqual(set(out), {"out:0"})
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_candidate_fp16_mixed_inputs_and_tuple_outputs(self):
+        self.load_reference(self.mixed, precision="fp16")
+        loaded, _ = self.load_candidate(as_candidate(MIXED_PROBLEM), self.mixed, precision="fp16")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t, pad=3)
+        self.assertEqual(reply["outputs"], 2, reply)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+        self.assert_bit_identical(out["out:1"], t["out:1"])
+
+    def test_bf16_round_trip(self):
+        self.load_reference(self.linear, precision="bf16")
+        loaded, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM), precision="bf16")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        self.assertEqual(t["in:0"].dtype, torch.bfloat16)
+        self.assertEqual(t["out:0"].dtype, torch.bfloat16)
+        # Send the bf16 input back through an identity candidate: the bit pattern survives.
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    return x.clone()
+        """, precision="bf16")
+        reply, out = self.run_case(case, t, pad=1)
+        self.assert_bit_identical(out["out:0"], t["in:0"])
+        # A hand-made bf16 with awkward values (subnormal, inf, nan) round-trips exactly.
+        special = torch.tensor([1.0, -0.0, 1e-40, float("inf"), float("nan"), 3.14159], dtype=torch.bfloat16)
+        reply, out = self.cand.call({"cmd": "run_case", "forward_seed": 0, "inputs": [{"tensor": "x"}]},
+                                    [("x", special)], pad=1)  # fmt: skip
+        self.assert_bit_identical(out["out:0"], special)
+
+    def test_syntax_error_is_compile_error_naming_the_file(self):
+        reply, path = self.load_candidate("import torch\nclass ModelNew(torch.nn.Module)\n    pass\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("SyntaxError", reply["message"])
+
+    def test_missing_model_new_is_compile_error(self):
+        reply, path = self.load_candidate("import torch\nclass Something(torch.nn.Module):\n    pass\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("ModelNew", reply["message"])
+
+    def test_import_error_is_compile_error(self):
+        reply, path = self.load_candidate("import kbench_no_such_module_xyz\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("ModuleNotFoundError", reply["message"])
+
+    def test_build_failures_and_exits_while_loading_are_compile_errors(self):
+        sources = {
+            "import subprocess\nraise subprocess.CalledProcessError(1, ['ninja', '-v'])\n":
+                "extension build failed",
+            "raise RuntimeError(\"Error building extension 'k': nvcc fatal\")\n":
+                "extension build failed",
+            "import sys\nsys.exit(3)\n": "SystemExit",
+        }  # fmt: skip
+        for source, needle in sources.items():
+            with self.subTest(source=source):
+                reply, path = self.load_candidate(source)
+                self.assert_error(reply, "compile_error", "load")
+                self.assertIn(path, reply["message"])
+                self.assertIn(needle, reply["message"])
+                # the traceback starts in the candidate, not in the worker
+                self.assertNotIn("worker.py", reply["traceback"])
+
+    def test_constructor_failure_is_runtime_error_at_load(self):
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    raise ValueError("bad init")
+        """)
+        self.assert_error(reply, "runtime_error", "load")
+        self.assertIn("ValueError: bad init", reply["message"])
+
+    def test_raising_forward_is_runtime_error(self):
+        self.load_reference(self.linear)
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    raise RuntimeError("kernel exploded")
+        """)
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        reply, _ = self.run_case(case, t)
+        self.assert_error(reply, "runtime_error", "run")
+        self.assertIn("RuntimeError: kernel exploded", reply["message"])
+        self.assertIn("kernel exploded", reply["traceback"])
+        # the time command reports the same failure in its own phase
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "l2_flush": True, "forward_seed": 0})
+        self.assert_error(reply, "runtime_error", "time")
+
+    def test_printing_candidate_does_not_corrupt_the_protocol(self):
+        self.load_reference(self.linear)
+        reply, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM) + textwrap.dedent("""
+            import ctypes, os, sys
+            print("KBF1 python print at import")
+            os.write(1, b"KBF1\\xff\\xff\\xff\\xff raw fd 1 write at import\\n")
+            _libc = ctypes.CDLL(None)
+            _libc.printf(b"KBF1 C printf at import\\n")
+            _libc.fflush(None)
+            _forward = ModelNew.forward
+            def _chatty_forward(self, x):
+                print("KBF1 python print in forward")
+                sys.__stdout__.write("KBF1 via sys.__stdout__\\n")
+                sys.__stdout__.flush()
+                os.write(1, b"KBF1 raw write in forward\\n")
+                return _forward(self, x)
+            ModelNew.forward = _chatty_forward
+        """))
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+        err = self.cand.stderr_text()
+        for text in ("python print at import", "raw fd 1 write at import", "C printf at import",
+                     "python print in forward", "via sys.__stdout__", "raw write in forward"):  # fmt: skip
+            self.assertIn(text, err)
+
+    def _forward_returning(self, expr):
+        return self.load_candidate(f"""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    return {expr}
+        """)
+
+    def test_bad_outputs(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        cases = {
+            "None": "NoneType",
+            "x.sum().item()": "float",
+            "{'y': x}": "dict",
+            "torch.nn.Parameter(x)": "Parameter",
+            "x.to(torch.complex64)": "complex64",
+            "x.to(torch.uint16)": "uint16",
+            "(x, [x, 3])": "int",
+            "x.to_sparse()": "sparse",
+            "torch.empty(3, device='meta')": "meta",
+        }
+        for expr, needle in cases.items():
+            with self.subTest(expr=expr):
+                reply, _ = self._forward_returning(expr)
+                self.assertEqual(reply["type"], "loaded", reply)
+                reply, _ = self.run_case(case, t)
+                self.assert_error(reply, "bad_output", "run")
+                self.assertIn(needle, reply["message"])
+
+    def test_nested_outputs_flatten_in_order(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        self._forward_returning("(x, [x * 2, (x.int(),)], x > 0)")
+        reply, out = self.run_case(case, t)
+        self.assertEqual(reply["outputs"], 4, reply)
+        x = t["in:0"]
+        self.assert_bit_identical(out["out:0"], x)
+        self.assert_bit_identical(out["out:1"], x * 2)
+        self.assert_bit_identical(out["out:2"], x.int())
+        self.assert_bit_identical(out["out:3"], x > 0)
+
+    def test_return_inputs_shows_in_place_writes(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        self._forward_returning("x.mul_(0)")
+        reply, out = self.run_case(case, t, return_inputs=True)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assertEqual(set(out), {"out:0", "in:0"})
+        self.assertTrue(torch.equal(out["in:0"], torch.zeros_like(t["in:0"])))
+
+    def test_candidate_sees_problem_namespace_and_dataclasses_work(self):
+        self.load_reference(self.linear)
+        reply, path = self.load_candidate("""
+            import dataclasses, typing
+            @dataclasses.dataclass
+            class Config:
+                scale: float = 1.0
+                tags: typing.List[str] = dataclasses.field(default_factory=list)
+            class ModelNew(Model):  # Model and the size constants come from the problem
+                def __init__(self, *args):
+                    super().__init__(*args)
+                    self.cfg = Config()
+                    assert in_features == 16 and __name__ == "kbench_problem"
+                    assert __file__.endswith(".py")
+        """)
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        _, out = self.run_case(case, t)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_candidate_time(self):
+        self.load_reference(self.linear)
+        self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": True, "forward_seed": 0})
+        self.assert_error(reply, "protocol", "time")  # no current case yet
+        case, t = self.make_case()
+        self.run_case(case, t)
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 3, "trials": 5, "l2_flush": True, "forward_seed": 0})
+        self.assertEqual(reply["type"], "timing", reply)
+        self.assertEqual(reply["clock"], "perf_counter")
+        self.assertEqual(len(reply["samples_ms"]), 5)
+        self.assertTrue(all(s > 0 for s in reply["samples_ms"]))
+
+    def test_candidate_cannot_make_cases(self):
+        self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
+        self.assert_error(reply, "protocol")
+
+
+EXTENSION_CANDIDATE = """
+import torch
+from torch.utils.cpp_extension import load_inline
+
+cpp = "torch::Tensor relu2(torch::Tensor x) { BODY }"
+ext = load_inline(name="kbench_test_relu_NAME", cpp_sources=cpp, functions=["relu2"], verbose=True)
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = torch.nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return ext.relu2(self.linear(x))
+"""
+
+
+@unittest.skipUnless(os.environ.get("KBENCH_TEST_EXTENSIONS") == "1", "set KBENCH_TEST_EXTENSIONS=1 (slow: builds C++)")
+class ExtensionBuildTests(WorkerTestCase):
+    """Real torch.utils.cpp_extension builds (about a minute); off by default."""
+
+    def test_built_extension_runs_and_its_log_goes_to_stderr(self):
+        self.load_reference(self.linear)
+        source = EXTENSION_CANDIDATE.replace("BODY", "return torch::relu(x);").replace("NAME", "ok")
+        reply, _ = self.load_candidate(source)
+        self.assertEqual(reply["type"], "loaded", reply)
+        self.assertTrue(os.path.isdir(os.path.join(self.files.dir.name, "build", "kbench_test_relu_ok")))
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_failed_build_is_compile_error(self):
+        source = EXTENSION_CANDIDATE.replace("BODY", "return not_a_function(x);").replace("NAME", "bad")
+        reply, path = self.load_candidate(source)
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn("extension build failed", reply["message"])
+        self.assertIn(path, reply["message"])
+        self.assertIn("not_a_function", self.cand.stderr_text())  # the compiler's own log
+
+
+CUDA_PROBLEM = LINEAR_PROBLEM.replace("batch_size = 4", "batch_size = 4096").replace(
+    "in_features = 16", "in_features = 1024").replace("out_features = 8", "out_features = 1024")
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class CudaTests(WorkerTestCase):
+    def test_cuda_case_run_and_time(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        for precision in ("fp32", "bf16"):
+            with self.subTest(precision=precision):
+                reply = self.load_reference(problem, precision, device="cuda:0")
+                self.assertTrue(reply["f64_available"])
+                self.assertGreater(reply["l2_bytes"], 1 << 20)
+                loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, precision, "cuda:0")
+                self.assertEqual(loaded["type"], "loaded", loaded)
+                case, t = self.make_case()
+                self.assertEqual(list(t["out64:0"].shape), [4096, 1024])
+                reply, out = self.run_case(case, t, pad=1)
+                self.assert_bit_identical(out["out:0"], t["out:0"])
+                for w in (self.ref, self.cand):
+                    reply, _ = w.call({"cmd": "time", "warmup": 3, "trials": 20, "l2_flush": True, "forward_seed": 0})
+                    self.assertEqual(reply["type"], "timing", reply)
+                    self.assertEqual(reply["clock"], "cuda_event")
+                    self.assertEqual(len(reply["samples_ms"]), 20)
+                    self.assertTrue(all(s > 0 for s in reply["samples_ms"]))
+                    print(f"\n{precision} {w is self.ref and 'reference' or 'candidate'} "
+                          f"median {sorted(reply['samples_ms'])[10]:.4f} ms", file=sys.stderr)
+
+    def test_side_stream_work_is_timed(self):
+        # The candidate leaves its work on a side stream; the device-wide synchronize
+        # before the end event must still count it.
+        self.load_reference(self.linear, device="cuda:0")
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                    self.side = torch.cuda.Stream()
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        a = torch.randn(4096, 4096, device=x.device)
+                        for _ in range(20):
+                            a = a @ a
+                            a = a / a.abs().max()
+                    return x.clone()
+        """, device="cuda:0")
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        self.run_case(case, t)
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": False, "forward_seed": 0})
+        # 20 fp32 4096^3 matmuls: well over a millisecond on any GPU
+        self.assertGreater(min(reply["samples_ms"]), 1.0, reply)
+
+
+class ProcessTests(unittest.TestCase):
+    """Exit codes and broken channels; each test starts its own worker."""
+
+    def test_bad_magic_exits_4(self):
+        w = Worker("candidate")
+        w.recv()
+        w.send_raw(b"XXXX" + bytes(12))
+        reply, _ = w.recv()
+        self.assertEqual((reply["type"], reply["kind"]), ("error", "protocol"))
+        self.assertEqual(w.wait(), 4)
+        w.close()
+
+    def test_tensor_outside_payload_exits_4(self):
+        w = Worker("reference")
+        w.recv()
+        header = json.dumps({"cmd": "run_case", "tensors": [
+            {"name": "x", "dtype": "f32", "shape": [4], "offset": 0, "nbytes": 16}]}).encode()
+        w.send_raw(b"KBF1" + struct.pack("<IQ", len(header), 8) + header + bytes(8))
+        reply, _ = w.recv()
+        self.assertIn("outside the payload", reply["message"])
+        self.assertEqual(w.wait(), 4)
+        w.close()
+
+    def test_missing_torch_is_environment_error_exit_3(self):
+        with tempfile.TemporaryDirectory() as fake:
+            with open(os.path.join(fake, "torch.py"), "w") as f:
+                f.write("raise ImportError('libtorch is broken')\n")
+            env = dict(os.environ, PYTHONPATH=fake)
+            w = Worker("candidate", env=env)
+            reply, _ = w.recv()
+            self.assertEqual((reply["type"], reply["kind"]), ("error", "environment"))
+            self.assertIn("libtorch is broken", reply["message"])
+            self.assertEqual(reply["python_executable"], PYTHON)
+            self.assertEqual(w.wait(), 3)
+            w.close()
+
+    def test_closed_channel_exits_0(self):
+        w = Worker("reference")
+        w.recv()
+        w.proc.stdin.close()
+        self.assertEqual(w.wait(), 0)
+        w.proc.stdout.close()
+        w.stderr.close()
+
+    def test_usage_error_exits_2(self):
+        w = Worker("", args=["judge"])
+        reply, _ = w.recv()
+        self.assertEqual(reply["kind"], "protocol")
+        self.assertEqual(w.wait(), 2)
+        w.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,1000 @@
+#!/usr/bin/env python3
+"""kbench worker: the Python executor behind the Rust harness.
+
+    python3 -u worker.py reference|candidate
+
+It loads, runs and times models; it never decides whether a kernel is correct. The wire
+protocol is specified in PROTOCOL.md next to this file (embedded into the kbench binary
+and written to a cache directory at run time, so this file imports nothing but the
+standard library, torch and numpy).
+
+Trust: the `reference` role only ever executes the problem file. The `candidate` role
+executes hostile code in this very process, so nothing it reports is trusted by the
+harness; the harness validates every frame and bounds every time from outside.
+"""
+
+import os
+import sys
+
+# Exit codes (PROTOCOL.md, "Exit codes").
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_ENVIRONMENT = 3
+EXIT_PROTOCOL = 4
+
+PROTOCOL_VERSION = 1
+HELLO_MAGIC = "kbench-worker"
+FRAME_MAGIC = b"KBF1"
+# Same bound as the harness (record/src/protocol.rs MAX_HEADER_BYTES): headers are small JSON.
+MAX_HEADER_BYTES = 16 << 20
+# Error messages and tracebacks are clipped so a flood (a 10 MB compiler log) cannot
+# bloat the run log; head and tail are kept since compilers put the first error first.
+MAX_MESSAGE_CHARS = 20_000
+MAX_TRACEBACK_CHARS = 20_000
+# L2 flush size when the device does not report its L2 (KernelBench timing.py writes 256 MiB).
+FALLBACK_FLUSH_BYTES = 256 << 20
+
+
+def _take_protocol_fds():
+    """Moves the protocol onto private fds before any other code can print.
+
+    Afterwards fd 0 reads /dev/null and fd 1 is a copy of fd 2, so whatever the problem or
+    the candidate writes (Python print, C printf, ninja/nvcc output of an extension build)
+    lands on stderr, which the harness drains and truncates, and never on the protocol.
+    os.dup returns non-inheritable fds, so build subprocesses do not get them either.
+    """
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    # Python-level writes to sys.stdout go straight to stderr as well, with no buffer of
+    # their own that could interleave oddly with stderr.
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
+# Light standard-library modules only: main() takes the fds before torch is imported.
+import copy  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+
+torch = None  # bound by main() once `import torch` succeeded
+np = None
+
+
+# ---------------------------------------------------------------------------------------
+# Errors
+
+
+class ProtocolViolation(Exception):
+    """A malformed frame: the channel is corrupt, the worker exits with EXIT_PROTOCOL."""
+
+
+class WorkerError(Exception):
+    """An error that becomes one `{"type": "error"}` reply; the command loop goes on."""
+
+    def __init__(self, kind, phase, message, tb=None):
+        super().__init__(message)
+        self.kind = kind
+        self.phase = phase
+        self.message = message
+        self.tb = tb
+
+
+def _clean_text(text, limit):
+    """Clips `text` to about `limit` characters (head and tail) and makes it valid UTF-8.
+
+    Lone surrogates (undecodable bytes from a compiler log) would make serde_json reject
+    the whole header, so they are replaced.
+    """
+    text = str(text)
+    if len(text) > limit:
+        head = limit * 3 // 4
+        tail = limit - head
+        dropped = len(text) - head - tail
+        text = f"{text[:head]}\n... [{dropped} characters clipped] ...\n{text[-tail:]}"
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _describe(exc):
+    """`Type: message`, the form every error message uses. A hostile exception whose
+    __str__ raises must not take the command loop down with it."""
+    try:
+        msg = str(exc)
+    except BaseException:  # noqa: BLE001
+        msg = "<str() of the exception failed>"
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _format_tb(exc):
+    """The formatted traceback, less the worker's own outer frames (the reader wants the
+    candidate's frames; a bug in the worker itself still shows its innermost frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+_THIS_FILE = _format_tb.__code__.co_filename
+
+
+def _error_from(exc, kind, phase, prefix=""):
+    return WorkerError(kind, phase, prefix + _describe(exc), _format_tb(exc))
+
+
+def _error_header(kind, phase, message, tb=None):
+    return {
+        "type": "error",
+        "kind": kind,
+        "phase": phase,
+        "message": _clean_text(message, MAX_MESSAGE_CHARS),
+        "traceback": _clean_text(tb or "", MAX_TRACEBACK_CHARS),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Frames
+
+
+def _physical_memory_bytes():
+    """Upper bound for an incoming payload: a larger one cannot be honest."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+class Channel:
+    """The private protocol streams: frames in, frames out."""
+
+    def __init__(self, fd_in, fd_out):
+        self._in = io.open(fd_in, "rb", buffering=1 << 16)
+        # Unbuffered: a frame is written as a few large writes, never copied into a buffer.
+        self._out = io.open(fd_out, "wb", buffering=0)
+        self._max_payload = _physical_memory_bytes()
+
+    def _read_into(self, buf, what):
+        """Fills `buf` completely; returns False on EOF before the first byte."""
+        view = memoryview(buf)
+        filled = 0
+        while filled < len(view):
+            n = self._in.readinto(view[filled:])
+            if not n:
+                if filled == 0:
+                    return False
+                raise ProtocolViolation(f"channel closed inside the {what} of a frame")
+            filled += n
+        return True
+
+    def read_frame(self):
+        """Returns (header dict, payload bytearray), or None on a clean EOF between frames."""
+        prefix = bytearray(16)
+        if not self._read_into(prefix, "prefix"):
+            return None
+        if bytes(prefix[:4]) != FRAME_MAGIC:
+            raise ProtocolViolation(f"bad frame magic {bytes(prefix[:4])!r}")
+        header_len = int.from_bytes(prefix[4:8], "little")
+        payload_len = int.from_bytes(prefix[8:16], "little")
+        if header_len > MAX_HEADER_BYTES:
+            raise ProtocolViolation(f"header of {header_len} bytes exceeds {MAX_HEADER_BYTES}")
+        if payload_len > self._max_payload:
+            raise ProtocolViolation(
+                f"payload of {payload_len} bytes exceeds physical memory ({self._max_payload})"
+            )
+        raw_header = bytearray(header_len)
+        if header_len and not self._read_into(raw_header, "header"):
+            raise ProtocolViolation("channel closed inside the header of a frame")
+        payload = bytearray(payload_len)
+        if payload_len and not self._read_into(payload, "payload"):
+            raise ProtocolViolation("channel closed inside the payload of a frame")
+        try:
+            header = json.loads(raw_header.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ProtocolViolation(f"header is not JSON: {exc}") from None
+        if not isinstance(header, dict):
+            raise ProtocolViolation("header is not a JSON object")
+        header["tensors"] = _check_tensor_specs(header.get("tensors", []), payload_len)
+        return header, payload
+
+    def write_frame(self, header, tensors=()):
+        self.send(self.encode(header, tensors))
+
+    @staticmethod
+    def encode(header, tensors=()):
+        """Lays out one frame as a list of buffers. `tensors` is a list of (name, contiguous
+        CPU tensor of a wire dtype); their bytes are views of tensor memory, not copies.
+        Raises (nothing written yet) when the header cannot be serialised."""
+        specs = []
+        views = []
+        offset = 0
+        for name, t in tensors:
+            view = _tensor_bytes(t)
+            specs.append(
+                {
+                    "name": name,
+                    "dtype": _wire_dtype(t),
+                    "shape": list(t.shape),
+                    "offset": offset,
+                    "nbytes": view.nbytes,
+                }
+            )
+            views.append(view)
+            offset += view.nbytes
+        if specs:
+            header = dict(header, tensors=specs)
+        raw = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("utf-8")
+        if len(raw) > MAX_HEADER_BYTES:
+            raise WorkerError("runtime_error", None, f"reply header of {len(raw)} bytes is too large")
+        prefix = FRAME_MAGIC + len(raw).to_bytes(4, "little") + offset.to_bytes(8, "little")
+        return [prefix + raw] + views
+
+    def send(self, buffers):
+        for buf in buffers:
+            self._write_all(buf)
+
+    def _write_all(self, data):
+        view = memoryview(data)
+        while len(view):
+            n = self._out.write(view)
+            if n is None:  # non-blocking fd; cannot happen on the pipes the harness makes
+                n = 0
+            view = view[n:]
+
+
+def _check_tensor_specs(specs, payload_len):
+    """Validates the header's tensor list against the payload (corrupt list = bad frame)."""
+    if not isinstance(specs, list):
+        raise ProtocolViolation("'tensors' is not a list")
+    seen = set()
+    checked = []
+    for spec in specs:
+        if not isinstance(spec, dict):
+            raise ProtocolViolation("tensor spec is not an object")
+        name = spec.get("name")
+        dtype = spec.get("dtype")
+        shape = spec.get("shape")
+        offset = spec.get("offset")
+        nbytes = spec.get("nbytes")
+        if not isinstance(name, str) or name in seen:
+            raise ProtocolViolation(f"tensor name {name!r} is missing or repeated")
+        seen.add(name)
+        if dtype not in _ITEMSIZE:
+            raise ProtocolViolation(f"tensor {name!r}: unknown dtype {dtype!r}")
+        if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
+            raise ProtocolViolation(f"tensor {name!r}: bad shape {shape!r}")
+        if not (_is_uint(offset) and _is_uint(nbytes)):
+            raise ProtocolViolation(f"tensor {name!r}: bad offset/nbytes")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if numel * _ITEMSIZE[dtype] != nbytes:
+            raise ProtocolViolation(
+                f"tensor {name!r}: {nbytes} bytes do not hold {dtype} of shape {shape}"
+            )
+        if offset + nbytes > payload_len:
+            raise ProtocolViolation(
+                f"tensor {name!r} lies outside the payload ({offset} + {nbytes} > {payload_len})"
+            )
+        checked.append(spec)
+    return checked
+
+
+def _is_uint(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# Wire dtype names (PROTOCOL.md) and their sizes in bytes.
+_ITEMSIZE = {
+    "f64": 8, "f32": 4, "f16": 2, "bf16": 2,
+    "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
+}  # fmt: skip
+_WIRE_OF = {}  # torch dtype -> wire name, filled once torch is imported
+_TORCH_OF = {}  # wire name -> torch dtype
+
+
+def _init_dtype_tables():
+    pairs = [
+        (torch.float64, "f64"), (torch.float32, "f32"), (torch.float16, "f16"),
+        (torch.bfloat16, "bf16"), (torch.int64, "i64"), (torch.int32, "i32"),
+        (torch.int16, "i16"), (torch.int8, "i8"), (torch.uint8, "u8"), (torch.bool, "bool"),
+    ]  # fmt: skip
+    for dt, name in pairs:
+        _WIRE_OF[dt] = name
+        _TORCH_OF[name] = dt
+
+
+def _wire_dtype(t):
+    return _WIRE_OF[t.dtype]
+
+
+def _tensor_bytes(t):
+    """The raw little-endian bytes of a contiguous CPU tensor, as a memoryview (no copy).
+
+    Viewing as uint8 first sidesteps numpy's missing bfloat16 and keeps bool as 0/1 bytes.
+    """
+    flat = t.reshape(-1)
+    if flat.dtype != torch.uint8:
+        flat = flat.view(torch.uint8)
+    return memoryview(flat.numpy())
+
+
+def _tensor_from_payload(payload, spec, device):
+    """Builds an owned tensor on `device` from a checked spec (copies out of the payload)."""
+    dtype = spec["dtype"]
+    shape = spec["shape"]
+    numel = spec["nbytes"] // _ITEMSIZE[dtype]
+    if numel == 0:
+        return torch.empty(shape, dtype=_TORCH_OF[dtype], device=device)
+    # Payload offsets need not be aligned for the dtype: take the bytes, copy them into
+    # fresh (aligned, owned) memory on the device, then reinterpret. bool bytes are
+    # normalised to 0/1.
+    raw = torch.frombuffer(payload, dtype=torch.uint8, count=spec["nbytes"], offset=spec["offset"])
+    if dtype == "bool":
+        t = raw.ne(0).to(device)
+    else:
+        t = raw.to(device, copy=True).view(_TORCH_OF[dtype])
+    return t.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Tensors: casting, output checks, host copies
+
+
+def _precision_dtype(name):
+    table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    if name not in table:
+        raise WorkerError("protocol", "load", f"unknown precision {name!r} (fp32, fp16, bf16)")
+    return table[name]
+
+
+def cast(x, device, dtype):
+    """PROTOCOL.md casting rule: floating tensors to the working dtype and device; integer
+    and bool tensors only to the device (KernelBench HEAD casts them too: its bug #151)."""
+    if isinstance(x, torch.Tensor):
+        if x.is_floating_point():
+            return x.to(device=device, dtype=dtype)
+        return x.to(device=device)
+    return x
+
+
+def _to_f64(x):
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.to(torch.float64)
+    return x
+
+
+def _check_sendable(t, what):
+    """Raises bad_output unless `t` is a plain dense tensor of a wire dtype. (A tensor
+    subclass could compute lazily, or lie about its contents, so none is accepted.)"""
+    if type(t) is not torch.Tensor:
+        raise WorkerError(
+            "bad_output", None, f"{what} is a {type(t).__module__}.{type(t).__qualname__}, "
+            "not a plain torch.Tensor",
+        )
+    if t.layout != torch.strided:
+        raise WorkerError("bad_output", None, f"{what} has layout {t.layout}; only dense tensors travel")
+    if t.is_nested:
+        raise WorkerError("bad_output", None, f"{what} is a nested tensor")
+    if t.device.type == "meta":
+        raise WorkerError("bad_output", None, f"{what} is a meta tensor (it holds no data)")
+    if t.dtype not in _WIRE_OF:
+        raise WorkerError(
+            "bad_output", None,
+            f"{what} has dtype {t.dtype}, which kbench cannot compare "
+            f"(supported: {', '.join(_ITEMSIZE)})",
+        )
+
+
+def _host_copy(t, snapshot):
+    """Contiguous CPU copy for sending. With `snapshot`, a CPU tensor is copied too, so a
+    later in-place write by the model cannot change what is sent."""
+    t = t.detach().resolve_conj().resolve_neg()
+    if snapshot or t.device.type != "cpu":
+        return t.to("cpu", memory_format=torch.contiguous_format, copy=True)
+    return t.contiguous()
+
+
+def flatten_outputs(out):
+    """forward's result as a flat list of checked tensors (tuples/lists flattened in order)."""
+    flat = []
+
+    def walk(x, path):
+        if isinstance(x, (tuple, list)):
+            for i, item in enumerate(x):
+                walk(item, f"{path}[{i}]")
+        else:
+            flat.append((x, path))
+
+    if isinstance(out, (tuple, list)):
+        walk(out, "output")
+    else:
+        flat.append((out, "output"))
+    for x, path in flat:
+        if not isinstance(x, torch.Tensor):
+            raise WorkerError(
+                "bad_output", None,
+                f"forward returned {type(x).__module__}.{type(x).__qualname__} as {path}; "
+                "expected a tensor or a tuple/list of tensors",
+            )
+        _check_sendable(x, path)
+    return [x for x, _ in flat]
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seed_all(seed):
+    """torch.manual_seed seeds the CPU and every CUDA device. Python's and numpy's RNGs are
+    seeded too so a get_inputs that uses them is still a function of the seed."""
+    seed = int(seed)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+
+
+# ---------------------------------------------------------------------------------------
+# Timing: the one function both roles use (PROTOCOL.md, "time").
+
+
+def time_calls(call, device, warmup, trials, flush_buffer, before_call):
+    """Runs `call` warmup + trials times; returns (clock name, the `trials` samples in ms).
+
+    CUDA: a device-wide synchronize before recording the end event, so work the call left
+    on side streams is counted; `flush_buffer` (>= 2x L2, or None for no flush) is written
+    before every call so no call starts with a warm L2. Events are recorded on the default
+    stream, which the candidate cannot have swapped out from under us.
+    CPU: perf_counter_ns around the call.
+    """
+    samples = []
+    if device.type == "cuda":
+        stream = torch.cuda.default_stream(device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        for i in range(warmup + trials):
+            before_call()
+            if flush_buffer is not None:
+                flush_buffer.fill_(i & 0x7F)
+            torch.cuda.synchronize(device)
+            start.record(stream)
+            call()
+            torch.cuda.synchronize(device)
+            end.record(stream)
+            end.synchronize()
+            if i >= warmup:
+                samples.append(float(start.elapsed_time(end)))
+        return "cuda_event", samples
+    for i in range(warmup + trials):
+        before_call()
+        t0 = time.perf_counter_ns()
+        call()
+        t1 = time.perf_counter_ns()
+        if i >= warmup:
+            samples.append((t1 - t0) / 1e6)
+    return "perf_counter", samples
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def _new_namespace(path):
+    """A fresh module `kbench_problem`, registered in sys.modules so dataclasses, typing,
+    pickling and inspect (triton reads source through it) resolve the module by name."""
+    module = types.ModuleType("kbench_problem")
+    module.__file__ = path
+    sys.modules["kbench_problem"] = module
+    return module
+
+
+def _read_source(path, label):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise WorkerError("environment", "load", f"cannot read the {label} file {path}: {_describe(exc)}")
+
+
+def _is_extension_build_failure(exc):
+    """torch.utils.cpp_extension raising (ninja/nvcc failed), anywhere in the cause chain."""
+    seen = set()
+    e = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, subprocess.CalledProcessError):
+            return True
+        if isinstance(e, RuntimeError) and "Error building extension" in str(e):
+            return True
+        for frame in traceback.extract_tb(e.__traceback__):
+            if frame.filename.replace("\\", "/").endswith("torch/utils/cpp_extension.py"):
+                return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _exec_candidate(module, path):
+    """Executes the candidate into the problem's namespace; any failure is compile_error
+    (KernelBench: compiled=False), with a message that names the candidate file."""
+    source = _read_source(path, "candidate")
+    module.__file__ = path
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise _error_from(exc, "compile_error", "load", f"syntax error in candidate {path}: ")
+    try:
+        exec(code, module.__dict__)
+    except (Exception, SystemExit) as exc:
+        if _is_extension_build_failure(exc):
+            what = "extension build failed"
+        elif isinstance(exc, ImportError):
+            what = "import failed"
+        else:
+            what = "exception"
+        raise _error_from(exc, "compile_error", "load", f"{what} while executing candidate {path}: ")
+    factory = module.__dict__.get("ModelNew")
+    if factory is None:
+        raise WorkerError("compile_error", "load", f"candidate {path} defines no ModelNew")
+    if not callable(factory):
+        raise WorkerError(
+            "compile_error", "load",
+            f"ModelNew in candidate {path} is a {type(factory).__qualname__}, not a class",
+        )
+    return factory
+
+
+# ---------------------------------------------------------------------------------------
+# The worker
+
+
+class Worker:
+    def __init__(self, role, channel):
+        self.role = role
+        self.channel = channel
+        self.model = None
+        self.model64 = None
+        self.f64_error = None
+        self.get_inputs = None
+        self.device = None
+        self.dtype = None
+        self.num_threads = None
+        self.case = None  # the current case: the argument list of the last make/run_case
+        self.flush_buffer = None  # allocated once, on first use
+        self.l2_bytes = None
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _require_model(self, phase):
+        if self.model is None:
+            raise WorkerError("protocol", phase, "no model is loaded (send a successful load first)")
+
+    def _pin_threads(self):
+        # A candidate may call torch.set_num_threads itself (or patch get_num_threads), so
+        # every call is made after setting the count the harness asked for.
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+
+    def _forward(self, model, args, seed, phase):
+        self._pin_threads()
+        seed_all(seed)
+        t0 = time.perf_counter()
+        try:
+            out = model(*args)
+            _sync(self.device)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", phase)
+        return out, time.perf_counter() - t0
+
+    # -- commands -----------------------------------------------------------------------
+
+    def cmd_load(self, cmd, payload):
+        t0 = time.perf_counter()
+        # A second load replaces the first (the harness normally uses one worker per model).
+        self.model = self.model64 = self.case = None
+        self.f64_error = None
+        problem_path = _field(cmd, "problem_path", str, "load")
+        candidate_path = cmd.get("candidate_path")
+        if self.role == "reference" and candidate_path is not None:
+            raise WorkerError("protocol", "load", "the reference role never loads candidate code")
+        if self.role == "candidate" and not isinstance(candidate_path, str):
+            raise WorkerError("protocol", "load", "load in the candidate role needs candidate_path")
+        self.dtype = _precision_dtype(cmd.get("precision", "fp32"))
+        self.device = self._parse_device(cmd.get("device", "cpu"))
+        weight_seed = cmd.get("weight_seed", 42)
+        if weight_seed is None:
+            weight_seed = 42
+        if not _is_int(weight_seed):
+            raise WorkerError("protocol", "load", f"weight_seed must be an int, got {weight_seed!r}")
+        want_f64 = bool(cmd.get("want_f64", False)) and self.role == "reference"
+        num_threads = cmd.get("num_threads")
+        if num_threads is not None and not (_is_int(num_threads) and num_threads > 0):
+            raise WorkerError("protocol", "load", f"num_threads must be a positive int or null, got {num_threads!r}")
+        self.num_threads = num_threads
+        self._pin_threads()
+
+        # The problem file is trusted; a failure there is the environment's (or the
+        # suite's), not the candidate's.
+        module = _new_namespace(problem_path)
+        source = _read_source(problem_path, "problem")
+        try:
+            exec(compile(source, problem_path, "exec", dont_inherit=True), module.__dict__)
+            get_inputs = module.__dict__["get_inputs"]
+            get_init_inputs = module.__dict__["get_init_inputs"]
+            # Captured now, before a candidate could rebind them in the shared namespace.
+            seed_all(weight_seed)
+            init = list(get_init_inputs())
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "environment", "load", f"problem file {problem_path} failed: ")
+        self.get_inputs = get_inputs
+
+        if self.role == "candidate":
+            build_dir = cmd.get("build_dir")
+            if isinstance(build_dir, str) and build_dir:
+                os.makedirs(build_dir, exist_ok=True)
+                os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+            factory = _exec_candidate(module, candidate_path)
+            name = "ModelNew"
+        else:
+            factory = module.__dict__.get("Model")
+            if factory is None:
+                raise WorkerError("environment", "load", f"problem file {problem_path} defines no Model")
+            name = "Model"
+
+        seed_all(weight_seed)
+        try:
+            model = factory(*init)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "load", f"constructing {name} failed: ")
+        if want_f64:
+            # Copied before the cast, so the float64 model holds the weights as constructed.
+            try:
+                self.model64 = copy.deepcopy(model).to(device=self.device, dtype=torch.float64)
+            except (Exception, SystemExit) as exc:
+                self.model64 = None
+                self.f64_error = _clean_text(_describe(exc), MAX_MESSAGE_CHARS)
+        try:
+            self.model = model.to(device=self.device, dtype=self.dtype)
+            _sync(self.device)
+        except (Exception, SystemExit) as exc:
+            self.model64 = None
+            raise _error_from(exc, "runtime_error", "load", f"moving {name} to {self.device} failed: ")
+        if self.model is None:
+            raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
+
+        if self.device.type == "cuda":
+            props = torch.cuda.get_device_properties(self.device)
+            device_name = props.name
+            self.l2_bytes = int(getattr(props, "L2_cache_size", 0)) or None
+        else:
+            device_name = _cpu_name()
+            self.l2_bytes = None
+        return {
+            "type": "loaded",
+            "load_s": time.perf_counter() - t0,
+            "device_name": device_name,
+            "torch": torch.__version__,
+            "l2_bytes": self.l2_bytes,
+            "f64_available": self.model64 is not None,
+            "f64_error": None if self.model64 is not None or not want_f64 else self.f64_error,
+        }, []
+
+    def cmd_make_case(self, cmd, payload):
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "make_case is for the reference role only")
+        self._require_model("run")
+        seed = _field(cmd, "seed", int, "run")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        seed_all(seed)
+        try:
+            raw = list(self.get_inputs())
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "run", "get_inputs failed: ")
+        inputs = [cast(x, self.device, self.dtype) for x in raw]
+        self.case = inputs
+
+        # Inputs are copied to the host before any forward, so an in-place write by the
+        # model cannot change what the candidate will be given.
+        args, tensors = [], []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                _check_sendable(x, f"input {i}")
+                tensors.append((f"in:{i}", _host_copy(x, snapshot=True)))
+                args.append({"tensor": f"in:{i}"})
+            else:
+                args.append({"value": _json_value(x, i)})
+
+        # float64 first, on pristine inputs; its failure is information, not an error.
+        outs64, f64_error = [], None
+        if self.model64 is not None:
+            outs64, f64_error = self._run_f64(inputs, forward_seed)
+
+        out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        outs = [_host_copy(t, snapshot=False) for t in flatten_outputs(out)]
+        tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
+        tensors += [(f"out64:{k}", t) for k, t in enumerate(outs64)]
+        reply = {
+            "type": "case",
+            "inputs": args,
+            "outputs": len(outs),
+            "outputs_f64": len(outs64),
+            "run_s": run_s,
+        }
+        if f64_error is not None:
+            reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
+        return reply, tensors
+
+    def _run_f64(self, inputs, forward_seed):
+        """(host outputs of the float64 model, None) or ([], why it failed). The float64
+        copies of the inputs die with this frame, before the working forward runs."""
+        try:
+            args64 = [_to_f64(x) for x in inputs]
+            out64, _ = self._forward(self.model64, args64, forward_seed, "run")
+            return [_host_copy(t, snapshot=False) for t in flatten_outputs(out64)], None
+        except WorkerError as exc:
+            return [], exc.message
+        except (Exception, SystemExit) as exc:
+            return [], _describe(exc)
+
+    def cmd_run_case(self, cmd, payload):
+        if self.role != "candidate":
+            raise WorkerError("protocol", "run", "run_case is for the candidate role only")
+        self._require_model("run")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        arg_specs = _field(cmd, "inputs", list, "run")
+        specs = {s["name"]: s for s in cmd["tensors"]}
+        args = []
+        for i, a in enumerate(arg_specs):
+            if isinstance(a, dict) and len(a) == 1 and "tensor" in a:
+                spec = specs.get(a["tensor"])
+                if spec is None:
+                    raise WorkerError("protocol", "run", f"input {i} names tensor {a['tensor']!r}, not in the frame")
+                # dtype as sent: the reference already applied the casting rule.
+                args.append(_tensor_from_payload(payload, spec, self.device))
+            elif isinstance(a, dict) and len(a) == 1 and "value" in a:
+                args.append(a["value"])
+            else:
+                raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
+        del payload
+        self.case = args
+        out, run_s = self._forward(self.model, args, forward_seed, "run")
+        outs = [_host_copy(t, snapshot=False) for t in flatten_outputs(out)]
+        tensors = [(f"out:{k}", t) for k, t in enumerate(outs)]
+        if cmd.get("return_inputs"):
+            # The inputs as they are after the call, so the harness can check they were
+            # not written to.
+            for i, x in enumerate(args):
+                if isinstance(x, torch.Tensor):
+                    _check_sendable(x, f"input {i}")
+                    tensors.append((f"in:{i}", _host_copy(x, snapshot=False)))
+        return {"type": "outputs", "outputs": len(outs), "run_s": run_s}, tensors
+
+    def cmd_time(self, cmd, payload):
+        self._require_model("time")
+        warmup = _field(cmd, "warmup", int, "time")
+        trials = _field(cmd, "trials", int, "time")
+        forward_seed = _field(cmd, "forward_seed", int, "time")
+        if warmup < 0 or trials < 1:
+            raise WorkerError("protocol", "time", f"need warmup >= 0 and trials >= 1, got {warmup}, {trials}")
+        if self.case is None:
+            raise WorkerError("protocol", "time", "no current case (send make_case or run_case first)")
+        flush = None
+        if cmd.get("l2_flush", True) and self.device.type == "cuda":
+            flush = self._flush_buffer()
+        model, args = self.model, self.case
+        seed_all(forward_seed)
+        try:
+            clock, samples = time_calls(
+                lambda: model(*args), self.device, warmup, trials, flush, self._pin_threads
+            )
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "time")
+        return {"type": "timing", "clock": clock, "samples_ms": samples}, []
+
+    def _flush_buffer(self):
+        if self.flush_buffer is None:
+            nbytes = 2 * self.l2_bytes if self.l2_bytes else FALLBACK_FLUSH_BYTES
+            nbytes = max(nbytes, 2 << 20)
+            self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=self.device)
+        return self.flush_buffer
+
+    def _parse_device(self, name):
+        try:
+            device = torch.device(name)
+        except (RuntimeError, TypeError) as exc:
+            raise WorkerError("protocol", "load", f"bad device {name!r}: {exc}")
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise WorkerError("environment", "load", f"device {name} asked for, but CUDA is not available")
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            if index >= torch.cuda.device_count():
+                raise WorkerError("environment", "load", f"device {name} does not exist ({torch.cuda.device_count()} visible)")
+            torch.cuda.set_device(index)
+            return torch.device("cuda", index)
+        if device.type != "cpu":
+            raise WorkerError("protocol", "load", f"unsupported device {name!r} (cpu, cuda:N)")
+        return device
+
+    # -- loop ---------------------------------------------------------------------------
+
+    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time"}
+
+    def serve(self):
+        handlers = {
+            "load": self.cmd_load,
+            "make_case": self.cmd_make_case,
+            "run_case": self.cmd_run_case,
+            "time": self.cmd_time,
+        }
+        while True:
+            frame = self.channel.read_frame()
+            if frame is None:
+                return EXIT_OK  # the harness closed the channel: nothing left to answer
+            cmd, payload = frame
+            name = cmd.get("cmd")
+            req_id = cmd.get("id")  # echoed so the harness can match answers to commands
+            if name == "exit":
+                self.channel.write_frame({"type": "bye", "id": req_id})
+                return EXIT_OK
+            handler = handlers.get(name)
+            phase = self.PHASES.get(name)
+            del frame
+            if handler is None:
+                header = _error_header("protocol", None, f"unknown command {name!r}")
+                header["id"] = req_id
+                buffers = Channel.encode(header)
+            else:
+                buffers = self._answer(handler, cmd, payload, phase)
+            del payload
+            self.channel.send(buffers)
+
+    def _answer(self, handler, cmd, payload, phase):
+        """Runs one command and encodes its reply; every failure becomes an error frame."""
+        try:
+            with torch.no_grad():
+                reply, tensors = handler(cmd, payload)
+            reply["id"] = cmd.get("id")
+            return Channel.encode(reply, tensors)
+        except WorkerError as exc:
+            header = _error_header(exc.kind, exc.phase or phase, exc.message, exc.tb)
+        except (Exception, SystemExit) as exc:
+            header = _error_header("runtime_error", phase, _describe(exc), _format_tb(exc))
+        header["id"] = cmd.get("id")
+        return Channel.encode(header)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _field(cmd, key, kind, phase):
+    v = cmd.get(key)
+    ok = _is_int(v) if kind is int else isinstance(v, kind)
+    if not ok:
+        raise WorkerError("protocol", phase, f"field {key!r} must be {kind.__name__}, got {v!r}")
+    return v
+
+
+def _json_value(x, i):
+    """A non-tensor input as JSON, or a clear error when it cannot travel."""
+    try:
+        json.dumps(x, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise WorkerError(
+            "runtime_error", "run",
+            f"input {i} is a {type(x).__qualname__} that cannot be sent as JSON ({exc}); "
+            "inputs must be tensors or JSON values",
+        )
+    return x
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+
+
+def _put_interpreter_bin_on_path():
+    """Puts the interpreter's bin directory first on PATH, as activating its venv would.
+
+    The harness starts `<venv>/bin/python worker.py` without activating anything, and
+    torch.utils.cpp_extension finds `ninja` (installed in that venv) through PATH only.
+    """
+    bin_dir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    if bin_dir and bin_dir not in path.split(os.pathsep):
+        os.environ["PATH"] = bin_dir + (os.pathsep + path if path else "")
+
+
+def main(argv):
+    proto_in, proto_out = _take_protocol_fds()
+    channel = Channel(proto_in, proto_out)
+    role = argv[1] if len(argv) == 2 else None
+    if role not in ("reference", "candidate"):
+        channel.write_frame(_error_header("protocol", "start", "usage: worker.py reference|candidate"))
+        return EXIT_USAGE
+
+    _put_interpreter_bin_on_path()
+    global torch, np
+    try:
+        if sys.byteorder != "little":
+            raise ImportError("the kbench wire format is little-endian; this host is big-endian")
+        import numpy as _np
+        import torch as _torch
+    except BaseException as exc:  # noqa: BLE001 (any failure here means: no usable torch)
+        header = _error_header(
+            "environment", "start",
+            f"cannot import torch and numpy with {sys.executable}: {_describe(exc)}",
+            _format_tb(exc),
+        )
+        header["python_executable"] = sys.executable
+        channel.write_frame(header)
+        return EXIT_ENVIRONMENT
+    torch, np = _torch, _np
+    _init_dtype_tables()
+
+    try:
+        cuda_available = bool(torch.cuda.is_available())
+        device_count = int(torch.cuda.device_count()) if cuda_available else 0
+    except Exception:  # noqa: BLE001 (a broken driver still gets a hello, with no GPUs)
+        cuda_available, device_count = False, 0
+    channel.write_frame(
+        {
+            "type": "hello",
+            "magic": HELLO_MAGIC,
+            "protocol": PROTOCOL_VERSION,
+            "role": role,
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "python_executable": sys.executable,
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "numpy": np.__version__,
+            "cuda_available": cuda_available,
+            "device_count": device_count,
+        }
+    )
+
+    worker = Worker(role, channel)
+    try:
+        return worker.serve()
+    except ProtocolViolation as exc:
+        try:
+            channel.write_frame(_error_header("protocol", None, f"bad frame: {exc}"))
+        except OSError:
+            pass
+        return EXIT_PROTOCOL
+    except (BrokenPipeError, ConnectionResetError):
+        return EXIT_PROTOCOL  # the harness is gone
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv)
+    except (BrokenPipeError, ConnectionResetError):
+        code = EXIT_PROTOCOL  # the harness went away while we were writing
+    except BaseException:  # noqa: BLE001 (a worker bug or a signal: report it, die non-zero)
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stderr.flush()
+    finally:
+        # os._exit: interpreter shutdown would run candidate atexit hooks and finalisers
+        # that could print, hang or change the exit code; every answer is already sent.
+        os._exit(code)
