@@ -1,0 +1,246 @@
+//! Agents produce candidate kernels for a problem. This agents need no model:
+//! `reference` (the problem's own code as `ModelNew`) and `replay` (kernels already on disk).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use kbench_suites::Problem;
+
+use crate::python::hex_sha256;
+
+/// One kernel to evaluate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Unique within its problem and agent, e.g. a file stem.
+    pub name: String,
+    pub sample: u32,
+    pub source: String,
+    pub source_path: Option<PathBuf>,
+    pub sha256: String,
+}
+
+impl Candidate {
+    pub fn new(name: String, sample: u32, source: String, source_path: Option<PathBuf>) -> Self {
+        let sha256 = hex_sha256(source.as_bytes());
+        Self {
+            name,
+            sample,
+            source,
+            source_path,
+            sha256,
+        }
+    }
+}
+
+/// Something that proposes kernels for problems.
+pub trait Agent {
+    /// Name recorded in every eval record.
+    fn name(&self) -> &str;
+    /// The candidates for one problem (possibly none).
+    fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>>;
+}
+
+/// Submits each problem's own code with `Model` renamed to `ModelNew`: it must come out
+/// correct with a speedup near 1, which checks the harness itself.
+pub struct ReferenceAgent;
+
+impl Agent for ReferenceAgent {
+    fn name(&self) -> &str {
+        "reference"
+    }
+    fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>> {
+        let source = rename_identifier(&problem.source, "Model", "ModelNew");
+        Ok(vec![Candidate::new("reference".into(), 0, source, None)])
+    }
+}
+
+/// Replaces whole-word occurrences of `from` (identifier boundaries) with `to`.
+pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(source.len() + 64);
+    let mut rest = source;
+    while let Some(pos) = rest.find(from) {
+        let before = rest[..pos].chars().next_back();
+        let after = rest[pos + from.len()..].chars().next();
+        out.push_str(&rest[..pos]);
+        if before.is_some_and(is_ident) || after.is_some_and(is_ident) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[pos + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Evaluates kernel files already on disk. Understands:
+/// - KernelBench's `runs/<name>/level_<L>_problem_<P>_sample_<S>_kernel.py`;
+/// - `<dir>/level<L>/<P>_<anything>.py`;
+/// - `<dir>/<P>_<anything>.py`, when problem ids are unique in the selected suite.
+pub struct ReplayAgent {
+    /// (level, id) → candidates.
+    by_problem: BTreeMap<(u8, u32), Vec<Candidate>>,
+    /// Files that matched no selected problem.
+    pub unmatched: Vec<PathBuf>,
+}
+
+impl ReplayAgent {
+    pub fn scan(dir: &Path, problems: &[Problem]) -> Result<Self> {
+        let mut found: Vec<(Option<u8>, u32, Option<u32>, PathBuf)> = Vec::new();
+        scan_dir(dir, None, &mut found)?;
+        let mut sub: Vec<PathBuf> = read_dir_sorted(dir)?
+            .into_iter()
+            .filter(|p| p.is_dir())
+            .collect();
+        sub.sort();
+        for d in sub {
+            let name = d.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Some(level) = name
+                .strip_prefix("level")
+                .and_then(|l| l.parse::<u8>().ok())
+            {
+                scan_dir(&d, Some(level), &mut found)?;
+            }
+        }
+        if found.is_empty() {
+            bail!(
+                "replay folder {} holds no kernel files: expected level_<L>_problem_<P>_sample_<S>_kernel.py, <P>_<name>.py or level<L>/<P>_<name>.py",
+                dir.display()
+            );
+        }
+        let mut by_problem: BTreeMap<(u8, u32), Vec<Candidate>> = BTreeMap::new();
+        let mut unmatched = Vec::new();
+        for (level, id, sample, path) in found {
+            let matches: Vec<&Problem> = problems
+                .iter()
+                .filter(|p| p.id == id && level.is_none_or(|l| l == p.level))
+                .collect();
+            let problem = match matches.as_slice() {
+                [] => {
+                    unmatched.push(path);
+                    continue;
+                }
+                [p] => *p,
+                many => bail!(
+                    "replay file {} matches {} problems with id {id} (levels {:?}); put it under level<L>/ or use KernelBench's level_<L>_problem_<P>_sample_<S>_kernel.py names",
+                    path.display(),
+                    many.len(),
+                    many.iter().map(|p| p.level).collect::<Vec<_>>()
+                ),
+            };
+            let source = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading replay kernel {}", path.display()))?;
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("kernel")
+                .to_string();
+            let list = by_problem.entry((problem.level, problem.id)).or_default();
+            let sample = sample.unwrap_or(list.len() as u32);
+            list.push(Candidate::new(name, sample, source, Some(path)));
+        }
+        Ok(Self {
+            by_problem,
+            unmatched,
+        })
+    }
+
+    /// Number of candidate files matched to problems.
+    pub fn len(&self) -> usize {
+        self.by_problem.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Agent for ReplayAgent {
+    fn name(&self) -> &str {
+        "replay"
+    }
+    fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>> {
+        Ok(self
+            .by_problem
+            .get(&(problem.level, problem.id))
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading replay folder {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn scan_dir(
+    dir: &Path,
+    level: Option<u8>,
+    found: &mut Vec<(Option<u8>, u32, Option<u32>, PathBuf)>,
+) -> Result<()> {
+    for path in read_dir_sorted(dir)? {
+        if !path.is_file() || path.extension().and_then(|e| e.to_str()) != Some("py") {
+            continue;
+        }
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if let Some((l, p, s)) = parse_kernelbench_run_name(stem) {
+            found.push((Some(l), p, Some(s), path));
+        } else if let Some(id) = leading_id(stem) {
+            found.push((level, id, None, path));
+        }
+    }
+    Ok(())
+}
+
+/// `level_1_problem_19_sample_0_kernel` → (1, 19, 0).
+fn parse_kernelbench_run_name(stem: &str) -> Option<(u8, u32, u32)> {
+    let rest = stem.strip_prefix("level_")?;
+    let (l, rest) = rest.split_once("_problem_")?;
+    let (p, rest) = rest.split_once("_sample_")?;
+    let s = rest.strip_suffix("_kernel")?;
+    Some((l.parse().ok()?, p.parse().ok()?, s.parse().ok()?))
+}
+
+/// `19_relu_fast` → 19; requires digits then `_`.
+fn leading_id(stem: &str) -> Option<u32> {
+    let (id, rest) = stem.split_once('_')?;
+    if rest.is_empty() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rename_only_whole_identifiers() {
+        let src = "class Model(nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n# ModelX MyModel Model.\n";
+        let out = rename_identifier(src, "Model", "ModelNew");
+        assert!(out.contains("class ModelNew(nn.Module)"));
+        assert!(out.contains("super(ModelNew, self)"));
+        assert!(out.contains("ModelX MyModel ModelNew."));
+    }
+
+    #[test]
+    fn kernelbench_run_names_parse() {
+        assert_eq!(
+            parse_kernelbench_run_name("level_2_problem_40_sample_3_kernel"),
+            Some((2, 40, 3))
+        );
+        assert_eq!(
+            parse_kernelbench_run_name("level_2_problem_40_sample_x_kernel"),
+            None
+        );
+        assert_eq!(leading_id("19_relu"), Some(19));
+        assert_eq!(leading_id("relu_19"), None);
+        assert_eq!(leading_id("19_"), None);
+    }
+}

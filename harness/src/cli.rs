@@ -1,0 +1,214 @@
+//! Command-line arguments: plain values, no I/O. `config.rs` validates them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kbench",
+    version,
+    about = "Evaluate LLM-written GPU kernels against KernelBench problems",
+    after_help = "Exit codes: 0 all kernels ok, 1 harness error, 2 usage error, \
+                  3 evaluated but some kernels failed, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create kbench's private Python environment (torch, numpy, safetensors, ninja) and check it.
+    Setup(SetupArgs),
+    /// Set up, then evaluate the `reference` agent on the embedded smoke suite.
+    Demo(DemoArgs),
+    /// List the problems of a suite: level, id and name, one per line.
+    List(ListArgs),
+    /// Evaluate an agent's kernels over a suite and append records to a run log.
+    Run(Box<RunArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct PythonArgs {
+    /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub python: PythonArgs,
+    /// No spinner or progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub python: PythonArgs,
+    /// Run directory (default: ./kbench-demo, replaced on each demo).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+}
+
+/// Which problems to take.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SuiteArgs {
+    /// A built-in suite.
+    #[arg(long, value_enum, conflicts_with_all = ["kernelbench", "problem"])]
+    pub suite: Option<BuiltinSuite>,
+    /// A KernelBench checkout, or a folder holding level1/ level2/ level3/.
+    #[arg(long, value_name = "DIR", conflicts_with = "problem")]
+    pub kernelbench: Option<PathBuf>,
+    /// Levels to take from --kernelbench.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    pub levels: Vec<u8>,
+    /// A single problem file (class Model, get_inputs, get_init_inputs).
+    #[arg(long, value_name = "FILE")]
+    pub problem: Option<PathBuf>,
+    /// Only these problems: comma-separated `ID`, `A-B`, `L/ID` or `L/A-B` (e.g. 1/19,2/1-5).
+    #[arg(long, value_name = "SPEC")]
+    pub select: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BuiltinSuite {
+    /// kbench's own small problems, fast on one CPU core.
+    Smoke,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentKind {
+    /// Submits each problem's own code as ModelNew (sanity check: correct, speedup ≈ 1).
+    Reference,
+    /// Evaluates kernels already on disk (--replay-dir).
+    Replay,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProfileArg {
+    Strict,
+    Kernelbench,
+    #[value(name = "kernelbench-v0.1")]
+    KernelbenchV01,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    Fp32,
+    Fp16,
+    Bf16,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+    #[command(flatten)]
+    pub python: PythonArgs,
+    /// Which agent produces the candidate kernels.
+    #[arg(long, value_enum, default_value = "reference")]
+    pub agent: AgentKind,
+    /// For --agent replay: KernelBench's runs/<name>/ folder (level_L_problem_P_sample_S_kernel.py),
+    /// or a folder of `<id>_*.py` files (optionally under level<L>/).
+    #[arg(long, value_name = "DIR")]
+    pub replay_dir: Option<PathBuf>,
+    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Run directory: run.json, records.jsonl, logs/, kernels/.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Continue the run in --out, skipping what is already recorded.
+    #[arg(long)]
+    pub resume: bool,
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
+    /// Tolerance profile for verdicts.
+    #[arg(long, value_enum, default_value = "strict")]
+    pub profile: ProfileArg,
+    /// Correctness trials of the `random` case family (KernelBench: 5).
+    #[arg(long, default_value_t = 5)]
+    pub trials: u32,
+    /// Timed calls per kernel (reference and candidate each).
+    #[arg(long, default_value_t = 100)]
+    pub timed_calls: u32,
+    /// Untimed warm-up calls before timing.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Timed calls are interleaved between reference and candidate in this many rounds.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: u32,
+    /// Check correctness only.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Skip the L2 flush before each timed call (CUDA only).
+    #[arg(long)]
+    pub no_l2_flush: bool,
+    /// Seconds allowed for starting a worker (python and torch import).
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout_start: f64,
+    /// Seconds allowed for loading a candidate (including extension builds).
+    #[arg(long, default_value_t = 900.0)]
+    pub timeout_load: f64,
+    /// Seconds allowed for one correctness case.
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout_run: f64,
+    /// Seconds allowed for one round of timed calls.
+    #[arg(long, default_value_t = 300.0)]
+    pub timeout_time: f64,
+    /// CPU intra-op threads for workers on --device cpu (same for reference and candidate).
+    #[arg(long, default_value_t = 1)]
+    pub cpu_threads: u32,
+    /// Seed for weights, set before get_init_inputs, Model and ModelNew (KernelBench: 42).
+    #[arg(long, default_value_t = 42)]
+    pub weight_seed: u64,
+    /// No progress bar or per-kernel lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl RunArgs {
+    /// The `run` that `kbench demo` performs: the reference agent on the smoke suite.
+    pub fn parse_demo(
+        out: &std::path::Path,
+        device: &str,
+        python: Option<&std::path::Path>,
+    ) -> RunArgs {
+        let mut argv: Vec<std::ffi::OsString> = [
+            "kbench",
+            "run",
+            "--suite",
+            "smoke",
+            "--agent",
+            "reference",
+            "--device",
+            device,
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        argv.push("--out".into());
+        argv.push(out.into());
+        if let Some(p) = python {
+            argv.push("--python".into());
+            argv.push(p.into());
+        }
+        match Cli::parse_from(argv).command {
+            Command::Run(a) => *a,
+            _ => unreachable!("the demo argv names the run command"),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Validated configuration: `Args` in, checked values and resolved paths out. Everything that
+//! can be wrong with the command line is reported here, before any worker starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kbench_record::{Device, Precision, ToleranceProfile};
+use kbench_suites::Problem;
+
+use crate::cli::{AgentKind, BuiltinSuite, PrecisionArg, ProfileArg, RunArgs, SuiteArgs};
+use crate::gpu;
+use crate::python::{self, PythonChoice};
+
+/// Per-phase time limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    pub start: Duration,
+    pub load: Duration,
+    pub run: Duration,
+    pub time: Duration,
+}
+
+/// How kernels are timed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimingConfig {
+    /// Timed calls per kernel, for the reference and the candidate each.
+    pub timed_calls: u32,
+    pub warmup: u32,
+    /// Interleaving rounds between reference and candidate.
+    pub rounds: u32,
+    pub l2_flush: bool,
+}
+
+/// Where candidate kernels come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentConfig {
+    Reference,
+    Replay { dir: PathBuf },
+}
+
+impl AgentConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            AgentConfig::Reference => "reference",
+            AgentConfig::Replay { .. } => "replay",
+        }
+    }
+}
+
+/// Everything `kbench run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub problems: Vec<Problem>,
+    /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
+    pub suite_label: String,
+    pub agent: AgentConfig,
+    pub device: Device,
+    pub precision: Precision,
+    pub profile: ToleranceProfile,
+    /// Correctness trials of the `random` family.
+    pub trials: u32,
+    pub timing: Option<TimingConfig>,
+    pub timeouts: Timeouts,
+    pub out: PathBuf,
+    pub resume: bool,
+    pub python: PythonChoice,
+    pub cache: PathBuf,
+    pub cpu_threads: u32,
+    pub weight_seed: u64,
+    pub quiet: bool,
+}
+
+impl TryFrom<RunArgs> for RunConfig {
+    type Error = anyhow::Error;
+
+    fn try_from(a: RunArgs) -> Result<Self> {
+        let problems = load_suite(&a.suite)?;
+        let suite_label = suite_label(&a.suite);
+        let agent = match a.agent {
+            AgentKind::Reference => {
+                if a.replay_dir.is_some() {
+                    bail!("--replay-dir is only for --agent replay");
+                }
+                AgentConfig::Reference
+            }
+            AgentKind::Replay => {
+                let dir = a
+                    .replay_dir
+                    .clone()
+                    .context("--agent replay needs --replay-dir DIR (a folder of kernel files)")?;
+                if !dir.is_dir() {
+                    bail!(
+                        "replay folder {} does not exist or is not a directory",
+                        dir.display()
+                    );
+                }
+                AgentConfig::Replay { dir }
+            }
+        };
+        let device = resolve_device(&a.device)?;
+        for (name, v) in [
+            ("--timeout-start", a.timeout_start),
+            ("--timeout-load", a.timeout_load),
+            ("--timeout-run", a.timeout_run),
+            ("--timeout-time", a.timeout_time),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{name} must be a positive number of seconds, got {v}");
+            }
+        }
+        if a.trials == 0 {
+            bail!("--trials must be at least 1");
+        }
+        let timing = if a.no_timing {
+            None
+        } else {
+            if a.timed_calls == 0 || a.rounds == 0 {
+                bail!("--timed-calls and --rounds must be at least 1 (or pass --no-timing)");
+            }
+            Some(TimingConfig {
+                timed_calls: a.timed_calls,
+                warmup: a.warmup,
+                rounds: a.rounds.min(a.timed_calls),
+                l2_flush: !a.no_l2_flush,
+            })
+        };
+        if a.cpu_threads == 0 {
+            bail!("--cpu-threads must be at least 1");
+        }
+        let cache = python::cache_dir();
+        Ok(RunConfig {
+            problems,
+            suite_label,
+            agent,
+            device,
+            precision: match a.precision {
+                PrecisionArg::Fp32 => Precision::Fp32,
+                PrecisionArg::Fp16 => Precision::Fp16,
+                PrecisionArg::Bf16 => Precision::Bf16,
+            },
+            profile: match a.profile {
+                ProfileArg::Strict => ToleranceProfile::Strict,
+                ProfileArg::Kernelbench => ToleranceProfile::KernelBench,
+                ProfileArg::KernelbenchV01 => ToleranceProfile::KernelBenchV01,
+            },
+            trials: a.trials,
+            timing,
+            timeouts: Timeouts {
+                start: Duration::from_secs_f64(a.timeout_start),
+                load: Duration::from_secs_f64(a.timeout_load),
+                run: Duration::from_secs_f64(a.timeout_run),
+                time: Duration::from_secs_f64(a.timeout_time),
+            },
+            out: a.out,
+            resume: a.resume,
+            python: PythonChoice::resolve(a.python.python.as_deref(), &cache),
+            cache,
+            cpu_threads: a.cpu_threads,
+            weight_seed: a.weight_seed,
+            quiet: a.quiet,
+        })
+    }
+}
+
+/// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
+pub fn resolve_device(spec: &str) -> Result<Device> {
+    if spec == "auto" {
+        let inv = gpu::inventory();
+        return Ok(if inv.count() > 0 {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        });
+    }
+    let device: Device = spec.parse().map_err(anyhow::Error::msg)?;
+    if let Device::Cuda(i) = device {
+        let inv = gpu::inventory();
+        if inv.count() == 0 {
+            bail!("--device {spec}: {}", inv.why_none());
+        }
+        if i as usize >= inv.count() {
+            bail!(
+                "--device {spec}: only {} GPU(s) are visible (cuda:0..cuda:{})",
+                inv.count(),
+                inv.count() - 1
+            );
+        }
+    }
+    Ok(device)
+}
+
+fn suite_label(s: &SuiteArgs) -> String {
+    if let Some(p) = &s.problem {
+        return format!("file {}", p.display());
+    }
+    if let Some(d) = &s.kernelbench {
+        return format!("kernelbench {} levels {:?}", d.display(), s.levels);
+    }
+    "smoke".into()
+}
+
+/// Loads the problems the suite arguments name, filtered by `--select`.
+pub fn load_suite(s: &SuiteArgs) -> Result<Vec<Problem>> {
+    let mut problems = if let Some(p) = &s.problem {
+        vec![kbench_suites::load_problem_file(p)?]
+    } else if let Some(d) = &s.kernelbench {
+        for l in &s.levels {
+            if !(1..=3).contains(l) {
+                bail!("--levels: level {l} is not one of 1, 2, 3");
+            }
+        }
+        kbench_suites::load_kernelbench(d, &s.levels)?
+    } else {
+        match s.suite {
+            Some(BuiltinSuite::Smoke) | None => kbench_suites::smoke(),
+        }
+    };
+    if let Some(spec) = &s.select {
+        let sel = Selection::parse(spec)?;
+        problems.retain(|p| sel.matches(p.level, p.id));
+        if problems.is_empty() {
+            bail!("--select {spec} matches no problem of the suite");
+        }
+    }
+    Ok(problems)
+}
+
+/// A parsed `--select` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection(Vec<(Option<u8>, u32, u32)>);
+
+impl Selection {
+    pub fn parse(spec: &str) -> Result<Self> {
+        let mut items = Vec::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bad =
+                || anyhow::anyhow!("--select: cannot read '{part}'; use ID, A-B, L/ID or L/A-B");
+            let (level, range) = match part.split_once('/') {
+                Some((l, r)) => (Some(l.trim().parse::<u8>().map_err(|_| bad())?), r),
+                None => (None, part),
+            };
+            let (a, b) = match range.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                ),
+                None => {
+                    let v = range.trim().parse().map_err(|_| bad())?;
+                    (v, v)
+                }
+            };
+            if a > b {
+                return Err(bad());
+            }
+            items.push((level, a, b));
+        }
+        if items.is_empty() {
+            bail!("--select is empty");
+        }
+        Ok(Self(items))
+    }
+
+    pub fn matches(&self, level: u8, id: u32) -> bool {
+        self.0
+            .iter()
+            .any(|&(l, a, b)| l.is_none_or(|l| l == level) && (a..=b).contains(&id))
+    }
+}
+
+/// The problem file handed to workers: the exact bytes that were hashed, in the cache.
+pub fn materialize_problem(cache: &Path, p: &Problem) -> Result<PathBuf> {
+    python::write_content_addressed(&cache.join("problems"), &p.file, p.source.as_bytes())
+        .with_context(|| format!("writing problem {} to the cache", p.file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_parses_and_matches() {
+        let s = Selection::parse("1/19, 2/1-5,7").unwrap();
+        assert!(s.matches(1, 19));
+        assert!(!s.matches(2, 19));
+        assert!(s.matches(2, 3));
+        assert!(s.matches(3, 7));
+        assert!(!s.matches(1, 6));
+        for bad in ["", "x", "1/", "5-2", "a/3"] {
+            assert!(Selection::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cpu_device_needs_no_gpu() {
+        assert_eq!(resolve_device("cpu").unwrap(), Device::Cpu);
+        assert!(resolve_device("tpu").is_err());
+    }
+}

@@ -1,0 +1,950 @@
+//! The evaluation loop: one trusted reference worker per problem, one fresh untrusted worker
+//! per candidate, verdicts computed here, one record appended per candidate.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use kbench_record::protocol::Frame;
+use kbench_record::{
+    CandidateRef, CaseFamily, CaseRef, CaseResult, Device, Environment, EvalRecord, HostTensor,
+    Outcome, Phase, TimingSummary, SCHEMA_VERSION,
+};
+use kbench_suites::Problem;
+use serde_json::{json, Value};
+
+use crate::agents::{Agent, Candidate, ReferenceAgent, ReplayAgent};
+use crate::config::{materialize_problem, AgentConfig, RunConfig};
+use crate::python::{self, PythonInfo};
+use crate::runlog::{now_unix, RunDir};
+use crate::worker::{Role, Worker, WorkerFault, WorkerSpec};
+
+/// Largest payload accepted from a worker: generous, but bounded so that a hostile length
+/// prefix cannot make the harness allocate without limit.
+const MAX_PAYLOAD: u64 = 256 << 30;
+
+/// What a `kbench run` produced.
+#[derive(Debug)]
+pub struct RunResult {
+    /// Records in the log: the ones found on resume, then the ones added now.
+    pub records: Vec<EvalRecord>,
+    /// Records added by this invocation.
+    pub added: usize,
+    /// Candidates skipped because they were already recorded.
+    pub skipped: usize,
+    pub interrupted: bool,
+    pub run_dir: PathBuf,
+}
+
+/// Runs the whole plan. `stop` is raised by the signal handler.
+pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    let info = python::probe(&config.python)?;
+    if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
+        anyhow::bail!(
+            "--device {}: torch {} in {} cannot use CUDA (torch.cuda.is_available() is False); use --device cpu or an interpreter with a CUDA build of torch",
+            config.device,
+            info.torch,
+            info.executable
+        );
+    }
+    let worker_script = python::materialize_worker(&config.cache)?;
+    let mut run_dir = RunDir::open(config)?;
+    let say = |msg: &str| {
+        if !config.quiet {
+            eprintln!("kbench: {msg}");
+        }
+    };
+    if let Some(r) = &run_dir.repaired {
+        say(r);
+    }
+    let agent: Box<dyn Agent> = match &config.agent {
+        AgentConfig::Reference => Box::new(ReferenceAgent),
+        AgentConfig::Replay { dir } => {
+            let a = ReplayAgent::scan(dir, &config.problems)?;
+            for p in &a.unmatched {
+                say(&format!(
+                    "replay file {} matches no selected problem; skipped",
+                    p.display()
+                ));
+            }
+            Box::new(a)
+        }
+    };
+
+    // The plan: every (problem, candidate) not yet recorded.
+    let mut plan: Vec<(&Problem, Vec<Candidate>)> = Vec::new();
+    let mut skipped = 0;
+    for p in &config.problems {
+        let pending: Vec<Candidate> = agent
+            .candidates(p)?
+            .into_iter()
+            .filter(|c| {
+                let done = run_dir.is_recorded(&record_key(p, agent.name(), c));
+                skipped += usize::from(done);
+                !done
+            })
+            .collect();
+        if !pending.is_empty() {
+            plan.push((p, pending));
+        }
+    }
+    let total: usize = plan.iter().map(|(_, c)| c.len()).sum();
+    if skipped > 0 {
+        say(&format!(
+            "resuming: {skipped} kernel(s) already recorded, {total} to go"
+        ));
+    }
+    let progress = progress_bar(total as u64, config.quiet);
+    let env_base = Environment {
+        kbench: env!("CARGO_PKG_VERSION").into(),
+        python: info.python.clone(),
+        torch: info.torch.clone(),
+        device_name: String::new(),
+        cuda: info.torch_cuda.clone(),
+        hostname: hostname(),
+    };
+    let ctx = Ctx {
+        config,
+        python: &config.python.python,
+        info: &info,
+        worker_script: &worker_script,
+        stop: Arc::clone(&stop),
+    };
+
+    let mut added = Vec::new();
+    let mut interrupted = false;
+    'problems: for (problem, candidates) in plan {
+        if stop.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        progress.set_message(format!(
+            "{} {} (reference)",
+            problem.to_ref().key(),
+            problem.name
+        ));
+        let problem_path = materialize_problem(&config.cache, problem)?;
+        let mut reference = ReferenceSession::open(&ctx, problem, &problem_path, &run_dir);
+        if let Err(RefFailure::Interrupted) = reference {
+            interrupted = true;
+            break;
+        }
+        for cand in candidates {
+            if stop.load(Ordering::SeqCst) {
+                interrupted = true;
+                break 'problems;
+            }
+            progress.set_message(format!(
+                "{} {} {}",
+                problem.to_ref().key(),
+                problem.name,
+                cand.name
+            ));
+            let mut env = env_base.clone();
+            let record = match &mut reference {
+                Ok(r) => {
+                    env.device_name = r.device_name.clone();
+                    evaluate_candidate(&ctx, problem, &cand, agent.name(), r, &run_dir, env)?
+                }
+                Err(RefFailure::Failed(msg)) => Some(reference_error_record(
+                    config,
+                    &run_dir,
+                    problem,
+                    &cand,
+                    agent.name(),
+                    msg,
+                    env,
+                )),
+                Err(RefFailure::Interrupted) => None,
+            };
+            let Some(record) = record else {
+                interrupted = true;
+                break 'problems;
+            };
+            run_dir.append(&record)?;
+            let line = format!(
+                "{} {:<32} {:<20} {}{}",
+                record.problem.key(),
+                truncate(&record.problem.name, 32),
+                truncate(&record.candidate.name, 20),
+                record.outcome,
+                record
+                    .timing
+                    .as_ref()
+                    .map(|t| format!("  speedup {:.3}x", t.speedup))
+                    .unwrap_or_default()
+            );
+            if !config.quiet {
+                if progress.is_hidden() {
+                    eprintln!("{line}");
+                } else {
+                    progress.println(line);
+                }
+            }
+            progress.inc(1);
+            added.push(record);
+        }
+        if let Ok(r) = reference {
+            r.worker.shutdown();
+        }
+    }
+    progress.finish_and_clear();
+    let added_n = added.len();
+    let mut records = std::mem::take(&mut run_dir.existing);
+    records.extend(added);
+    Ok(RunResult {
+        records,
+        added: added_n,
+        skipped,
+        interrupted,
+        run_dir: run_dir.root.clone(),
+    })
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn progress_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(total);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    if pb.is_hidden() {
+        // Not a terminal: per-kernel lines go to stderr instead of the bar.
+        return indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+    }
+    pb
+}
+
+/// Things every evaluation needs.
+struct Ctx<'a> {
+    config: &'a RunConfig,
+    python: &'a Path,
+    info: &'a PythonInfo,
+    worker_script: &'a Path,
+    stop: Arc<AtomicBool>,
+}
+
+impl Ctx<'_> {
+    fn spec(&self, role: Role, cwd: &Path, log_path: Option<PathBuf>) -> WorkerSpec {
+        WorkerSpec {
+            python: self.python.to_path_buf(),
+            script: self.worker_script.to_path_buf(),
+            role,
+            cwd: cwd.to_path_buf(),
+            env: worker_env(self.python, self.config.device),
+            log_path,
+            max_payload: MAX_PAYLOAD,
+            interrupt: Some(Arc::clone(&self.stop)),
+        }
+    }
+
+    fn num_threads(&self) -> Value {
+        match self.config.device {
+            Device::Cpu => json!(self.config.cpu_threads),
+            Device::Cuda(_) => Value::Null,
+        }
+    }
+}
+
+/// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
+/// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
+/// from kbench's environment is found by torch's extension builder.
+fn worker_env(python: &Path, device: Device) -> Vec<(String, String)> {
+    const PASS: &[&str] = &[
+        "HOME",
+        "USER",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "LD_LIBRARY_PATH",
+        "CC",
+        "CXX",
+        "MAX_JOBS",
+        "TORCH_CUDA_ARCH_LIST",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NCCL_NVLS_ENABLE",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "NVSHMEM_DISABLE_NVLS",
+        "TRITON_CACHE_DIR",
+    ];
+    let mut env: Vec<(String, String)> = PASS
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    let mut path = python
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Ok(p) = std::env::var("PATH") {
+        path = format!("{path}:{p}");
+    }
+    env.push(("PATH".into(), path));
+    env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+    match device {
+        Device::Cuda(i) => {
+            // Each worker sees exactly its GPU, as cuda:0.
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                .ok()
+                .and_then(|v| v.split(',').nth(i as usize).map(str::to_string))
+                .unwrap_or_else(|| i.to_string());
+            env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
+        }
+        Device::Cpu => env.push(("CUDA_VISIBLE_DEVICES".into(), String::new())),
+    }
+    env
+}
+
+fn device_for_worker(d: Device) -> &'static str {
+    match d {
+        Device::Cpu => "cpu",
+        // CUDA_VISIBLE_DEVICES narrows each worker to its one GPU.
+        Device::Cuda(_) => "cuda:0",
+    }
+}
+
+/// One correctness case as the reference produced it.
+struct RefCase {
+    case: CaseRef,
+    /// A ready `run_case` command carrying the inputs, shared by all candidates.
+    run_frame: Arc<Frame>,
+    outputs: Vec<HostTensor>,
+    outputs_f64: Option<Vec<HostTensor>>,
+}
+
+struct ReferenceSession {
+    worker: Worker,
+    cases: Vec<RefCase>,
+    device_name: String,
+    notes: Vec<String>,
+}
+
+enum RefFailure {
+    Failed(String),
+    Interrupted,
+}
+
+impl ReferenceSession {
+    fn open(
+        ctx: &Ctx,
+        problem: &Problem,
+        problem_path: &Path,
+        run_dir: &RunDir,
+    ) -> Result<Self, RefFailure> {
+        let fail = |what: &str, fault: WorkerFault, w: Option<&Worker>| {
+            if fault == WorkerFault::Interrupted {
+                return RefFailure::Interrupted;
+            }
+            let tail = w.map(|w| w.log_tail()).unwrap_or_default();
+            RefFailure::Failed(format!(
+                "reference worker for {} ({}) {what}: {fault}\n{tail}",
+                problem.file,
+                problem.to_ref().key()
+            ))
+        };
+        let c = ctx.config;
+        let log = run_dir.logs_dir().join(format!(
+            "{}__reference.log",
+            sanitize(&problem.to_ref().key())
+        ));
+        let cwd = std::env::temp_dir();
+        let mut worker = Worker::start(
+            &ctx.spec(Role::Reference, &cwd, Some(log)),
+            c.timeouts.start,
+        )
+        .map_err(|f| fail("did not start", f, None))?;
+        let load = json!({
+            "cmd": "load",
+            "problem_path": problem_path,
+            "device": device_for_worker(c.device),
+            "precision": c.precision.as_str(),
+            "weight_seed": c.weight_seed,
+            "want_f64": c.profile == kbench_record::ToleranceProfile::Strict,
+            "num_threads": ctx.num_threads(),
+        });
+        let reply = worker
+            .request(Frame::new(load), c.timeouts.load)
+            .map_err(|f| fail("failed to load the problem", f, Some(&worker)))?;
+        if reply.kind() != "loaded" {
+            return Err(RefFailure::Failed(format!(
+                "problem {} could not be loaded: {}",
+                problem.file,
+                error_text(&reply)
+            )));
+        }
+        let device_name = str_field(&reply.header, "device_name");
+        let mut notes = Vec::new();
+        if c.profile == kbench_record::ToleranceProfile::Strict
+            && reply.header.get("f64_available").and_then(Value::as_bool) != Some(true)
+        {
+            notes.push(format!(
+                "no float64 reference ({}); the strict profile's float64 gate was skipped",
+                str_field(&reply.header, "f64_error")
+            ));
+        }
+        let sha = &problem.sha256;
+        let mut cases = Vec::new();
+        for t in 0..c.trials {
+            let case = CaseRef {
+                family: CaseFamily::Random,
+                index: t,
+            };
+            let seed = run_dir
+                .secret
+                .derive(&format!("input/{sha}/{}/{t}", case.family));
+            let forward_seed = run_dir
+                .secret
+                .derive(&format!("forward/{sha}/{}/{t}", case.family));
+            let reply = worker
+                .request(
+                    Frame::new(
+                        json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed}),
+                    ),
+                    c.timeouts.run,
+                )
+                .map_err(|f| fail(&format!("failed on case {case}"), f, Some(&worker)))?;
+            if reply.kind() != "case" {
+                return Err(RefFailure::Failed(format!(
+                    "reference of {} failed on case {case}: {}",
+                    problem.file,
+                    error_text(&reply)
+                )));
+            }
+            if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
+                notes.push(format!(
+                    "case {case}: float64 reference failed ({e}); gate skipped"
+                ));
+            }
+            let tensors = reply
+                .tensors()
+                .map_err(|e| RefFailure::Failed(format!("reference sent a malformed case: {e}")))?;
+            let mut inputs = Vec::new();
+            let mut outputs = Vec::new();
+            let mut outputs_f64 = Vec::new();
+            for (name, t) in tensors {
+                if name.starts_with("in:") {
+                    inputs.push((name, t));
+                } else if name.starts_with("out64:") {
+                    outputs_f64.push(t);
+                } else if name.starts_with("out:") {
+                    outputs.push(t);
+                }
+            }
+            let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
+            let refs: Vec<(String, &HostTensor)> =
+                inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+            let run_frame = Arc::new(Frame::with_tensors(
+                json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
+                &refs,
+            ));
+            let outputs_f64 = (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty())
+                .then_some(outputs_f64);
+            cases.push(RefCase {
+                case,
+                run_frame,
+                outputs,
+                outputs_f64,
+            });
+        }
+        Ok(Self {
+            worker,
+            cases,
+            device_name,
+            notes,
+        })
+    }
+}
+
+fn str_field(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// The message of an `error` frame (or a description of an unexpected one).
+fn error_text(reply: &Frame) -> String {
+    if reply.kind() == "error" {
+        let msg = str_field(&reply.header, "message");
+        let tb = str_field(&reply.header, "traceback");
+        if tb.is_empty() {
+            msg
+        } else {
+            format!("{msg}\n{tb}")
+        }
+    } else {
+        format!("unexpected answer {}", reply.header)
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub fn record_key(p: &Problem, agent: &str, c: &Candidate) -> String {
+    format!("{}::{}::{}::{}", p.to_ref().key(), agent, c.name, c.sample)
+}
+
+fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
+    CandidateRef {
+        agent: agent.into(),
+        name: c.name.clone(),
+        sample: c.sample,
+        source_path: c.source_path.as_ref().map(|p| p.display().to_string()),
+        sha256: c.sha256.clone(),
+    }
+}
+
+fn reference_error_record(
+    config: &RunConfig,
+    run_dir: &RunDir,
+    problem: &Problem,
+    cand: &Candidate,
+    agent: &str,
+    message: &str,
+    env: Environment,
+) -> EvalRecord {
+    let now = now_unix();
+    EvalRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_dir.manifest.run_id.clone(),
+        problem: problem.to_ref(),
+        candidate: candidate_ref(agent, cand),
+        device: config.device,
+        precision: config.precision,
+        profile: config.profile,
+        outcome: Outcome::ReferenceError {
+            message: message.to_string(),
+        },
+        cases: Vec::new(),
+        timing: None,
+        load_s: None,
+        wall_s: 0.0,
+        started_unix_s: now,
+        finished_unix_s: now,
+        log_tail: String::new(),
+        notes: Vec::new(),
+        env,
+    }
+}
+
+/// Maps a worker fault in `phase` to an outcome; `None` for an interrupt (nothing recorded).
+fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
+    Some(match fault {
+        WorkerFault::Interrupted => return None,
+        WorkerFault::Timeout { limit } => Outcome::Timeout {
+            phase,
+            limit_s: limit.as_secs_f64(),
+        },
+        WorkerFault::Died { signal, exit_code } => Outcome::Crashed {
+            phase,
+            signal,
+            exit_code,
+        },
+        WorkerFault::Protocol(m) => Outcome::Integrity {
+            flag: "protocol-violation".into(),
+            detail: m,
+        },
+        WorkerFault::Spawn(m) => Outcome::RuntimeError {
+            phase: Phase::Start,
+            message: m,
+        },
+    })
+}
+
+/// Maps a worker's `error` answer to an outcome.
+fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
+    let kind = str_field(&reply.header, "kind");
+    let message = error_text(reply);
+    match kind.as_str() {
+        "compile_error" => Outcome::CompileError { message },
+        _ => Outcome::RuntimeError { phase, message },
+    }
+}
+
+/// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
+fn evaluate_candidate(
+    ctx: &Ctx,
+    problem: &Problem,
+    cand: &Candidate,
+    agent: &str,
+    reference: &mut ReferenceSession,
+    run_dir: &RunDir,
+    env: Environment,
+) -> Result<Option<EvalRecord>> {
+    let c = ctx.config;
+    let started = now_unix();
+    let t0 = Instant::now();
+    let key = sanitize(&format!(
+        "{}__{}__{}__{}",
+        problem.to_ref().key(),
+        agent,
+        cand.name,
+        cand.sample
+    ));
+    let source_path = run_dir.kernels_dir().join(format!("{key}.py"));
+    std::fs::write(&source_path, &cand.source)
+        .with_context(|| format!("saving candidate source {}", source_path.display()))?;
+    let build_dir = c.cache.join("torch_extensions").join(
+        &python::hex_sha256(
+            format!(
+                "{}|{}|{}",
+                cand.sha256,
+                ctx.info.torch,
+                device_for_worker(c.device)
+            )
+            .as_bytes(),
+        )[..16],
+    );
+    std::fs::create_dir_all(&build_dir)
+        .with_context(|| format!("creating {}", build_dir.display()))?;
+    let cwd = tempfile::Builder::new()
+        .prefix("kbench-cand-")
+        .tempdir()
+        .context("creating a private working directory for the candidate")?;
+
+    let mut notes = reference.notes.clone();
+    let mut cases = Vec::new();
+    let mut load_s = None;
+    let mut timing = None;
+    let mut log_tail = String::new();
+
+    let outcome = 'eval: {
+        let spec = ctx.spec(
+            Role::Candidate,
+            cwd.path(),
+            Some(run_dir.logs_dir().join(format!("{key}.log"))),
+        );
+        let mut worker = match Worker::start(&spec, c.timeouts.start) {
+            Ok(w) => w,
+            Err(f) => match fault_outcome(f, Phase::Start) {
+                Some(o) => break 'eval o,
+                None => return Ok(None),
+            },
+        };
+        macro_rules! fault {
+            ($f:expr, $phase:expr) => {{
+                log_tail = worker.log_tail();
+                match fault_outcome($f, $phase) {
+                    Some(o) => break 'eval o,
+                    None => return Ok(None),
+                }
+            }};
+        }
+        let load = json!({
+            "cmd": "load",
+            "problem_path": materialize_problem(&c.cache, problem)?,
+            "candidate_path": source_path,
+            "device": device_for_worker(c.device),
+            "precision": c.precision.as_str(),
+            "weight_seed": c.weight_seed,
+            "num_threads": ctx.num_threads(),
+            "build_dir": build_dir,
+        });
+        let tl = Instant::now();
+        let reply = match worker.request(Frame::new(load), c.timeouts.load) {
+            Ok(r) => r,
+            Err(f) => fault!(f, Phase::Load),
+        };
+        load_s = Some(tl.elapsed().as_secs_f64());
+        if reply.kind() != "loaded" {
+            log_tail = worker.log_tail();
+            break 'eval error_outcome(&reply, Phase::Load);
+        }
+
+        for rc in &reference.cases {
+            let tc = Instant::now();
+            let reply = match worker.request_shared(
+                Arc::clone(&rc.run_frame),
+                &Value::Null,
+                c.timeouts.run,
+            ) {
+                Ok(r) => r,
+                Err(f) => fault!(f, Phase::Run),
+            };
+            let wall_s = tc.elapsed().as_secs_f64();
+            if reply.kind() != "outputs" {
+                log_tail = worker.log_tail();
+                break 'eval error_outcome(&reply, Phase::Run);
+            }
+            let outputs: Vec<HostTensor> = match reply.tensors() {
+                Ok(ts) => ts
+                    .into_iter()
+                    .filter(|(n, _)| n.starts_with("out:"))
+                    .map(|(_, t)| t)
+                    .collect(),
+                Err(e) => fault!(WorkerFault::Protocol(e.to_string()), Phase::Run),
+            };
+            if outputs.len() != rc.outputs.len() {
+                log_tail = worker.log_tail();
+                break 'eval Outcome::RuntimeError {
+                    phase: Phase::Run,
+                    message: format!(
+                        "forward returned {} tensor(s); the reference returns {}",
+                        outputs.len(),
+                        rc.outputs.len()
+                    ),
+                };
+            }
+            let judged = judge_case(c, rc, &outputs, wall_s);
+            cases.push(judged.result);
+            if let Some(o) = judged.failure {
+                log_tail = worker.log_tail();
+                break 'eval o;
+            }
+        }
+
+        if let Some(tc) = &c.timing {
+            match time_pair(ctx, &mut reference.worker, &mut worker, tc) {
+                Ok(TimingResult::Measured(t)) => timing = Some(t),
+                Ok(TimingResult::Failed(o)) => {
+                    log_tail = worker.log_tail();
+                    break 'eval o;
+                }
+                Ok(TimingResult::ReferenceFailed(msg)) => notes.push(format!("not timed: {msg}")),
+                Err(f) => fault!(f, Phase::Time),
+            }
+        }
+        log_tail = worker.log_tail();
+        worker.shutdown();
+        Outcome::Ok
+    };
+
+    Ok(Some(EvalRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_dir.manifest.run_id.clone(),
+        problem: problem.to_ref(),
+        candidate: candidate_ref(agent, cand),
+        device: c.device,
+        precision: c.precision,
+        profile: c.profile,
+        outcome,
+        cases,
+        timing,
+        load_s,
+        wall_s: t0.elapsed().as_secs_f64(),
+        started_unix_s: started,
+        finished_unix_s: now_unix(),
+        log_tail,
+        notes,
+        env,
+    }))
+}
+
+struct Judged {
+    result: CaseResult,
+    failure: Option<Outcome>,
+}
+
+/// Compares every output of one case; the first failing output decides the outcome.
+fn judge_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: f64) -> Judged {
+    let mut comparisons = Vec::with_capacity(outputs.len());
+    let mut failure = None;
+    for (k, (cand, reference)) in outputs.iter().zip(&rc.outputs).enumerate() {
+        let ref64 = rc.outputs_f64.as_ref().map(|v| &v[k]);
+        match kbench_adversarial::compare(cand, reference, ref64, c.profile, c.precision) {
+            Ok(cmp) => {
+                if failure.is_none() {
+                    failure = cmp.failure_outcome(&rc.case, k as u32);
+                }
+                comparisons.push(cmp);
+            }
+            Err(e) => {
+                // The reference's own float64 output is unusable: a harness-side fault,
+                // judged without the gate would be silently weaker, so say so loudly.
+                failure.get_or_insert(Outcome::ReferenceError {
+                    message: format!("output {k} of case {}: {e}", rc.case),
+                });
+            }
+        }
+    }
+    let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
+    result.passed &= failure.is_none();
+    Judged { result, failure }
+}
+
+enum TimingResult {
+    Measured(TimingSummary),
+    /// The candidate broke a timing rule.
+    Failed(Outcome),
+    /// The reference could not be timed; the candidate keeps its verdict, untimed.
+    ReferenceFailed(String),
+}
+
+/// Times reference and candidate in alternating rounds on the same inputs (the last case),
+/// so that drift (clocks, temperature, other load) hits both alike.
+fn time_pair(
+    ctx: &Ctx,
+    reference: &mut Worker,
+    candidate: &mut Worker,
+    tc: &crate::config::TimingConfig,
+) -> Result<TimingResult, WorkerFault> {
+    let c = ctx.config;
+    let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
+    let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
+    let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
+    let mut ref_clock = String::new();
+    let mut cand_clock = String::new();
+    let per_round = tc.timed_calls.div_ceil(tc.rounds);
+    let mut left = tc.timed_calls;
+    let mut round = 0u32;
+    while left > 0 {
+        let n = per_round.min(left);
+        left -= n;
+        let warmup = if round == 0 {
+            tc.warmup
+        } else {
+            tc.warmup.min(1)
+        };
+        let cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        let order = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for is_ref in order {
+            let t = Instant::now();
+            if is_ref {
+                let reply = match reference.request(Frame::new(cmd.clone()), c.timeouts.time) {
+                    Ok(r) => r,
+                    Err(f) => {
+                        return Ok(TimingResult::ReferenceFailed(format!(
+                            "reference timing: {f}"
+                        )))
+                    }
+                };
+                ref_wall += t.elapsed().as_secs_f64();
+                match parse_samples(&reply, n) {
+                    Ok((clock, s)) => {
+                        ref_clock = clock;
+                        ref_samples.extend(s);
+                    }
+                    Err(e) => {
+                        return Ok(TimingResult::ReferenceFailed(format!(
+                            "reference timing: {e}"
+                        )))
+                    }
+                }
+            } else {
+                let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
+                let wall = t.elapsed().as_secs_f64();
+                cand_wall += wall;
+                if reply.kind() == "error" {
+                    return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
+                }
+                match parse_samples(&reply, n) {
+                    Ok((clock, s)) => {
+                        // The harness's own clock bounds what the candidate claims.
+                        let claimed: f64 = s.iter().sum::<f64>() / 1e3;
+                        if claimed > wall * 1.01 + 1e-3 {
+                            return Ok(TimingResult::Failed(Outcome::Integrity {
+                                flag: "time-claim-exceeds-wall-clock".into(),
+                                detail: format!(
+                                    "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
+                                ),
+                            }));
+                        }
+                        cand_clock = clock;
+                        cand_samples.extend(s);
+                    }
+                    Err(e) => {
+                        return Ok(TimingResult::Failed(Outcome::Integrity {
+                            flag: "malformed-timing".into(),
+                            detail: e,
+                        }))
+                    }
+                }
+            }
+        }
+        round += 1;
+    }
+    let stats =
+        |clock: String, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(&clock, s, wall);
+    let (reference, candidate) = match (
+        stats(ref_clock, ref_samples, ref_wall),
+        stats(cand_clock, cand_samples, cand_wall),
+    ) {
+        (Ok(r), Ok(c)) => (r, c),
+        (Err(e), _) => {
+            return Ok(TimingResult::ReferenceFailed(format!(
+                "reference samples: {e}"
+            )))
+        }
+        (_, Err(e)) => {
+            return Ok(TimingResult::Failed(Outcome::Integrity {
+                flag: "malformed-timing".into(),
+                detail: e.to_string(),
+            }))
+        }
+    };
+    let speedup = reference.median_ms / candidate.median_ms;
+    let speedup_mean = reference.mean_ms / candidate.mean_ms;
+    Ok(TimingResult::Measured(TimingSummary {
+        reference,
+        candidate,
+        speedup,
+        speedup_mean,
+        warmup: tc.warmup,
+        l2_flush: tc.l2_flush && matches!(c.device, Device::Cuda(_)),
+        rounds: round,
+    }))
+}
+
+/// Checks a timing answer: the right number of finite, positive samples.
+fn parse_samples(reply: &Frame, expected: u32) -> Result<(String, Vec<f64>), String> {
+    if reply.kind() != "timing" {
+        return Err(format!(
+            "expected timing samples, got {}",
+            error_text(reply)
+        ));
+    }
+    let samples: Vec<f64> = reply
+        .header
+        .get("samples_ms")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    if samples.len() != expected as usize {
+        return Err(format!(
+            "{} samples for {expected} timed calls",
+            samples.len()
+        ));
+    }
+    if let Some(bad) = samples.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(format!("sample {bad} ms is not a positive time"));
+    }
+    Ok((str_field(&reply.header, "clock"), samples))
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

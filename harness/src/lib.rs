@@ -1,0 +1,13 @@
+//! The kbench engine: configuration, Python environment, worker processes, agents, the
+//! evaluation loop and the run log. `main.rs` is a thin dispatcher over this library.
+
+pub mod agents;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod exit;
+pub mod gpu;
+pub mod python;
+pub mod runlog;
+pub mod seed;
+pub mod worker;

@@ -1,0 +1,124 @@
+//! `kbench`: a thin dispatcher. The work happens in the library; exit codes are in `exit`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use kbench::cli::{Cli, Command, DemoArgs, ListArgs, RunArgs, SetupArgs};
+use kbench::config::{self, RunConfig};
+use kbench::python::{self, PythonChoice};
+use kbench::{engine, exit};
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kbench: error: {e:#}");
+            exit::HARNESS_ERROR
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Setup(a) => setup(a),
+        Command::List(a) => list(a),
+        Command::Run(a) => run(*a),
+        Command::Demo(a) => demo(a),
+    }
+}
+
+fn setup(a: SetupArgs) -> Result<i32> {
+    let cache = python::cache_dir();
+    let choice = PythonChoice::resolve(a.python.python.as_deref(), &cache);
+    let info = python::setup(&choice, a.quiet)?;
+    println!(
+        "python {} ({}), torch {}{}, ninja {}",
+        info.python,
+        info.executable,
+        info.torch,
+        if info.cuda_available {
+            format!(
+                ", CUDA {} with {} GPU(s)",
+                info.torch_cuda.as_deref().unwrap_or("?"),
+                info.device_count
+            )
+        } else {
+            ", CPU only".to_string()
+        },
+        info.ninja
+            .as_deref()
+            .unwrap_or("not found (C++/CUDA candidates cannot build)")
+    );
+    Ok(exit::OK)
+}
+
+fn list(a: ListArgs) -> Result<i32> {
+    let problems = config::load_suite(&a.suite)?;
+    for p in problems {
+        println!("{}\t{}\t{}", p.level, p.id, p.name);
+    }
+    Ok(exit::OK)
+}
+
+fn install_stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    // A second handler cannot be installed; failing to install one only loses graceful stops.
+    let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
+    stop
+}
+
+fn run(a: RunArgs) -> Result<i32> {
+    let config = RunConfig::try_from(a)?;
+    run_config(&config)
+}
+
+fn run_config(config: &RunConfig) -> Result<i32> {
+    let stop = install_stop_flag();
+    let result = engine::run(config, stop)?;
+    let summary = kbench_reports::summarize(&result.records);
+    println!("{}", kbench_reports::render_summary(&summary));
+    println!(
+        "run log: {}",
+        result.run_dir.join(kbench::runlog::RECORDS).display()
+    );
+    if result.interrupted {
+        eprintln!(
+            "kbench: interrupted; what was recorded is kept: rerun with --resume to continue"
+        );
+        return Ok(exit::INTERRUPTED);
+    }
+    Ok(if result.records.iter().all(|r| r.outcome.is_ok()) {
+        exit::OK
+    } else {
+        exit::KERNELS_FAILED
+    })
+}
+
+fn demo(a: DemoArgs) -> Result<i32> {
+    let cache = python::cache_dir();
+    let choice = PythonChoice::resolve(a.python.python.as_deref(), &cache);
+    eprintln!(
+        "kbench demo: checking the Python environment (first time: installs torch, a few minutes)"
+    );
+    let info = python::setup(&choice, false)?;
+    let device = config::resolve_device(&a.device)?;
+    eprintln!(
+        "kbench demo: torch {} on {}; evaluating the reference agent on the smoke suite",
+        info.torch, device
+    );
+    let out = a
+        .out
+        .unwrap_or_else(|| std::path::PathBuf::from("kbench-demo"));
+    if out.join(kbench::runlog::MANIFEST).exists() {
+        std::fs::remove_dir_all(&out)
+            .with_context(|| format!("clearing the previous demo run {}", out.display()))?;
+    }
+    let args = RunArgs::parse_demo(&out, &device.to_string(), a.python.python.as_deref());
+    let config = RunConfig::try_from(args)?;
+    run_config(&config)
+}

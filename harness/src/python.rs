@@ -1,0 +1,379 @@
+//! The Python environment kbench owns: where it lives, how it is created (`kbench setup`), and
+//! how the embedded worker script is written out.
+//!
+//! Resolution order for the interpreter: `--python`, then `KBENCH_PYTHON`, then the private
+//! virtual environment under the cache directory (`KBENCH_CACHE_DIR`, default
+//! `<user cache dir>/kbench`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The worker script, embedded so that the binary is self-contained.
+pub const WORKER_SOURCE: &str = include_str!("../python/worker.py");
+
+/// Packages `kbench setup` installs into the private environment.
+pub const PACKAGES: &[&str] = &["torch", "numpy", "safetensors", "ninja", "setuptools"];
+
+/// kbench's cache directory (virtual environment, worker script, build cache).
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("KBENCH_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    dirs::cache_dir()
+        .or_else(|| dirs::home_dir().map(|h| h.join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("kbench")
+}
+
+/// Where the interpreter came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PythonSource {
+    /// `--python PATH`.
+    Flag,
+    /// `KBENCH_PYTHON`.
+    EnvVar,
+    /// kbench's own virtual environment (created by `kbench setup`).
+    PrivateVenv(PathBuf),
+}
+
+/// The interpreter kbench will use.
+#[derive(Debug, Clone)]
+pub struct PythonChoice {
+    pub python: PathBuf,
+    pub source: PythonSource,
+}
+
+impl PythonChoice {
+    /// Applies the resolution order.
+    pub fn resolve(flag: Option<&Path>, cache: &Path) -> Self {
+        if let Some(p) = flag {
+            return Self {
+                python: p.to_path_buf(),
+                source: PythonSource::Flag,
+            };
+        }
+        if let Some(p) = std::env::var_os("KBENCH_PYTHON").filter(|p| !p.is_empty()) {
+            return Self {
+                python: PathBuf::from(p),
+                source: PythonSource::EnvVar,
+            };
+        }
+        let venv = cache.join("venv");
+        Self {
+            python: venv.join("bin").join("python"),
+            source: PythonSource::PrivateVenv(venv),
+        }
+    }
+
+    /// What to run to fix this environment, for error messages.
+    pub fn fix_hint(&self) -> String {
+        match &self.source {
+            PythonSource::PrivateVenv(_) => "run `kbench setup`".to_string(),
+            _ => format!(
+                "run `{} -m pip install {}`, or unset KBENCH_PYTHON/--python and run `kbench setup`",
+                self.python.display(),
+                PACKAGES.join(" ")
+            ),
+        }
+    }
+}
+
+/// What the interpreter reports about itself.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct PythonInfo {
+    pub executable: String,
+    pub python: String,
+    pub torch: String,
+    pub torch_cuda: Option<String>,
+    pub cuda_available: bool,
+    pub device_count: u32,
+    pub ninja: Option<String>,
+}
+
+const PROBE: &str = r#"
+import json, shutil, sys, os
+import numpy, torch
+try:
+    import safetensors  # noqa: F401
+except ImportError:
+    pass
+print(json.dumps({
+    "executable": sys.executable,
+    "python": ".".join(map(str, sys.version_info[:3])),
+    "torch": torch.__version__,
+    "torch_cuda": torch.version.cuda,
+    "cuda_available": bool(torch.cuda.is_available()),
+    "device_count": int(torch.cuda.device_count()) if torch.cuda.is_available() else 0,
+    "ninja": shutil.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")),
+}))
+"#;
+
+/// Imports torch and numpy in `choice`'s interpreter and reports versions. The error names the
+/// interpreter and says how to fix it.
+pub fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
+    if matches!(choice.source, PythonSource::PrivateVenv(_)) && !choice.python.exists() {
+        bail!(
+            "kbench's python environment is not set up ({} does not exist): {}",
+            choice.python.display(),
+            choice.fix_hint()
+        );
+    }
+    let out = Command::new(&choice.python)
+        .arg("-c")
+        .arg(PROBE)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| {
+            format!(
+                "could not run python interpreter {}: {}",
+                choice.python.display(),
+                choice.fix_hint()
+            )
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        bail!(
+            "python interpreter {} cannot import torch and numpy ({}): {}",
+            choice.python.display(),
+            last.trim(),
+            choice.fix_hint()
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    serde_json::from_str(line).with_context(|| {
+        format!(
+            "python interpreter {} printed an unexpected probe result: {text}",
+            choice.python.display()
+        )
+    })
+}
+
+/// Creates kbench's private environment when needed and checks it. Idempotent and safe to
+/// run concurrently (a lock file serialises installs). `quiet` hides the spinner.
+pub fn setup(choice: &PythonChoice, quiet: bool) -> Result<PythonInfo> {
+    let PythonSource::PrivateVenv(venv) = &choice.source else {
+        // The user chose an interpreter: check it, never modify it.
+        return probe(choice);
+    };
+    let cache = venv.parent().unwrap_or(Path::new(".")).to_path_buf();
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("creating kbench's cache directory {}", cache.display()))?;
+    let lock_path = cache.join("setup.lock");
+    let lock_file = std::fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| anyhow::anyhow!("locking {}: {e}", lock_path.display()))?;
+
+    if let Ok(info) = probe(choice) {
+        return Ok(info);
+    }
+    let log_path = cache.join("setup.log");
+    let mut log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let spinner = spinner(quiet);
+
+    if !choice.python.exists() {
+        let base = std::env::var("KBENCH_BASE_PYTHON").unwrap_or_else(|_| "python3".into());
+        spinner.set_message(format!(
+            "creating a virtual environment in {}",
+            venv.display()
+        ));
+        let mut cmd = Command::new(&base);
+        cmd.arg("-m").arg("venv").arg(venv);
+        run_logged(&mut cmd, &mut log, &spinner, quiet).with_context(|| {
+            format!(
+                "creating the virtual environment {} with `{base} -m venv` failed (log: {}); install Python 3.9+ with venv support (Debian: apt-get install python3-venv) or point KBENCH_PYTHON at an interpreter that has torch",
+                venv.display(),
+                log_path.display()
+            )
+        })?;
+    }
+    spinner.set_message(format!(
+        "installing {} (torch is large; this takes a few minutes)",
+        PACKAGES.join(", ")
+    ));
+    let mut cmd = Command::new(&choice.python);
+    cmd.args([
+        "-m",
+        "pip",
+        "install",
+        "--progress-bar",
+        "off",
+        "--disable-pip-version-check",
+    ])
+    .args(PACKAGES);
+    run_logged(&mut cmd, &mut log, &spinner, quiet).with_context(|| {
+        format!(
+            "`{} -m pip install {}` failed (log: {}); check the network and disk space, then run `kbench setup` again",
+            choice.python.display(),
+            PACKAGES.join(" "),
+            log_path.display()
+        )
+    })?;
+    spinner.finish_and_clear();
+    probe(choice)
+}
+
+fn spinner(quiet: bool) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+/// Runs a command, copying its output to `log` and its latest line to the spinner (or to
+/// stderr when stderr is not a terminal, so CI logs show progress).
+fn run_logged(
+    cmd: &mut Command,
+    log: &mut std::fs::File,
+    spinner: &indicatif::ProgressBar,
+    quiet: bool,
+) -> Result<()> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("spawning")?;
+    let stderr = child.stderr.take();
+    let err_thread = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stderr {
+            for line in BufReader::new(s).lines().map_while(Result::ok) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        text
+    });
+    let plain_lines = spinner.is_hidden() && !quiet;
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = writeln!(log, "{line}");
+            let short: String = line.chars().take(100).collect();
+            if plain_lines {
+                if line.starts_with("Collecting")
+                    || line.starts_with("Installing")
+                    || line.starts_with("Successfully")
+                {
+                    eprintln!("kbench setup: {short}");
+                }
+            } else {
+                spinner.set_message(short);
+            }
+        }
+    }
+    let status = child.wait().context("waiting")?;
+    let err = err_thread.join().unwrap_or_default();
+    let _ = log.write_all(err.as_bytes());
+    if !status.success() {
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        bail!("exited with {status}: {}", last.trim());
+    }
+    Ok(())
+}
+
+/// Writes the embedded worker to `<cache>/worker/<sha>/worker.py` (content-addressed, written
+/// atomically) and returns its path.
+pub fn materialize_worker(cache: &Path) -> Result<PathBuf> {
+    write_content_addressed(&cache.join("worker"), "worker.py", WORKER_SOURCE.as_bytes())
+}
+
+/// Writes `bytes` to `<root>/<sha256 prefix>/<name>` unless it is already there.
+pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+    let sha = hex_sha256(bytes);
+    let dir = root.join(&sha[..16]);
+    let path = dir.join(name);
+    if std::fs::read(&path).map(|b| b == bytes).unwrap_or(false) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(path)
+}
+
+/// Lower-case hex sha256.
+pub fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_beats_env_beats_venv() {
+        let cache = Path::new("/c");
+        let c = PythonChoice::resolve(Some(Path::new("/usr/bin/python3")), cache);
+        assert_eq!(c.source, PythonSource::Flag);
+        assert!(c
+            .fix_hint()
+            .contains("/usr/bin/python3 -m pip install torch"));
+        if std::env::var_os("KBENCH_PYTHON").is_none() {
+            let c = PythonChoice::resolve(None, cache);
+            assert_eq!(c.python, Path::new("/c/venv/bin/python"));
+            assert_eq!(c.fix_hint(), "run `kbench setup`");
+        }
+    }
+
+    #[test]
+    fn missing_private_env_says_run_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = PythonChoice {
+            python: dir.path().join("venv/bin/python"),
+            source: PythonSource::PrivateVenv(dir.path().join("venv")),
+        };
+        let err = probe(&c).unwrap_err().to_string();
+        assert!(err.contains("kbench setup"), "{err}");
+        assert!(err.contains("venv/bin/python"), "{err}");
+    }
+
+    #[test]
+    fn broken_interpreter_is_named() {
+        let c = PythonChoice {
+            python: PathBuf::from("/bin/false"),
+            source: PythonSource::EnvVar,
+        };
+        let err = probe(&c).unwrap_err().to_string();
+        assert!(err.contains("/bin/false"), "{err}");
+        assert!(err.contains("pip install"), "{err}");
+    }
+
+    #[test]
+    fn content_addressed_files_are_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write_content_addressed(dir.path(), "w.py", b"print(1)").unwrap();
+        let b = write_content_addressed(dir.path(), "w.py", b"print(1)").unwrap();
+        let c = write_content_addressed(dir.path(), "w.py", b"print(2)").unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(std::fs::read(&c).unwrap(), b"print(2)");
+    }
+}

@@ -1,0 +1,469 @@
+//! A Python worker process and the channel to it.
+//!
+//! Each worker runs in its own process group so that a timeout kills everything it started
+//! (compilers included). Frames are written by a writer thread and read by a reader thread, so
+//! a worker that stops reading or writing can never block the harness: every request waits on
+//! a channel with the phase's time limit. stdout/stderr output of the worker (the worker routes
+//! anything user code prints there) is drained on a third thread and truncated.
+
+use std::collections::VecDeque;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kbench_record::protocol::{self, Frame, ProtocolError, HELLO_MAGIC, PROTOCOL_VERSION};
+
+/// Which side of the trust boundary a worker is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Trusted: loads only the problem file.
+    Reference,
+    /// Untrusted: executes candidate code.
+    Candidate,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Reference => "reference",
+            Role::Candidate => "candidate",
+        }
+    }
+}
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    pub python: PathBuf,
+    pub script: PathBuf,
+    pub role: Role,
+    /// Working directory (a private temporary directory for candidates).
+    pub cwd: PathBuf,
+    /// The complete environment: the child inherits nothing else.
+    pub env: Vec<(String, String)>,
+    /// Where to keep the first [`LOG_FILE_CAP`] bytes of the worker's output.
+    pub log_path: Option<PathBuf>,
+    /// Largest frame payload accepted from this worker.
+    pub max_payload: u64,
+    /// Set by the signal handler; a waiting request gives up and kills the worker.
+    pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+/// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
+/// run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerFault {
+    /// No answer within the limit; the process group was killed.
+    Timeout { limit: Duration },
+    /// The process ended: by a signal, or by exiting on its own.
+    Died {
+        signal: Option<i32>,
+        exit_code: Option<i32>,
+    },
+    /// The worker sent something that is not a well-formed protocol frame.
+    Protocol(String),
+    /// The worker could not be started at all.
+    Spawn(String),
+    /// The user interrupted the run; the worker was killed.
+    Interrupted,
+}
+
+impl std::fmt::Display for WorkerFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerFault::Timeout { limit } => {
+                write!(f, "no answer within {:.1} s", limit.as_secs_f64())
+            }
+            WorkerFault::Died {
+                signal: Some(s), ..
+            } => write!(f, "killed by signal {s}"),
+            WorkerFault::Died {
+                exit_code: Some(c), ..
+            } => write!(f, "exited with code {c}"),
+            WorkerFault::Died { .. } => f.write_str("died"),
+            WorkerFault::Protocol(m) => write!(f, "protocol violation: {m}"),
+            WorkerFault::Spawn(m) => write!(f, "could not start: {m}"),
+            WorkerFault::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+/// A frame on its way to a worker: its own header, and the payload of a shared frame.
+struct Outgoing {
+    header: serde_json::Value,
+    payload: Arc<Frame>,
+}
+
+/// Bytes of worker output kept in memory (the tail shown in records).
+pub const LOG_TAIL_CAP: usize = 16 << 10;
+/// Bytes of worker output kept on disk per worker.
+pub const LOG_FILE_CAP: u64 = 1 << 20;
+
+#[derive(Default)]
+struct LogSink {
+    tail: VecDeque<u8>,
+    total: u64,
+    file: Option<std::fs::File>,
+    written: u64,
+}
+
+impl LogSink {
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        if let Some(f) = self.file.as_mut() {
+            let room = LOG_FILE_CAP.saturating_sub(self.written) as usize;
+            let n = room.min(chunk.len());
+            if n > 0 && f.write_all(&chunk[..n]).is_ok() {
+                self.written += n as u64;
+            }
+        }
+        let keep = chunk.len().min(LOG_TAIL_CAP);
+        let chunk = &chunk[chunk.len() - keep..];
+        while self.tail.len() + chunk.len() > LOG_TAIL_CAP {
+            self.tail.pop_front();
+        }
+        self.tail.extend(chunk);
+    }
+}
+
+/// A running worker.
+pub struct Worker {
+    child: Child,
+    pgid: i32,
+    to_worker: Option<Sender<Outgoing>>,
+    from_worker: Receiver<Result<Frame, ProtocolError>>,
+    log: Arc<Mutex<LogSink>>,
+    next_id: u64,
+    hello: serde_json::Value,
+    dead: Option<WorkerFault>,
+    interrupt: Option<Arc<AtomicBool>>,
+}
+
+impl Worker {
+    /// Starts a worker and waits for its hello.
+    pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
+        let mut cmd = Command::new(&spec.python);
+        cmd.arg("-u")
+            .arg(&spec.script)
+            .arg(spec.role.as_str())
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|e| {
+            WorkerFault::Spawn(format!(
+                "{} {}: {e}",
+                spec.python.display(),
+                spec.script.display()
+            ))
+        })?;
+        let pgid = child.id() as i32;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            return Err(WorkerFault::Spawn("child pipes missing".into()));
+        };
+
+        let log = Arc::new(Mutex::new(LogSink {
+            file: spec
+                .log_path
+                .as_ref()
+                .and_then(|p| std::fs::File::create(p).ok()),
+            ..LogSink::default()
+        }));
+        let log2 = Arc::clone(&log);
+        std::thread::spawn(move || drain(stderr, log2));
+
+        let (to_tx, to_rx) = mpsc::channel::<Outgoing>();
+        std::thread::spawn(move || {
+            let mut w = BufWriter::with_capacity(1 << 20, stdin);
+            for out in to_rx {
+                if protocol::write_frame_parts(&mut w, &out.header, &out.payload.payload).is_err() {
+                    break;
+                }
+            }
+        });
+        let (from_tx, from_rx) = mpsc::channel();
+        let max_payload = spec.max_payload;
+        std::thread::spawn(move || {
+            let mut r = BufReader::with_capacity(1 << 20, stdout);
+            loop {
+                let res = protocol::read_frame(&mut r, max_payload);
+                let stop = res.is_err();
+                if from_tx.send(res).is_err() || stop {
+                    break;
+                }
+            }
+        });
+
+        let mut worker = Worker {
+            child,
+            pgid,
+            to_worker: Some(to_tx),
+            from_worker: from_rx,
+            log,
+            next_id: 1,
+            hello: serde_json::Value::Null,
+            dead: None,
+            interrupt: spec.interrupt.clone(),
+        };
+        let hello = worker.receive(timeout)?;
+        if hello.kind() != "hello"
+            || hello.header.get("magic").and_then(|m| m.as_str()) != Some(HELLO_MAGIC)
+        {
+            let detail = if hello.kind() == "error" {
+                hello
+                    .header
+                    .get("message")
+                    .and_then(|m| m.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            } else {
+                format!("expected a hello, got {}", hello.header)
+            };
+            worker.kill();
+            return Err(WorkerFault::Protocol(detail));
+        }
+        let version = hello.header.get("protocol").and_then(|v| v.as_u64());
+        if version != Some(u64::from(PROTOCOL_VERSION)) {
+            worker.kill();
+            return Err(WorkerFault::Protocol(format!(
+                "worker speaks protocol {version:?}, the harness speaks {PROTOCOL_VERSION}; the worker script is stale"
+            )));
+        }
+        worker.hello = hello.header;
+        Ok(worker)
+    }
+
+    /// The worker's hello (python and torch versions, CUDA availability).
+    pub fn hello(&self) -> &serde_json::Value {
+        &self.hello
+    }
+
+    /// Sends a command and waits up to `timeout` for its answer. The command's header gets an
+    /// `id` that the answer must echo, so stray frames from a hostile worker are detected.
+    pub fn request(&mut self, frame: Frame, timeout: Duration) -> Result<Frame, WorkerFault> {
+        self.request_shared(Arc::new(frame), &serde_json::Value::Null, timeout)
+    }
+
+    /// Like [`Worker::request`] for a frame shared between workers (large inputs are not
+    /// copied). `extra` fields, when an object, are merged into a copy of the header.
+    pub fn request_shared(
+        &mut self,
+        frame: Arc<Frame>,
+        extra: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<Frame, WorkerFault> {
+        if let Some(f) = &self.dead {
+            return Err(f.clone());
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut header = frame.header.clone();
+        if let Some(obj) = header.as_object_mut() {
+            obj.insert("id".into(), id.into());
+            if let Some(e) = extra.as_object() {
+                for (k, v) in e {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        // Only the (small) header is rebuilt; the payload is shared.
+        let send = Outgoing {
+            header,
+            payload: frame,
+        };
+        if let Some(tx) = &self.to_worker {
+            if tx.send(send).is_err() {
+                return Err(self.died());
+            }
+        }
+        let reply = self.receive(timeout)?;
+        match reply.header.get("id").and_then(|v| v.as_u64()) {
+            Some(got) if got == id => Ok(reply),
+            got => {
+                self.kill();
+                let fault =
+                    WorkerFault::Protocol(format!("answer carries id {got:?}, expected {id}"));
+                self.dead = Some(fault.clone());
+                Err(fault)
+            }
+        }
+    }
+
+    fn receive(&mut self, timeout: Duration) -> Result<Frame, WorkerFault> {
+        let deadline = Instant::now() + timeout;
+        let got = loop {
+            // Wake up regularly to notice an interrupt.
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .from_worker
+                .recv_timeout(left.min(Duration::from_millis(200)))
+            {
+                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                    if self
+                        .interrupt
+                        .as_ref()
+                        .is_some_and(|f| f.load(Ordering::SeqCst))
+                    {
+                        self.kill();
+                        self.dead = Some(WorkerFault::Interrupted);
+                        return Err(WorkerFault::Interrupted);
+                    }
+                }
+                other => break other,
+            }
+        };
+        match got {
+            Ok(Ok(frame)) => Ok(frame),
+            Ok(Err(ProtocolError::Closed)) | Err(RecvTimeoutError::Disconnected) => {
+                Err(self.died())
+            }
+            Ok(Err(e)) => {
+                // A worker that died mid-frame shows up as a truncated frame: report the death.
+                if let Some(fault) = self.exited_within(Duration::from_millis(500)) {
+                    return Err(fault);
+                }
+                self.kill();
+                let fault = WorkerFault::Protocol(e.to_string());
+                self.dead = Some(fault.clone());
+                Err(fault)
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                let fault = WorkerFault::Timeout { limit: timeout };
+                self.dead = Some(fault.clone());
+                Err(fault)
+            }
+        }
+    }
+
+    /// The channel closed: find out how the process ended.
+    fn died(&mut self) -> WorkerFault {
+        let fault = self
+            .exited_within(Duration::from_secs(5))
+            .unwrap_or_else(|| {
+                self.kill();
+                WorkerFault::Protocol("closed its channel but kept running".into())
+            });
+        self.kill_group();
+        self.dead = Some(fault.clone());
+        fault
+    }
+
+    fn exited_within(&mut self, limit: Duration) -> Option<WorkerFault> {
+        let until = Instant::now() + limit;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    return Some(WorkerFault::Died {
+                        signal: status.signal(),
+                        exit_code: status.code(),
+                    })
+                }
+                Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+                _ => return None,
+            }
+        }
+    }
+
+    fn kill_group(&self) {
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        // The group may already be gone; that is fine.
+        let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+    }
+
+    /// Kills the worker's whole process group and reaps it.
+    pub fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.to_worker = None;
+    }
+
+    /// Asks the worker to exit, then makes sure its process group is gone.
+    pub fn shutdown(mut self) {
+        if self.dead.is_none() {
+            let _ = self.request(
+                Frame::new(serde_json::json!({"cmd": "exit"})),
+                Duration::from_secs(5),
+            );
+        }
+        self.kill();
+    }
+
+    /// The last bytes the worker printed, lossily decoded, with a note when output was cut.
+    pub fn log_tail(&self) -> String {
+        let sink = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let (a, b) = sink.tail.as_slices();
+        let mut bytes = a.to_vec();
+        bytes.extend_from_slice(b);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if sink.total > sink.tail.len() as u64 {
+            format!(
+                "[... {} earlier bytes of output not shown]\n{text}",
+                sink.total - sink.tail.len() as u64
+            )
+        } else {
+            text
+        }
+    }
+
+    /// Total bytes the worker printed.
+    pub fn log_bytes(&self) -> u64 {
+        self.log.lock().map(|s| s.total).unwrap_or(0)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn drain(mut r: impl Read, log: Arc<Mutex<LogSink>>) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if let Ok(mut sink) = log.lock() {
+                    sink.push(&buf[..n]);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_sink_keeps_the_tail_and_caps_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut sink = LogSink {
+            file: Some(std::fs::File::create(&path).unwrap()),
+            ..Default::default()
+        };
+        for i in 0..200u32 {
+            sink.push(format!("line {i:06}\n").repeat(1000).as_bytes());
+        }
+        assert_eq!(sink.tail.len(), LOG_TAIL_CAP);
+        assert!(sink.total > LOG_FILE_CAP);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), LOG_FILE_CAP);
+        let tail: Vec<u8> = sink.tail.iter().copied().collect();
+        assert!(String::from_utf8_lossy(&tail).ends_with("line 000199\n"));
+    }
+}

@@ -1,0 +1,138 @@
+//! The binary's command line: listing suites and rejecting bad input with clear errors. These
+//! need no Python.
+
+mod common;
+
+use common::{kbench, kernelbench_dir, show};
+
+#[test]
+fn lists_all_250_kernelbench_problems_with_level_id_and_name() {
+    let out = kbench()
+        .args(["list", "--kernelbench"])
+        .arg(kernelbench_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 250);
+    for level in ["1", "2", "3"] {
+        let n = rows.iter().filter(|r| r[0] == level).count();
+        assert_eq!(n, if level == "3" { 50 } else { 100 }, "level {level}");
+    }
+    for expected in [
+        ["1", "1", "Square_matrix_multiplication_"],
+        ["1", "19", "ReLU"],
+        ["2", "40", "Matmul_Scaling_ResidualAdd"],
+        ["3", "35", "LSTM"],
+    ] {
+        assert!(
+            rows.iter().any(|r| r[..] == expected[..]),
+            "missing {expected:?}"
+        );
+    }
+    // --levels narrows, --select picks.
+    let out = kbench()
+        .args([
+            "list",
+            "--levels",
+            "3",
+            "--select",
+            "3/1-3",
+            "--kernelbench",
+        ])
+        .arg(kernelbench_dir())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 3);
+}
+
+#[test]
+fn lists_the_smoke_suite() {
+    let out = kbench()
+        .args(["list", "--suite", "smoke"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8(out.stdout).unwrap().lines().count() >= 10);
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_naming_the_thing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A problem file without class Model.
+    let bad = dir.path().join("7_Broken.py");
+    std::fs::write(&bad, "import torch\ndef get_inputs():\n    return []\n").unwrap();
+    let out = kbench()
+        .args(["list", "--problem"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("7_Broken.py") && err.contains("Model"),
+        "{err}"
+    );
+
+    // A KernelBench folder that is not one.
+    let out = kbench()
+        .args(["list", "--kernelbench"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&dir.path().display().to_string()));
+
+    // Replay without a folder.
+    let out = kbench()
+        .args([
+            "run", "--suite", "smoke", "--agent", "replay", "--device", "cpu", "--out",
+        ])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replay-dir"));
+
+    // An interpreter that cannot import torch is named, with the fix.
+    let out = kbench()
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--device",
+            "cpu",
+            "--python",
+            "/bin/false",
+            "--out",
+        ])
+        .arg(dir.path().join("run2"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/bin/false") && err.contains("pip install"),
+        "{err}"
+    );
+
+    // Usage errors are clap's exit code 2.
+    let out = kbench().args(["run", "--bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn cuda_without_a_gpu_says_why() {
+    if kbench::gpu::inventory().count() > 0 {
+        return; // a GPU machine: covered by the GPU runs
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = kbench()
+        .args(["run", "--suite", "smoke", "--device", "cuda", "--out"])
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device cpu"));
+}

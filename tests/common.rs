@@ -1,0 +1,88 @@
+//! Helpers shared by the end-to-end tests: the built binary, the Python environment, and a
+//! lock so that timing-sensitive runs do not overlap.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+pub fn kbench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kbench"))
+}
+
+/// The repository root (tests/ lives there).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// KernelBench problems: `KBENCH_KERNELBENCH_DIR`, else `../shared/kernelbench` beside the repo.
+pub fn kernelbench_dir() -> PathBuf {
+    std::env::var_os("KBENCH_KERNELBENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            repo_root()
+                .parent()
+                .unwrap()
+                .join("shared")
+                .join("kernelbench")
+        })
+}
+
+/// Serialises tests that run workers, so CPU timings are not disturbed by each other.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `kbench setup` once per test binary (idempotent: a no-op when the environment is
+/// ready; on a fresh machine it installs torch, which takes minutes).
+pub fn ensure_python() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let out = kbench()
+            .args(["setup", "--quiet"])
+            .output()
+            .expect("running kbench setup");
+        assert!(
+            out.status.success(),
+            "kbench setup failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+pub fn show(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Parses a run log into JSON values.
+pub fn records(out_dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(out_dir.join("records.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("record is JSON"))
+        .collect()
+}
+
+/// `problem key::agent::name::sample` of a record.
+pub fn key(r: &serde_json::Value) -> String {
+    format!(
+        "{}/L{}/{}::{}::{}::{}",
+        r["problem"]["suite"].as_str().unwrap(),
+        r["problem"]["level"],
+        r["problem"]["id"],
+        r["candidate"]["agent"].as_str().unwrap(),
+        r["candidate"]["name"].as_str().unwrap(),
+        r["candidate"]["sample"]
+    )
+}

@@ -1,0 +1,230 @@
+//! End to end on CPU with the real Python worker and real PyTorch: the smoke suite through the
+//! reference agent, the replay fixtures (C++ kernels built with load_inline, crashes, hangs,
+//! floods), and a run killed with SIGKILL then resumed.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{ensure_python, kbench, key, records, repo_root, serial, show};
+
+fn smoke_run(out: &Path) -> std::process::Command {
+    let mut c = kbench();
+    c.args([
+        "run",
+        "--suite",
+        "smoke",
+        "--agent",
+        "reference",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+    ])
+    .arg(out);
+    c
+}
+
+/// The smoke suite with the reference agent is 100% correct with self-speedups near 1; a run
+/// killed with SIGKILL halfway and resumed yields the same records, nothing evaluated twice.
+#[test]
+fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
+    let _guard = serial();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+
+    // Uninterrupted run.
+    let full = dir.path().join("full");
+    let out = smoke_run(&full).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let full_records = records(&full);
+    let n_problems = String::from_utf8(
+        kbench()
+            .args(["list", "--suite", "smoke"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .lines()
+    .count();
+    assert_eq!(full_records.len(), n_problems);
+    for r in &full_records {
+        assert_eq!(r["schema_version"], 1);
+        assert_eq!(r["outcome"]["kind"], "ok", "{}", key(r));
+        assert_eq!(r["cases"].as_array().unwrap().len(), 5, "{}", key(r));
+        let s = r["timing"]["speedup"].as_f64().unwrap();
+        assert!((0.8..=1.25).contains(&s), "{}: self-speedup {s}", key(r));
+        assert_eq!(
+            r["timing"]["candidate"]["samples_ms"]
+                .as_array()
+                .unwrap()
+                .len(),
+            100
+        );
+        assert_eq!(
+            r["timing"]["reference"]["samples_ms"]
+                .as_array()
+                .unwrap()
+                .len(),
+            100
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("correct"),
+        "summary table missing:\n{stdout}"
+    );
+
+    // Killed run: SIGKILL once a few records are on disk.
+    let killed = dir.path().join("killed");
+    let mut child = smoke_run(&killed)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let target = n_problems / 2;
+    loop {
+        if records(&killed).len() >= target {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "run made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "run ended before it could be killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = std::fs::read(killed.join("records.jsonl")).unwrap();
+    let n_before = records(&killed).len();
+    assert!(n_before < n_problems, "killed too late to test resuming");
+
+    // Without --resume the directory is refused; with it the run completes.
+    let out = smoke_run(&killed).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+    let out = smoke_run(&killed).arg("--resume").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+
+    let after = std::fs::read(killed.join("records.jsonl")).unwrap();
+    let complete_prefix = &before[..before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1)];
+    assert!(
+        after.starts_with(complete_prefix),
+        "records written before the kill were changed"
+    );
+    let resumed = records(&killed);
+    let keys: Vec<String> = resumed.iter().map(key).collect();
+    let unique: BTreeSet<&String> = keys.iter().collect();
+    assert_eq!(
+        unique.len(),
+        keys.len(),
+        "a kernel was evaluated twice: {keys:?}"
+    );
+    let outcome = |rs: &[serde_json::Value]| -> BTreeMap<String, String> {
+        rs.iter()
+            .map(|r| (key(r), r["outcome"]["kind"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    assert_eq!(outcome(&resumed), outcome(&full_records));
+
+    // Resuming a finished run evaluates nothing; resuming with other settings is refused.
+    let out = smoke_run(&killed).arg("--resume").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(records(&killed).len(), n_problems);
+    let out = smoke_run(&killed)
+        .args(["--resume", "--precision", "fp16"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("precision"));
+}
+
+/// Every kind of bad kernel costs one verdict, never the run.
+#[test]
+fn replay_fixtures_get_the_expected_outcomes() {
+    let _guard = serial();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("replay");
+    let fixtures = repo_root().join("tests/fixtures/replay_smoke");
+    let out = kbench()
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--select",
+            "1",
+            "--agent",
+            "replay",
+            "--device",
+            "cpu",
+            "--timeout-run",
+            "20",
+            "--timed-calls",
+            "20",
+            "--quiet",
+            "--replay-dir",
+        ])
+        .arg(&fixtures)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "some kernels fail: {}",
+        show(&out)
+    );
+    let by_name: BTreeMap<String, serde_json::Value> = records(&out_dir)
+        .into_iter()
+        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
+        .collect();
+    let kind = |n: &str| by_name[n]["outcome"]["kind"].as_str().unwrap().to_string();
+    assert_eq!(kind("1_correct_cpp"), "ok", "{}", by_name["1_correct_cpp"]);
+    assert_eq!(kind("1_correct_torch"), "ok");
+    assert_eq!(kind("1_wrong_cpp"), "mismatch");
+    assert_eq!(kind("1_compile_error"), "compile_error");
+    assert!(by_name["1_compile_error"]["outcome"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("1_compile_error"));
+    assert_eq!(kind("1_raises"), "runtime_error");
+    assert_eq!(kind("1_hangs"), "timeout");
+    assert_eq!(by_name["1_hangs"]["outcome"]["phase"], "run");
+    assert_eq!(kind("1_segfault"), "crashed");
+    assert_eq!(by_name["1_segfault"]["outcome"]["signal"], 11);
+    assert_eq!(kind("1_floods_stdout"), "ok");
+    assert!(by_name["1_floods_stdout"]["log_tail"]
+        .as_str()
+        .unwrap()
+        .contains("earlier bytes"));
+    assert_eq!(kind("1_exits_early"), "crashed");
+    assert_eq!(by_name["1_exits_early"]["outcome"]["exit_code"], 0);
+    let m = &by_name["1_wrong_cpp"]["outcome"];
+    assert!(
+        m["count"].as_u64().unwrap() > 0 && m["max_abs"].as_f64().unwrap() > 1e-3,
+        "{m}"
+    );
+    // Timing is kept for the correct ones, with every sample.
+    assert_eq!(
+        by_name["1_correct_cpp"]["timing"]["candidate"]["samples_ms"]
+            .as_array()
+            .unwrap()
+            .len(),
+        20
+    );
+    assert_eq!(by_name.len(), 9, "{:?}", by_name.keys());
+}
