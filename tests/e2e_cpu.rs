@@ -228,3 +228,19 @@ fn replay_fixtures_get_the_expected_outcomes() {
     );
     assert_eq!(by_name.len(), 9, "{:?}", by_name.keys());
 }
+
+/// The worker's own unit tests (protocol, roles, error kinds), with the interpreter kbench uses.
+#[test]
+fn python_worker_unit_tests_pass() {
+    let _guard = serial();
+    ensure_python();
+    let choice = kbench::python::PythonChoice::resolve(None, &kbench::python::cache_dir());
+    let out = std::process::Command::new(&choice.python)
+        .args(["-m", "unittest", "test_worker"])
+        .current_dir(repo_root().join("harness/python"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("OK"), "{err}");
+}

@@ -171,6 +171,8 @@ impl ValueReport {
 }
 
 /// The result of comparing one output tensor. Checks run in order: shape, dtype, values.
+// One per output and short-lived: boxing the common variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Comparison {
     WrongShape { expected: Vec<u64>, got: Vec<u64> },
@@ -280,7 +282,11 @@ pub fn unravel_index(flat: u64, shape: &[u64]) -> Vec<u64> {
 ///   says so ([`Float64Status::Skipped`]).
 ///
 /// Runs in parallel (rayon) over chunks of 65,536 elements; results do not depend on the
-/// number of threads.
+/// number of threads. One pass over the bytes; a second pass only for a strict candidate
+/// with elements the first pass could not rescue (the rescue's `ρ` term needs the
+/// reference's overall error first), and one to locate the worst element when the float64
+/// check fails. On the 2-core development VM (SSE2 code): 23 GiB/s for fp32, 12.5 GiB/s
+/// for bf16 (bytes of both tensors), 22 GiB/s for strict fp32 with its float64 reference.
 pub fn compare(
     candidate: &HostTensor,
     reference: &HostTensor,

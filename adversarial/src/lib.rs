@@ -11,6 +11,7 @@
 //!
 //! [`HostTensor`]: kbench_record::HostTensor
 
+mod codec;
 mod compare;
 mod scan;
 mod tolerance;

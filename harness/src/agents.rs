@@ -229,6 +229,68 @@ mod tests {
         assert!(out.contains("ModelX MyModel ModelNew."));
     }
 
+    fn problem(level: u8, id: u32) -> Problem {
+        kbench_suites::smoke()
+            .into_iter()
+            .next()
+            .map(|mut p| {
+                p.level = level;
+                p.id = id;
+                p
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn replay_understands_all_three_layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("level_2_problem_5_sample_3_kernel.py"), "a").unwrap();
+        std::fs::create_dir(d.join("level1")).unwrap();
+        std::fs::write(d.join("level1/5_fast.py"), "b").unwrap();
+        std::fs::write(d.join("level1/5_faster.py"), "c").unwrap();
+        std::fs::write(d.join("7_plain.py"), "d").unwrap();
+        std::fs::write(d.join("99_nobody.py"), "e").unwrap();
+        std::fs::write(d.join("notes.txt"), "f").unwrap();
+        let problems = vec![problem(1, 5), problem(2, 5), problem(3, 7)];
+        let a = ReplayAgent::scan(d, &problems).unwrap();
+        assert_eq!(a.len(), 4);
+        let l2: Vec<_> = a.candidates(&problems[1]).unwrap();
+        assert_eq!(
+            (l2[0].name.as_str(), l2[0].sample),
+            ("level_2_problem_5_sample_3_kernel", 3)
+        );
+        let l1: Vec<_> = a
+            .candidates(&problems[0])
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.name, c.sample))
+            .collect();
+        assert_eq!(
+            l1,
+            vec![("5_fast".to_string(), 0), ("5_faster".to_string(), 1)]
+        );
+        assert_eq!(a.candidates(&problems[2]).unwrap()[0].source, "d");
+        assert_eq!(a.unmatched.len(), 1);
+        // A plain <id>_ file is ambiguous when two selected problems share the id.
+        std::fs::write(d.join("5_which.py"), "g").unwrap();
+        let err = ReplayAgent::scan(d, &problems).err().unwrap().to_string();
+        assert!(
+            err.contains("5_which.py") && err.contains("level<L>"),
+            "{err}"
+        );
+        // An empty folder says what it expected.
+        let empty = tempfile::tempdir().unwrap();
+        let err = ReplayAgent::scan(empty.path(), &problems)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("level_<L>_problem_<P>_sample_<S>_kernel.py"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn kernelbench_run_names_parse() {
         assert_eq!(

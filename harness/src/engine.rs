@@ -824,7 +824,7 @@ fn time_pair(
             tc.warmup.min(1)
         };
         let cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
-        let order = if round % 2 == 0 {
+        let order = if round.is_multiple_of(2) {
             [true, false]
         } else {
             [false, true]
@@ -904,8 +904,19 @@ fn time_pair(
             }))
         }
     };
-    let speedup = reference.median_ms / candidate.median_ms;
-    let speedup_mean = reference.mean_ms / candidate.mean_ms;
+    let Some(kbench_reports::Speedup {
+        median: speedup,
+        mean: speedup_mean,
+    }) = kbench_reports::speedup(&reference, &candidate)
+    else {
+        return Ok(TimingResult::Failed(Outcome::Integrity {
+            flag: "malformed-timing".into(),
+            detail: format!(
+                "no finite speedup from reference {} ms and candidate {} ms",
+                reference.median_ms, candidate.median_ms
+            ),
+        }));
+    };
     Ok(TimingResult::Measured(TimingSummary {
         reference,
         candidate,

@@ -274,8 +274,6 @@ fn profile() -> impl Strategy<Value = kbench_record::ToleranceProfile> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
-
     #[test]
     fn chunked_parallel_scan_equals_the_sequential_rules(
         (c, r) in pair(),
@@ -301,6 +299,13 @@ proptest! {
         };
         prop_assert_eq!(got, expected);
         prop_assert_eq!(v.elements, n);
+        // The same values stored as f64 take the f64 fast path, with the same verdicts.
+        let v64 = values_chunked(&f64s(&[n], &widen(&c)), &f64s(&[n], &widen(&r)), r64.as_ref(), profile, FP32, chunk);
+        prop_assert_eq!(
+            (v64.mismatches, v64.nonfinite_mismatches, v64.rescued, v64.max_abs, v64.max_rel),
+            (v.mismatches, v.nonfinite_mismatches, v.rescued, v.max_abs, v.max_rel)
+        );
+        prop_assert_eq!(v64.first_mismatch.map(|m| (m.flat_index, m.rule)), v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)));
         // Chunk size changes nothing but the order of float sums.
         let whole = values_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), profile, FP32, 1 << 16);
         prop_assert_eq!(whole.failed_rule(), v.failed_rule());

@@ -451,3 +451,29 @@ fn case_results_aggregate_outputs() {
     assert!(case_result(&case(), &[ok.clone(), ok], 0.0).passed);
     assert!(!case_result(&case(), &[], 0.0).passed);
 }
+
+#[test]
+fn max_abs_is_exact_when_f32_rounding_hides_a_new_maximum() {
+    // Block 0 sets the running maximum d1 = F + 2⁻⁶⁰ (F = 9e-5 as f32); block 1 holds
+    // d2 = F + u/4 > d1 (u = ulp(F)), which rounds to F in f32. Only an exact check sees it.
+    let f = 9e-5f32;
+    let u = f32::from_bits(f.to_bits() + 1) - f;
+    let (r1, c1) = (2f32.powi(-60), -f);
+    let (r2, c2) = (0.75 * u, f + u);
+    let (d1, d2) = (f64::from(r1) - f64::from(c1), f64::from(c2) - f64::from(r2));
+    assert!(d2 > d1 && d2 - d1 < f64::from(u) / 2.0, "test construction");
+    assert_eq!(d2 as f32, f, "d2 must round to F in f32");
+    let n = 256;
+    let (mut c, mut r) = (vec![0.0f32; n], vec![0.0f32; n]);
+    (c[0], r[0]) = (c1, r1);
+    (c[64], r[64]) = (c2, r2);
+    let v = values(
+        &f32s(&[n as u64], &c),
+        &f32s(&[n as u64], &r),
+        None,
+        KB,
+        FP32,
+    );
+    assert!(v.passed());
+    assert_eq!(v.max_abs, d2);
+}

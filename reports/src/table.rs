@@ -1,0 +1,78 @@
+//! Plain-text rendering of a [`RunSummary`]. Formats only: every number is already in the
+//! summary.
+
+use crate::summary::RunSummary;
+
+/// Renders the summary `kbench run` ends with, as an aligned two-column table:
+///
+/// ```text
+/// evaluated                 6
+/// compiled          5 (83.3%)
+/// correct           4 (66.7%)
+/// fast_1            2 (33.3%)  correct and speedup > 1, over all evaluated
+/// median speedup        2.00x  median basis, over 3 timed correct
+///
+/// outcome               count
+/// compile_error             1
+/// mismatch                  1
+/// ok                        4
+/// ```
+pub fn render_summary(s: &RunSummary) -> String {
+    let rows: Vec<(String, String, String)> = vec![
+        ("evaluated".into(), s.evaluated.to_string(), String::new()),
+        (
+            "compiled".into(),
+            count_of(s.compiled, s.evaluated),
+            String::new(),
+        ),
+        (
+            "correct".into(),
+            count_of(s.correct, s.evaluated),
+            String::new(),
+        ),
+        (
+            "fast_1".into(),
+            count_of(s.fast_1_count, s.evaluated),
+            "correct and speedup > 1, over all evaluated".into(),
+        ),
+        (
+            "median speedup".into(),
+            s.median_speedup
+                .map_or_else(|| "-".into(), |m| format!("{m:.2}x")),
+            format!("{} basis, over {} timed correct", s.basis.as_str(), s.timed),
+        ),
+    ];
+    let mut out = String::new();
+    push_rows(&mut out, &rows);
+    if !s.outcomes.is_empty() {
+        out.push('\n');
+        let mut outcome_rows = vec![("outcome".to_string(), "count".to_string(), String::new())];
+        outcome_rows.extend(
+            s.outcomes
+                .iter()
+                .map(|(kind, n)| (kind.clone(), n.to_string(), String::new())),
+        );
+        push_rows(&mut out, &outcome_rows);
+    }
+    out
+}
+
+/// `n (p%)`, or `n` alone when the total is zero.
+fn count_of(n: usize, total: usize) -> String {
+    if total == 0 {
+        n.to_string()
+    } else {
+        format!("{n} ({:.1}%)", 100.0 * n as f64 / total as f64)
+    }
+}
+
+/// Left-aligned labels, right-aligned values, optional notes; no trailing spaces.
+fn push_rows(out: &mut String, rows: &[(String, String, String)]) {
+    const LABEL_WIDTH: usize = 14;
+    const VALUE_WIDTH: usize = 12;
+    for (label, value, note) in rows {
+        let line = format!("{label:<LABEL_WIDTH$} {value:>VALUE_WIDTH$}  {note}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}

@@ -1,0 +1,266 @@
+//! Run summaries, the table, and property tests of the statistics.
+
+use kbench_record::{
+    CandidateRef, CaseFamily, CaseRef, Device, Environment, EvalRecord, Outcome, Phase, Precision,
+    ProblemRef, TimingStats, TimingSummary, ToleranceProfile, SCHEMA_VERSION,
+};
+use proptest::prelude::*;
+
+use crate::*;
+
+fn stats(ms: f64) -> TimingStats {
+    timing_stats("cuda_event", vec![ms], 0.0).unwrap()
+}
+
+/// A record with `outcome`; timed with the given (median, mean) speedups when present.
+fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
+    EvalRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: "run".into(),
+        problem: ProblemRef {
+            suite: "smoke".into(),
+            level: 1,
+            id: 1,
+            name: "x".into(),
+            file: "1_x.py".into(),
+            sha256: "0".into(),
+        },
+        candidate: CandidateRef {
+            agent: "replay".into(),
+            name: "c".into(),
+            sample: 0,
+            source_path: None,
+            sha256: "0".into(),
+        },
+        device: Device::Cpu,
+        precision: Precision::Fp32,
+        profile: ToleranceProfile::Strict,
+        outcome,
+        cases: vec![],
+        timing: speedups.map(|(median, mean)| TimingSummary {
+            reference: stats(if median.is_finite() { median } else { 1.0 }),
+            candidate: stats(1.0),
+            speedup: median,
+            speedup_mean: mean,
+            warmup: 3,
+            l2_flush: true,
+            rounds: 1,
+        }),
+        load_s: None,
+        wall_s: 1.0,
+        started_unix_s: 0.0,
+        finished_unix_s: 1.0,
+        log_tail: String::new(),
+        notes: vec![],
+        env: Environment::default(),
+    }
+}
+
+fn mismatch() -> Outcome {
+    Outcome::Mismatch {
+        case: CaseRef {
+            family: CaseFamily::Random,
+            index: 0,
+        },
+        output: 0,
+        max_abs: 1.0,
+        max_rel: 1.0,
+        count: 1,
+        total: 1,
+        first_index: vec![0],
+        rule: "elementwise".into(),
+    }
+}
+
+/// 6 records: 2 fast, 1 exactly as fast (not > 1), 1 correct untimed, 1 mismatch,
+/// 1 compile error.
+fn run() -> Vec<EvalRecord> {
+    vec![
+        record(Outcome::Ok, Some((2.0, 1.5))),
+        record(Outcome::Ok, Some((1.0, 0.9))),
+        record(Outcome::Ok, Some((3.0, 0.5))),
+        record(Outcome::Ok, None),
+        record(mismatch(), None),
+        record(
+            Outcome::CompileError {
+                message: "nvcc: error".into(),
+            },
+            None,
+        ),
+    ]
+}
+
+#[test]
+fn summary_counts_follow_kernelbench() {
+    let s = summarize(&run());
+    assert_eq!((s.evaluated, s.compiled, s.correct, s.timed), (6, 5, 4, 3));
+    // fast_1: strict >, over all evaluated: 2.0 and 3.0, not 1.0.
+    assert_eq!(s.fast_1_count, 2);
+    assert_eq!(s.fast_1, Some(2.0 / 6.0));
+    assert_eq!(s.median_speedup, Some(2.0));
+    assert_eq!(s.compiled_rate(), Some(5.0 / 6.0));
+    assert_eq!(s.correct_rate(), Some(4.0 / 6.0));
+    let kinds: Vec<(&str, usize)> = s.outcomes.iter().map(|(k, &n)| (k.as_str(), n)).collect();
+    assert_eq!(
+        kinds,
+        vec![("compile_error", 1), ("mismatch", 1), ("ok", 4)]
+    );
+}
+
+#[test]
+fn mean_basis_is_kernelbench_compatible() {
+    let s = RunSummary::from_records(&run(), SpeedupBasis::Mean);
+    assert_eq!((s.fast_1_count, s.median_speedup), (1, Some(0.9)));
+    assert_eq!(fast_p(&run(), 1.0, SpeedupBasis::Mean), Some(1.0 / 6.0));
+    // fast_0: correct and timed with a positive speedup.
+    assert_eq!(fast_p(&run(), 0.0, SpeedupBasis::Median), Some(3.0 / 6.0));
+    assert_eq!(fast_p(&run(), 2.5, SpeedupBasis::Median), Some(1.0 / 6.0));
+}
+
+#[test]
+fn empty_runs_have_no_rates() {
+    let s = summarize(&[]);
+    assert_eq!((s.evaluated, s.fast_1, s.median_speedup), (0, None, None));
+    assert_eq!((s.compiled_rate(), s.correct_rate()), (None, None));
+    assert_eq!(fast_p(&[], 1.0, SpeedupBasis::Median), None);
+    assert_eq!(
+        render_summary(&s),
+        "evaluated                 0\n\
+         compiled                  0\n\
+         correct                   0\n\
+         fast_1                    0  correct and speedup > 1, over all evaluated\n\
+         median speedup            -  median basis, over 0 timed correct\n"
+    );
+}
+
+#[test]
+fn non_finite_speedups_are_not_timings() {
+    let mut r = run();
+    r.push(record(Outcome::Ok, Some((f64::INFINITY, f64::NAN))));
+    let s = summarize(&r);
+    assert_eq!((s.correct, s.timed, s.fast_1_count), (5, 3, 2));
+}
+
+#[test]
+fn summary_table_snapshot() {
+    let s = summarize(&run());
+    assert_eq!(
+        render_summary(&s),
+        "evaluated                 6\n\
+         compiled          5 (83.3%)\n\
+         correct           4 (66.7%)\n\
+         fast_1            2 (33.3%)  correct and speedup > 1, over all evaluated\n\
+         median speedup        2.00x  median basis, over 3 timed correct\n\
+         \n\
+         outcome               count\n\
+         compile_error             1\n\
+         mismatch                  1\n\
+         ok                        4\n"
+    );
+}
+
+#[test]
+fn summary_serialises() {
+    let s = summarize(&run());
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains("\"basis\":\"median\""), "{json}");
+    assert_eq!(serde_json::from_str::<RunSummary>(&json).unwrap(), s);
+}
+
+#[test]
+fn timeouts_in_load_do_not_count_as_compiled() {
+    let r = vec![
+        record(
+            Outcome::Timeout {
+                phase: Phase::Load,
+                limit_s: 60.0,
+            },
+            None,
+        ),
+        record(
+            Outcome::Timeout {
+                phase: Phase::Run,
+                limit_s: 60.0,
+            },
+            None,
+        ),
+    ];
+    let s = summarize(&r);
+    assert_eq!((s.evaluated, s.compiled, s.correct), (2, 1, 0));
+}
+
+/// Percentile straight from the definition, in exact-ish f64, for comparison.
+fn percentile_by_definition(v: &[f64], p: f64) -> f64 {
+    let mut x = v.to_vec();
+    x.sort_by(f64::total_cmp);
+    let h = (x.len() - 1) as f64 * p / 100.0;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(x.len() - 1);
+    x[lo] + (h - lo as f64) * (x[hi] - x[lo])
+}
+
+fn times() -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(
+        prop_oneof![4 => 0.0f64..10.0, 1 => 0.0f64..1e6, 1 => Just(0.0), 1 => Just(1.5)],
+        1..300,
+    )
+}
+
+proptest! {
+    #[test]
+    fn median_and_mean_lie_between_min_and_max(v in times()) {
+        let s = Sample::new(v).unwrap();
+        prop_assert!(s.min() <= s.median() && s.median() <= s.max());
+        prop_assert!(s.min() <= s.mean() && s.mean() <= s.max());
+        prop_assert!(s.iqr() >= 0.0);
+        prop_assert!(s.std_dev().unwrap_or(0.0) >= 0.0);
+    }
+
+    #[test]
+    fn percentiles_are_monotone_in_p(v in times(), a in 0.0f64..=100.0, b in 0.0f64..=100.0) {
+        let s = Sample::new(v).unwrap();
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        prop_assert!(s.percentile(lo).unwrap() <= s.percentile(hi).unwrap());
+        prop_assert_eq!(s.percentile(0.0).unwrap(), s.min());
+        prop_assert_eq!(s.percentile(100.0).unwrap(), s.max());
+    }
+
+    #[test]
+    fn statistics_ignore_the_order_of_samples(v in times(), seed in any::<u64>()) {
+        let a = Sample::new(v.clone()).unwrap();
+        // A seeded Fisher–Yates shuffle.
+        let mut w = v;
+        let mut x = seed | 1;
+        for i in (1..w.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let b = Sample::new(w).unwrap();
+        prop_assert_eq!(a.sorted(), b.sorted());
+        prop_assert_eq!(a.median(), b.median());
+        prop_assert_eq!(a.percentile(90.0).unwrap(), b.percentile(90.0).unwrap());
+        prop_assert_eq!(a.iqr(), b.iqr());
+        // Compensated sums are order-independent up to the last bits.
+        prop_assert!((a.mean() - b.mean()).abs() <= 1e-12 * a.mean().abs());
+    }
+
+    #[test]
+    fn percentiles_match_the_definition(v in times(), p in 0.0f64..=100.0) {
+        let s = Sample::new(v.clone()).unwrap();
+        let want = percentile_by_definition(&v, p);
+        let got = s.percentile(p).unwrap();
+        prop_assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "{} vs {}", got, want);
+    }
+
+    #[test]
+    fn timing_stats_agree_with_the_sample(v in times(), wall in 0.0f64..10.0) {
+        let s = Sample::new(v.clone()).unwrap();
+        let t = timing_stats("perf_counter", v.clone(), wall).unwrap();
+        prop_assert_eq!(&t.samples_ms, &v);
+        prop_assert_eq!((t.median_ms, t.min_ms, t.max_ms), (s.median(), s.min(), s.max()));
+        prop_assert!(t.p25_ms <= t.median_ms && t.median_ms <= t.p75_ms);
+        prop_assert_eq!(t.wall_s, wall);
+    }
+}
