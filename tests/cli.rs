@@ -136,3 +136,19 @@ fn cuda_without_a_gpu_says_why() {
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--device cpu"));
 }
+
+#[test]
+fn gpus_lists_devices_or_says_plainly_why_there_are_none() {
+    let out = kbench().arg("gpus").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    if kbench::gpu::inventory().count() == 0 {
+        assert!(text.starts_with("no GPU: "), "{text}");
+        assert!(text.contains("--device cpu"), "{text}");
+        let out = kbench().args(["gpus", "--json"]).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["gpus"], serde_json::json!([]));
+    } else {
+        assert!(text.contains("SMs") && text.contains("peak BW"), "{text}");
+    }
+}

@@ -23,6 +23,8 @@ pub enum Command {
     Setup(SetupArgs),
     /// Set up, then evaluate the `reference` agent on the embedded smoke suite.
     Demo(DemoArgs),
+    /// List the GPUs the CUDA driver sees, with the properties that bound kernel speed.
+    Gpus(GpusArgs),
     /// List the problems of a suite: level, id and name, one per line.
     List(ListArgs),
     /// Evaluate an agent's kernels over a suite and append records to a run log.
@@ -81,6 +83,13 @@ pub struct SuiteArgs {
 pub enum BuiltinSuite {
     /// kbench's own small problems, fast on one CPU core.
     Smoke,
+}
+
+#[derive(Debug, Args)]
+pub struct GpusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

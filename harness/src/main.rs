@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use kbench::cli::{Cli, Command, DemoArgs, ListArgs, RunArgs, SetupArgs};
+use kbench::cli::{Cli, Command, DemoArgs, GpusArgs, ListArgs, RunArgs, SetupArgs};
 use kbench::config::{self, RunConfig};
 use kbench::python::{self, PythonChoice};
 use kbench::{engine, exit};
@@ -26,6 +26,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Setup(a) => setup(a),
         Command::List(a) => list(a),
+        Command::Gpus(a) => gpus(a),
         Command::Run(a) => run(*a),
         Command::Demo(a) => demo(a),
     }
@@ -60,6 +61,18 @@ fn list(a: ListArgs) -> Result<i32> {
     let problems = config::load_suite(&a.suite)?;
     for p in problems {
         println!("{}\t{}\t{}", p.level, p.id, p.name);
+    }
+    Ok(exit::OK)
+}
+
+fn gpus(a: GpusArgs) -> Result<i32> {
+    match kbench::gpu::describe() {
+        Ok(list) if a.json => println!("{}", serde_json::to_string_pretty(&list)?),
+        Ok(list) => print!("{}", kbench::gpu::render_gpus(&list)),
+        Err(why) if a.json => {
+            println!("{}", serde_json::json!({"gpus": [], "why": why.why_none()}))
+        }
+        Err(why) => println!("no GPU: {}", why.why_none()),
     }
     Ok(exit::OK)
 }
