@@ -174,6 +174,8 @@ fn replay_fixtures_get_the_expected_outcomes() {
             "20",
             "--timed-calls",
             "20",
+            "--build-jobs",
+            "2",
             "--quiet",
             "--replay-dir",
         ])
@@ -227,6 +229,15 @@ fn replay_fixtures_get_the_expected_outcomes() {
         20
     );
     assert_eq!(by_name.len(), 9, "{:?}", by_name.keys());
+    // The compile pipeline built the three extension candidates ahead, and only those.
+    for (name, r) in &by_name {
+        let ahead = r["build_ahead_s"].as_f64();
+        if name.ends_with("_cpp") || name == "1_compile_error" {
+            assert!(ahead.is_some(), "{name} was not built ahead: {r}");
+        } else {
+            assert!(ahead.is_none(), "{name} has no extension to build");
+        }
+    }
 }
 
 /// The worker's own unit tests (protocol, roles, error kinds), with the interpreter kbench uses.

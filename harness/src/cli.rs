@@ -178,6 +178,10 @@ pub struct RunArgs {
     /// Seconds allowed for one round of timed calls.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_time: f64,
+    /// Processes building candidate extensions ahead of evaluation (default: all cores on
+    /// cuda; 0 on cpu, where compiles would disturb CPU timing).
+    #[arg(long, value_name = "N")]
+    pub build_jobs: Option<usize>,
     /// CPU intra-op threads for workers on --device cpu (same for reference and candidate).
     #[arg(long, default_value_t = 1)]
     pub cpu_threads: u32,

@@ -67,6 +67,8 @@ pub struct RunConfig {
     pub python: PythonChoice,
     pub cache: PathBuf,
     pub cpu_threads: u32,
+    /// Build processes of the compile pipeline (0: build when loading).
+    pub build_jobs: usize,
     pub weight_seed: u64,
     pub quiet: bool,
 }
@@ -157,6 +159,10 @@ impl TryFrom<RunArgs> for RunConfig {
             python: PythonChoice::resolve(a.python.python.as_deref(), &cache),
             cache,
             cpu_threads: a.cpu_threads,
+            build_jobs: a.build_jobs.unwrap_or(match device {
+                Device::Cpu => 0,
+                Device::Cuda(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            }),
             weight_seed: a.weight_seed,
             quiet: a.quiet,
         })

@@ -16,6 +16,7 @@ use kbench_suites::Problem;
 use serde_json::{json, Value};
 
 use crate::agents::{Agent, Candidate, ReferenceAgent, ReplayAgent};
+use crate::build::{BuildJob, BuildPool};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
 use crate::python::{self, PythonInfo};
 use crate::runlog::{now_unix, RunDir};
@@ -105,17 +106,80 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         cuda: info.torch_cuda.clone(),
         hostname: hostname(),
     };
-    let ctx = Ctx {
+    let cuda_arch = match config.device {
+        Device::Cuda(i) => crate::gpu::describe().ok().and_then(|gpus| {
+            gpus.get(i as usize)
+                .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
+        }),
+        Device::Cpu => None,
+    };
+    let mut ctx = Ctx {
         config,
         python: &config.python.python,
         info: &info,
         worker_script: &worker_script,
         stop: Arc::clone(&stop),
+        cuda_arch,
+        builds: None,
     };
+
+    // Write every pending candidate out and queue the ones with extensions for building.
+    let mut prepared_plan = Vec::with_capacity(plan.len());
+    let mut to_build = Vec::new();
+    for (problem, candidates) in plan {
+        let problem_path = materialize_problem(&config.cache, problem)?;
+        let mut list = Vec::with_capacity(candidates.len());
+        for cand in candidates {
+            let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
+            if crate::build::builds_extensions(&cand.source) {
+                to_build.push(BuildJob {
+                    build_dir: prep.build_dir.clone(),
+                    problem_path: problem_path.clone(),
+                    candidate_path: prep.source_path.clone(),
+                    log_path: run_dir.logs_dir().join(format!("{}.build.log", prep.key)),
+                });
+            }
+            list.push((cand, prep));
+        }
+        prepared_plan.push((problem, problem_path, list));
+    }
+    if config.build_jobs > 0 && !to_build.is_empty() {
+        let python = config.python.python.clone();
+        let script = worker_script.clone();
+        let arch = ctx.cuda_arch.clone();
+        let interrupt = Arc::clone(&stop);
+        let spec_for: Arc<crate::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
+            python: python.clone(),
+            script: script.clone(),
+            role: Role::Candidate,
+            cwd: job.build_dir.clone(),
+            // No GPU: builds need only the compiler.
+            env: worker_env(&python, Device::Cpu, arch.as_deref()),
+            log_path: Some(job.log_path.clone()),
+            max_payload: 1 << 20,
+            interrupt: Some(Arc::clone(&interrupt)),
+        });
+        let pool = BuildPool::start(
+            config.build_jobs.min(to_build.len()),
+            spec_for,
+            config.timeouts.start,
+            config.timeouts.load,
+        );
+        say(&format!(
+            "building {} candidate extension(s) ahead on {} process(es)",
+            to_build.len(),
+            config.build_jobs.min(to_build.len())
+        ));
+        for job in to_build {
+            pool.submit(job);
+        }
+        ctx.builds = Some(pool);
+    }
+    let ctx = ctx;
 
     let mut added = Vec::new();
     let mut interrupted = false;
-    'problems: for (problem, candidates) in plan {
+    'problems: for (problem, problem_path, candidates) in prepared_plan {
         if stop.load(Ordering::SeqCst) {
             interrupted = true;
             break;
@@ -125,13 +189,12 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             problem.to_ref().key(),
             problem.name
         ));
-        let problem_path = materialize_problem(&config.cache, problem)?;
         let mut reference = ReferenceSession::open(&ctx, problem, &problem_path, &run_dir);
         if let Err(RefFailure::Interrupted) = reference {
             interrupted = true;
             break;
         }
-        for cand in candidates {
+        for (cand, prep) in candidates {
             if stop.load(Ordering::SeqCst) {
                 interrupted = true;
                 break 'problems;
@@ -146,7 +209,17 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             let record = match &mut reference {
                 Ok(r) => {
                     env.device_name = r.device_name.clone();
-                    evaluate_candidate(&ctx, problem, &cand, agent.name(), r, &run_dir, env)?
+                    evaluate_candidate(
+                        &ctx,
+                        problem,
+                        &problem_path,
+                        &cand,
+                        &prep,
+                        agent.name(),
+                        r,
+                        &run_dir,
+                        env,
+                    )?
                 }
                 Err(RefFailure::Failed(msg)) => Some(reference_error_record(
                     config,
@@ -191,6 +264,9 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         }
     }
     progress.finish_and_clear();
+    if let Some(pool) = ctx.builds {
+        pool.shutdown();
+    }
     let added_n = added.len();
     let mut records = std::mem::take(&mut run_dir.existing);
     records.extend(added);
@@ -242,6 +318,9 @@ struct Ctx<'a> {
     info: &'a PythonInfo,
     worker_script: &'a Path,
     stop: Arc<AtomicBool>,
+    /// `TORCH_CUDA_ARCH_LIST` for builds: the GPU's own architecture only, e.g. `9.0`.
+    cuda_arch: Option<String>,
+    builds: Option<BuildPool>,
 }
 
 impl Ctx<'_> {
@@ -251,7 +330,7 @@ impl Ctx<'_> {
             script: self.worker_script.to_path_buf(),
             role,
             cwd: cwd.to_path_buf(),
-            env: worker_env(self.python, self.config.device),
+            env: worker_env(self.python, self.config.device, self.cuda_arch.as_deref()),
             log_path,
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),
@@ -269,7 +348,7 @@ impl Ctx<'_> {
 /// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
 /// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
 /// from kbench's environment is found by torch's extension builder.
-fn worker_env(python: &Path, device: Device) -> Vec<(String, String)> {
+fn worker_env(python: &Path, device: Device, cuda_arch: Option<&str>) -> Vec<(String, String)> {
     const PASS: &[&str] = &[
         "HOME",
         "USER",
@@ -302,6 +381,13 @@ fn worker_env(python: &Path, device: Device) -> Vec<(String, String)> {
     }
     env.push(("PATH".into(), path));
     env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    if let Some(arch) = cuda_arch {
+        if std::env::var_os("TORCH_CUDA_ARCH_LIST").is_none() {
+            // Same value for build jobs and evaluating workers, so both produce the same
+            // ninja file and a build ahead is a cache hit.
+            env.push(("TORCH_CUDA_ARCH_LIST".into(), arch.to_string()));
+        }
+    }
     env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
     match device {
         Device::Cuda(i) => {
@@ -546,6 +632,7 @@ fn reference_error_record(
         cases: Vec::new(),
         timing: None,
         load_s: None,
+        build_ahead_s: None,
         wall_s: 0.0,
         started_unix_s: now,
         finished_unix_s: now,
@@ -589,19 +676,22 @@ fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
     }
 }
 
-/// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
-fn evaluate_candidate(
+/// Where a candidate's files go: its source in the run directory and its content-addressed
+/// build directory (keyed by source, torch version and device architecture).
+struct Prepared {
+    key: String,
+    source_path: PathBuf,
+    build_dir: PathBuf,
+}
+
+fn prepare_candidate(
     ctx: &Ctx,
     problem: &Problem,
     cand: &Candidate,
     agent: &str,
-    reference: &mut ReferenceSession,
     run_dir: &RunDir,
-    env: Environment,
-) -> Result<Option<EvalRecord>> {
+) -> Result<Prepared> {
     let c = ctx.config;
-    let started = now_unix();
-    let t0 = Instant::now();
     let key = sanitize(&format!(
         "{}__{}__{}__{}",
         problem.to_ref().key(),
@@ -612,19 +702,49 @@ fn evaluate_candidate(
     let source_path = run_dir.kernels_dir().join(format!("{key}.py"));
     std::fs::write(&source_path, &cand.source)
         .with_context(|| format!("saving candidate source {}", source_path.display()))?;
+    let arch = ctx.cuda_arch.as_deref().unwrap_or("cpu");
     let build_dir = c.cache.join("torch_extensions").join(
         &python::hex_sha256(
             format!(
-                "{}|{}|{}",
+                "{}|{}|{}|{}",
                 cand.sha256,
                 ctx.info.torch,
-                device_for_worker(c.device)
+                device_for_worker(c.device),
+                arch
             )
             .as_bytes(),
         )[..16],
     );
     std::fs::create_dir_all(&build_dir)
         .with_context(|| format!("creating {}", build_dir.display()))?;
+    Ok(Prepared {
+        key,
+        source_path,
+        build_dir,
+    })
+}
+
+/// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_candidate(
+    ctx: &Ctx,
+    problem: &Problem,
+    problem_path: &Path,
+    cand: &Candidate,
+    prep: &Prepared,
+    agent: &str,
+    reference: &mut ReferenceSession,
+    run_dir: &RunDir,
+    env: Environment,
+) -> Result<Option<EvalRecord>> {
+    let c = ctx.config;
+    let started = now_unix();
+    let t0 = Instant::now();
+    let key = &prep.key;
+    let source_path = &prep.source_path;
+    let build_dir = &prep.build_dir;
+    // A build ahead still running is waited for (it is this candidate's compile anyway).
+    let built_ahead = ctx.builds.as_ref().and_then(|p| p.claim(build_dir));
     let cwd = tempfile::Builder::new()
         .prefix("kbench-cand-")
         .tempdir()
@@ -660,7 +780,7 @@ fn evaluate_candidate(
         }
         let load = json!({
             "cmd": "load",
-            "problem_path": materialize_problem(&c.cache, problem)?,
+            "problem_path": problem_path,
             "candidate_path": source_path,
             "device": device_for_worker(c.device),
             "precision": c.precision.as_str(),
@@ -749,6 +869,7 @@ fn evaluate_candidate(
         cases,
         timing,
         load_s,
+        build_ahead_s: built_ahead.map(|b| b.seconds),
         wall_s: t0.elapsed().as_secs_f64(),
         started_unix_s: started,
         finished_unix_s: now_unix(),

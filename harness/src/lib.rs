@@ -2,6 +2,7 @@
 //! evaluation loop and the run log. `main.rs` is a thin dispatcher over this library.
 
 pub mod agents;
+pub mod build;
 pub mod cli;
 pub mod config;
 pub mod engine;

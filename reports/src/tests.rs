@@ -47,6 +47,7 @@ fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
             rounds: 1,
         }),
         load_s: None,
+        build_ahead_s: None,
         wall_s: 1.0,
         started_unix_s: 0.0,
         finished_unix_s: 1.0,

@@ -283,6 +283,10 @@ pub struct EvalRecord {
     pub timing: Option<TimingSummary>,
     /// Seconds spent loading the candidate (module execution, extension builds).
     pub load_s: Option<f64>,
+    /// Seconds its extension build took in the compile pipeline ahead of evaluation, if it
+    /// was built ahead (then `load_s` is mostly a cache hit).
+    #[serde(default)]
+    pub build_ahead_s: Option<f64>,
     /// Seconds for the whole evaluation of this candidate.
     pub wall_s: f64,
     /// Unix time, seconds.

@@ -1,0 +1,247 @@
+//! The compile pipeline: candidate extensions are built ahead of time on a pool of CPU
+//! processes, so a worker that later loads the candidate finds its extension in the
+//! content-addressed build cache instead of waiting for the compiler.
+//!
+//! A build job is an untrusted candidate worker with no GPU visible (`CUDA_VISIBLE_DEVICES=`)
+//! that loads the candidate on the CPU: executing the module runs its `load_inline` calls,
+//! which compile into the job's build directory. Nothing a build job says decides a verdict:
+//! the evaluating worker loads the candidate again and reports the real outcome; a failed
+//! build ahead only means the evaluating worker builds (and fails) itself.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use kbench_record::protocol::Frame;
+use serde_json::json;
+
+use crate::worker::{Worker, WorkerSpec};
+
+/// One candidate to build ahead.
+#[derive(Debug, Clone)]
+pub struct BuildJob {
+    /// The content-addressed build directory; also the job's identity.
+    pub build_dir: PathBuf,
+    pub problem_path: PathBuf,
+    pub candidate_path: PathBuf,
+    /// Where the build worker's output goes.
+    pub log_path: PathBuf,
+}
+
+/// What became of a build ahead.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    /// Wall time of the build job, seconds.
+    pub seconds: f64,
+    /// Whether the candidate loaded in the build job (on the CPU).
+    pub loaded: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Queued,
+    Running,
+    Done(Built),
+}
+
+#[derive(Default)]
+struct Shared {
+    queue: VecDeque<BuildJob>,
+    states: HashMap<PathBuf, State>,
+    closed: bool,
+}
+
+/// A fixed number of threads, each driving one build process at a time.
+pub struct BuildPool {
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// How build jobs start their workers.
+pub type SpecFor = dyn Fn(&BuildJob) -> WorkerSpec + Send + Sync;
+
+impl BuildPool {
+    /// Starts `jobs` build threads (at least one).
+    pub fn start(
+        jobs: usize,
+        spec_for: Arc<SpecFor>,
+        start_timeout: Duration,
+        load_timeout: Duration,
+    ) -> Self {
+        let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
+        let threads = (0..jobs.max(1))
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                let spec_for = Arc::clone(&spec_for);
+                std::thread::spawn(move || {
+                    build_loop(&shared, &*spec_for, start_timeout, load_timeout)
+                })
+            })
+            .collect();
+        Self { shared, threads }
+    }
+
+    /// Queues a job unless the same build directory is already known.
+    pub fn submit(&self, job: BuildJob) {
+        let (lock, cv) = &*self.shared;
+        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if s.states.contains_key(&job.build_dir) {
+            return;
+        }
+        s.states.insert(job.build_dir.clone(), State::Queued);
+        s.queue.push_back(job);
+        cv.notify_all();
+    }
+
+    /// Called when a candidate is about to be evaluated. A job still queued is dropped (the
+    /// evaluating worker builds it now); a running one is waited for; `None` when nothing
+    /// was built ahead.
+    pub fn claim(&self, build_dir: &Path) -> Option<Built> {
+        let (lock, cv) = &*self.shared;
+        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match s.states.get(build_dir).cloned() {
+                None => return None,
+                Some(State::Queued) => {
+                    s.queue.retain(|j| j.build_dir != build_dir);
+                    s.states.remove(build_dir);
+                    return None;
+                }
+                Some(State::Running) => {
+                    s = cv.wait(s).unwrap_or_else(|e| e.into_inner());
+                }
+                Some(State::Done(b)) => return Some(b),
+            }
+        }
+    }
+
+    /// Drops queued jobs and waits for running ones.
+    pub fn shutdown(self) {
+        {
+            let (lock, cv) = &*self.shared;
+            let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.closed = true;
+            s.queue.clear();
+            cv.notify_all();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn build_loop(
+    shared: &(Mutex<Shared>, Condvar),
+    spec_for: &SpecFor,
+    start_timeout: Duration,
+    load_timeout: Duration,
+) {
+    let (lock, cv) = shared;
+    loop {
+        let job = {
+            let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(job) = s.queue.pop_front() {
+                    s.states.insert(job.build_dir.clone(), State::Running);
+                    break job;
+                }
+                if s.closed {
+                    return;
+                }
+                s = cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let built = run_build(&job, spec_for, start_timeout, load_timeout);
+        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        s.states.insert(job.build_dir.clone(), State::Done(built));
+        cv.notify_all();
+    }
+}
+
+fn run_build(
+    job: &BuildJob,
+    spec_for: &SpecFor,
+    start_timeout: Duration,
+    load_timeout: Duration,
+) -> Built {
+    let t0 = Instant::now();
+    let spec = spec_for(job);
+    let loaded = match Worker::start(&spec, start_timeout) {
+        Ok(mut w) => {
+            let load = json!({
+                "cmd": "load",
+                "problem_path": job.problem_path,
+                "candidate_path": job.candidate_path,
+                "device": "cpu",
+                "precision": "fp32",
+                "weight_seed": 0,
+                "num_threads": 1,
+                "build_dir": job.build_dir,
+            });
+            let ok =
+                matches!(w.request(Frame::new(load), load_timeout), Ok(r) if r.kind() == "loaded");
+            w.shutdown();
+            ok
+        }
+        Err(_) => false,
+    };
+    Built {
+        seconds: t0.elapsed().as_secs_f64(),
+        loaded,
+    }
+}
+
+/// Whether a candidate builds extensions when it is loaded (worth building ahead).
+pub fn builds_extensions(source: &str) -> bool {
+    source.contains("load_inline") || source.contains("cpp_extension")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extension_sources_are_recognised() {
+        assert!(builds_extensions(
+            "from torch.utils.cpp_extension import load_inline"
+        ));
+        assert!(!builds_extensions("import torch\nclass ModelNew: pass"));
+    }
+
+    #[test]
+    fn unknown_and_queued_jobs_are_not_waited_for() {
+        // A pool whose workers cannot start: jobs finish quickly as not loaded.
+        let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
+            python: PathBuf::from("/nonexistent/python"),
+            script: PathBuf::from("/nonexistent/worker.py"),
+            role: crate::worker::Role::Candidate,
+            cwd: std::env::temp_dir(),
+            env: vec![],
+            log_path: Some(job.log_path.clone()),
+            max_payload: 1 << 20,
+            interrupt: None,
+        });
+        let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
+        assert_eq!(pool.claim(Path::new("/never/submitted")), None);
+        let job = |d: &str| BuildJob {
+            build_dir: PathBuf::from(d),
+            problem_path: PathBuf::from("p.py"),
+            candidate_path: PathBuf::from("c.py"),
+            log_path: std::env::temp_dir().join("kbench-build-test.log"),
+        };
+        pool.submit(job("/b/1"));
+        // Waits for the job (running or done) and reports it.
+        let b = loop {
+            if let Some(b) = pool.claim(Path::new("/b/1")) {
+                break b;
+            }
+            // It was still queued and got dropped: resubmit and try again.
+            pool.submit(job("/b/1"));
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(!b.loaded);
+        pool.shutdown();
+    }
+}
