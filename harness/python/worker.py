@@ -57,6 +57,7 @@ def _take_protocol_fds():
 
 # Light standard-library modules only: main() takes the fds before torch is imported.
 import copy  # noqa: E402
+import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
@@ -790,12 +791,21 @@ class Worker:
             flush = self._flush_buffer()
         model, args = self.model, self.case
         seed_all(forward_seed)
+        # As timeit does: no garbage collection inside timed calls. The reference process holds
+        # more Python objects (float64 model, cases) than a candidate process, so collections
+        # would cost the two sides differently and bias launch-bound timings.
+        gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
         try:
             clock, samples = time_calls(
                 lambda: model(*args), self.device, warmup, trials, flush, self._pin_threads
             )
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "time")
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         return {"type": "timing", "clock": clock, "samples_ms": samples}, []
 
     def _flush_buffer(self):
