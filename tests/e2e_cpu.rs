@@ -176,6 +176,10 @@ fn replay_fixtures_get_the_expected_outcomes() {
             "20",
             "--build-jobs",
             "2",
+            // No case cache: every candidate gets its cases remade (same seeds, same inputs),
+            // the path large problems take.
+            "--case-cache-mb",
+            "0",
             "--quiet",
             "--replay-dir",
         ])

@@ -182,6 +182,10 @@ pub struct RunArgs {
     /// cuda; 0 on cpu, where compiles would disturb CPU timing).
     #[arg(long, value_name = "N")]
     pub build_jobs: Option<usize>,
+    /// Host memory (MiB) for keeping a problem's reference cases between its candidates;
+    /// problems whose cases do not fit remake them per candidate (default: a quarter of RAM).
+    #[arg(long, value_name = "MIB")]
+    pub case_cache_mb: Option<u64>,
     /// CPU intra-op threads for workers on --device cpu (same for reference and candidate).
     #[arg(long, default_value_t = 1)]
     pub cpu_threads: u32,

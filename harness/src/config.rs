@@ -69,6 +69,8 @@ pub struct RunConfig {
     pub cpu_threads: u32,
     /// Build processes of the compile pipeline (0: build when loading).
     pub build_jobs: usize,
+    /// Host memory for keeping a problem's reference cases between its candidates.
+    pub case_cache_bytes: u64,
     pub weight_seed: u64,
     pub quiet: bool,
 }
@@ -163,10 +165,26 @@ impl TryFrom<RunArgs> for RunConfig {
                 Device::Cpu => 0,
                 Device::Cuda(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
             }),
+            case_cache_bytes: a
+                .case_cache_mb
+                .map_or_else(default_case_cache_bytes, |mb| mb.saturating_mul(1 << 20)),
             weight_seed: a.weight_seed,
             quiet: a.quiet,
         })
     }
+}
+
+/// A quarter of physical memory (`MemTotal` in /proc/meminfo), or 4 GiB when unknown.
+pub fn default_case_cache_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(4 << 30, |kb| kb * 1024 / 4)
 }
 
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.

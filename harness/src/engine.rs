@@ -420,11 +420,21 @@ struct RefCase {
     outputs_f64: Option<Vec<HostTensor>>,
 }
 
+/// The trusted reference of one problem: its worker, and the cases it produced.
+///
+/// Cases are made on demand. They are kept in memory while the whole set fits the case
+/// budget (`--case-cache-mb`), so the many candidates of a problem share one reference
+/// computation; a problem whose cases do not fit keeps none and remakes each case for each
+/// candidate (same seeds, same inputs), so host memory stays bounded by one case.
 struct ReferenceSession {
     worker: Worker,
-    cases: Vec<RefCase>,
+    cached: Vec<Arc<RefCase>>,
+    caching: bool,
+    cached_bytes: u64,
     device_name: String,
     notes: Vec<String>,
+    problem_file: String,
+    problem_sha: String,
 }
 
 enum RefFailure {
@@ -490,76 +500,116 @@ impl ReferenceSession {
                 str_field(&reply.header, "f64_error")
             ));
         }
-        let sha = &problem.sha256;
-        let mut cases = Vec::new();
-        for t in 0..c.trials {
-            let case = CaseRef {
-                family: CaseFamily::Random,
-                index: t,
-            };
-            let seed = run_dir
-                .secret
-                .derive(&format!("input/{sha}/{}/{t}", case.family));
-            let forward_seed = run_dir
-                .secret
-                .derive(&format!("forward/{sha}/{}/{t}", case.family));
-            let reply = worker
-                .request(
-                    Frame::new(
-                        json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed}),
-                    ),
-                    c.timeouts.run,
-                )
-                .map_err(|f| fail(&format!("failed on case {case}"), f, Some(&worker)))?;
-            if reply.kind() != "case" {
-                return Err(RefFailure::Failed(format!(
-                    "reference of {} failed on case {case}: {}",
-                    problem.file,
-                    error_text(&reply)
-                )));
-            }
-            if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
-                notes.push(format!(
-                    "case {case}: float64 reference failed ({e}); gate skipped"
-                ));
-            }
-            let tensors = reply
-                .tensors()
-                .map_err(|e| RefFailure::Failed(format!("reference sent a malformed case: {e}")))?;
-            let mut inputs = Vec::new();
-            let mut outputs = Vec::new();
-            let mut outputs_f64 = Vec::new();
-            for (name, t) in tensors {
-                if name.starts_with("in:") {
-                    inputs.push((name, t));
-                } else if name.starts_with("out64:") {
-                    outputs_f64.push(t);
-                } else if name.starts_with("out:") {
-                    outputs.push(t);
-                }
-            }
-            let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
-            let refs: Vec<(String, &HostTensor)> =
-                inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
-            let run_frame = Arc::new(Frame::with_tensors(
-                json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
-                &refs,
-            ));
-            let outputs_f64 = (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty())
-                .then_some(outputs_f64);
-            cases.push(RefCase {
-                case,
-                run_frame,
-                outputs,
-                outputs_f64,
-            });
-        }
         Ok(Self {
             worker,
-            cases,
+            cached: Vec::new(),
+            caching: true,
+            cached_bytes: 0,
             device_name,
+            problem_file: problem.file.clone(),
+            problem_sha: problem.sha256.clone(),
             notes,
         })
+    }
+}
+
+impl ReferenceSession {
+    /// Case `t` of the `random` family: from the cache, or made now by the reference worker
+    /// (which then holds it as its current case, the one timing uses).
+    fn case(&mut self, ctx: &Ctx, run_dir: &RunDir, t: u32) -> Result<Arc<RefCase>, RefFailure> {
+        if let Some(rc) = self.cached.get(t as usize) {
+            return Ok(Arc::clone(rc));
+        }
+        let c = ctx.config;
+        let sha = &self.problem_sha;
+        let case = CaseRef {
+            family: CaseFamily::Random,
+            index: t,
+        };
+        let seed = run_dir
+            .secret
+            .derive(&format!("input/{sha}/{}/{t}", case.family));
+        let forward_seed = run_dir
+            .secret
+            .derive(&format!("forward/{sha}/{}/{t}", case.family));
+        let reply = match self.worker.request(
+            Frame::new(json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed})),
+            c.timeouts.run,
+        ) {
+            Ok(r) => r,
+            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
+            Err(f) => {
+                return Err(RefFailure::Failed(format!(
+                    "reference worker for {} failed on case {case}: {f}\n{}",
+                    self.problem_file,
+                    self.worker.log_tail()
+                )))
+            }
+        };
+        if reply.kind() != "case" {
+            return Err(RefFailure::Failed(format!(
+                "reference of {} failed on case {case}: {}",
+                self.problem_file,
+                error_text(&reply)
+            )));
+        }
+        if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
+            let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        let tensors = reply
+            .tensors()
+            .map_err(|e| RefFailure::Failed(format!("reference sent a malformed case: {e}")))?;
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        let mut outputs_f64 = Vec::new();
+        for (name, t) in tensors {
+            if name.starts_with("in:") {
+                inputs.push((name, t));
+            } else if name.starts_with("out64:") {
+                outputs_f64.push(t);
+            } else if name.starts_with("out:") {
+                outputs.push(t);
+            }
+        }
+        let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
+        let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+        let run_frame = Arc::new(Frame::with_tensors(
+            json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
+            &refs,
+        ));
+        drop(refs);
+        drop(inputs);
+        let outputs_f64 =
+            (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+        let bytes = run_frame.payload.len() as u64
+            + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
+            + outputs_f64
+                .iter()
+                .flatten()
+                .map(|o| o.data().len() as u64)
+                .sum::<u64>();
+        let rc = Arc::new(RefCase {
+            case,
+            run_frame,
+            outputs,
+            outputs_f64,
+        });
+        // Keep the case while the whole set (estimated from this case) fits the budget.
+        if self.caching
+            && t as usize == self.cached.len()
+            && self.cached_bytes + bytes * u64::from(c.trials - t) <= c.case_cache_bytes
+        {
+            self.cached_bytes += bytes;
+            self.cached.push(Arc::clone(&rc));
+        } else if self.caching {
+            self.caching = false;
+            self.cached.clear();
+            self.cached_bytes = 0;
+        }
+        Ok(rc)
     }
 }
 
@@ -750,7 +800,7 @@ fn evaluate_candidate(
         .tempdir()
         .context("creating a private working directory for the candidate")?;
 
-    let mut notes = reference.notes.clone();
+    let mut notes = Vec::new();
     let mut cases = Vec::new();
     let mut load_s = None;
     let mut timing = None;
@@ -799,7 +849,15 @@ fn evaluate_candidate(
             break 'eval error_outcome(&reply, Phase::Load);
         }
 
-        for rc in &reference.cases {
+        for t in 0..c.trials {
+            let rc = match reference.case(ctx, run_dir, t) {
+                Ok(rc) => rc,
+                Err(RefFailure::Failed(message)) => {
+                    log_tail = worker.log_tail();
+                    break 'eval Outcome::ReferenceError { message };
+                }
+                Err(RefFailure::Interrupted) => return Ok(None),
+            };
             let tc = Instant::now();
             let reply = match worker.request_shared(
                 Arc::clone(&rc.run_frame),
@@ -833,7 +891,7 @@ fn evaluate_candidate(
                     ),
                 };
             }
-            let judged = judge_case(c, rc, &outputs, wall_s);
+            let judged = judge_case(c, &rc, &outputs, wall_s);
             cases.push(judged.result);
             if let Some(o) = judged.failure {
                 log_tail = worker.log_tail();
@@ -857,6 +915,9 @@ fn evaluate_candidate(
         Outcome::Ok
     };
 
+    let mut all_notes = reference.notes.clone();
+    all_notes.append(&mut notes);
+    let notes = all_notes;
     Ok(Some(EvalRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run_dir.manifest.run_id.clone(),
