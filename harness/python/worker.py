@@ -693,6 +693,10 @@ class Worker:
         self._require_model("run")
         seed = _field(cmd, "seed", int, "run")
         forward_seed = _field(cmd, "forward_seed", int, "run")
+        # Drop the previous case first: on a GPU shared with a candidate process, whatever
+        # this trusted process keeps is memory the candidate cannot have.
+        self.case = None
+        self._release_device_memory()
         seed_all(seed)
         try:
             raw = list(self.get_inputs())
@@ -730,7 +734,17 @@ class Worker:
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
+        del out
+        self._release_device_memory()
         return reply, tensors
+
+    def _release_device_memory(self):
+        """Returns the caching allocator's free blocks to the driver. The reference and a
+        candidate share one GPU: memory cached here (float64 copies, old outputs) would make a
+        correct candidate fail with an out-of-memory error that is not its fault."""
+        if self.device is not None and self.device.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
 
     def _run_f64(self, inputs, forward_seed):
         """(host outputs of the float64 model, None) or ([], why it failed). The float64
@@ -750,6 +764,8 @@ class Worker:
         self._require_model("run")
         forward_seed = _field(cmd, "forward_seed", int, "run")
         arg_specs = _field(cmd, "inputs", list, "run")
+        self.case = None  # free the previous inputs before the new ones arrive
+        self._release_device_memory()
         specs = {s["name"]: s for s in cmd["tensors"]}
         args = []
         for i, a in enumerate(arg_specs):
@@ -767,6 +783,8 @@ class Worker:
         self.case = args
         out, run_s = self._forward(self.model, args, forward_seed, "run")
         outs = [_host_copy(t, snapshot=False) for t in flatten_outputs(out)]
+        del out
+        self._release_device_memory()
         tensors = [(f"out:{k}", t) for k, t in enumerate(outs)]
         if cmd.get("return_inputs"):
             # The inputs as they are after the call, so the harness can check they were
