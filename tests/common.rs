@@ -74,15 +74,10 @@ pub fn records(out_dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `problem key::agent::name::sample` of a record.
+/// The resume key of a record (`problem key::agent::name::sample`), read back through the
+/// record type so that every record in a run log is also checked to deserialise.
 pub fn key(r: &serde_json::Value) -> String {
-    format!(
-        "{}/L{}/{}::{}::{}::{}",
-        r["problem"]["suite"].as_str().unwrap(),
-        r["problem"]["level"],
-        r["problem"]["id"],
-        r["candidate"]["agent"].as_str().unwrap(),
-        r["candidate"]["name"].as_str().unwrap(),
-        r["candidate"]["sample"]
-    )
+    serde_json::from_value::<kbench_record::EvalRecord>(r.clone())
+        .expect("record reads back as an EvalRecord")
+        .key()
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use kbench_suites::Problem;
 
-use crate::python::hex_sha256;
+use kbench_suites::sha256_hex;
 
 /// One kernel to evaluate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct Candidate {
 
 impl Candidate {
     pub fn new(name: String, sample: u32, source: String, source_path: Option<PathBuf>) -> Self {
-        let sha256 = hex_sha256(source.as_bytes());
+        let sha256 = sha256_hex(source.as_bytes());
         Self {
             name,
             sample,

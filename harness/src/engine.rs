@@ -301,13 +301,7 @@ fn progress_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    if pb.is_hidden() {
-        // Not a terminal: per-kernel lines go to stderr instead of the bar.
-        return indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::hidden(),
-        );
-    }
+    // Off a terminal indicatif hides the bar itself; the run then prints per-kernel lines.
     pb
 }
 
@@ -645,7 +639,7 @@ fn sanitize(s: &str) -> String {
 }
 
 pub fn record_key(p: &Problem, agent: &str, c: &Candidate) -> String {
-    format!("{}::{}::{}::{}", p.to_ref().key(), agent, c.name, c.sample)
+    kbench_record::eval_key(&p.key(), agent, &c.name, c.sample)
 }
 
 fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
@@ -754,7 +748,7 @@ fn prepare_candidate(
         .with_context(|| format!("saving candidate source {}", source_path.display()))?;
     let arch = ctx.cuda_arch.as_deref().unwrap_or("cpu");
     let build_dir = c.cache.join("torch_extensions").join(
-        &python::hex_sha256(
+        &kbench_suites::sha256_hex(
             format!(
                 "{}|{}|{}|{}",
                 cand.sha256,
@@ -859,11 +853,7 @@ fn evaluate_candidate(
                 Err(RefFailure::Interrupted) => return Ok(None),
             };
             let tc = Instant::now();
-            let reply = match worker.request_shared(
-                Arc::clone(&rc.run_frame),
-                &Value::Null,
-                c.timeouts.run,
-            ) {
+            let reply = match worker.request_shared(Arc::clone(&rc.run_frame), c.timeouts.run) {
                 Ok(r) => r,
                 Err(f) => fault!(f, Phase::Run),
             };

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use kbench_suites::sha256_hex;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// The worker script, embedded so that the binary is self-contained.
 pub const WORKER_SOURCE: &str = include_str!("../python/worker.py");
@@ -303,7 +303,7 @@ pub fn materialize_worker(cache: &Path) -> Result<PathBuf> {
 
 /// Writes `bytes` to `<root>/<sha256 prefix>/<name>` unless it is already there.
 pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
-    let sha = hex_sha256(bytes);
+    let sha = sha256_hex(bytes);
     let dir = root.join(&sha[..16]);
     let path = dir.join(name);
     if std::fs::read(&path).map(|b| b == bytes).unwrap_or(false) {
@@ -314,14 +314,6 @@ pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(path)
-}
-
-/// Lower-case hex sha256.
-pub fn hex_sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -252,15 +252,14 @@ impl Worker {
     /// Sends a command and waits up to `timeout` for its answer. The command's header gets an
     /// `id` that the answer must echo, so stray frames from a hostile worker are detected.
     pub fn request(&mut self, frame: Frame, timeout: Duration) -> Result<Frame, WorkerFault> {
-        self.request_shared(Arc::new(frame), &serde_json::Value::Null, timeout)
+        self.request_shared(Arc::new(frame), timeout)
     }
 
     /// Like [`Worker::request`] for a frame shared between workers (large inputs are not
-    /// copied). `extra` fields, when an object, are merged into a copy of the header.
+    /// copied: only the header, which gets the `id`, is rebuilt).
     pub fn request_shared(
         &mut self,
         frame: Arc<Frame>,
-        extra: &serde_json::Value,
         timeout: Duration,
     ) -> Result<Frame, WorkerFault> {
         if let Some(f) = &self.dead {
@@ -271,11 +270,6 @@ impl Worker {
         let mut header = frame.header.clone();
         if let Some(obj) = header.as_object_mut() {
             obj.insert("id".into(), id.into());
-            if let Some(e) = extra.as_object() {
-                for (k, v) in e {
-                    obj.insert(k.clone(), v.clone());
-                }
-            }
         }
         // Only the (small) header is rebuilt; the payload is shared.
         let send = Outgoing {

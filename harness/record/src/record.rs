@@ -302,14 +302,19 @@ pub struct EvalRecord {
 impl EvalRecord {
     /// Resume key: one record per (problem, candidate, sample).
     pub fn key(&self) -> String {
-        format!(
-            "{}::{}::{}::{}",
-            self.problem.key(),
-            self.candidate.agent,
-            self.candidate.name,
-            self.candidate.sample
+        eval_key(
+            &self.problem.key(),
+            &self.candidate.agent,
+            &self.candidate.name,
+            self.candidate.sample,
         )
     }
+}
+
+/// The resume key of an evaluation, `<problem key>::<agent>::<candidate>::<sample>`: what
+/// [`EvalRecord::key`] returns, computable before the record exists.
+pub fn eval_key(problem_key: &str, agent: &str, candidate: &str, sample: u32) -> String {
+    format!("{problem_key}::{agent}::{candidate}::{sample}")
 }
 
 #[cfg(test)]
