@@ -259,3 +259,33 @@ fn python_worker_unit_tests_pass() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("OK"), "{err}");
 }
+
+/// Regression (issue 2): a relative --out (as `kbench demo` uses) made every candidate fail to
+/// load, because workers run in private working directories.
+#[test]
+fn issue_2_relative_out_dir_works() {
+    let _guard = serial();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let out = kbench()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--select",
+            "1",
+            "--device",
+            "cpu",
+            "--no-timing",
+            "--quiet",
+            "--out",
+            "rel-run",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let rs = records(&dir.path().join("rel-run"));
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0]["outcome"]["kind"], "ok", "{}", rs[0]);
+}

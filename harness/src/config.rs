@@ -156,7 +156,10 @@ impl TryFrom<RunArgs> for RunConfig {
                 run: Duration::from_secs_f64(a.timeout_run),
                 time: Duration::from_secs_f64(a.timeout_time),
             },
-            out: a.out,
+            // Workers run in private working directories: every path handed to them, and so
+            // the run directory holding candidate sources, must be absolute.
+            out: std::path::absolute(&a.out)
+                .with_context(|| format!("resolving --out {}", a.out.display()))?,
             resume: a.resume,
             python: PythonChoice::resolve(a.python.python.as_deref(), &cache),
             cache,

@@ -23,7 +23,8 @@ pub const PACKAGES: &[&str] = &["torch", "numpy", "safetensors", "ninja", "setup
 /// kbench's cache directory (virtual environment, worker script, build cache).
 pub fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("KBENCH_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
+        // Absolute, because workers run in other working directories.
+        return std::path::absolute(&d).unwrap_or_else(|_| PathBuf::from(d));
     }
     dirs::cache_dir()
         .or_else(|| dirs::home_dir().map(|h| h.join(".cache")))
