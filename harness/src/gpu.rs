@@ -65,51 +65,13 @@ pub fn inventory() -> GpuInventory {
     GpuInventory::Devices { names }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peak_bandwidth_from_clock_and_bus() {
-        // H100 SXM: 2619 MHz HBM3 clock, 5120-bit bus -> 3352 GB/s (NVIDIA quotes 3.35 TB/s).
-        let g = GpuInfo {
-            index: 0,
-            name: "NVIDIA H100 80GB HBM3".into(),
-            uuid: String::new(),
-            compute_capability: (9, 0),
-            sms: 132,
-            memory_bytes: 85_520_809_984,
-            l2_bytes: 52_428_800,
-            shared_memory_per_sm_bytes: 233_472,
-            sm_clock_khz: 1_980_000,
-            memory_clock_khz: 2_619_000,
-            memory_bus_bits: 5120,
-        };
-        assert!((g.peak_bandwidth_gbs() - 3352.3).abs() < 0.1);
-        let table = render_gpus(&[g]);
-        assert!(
-            table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
-            "{table}"
-        );
-    }
-
-    #[test]
-    fn inventory_never_panics_and_explains_itself() {
-        let inv = inventory();
-        // On CI there is no driver; on a GPU machine there are devices. Either way a reason.
-        assert!(!inv.why_none().is_empty());
-        if inv == GpuInventory::NoDriver {
-            assert_eq!(inv.count(), 0);
-            assert!(inv.why_none().contains("--device cpu"));
-        }
-    }
-}
-
 /// What the CUDA driver reports about one device.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GpuInfo {
     pub index: u32,
     pub name: String,
+    /// As NVML and `nvidia-smi -L` spell it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`
+    /// (empty if the driver would not say). [`parse_uuid`] reads it back.
     pub uuid: String,
     /// (major, minor), e.g. (9, 0) for Hopper.
     pub compute_capability: (i32, i32),
@@ -153,12 +115,7 @@ pub fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
             .map(|b| b as u64)
             .unwrap_or(0);
         let uuid = device::get_uuid(dev)
-            .map(|u| {
-                u.bytes
-                    .iter()
-                    .map(|b| format!("{:02x}", *b as u8))
-                    .collect::<String>()
-            })
+            .map(|u| format_uuid(&uuid_bytes(&u)))
             .unwrap_or_default();
         out.push(GpuInfo {
             index: i as u32,
@@ -182,15 +139,24 @@ pub fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
     Ok(out)
 }
 
-/// A plain table of [`describe`]'s result.
+/// A plain table of [`describe`]'s result (static properties only; see [`render_listing`]).
 pub fn render_gpus(gpus: &[GpuInfo]) -> String {
+    let rows: Vec<(&GpuInfo, Option<&LiveState>)> = gpus.iter().map(|g| (g, None)).collect();
+    render_table(&rows, false)
+}
+
+fn render_table(rows: &[(&GpuInfo, Option<&LiveState>)], live: bool) -> String {
     let mut s = format!(
-        "{:<3} {:<28} {:>5} {:>5} {:>9} {:>7} {:>9} {:>9} {:>6} {:>9}\n",
+        "{:<3} {:<28} {:>5} {:>5} {:>9} {:>7} {:>9} {:>9} {:>6} {:>9}",
         "gpu", "name", "cc", "SMs", "memory", "L2", "SM clock", "mem clock", "bus", "peak BW"
     );
-    for g in gpus {
+    if live {
+        s.push_str(&format!(" {:>8} {:>5} {:>5}", "SM now", "temp", "util"));
+    }
+    s.push('\n');
+    for (g, state) in rows {
         s.push_str(&format!(
-            "{:<3} {:<28} {:>5} {:>5} {:>6.1}GiB {:>4}MiB {:>6}MHz {:>6}MHz {:>3}bit {:>5.0}GB/s\n",
+            "{:<3} {:<28} {:>5} {:>5} {:>6.1}GiB {:>4}MiB {:>6}MHz {:>6}MHz {:>3}bit {:>5.0}GB/s",
             g.index,
             g.name,
             format!("{}.{}", g.compute_capability.0, g.compute_capability.1),
@@ -202,6 +168,601 @@ pub fn render_gpus(gpus: &[GpuInfo]) -> String {
             g.memory_bus_bits,
             g.peak_bandwidth_gbs()
         ));
+        if live {
+            let show =
+                |v: Option<u32>, unit: &str| v.map_or("-".to_string(), |v| format!("{v}{unit}"));
+            let st = |f: fn(&LiveState) -> Option<u32>| state.and_then(f);
+            s.push_str(&format!(
+                " {:>8} {:>5} {:>5}",
+                show(st(|l| l.sm_clock_mhz), "MHz"),
+                show(st(|l| l.temp_c), "C"),
+                show(st(|l| l.util_pct), "%"),
+            ));
+        }
+        s.push('\n');
     }
     s
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU identity: matching the CUDA driver's devices to NVML's by UUID, never by index (the CUDA
+// driver orders devices fastest first and honours CUDA_VISIBLE_DEVICES; NVML sees every GPU in
+// PCI bus order).
+
+/// The 16 bytes of a driver `CUuuid`.
+fn uuid_bytes(u: &cudarc::driver::sys::CUuuid) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (o, b) in out.iter_mut().zip(u.bytes.iter()) {
+        *o = *b as u8;
+    }
+    out
+}
+
+/// A UUID as NVML and `nvidia-smi -L` spell it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// The 16 bytes of a UUID written NVML's way (`GPU-…` or `MIG-…`) or as 32 bare hex digits;
+/// any case, dashes anywhere. None for anything else (including the old
+/// `MIG-GPU-<uuid>/<gi>/<ci>` form, which names no single UUID).
+pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let s = s.trim();
+    let body = match s.get(..4) {
+        Some(p) if p.eq_ignore_ascii_case("GPU-") || p.eq_ignore_ascii_case("MIG-") => &s[4..],
+        _ => s,
+    };
+    let hex: Vec<u8> = body.bytes().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (o, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        let pair = std::str::from_utf8(pair).ok()?;
+        *o = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The UUID the CUDA driver reports for device `ordinal`; None without a driver or device.
+pub fn cuda_uuid(ordinal: usize) -> Option<[u8; 16]> {
+    use cudarc::driver::result::device;
+    if ordinal >= inventory().count() {
+        return None;
+    }
+    let dev = device::get(ordinal as i32).ok()?;
+    device::get_uuid(dev).ok().map(|u| uuid_bytes(&u))
+}
+
+/// The CUDA version the installed driver supports (cuDriverGetVersion), e.g. "13.0".
+pub fn cuda_driver_version() -> Option<String> {
+    // SAFETY: see `inventory`; only probes for the library.
+    #[allow(unsafe_code)]
+    let present = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !present {
+        return None;
+    }
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: libcuda is present (checked above); cuDriverGetVersion writes one int through a
+    // valid pointer and needs no cuInit.
+    #[allow(unsafe_code)]
+    let rc = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    (rc == cudarc::driver::sys::CUresult::CUDA_SUCCESS && v > 0)
+        .then(|| format!("{}.{}", v / 1000, (v % 1000) / 10))
+}
+
+// ---------------------------------------------------------------------------------------------
+// `kbench gpus`: the driver's static properties with NVML's live state.
+
+use crate::nvml::LiveState;
+
+/// One device as `kbench gpus` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuEntry {
+    #[serde(flatten)]
+    pub info: GpuInfo,
+    /// NVML's view now (clocks, temperature, utilisation, memory, power); None without NVML
+    /// or when NVML has no device with this UUID.
+    pub live: Option<LiveState>,
+}
+
+/// What `kbench gpus` prints.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GpuListing {
+    pub gpus: Vec<GpuEntry>,
+    /// The NVIDIA driver's version from NVML, e.g. "580.65.06"; None without NVML.
+    pub driver_version: Option<String>,
+    /// The CUDA version the driver supports, e.g. "13.0".
+    pub cuda_driver_version: Option<String>,
+    /// Why NVML cannot be used; None when it can.
+    pub nvml_unavailable: Option<String>,
+}
+
+/// Every visible device with its static properties and, where NVML works, its live state.
+pub fn listing() -> Result<GpuListing, GpuInventory> {
+    let infos = describe()?;
+    let nvml_unavailable = crate::nvml::unavailable_reason();
+    let gpus = infos
+        .into_iter()
+        .map(|info| {
+            let live = if nvml_unavailable.is_none() {
+                crate::nvml::live(info.uuid.as_str())
+            } else {
+                None
+            };
+            GpuEntry { info, live }
+        })
+        .collect();
+    Ok(GpuListing {
+        gpus,
+        driver_version: crate::nvml::driver_version(),
+        cuda_driver_version: cuda_driver_version(),
+        nvml_unavailable,
+    })
+}
+
+/// [`listing`] as a table, with a last line about the driver and NVML.
+pub fn render_listing(l: &GpuListing) -> String {
+    let rows: Vec<(&GpuInfo, Option<&LiveState>)> =
+        l.gpus.iter().map(|g| (&g.info, g.live.as_ref())).collect();
+    let mut s = render_table(&rows, l.nvml_unavailable.is_none());
+    let cuda = l
+        .cuda_driver_version
+        .as_deref()
+        .map(|v| format!(", CUDA {v}"))
+        .unwrap_or_default();
+    match (&l.nvml_unavailable, &l.driver_version) {
+        (Some(why), _) => s.push_str(&format!("NVML: not available ({why}){cuda}\n")),
+        (None, Some(v)) => s.push_str(&format!("NVML: driver {v}{cuda}\n")),
+        (None, None) => s.push_str(&format!("NVML: driver version unknown{cuda}\n")),
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Health check: after a worker crash, before a GPU takes new work.
+
+/// Elements the health kernel writes: 4 MiB, a few microseconds of GPU time.
+const HEALTH_N: u32 = 1 << 20;
+const HEALTH_MUL: u32 = 2_654_435_761;
+const HEALTH_SRC: &str = r#"
+extern "C" __global__ void kbench_health(unsigned int* out, unsigned int seed, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = i * 2654435761u ^ seed;
+}
+"#;
+
+/// The same kernel written by hand in old PTX (ISA 6.0, sm_50), for when NVRTC cannot be
+/// loaded (it is a toolkit library, often absent where only the driver and torch's wheels
+/// are) or when the driver is older than the NVRTC that compiled the kernel and rejects its
+/// PTX. Any driver from CUDA 9 on JIT-compiles it for its GPU.
+const HEALTH_PTX_BUILTIN: &str = r#"
+.version 6.0
+.target sm_50
+.address_size 64
+
+.visible .entry kbench_health(
+    .param .u64 kbench_health_out,
+    .param .u32 kbench_health_seed,
+    .param .u32 kbench_health_n
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<9>;
+    .reg .b64 %rd<5>;
+
+    ld.param.u64 %rd1, [kbench_health_out];
+    ld.param.u32 %r2, [kbench_health_seed];
+    ld.param.u32 %r3, [kbench_health_n];
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mov.u32 %r6, %tid.x;
+    mad.lo.s32 %r1, %r4, %r5, %r6;
+    setp.ge.u32 %p1, %r1, %r3;
+    @%p1 bra L_done;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.lo.s32 %r7, %r1, -1640531535;
+    xor.b32 %r8, %r7, %r2;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r8;
+L_done:
+    ret;
+}
+"#;
+
+/// Which PTX the health check loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthKernel {
+    /// NVRTC's PTX when NVRTC works and the driver loads it, else the built-in PTX.
+    Auto,
+    /// Only the built-in hand-written PTX.
+    Builtin,
+}
+
+/// The health kernel compiled by NVRTC, once per process, or why it could not be.
+fn health_ptx_nvrtc() -> Result<&'static cudarc::nvrtc::Ptx, &'static str> {
+    static PTX: std::sync::OnceLock<Result<cudarc::nvrtc::Ptx, String>> =
+        std::sync::OnceLock::new();
+    PTX.get_or_init(|| {
+        // SAFETY: only probes for libnvrtc by its known names (cudarc would panic calling into
+        // an absent library); loading runs the library's initialisers, nothing else.
+        #[allow(unsafe_code)]
+        let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+        if !present {
+            return Err("NVRTC (libnvrtc.so) could not be loaded".to_string());
+        }
+        cudarc::nvrtc::compile_ptx(HEALTH_SRC).map_err(|e| format!("NVRTC failed: {e:?}"))
+    })
+    .as_ref()
+    .map_err(|e| e.as_str())
+}
+
+/// What element `i` of the health buffer must hold.
+fn health_value(i: u32, seed: u32) -> u32 {
+    i.wrapping_mul(HEALTH_MUL) ^ seed
+}
+
+/// Checks every element of the health buffer; the first wrong one and how many are wrong.
+fn verify_health(out: &[u32], seed: u32) -> Result<(), String> {
+    if out.len() != HEALTH_N as usize {
+        return Err(format!(
+            "read back {} elements, expected {HEALTH_N}",
+            out.len()
+        ));
+    }
+    let mut bad = out
+        .iter()
+        .enumerate()
+        .filter(|(i, v)| **v != health_value(*i as u32, seed));
+    match bad.next() {
+        None => Ok(()),
+        Some((i, v)) => Err(format!(
+            "wrong value read back: element {i} is {v:#010x}, expected {:#010x} ({} of {} elements wrong)",
+            health_value(i as u32, seed),
+            1 + bad.count(),
+            out.len()
+        )),
+    }
+}
+
+/// Checks that `gpu` still computes: loads a tiny kernel (NVRTC-compiled once per process,
+/// with a built-in PTX fallback), has it write `i * 2654435761 ^ seed` into 2^20 `u32`s with a
+/// fresh seed, reads them back and checks every one on the host. Returns the time this took
+/// (module load, launch, copy back, verification; not the one-time NVRTC compile). Any CUDA
+/// error, wrong value or panic in the CUDA bindings is an `Err` naming the GPU.
+pub fn health_check(
+    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+) -> anyhow::Result<std::time::Duration> {
+    health_check_with(gpu, HealthKernel::Auto)
+}
+
+/// [`health_check`] with a choice of kernel (tests use it to exercise the built-in PTX).
+pub fn health_check_with(
+    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+    kernel: HealthKernel,
+) -> anyhow::Result<std::time::Duration> {
+    let ordinal = gpu.ordinal;
+    let run = std::panic::AssertUnwindSafe(|| health_check_inner(gpu, kernel));
+    match std::panic::catch_unwind(run) {
+        Ok(Ok(d)) => Ok(d),
+        Ok(Err(why)) => Err(anyhow::anyhow!(
+            "GPU {ordinal} failed its health check: {why}"
+        )),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            Err(anyhow::anyhow!(
+                "GPU {ordinal} failed its health check: the CUDA bindings panicked: {msg}"
+            ))
+        }
+    }
+}
+
+fn health_check_inner(
+    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+    kernel: HealthKernel,
+) -> Result<std::time::Duration, String> {
+    use cudarc::driver::{LaunchConfig, PushKernelArg};
+    use cudarc::nvrtc::Ptx;
+    let nvrtc = match kernel {
+        HealthKernel::Auto => Some(health_ptx_nvrtc()),
+        HealthKernel::Builtin => None,
+    };
+    let started = std::time::Instant::now();
+    let load = |ptx: Ptx| {
+        gpu.ctx
+            .load_module(ptx)
+            .and_then(|m| m.load_function("kbench_health"))
+    };
+    let func = match nvrtc {
+        Some(Ok(ptx)) => match load(ptx.clone()) {
+            Ok(f) => f,
+            // The driver may reject PTX from a newer NVRTC; if the built-in PTX loads, the
+            // GPU is fine. If it does not either, report both.
+            Err(e) => load(Ptx::from_src(HEALTH_PTX_BUILTIN)).map_err(|e2| {
+                format!("loading the kernel: {e:?} (NVRTC's PTX), {e2:?} (built-in PTX)")
+            })?,
+        },
+        Some(Err(_)) | None => load(Ptx::from_src(HEALTH_PTX_BUILTIN))
+            .map_err(|e| format!("loading the kernel: {e:?}"))?,
+    };
+    let seed = health_seed();
+    let n = HEALTH_N;
+    let stream = &gpu.stream;
+    let mut buf = stream
+        .alloc_zeros::<u32>(n as usize)
+        .map_err(|e| format!("allocating {} bytes: {e:?}", 4 * n))?;
+    let mut launch = stream.launch_builder(&func);
+    launch.arg(&mut buf).arg(&seed).arg(&n);
+    // SAFETY: `kbench_health(unsigned int*, unsigned int, unsigned int)` gets a device buffer
+    // of exactly `n` u32s and the two integers, in that order; it writes only below `n`.
+    #[allow(unsafe_code)]
+    unsafe { launch.launch(LaunchConfig::for_num_elems(n)) }
+        .map_err(|e| format!("launching the kernel: {e:?}"))?;
+    stream
+        .synchronize()
+        .map_err(|e| format!("running the kernel: {e:?}"))?;
+    let out = stream
+        .clone_dtoh(&buf)
+        .map_err(|e| format!("copying the result back: {e:?}"))?;
+    stream
+        .synchronize()
+        .map_err(|e| format!("copying the result back: {e:?}"))?;
+    verify_health(&out, seed)?;
+    drop(buf);
+    Ok(started.elapsed())
+}
+
+/// A seed that differs between calls, so a stale buffer from an earlier check never passes.
+fn health_seed() -> u32 {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
+        .unwrap_or(0);
+    let k = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    nanos ^ k.wrapping_mul(0x9E37_79B9) ^ 0xA5A5_5A5A
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_bandwidth_from_clock_and_bus() {
+        // H100 SXM: 2619 MHz HBM3 clock, 5120-bit bus -> 3352 GB/s (NVIDIA quotes 3.35 TB/s).
+        let g = GpuInfo {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: String::new(),
+            compute_capability: (9, 0),
+            sms: 132,
+            memory_bytes: 85_520_809_984,
+            l2_bytes: 52_428_800,
+            shared_memory_per_sm_bytes: 233_472,
+            sm_clock_khz: 1_980_000,
+            memory_clock_khz: 2_619_000,
+            memory_bus_bits: 5120,
+        };
+        assert!((g.peak_bandwidth_gbs() - 3352.3).abs() < 0.1);
+        let table = render_gpus(&[g]);
+        assert!(
+            table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn inventory_never_panics_and_explains_itself() {
+        let inv = inventory();
+        // On CI there is no driver; on a GPU machine there are devices. Either way a reason.
+        assert!(!inv.why_none().is_empty());
+        if inv == GpuInventory::NoDriver {
+            assert_eq!(inv.count(), 0);
+            assert!(inv.why_none().contains("--device cpu"));
+        }
+    }
+
+    #[test]
+    fn uuids_round_trip_in_both_spellings() {
+        let bytes: [u8; 16] = [
+            0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7,
+            0xf8, 0x09,
+        ];
+        let s = format_uuid(&bytes);
+        assert_eq!(s, "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809");
+        assert_eq!(parse_uuid(&s), Some(bytes));
+        // The bare hex describe() used to print, upper case, and MIG spellings parse too.
+        assert_eq!(parse_uuid("1a2b3c4d5e6f708192a3b4c5d6e7f809"), Some(bytes));
+        assert_eq!(
+            parse_uuid("GPU-1A2B3C4D-5E6F-7081-92A3-B4C5D6E7F809"),
+            Some(bytes)
+        );
+        assert_eq!(
+            parse_uuid("MIG-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809"),
+            Some(bytes)
+        );
+        for bad in [
+            "",
+            "GPU-",
+            "0",
+            "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f8",
+            "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f8zz",
+            "MIG-GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809/1/0",
+            "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809ab",
+        ] {
+            assert_eq!(parse_uuid(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn cuda_uuid_is_none_without_a_driver_and_matches_describe_with_one() {
+        match describe() {
+            Err(why) => {
+                println!("skipped the GPU half: {}", why.why_none());
+                assert_eq!(cuda_uuid(0), None);
+            }
+            Ok(gpus) => {
+                for g in &gpus {
+                    let u = cuda_uuid(g.index as usize).expect("uuid of a visible device");
+                    assert_eq!(format_uuid(&u), g.uuid);
+                }
+                assert_eq!(cuda_uuid(gpus.len()), None);
+            }
+        }
+    }
+
+    #[test]
+    fn health_values_are_verified_element_by_element() {
+        let seed = 0xdead_beef;
+        let mut out: Vec<u32> = (0..HEALTH_N).map(|i| health_value(i, seed)).collect();
+        assert_eq!(verify_health(&out, seed), Ok(()));
+        assert_eq!(health_value(0, seed), seed);
+        assert_eq!(health_value(1, 0), 2_654_435_761);
+        // The C expression `i * 2654435761u ^ seed` is `(i * K) ^ seed`, wrapping.
+        assert_eq!(
+            health_value(3, 1),
+            (3u64 * 2_654_435_761 % (1 << 32)) as u32 ^ 1
+        );
+        out[12345] ^= 1;
+        out[777_777] = 0;
+        let e = verify_health(&out, seed).unwrap_err();
+        assert!(
+            e.contains("element 12345") && e.contains("2 of 1048576"),
+            "{e}"
+        );
+        let e = verify_health(&out[..10], seed).unwrap_err();
+        assert!(e.contains("read back 10 elements"), "{e}");
+        // A buffer the kernel never wrote (all zeros) fails.
+        assert!(verify_health(&vec![0; HEALTH_N as usize], seed).is_err());
+        assert_ne!(health_seed(), health_seed());
+    }
+
+    #[test]
+    fn nvrtc_probe_never_panics() {
+        match health_ptx_nvrtc() {
+            Ok(ptx) => assert!(ptx.to_src().contains("kbench_health")),
+            Err(why) => {
+                println!("NVRTC unavailable here: {why}");
+                assert!(why.contains("NVRTC"), "{why}");
+            }
+        }
+        // Cached: the second call gives the same answer.
+        assert_eq!(health_ptx_nvrtc().is_ok(), health_ptx_nvrtc().is_ok());
+    }
+
+    #[test]
+    fn health_check_passes_on_a_real_gpu() {
+        if inventory().count() == 0 {
+            println!("skipped: {}", inventory().why_none());
+            assert!(crate::devmem::Gpu::open(0).is_err());
+            return;
+        }
+        let gpu = crate::devmem::Gpu::open(0).expect("open GPU 0");
+        println!("NVRTC: {:?}", health_ptx_nvrtc().err());
+        for kernel in [
+            HealthKernel::Auto,
+            HealthKernel::Auto,
+            HealthKernel::Builtin,
+        ] {
+            let d = health_check_with(&gpu, kernel).unwrap_or_else(|e| panic!("{kernel:?}: {e:#}"));
+            println!("health check ({kernel:?}) on GPU 0: {d:?}");
+            assert!(d > std::time::Duration::ZERO && d < std::time::Duration::from_secs(10));
+        }
+        // The harness's own buffers still work after the checks.
+        let b = gpu.upload(&[7u8; 64]).unwrap();
+        assert_eq!(gpu.read(&b, 0, 64).unwrap(), vec![7u8; 64]);
+    }
+
+    #[test]
+    fn listing_explains_nvml_and_keeps_the_table_columns() {
+        let g = GpuInfo {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            uuid: "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809".into(),
+            compute_capability: (9, 0),
+            sms: 132,
+            memory_bytes: 85_520_809_984,
+            l2_bytes: 52_428_800,
+            shared_memory_per_sm_bytes: 233_472,
+            sm_clock_khz: 1_980_000,
+            memory_clock_khz: 2_619_000,
+            memory_bus_bits: 5120,
+        };
+        let without = GpuListing {
+            gpus: vec![GpuEntry {
+                info: g.clone(),
+                live: None,
+            }],
+            driver_version: None,
+            cuda_driver_version: Some("13.0".into()),
+            nvml_unavailable: Some("cannot load libnvidia-ml.so.1".into()),
+        };
+        let t = render_listing(&without);
+        assert!(t.contains("SMs") && t.contains("peak BW"), "{t}");
+        assert!(!t.contains("SM now"), "{t}");
+        assert!(
+            t.contains("NVML: not available (cannot load libnvidia-ml.so.1), CUDA 13.0"),
+            "{t}"
+        );
+        let v = serde_json::to_value(&without).unwrap();
+        assert_eq!(v["gpus"][0]["live"], serde_json::Value::Null);
+        assert_eq!(v["gpus"][0]["sms"], 132);
+        assert_eq!(v["driver_version"], serde_json::Value::Null);
+
+        let live = LiveState {
+            uuid: g.uuid.clone(),
+            nvml_index: 3,
+            sm_clock_mhz: Some(1755),
+            mem_clock_mhz: Some(2619),
+            temp_c: Some(41),
+            power_w: Some(70.5),
+            util_pct: Some(0),
+            mem_util_pct: Some(0),
+            mem_used_bytes: Some(1 << 20),
+            mem_total_bytes: Some(85_520_809_984),
+            driver_version: Some("580.65.06".into()),
+        };
+        let with = GpuListing {
+            gpus: vec![GpuEntry {
+                info: g,
+                live: Some(live),
+            }],
+            driver_version: Some("580.65.06".into()),
+            cuda_driver_version: Some("13.0".into()),
+            nvml_unavailable: None,
+        };
+        let t = render_listing(&with);
+        assert!(
+            t.contains("SM now") && t.contains("1755MHz") && t.contains("41C"),
+            "{t}"
+        );
+        assert!(t.contains("NVML: driver 580.65.06, CUDA 13.0"), "{t}");
+        let v = serde_json::to_value(&with).unwrap();
+        assert_eq!(v["gpus"][0]["live"]["sm_clock_mhz"], 1755);
+        assert_eq!(v["driver_version"], "580.65.06");
+    }
+
+    #[test]
+    fn listing_never_panics() {
+        match listing() {
+            Ok(l) => {
+                println!("{}", render_listing(&l));
+                assert!(!l.gpus.is_empty());
+            }
+            Err(why) => assert!(why.why_none().contains("--device cpu")),
+        }
+    }
 }
