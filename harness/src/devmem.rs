@@ -1,0 +1,219 @@
+//! GPU memory the harness owns, shared with worker processes through CUDA IPC.
+//!
+//! On CUDA, tensors never travel through pipes: the harness allocates plain device buffers
+//! (`cuMemAlloc`, never the stream-ordered pool, whose memory cannot be exported with
+//! `cuIpcGetMemHandle`), hands their IPC handles to the worker that must fill or read them,
+//! and keeps the reference's buffers in its own process, where no candidate can reach them.
+//! A candidate is only ever given the handles of its own input copies and output slots.
+//!
+//! Like `gpu.rs`, this module is part of kbench's cudarc boundary: the `unsafe` blocks here
+//! call the CUDA driver on pointers this module allocated and sized itself.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{result, CudaContext, CudaStream};
+
+/// One GPU as the harness uses it: its primary context and a stream for harness work.
+pub struct Gpu {
+    pub ordinal: usize,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+}
+
+impl Gpu {
+    /// Opens device `ordinal` (an index among the devices the harness sees).
+    pub fn open(ordinal: usize) -> Result<Arc<Self>> {
+        let inv = crate::gpu::inventory();
+        if ordinal >= inv.count() {
+            bail!(
+                "GPU {ordinal} is not available: {} (visible: {})",
+                inv.why_none(),
+                inv.count()
+            );
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| anyhow!("opening a CUDA context on GPU {ordinal}: {e:?}"))?;
+        let stream = ctx.default_stream();
+        Ok(Arc::new(Self {
+            ordinal,
+            ctx,
+            stream,
+        }))
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| anyhow!("binding GPU {}'s context: {e:?}", self.ordinal))
+    }
+
+    /// Free and total device memory, bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        self.ctx
+            .mem_get_info()
+            .map_err(|e| anyhow!("cuMemGetInfo on GPU {}: {e:?}", self.ordinal))
+    }
+
+    /// A new buffer of `nbytes` (at least 1), contents undefined, exportable through IPC.
+    pub fn alloc(self: &Arc<Self>, nbytes: usize) -> Result<DevBuf> {
+        self.bind()?;
+        // SAFETY: cuMemAlloc with the context bound to this thread; the pointer is owned by
+        // the returned DevBuf, which frees it exactly once in Drop.
+        #[allow(unsafe_code)]
+        let ptr = unsafe { result::malloc_sync(nbytes.max(1)) }.map_err(|e| {
+            anyhow!(
+                "allocating {nbytes} bytes on GPU {}: {e:?} (free memory is short; evaluate fewer or smaller problems per GPU)",
+                self.ordinal
+            )
+        })?;
+        let mut buf = DevBuf {
+            gpu: Arc::clone(self),
+            ptr,
+            nbytes,
+            handle: String::new(),
+        };
+        let mut handle = sys::CUipcMemHandle { reserved: [0; 64] };
+        // SAFETY: `ptr` is the base of a live cuMemAlloc allocation in the bound context, and
+        // `handle` is a valid out-pointer to a 64-byte struct.
+        #[allow(unsafe_code)]
+        let rc = unsafe { sys::cuIpcGetMemHandle(&mut handle, ptr) };
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            bail!("cuIpcGetMemHandle on GPU {}: {rc:?}", self.ordinal);
+        }
+        let hex: String = handle
+            .reserved
+            .iter()
+            .map(|b| format!("{:02x}", *b as u8))
+            .collect();
+        buf.handle = hex;
+        Ok(buf)
+    }
+
+    /// Copies `n` bytes from `src` to `dst` (device to device) and waits for the copy.
+    pub fn copy(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
+        if n > dst.nbytes || n > src.nbytes {
+            bail!(
+                "device copy of {n} bytes between buffers of {} and {}",
+                src.nbytes,
+                dst.nbytes
+            );
+        }
+        self.bind()?;
+        // SAFETY: both pointers are live allocations of at least `n` bytes (checked above).
+        #[allow(unsafe_code)]
+        unsafe { result::memcpy_dtod_sync(dst.ptr, src.ptr, n) }
+            .map_err(|e| anyhow!("device copy on GPU {}: {e:?}", self.ordinal))
+    }
+
+    /// Reads `n` bytes from `offset` into host memory.
+    pub fn read(&self, buf: &DevBuf, offset: usize, n: usize) -> Result<Vec<u8>> {
+        if offset.checked_add(n).is_none_or(|end| end > buf.nbytes) {
+            bail!(
+                "read of {n} bytes at {offset} from a {}-byte buffer",
+                buf.nbytes
+            );
+        }
+        self.bind()?;
+        let mut out = vec![0u8; n];
+        if n > 0 {
+            // SAFETY: `out` has `n` bytes; the source range lies inside the allocation.
+            #[allow(unsafe_code)]
+            unsafe { result::memcpy_dtoh_sync(&mut out, buf.ptr + offset as u64) }
+                .map_err(|e| anyhow!("device-to-host copy on GPU {}: {e:?}", self.ordinal))?;
+        }
+        Ok(out)
+    }
+
+    /// Writes `bytes` at the start of `buf`.
+    pub fn write(&self, buf: &DevBuf, bytes: &[u8]) -> Result<()> {
+        if bytes.len() > buf.nbytes {
+            bail!(
+                "write of {} bytes into a {}-byte buffer",
+                bytes.len(),
+                buf.nbytes
+            );
+        }
+        self.bind()?;
+        if !bytes.is_empty() {
+            // SAFETY: the destination range lies inside the allocation (checked above).
+            #[allow(unsafe_code)]
+            unsafe { result::memcpy_htod_sync(buf.ptr, bytes) }
+                .map_err(|e| anyhow!("host-to-device copy on GPU {}: {e:?}", self.ordinal))?;
+        }
+        Ok(())
+    }
+
+    /// A buffer holding `bytes`.
+    pub fn upload(self: &Arc<Self>, bytes: &[u8]) -> Result<DevBuf> {
+        let buf = self.alloc(bytes.len())?;
+        self.write(&buf, bytes)?;
+        Ok(buf)
+    }
+
+    /// Fills `buf` with the byte `value`.
+    pub fn fill(&self, buf: &DevBuf, value: u8) -> Result<()> {
+        self.bind()?;
+        // SAFETY: writes exactly the allocation's `nbytes` bytes.
+        #[allow(unsafe_code)]
+        unsafe { result::memset_d8_sync(buf.ptr, value, buf.nbytes) }
+            .map_err(|e| anyhow!("memset on GPU {}: {e:?}", self.ordinal))
+    }
+
+    /// Waits for all work in the harness's context on this GPU.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.ctx
+            .synchronize()
+            .map_err(|e| anyhow!("synchronizing GPU {}: {e:?}", self.ordinal))
+            .context("the GPU may be in a bad state")
+    }
+}
+
+/// A device allocation owned by the harness, freed on drop.
+pub struct DevBuf {
+    gpu: Arc<Gpu>,
+    ptr: CUdeviceptr,
+    nbytes: usize,
+    /// The CUDA IPC handle, 128 hex digits, as workers receive it.
+    handle: String,
+}
+
+impl DevBuf {
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+    pub fn ipc_handle(&self) -> &str {
+        &self.handle
+    }
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+}
+
+impl std::fmt::Debug for DevBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DevBuf(gpu {}, {:#x}, {} bytes)",
+            self.gpu.ordinal, self.ptr, self.nbytes
+        )
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        if self.gpu.bind().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc in this context and is freed only here.
+            // Workers that mapped it through IPC hold their own mapping; the harness never
+            // frees a buffer while it waits on a worker that uses it.
+            #[allow(unsafe_code)]
+            let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
