@@ -7,7 +7,9 @@ Workers are shared within a test class (a worker may be sent `load` again) becau
 start imports torch, which takes seconds.
 """
 
+import ctypes
 import json
+import math
 import os
 import struct
 import subprocess
@@ -715,6 +717,99 @@ class CudaTests(WorkerTestCase):
         reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": False, "forward_seed": 0})
         # 20 fp32 4096^3 matmuls: well over a millisecond on any GPU
         self.assertGreater(min(reply["samples_ms"]), 1.0, reply)
+
+
+class _DeviceBytes:
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None,
+        }  # fmt: skip
+
+
+class _HarnessBuffers:
+    """What the Rust harness does for device I/O, from this test process: cuMemAlloc'd
+    buffers with IPC handles, read back through __cuda_array_interface__."""
+
+    def __init__(self):
+        torch.cuda.init()
+        torch.zeros(1, device="cuda:0")  # make the primary context current here
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.ptrs = []
+
+    def alloc(self, dtype, shape):
+        nbytes = max(1, math.prod(shape) * torch.tensor([], dtype=dtype).element_size())
+        ptr = ctypes.c_uint64(0)
+        self.assertOk(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)))
+        handle = (ctypes.c_char * 64)()
+        self.assertOk(self.lib.cuIpcGetMemHandle(handle, ctypes.c_uint64(ptr.value)))
+        self.ptrs.append(ptr.value)
+        wire = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}[dtype]
+        spec = {"handle": bytes(handle).hex(), "dtype": wire, "shape": list(shape),
+                "nbytes": math.prod(shape) * torch.tensor([], dtype=dtype).element_size()}
+        view = torch.as_tensor(_DeviceBytes(ptr.value, spec["nbytes"]), device="cuda:0")
+        return spec, view.view(dtype).view(list(shape))
+
+    @staticmethod
+    def assertOk(rc):
+        if rc != 0:
+            raise AssertionError(f"CUDA driver error {rc}")
+
+    def free(self):
+        torch.cuda.synchronize()
+        for p in self.ptrs:
+            self.lib.cuMemFree_v2(ctypes.c_uint64(p))
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class DeviceIoTests(WorkerTestCase):
+    def test_case_made_exported_and_run_through_ipc(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, "fp32", "cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        reply, tensors = self.ref.call({"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True})
+        self.assertEqual(reply["type"], "case", reply)
+        self.assertEqual(tensors, {})
+        self.assertEqual(reply["inputs_on"], "cuda")
+        specs = {d["name"]: d for d in reply["device_tensors"]}
+        self.assertEqual(set(specs), {"in:0", "out:0", "out64:0"})
+        self.assertEqual(specs["out64:0"]["dtype"], "f64")
+        bufs = _HarnessBuffers()
+        try:
+            targets, views = [], {}
+            for name, d in specs.items():
+                dtype = {"f32": torch.float32, "f64": torch.float64}[d["dtype"]]
+                spec, view = bufs.alloc(dtype, d["shape"])
+                views[name] = view
+                targets.append(dict(spec, name=name))
+            reply, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(reply["type"], "exported", reply)
+            x, out, out64 = views["in:0"].clone(), views["out:0"].clone(), views["out64:0"].clone()
+            self.assertTrue((x < 0).any())  # randn made on the GPU
+            torch.testing.assert_close(out.double(), out64, atol=1e-4, rtol=1e-4)
+            # A second export has nothing left to send.
+            reply, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(reply["type"], "error")
+
+            # The candidate: inputs from a copy, outputs into a NaN-filled slot.
+            in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))
+            in_view.copy_(x)
+            slot_spec, slot = bufs.alloc(torch.float32, list(out.shape))
+            slot.fill_(float("nan"))
+            cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
+                   "device_inputs": {"in:0": in_spec}, "device_outputs": [slot_spec]}
+            reply, tensors = self.cand.call(cmd)
+            self.assertEqual(reply["type"], "outputs", reply)
+            self.assertEqual(reply["device_outputs"], [{"dtype": "f32", "shape": list(out.shape), "device": "cuda", "copied": True}])
+            self.assert_bit_identical(slot.cpu(), out.cpu())
+            # A slot of the wrong shape is described, not written.
+            bad_spec, bad = bufs.alloc(torch.float32, [3])
+            bad.fill_(1.0)
+            reply, _ = self.cand.call(dict(cmd, device_outputs=[bad_spec]))
+            self.assertFalse(reply["device_outputs"][0]["copied"])
+            self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
+        finally:
+            bufs.free()
 
 
 class ProcessTests(unittest.TestCase):

@@ -13,6 +13,7 @@ executes hostile code in this very process, so nothing it reports is trusted by 
 harness; the harness validates every frame and bounds every time from outside.
 """
 
+import ctypes
 import os
 import sys
 
@@ -553,6 +554,105 @@ def _exec_candidate(module, path):
 
 
 # ---------------------------------------------------------------------------------------
+# Device I/O: harness-owned GPU buffers, mapped through CUDA IPC (PROTOCOL.md, "Device I/O")
+
+
+class _Ipc:
+    """cuIpcOpenMemHandle / cuIpcCloseMemHandle from the driver library, through ctypes.
+
+    The harness allocates every buffer a worker fills or reads and sends its 64-byte IPC
+    handle as 128 hex digits. A mapping lives only for the command that uses it."""
+
+    _lib = None
+
+    class Handle(ctypes.Structure):
+        _fields_ = [("reserved", ctypes.c_char * 64)]
+
+    @classmethod
+    def lib(cls):
+        if cls._lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
+            opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), cls.Handle, ctypes.c_uint]
+            opener.restype = ctypes.c_int
+            lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+            lib.cuIpcCloseMemHandle.restype = ctypes.c_int
+            cls._open = opener
+            cls._lib = lib
+        return cls._lib
+
+    @classmethod
+    def open(cls, hex_handle, phase):
+        cls.lib()
+        if not (isinstance(hex_handle, str) and len(hex_handle) == 128):
+            raise WorkerError("protocol", phase, f"bad IPC handle {hex_handle!r}")
+        try:
+            raw = bytes.fromhex(hex_handle)
+        except ValueError:
+            raise WorkerError("protocol", phase, "IPC handle is not hex")
+        handle = cls.Handle()
+        ctypes.memmove(ctypes.addressof(handle), raw, 64)
+        ptr = ctypes.c_uint64(0)
+        rc = cls._open(ctypes.byref(ptr), handle, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+        if rc != 0:
+            raise WorkerError("environment", phase, f"cuIpcOpenMemHandle failed with CUDA error {rc}")
+        return ptr.value
+
+    @classmethod
+    def close(cls, ptr):
+        cls.lib().cuIpcCloseMemHandle(ctypes.c_uint64(ptr))
+
+
+class _DeviceBytes:
+    """A raw device range as `__cuda_array_interface__`, so torch can view it without a copy."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None,
+        }  # fmt: skip
+
+
+class _Mapped:
+    """Harness buffers mapped for one command; unmapped (after a device sync) on exit."""
+
+    def __init__(self, device, phase):
+        self.device = device
+        self.phase = phase
+        self.ptrs = []
+
+    def __enter__(self):
+        return self
+
+    def view(self, spec):
+        """The buffer of `spec` ({handle, dtype, shape, nbytes}) as a tensor of its dtype."""
+        dtype, shape, nbytes = spec.get("dtype"), spec.get("shape"), spec.get("nbytes")
+        if dtype not in _ITEMSIZE or not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
+            raise WorkerError("protocol", self.phase, f"bad device tensor spec {spec!r}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if not _is_uint(nbytes) or numel * _ITEMSIZE[dtype] != nbytes:
+            raise WorkerError("protocol", self.phase, f"device tensor spec {spec!r}: size does not match shape")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=_TORCH_OF[dtype], device=self.device)
+        ptr = _Ipc.open(spec.get("handle"), self.phase)
+        self.ptrs.append(ptr)
+        raw = torch.as_tensor(_DeviceBytes(ptr, nbytes), device=self.device)
+        return raw.view(_TORCH_OF[dtype]).view(shape)
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize(self.device)
+        for ptr in self.ptrs:
+            _Ipc.close(ptr)
+        self.ptrs = []
+        return False
+
+
+def _device_spec(name, t):
+    return {"name": name, "dtype": _wire_dtype(t), "shape": list(t.shape), "nbytes": t.numel() * t.element_size()}
+
+
+# ---------------------------------------------------------------------------------------
 # The worker
 
 
@@ -569,6 +669,7 @@ class Worker:
         self.num_threads = None
         self.case = None  # the current case: the argument list of the last make/run_case
         self.flush_buffer = None  # allocated once, on first use
+        self.pending = None  # a device case made but not yet exported (name -> tensor)
         self.l2_bytes = None
 
     # -- helpers ------------------------------------------------------------------------
@@ -696,14 +797,37 @@ class Worker:
         # Drop the previous case first: on a GPU shared with a candidate process, whatever
         # this trusted process keeps is memory the candidate cannot have.
         self.case = None
+        self.pending = None
         self._release_device_memory()
-        seed_all(seed)
-        try:
-            raw = list(self.get_inputs())
-        except (Exception, SystemExit) as exc:
-            raise _error_from(exc, "runtime_error", "run", "get_inputs failed: ")
+        device_io = bool(cmd.get("device_io")) and self.device.type == "cuda"
+        self.pending = None
+        t_in = time.perf_counter()
+        inputs_on = "cpu"
+        raw = None
+        if device_io:
+            # Made on the GPU where the problem allows it: torch.rand of a multi-GB input
+            # takes seconds on a CPU and milliseconds here. A get_inputs that cannot run
+            # with CUDA as the default device (numpy, explicit CPU-only ops) falls back.
+            seed_all(seed)
+            try:
+                with torch.device(self.device):
+                    raw = list(self.get_inputs())
+                inputs_on = "cuda"
+            except (Exception, SystemExit):
+                raw = None
+        if raw is None:
+            seed_all(seed)
+            try:
+                raw = list(self.get_inputs())
+            except (Exception, SystemExit) as exc:
+                raise _error_from(exc, "runtime_error", "run", "get_inputs failed: ")
         inputs = [cast(x, self.device, self.dtype) for x in raw]
+        del raw
+        _sync(self.device)
+        inputs_s = time.perf_counter() - t_in
         self.case = inputs
+        if device_io:
+            return self._make_device_case(inputs, forward_seed, inputs_on, inputs_s)
 
         # Inputs are copied to the host before any forward, so an in-place write by the
         # model cannot change what the candidate will be given.
@@ -731,6 +855,8 @@ class Worker:
             "outputs": len(outs),
             "outputs_f64": len(outs64),
             "run_s": run_s,
+            "inputs_s": inputs_s,
+            "inputs_on": inputs_on,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
@@ -745,6 +871,78 @@ class Worker:
         if self.device is not None and self.device.type == "cuda":
             gc.collect()
             torch.cuda.empty_cache()
+
+    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s):
+        """make_case with device I/O: the case stays on the GPU, described by specs, until
+        `export` copies it into the harness's buffers."""
+        args, pending, specs = [], {}, []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                _check_sendable(x, f"input {i}")
+                name = f"in:{i}"
+                # A snapshot before any forward: an in-place write by the model must not
+                # change what candidates are given.
+                pending[name] = x.detach().contiguous().clone()
+                specs.append(_device_spec(name, pending[name]))
+                args.append({"tensor": name})
+            else:
+                args.append({"value": _json_value(x, i)})
+        outs64, f64_error = [], None
+        if self.model64 is not None:
+            try:
+                args64 = [_to_f64(x) for x in inputs]
+                out64, _ = self._forward(self.model64, args64, forward_seed, "run")
+                del args64
+                outs64 = [t.detach().contiguous() for t in flatten_outputs(out64)]
+                del out64
+            except WorkerError as exc:
+                f64_error = exc.message
+            except (Exception, SystemExit) as exc:
+                f64_error = _describe(exc)
+        out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        outs = [t.detach().contiguous() for t in flatten_outputs(out)]
+        del out
+        for k, t in enumerate(outs):
+            pending[f"out:{k}"] = t
+            specs.append(_device_spec(f"out:{k}", t))
+        for k, t in enumerate(outs64):
+            pending[f"out64:{k}"] = t
+            specs.append(_device_spec(f"out64:{k}", t))
+        self.pending = pending
+        reply = {
+            "type": "case",
+            "inputs": args,
+            "outputs": len(outs),
+            "outputs_f64": len(outs64),
+            "run_s": run_s,
+            "inputs_s": inputs_s,
+            "inputs_on": inputs_on,
+            "device_tensors": specs,
+        }
+        if f64_error is not None:
+            reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
+        return reply, []
+
+    def cmd_export(self, cmd, payload):
+        """Copies the pending device case into the harness buffers named by `targets`."""
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "export is for the reference role only")
+        if not self.pending:
+            raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
+        targets = _field(cmd, "targets", list, "run")
+        with _Mapped(self.device, "run") as m:
+            for spec in targets:
+                name = spec.get("name") if isinstance(spec, dict) else None
+                t = self.pending.get(name)
+                if t is None:
+                    raise WorkerError("protocol", "run", f"export target {name!r} is not in the pending case")
+                dst = m.view(spec)
+                if dst.shape != t.shape or dst.dtype != t.dtype:
+                    raise WorkerError("protocol", "run", f"export target {name!r} does not match the tensor")
+                dst.copy_(t)
+        self.pending = None
+        self._release_device_memory()
+        return {"type": "exported"}, []
 
     def _run_f64(self, inputs, forward_seed):
         """(host outputs of the float64 model, None) or ([], why it failed). The float64
@@ -766,6 +964,8 @@ class Worker:
         arg_specs = _field(cmd, "inputs", list, "run")
         self.case = None  # free the previous inputs before the new ones arrive
         self._release_device_memory()
+        if "device_inputs" in cmd:
+            return self._run_device_case(cmd, arg_specs, forward_seed)
         specs = {s["name"]: s for s in cmd["tensors"]}
         args = []
         for i, a in enumerate(arg_specs):
@@ -795,6 +995,49 @@ class Worker:
                     tensors.append((f"in:{i}", _host_copy(x, snapshot=False)))
         return {"type": "outputs", "outputs": len(outs), "run_s": run_s}, tensors
 
+    def _run_device_case(self, cmd, arg_specs, forward_seed):
+        """run_case with device I/O: inputs are copied out of harness buffers into fresh
+        tensors; each output goes into the harness's slot for it when its dtype and shape
+        are the reference's (otherwise only its description is sent, which decides)."""
+        if self.device.type != "cuda":
+            raise WorkerError("protocol", "run", "device_inputs need a CUDA device")
+        dev_in = _field(cmd, "device_inputs", dict, "run")
+        slots = _field(cmd, "device_outputs", list, "run")
+        args = []
+        with _Mapped(self.device, "run") as m:
+            for i, a in enumerate(arg_specs):
+                if isinstance(a, dict) and len(a) == 1 and "tensor" in a:
+                    spec = dev_in.get(a["tensor"])
+                    if not isinstance(spec, dict):
+                        raise WorkerError("protocol", "run", f"input {i} names tensor {a['tensor']!r}, not in device_inputs")
+                    src = m.view(spec)
+                    args.append(torch.empty_like(src).copy_(src))
+                elif isinstance(a, dict) and len(a) == 1 and "value" in a:
+                    args.append(a["value"])
+                else:
+                    raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
+        self.case = args
+        out, run_s = self._forward(self.model, args, forward_seed, "run")
+        outs = flatten_outputs(out)
+        del out
+        described = []
+        with _Mapped(self.device, "run") as m:
+            for k, t in enumerate(outs):
+                d = {"dtype": _wire_dtype(t), "shape": list(t.shape), "device": t.device.type, "copied": False}
+                slot = slots[k] if k < len(slots) else None
+                if (
+                    isinstance(slot, dict)
+                    and t.device == self.device
+                    and d["dtype"] == slot.get("dtype")
+                    and d["shape"] == slot.get("shape")
+                ):
+                    m.view(slot).copy_(t.detach())
+                    d["copied"] = True
+                described.append(d)
+        del outs
+        self._release_device_memory()
+        return {"type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described}, []
+
     def cmd_time(self, cmd, payload):
         self._require_model("time")
         warmup = _field(cmd, "warmup", int, "time")
@@ -813,7 +1056,10 @@ class Worker:
         # more Python objects (float64 model, cases) than a candidate process, so collections
         # would cost the two sides differently and bias launch-bound timings.
         gc_was_enabled = gc.isenabled()
+        # Objects alive now (torch, the model, the problem module) are frozen out of every
+        # later collection: a full collection over them took ~75 ms per timing round.
         gc.collect()
+        gc.freeze()
         gc.disable()
         try:
             clock, samples = time_calls(
@@ -852,7 +1098,7 @@ class Worker:
 
     # -- loop ---------------------------------------------------------------------------
 
-    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time"}
+    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run"}
 
     def serve(self):
         handlers = {
@@ -860,6 +1106,7 @@ class Worker:
             "make_case": self.cmd_make_case,
             "run_case": self.cmd_run_case,
             "time": self.cmd_time,
+            "export": self.cmd_export,
         }
         while True:
             frame = self.channel.read_frame()

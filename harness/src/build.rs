@@ -222,6 +222,7 @@ mod tests {
             log_path: Some(job.log_path.clone()),
             max_payload: 1 << 20,
             interrupt: None,
+            gate: None,
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         assert_eq!(pool.claim(Path::new("/never/submitted")), None);

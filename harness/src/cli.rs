@@ -137,6 +137,10 @@ pub struct RunArgs {
     /// auto (a GPU when there is one), cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    /// GPUs to spread the run over, e.g. `0,1` (with --device cuda; default: all visible
+    /// GPUs for `--device cuda`/`auto`, the one named for `--device cuda:N`).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
     /// Run directory: run.json, records.jsonl, logs/, kernels/.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,

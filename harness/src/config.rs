@@ -55,7 +55,10 @@ pub struct RunConfig {
     /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
     pub suite_label: String,
     pub agent: AgentConfig,
+    /// The first device of the run: `Cuda(g)` for the first of `gpus`, or `Cpu`.
     pub device: Device,
+    /// GPU ordinals the run spreads over (one executor each); empty on CPU.
+    pub gpus: Vec<u32>,
     pub precision: Precision,
     pub profile: ToleranceProfile,
     /// Correctness trials of the `random` family.
@@ -103,6 +106,8 @@ impl TryFrom<RunArgs> for RunConfig {
             }
         };
         let device = resolve_device(&a.device)?;
+        let gpus = resolve_gpus(&a.device, device, a.gpus.as_deref())?;
+        let device = gpus.first().map_or(device, |g| Device::Cuda(*g));
         for (name, v) in [
             ("--timeout-start", a.timeout_start),
             ("--timeout-load", a.timeout_load),
@@ -138,6 +143,7 @@ impl TryFrom<RunArgs> for RunConfig {
             suite_label,
             agent,
             device,
+            gpus,
             precision: match a.precision {
                 PrecisionArg::Fp32 => Precision::Fp32,
                 PrecisionArg::Fp16 => Precision::Fp16,
@@ -215,6 +221,44 @@ pub fn resolve_device(spec: &str) -> Result<Device> {
         }
     }
     Ok(device)
+}
+
+/// The GPUs of a run: `--gpus` when given, else every visible GPU for `cuda`/`auto`, else
+/// the one of `cuda:N`; nothing on CPU.
+pub fn resolve_gpus(spec: &str, device: Device, gpus: Option<&str>) -> Result<Vec<u32>> {
+    let Device::Cuda(first) = device else {
+        if gpus.is_some() {
+            bail!("--gpus needs a CUDA device (--device cuda), but the run is on the CPU");
+        }
+        return Ok(Vec::new());
+    };
+    let visible = gpu::inventory().count() as u32;
+    let list: Vec<u32> = match gpus {
+        Some(list) => {
+            let mut v = Vec::new();
+            for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let g: u32 = part.parse().map_err(|_| {
+                    anyhow::anyhow!("--gpus {list}: {part:?} is not a GPU number (e.g. --gpus 0,1)")
+                })?;
+                if g >= visible {
+                    bail!(
+                        "--gpus {list}: GPU {g} does not exist ({visible} visible; see `kbench gpus`)"
+                    );
+                }
+                if v.contains(&g) {
+                    bail!("--gpus {list}: GPU {g} is named twice");
+                }
+                v.push(g);
+            }
+            if v.is_empty() {
+                bail!("--gpus {list:?} names no GPU");
+            }
+            v
+        }
+        None if spec.starts_with("cuda:") => vec![first],
+        None => (0..visible).collect(),
+    };
+    Ok(list)
 }
 
 fn suite_label(s: &SuiteArgs) -> String {
@@ -315,6 +359,38 @@ mod tests {
         assert!(!s.matches(1, 6));
         for bad in ["", "x", "1/", "5-2", "a/3"] {
             assert!(Selection::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn gpus_are_checked_against_the_device() {
+        // On the CPU no GPU list is made, and asking for one is a clear error.
+        assert_eq!(
+            resolve_gpus("cpu", Device::Cpu, None).unwrap(),
+            Vec::<u32>::new()
+        );
+        let e = resolve_gpus("cpu", Device::Cpu, Some("0")).unwrap_err();
+        assert!(e.to_string().contains("--gpus needs a CUDA device"), "{e}");
+        let visible = crate::gpu::inventory().count() as u32;
+        let e = resolve_gpus("cuda", Device::Cuda(0), Some("x")).unwrap_err();
+        assert!(e.to_string().contains("is not a GPU number"), "{e}");
+        let e = resolve_gpus("cuda", Device::Cuda(0), Some(&visible.to_string())).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        if visible > 0 {
+            assert_eq!(
+                resolve_gpus("cuda", Device::Cuda(0), Some("0")).unwrap(),
+                vec![0]
+            );
+            let e = resolve_gpus("cuda", Device::Cuda(0), Some("0,0")).unwrap_err();
+            assert!(e.to_string().contains("named twice"), "{e}");
+            assert_eq!(
+                resolve_gpus("cuda", Device::Cuda(0), None).unwrap(),
+                (0..visible).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                resolve_gpus("cuda:0", Device::Cuda(0), None).unwrap(),
+                vec![0]
+            );
         }
     }
 

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use kbench_adversarial::Comparison;
 use kbench_record::protocol::Frame;
 use kbench_record::{
-    CandidateRef, CaseFamily, CaseRef, CaseResult, Device, Environment, EvalRecord, HostTensor,
-    Outcome, Phase, TimingSummary, SCHEMA_VERSION,
+    CandidateRef, CaseResult, Device, Dtype, Environment, EvalRecord, HostTensor, Outcome, Phase,
+    PhaseTimes, SCHEMA_VERSION,
 };
 use kbench_suites::Problem;
 use serde_json::{json, Value};
@@ -18,9 +19,13 @@ use serde_json::{json, Value};
 use crate::agents::{Agent, Candidate, ReferenceAgent, ReplayAgent};
 use crate::build::{BuildJob, BuildPool};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
+use crate::devcmp::DeviceComparator;
+use crate::devmem::Gpu;
 use crate::python::{self, PythonInfo};
+use crate::reference::{CaseData, DevTensorOwned, RefCase, RefFailure, ReferenceSession};
 use crate::runlog::{now_unix, RunDir};
-use crate::worker::{Role, Worker, WorkerFault, WorkerSpec};
+use crate::timing::{time_pair, TimingResult};
+use crate::worker::{Role, StartGate, Worker, WorkerFault, WorkerSpec};
 
 /// Largest payload accepted from a worker: generous, but bounded so that a hostile length
 /// prefix cannot make the harness allocate without limit.
@@ -106,12 +111,20 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         cuda: info.torch_cuda.clone(),
         hostname: hostname(),
     };
-    let cuda_arch = match config.device {
-        Device::Cuda(i) => crate::gpu::describe().ok().and_then(|gpus| {
-            gpus.get(i as usize)
+    let cuda_arch = if config.gpus.is_empty() {
+        None
+    } else {
+        crate::gpu::describe().ok().map(|gpus| {
+            let mut archs: Vec<String> = config
+                .gpus
+                .iter()
+                .filter_map(|g| gpus.get(*g as usize))
                 .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
-        }),
-        Device::Cpu => None,
+                .collect();
+            archs.sort();
+            archs.dedup();
+            archs.join(";")
+        })
     };
     let mut ctx = Ctx {
         config,
@@ -121,6 +134,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         stop: Arc::clone(&stop),
         cuda_arch,
         builds: None,
+        gate: Arc::new(StartGate::default()),
     };
 
     // Write every pending candidate out and queue the ones with extensions for building.
@@ -158,6 +172,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             log_path: Some(job.log_path.clone()),
             max_payload: 1 << 20,
             interrupt: Some(Arc::clone(&interrupt)),
+            gate: None,
         });
         let pool = BuildPool::start(
             config.build_jobs.min(to_build.len()),
@@ -177,92 +192,80 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     }
     let ctx = ctx;
 
-    let mut added = Vec::new();
-    let mut interrupted = false;
-    'problems: for (problem, problem_path, candidates) in prepared_plan {
-        if stop.load(Ordering::SeqCst) {
-            interrupted = true;
-            break;
-        }
-        progress.set_message(format!(
-            "{} {} (reference)",
-            problem.to_ref().key(),
-            problem.name
-        ));
-        let mut reference = ReferenceSession::open(&ctx, problem, &problem_path, &run_dir);
-        if let Err(RefFailure::Interrupted) = reference {
-            interrupted = true;
-            break;
-        }
-        for (cand, prep) in candidates {
-            if stop.load(Ordering::SeqCst) {
-                interrupted = true;
-                break 'problems;
-            }
-            progress.set_message(format!(
-                "{} {} {}",
-                problem.to_ref().key(),
-                problem.name,
-                cand.name
-            ));
-            let mut env = env_base.clone();
-            let record = match &mut reference {
-                Ok(r) => {
-                    env.device_name = r.device_name.clone();
-                    evaluate_candidate(
-                        &ctx,
-                        problem,
-                        &problem_path,
-                        &cand,
-                        &prep,
-                        agent.name(),
-                        r,
-                        &run_dir,
-                        env,
-                    )?
-                }
-                Err(RefFailure::Failed(msg)) => Some(reference_error_record(
-                    config,
-                    &run_dir,
-                    problem,
-                    &cand,
-                    agent.name(),
-                    msg,
-                    env,
-                )),
-                Err(RefFailure::Interrupted) => None,
-            };
-            let Some(record) = record else {
-                interrupted = true;
-                break 'problems;
-            };
-            run_dir.append(&record)?;
-            let line = format!(
-                "{} {:<32} {:<20} {}{}",
-                record.problem.key(),
-                truncate(&record.problem.name, 32),
-                truncate(&record.candidate.name, 20),
-                record.outcome,
-                record
-                    .timing
-                    .as_ref()
-                    .map(|t| format!("  speedup {:.3}x", t.speedup))
-                    .unwrap_or_default()
-            );
-            if !config.quiet {
-                if progress.is_hidden() {
-                    eprintln!("{line}");
-                } else {
-                    progress.println(line);
-                }
-            }
-            progress.inc(1);
-            added.push(record);
-        }
-        if let Ok(r) = reference {
-            r.worker.shutdown();
-        }
+    // One executor per GPU (or one for the CPU), each taking whole problems from the queue,
+    // so a problem's reference cases stay on the GPU that made them.
+    let devices: Vec<Device> = if config.gpus.is_empty() {
+        vec![Device::Cpu]
+    } else {
+        config.gpus.iter().map(|g| Device::Cuda(*g)).collect()
+    };
+    let mut execs = Vec::with_capacity(devices.len());
+    for d in devices {
+        execs.push(Exec::open(d)?);
     }
+    // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
+    // `gpu` field is the same number as a record's `gpu`.
+    let gpu_uuids: Vec<String> = match crate::gpu::describe() {
+        Ok(all) => all
+            .iter()
+            .map(|i| {
+                if config.gpus.contains(&i.index) {
+                    i.uuid.clone()
+                } else {
+                    String::new()
+                }
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let sampler = (!config.gpus.is_empty() && !gpu_uuids.is_empty())
+        .then(|| {
+            crate::nvml::GpuSampler::start(
+                gpu_uuids,
+                std::time::Duration::from_millis(100),
+                run_dir.root.join("gpu_samples.jsonl"),
+            )
+        })
+        .flatten();
+    let queue = std::sync::Mutex::new(std::collections::VecDeque::from(prepared_plan));
+    let shared = Shared {
+        queue,
+        run_dir: &run_dir,
+        added: std::sync::Mutex::new(Vec::new()),
+        interrupted: AtomicBool::new(false),
+        error: std::sync::Mutex::new(None),
+        progress: &progress,
+        env_base: &env_base,
+        agent: agent.name(),
+    };
+    std::thread::scope(|scope| {
+        for exec in &execs {
+            let ctx = &ctx;
+            let shared = &shared;
+            scope.spawn(move || {
+                if let Err(e) = executor(ctx, exec, shared) {
+                    shared.interrupted.store(true, Ordering::SeqCst);
+                    let mut slot = shared.error.lock().unwrap_or_else(|e| e.into_inner());
+                    slot.get_or_insert(e);
+                }
+            });
+        }
+    });
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    let Shared {
+        added,
+        interrupted,
+        error,
+        ..
+    } = shared;
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        progress.finish_and_clear();
+        return Err(e);
+    }
+    let added = added.into_inner().unwrap_or_else(|e| e.into_inner());
+    let interrupted = interrupted.into_inner() || stop.load(Ordering::SeqCst);
     progress.finish_and_clear();
     if let Some(pool) = ctx.builds {
         pool.shutdown();
@@ -277,6 +280,330 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         interrupted,
         run_dir: run_dir.root.clone(),
     })
+}
+
+type PlanItem<'a> = (&'a Problem, PathBuf, Vec<(Candidate, Prepared)>);
+
+/// What the executors share: the queue of problems and where results go.
+struct Shared<'a, 'p> {
+    queue: std::sync::Mutex<std::collections::VecDeque<PlanItem<'p>>>,
+    run_dir: &'a RunDir,
+    added: std::sync::Mutex<Vec<EvalRecord>>,
+    interrupted: AtomicBool,
+    error: std::sync::Mutex<Option<anyhow::Error>>,
+    progress: &'a indicatif::ProgressBar,
+    env_base: &'a Environment,
+    agent: &'a str,
+}
+
+impl<'p> Shared<'_, 'p> {
+    fn pop(&self) -> Option<PlanItem<'p>> {
+        if self.interrupted.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+}
+
+/// A worker process being started on a thread of its own while other work runs, so that
+/// Python's start-up and torch's import never hold up the GPU. On the CPU the start waits
+/// until the worker is needed: a second process importing torch would disturb CPU timing.
+enum Prestart {
+    Started(std::thread::JoinHandle<Result<Worker, WorkerFault>>),
+    Later(Box<WorkerSpec>, std::time::Duration),
+}
+
+impl Prestart {
+    fn spawn(spec: WorkerSpec, timeout: std::time::Duration, ahead: bool) -> Self {
+        if ahead {
+            Prestart::Started(std::thread::spawn(move || Worker::start(&spec, timeout)))
+        } else {
+            Prestart::Later(Box::new(spec), timeout)
+        }
+    }
+    fn take(self) -> Result<Worker, WorkerFault> {
+        match self {
+            Prestart::Started(h) => h.join().unwrap_or_else(|_| {
+                Err(WorkerFault::Spawn("worker start-up thread panicked".into()))
+            }),
+            Prestart::Later(spec, timeout) => Worker::start(&spec, timeout),
+        }
+    }
+    /// Stops a worker that was started but is not needed.
+    fn discard(self) {
+        if let Prestart::Started(h) = self {
+            if let Ok(Ok(w)) = h.join() {
+                w.shutdown();
+            }
+        }
+    }
+}
+
+/// A problem taken from the queue, with its workers already starting.
+struct Upcoming<'p> {
+    item: PlanItem<'p>,
+    reference: Prestart,
+    first_candidate: Option<(tempfile::TempDir, Prestart)>,
+}
+
+impl Upcoming<'_> {
+    fn discard(self) {
+        self.reference.discard();
+        if let Some((_, p)) = self.first_candidate {
+            p.discard();
+        }
+    }
+}
+
+/// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
+/// torch's import (4–5 s on the H100 host) are hidden behind problems of 2–3 s.
+const LOOKAHEAD: usize = 2;
+
+/// One executor: evaluates whole problems from the queue on its device, one thing at a time
+/// on the GPU (so a timed kernel never shares it), with the next workers started ahead.
+fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
+    let run_dir = shared.run_dir;
+    let c = ctx.config;
+    let ahead = exec.gpu.is_some();
+    let take_next = |upcoming: &mut std::collections::VecDeque<Upcoming<'p>>| -> Result<()> {
+        while upcoming.len() < if ahead { LOOKAHEAD } else { 1 } {
+            let Some(item) = shared.pop() else {
+                break;
+            };
+            let log = run_dir.logs_dir().join(format!(
+                "{}__reference.log",
+                sanitize(&item.0.to_ref().key())
+            ));
+            let spec = ctx.spec(
+                Role::Reference,
+                &std::env::temp_dir(),
+                Some(log),
+                exec.device,
+            );
+            let reference = Prestart::spawn(spec, c.timeouts.start, ahead);
+            let first_candidate = match item.2.first() {
+                Some((_, prep)) => Some(start_candidate(ctx, exec, run_dir, prep)?),
+                None => None,
+            };
+            upcoming.push_back(Upcoming {
+                item,
+                reference,
+                first_candidate,
+            });
+        }
+        Ok(())
+    };
+    let mut upcoming = std::collections::VecDeque::new();
+    loop {
+        take_next(&mut upcoming)?;
+        let Some(Upcoming {
+            item: (problem, problem_path, candidates),
+            reference: this_ref,
+            first_candidate,
+        }) = upcoming.pop_front()
+        else {
+            break;
+        };
+        if ctx.stop.load(Ordering::SeqCst) {
+            shared.interrupted.store(true, Ordering::SeqCst);
+            this_ref.discard();
+            if let Some((_, p)) = first_candidate {
+                p.discard();
+            }
+            break;
+        }
+        // Keep the lookahead full while this problem runs.
+        take_next(&mut upcoming)?;
+        shared.progress.set_message(format!(
+            "{} {} (reference)",
+            problem.to_ref().key(),
+            problem.name
+        ));
+        let mut reference = ReferenceSession::open(
+            ctx,
+            exec,
+            problem,
+            &problem_path,
+            run_dir,
+            Some(this_ref.take()),
+        );
+        if let Err(RefFailure::Interrupted) = reference {
+            shared.interrupted.store(true, Ordering::SeqCst);
+            if let Some((_, p)) = first_candidate {
+                p.discard();
+            }
+            break;
+        }
+        let mut cand_ahead = first_candidate;
+        let n = candidates.len();
+        for (k, (cand, prep)) in candidates.iter().enumerate() {
+            if ctx.stop.load(Ordering::SeqCst) {
+                shared.interrupted.store(true, Ordering::SeqCst);
+                break;
+            }
+            shared.progress.set_message(format!(
+                "{} {} {}",
+                problem.to_ref().key(),
+                problem.name,
+                cand.name
+            ));
+            let mut env = shared.env_base.clone();
+            let this = match cand_ahead.take() {
+                Some(p) => p,
+                None => start_candidate(ctx, exec, run_dir, prep)?,
+            };
+            // Start the next candidate's worker now; it imports torch while this one runs.
+            if k + 1 < n && reference.is_ok() {
+                cand_ahead = Some(start_candidate(ctx, exec, run_dir, &candidates[k + 1].1)?);
+            }
+            let record = match &mut reference {
+                Ok(r) => {
+                    env.device_name = r.device_name.clone();
+                    evaluate_candidate(
+                        ctx,
+                        exec,
+                        problem,
+                        &problem_path,
+                        cand,
+                        prep,
+                        shared.agent,
+                        r,
+                        run_dir,
+                        env,
+                        this,
+                    )?
+                }
+                Err(RefFailure::Failed(msg)) => {
+                    this.1.discard();
+                    Some(reference_error_record(
+                        c,
+                        exec.device,
+                        run_dir,
+                        problem,
+                        cand,
+                        shared.agent,
+                        msg,
+                        env,
+                    ))
+                }
+                Err(RefFailure::Interrupted) => None,
+            };
+            let Some(record) = record else {
+                shared.interrupted.store(true, Ordering::SeqCst);
+                break;
+            };
+            run_dir.append(&record)?;
+            report_line(c, shared.progress, &record);
+            shared.progress.inc(1);
+            // A worker that crashed or hung may have left the GPU in a bad state: check it
+            // before it takes new work.
+            if let (Some(gpu), true) = (&exec.gpu, needs_health_check(&record.outcome)) {
+                if let Err(e) = crate::gpu::health_check(gpu) {
+                    // Nothing is lost: this problem's remaining candidates and the problems
+                    // taken ahead go back to the queue for the other GPUs (or a --resume).
+                    let mut left = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    for u in upcoming.drain(..).rev() {
+                        let item = (u.item.0, u.item.1.clone(), u.item.2.clone());
+                        u.discard();
+                        left.push_front(item);
+                    }
+                    if k + 1 < n {
+                        left.push_front((
+                            problem,
+                            problem_path.clone(),
+                            candidates[k + 1..].to_vec(),
+                        ));
+                    }
+                    drop(left);
+                    shared.progress.println(format!(
+                        "kbench: GPU {} taken out of the run after {}: {e:#}",
+                        gpu.ordinal,
+                        record.problem.key()
+                    ));
+                    if let Ok(r) = reference {
+                        r.worker.shutdown();
+                    }
+                    if let Some((_, p)) = cand_ahead.take() {
+                        p.discard();
+                    }
+                    return if c.gpus.len() > 1 {
+                        Ok(())
+                    } else {
+                        Err(e.context("no healthy GPU is left for this run; resume it with --resume once the GPU is reset"))
+                    };
+                }
+            }
+            shared
+                .added
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(record);
+        }
+        if let Some((_dir, p)) = cand_ahead {
+            p.discard();
+        }
+        if let Ok(r) = reference {
+            r.worker.shutdown();
+        }
+        if shared.interrupted.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    for u in upcoming {
+        u.discard();
+    }
+    Ok(())
+}
+
+/// Crashes and timeouts kill a process that held a CUDA context in an unknown state.
+fn needs_health_check(o: &Outcome) -> bool {
+    matches!(o, Outcome::Crashed { .. } | Outcome::Timeout { .. })
+}
+
+fn start_candidate(
+    ctx: &Ctx,
+    exec: &Exec,
+    run_dir: &RunDir,
+    prep: &Prepared,
+) -> Result<(tempfile::TempDir, Prestart)> {
+    let cwd = tempfile::Builder::new()
+        .prefix("kbench-cand-")
+        .tempdir()
+        .context("creating a private working directory for the candidate")?;
+    let spec = ctx.spec(
+        Role::Candidate,
+        cwd.path(),
+        Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
+        exec.device,
+    );
+    let ahead = exec.gpu.is_some();
+    Ok((cwd, Prestart::spawn(spec, ctx.config.timeouts.start, ahead)))
+}
+
+fn report_line(c: &RunConfig, progress: &indicatif::ProgressBar, record: &EvalRecord) {
+    if c.quiet {
+        return;
+    }
+    let line = format!(
+        "{} {:<32} {:<20} {}{}",
+        record.problem.key(),
+        truncate(&record.problem.name, 32),
+        truncate(&record.candidate.name, 20),
+        record.outcome,
+        record
+            .timing
+            .as_ref()
+            .map(|t| format!("  speedup {:.3}x", t.speedup))
+            .unwrap_or_default()
+    );
+    if progress.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        progress.println(line);
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -306,35 +633,74 @@ fn progress_bar(total: u64, quiet: bool) -> indicatif::ProgressBar {
 }
 
 /// Things every evaluation needs.
-struct Ctx<'a> {
-    config: &'a RunConfig,
+pub(crate) struct Ctx<'a> {
+    pub config: &'a RunConfig,
     python: &'a Path,
     info: &'a PythonInfo,
     worker_script: &'a Path,
     stop: Arc<AtomicBool>,
-    /// `TORCH_CUDA_ARCH_LIST` for builds: the GPU's own architecture only, e.g. `9.0`.
+    /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only, e.g. `9.0`.
     cuda_arch: Option<String>,
     builds: Option<BuildPool>,
+    /// Pauses workers still starting while any kernel is timed.
+    pub gate: Arc<StartGate>,
 }
 
 impl Ctx<'_> {
-    fn spec(&self, role: Role, cwd: &Path, log_path: Option<PathBuf>) -> WorkerSpec {
+    pub fn spec(
+        &self,
+        role: Role,
+        cwd: &Path,
+        log_path: Option<PathBuf>,
+        device: Device,
+    ) -> WorkerSpec {
         WorkerSpec {
             python: self.python.to_path_buf(),
             script: self.worker_script.to_path_buf(),
             role,
             cwd: cwd.to_path_buf(),
-            env: worker_env(self.python, self.config.device, self.cuda_arch.as_deref()),
+            env: worker_env(self.python, device, self.cuda_arch.as_deref()),
             log_path,
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),
+            gate: Some(Arc::clone(&self.gate)),
         }
     }
 
-    fn num_threads(&self) -> Value {
-        match self.config.device {
+    pub fn num_threads(&self, device: Device) -> Value {
+        match device {
             Device::Cpu => json!(self.config.cpu_threads),
             Device::Cuda(_) => Value::Null,
+        }
+    }
+}
+
+/// One executor's device: the CPU, or one GPU with the harness's own context on it (for
+/// buffers shared with workers and the comparison kernels).
+pub(crate) struct Exec {
+    pub device: Device,
+    pub gpu: Option<Arc<Gpu>>,
+    pub cmp: Option<DeviceComparator>,
+}
+
+impl Exec {
+    fn open(device: Device) -> Result<Self> {
+        match device {
+            Device::Cpu => Ok(Self {
+                device,
+                gpu: None,
+                cmp: None,
+            }),
+            Device::Cuda(i) => {
+                let gpu = Gpu::open(i as usize)?;
+                let cmp = DeviceComparator::new(&gpu)
+                    .with_context(|| format!("preparing the comparison kernels on GPU {i}"))?;
+                Ok(Self {
+                    device,
+                    gpu: Some(gpu),
+                    cmp: Some(cmp),
+                })
+            }
         }
     }
 }
@@ -397,7 +763,7 @@ fn worker_env(python: &Path, device: Device, cuda_arch: Option<&str>) -> Vec<(St
     env
 }
 
-fn device_for_worker(d: Device) -> &'static str {
+pub(crate) fn device_for_worker(d: Device) -> &'static str {
     match d {
         Device::Cpu => "cpu",
         // CUDA_VISIBLE_DEVICES narrows each worker to its one GPU.
@@ -405,214 +771,12 @@ fn device_for_worker(d: Device) -> &'static str {
     }
 }
 
-/// One correctness case as the reference produced it.
-struct RefCase {
-    case: CaseRef,
-    /// A ready `run_case` command carrying the inputs, shared by all candidates.
-    run_frame: Arc<Frame>,
-    outputs: Vec<HostTensor>,
-    outputs_f64: Option<Vec<HostTensor>>,
-}
-
-/// The trusted reference of one problem: its worker, and the cases it produced.
-///
-/// Cases are made on demand. They are kept in memory while the whole set fits the case
-/// budget (`--case-cache-mb`), so the many candidates of a problem share one reference
-/// computation; a problem whose cases do not fit keeps none and remakes each case for each
-/// candidate (same seeds, same inputs), so host memory stays bounded by one case.
-struct ReferenceSession {
-    worker: Worker,
-    cached: Vec<Arc<RefCase>>,
-    caching: bool,
-    cached_bytes: u64,
-    device_name: String,
-    notes: Vec<String>,
-    problem_file: String,
-    problem_sha: String,
-}
-
-enum RefFailure {
-    Failed(String),
-    Interrupted,
-}
-
-impl ReferenceSession {
-    fn open(
-        ctx: &Ctx,
-        problem: &Problem,
-        problem_path: &Path,
-        run_dir: &RunDir,
-    ) -> Result<Self, RefFailure> {
-        let fail = |what: &str, fault: WorkerFault, w: Option<&Worker>| {
-            if fault == WorkerFault::Interrupted {
-                return RefFailure::Interrupted;
-            }
-            let tail = w.map(|w| w.log_tail()).unwrap_or_default();
-            RefFailure::Failed(format!(
-                "reference worker for {} ({}) {what}: {fault}\n{tail}",
-                problem.file,
-                problem.to_ref().key()
-            ))
-        };
-        let c = ctx.config;
-        let log = run_dir.logs_dir().join(format!(
-            "{}__reference.log",
-            sanitize(&problem.to_ref().key())
-        ));
-        let cwd = std::env::temp_dir();
-        let mut worker = Worker::start(
-            &ctx.spec(Role::Reference, &cwd, Some(log)),
-            c.timeouts.start,
-        )
-        .map_err(|f| fail("did not start", f, None))?;
-        let load = json!({
-            "cmd": "load",
-            "problem_path": problem_path,
-            "device": device_for_worker(c.device),
-            "precision": c.precision.as_str(),
-            "weight_seed": c.weight_seed,
-            "want_f64": c.profile == kbench_record::ToleranceProfile::Strict,
-            "num_threads": ctx.num_threads(),
-        });
-        let reply = worker
-            .request(Frame::new(load), c.timeouts.load)
-            .map_err(|f| fail("failed to load the problem", f, Some(&worker)))?;
-        if reply.kind() != "loaded" {
-            return Err(RefFailure::Failed(format!(
-                "problem {} could not be loaded: {}",
-                problem.file,
-                error_text(&reply)
-            )));
-        }
-        let device_name = str_field(&reply.header, "device_name");
-        let mut notes = Vec::new();
-        if c.profile == kbench_record::ToleranceProfile::Strict
-            && reply.header.get("f64_available").and_then(Value::as_bool) != Some(true)
-        {
-            notes.push(format!(
-                "no float64 reference ({}); the strict profile's float64 gate was skipped",
-                str_field(&reply.header, "f64_error")
-            ));
-        }
-        Ok(Self {
-            worker,
-            cached: Vec::new(),
-            caching: true,
-            cached_bytes: 0,
-            device_name,
-            problem_file: problem.file.clone(),
-            problem_sha: problem.sha256.clone(),
-            notes,
-        })
-    }
-}
-
-impl ReferenceSession {
-    /// Case `t` of the `random` family: from the cache, or made now by the reference worker
-    /// (which then holds it as its current case, the one timing uses).
-    fn case(&mut self, ctx: &Ctx, run_dir: &RunDir, t: u32) -> Result<Arc<RefCase>, RefFailure> {
-        if let Some(rc) = self.cached.get(t as usize) {
-            return Ok(Arc::clone(rc));
-        }
-        let c = ctx.config;
-        let sha = &self.problem_sha;
-        let case = CaseRef {
-            family: CaseFamily::Random,
-            index: t,
-        };
-        let seed = run_dir
-            .secret
-            .derive(&format!("input/{sha}/{}/{t}", case.family));
-        let forward_seed = run_dir
-            .secret
-            .derive(&format!("forward/{sha}/{}/{t}", case.family));
-        let reply = match self.worker.request(
-            Frame::new(json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed})),
-            c.timeouts.run,
-        ) {
-            Ok(r) => r,
-            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
-            Err(f) => {
-                return Err(RefFailure::Failed(format!(
-                    "reference worker for {} failed on case {case}: {f}\n{}",
-                    self.problem_file,
-                    self.worker.log_tail()
-                )))
-            }
-        };
-        if reply.kind() != "case" {
-            return Err(RefFailure::Failed(format!(
-                "reference of {} failed on case {case}: {}",
-                self.problem_file,
-                error_text(&reply)
-            )));
-        }
-        if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
-            let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
-            if !self.notes.contains(&note) {
-                self.notes.push(note);
-            }
-        }
-        let tensors = reply
-            .tensors()
-            .map_err(|e| RefFailure::Failed(format!("reference sent a malformed case: {e}")))?;
-        let mut inputs = Vec::new();
-        let mut outputs = Vec::new();
-        let mut outputs_f64 = Vec::new();
-        for (name, t) in tensors {
-            if name.starts_with("in:") {
-                inputs.push((name, t));
-            } else if name.starts_with("out64:") {
-                outputs_f64.push(t);
-            } else if name.starts_with("out:") {
-                outputs.push(t);
-            }
-        }
-        let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
-        let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
-        let run_frame = Arc::new(Frame::with_tensors(
-            json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
-            &refs,
-        ));
-        drop(refs);
-        drop(inputs);
-        let outputs_f64 =
-            (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
-        let bytes = run_frame.payload.len() as u64
-            + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
-            + outputs_f64
-                .iter()
-                .flatten()
-                .map(|o| o.data().len() as u64)
-                .sum::<u64>();
-        let rc = Arc::new(RefCase {
-            case,
-            run_frame,
-            outputs,
-            outputs_f64,
-        });
-        // Keep the case while the whole set (estimated from this case) fits the budget.
-        if self.caching
-            && t as usize == self.cached.len()
-            && self.cached_bytes + bytes * u64::from(c.trials - t) <= c.case_cache_bytes
-        {
-            self.cached_bytes += bytes;
-            self.cached.push(Arc::clone(&rc));
-        } else if self.caching {
-            self.caching = false;
-            self.cached.clear();
-            self.cached_bytes = 0;
-        }
-        Ok(rc)
-    }
-}
-
-fn str_field(v: &Value, k: &str) -> String {
+pub(crate) fn str_field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
 /// The message of an `error` frame (or a description of an unexpected one).
-fn error_text(reply: &Frame) -> String {
+pub(crate) fn error_text(reply: &Frame) -> String {
     if reply.kind() == "error" {
         let msg = str_field(&reply.header, "message");
         let tb = str_field(&reply.header, "traceback");
@@ -626,7 +790,7 @@ fn error_text(reply: &Frame) -> String {
     }
 }
 
-fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
@@ -652,8 +816,10 @@ fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn reference_error_record(
     config: &RunConfig,
+    device: Device,
     run_dir: &RunDir,
     problem: &Problem,
     cand: &Candidate,
@@ -667,7 +833,7 @@ fn reference_error_record(
         run_id: run_dir.manifest.run_id.clone(),
         problem: problem.to_ref(),
         candidate: candidate_ref(agent, cand),
-        device: config.device,
+        device,
         precision: config.precision,
         profile: config.profile,
         outcome: Outcome::ReferenceError {
@@ -677,6 +843,8 @@ fn reference_error_record(
         timing: None,
         load_s: None,
         build_ahead_s: None,
+        phases: None,
+        gpu: None,
         wall_s: 0.0,
         started_unix_s: now,
         finished_unix_s: now,
@@ -687,7 +855,7 @@ fn reference_error_record(
 }
 
 /// Maps a worker fault in `phase` to an outcome; `None` for an interrupt (nothing recorded).
-fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
+pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
     Some(match fault {
         WorkerFault::Interrupted => return None,
         WorkerFault::Timeout { limit } => Outcome::Timeout {
@@ -711,7 +879,7 @@ fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
 }
 
 /// Maps a worker's `error` answer to an outcome.
-fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
+pub(crate) fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
     let kind = str_field(&reply.header, "kind");
     let message = error_text(reply);
     match kind.as_str() {
@@ -722,6 +890,7 @@ fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
 
 /// Where a candidate's files go: its source in the run directory and its content-addressed
 /// build directory (keyed by source, torch version and device architecture).
+#[derive(Clone)]
 struct Prepared {
     key: String,
     source_path: PathBuf,
@@ -772,6 +941,7 @@ fn prepare_candidate(
 #[allow(clippy::too_many_arguments)]
 fn evaluate_candidate(
     ctx: &Ctx,
+    exec: &Exec,
     problem: &Problem,
     problem_path: &Path,
     cand: &Candidate,
@@ -780,19 +950,20 @@ fn evaluate_candidate(
     reference: &mut ReferenceSession,
     run_dir: &RunDir,
     env: Environment,
+    started_worker: (tempfile::TempDir, Prestart),
 ) -> Result<Option<EvalRecord>> {
     let c = ctx.config;
     let started = now_unix();
     let t0 = Instant::now();
-    let key = &prep.key;
     let source_path = &prep.source_path;
     let build_dir = &prep.build_dir;
+    let mut phases = PhaseTimes::default();
+    let (made0, inputs0) = (reference.made_s, reference.inputs_s);
     // A build ahead still running is waited for (it is this candidate's compile anyway).
+    let tb = Instant::now();
     let built_ahead = ctx.builds.as_ref().and_then(|p| p.claim(build_dir));
-    let cwd = tempfile::Builder::new()
-        .prefix("kbench-cand-")
-        .tempdir()
-        .context("creating a private working directory for the candidate")?;
+    phases.compile_s += tb.elapsed().as_secs_f64();
+    let (_cwd, prestart) = started_worker;
 
     let mut notes = Vec::new();
     let mut cases = Vec::new();
@@ -801,12 +972,10 @@ fn evaluate_candidate(
     let mut log_tail = String::new();
 
     let outcome = 'eval: {
-        let spec = ctx.spec(
-            Role::Candidate,
-            cwd.path(),
-            Some(run_dir.logs_dir().join(format!("{key}.log"))),
-        );
-        let mut worker = match Worker::start(&spec, c.timeouts.start) {
+        let tw = Instant::now();
+        let started_worker = prestart.take();
+        phases.worker_wait_s = tw.elapsed().as_secs_f64();
+        let mut worker = match started_worker {
             Ok(w) => w,
             Err(f) => match fault_outcome(f, Phase::Start) {
                 Some(o) => break 'eval o,
@@ -826,10 +995,10 @@ fn evaluate_candidate(
             "cmd": "load",
             "problem_path": problem_path,
             "candidate_path": source_path,
-            "device": device_for_worker(c.device),
+            "device": device_for_worker(exec.device),
             "precision": c.precision.as_str(),
             "weight_seed": c.weight_seed,
-            "num_threads": ctx.num_threads(),
+            "num_threads": ctx.num_threads(exec.device),
             "build_dir": build_dir,
         });
         let tl = Instant::now();
@@ -838,13 +1007,15 @@ fn evaluate_candidate(
             Err(f) => fault!(f, Phase::Load),
         };
         load_s = Some(tl.elapsed().as_secs_f64());
+        phases.compile_s += tl.elapsed().as_secs_f64();
         if reply.kind() != "loaded" {
             log_tail = worker.log_tail();
             break 'eval error_outcome(&reply, Phase::Load);
         }
 
+        let tc_all = Instant::now();
         for t in 0..c.trials {
-            let rc = match reference.case(ctx, run_dir, t) {
+            let rc = match reference.case(ctx, exec, problem, run_dir, t) {
                 Ok(rc) => rc,
                 Err(RefFailure::Failed(message)) => {
                     log_tail = worker.log_tail();
@@ -853,50 +1024,73 @@ fn evaluate_candidate(
                 Err(RefFailure::Interrupted) => return Ok(None),
             };
             let tc = Instant::now();
-            let reply = match worker.request_shared(Arc::clone(&rc.run_frame), c.timeouts.run) {
-                Ok(r) => r,
-                Err(f) => fault!(f, Phase::Run),
+            let judged = match &rc.data {
+                CaseData::Host { run_frame, .. } => {
+                    let reply = match worker.request_shared(Arc::clone(run_frame), c.timeouts.run) {
+                        Ok(r) => r,
+                        Err(f) => fault!(f, Phase::Run),
+                    };
+                    let wall_s = tc.elapsed().as_secs_f64();
+                    if reply.kind() != "outputs" {
+                        log_tail = worker.log_tail();
+                        break 'eval error_outcome(&reply, Phase::Run);
+                    }
+                    let outputs: Vec<HostTensor> = match reply.tensors() {
+                        Ok(ts) => ts
+                            .into_iter()
+                            .filter(|(n, _)| n.starts_with("out:"))
+                            .map(|(_, t)| t)
+                            .collect(),
+                        Err(e) => fault!(WorkerFault::Protocol(e.to_string()), Phase::Run),
+                    };
+                    if let Some(o) = count_mismatch(outputs.len(), rc.num_outputs()) {
+                        log_tail = worker.log_tail();
+                        break 'eval o;
+                    }
+                    judge_host_case(c, &rc, &outputs, wall_s)
+                }
+                CaseData::Device { .. } => match run_device_case(ctx, exec, &mut worker, &rc, tc) {
+                    Ok(Ok(j)) => j,
+                    Ok(Err(o)) => {
+                        log_tail = worker.log_tail();
+                        break 'eval o;
+                    }
+                    Err(DeviceCaseError::Fault(f)) => fault!(f, Phase::Run),
+                    Err(DeviceCaseError::Harness(e)) => return Err(e),
+                },
             };
-            let wall_s = tc.elapsed().as_secs_f64();
-            if reply.kind() != "outputs" {
-                log_tail = worker.log_tail();
-                break 'eval error_outcome(&reply, Phase::Run);
-            }
-            let outputs: Vec<HostTensor> = match reply.tensors() {
-                Ok(ts) => ts
-                    .into_iter()
-                    .filter(|(n, _)| n.starts_with("out:"))
-                    .map(|(_, t)| t)
-                    .collect(),
-                Err(e) => fault!(WorkerFault::Protocol(e.to_string()), Phase::Run),
-            };
-            if outputs.len() != rc.outputs.len() {
-                log_tail = worker.log_tail();
-                break 'eval Outcome::RuntimeError {
-                    phase: Phase::Run,
-                    message: format!(
-                        "forward returned {} tensor(s); the reference returns {}",
-                        outputs.len(),
-                        rc.outputs.len()
-                    ),
-                };
-            }
-            let judged = judge_case(c, &rc, &outputs, wall_s);
             cases.push(judged.result);
             if let Some(o) = judged.failure {
                 log_tail = worker.log_tail();
                 break 'eval o;
             }
         }
+        phases.correctness_s = tc_all.elapsed().as_secs_f64();
 
         if let Some(tc) = &c.timing {
-            match time_pair(ctx, &mut reference.worker, &mut worker, tc) {
+            let tt = Instant::now();
+            let held = reference.hold_case(ctx, exec, problem, run_dir, c.trials - 1);
+            let result = match held {
+                Err(RefFailure::Interrupted) => return Ok(None),
+                Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
+                Ok(()) => {
+                    ctx.gate.begin_timing();
+                    let r = time_pair(c, exec.device, &mut reference.worker, &mut worker, tc);
+                    ctx.gate.end_timing();
+                    r
+                }
+            };
+            phases.timing_s = tt.elapsed().as_secs_f64();
+            match result {
                 Ok(TimingResult::Measured(t)) => timing = Some(t),
                 Ok(TimingResult::Failed(o)) => {
                     log_tail = worker.log_tail();
                     break 'eval o;
                 }
-                Ok(TimingResult::ReferenceFailed(msg)) => notes.push(format!("not timed: {msg}")),
+                Ok(TimingResult::ReferenceFailed(msg)) => {
+                    reference.forget_worker_case();
+                    notes.push(format!("not timed: {msg}"))
+                }
                 Err(f) => fault!(f, Phase::Time),
             }
         }
@@ -905,6 +1099,10 @@ fn evaluate_candidate(
         Outcome::Ok
     };
 
+    phases.reference_s = reference.made_s - made0;
+    phases.inputs_s = reference.inputs_s - inputs0;
+    // Case time includes making reference cases on demand; report the candidate's part.
+    phases.correctness_s = (phases.correctness_s - phases.reference_s).max(0.0);
     let mut all_notes = reference.notes.clone();
     all_notes.append(&mut notes);
     let notes = all_notes;
@@ -913,7 +1111,7 @@ fn evaluate_candidate(
         run_id: run_dir.manifest.run_id.clone(),
         problem: problem.to_ref(),
         candidate: candidate_ref(agent, cand),
-        device: c.device,
+        device: exec.device,
         precision: c.precision,
         profile: c.profile,
         outcome,
@@ -922,6 +1120,11 @@ fn evaluate_candidate(
         load_s,
         build_ahead_s: built_ahead.map(|b| b.seconds),
         wall_s: t0.elapsed().as_secs_f64(),
+        phases: Some(phases),
+        gpu: match exec.device {
+            Device::Cuda(i) => Some(i),
+            Device::Cpu => None,
+        },
         started_unix_s: started,
         finished_unix_s: now_unix(),
         log_tail,
@@ -930,17 +1133,174 @@ fn evaluate_candidate(
     }))
 }
 
+fn count_mismatch(got: usize, expected: usize) -> Option<Outcome> {
+    (got != expected).then(|| Outcome::RuntimeError {
+        phase: Phase::Run,
+        message: format!("forward returned {got} tensor(s); the reference returns {expected}"),
+    })
+}
+
+enum DeviceCaseError {
+    Fault(WorkerFault),
+    Harness(anyhow::Error),
+}
+
+/// Runs one case with device I/O: the inputs are copied into buffers of the candidate's
+/// own (so whatever it writes there never reaches the reference's copy), its outputs land
+/// in slots shaped like the reference's, and the comparison runs on the GPU.
+fn run_device_case(
+    ctx: &Ctx,
+    exec: &Exec,
+    worker: &mut Worker,
+    rc: &RefCase,
+    tc: Instant,
+) -> Result<Result<Judged, Outcome>, DeviceCaseError> {
+    let c = ctx.config;
+    let CaseData::Device {
+        args,
+        inputs,
+        outputs,
+        outputs_f64,
+    } = &rc.data
+    else {
+        unreachable!("run_device_case on a host case")
+    };
+    let gpu = exec.gpu.as_ref().expect("device case without a GPU");
+    let cmp = exec.cmp.as_ref().expect("device case without a comparator");
+    let harness = |e: anyhow::Error| DeviceCaseError::Harness(e);
+    let mut dev_inputs = serde_json::Map::new();
+    let mut copies = Vec::with_capacity(inputs.len());
+    for (name, t) in inputs {
+        let buf = gpu.alloc(t.nbytes()).map_err(harness)?;
+        gpu.copy(&buf, &t.buf, t.nbytes()).map_err(harness)?;
+        let copy = DevTensorOwned {
+            buf,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        };
+        dev_inputs.insert(name.clone(), copy.spec());
+        copies.push(copy);
+    }
+    let mut slots = Vec::with_capacity(outputs.len());
+    for o in outputs {
+        let buf = gpu.alloc(o.nbytes()).map_err(harness)?;
+        // NaN-filled (all ones bits) so an element the candidate never wrote cannot pass.
+        gpu.fill(&buf, 0xff).map_err(harness)?;
+        slots.push(DevTensorOwned {
+            buf,
+            dtype: o.dtype,
+            shape: o.shape.clone(),
+        });
+    }
+    let cmd = json!({
+        "cmd": "run_case",
+        "forward_seed": rc.forward_seed,
+        "inputs": args,
+        "device_inputs": dev_inputs,
+        "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
+    });
+    let reply = worker
+        .request(Frame::new(cmd), c.timeouts.run)
+        .map_err(DeviceCaseError::Fault)?;
+    let wall_s = tc.elapsed().as_secs_f64();
+    drop(copies);
+    if reply.kind() != "outputs" {
+        return Ok(Err(error_outcome(&reply, Phase::Run)));
+    }
+    let described = reply
+        .header
+        .get("device_outputs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(o) = count_mismatch(described.len(), outputs.len()) {
+        return Ok(Err(o));
+    }
+    let mut comparisons = Vec::with_capacity(outputs.len());
+    let mut failure = None;
+    for (k, d) in described.iter().enumerate() {
+        let reference = &outputs[k];
+        let dtype: Option<Dtype> = d
+            .get("dtype")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok());
+        let shape: Option<Vec<u64>> = d
+            .get("shape")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok());
+        let (Some(dtype), Some(shape)) = (dtype, shape) else {
+            return Err(DeviceCaseError::Fault(WorkerFault::Protocol(format!(
+                "malformed output description {d}"
+            ))));
+        };
+        let copied = d.get("copied").and_then(Value::as_bool) == Some(true);
+        let on = str_field(d, "device");
+        let cmp_result = if shape != reference.shape {
+            Ok(Comparison::WrongShape {
+                expected: reference.shape.clone(),
+                got: shape,
+            })
+        } else if dtype != reference.dtype {
+            Ok(Comparison::WrongDtype {
+                expected: reference.dtype,
+                got: dtype,
+            })
+        } else if !copied {
+            return Ok(Err(Outcome::RuntimeError {
+                phase: Phase::Run,
+                message: format!(
+                    "output {k} is on {on}; the reference's is on the GPU (return tensors on the input's device)"
+                ),
+            }));
+        } else {
+            let ref64 = outputs_f64.as_ref().map(|v| v[k].view());
+            cmp.compare(
+                &slots[k].view(),
+                &reference.view(),
+                ref64.as_ref(),
+                c.profile,
+                c.precision,
+            )
+            .map_err(harness)?
+        };
+        match cmp_result {
+            Ok(cmp) => {
+                if failure.is_none() {
+                    failure = cmp.failure_outcome(&rc.case, k as u32);
+                }
+                comparisons.push(cmp);
+            }
+            Err(e) => {
+                failure.get_or_insert(Outcome::ReferenceError {
+                    message: format!("output {k} of case {}: {e}", rc.case),
+                });
+            }
+        }
+    }
+    let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
+    result.passed &= failure.is_none();
+    Ok(Ok(Judged { result, failure }))
+}
+
 struct Judged {
     result: CaseResult,
     failure: Option<Outcome>,
 }
 
-/// Compares every output of one case; the first failing output decides the outcome.
-fn judge_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: f64) -> Judged {
+/// Compares every output of one host case; the first failing output decides the outcome.
+fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: f64) -> Judged {
+    let CaseData::Host {
+        outputs: ref_outputs,
+        outputs_f64,
+        ..
+    } = &rc.data
+    else {
+        unreachable!("judge_host_case on a device case")
+    };
     let mut comparisons = Vec::with_capacity(outputs.len());
     let mut failure = None;
-    for (k, (cand, reference)) in outputs.iter().zip(&rc.outputs).enumerate() {
-        let ref64 = rc.outputs_f64.as_ref().map(|v| &v[k]);
+    for (k, (cand, reference)) in outputs.iter().zip(ref_outputs).enumerate() {
+        let ref64 = outputs_f64.as_ref().map(|v| &v[k]);
         match kbench_adversarial::compare(cand, reference, ref64, c.profile, c.precision) {
             Ok(cmp) => {
                 if failure.is_none() {
@@ -960,170 +1320,6 @@ fn judge_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: f64) 
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
     result.passed &= failure.is_none();
     Judged { result, failure }
-}
-
-enum TimingResult {
-    Measured(TimingSummary),
-    /// The candidate broke a timing rule.
-    Failed(Outcome),
-    /// The reference could not be timed; the candidate keeps its verdict, untimed.
-    ReferenceFailed(String),
-}
-
-/// Times reference and candidate in alternating rounds on the same inputs (the last case),
-/// so that drift (clocks, temperature, other load) hits both alike.
-fn time_pair(
-    ctx: &Ctx,
-    reference: &mut Worker,
-    candidate: &mut Worker,
-    tc: &crate::config::TimingConfig,
-) -> Result<TimingResult, WorkerFault> {
-    let c = ctx.config;
-    let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
-    let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
-    let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
-    let mut ref_clock = String::new();
-    let mut cand_clock = String::new();
-    let per_round = tc.timed_calls.div_ceil(tc.rounds);
-    let mut left = tc.timed_calls;
-    let mut round = 0u32;
-    while left > 0 {
-        let n = per_round.min(left);
-        left -= n;
-        let warmup = if round == 0 {
-            tc.warmup
-        } else {
-            tc.warmup.min(1)
-        };
-        let cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
-        let order = if round.is_multiple_of(2) {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for is_ref in order {
-            let t = Instant::now();
-            if is_ref {
-                let reply = match reference.request(Frame::new(cmd.clone()), c.timeouts.time) {
-                    Ok(r) => r,
-                    Err(f) => {
-                        return Ok(TimingResult::ReferenceFailed(format!(
-                            "reference timing: {f}"
-                        )))
-                    }
-                };
-                ref_wall += t.elapsed().as_secs_f64();
-                match parse_samples(&reply, n) {
-                    Ok((clock, s)) => {
-                        ref_clock = clock;
-                        ref_samples.extend(s);
-                    }
-                    Err(e) => {
-                        return Ok(TimingResult::ReferenceFailed(format!(
-                            "reference timing: {e}"
-                        )))
-                    }
-                }
-            } else {
-                let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
-                let wall = t.elapsed().as_secs_f64();
-                cand_wall += wall;
-                if reply.kind() == "error" {
-                    return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
-                }
-                match parse_samples(&reply, n) {
-                    Ok((clock, s)) => {
-                        // The harness's own clock bounds what the candidate claims.
-                        let claimed: f64 = s.iter().sum::<f64>() / 1e3;
-                        if claimed > wall * 1.01 + 1e-3 {
-                            return Ok(TimingResult::Failed(Outcome::Integrity {
-                                flag: "time-claim-exceeds-wall-clock".into(),
-                                detail: format!(
-                                    "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
-                                ),
-                            }));
-                        }
-                        cand_clock = clock;
-                        cand_samples.extend(s);
-                    }
-                    Err(e) => {
-                        return Ok(TimingResult::Failed(Outcome::Integrity {
-                            flag: "malformed-timing".into(),
-                            detail: e,
-                        }))
-                    }
-                }
-            }
-        }
-        round += 1;
-    }
-    let stats =
-        |clock: String, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(&clock, s, wall);
-    let (reference, candidate) = match (
-        stats(ref_clock, ref_samples, ref_wall),
-        stats(cand_clock, cand_samples, cand_wall),
-    ) {
-        (Ok(r), Ok(c)) => (r, c),
-        (Err(e), _) => {
-            return Ok(TimingResult::ReferenceFailed(format!(
-                "reference samples: {e}"
-            )))
-        }
-        (_, Err(e)) => {
-            return Ok(TimingResult::Failed(Outcome::Integrity {
-                flag: "malformed-timing".into(),
-                detail: e.to_string(),
-            }))
-        }
-    };
-    let Some(kbench_reports::Speedup {
-        median: speedup,
-        mean: speedup_mean,
-    }) = kbench_reports::speedup(&reference, &candidate)
-    else {
-        return Ok(TimingResult::Failed(Outcome::Integrity {
-            flag: "malformed-timing".into(),
-            detail: format!(
-                "no finite speedup from reference {} ms and candidate {} ms",
-                reference.median_ms, candidate.median_ms
-            ),
-        }));
-    };
-    Ok(TimingResult::Measured(TimingSummary {
-        reference,
-        candidate,
-        speedup,
-        speedup_mean,
-        warmup: tc.warmup,
-        l2_flush: tc.l2_flush && matches!(c.device, Device::Cuda(_)),
-        rounds: round,
-    }))
-}
-
-/// Checks a timing answer: the right number of finite, positive samples.
-fn parse_samples(reply: &Frame, expected: u32) -> Result<(String, Vec<f64>), String> {
-    if reply.kind() != "timing" {
-        return Err(format!(
-            "expected timing samples, got {}",
-            error_text(reply)
-        ));
-    }
-    let samples: Vec<f64> = reply
-        .header
-        .get("samples_ms")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_f64).collect())
-        .unwrap_or_default();
-    if samples.len() != expected as usize {
-        return Err(format!(
-            "{} samples for {expected} timed calls",
-            samples.len()
-        ));
-    }
-    if let Some(bad) = samples.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
-        return Err(format!("sample {bad} ms is not a positive time"));
-    }
-    Ok((str_field(&reply.header, "clock"), samples))
 }
 
 fn hostname() -> String {

@@ -66,12 +66,19 @@ fn list(a: ListArgs) -> Result<i32> {
 }
 
 fn gpus(a: GpusArgs) -> Result<i32> {
-    match kbench::gpu::describe() {
-        Ok(list) if a.json => println!("{}", serde_json::to_string_pretty(&list)?),
-        Ok(list) => print!("{}", kbench::gpu::render_gpus(&list)),
-        Err(why) if a.json => {
-            println!("{}", serde_json::json!({"gpus": [], "why": why.why_none()}))
-        }
+    match kbench::gpu::listing() {
+        Ok(listing) if a.json => println!("{}", serde_json::to_string_pretty(&listing)?),
+        Ok(listing) => print!("{}", kbench::gpu::render_listing(&listing)),
+        Err(why) if a.json => println!(
+            "{}",
+            serde_json::json!({
+                "gpus": [],
+                "why": why.why_none(),
+                "driver_version": kbench::nvml::driver_version(),
+                "cuda_driver_version": kbench::gpu::cuda_driver_version(),
+                "nvml_unavailable": kbench::nvml::unavailable_reason(),
+            })
+        ),
         Err(why) => println!("no GPU: {}", why.why_none()),
     }
     Ok(exit::OK)

@@ -94,8 +94,9 @@ pub struct RunDir {
     pub secret: RunSecret,
     /// Records already in the log when the run was opened.
     pub existing: Vec<EvalRecord>,
-    recorded: HashSet<String>,
-    log: std::fs::File,
+    recorded: std::sync::Mutex<HashSet<String>>,
+    /// Appends come from every GPU's executor; one line at a time.
+    log: std::sync::Mutex<std::fs::File>,
     /// Set when a partial trailing line was cut off on resume.
     pub repaired: Option<String>,
 }
@@ -171,26 +172,32 @@ impl RunDir {
             manifest,
             secret,
             existing,
-            recorded,
-            log,
+            recorded: std::sync::Mutex::new(recorded),
+            log: std::sync::Mutex::new(log),
             repaired,
         })
     }
 
     /// Whether a record with this key is already in the log.
     pub fn is_recorded(&self, key: &str) -> bool {
-        self.recorded.contains(key)
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
     }
 
     /// Appends one record and forces it to disk before returning.
-    pub fn append(&mut self, record: &EvalRecord) -> Result<()> {
+    pub fn append(&self, record: &EvalRecord) -> Result<()> {
         let mut line = serde_json::to_vec(record).context("serialising an eval record")?;
         line.push(b'\n');
-        self.log
-            .write_all(&line)
-            .and_then(|_| self.log.sync_data())
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.write_all(&line)
+            .and_then(|_| log.sync_data())
             .with_context(|| format!("appending to {}", self.root.join(RECORDS).display()))?;
-        self.recorded.insert(record.key());
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(record.key());
         Ok(())
     }
 

@@ -52,6 +52,65 @@ pub struct WorkerSpec {
     pub max_payload: u64,
     /// Set by the signal handler; a waiting request gives up and kills the worker.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// Workers started ahead register here while they start, so timing can pause them.
+    pub gate: Option<Arc<StartGate>>,
+}
+
+/// Keeps the host quiet while kernels are timed: workers still starting (Python importing
+/// torch: seconds of CPU, disk and page faults) are stopped with SIGSTOP for the length of
+/// each timing phase and continued after it. Launch-bound kernels are timed as much by the
+/// CPU that launches them as by the GPU, so a neighbour's start-up skews their times.
+#[derive(Debug, Default)]
+pub struct StartGate {
+    state: Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    starting: std::collections::HashSet<i32>,
+    timing: usize,
+}
+
+impl StartGate {
+    fn signal(pgid: i32, sig: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), sig);
+    }
+
+    fn register(&self, pgid: i32) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.starting.insert(pgid);
+        if st.timing > 0 {
+            Self::signal(pgid, nix::sys::signal::Signal::SIGSTOP);
+        }
+    }
+
+    fn unregister(&self, pgid: i32) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.starting.remove(&pgid) && st.timing > 0 {
+            Self::signal(pgid, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+
+    /// A timing phase begins; starting workers are paused until every phase has ended.
+    pub fn begin_timing(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.timing += 1;
+        if st.timing == 1 {
+            for pgid in &st.starting {
+                Self::signal(*pgid, nix::sys::signal::Signal::SIGSTOP);
+            }
+        }
+    }
+
+    pub fn end_timing(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.timing = st.timing.saturating_sub(1);
+        if st.timing == 0 {
+            for pgid in &st.starting {
+                Self::signal(*pgid, nix::sys::signal::Signal::SIGCONT);
+            }
+        }
+    }
 }
 
 /// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
@@ -205,6 +264,9 @@ impl Worker {
             }
         });
 
+        if let Some(g) = &spec.gate {
+            g.register(pgid);
+        }
         let mut worker = Worker {
             child,
             pgid,
@@ -216,7 +278,11 @@ impl Worker {
             dead: None,
             interrupt: spec.interrupt.clone(),
         };
-        let hello = worker.receive(timeout)?;
+        let hello = worker.receive(timeout);
+        if let Some(g) = &spec.gate {
+            g.unregister(pgid);
+        }
+        let hello = hello?;
         if hello.kind() != "hello"
             || hello.header.get("magic").and_then(|m| m.as_str()) != Some(HELLO_MAGIC)
         {
@@ -459,5 +525,59 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), LOG_FILE_CAP);
         let tail: Vec<u8> = sink.tail.iter().copied().collect();
         assert!(String::from_utf8_lossy(&tail).ends_with("line 000199\n"));
+    }
+
+    /// The process state letter of `pid` from /proc (`T` when stopped).
+    fn proc_state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = stat.rsplit_once(')').unwrap().1;
+        after.trim_start().chars().next().unwrap()
+    }
+
+    fn wait_state(pid: u32, want: char) -> char {
+        let mut st = proc_state(pid);
+        for _ in 0..200 {
+            if st == want {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            st = proc_state(pid);
+        }
+        st
+    }
+
+    #[test]
+    fn start_gate_pauses_starting_processes_only_while_timing() {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let gate = StartGate::default();
+        gate.register(pid as i32);
+        assert_ne!(wait_state(pid, 'T'), 'T', "not stopped before any timing");
+        gate.begin_timing();
+        gate.begin_timing(); // a second GPU's timing overlaps
+        assert_eq!(wait_state(pid, 'T'), 'T');
+        gate.end_timing();
+        assert_eq!(
+            wait_state(pid, 'T'),
+            'T',
+            "still stopped: one timing phase is left"
+        );
+        gate.end_timing();
+        assert_eq!(wait_state(pid, 'S'), 'S');
+        // A process registered during timing is stopped at once, and continued when it
+        // leaves the gate (its start finished) even while timing goes on.
+        gate.begin_timing();
+        gate.unregister(pid as i32);
+        gate.register(pid as i32);
+        assert_eq!(wait_state(pid, 'T'), 'T');
+        gate.unregister(pid as i32);
+        assert_eq!(wait_state(pid, 'S'), 'S');
+        gate.end_timing();
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -48,6 +48,8 @@ fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
         }),
         load_s: None,
         build_ahead_s: None,
+        phases: None,
+        gpu: None,
         wall_s: 1.0,
         started_unix_s: 0.0,
         finished_unix_s: 1.0,

@@ -268,6 +268,23 @@ pub struct Environment {
     pub hostname: String,
 }
 
+/// Seconds per phase of one evaluation, as the harness measured them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimes {
+    /// Waiting for the candidate's worker process (started ahead while earlier work ran).
+    pub worker_wait_s: f64,
+    /// Reference cases made for this candidate (0 when they came from the cache).
+    pub reference_s: f64,
+    /// Of `reference_s`, the reference worker's own time in `get_inputs()`.
+    pub inputs_s: f64,
+    /// Waiting for the candidate's extension build and loading it.
+    pub compile_s: f64,
+    /// Running the candidate on every case and comparing its outputs.
+    pub correctness_s: f64,
+    /// Interleaved timing of reference and candidate.
+    pub timing_s: f64,
+}
+
 /// One evaluated candidate: a line of the run log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalRecord {
@@ -289,6 +306,12 @@ pub struct EvalRecord {
     pub build_ahead_s: Option<f64>,
     /// Seconds for the whole evaluation of this candidate.
     pub wall_s: f64,
+    /// Where `wall_s` went (absent in records written before phases were measured).
+    #[serde(default)]
+    pub phases: Option<PhaseTimes>,
+    /// Which GPU of the host evaluated it (`--gpus` ordinal), for CUDA runs.
+    #[serde(default)]
+    pub gpu: Option<u32>,
     /// Unix time, seconds.
     pub started_unix_s: f64,
     pub finished_unix_s: f64,

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Throughput benchmark of the harness itself (see README.md beside this file). Run on the GPU
+# machine from the repository root:
+#
+#   OUT=/tmp/bench bash bench/throughput/run.sh
+#
+# D (default devrun) holds the release kbench binary and D/kernelbench a copy of the problems.
+# Steps (STEPS, default "ref250 ref250b gpus2 compile"):
+#   ref250   reference agent over SELECT (default all 250 problems) on GPU 0    -> $OUT/ref250
+#   ref250b  the same again, for run-to-run agreement                            -> $OUT/ref250b
+#   gpus2    with 2+ GPUs: SELECT on --gpus 0,1 and on --gpus 0                  -> $OUT/ref_2gpu, $OUT/ref_1gpu
+#   compile  the replay kernels of tests/gpu/replay_bench_cuda (REPLAY), with a fresh build
+#            cache (cold), then the same cache again (warm)                      -> $OUT/compile_cold, $OUT/compile_warm
+# Every step is resumable: a run cut off (e.g. by a 10-minute limit per command) continues
+# with --resume when the script is run again with the same OUT; a finished step is skipped
+# (its OUT/<run>.done marker). BUDGET_S (seconds, default 0 = none) stops the script before
+# that long has passed, leaving the current run resumable (exit 75). COPY_TO copies the small
+# files (logs, run.json, records, GPU samples, the run's seed for --resume) there at the end,
+# e.g. the device tool's $OUT. Build caches live under CACHE_ROOT, not OUT, so OUT stays small.
+# compile is not resumed: a cold pass cut off midway is started again from an empty cache.
+set -uo pipefail
+
+D=${D:-devrun}
+KB=${KB:-$D/kernelbench}
+OUT=${OUT:-/tmp/bench}
+STEPS=${STEPS:-ref250 ref250b gpus2 compile}
+SELECT=${SELECT:-}
+REPLAY=${REPLAY:-tests/gpu/replay_bench_cuda}
+BUDGET_S=${BUDGET_S:-0}
+COPY_TO=${COPY_TO:-}
+export KBENCH_PYTHON=${KBENCH_PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+# Build caches: the reference steps' (kept between invocations), and compile's cold one.
+CACHE_ROOT=${CACHE_ROOT:-/tmp/kbench-bench-cache}
+export KBENCH_CACHE_DIR=$CACHE_ROOT/ref
+COLD_CACHE=$CACHE_ROOT/cold
+
+KBENCH=$D/kbench
+T0=$(date +%s)
+mkdir -p "$OUT"
+STOPPED=0
+
+log() { echo "[bench $(date -u +%H:%M:%S)] $*" | tee -a "$OUT/bench.txt"; }
+
+# Seconds left of BUDGET_S (a large number when there is no budget).
+left_s() {
+    if [ "$BUDGET_S" -le 0 ]; then echo 1000000; else echo $(( BUDGET_S - ($(date +%s) - T0) )); fi
+}
+
+copy_results() {
+    [ -n "$COPY_TO" ] || return 0
+    mkdir -p "$COPY_TO"
+    cp "$OUT"/*.txt "$OUT"/*.invocations "$OUT"/*.done "$COPY_TO"/ 2>/dev/null
+    for d in "$OUT"/*/; do
+        [ -f "$d/run.json" ] || continue
+        n=$(basename "$d")
+        mkdir -p "$COPY_TO/$n"
+        cp -p "$d"/run.json "$d"/records.jsonl "$d"/gpu_samples.jsonl "$d"/secret "$COPY_TO/$n"/ 2>/dev/null
+    done
+    log "copied results to $COPY_TO"
+}
+
+# kb_run NAME ARGS...: kbench run ... --out $OUT/NAME, resumed when NAME was started before,
+# skipped when NAME.done exists. Each invocation appends "start end rc" to NAME.invocations.
+kb_run() {
+    local name=$1; shift
+    local dir=$OUT/$name
+    if [ -f "$OUT/$name.done" ]; then
+        log "$name: done before, skipped (rm $OUT/$name.done to run it again)"
+        return 0
+    fi
+    if [ "$STOPPED" = 1 ]; then return 1; fi
+    local left; left=$(left_s)
+    if [ "$left" -lt 30 ]; then
+        log "$name: budget spent; run the script again with OUT=$OUT to continue"
+        STOPPED=1
+        return 1
+    fi
+    local resume=()
+    [ -f "$dir/run.json" ] && resume=(--resume)
+    local cmd=("$KBENCH" run "$@" --device cuda --out "$dir" "${resume[@]}")
+    log "$name: ${cmd[*]}"
+    local s e rc
+    s=$(date +%s.%N)
+    # SIGTERM (timeout) makes kbench stop cleanly: what was recorded is kept for --resume.
+    timeout --kill-after=30 "$left" "${cmd[@]}" 2>&1 | tee -a "$OUT/$name.txt"
+    rc=${PIPESTATUS[0]}
+    e=$(date +%s.%N)
+    echo "$s $e $rc" >> "$OUT/$name.invocations"
+    log "$name: rc=$rc wall=$(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.1f", e - s }')s"
+    # 0: all ok; 3: evaluated, some kernels failed. Anything else leaves the run resumable.
+    if [ "$rc" = 0 ] || [ "$rc" = 3 ]; then
+        touch "$OUT/$name.done"
+        return 0
+    fi
+    if [ "$rc" = 124 ] || [ "$rc" = 130 ] || [ "$rc" = 137 ]; then
+        log "$name: stopped before the end; run the script again with OUT=$OUT to resume it"
+        STOPPED=1
+    fi
+    return 1
+}
+
+sel_args() { if [ -n "$SELECT" ]; then echo "--select $SELECT"; fi; }
+
+{
+    echo "== kbench"; "$KBENCH" --version
+    echo "== kbench gpus"; "$KBENCH" gpus
+    echo "== nvidia-smi -L"; nvidia-smi -L
+    echo "== torch"; "$KBENCH_PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)'
+    echo "== host"; echo "nproc $(nproc)"; free -g | head -2
+    echo "== steps: $STEPS; SELECT=${SELECT:-all}; OUT=$OUT; D=$D"
+} 2>&1 | tee -a "$OUT/env.txt"
+
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+
+for step in $STEPS; do
+    [ "$STOPPED" = 1 ] && break
+    case $step in
+    ref250)
+        # shellcheck disable=SC2046
+        kb_run ref250 --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    ref250b)
+        # shellcheck disable=SC2046
+        kb_run ref250b --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    gpus2)
+        if [ "$NGPU" -lt 2 ]; then
+            log "gpus2: $NGPU GPU(s) visible, skipped"
+            continue
+        fi
+        # shellcheck disable=SC2046
+        kb_run ref_2gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1 &&
+            kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    compile)
+        # Exactly the problems the replay kernels cover, e.g. 1/5,1/12,...
+        KSEL=$(find "$REPLAY" -name '*.py' | sed -E 's#.*/level([0-9]+)/([0-9]+)_[^/]*$#\1/\2#' |
+            grep -E '^[0-9]+/[0-9]+$' | sort -t/ -k1,1n -k2,2n | paste -sd, -)
+        if [ -z "$KSEL" ]; then
+            log "compile: no kernels under $REPLAY/level<L>/"
+            continue
+        fi
+        log "compile: kernels for $KSEL"
+        if [ ! -f "$OUT/compile_cold.done" ] || { [ ! -d "$COLD_CACHE" ] && [ ! -f "$OUT/compile_warm.done" ]; }; then
+            # A cold pass starts from an empty cache (a partial one is dropped), and a warm pass
+            # needs the cache of the cold pass before it (gone on a fresh machine): redo both.
+            rm -rf "$COLD_CACHE" "$OUT/compile_cold" "$OUT/compile_warm"
+            rm -f "$OUT"/compile_cold.* "$OUT"/compile_warm.*
+        fi
+        KBENCH_CACHE_DIR=$COLD_CACHE kb_run compile_cold --agent replay --replay-dir "$REPLAY" \
+            --kernelbench "$KB" --select "$KSEL" --gpus 0 &&
+            KBENCH_CACHE_DIR=$COLD_CACHE kb_run compile_warm --agent replay --replay-dir "$REPLAY" \
+                --kernelbench "$KB" --select "$KSEL" --gpus 0
+        ;;
+    *)
+        log "unknown step '$step' (known: ref250 ref250b gpus2 compile)"
+        ;;
+    esac
+done
+
+copy_results
+if [ "$STOPPED" = 1 ]; then
+    log "stopped early after $(( $(date +%s) - T0 ))s; run again with the same OUT to continue"
+    exit 75
+fi
+log "all steps done in $(( $(date +%s) - T0 ))s; summarize with:"
+log "  python3 bench/throughput/summarize.py --out $OUT/results.json --md $OUT/results.md --pair ref250 ref250b --scaling ref_1gpu ref_2gpu $OUT/*/"

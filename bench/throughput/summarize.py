@@ -1,0 +1,644 @@
+#!/usr/bin/env python3
+"""Summarize kbench throughput runs (Python 3 standard library only).
+
+    summarize.py --out results.json --md results.md [--pair A B] [--scaling ONE TWO] RUN_DIR...
+    summarize.py --self-test
+
+Each RUN_DIR is a kbench run directory (records.jsonl, optionally gpu_samples.jsonl). A and B
+of --pair, ONE and TWO of --scaling name runs by path or by the folder name of a RUN_DIR.
+Records written before phases were measured (no `phases`, no `gpu`) are read all the same.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+PHASES = ("worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s")
+SELF_SPEEDUP_TOL = 0.01  # |speedup - 1| within 1%
+PAIR_TOL = 0.02  # |a / b - 1| within 2%
+# Pauses between records longer than this are taken for a run stopped and resumed later.
+RESUME_GAP_S = 120.0
+SLOWEST = 15
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+
+
+def read_jsonl(path):
+    """Objects of a JSON-lines file; unreadable lines (e.g. a line cut off) are skipped."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
+
+
+def num(x):
+    """x as a finite float, else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def get(d, *path):
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def gpu_of(rec):
+    """The record's GPU ordinal: `gpu`, else the N of a `cuda:N` device, else None."""
+    g = rec.get("gpu")
+    if isinstance(g, int) and not isinstance(g, bool):
+        return g
+    dev = rec.get("device")
+    if isinstance(dev, str) and dev.startswith("cuda"):
+        tail = dev.partition(":")[2]
+        return int(tail) if tail.isdigit() else 0
+    return None
+
+
+class Samples:
+    """GPU utilization samples by GPU, sorted by time."""
+
+    def __init__(self, rows):
+        self.by_gpu = {}
+        for r in rows:
+            t, u = num(r.get("t_unix_s")), num(r.get("util_pct"))
+            g = r.get("gpu")
+            if t is None or u is None or not isinstance(g, int):
+                continue
+            self.by_gpu.setdefault(g, []).append((t, u))
+        for v in self.by_gpu.values():
+            v.sort()
+
+    def __bool__(self):
+        return bool(self.by_gpu)
+
+    def busy(self, gpus, t0, t1):
+        """Mean util_pct / 100 of the samples of `gpus` (None: all) in [t0, t1], or None."""
+        if t0 is None or t1 is None:
+            return None
+        us = []
+        for g, rows in self.by_gpu.items():
+            if gpus is not None and g not in gpus:
+                continue
+            us.extend(u for t, u in rows if t0 <= t <= t1)
+        return sum(us) / len(us) / 100.0 if us else None
+
+
+def problem_key(rec):
+    p = rec.get("problem") or {}
+    c = rec.get("candidate") or {}
+    return "L{}/{}".format(p.get("level", "?"), p.get("id", "?")) + (
+        "" if c.get("agent") == "reference" or not c.get("name") else "::{}#{}".format(c.get("name"), c.get("sample", 0))
+    )
+
+
+def summarize_problem(rec, samples):
+    p = rec.get("problem") or {}
+    timing = rec.get("timing") or {}
+    phases_in = rec.get("phases") if isinstance(rec.get("phases"), dict) else None
+    started, finished = num(rec.get("started_unix_s")), num(rec.get("finished_unix_s"))
+    g = gpu_of(rec)
+    busy = None
+    if samples:
+        busy = samples.busy({g} if g is not None else None, started, finished)
+    return {
+        "key": problem_key(rec),
+        "level": p.get("level"),
+        "id": p.get("id"),
+        "name": p.get("name"),
+        "candidate": get(rec, "candidate", "name"),
+        "outcome": get(rec, "outcome", "kind") or "unknown",
+        "wall_s": num(rec.get("wall_s")),
+        "started_unix_s": started,
+        "finished_unix_s": finished,
+        "load_s": num(rec.get("load_s")),
+        "build_ahead_s": num(rec.get("build_ahead_s")),
+        "phases": {k: num(phases_in.get(k)) for k in PHASES} if phases_in else None,
+        "gpu": g,
+        "speedup": num(timing.get("speedup")),
+        "speedup_mean": num(timing.get("speedup_mean")),
+        "reference_median_ms": num(get(timing, "reference", "median_ms")),
+        "candidate_median_ms": num(get(timing, "candidate", "median_ms")),
+        "gpu_busy": busy,
+    }
+
+
+def active_wall(problems):
+    """(max finished - min started, the same less pauses longer than RESUME_GAP_S, the pauses)."""
+    spans = sorted(
+        (p["started_unix_s"], p["finished_unix_s"])
+        for p in problems
+        if p["started_unix_s"] is not None and p["finished_unix_s"] is not None
+    )
+    if not spans:
+        return None, None, []
+    wall = max(f for _, f in spans) - spans[0][0]
+    gaps = []
+    reach = spans[0][1]
+    for s, f in spans[1:]:
+        if s - reach > RESUME_GAP_S:
+            gaps.append(s - reach)
+        reach = max(reach, f)
+    return wall, wall - sum(gaps), gaps
+
+
+def read_invocations(run_dir):
+    """Process wall time of run.sh's kbench invocations (<run>.invocations beside the run)."""
+    path = os.path.normpath(run_dir) + ".invocations"
+    total, n = 0.0, 0
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2:
+                try:
+                    total += float(parts[1]) - float(parts[0])
+                    n += 1
+                except ValueError:
+                    pass
+    return {"invocations": n, "wall_s": total} if n else None
+
+
+def summarize_run(run_dir):
+    recs = read_jsonl(os.path.join(run_dir, "records.jsonl"))
+    samples = Samples(read_jsonl(os.path.join(run_dir, "gpu_samples.jsonl")))
+    manifest = {}
+    try:
+        with open(os.path.join(run_dir, "run.json")) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        pass
+    # A resumed run can hold a problem twice only if the log was edited; keep the last.
+    by_key = {}
+    for r in recs:
+        by_key[problem_key(r)] = r
+    recs = list(by_key.values())
+    problems = [summarize_problem(r, samples) for r in recs]
+    problems.sort(key=lambda p: (p["level"] if isinstance(p["level"], int) else 99,
+                                 p["id"] if isinstance(p["id"], int) else 0, p["key"]))
+    n = len(problems)
+    wall, wall_active, gaps = active_wall(problems)
+    phase_means = {k: mean(p["phases"][k] for p in problems if p["phases"]) for k in PHASES}
+    with_phases = sum(1 for p in problems if p["phases"])
+    timed = [p for p in problems if p["speedup"] is not None]
+    within = [p for p in timed if abs(p["speedup"] - 1.0) <= SELF_SPEEDUP_TOL]
+    outside = [p for p in problems if p not in within]
+    gpus_used = sorted({p["gpu"] for p in problems if p["gpu"] is not None})
+    busy = None
+    if samples and problems and wall is not None:
+        t0 = min(p["started_unix_s"] for p in problems if p["started_unix_s"] is not None)
+        t1 = max(p["finished_unix_s"] for p in problems if p["finished_unix_s"] is not None)
+        busy = samples.busy(set(gpus_used) if gpus_used else None, t0, t1)
+    env = next((r.get("env") for r in recs if isinstance(r.get("env"), dict)), {}) or {}
+    outcomes = {}
+    for p in problems:
+        outcomes[p["outcome"]] = outcomes.get(p["outcome"], 0) + 1
+
+    def stat(key):
+        xs = [p[key] for p in problems if p[key] is not None]
+        return {"mean": mean(xs), "max": max(xs) if xs else None, "n": len(xs)}
+
+    compile_xs = [p["phases"]["compile_s"] for p in problems if p["phases"] and p["phases"]["compile_s"] is not None]
+    return {
+        "name": os.path.basename(os.path.normpath(run_dir)),
+        "path": run_dir,
+        "agent": manifest.get("agent") or get(recs[0], "candidate", "agent") if recs else manifest.get("agent"),
+        "problems": n,
+        "outcomes": outcomes,
+        "ok": outcomes.get("ok", 0),
+        "wall_s": wall,
+        "wall_excluding_pauses_s": wall_active,
+        "pauses_s": gaps,
+        "s_per_problem": wall / n if wall is not None and n else None,
+        "s_per_problem_excluding_pauses": wall_active / n if wall_active is not None and n else None,
+        "process_wall": read_invocations(run_dir),
+        "sum_problem_wall_s": sum(p["wall_s"] for p in problems if p["wall_s"] is not None),
+        "records_with_phases": with_phases,
+        "mean_phases_s": phase_means,
+        "gpus": gpus_used,
+        "gpu_samples": sum(len(v) for v in samples.by_gpu.values()),
+        "gpu_busy": busy,
+        "timed": len(timed),
+        "self_speedup_within_1pct": len(within),
+        "self_speedup_within_1pct_fraction": len(within) / n if n else None,
+        "self_speedup_outside_1pct": [
+            {"key": p["key"], "name": p["name"], "outcome": p["outcome"], "speedup": p["speedup"]} for p in outside
+        ],
+        "load_s": stat("load_s"),
+        "build_ahead_s": stat("build_ahead_s"),
+        "compile_s": {"mean": mean(compile_xs), "max": max(compile_xs) if compile_xs else None, "n": len(compile_xs)},
+        "device_name": env.get("device_name"),
+        "torch": env.get("torch"),
+        "kbench": env.get("kbench") or manifest.get("kbench_version"),
+        "per_problem": problems,
+    }
+
+
+def pair(a, b):
+    """Per-problem agreement of median speedups between runs a and b."""
+    pa = {p["key"]: p for p in a["per_problem"]}
+    pb = {p["key"]: p for p in b["per_problem"]}
+    common = sorted(set(pa) & set(pb), key=lambda k: [pa[k]["level"] or 0, pa[k]["id"] or 0, k])
+    rows, outliers, agree = [], [], 0
+    for k in common:
+        sa, sb = pa[k]["speedup"], pb[k]["speedup"]
+        ratio = sa / sb if sa is not None and sb else None
+        ok = ratio is not None and abs(ratio - 1.0) <= PAIR_TOL
+        ma, mb = pa[k]["speedup_mean"], pb[k]["speedup_mean"]
+        row = {"key": k, "name": pa[k]["name"], "a": sa, "b": sb, "ratio": ratio,
+               "ratio_mean": ma / mb if ma is not None and mb else None, "agree": ok}
+        rows.append(row)
+        if ok:
+            agree += 1
+        else:
+            outliers.append(row)
+    return {
+        "a": a["name"],
+        "b": b["name"],
+        "common": len(common),
+        "only_a": sorted(set(pa) - set(pb)),
+        "only_b": sorted(set(pb) - set(pa)),
+        "agree_within_2pct": agree,
+        "agree_fraction": agree / len(common) if common else None,
+        "outliers": outliers,
+        "per_problem": rows,
+    }
+
+
+def scaling(one, two):
+    w1 = one["wall_excluding_pauses_s"]
+    w2 = two["wall_excluding_pauses_s"]
+    return {
+        "one": one["name"],
+        "two": two["name"],
+        "one_wall_s": w1,
+        "two_wall_s": w2,
+        "speedup": w1 / w2 if w1 and w2 else None,
+        "same_problems": sorted(p["key"] for p in one["per_problem"]) == sorted(p["key"] for p in two["per_problem"]),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Markdown
+
+
+def f(x, fmt="{:.2f}", none="–"):
+    return none if x is None else fmt.format(x)
+
+
+def pct(x):
+    return f(x, "{:.1%}")
+
+
+def markdown(result):
+    runs = result["runs"]
+    out = ["# kbench throughput", ""]
+    out += [
+        "| run | problems | ok | wall s | s/problem | Σ problem wall s | worker wait | reference | inputs | compile | correctness | timing | GPU busy | self-speedup ±1% | device | torch | kbench |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    for r in runs:
+        ph = r["mean_phases_s"]
+        if r["agent"] in (None, "reference"):
+            self_sp = "{}/{} ({})".format(r["self_speedup_within_1pct"], r["problems"],
+                                          pct(r["self_speedup_within_1pct_fraction"]))
+        else:
+            self_sp = "n/a ({})".format(r["agent"])
+        wall = f(r["wall_s"], "{:.0f}")
+        spp = f(r["s_per_problem"])
+        if r["pauses_s"]:
+            wall += " ({} excl. pauses)".format(f(r["wall_excluding_pauses_s"], "{:.0f}"))
+            spp += " ({})".format(f(r["s_per_problem_excluding_pauses"]))
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            r["name"], r["problems"], r["ok"], wall, spp, f(r["sum_problem_wall_s"], "{:.0f}"),
+            *(f(ph[k]) for k in PHASES), pct(r["gpu_busy"]), self_sp,
+            r["device_name"] or "–", r["torch"] or "–", r["kbench"] or "–"))
+    out.append("")
+    out.append("Phase columns are means per problem in seconds (over records that have phases). "
+               "GPU busy: mean NVML utilization of the run's GPUs while it ran. Self-speedup: "
+               "reference runs only (the problem's own Model timed against itself).")
+    out.append("")
+    for r in runs:
+        if r["process_wall"]:
+            out.append("- {}: kbench process wall {} s over {} invocation(s)".format(
+                r["name"], f(r["process_wall"]["wall_s"], "{:.0f}"), r["process_wall"]["invocations"]))
+    if any(r["process_wall"] for r in runs):
+        out.append("")
+    if any(r["build_ahead_s"]["n"] or r["agent"] == "replay" for r in runs):
+        out += ["## Compile", "",
+                "| run | problems | load_s mean | load_s max | build_ahead_s mean | build_ahead_s max | compile phase mean | compile phase max |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in runs:
+            if not (r["build_ahead_s"]["n"] or r["agent"] == "replay"):
+                continue
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                r["name"], r["problems"], f(r["load_s"]["mean"]), f(r["load_s"]["max"]),
+                f(r["build_ahead_s"]["mean"]), f(r["build_ahead_s"]["max"]),
+                f(r["compile_s"]["mean"]), f(r["compile_s"]["max"])))
+        out.append("")
+    for p in result.get("pairs", []):
+        out += ["## Agreement {} vs {}".format(p["a"], p["b"]), "",
+                "{}/{} problems agree within ±2% on median speedup ({}).".format(
+                    p["agree_within_2pct"], p["common"], pct(p["agree_fraction"]))]
+        if p["only_a"] or p["only_b"]:
+            out.append("Only in {}: {}; only in {}: {}.".format(
+                p["a"], len(p["only_a"]), p["b"], len(p["only_b"])))
+        if p["outliers"]:
+            out += ["", "| problem | name | {} | {} | ratio | ratio (mean) |".format(p["a"], p["b"]),
+                    "|---|---|---:|---:|---:|---:|"]
+            for o in p["outliers"]:
+                out.append("| {} | {} | {} | {} | {} | {} |".format(
+                    o["key"], o["name"], f(o["a"], "{:.4f}"), f(o["b"], "{:.4f}"),
+                    f(o["ratio"], "{:.4f}"), f(o["ratio_mean"], "{:.4f}")))
+        out.append("")
+    for s in result.get("scaling", []):
+        out += ["## Scaling {} → {}".format(s["one"], s["two"]), "",
+                "Wall {} s on {}, {} s on {}: {}× faster{}.".format(
+                    f(s["one_wall_s"], "{:.0f}"), s["one"], f(s["two_wall_s"], "{:.0f}"), s["two"],
+                    f(s["speedup"]), "" if s["same_problems"] else " (the runs hold different problems)"), ""]
+    for r in runs:
+        outside = r["self_speedup_outside_1pct"]
+        if outside and r["agent"] in (None, "reference"):
+            out += ["## {}: self-speedup outside ±1% ({})".format(r["name"], len(outside)), "",
+                    ", ".join("{} {} ({})".format(o["key"], o["name"], f(o["speedup"], "{:.3f}")
+                                                  if o["speedup"] is not None else o["outcome"]) for o in outside), ""]
+    for r in runs:
+        slow = sorted((p for p in r["per_problem"] if p["wall_s"] is not None), key=lambda p: -p["wall_s"])[:SLOWEST]
+        if not slow:
+            continue
+        out += ["## {}: slowest {}".format(r["name"], len(slow)), "",
+                "| problem | name | outcome | wall s | worker wait | reference | inputs | compile | correctness | timing | load s | speedup | GPU busy |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in slow:
+            ph = p["phases"] or {}
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                p["key"], p["name"], p["outcome"], f(p["wall_s"]), *(f(ph.get(k)) for k in PHASES),
+                f(p["load_s"]), f(p["speedup"], "{:.3f}"), pct(p["gpu_busy"])))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def resolve(name, runs):
+    norm = os.path.normpath(name)
+    for r in runs:
+        if os.path.normpath(r["path"]) == norm or r["name"] == os.path.basename(norm):
+            return r
+    raise SystemExit("summarize.py: no run named {!r} among the RUN_DIRs".format(name))
+
+
+def build(run_dirs, pairs=(), scalings=()):
+    runs = []
+    for d in run_dirs:
+        if not os.path.exists(os.path.join(d, "records.jsonl")):
+            print("summarize.py: {} has no records.jsonl, skipped".format(d), file=sys.stderr)
+            continue
+        runs.append(summarize_run(d))
+    result = {"runs": runs, "pairs": [], "scaling": []}
+    for a, b in pairs:
+        result["pairs"].append(pair(resolve(a, runs), resolve(b, runs)))
+    for one, two in scalings:
+        result["scaling"].append(scaling(resolve(one, runs), resolve(two, runs)))
+    return result
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dirs", nargs="*", metavar="RUN_DIR")
+    ap.add_argument("--out", help="results JSON")
+    ap.add_argument("--md", help="results markdown")
+    ap.add_argument("--pair", nargs=2, action="append", default=[], metavar=("A", "B"),
+                    help="two runs of the same selection: per-problem speedup agreement")
+    ap.add_argument("--scaling", nargs=2, action="append", default=[], metavar=("ONE", "TWO"),
+                    help="the same selection on one and on two GPUs: ratio of wall times")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args(argv)
+    if a.self_test:
+        return self_test()
+    if not a.run_dirs:
+        ap.error("give at least one RUN_DIR")
+    # Optional comparisons are dropped when a run they name is absent (e.g. no second GPU).
+    names = {os.path.basename(os.path.normpath(d)) for d in a.run_dirs if os.path.exists(os.path.join(d, "records.jsonl"))}
+    paths = {os.path.normpath(d) for d in a.run_dirs}
+
+    def present(x):
+        return os.path.basename(os.path.normpath(x)) in names or os.path.normpath(x) in paths and os.path.exists(
+            os.path.join(x, "records.jsonl"))
+
+    pairs = [p for p in a.pair if all(present(x) for x in p)]
+    scalings = [s for s in a.scaling if all(present(x) for x in s)]
+    for dropped in [p for p in a.pair + a.scaling if p not in pairs and p not in scalings]:
+        print("summarize.py: {} {} not both among the runs, comparison skipped".format(*dropped), file=sys.stderr)
+    result = build(a.run_dirs, pairs, scalings)
+    text = json.dumps(result, indent=1, sort_keys=False)
+    if a.out:
+        with open(a.out, "w") as fh:
+            fh.write(text + "\n")
+    md = markdown(result)
+    if a.md:
+        with open(a.md, "w") as fh:
+            fh.write(md)
+    if not a.out and not a.md:
+        sys.stdout.write(md)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Self-test
+
+
+def _record(level, pid, name, started, wall, speedup, speedup_mean=None, gpu=0, phases=True, kind="ok"):
+    rec = {
+        "schema_version": 1,
+        "problem": {"suite": "kernelbench", "level": level, "id": pid, "name": name,
+                    "file": "{}_{}.py".format(pid, name), "sha256": "0"},
+        "candidate": {"agent": "reference", "name": "reference", "sample": 0, "source_path": None, "sha256": "0"},
+        "device": "cuda:{}".format(gpu),
+        "outcome": {"kind": kind},
+        "cases": [],
+        "timing": None if speedup is None else {
+            "reference": {"median_ms": 1.0 * speedup, "mean_ms": 1.0},
+            "candidate": {"median_ms": 1.0, "mean_ms": 1.0},
+            "speedup": speedup,
+            "speedup_mean": speedup if speedup_mean is None else speedup_mean,
+        },
+        "load_s": 0.5,
+        "build_ahead_s": None,
+        "wall_s": wall,
+        "started_unix_s": started,
+        "finished_unix_s": started + wall,
+        "log_tail": "",
+        "notes": [],
+        "env": {"kbench": "0.9.0", "python": "3.11", "torch": "2.9.0+cu128", "device_name": "NVIDIA H100 80GB HBM3",
+                "cuda": "12.8", "hostname": "h"},
+    }
+    if phases:
+        rec["phases"] = {"worker_wait_s": 0.1, "reference_s": 1.0, "inputs_s": 0.5, "compile_s": 0.0,
+                         "correctness_s": 0.4, "timing_s": wall - 1.5}
+        rec["gpu"] = gpu
+    return rec
+
+
+def _write(d, records, samples=None, extra_lines=()):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "records.jsonl"), "w") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+        for line in extra_lines:
+            fh.write(line + "\n")
+    if samples is not None:
+        with open(os.path.join(d, "gpu_samples.jsonl"), "w") as fh:
+            for s in samples:
+                fh.write(json.dumps(s) + "\n")
+
+
+def self_test():
+    failures = []
+
+    def check(what, got, want, tol=1e-9):
+        ok = (got is None and want is None) or (
+            got is not None and want is not None and (
+                abs(got - want) <= tol if isinstance(want, float) else got == want))
+        if not ok:
+            failures.append("{}: got {!r}, want {!r}".format(what, got, want))
+
+    tmp = tempfile.mkdtemp(prefix="kbench-summarize-")
+    try:
+        t0 = 1_700_000_000.0
+        # Run A: 4 problems back to back on GPU 0, 2 s each; one outside ±1% (1.05), one old
+        # record without phases; samples at 50% in the first two problems and 100% after.
+        a_recs = [
+            _record(1, 1, "Matmul", t0, 2.0, 1.0),
+            _record(1, 2, "ReLU", t0 + 2, 2.0, 1.009),
+            _record(1, 3, "Softmax", t0 + 4, 2.0, 1.05, speedup_mean=1.04),
+            _record(2, 1, "Conv", t0 + 6, 2.0, 0.995, phases=False),
+        ]
+        a_samples = [{"t_unix_s": t0 + 0.5 + i, "gpu": 0, "util_pct": 50 if i < 4 else 100,
+                      "sm_clock_mhz": 1980, "mem_used_bytes": 1, "temp_c": 40} for i in range(8)]
+        a_samples.append({"t_unix_s": t0 + 1, "gpu": 1, "util_pct": 0})  # another GPU: ignored
+        _write(os.path.join(tmp, "runA"), a_recs, a_samples, extra_lines=['{"cut off'])
+        # Run B: the same problems, split over GPUs 0 and 1 (4 s wall), one failed, and a pause
+        # of 1000 s (a resume) before the last record.
+        b_recs = [
+            _record(1, 1, "Matmul", t0, 2.0, 1.008),
+            _record(1, 2, "ReLU", t0, 2.0, 1.0, gpu=1),
+            _record(1, 3, "Softmax", t0 + 2, 2.0, None, kind="runtime_error"),
+            _record(2, 1, "Conv", t0 + 1002, 2.0, 1.02, gpu=1),
+        ]
+        _write(os.path.join(tmp, "runB"), b_recs)
+        with open(os.path.join(tmp, "runB.invocations"), "w") as fh:
+            fh.write("{} {} 124\n{} {} 0\n".format(t0 - 1, t0 + 5, t0 + 1000, t0 + 1005))
+        # Run C: a replay run (run.json names the agent), built ahead.
+        c_rec = _record(1, 19, "ReLU", t0, 3.0, 0.9)
+        c_rec["candidate"] = {"agent": "replay", "name": "19_relu_cuda", "sample": 0}
+        c_rec["build_ahead_s"] = 12.0
+        c_rec["phases"]["compile_s"] = 0.25
+        _write(os.path.join(tmp, "runC"), [c_rec])
+        with open(os.path.join(tmp, "runC", "run.json"), "w") as fh:
+            json.dump({"agent": "replay", "kbench_version": "0.9.0"}, fh)
+        out_json = os.path.join(tmp, "r.json")
+        out_md = os.path.join(tmp, "r.md")
+        rc = main(["--out", out_json, "--md", out_md, "--pair", "runA", "runB",
+                   "--scaling", os.path.join(tmp, "runA"), "runB",
+                   os.path.join(tmp, "runA"), os.path.join(tmp, "runB"), os.path.join(tmp, "runC"),
+                   os.path.join(tmp, "missing")])
+        check("rc", rc, 0)
+        with open(out_json) as fh:
+            res = json.load(fh)
+        a, b, c = res["runs"]
+        check("C agent", c["agent"], "replay")
+        check("C key", c["per_problem"][0]["key"], "L1/19::19_relu_cuda#0")
+        check("C build ahead", c["build_ahead_s"]["max"], 12.0)
+        check("C compile phase", c["compile_s"]["mean"], 0.25)
+        check("A problems", a["problems"], 4)
+        check("A wall", a["wall_s"], 8.0)
+        check("A s/problem", a["s_per_problem"], 2.0)
+        check("A sum wall", a["sum_problem_wall_s"], 8.0)
+        check("A records with phases", a["records_with_phases"], 3)
+        check("A mean timing phase", a["mean_phases_s"]["timing_s"], 0.5)
+        check("A mean compile phase", a["mean_phases_s"]["compile_s"], 0.0)
+        check("A within 1%", a["self_speedup_within_1pct"], 3)
+        check("A within fraction", a["self_speedup_within_1pct_fraction"], 0.75)
+        check("A outside", [o["key"] for o in a["self_speedup_outside_1pct"]], ["L1/3"])
+        check("A busy overall", a["gpu_busy"], 0.75)
+        pa = {p["key"]: p for p in a["per_problem"]}
+        check("A busy L1/1", pa["L1/1"]["gpu_busy"], 0.5)
+        check("A busy L1/3", pa["L1/3"]["gpu_busy"], 1.0)
+        check("A old record phases", pa["L2/1"]["phases"], None)
+        check("A old record gpu from device", pa["L2/1"]["gpu"], 0)
+        check("A speedup_mean", pa["L1/3"]["speedup_mean"], 1.04)
+        check("A device", a["device_name"], "NVIDIA H100 80GB HBM3")
+        check("A torch", a["torch"], "2.9.0+cu128")
+        check("A kbench", a["kbench"], "0.9.0")
+        check("B problems", b["problems"], 4)
+        check("B ok", b["ok"], 3)
+        check("B wall", b["wall_s"], 1004.0)
+        check("B pauses", b["pauses_s"], [998.0])
+        check("B wall excl pauses", b["wall_excluding_pauses_s"], 6.0)
+        check("B busy (no samples)", b["gpu_busy"], None)
+        check("B gpus", b["gpus"], [0, 1])
+        check("B within 1%", b["self_speedup_within_1pct"], 2)
+        check("B outside", sorted(o["key"] for o in b["self_speedup_outside_1pct"]), ["L1/3", "L2/1"])
+        check("B process wall", b["process_wall"]["wall_s"], 11.0)
+        p = res["pairs"][0]
+        check("pair common", p["common"], 4)
+        check("pair agree", p["agree_within_2pct"], 2)  # L1/1 (1/1.008) and L1/2 (1.009)
+        check("pair outliers", [o["key"] for o in p["outliers"]], ["L1/3", "L2/1"])
+        check("pair fraction", p["agree_fraction"], 0.5)
+        s = res["scaling"][0]
+        check("scaling", s["speedup"], 8.0 / 6.0)
+        with open(out_md) as fh:
+            md = fh.read()
+        for needle in ("| runA | 4 | 4 | 8 | 2.00 |", "## Agreement runA vs runB", "2/4 problems agree",
+                       "## runA: slowest 4", "## Scaling runA → runB", "1.33× faster", "L1/3 Softmax (1.050)",
+                       "n/a (replay)", "## Compile", "| runC | 1 | 0.50 | 0.50 | 12.00 | 12.00 | 0.25 | 0.25 |"):
+            if needle not in md:
+                failures.append("markdown lacks {!r}".format(needle))
+        if md.index("| run |") > md.index("slowest"):
+            failures.append("markdown: the summary table must come first")
+        if "runC: self-speedup outside" in md:
+            failures.append("markdown: a replay run has no self-speedup section")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        for x in failures:
+            print("FAIL", x)
+        print("self-test: {} check(s) failed".format(len(failures)))
+        return 1
+    print("self-test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+//! The trusted reference of one problem: its worker process and the correctness cases it
+//! makes, kept in the harness (host memory on CPU, harness-owned GPU buffers on CUDA).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kbench_record::protocol::Frame;
+use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
+use kbench_suites::Problem;
+use serde_json::{json, Value};
+
+use crate::devcmp::DevTensor;
+use crate::devmem::{DevBuf, Gpu};
+use crate::engine::{device_for_worker, error_text, sanitize, str_field, Ctx, Exec};
+use crate::runlog::RunDir;
+use crate::worker::{Role, Worker, WorkerFault};
+
+/// A tensor in a harness-owned GPU buffer.
+pub struct DevTensorOwned {
+    pub buf: DevBuf,
+    pub dtype: Dtype,
+    pub shape: Vec<u64>,
+}
+
+impl DevTensorOwned {
+    pub fn view(&self) -> DevTensor<'_> {
+        DevTensor {
+            buf: &self.buf,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// What a worker needs to map it: `{handle, dtype, shape, nbytes}`.
+    pub fn spec(&self) -> Value {
+        json!({
+            "handle": self.buf.ipc_handle(),
+            "dtype": self.dtype.as_str(),
+            "shape": self.shape,
+            "nbytes": self.nbytes(),
+        })
+    }
+
+    pub fn nbytes(&self) -> usize {
+        self.shape.iter().product::<u64>() as usize * self.dtype.size()
+    }
+}
+
+/// A case's tensors, where they live.
+pub enum CaseData {
+    /// CPU runs: a ready `run_case` frame carrying the inputs, and host outputs.
+    Host {
+        run_frame: Arc<Frame>,
+        outputs: Vec<HostTensor>,
+        outputs_f64: Option<Vec<HostTensor>>,
+    },
+    /// CUDA runs: everything in harness-owned GPU buffers; only the argument list is JSON.
+    Device {
+        args: Value,
+        inputs: Vec<(String, DevTensorOwned)>,
+        outputs: Vec<DevTensorOwned>,
+        outputs_f64: Option<Vec<DevTensorOwned>>,
+    },
+}
+
+/// One correctness case as the reference produced it.
+pub struct RefCase {
+    pub case: CaseRef,
+    pub forward_seed: u64,
+    pub data: CaseData,
+}
+
+impl RefCase {
+    pub fn num_outputs(&self) -> usize {
+        match &self.data {
+            CaseData::Host { outputs, .. } => outputs.len(),
+            CaseData::Device { outputs, .. } => outputs.len(),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        match &self.data {
+            CaseData::Host {
+                run_frame,
+                outputs,
+                outputs_f64,
+            } => {
+                run_frame.payload.len() as u64
+                    + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
+                    + outputs_f64
+                        .iter()
+                        .flatten()
+                        .map(|o| o.data().len() as u64)
+                        .sum::<u64>()
+            }
+            CaseData::Device {
+                inputs,
+                outputs,
+                outputs_f64,
+                ..
+            } => inputs
+                .iter()
+                .map(|(_, t)| t)
+                .chain(outputs)
+                .chain(outputs_f64.iter().flatten())
+                .map(|t| t.nbytes() as u64)
+                .sum(),
+        }
+    }
+}
+
+pub enum RefFailure {
+    Failed(String),
+    Interrupted,
+}
+
+/// The trusted reference of one problem.
+///
+/// Cases are made on demand. They are kept while the whole set fits the budget (host memory
+/// on CPU, `--case-cache-mb`; a share of GPU memory on CUDA), so the many candidates of a
+/// problem share one reference computation; a problem whose cases do not fit keeps none and
+/// remakes each case for each candidate (same seeds, same inputs), so memory stays bounded
+/// by one case. A reference worker that dies is restarted (twice at most per problem).
+pub struct ReferenceSession {
+    pub worker: Worker,
+    cached: Vec<Arc<RefCase>>,
+    caching: bool,
+    cached_bytes: u64,
+    budget: u64,
+    pub device_name: String,
+    pub notes: Vec<String>,
+    problem_file: String,
+    problem_key: String,
+    problem_sha: String,
+    problem_path: PathBuf,
+    log: PathBuf,
+    gpu: Option<Arc<Gpu>>,
+    /// The case the worker holds as its current one (what its timing uses).
+    worker_case: Option<u32>,
+    restarts: u32,
+    /// Seconds spent making cases, and of those in `get_inputs()`, since the session opened.
+    pub made_s: f64,
+    pub inputs_s: f64,
+}
+
+impl ReferenceSession {
+    /// Opens the session, using `prestarted` (a worker started ahead) when given.
+    pub fn open(
+        ctx: &Ctx,
+        exec: &Exec,
+        problem: &Problem,
+        problem_path: &Path,
+        run_dir: &RunDir,
+        prestarted: Option<Result<Worker, WorkerFault>>,
+    ) -> Result<Self, RefFailure> {
+        let log = run_dir.logs_dir().join(format!(
+            "{}__reference.log",
+            sanitize(&problem.to_ref().key())
+        ));
+        let budget = match &exec.gpu {
+            // The cases of one problem may take up to a fifth of the GPU: the candidate
+            // process needs the rest for its own copies, outputs and workspace.
+            Some(g) => g.mem_info().map_or(0, |(_, total)| total as u64 / 5),
+            None => ctx.config.case_cache_bytes,
+        };
+        let mut s = Self {
+            worker: start_reference(ctx, exec, problem, &log, prestarted)?,
+            cached: Vec::new(),
+            caching: true,
+            cached_bytes: 0,
+            budget,
+            device_name: String::new(),
+            notes: Vec::new(),
+            problem_file: problem.file.clone(),
+            problem_key: problem.to_ref().key(),
+            problem_sha: problem.sha256.clone(),
+            problem_path: problem_path.to_path_buf(),
+            log,
+            gpu: exec.gpu.clone(),
+            worker_case: None,
+            restarts: 0,
+            made_s: 0.0,
+            inputs_s: 0.0,
+        };
+        s.load(ctx, exec)?;
+        Ok(s)
+    }
+
+    fn load(&mut self, ctx: &Ctx, exec: &Exec) -> Result<(), RefFailure> {
+        let c = ctx.config;
+        let load = json!({
+            "cmd": "load",
+            "problem_path": self.problem_path,
+            "device": device_for_worker(exec.device),
+            "precision": c.precision.as_str(),
+            "weight_seed": c.weight_seed,
+            "want_f64": c.profile == ToleranceProfile::Strict,
+            "num_threads": ctx.num_threads(exec.device),
+        });
+        let reply = self
+            .worker
+            .request(Frame::new(load), c.timeouts.load)
+            .map_err(|f| self.fail("failed to load the problem", f))?;
+        if reply.kind() != "loaded" {
+            return Err(RefFailure::Failed(format!(
+                "problem {} could not be loaded: {}",
+                self.problem_file,
+                error_text(&reply)
+            )));
+        }
+        self.device_name = str_field(&reply.header, "device_name");
+        if c.profile == ToleranceProfile::Strict
+            && reply.header.get("f64_available").and_then(Value::as_bool) != Some(true)
+        {
+            let note = format!(
+                "no float64 reference ({}); the strict profile's float64 gate was skipped",
+                str_field(&reply.header, "f64_error")
+            );
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        self.worker_case = None;
+        Ok(())
+    }
+
+    fn fail(&self, what: &str, fault: WorkerFault) -> RefFailure {
+        if fault == WorkerFault::Interrupted {
+            return RefFailure::Interrupted;
+        }
+        RefFailure::Failed(format!(
+            "reference worker for {} ({}) {what}: {fault}\n{}",
+            self.problem_file,
+            self.problem_key,
+            self.worker.log_tail()
+        ))
+    }
+
+    /// Replaces a dead or hung reference worker (at most twice per problem).
+    fn restart(&mut self, ctx: &Ctx, exec: &Exec, problem: &Problem) -> Result<(), RefFailure> {
+        if self.restarts >= 2 {
+            return Err(RefFailure::Failed(format!(
+                "reference worker for {} failed {} times; giving up on this problem",
+                self.problem_file,
+                self.restarts + 1
+            )));
+        }
+        self.restarts += 1;
+        self.worker.kill();
+        self.worker = start_reference(ctx, exec, problem, &self.log, None)?;
+        self.load(ctx, exec)
+    }
+
+    /// Case `t` of the `random` family: from the cache, or made now by the reference worker
+    /// (which then holds it as its current case, the one timing uses).
+    pub fn case(
+        &mut self,
+        ctx: &Ctx,
+        exec: &Exec,
+        problem: &Problem,
+        run_dir: &RunDir,
+        t: u32,
+    ) -> Result<Arc<RefCase>, RefFailure> {
+        if let Some(rc) = self.cached.get(t as usize) {
+            return Ok(Arc::clone(rc));
+        }
+        let rc = match self.make(ctx, run_dir, t, true) {
+            Err(RefFailure::Failed(msg)) if msg.starts_with("worker fault:") => {
+                self.restart(ctx, exec, problem)?;
+                self.make(ctx, run_dir, t, true)?
+            }
+            other => other?,
+        }
+        .expect("a kept case");
+        let rc = Arc::new(rc);
+        let bytes = rc.bytes();
+        let c = ctx.config;
+        // Keep the case while the whole set (estimated from this case) fits the budget.
+        if self.caching
+            && t as usize == self.cached.len()
+            && self.cached_bytes + bytes * u64::from(c.trials - t) <= self.budget
+        {
+            self.cached_bytes += bytes;
+            self.cached.push(Arc::clone(&rc));
+        } else if self.caching {
+            self.caching = false;
+            self.cached.clear();
+            self.cached_bytes = 0;
+        }
+        Ok(rc)
+    }
+
+    /// Makes sure the worker's current case is case `t` (timing uses it), remaking it when
+    /// the worker was restarted since.
+    pub fn hold_case(
+        &mut self,
+        ctx: &Ctx,
+        exec: &Exec,
+        problem: &Problem,
+        run_dir: &RunDir,
+        t: u32,
+    ) -> Result<(), RefFailure> {
+        if self.worker_case == Some(t) {
+            return Ok(());
+        }
+        match self.make(ctx, run_dir, t, false) {
+            Err(RefFailure::Failed(msg)) if msg.starts_with("worker fault:") => {
+                self.restart(ctx, exec, problem)?;
+                self.make(ctx, run_dir, t, false).map(|_| ())
+            }
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// After a timing failure: the worker may be dead; the next case or timing restarts it.
+    pub fn forget_worker_case(&mut self) {
+        self.worker_case = None;
+    }
+
+    fn make(
+        &mut self,
+        ctx: &Ctx,
+        run_dir: &RunDir,
+        t: u32,
+        keep: bool,
+    ) -> Result<Option<RefCase>, RefFailure> {
+        let c = ctx.config;
+        let sha = &self.problem_sha;
+        let case = CaseRef {
+            family: CaseFamily::Random,
+            index: t,
+        };
+        let seed = run_dir
+            .secret
+            .derive(&format!("input/{sha}/{}/{t}", case.family));
+        let forward_seed = run_dir
+            .secret
+            .derive(&format!("forward/{sha}/{}/{t}", case.family));
+        let device_io = self.gpu.is_some();
+        let t0 = Instant::now();
+        self.worker_case = None;
+        let reply = match self.worker.request(
+            Frame::new(json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed, "device_io": device_io})),
+            c.timeouts.run,
+        ) {
+            Ok(r) => r,
+            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
+            Err(f) => {
+                return Err(RefFailure::Failed(format!(
+                    "worker fault: reference worker for {} failed on case {case}: {f}\n{}",
+                    self.problem_file,
+                    self.worker.log_tail()
+                )))
+            }
+        };
+        if reply.kind() != "case" {
+            return Err(RefFailure::Failed(format!(
+                "reference of {} failed on case {case}: {}",
+                self.problem_file,
+                error_text(&reply)
+            )));
+        }
+        self.worker_case = Some(t);
+        self.inputs_s += reply
+            .header
+            .get("inputs_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
+            let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
+        let result = if !keep {
+            if device_io {
+                // Drop the worker's pending copy; it keeps the inputs as its current case.
+                self.export(ctx, Vec::new())?;
+            }
+            None
+        } else if device_io {
+            Some(self.take_device_case(ctx, &reply, case, forward_seed, arg_list)?)
+        } else {
+            Some(take_host_case(&reply, case, forward_seed, arg_list)?)
+        };
+        self.made_s += t0.elapsed().as_secs_f64();
+        Ok(result)
+    }
+
+    fn export(&mut self, ctx: &Ctx, targets: Vec<Value>) -> Result<(), RefFailure> {
+        let reply = match self.worker.request(
+            Frame::new(json!({"cmd": "export", "targets": targets})),
+            ctx.config.timeouts.run,
+        ) {
+            Ok(r) => r,
+            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
+            Err(f) => {
+                return Err(RefFailure::Failed(format!(
+                    "worker fault: reference worker for {} failed exporting a case: {f}",
+                    self.problem_file
+                )))
+            }
+        };
+        if reply.kind() != "exported" {
+            return Err(RefFailure::Failed(format!(
+                "reference of {} could not export its case: {}",
+                self.problem_file,
+                error_text(&reply)
+            )));
+        }
+        Ok(())
+    }
+
+    fn take_device_case(
+        &mut self,
+        ctx: &Ctx,
+        reply: &Frame,
+        case: CaseRef,
+        forward_seed: u64,
+        args: Value,
+    ) -> Result<RefCase, RefFailure> {
+        let gpu = Arc::clone(self.gpu.as_ref().expect("device case without a GPU"));
+        let specs = reply
+            .header
+            .get("device_tensors")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        let mut outputs_f64 = Vec::new();
+        let mut targets = Vec::new();
+        for spec in specs {
+            let bad = |why: &str| {
+                RefFailure::Failed(format!(
+                    "reference of {} described a bad device tensor ({why}): {spec}",
+                    self.problem_file
+                ))
+            };
+            let name = spec
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("no name"))?
+                .to_string();
+            let dtype: Dtype = spec
+                .get("dtype")
+                .cloned()
+                .and_then(|d| serde_json::from_value(d).ok())
+                .ok_or_else(|| bad("dtype"))?;
+            let shape: Vec<u64> = spec
+                .get("shape")
+                .cloned()
+                .and_then(|d| serde_json::from_value(d).ok())
+                .ok_or_else(|| bad("shape"))?;
+            let nbytes = shape.iter().product::<u64>() as usize * dtype.size();
+            let buf = gpu.alloc(nbytes).map_err(|e| {
+                RefFailure::Failed(format!(
+                    "keeping case {case} of {} on GPU {}: {e:#}",
+                    self.problem_file, gpu.ordinal
+                ))
+            })?;
+            let t = DevTensorOwned { buf, dtype, shape };
+            let mut target = t.spec();
+            target["name"] = json!(name);
+            targets.push(target);
+            if name.starts_with("in:") {
+                inputs.push((name, t));
+            } else if name.starts_with("out64:") {
+                outputs_f64.push(t);
+            } else if name.starts_with("out:") {
+                outputs.push(t);
+            }
+        }
+        self.export(ctx, targets)?;
+        let outputs_f64 =
+            (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+        Ok(RefCase {
+            case,
+            forward_seed,
+            data: CaseData::Device {
+                args,
+                inputs,
+                outputs,
+                outputs_f64,
+            },
+        })
+    }
+}
+
+fn take_host_case(
+    reply: &Frame,
+    case: CaseRef,
+    forward_seed: u64,
+    arg_list: Value,
+) -> Result<RefCase, RefFailure> {
+    let tensors = reply
+        .tensors()
+        .map_err(|e| RefFailure::Failed(format!("reference sent a malformed case: {e}")))?;
+    let mut inputs = Vec::new();
+    let mut outputs = Vec::new();
+    let mut outputs_f64 = Vec::new();
+    for (name, t) in tensors {
+        if name.starts_with("in:") {
+            inputs.push((name, t));
+        } else if name.starts_with("out64:") {
+            outputs_f64.push(t);
+        } else if name.starts_with("out:") {
+            outputs.push(t);
+        }
+    }
+    let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+    let run_frame = Arc::new(Frame::with_tensors(
+        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
+        &refs,
+    ));
+    let outputs_f64 =
+        (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+    Ok(RefCase {
+        case,
+        forward_seed,
+        data: CaseData::Host {
+            run_frame,
+            outputs,
+            outputs_f64,
+        },
+    })
+}
+
+/// Starts (or takes the prestarted) reference worker.
+fn start_reference(
+    ctx: &Ctx,
+    exec: &Exec,
+    problem: &Problem,
+    log: &Path,
+    prestarted: Option<Result<Worker, WorkerFault>>,
+) -> Result<Worker, RefFailure> {
+    let started = match prestarted {
+        Some(w) => w,
+        None => Worker::start(
+            &ctx.spec(
+                Role::Reference,
+                &std::env::temp_dir(),
+                Some(log.to_path_buf()),
+                exec.device,
+            ),
+            ctx.config.timeouts.start,
+        ),
+    };
+    match started {
+        Ok(w) => Ok(w),
+        Err(WorkerFault::Interrupted) => Err(RefFailure::Interrupted),
+        Err(f) => Err(RefFailure::Failed(format!(
+            "reference worker for {} ({}) did not start: {f}",
+            problem.file,
+            problem.to_ref().key()
+        ))),
+    }
+}

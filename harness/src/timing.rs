@@ -1,0 +1,176 @@
+//! Timing a candidate against its reference: interleaved rounds, bounded by the harness's
+//! own clock.
+
+use std::time::Instant;
+
+use kbench_record::protocol::Frame;
+use kbench_record::{Device, Outcome, Phase, TimingSummary};
+use serde_json::{json, Value};
+
+use crate::config::RunConfig;
+use crate::engine::{error_outcome, error_text, str_field};
+use crate::worker::{Worker, WorkerFault};
+
+pub enum TimingResult {
+    Measured(TimingSummary),
+    /// The candidate broke a timing rule.
+    Failed(Outcome),
+    /// The reference could not be timed; the candidate keeps its verdict, untimed.
+    ReferenceFailed(String),
+}
+
+/// Times reference and candidate in alternating rounds on the same inputs (the last case),
+/// so that drift (clocks, temperature, other load) hits both alike.
+pub fn time_pair(
+    c: &RunConfig,
+    device: Device,
+    reference: &mut Worker,
+    candidate: &mut Worker,
+    tc: &crate::config::TimingConfig,
+) -> Result<TimingResult, WorkerFault> {
+    let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
+    let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
+    let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
+    let mut ref_clock = String::new();
+    let mut cand_clock = String::new();
+    let per_round = tc.timed_calls.div_ceil(tc.rounds);
+    let mut left = tc.timed_calls;
+    let mut round = 0u32;
+    while left > 0 {
+        let n = per_round.min(left);
+        left -= n;
+        let warmup = if round == 0 {
+            tc.warmup
+        } else {
+            tc.warmup.min(1)
+        };
+        let cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        let order = if round.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for is_ref in order {
+            let t = Instant::now();
+            if is_ref {
+                let reply = match reference.request(Frame::new(cmd.clone()), c.timeouts.time) {
+                    Ok(r) => r,
+                    Err(f) => {
+                        return Ok(TimingResult::ReferenceFailed(format!(
+                            "reference timing: {f}"
+                        )))
+                    }
+                };
+                ref_wall += t.elapsed().as_secs_f64();
+                match parse_samples(&reply, n) {
+                    Ok((clock, s)) => {
+                        ref_clock = clock;
+                        ref_samples.extend(s);
+                    }
+                    Err(e) => {
+                        return Ok(TimingResult::ReferenceFailed(format!(
+                            "reference timing: {e}"
+                        )))
+                    }
+                }
+            } else {
+                let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
+                let wall = t.elapsed().as_secs_f64();
+                cand_wall += wall;
+                if reply.kind() == "error" {
+                    return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
+                }
+                match parse_samples(&reply, n) {
+                    Ok((clock, s)) => {
+                        // The harness's own clock bounds what the candidate claims.
+                        let claimed: f64 = s.iter().sum::<f64>() / 1e3;
+                        if claimed > wall * 1.01 + 1e-3 {
+                            return Ok(TimingResult::Failed(Outcome::Integrity {
+                                flag: "time-claim-exceeds-wall-clock".into(),
+                                detail: format!(
+                                    "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
+                                ),
+                            }));
+                        }
+                        cand_clock = clock;
+                        cand_samples.extend(s);
+                    }
+                    Err(e) => {
+                        return Ok(TimingResult::Failed(Outcome::Integrity {
+                            flag: "malformed-timing".into(),
+                            detail: e,
+                        }))
+                    }
+                }
+            }
+        }
+        round += 1;
+    }
+    let stats =
+        |clock: String, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(&clock, s, wall);
+    let (reference, candidate) = match (
+        stats(ref_clock, ref_samples, ref_wall),
+        stats(cand_clock, cand_samples, cand_wall),
+    ) {
+        (Ok(r), Ok(c)) => (r, c),
+        (Err(e), _) => {
+            return Ok(TimingResult::ReferenceFailed(format!(
+                "reference samples: {e}"
+            )))
+        }
+        (_, Err(e)) => {
+            return Ok(TimingResult::Failed(Outcome::Integrity {
+                flag: "malformed-timing".into(),
+                detail: e.to_string(),
+            }))
+        }
+    };
+    let Some(kbench_reports::Speedup {
+        median: speedup,
+        mean: speedup_mean,
+    }) = kbench_reports::speedup(&reference, &candidate)
+    else {
+        return Ok(TimingResult::Failed(Outcome::Integrity {
+            flag: "malformed-timing".into(),
+            detail: format!(
+                "no finite speedup from reference {} ms and candidate {} ms",
+                reference.median_ms, candidate.median_ms
+            ),
+        }));
+    };
+    Ok(TimingResult::Measured(TimingSummary {
+        reference,
+        candidate,
+        speedup,
+        speedup_mean,
+        warmup: tc.warmup,
+        l2_flush: tc.l2_flush && matches!(device, Device::Cuda(_)),
+        rounds: round,
+    }))
+}
+
+/// Checks a timing answer: the right number of finite, positive samples.
+fn parse_samples(reply: &Frame, expected: u32) -> Result<(String, Vec<f64>), String> {
+    if reply.kind() != "timing" {
+        return Err(format!(
+            "expected timing samples, got {}",
+            error_text(reply)
+        ));
+    }
+    let samples: Vec<f64> = reply
+        .header
+        .get("samples_ms")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+    if samples.len() != expected as usize {
+        return Err(format!(
+            "{} samples for {expected} timed calls",
+            samples.len()
+        ));
+    }
+    if let Some(bad) = samples.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(format!("sample {bad} ms is not a positive time"));
+    }
+    Ok((str_field(&reply.header, "clock"), samples))
+}
