@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 
-PHASES = ("worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s")
+PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s")
 SELF_SPEEDUP_TOL = 0.01  # |speedup - 1| within 1%
 PAIR_TOL = 0.02  # |a / b - 1| within 2%
 # Pauses between records longer than this are taken for a run stopped and resumed later.
@@ -140,10 +140,11 @@ def summarize_problem(rec, samples):
         "finished_unix_s": finished,
         "load_s": num(rec.get("load_s")),
         "build_ahead_s": num(rec.get("build_ahead_s")),
-        "phases": {k: num(phases_in.get(k)) for k in PHASES} if phases_in else None,
+        "phases": {k: num(phases_in.get(k, 0.0)) for k in PHASES} if phases_in else None,
         "gpu": g,
         "speedup": num(timing.get("speedup")),
         "speedup_mean": num(timing.get("speedup_mean")),
+        "speedup_of_medians": num(timing.get("speedup_of_medians")),
         "reference_median_ms": num(get(timing, "reference", "median_ms")),
         "candidate_median_ms": num(get(timing, "candidate", "median_ms")),
         "gpu_busy": busy,
@@ -249,6 +250,8 @@ def summarize_run(run_dir):
         "timed": len(timed),
         "self_speedup_within_1pct": len(within),
         "self_speedup_within_1pct_fraction": len(within) / n if n else None,
+        "self_speedup_of_medians_within_1pct": sum(
+            1 for p in problems if p.get("speedup_of_medians") is not None and abs(p["speedup_of_medians"] - 1) <= 0.01),
         "self_speedup_outside_1pct": [
             {"key": p["key"], "name": p["name"], "outcome": p["outcome"], "speedup": p["speedup"]} for p in outside
         ],
@@ -322,8 +325,8 @@ def markdown(result):
     runs = result["runs"]
     out = ["# kbench throughput", ""]
     out += [
-        "| run | problems | ok | wall s | s/problem | Σ problem wall s | worker wait | reference | inputs | compile | correctness | timing | GPU busy | self-speedup ±1% | device | torch | kbench |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| run | problems | ok | wall s | s/problem | Σ problem wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | GPU busy | self-speedup ±1% | device | torch | kbench |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in runs:
         ph = r["mean_phases_s"]
@@ -337,7 +340,7 @@ def markdown(result):
         if r["pauses_s"]:
             wall += " ({} excl. pauses)".format(f(r["wall_excluding_pauses_s"], "{:.0f}"))
             spp += " ({})".format(f(r["s_per_problem_excluding_pauses"]))
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r["name"], r["problems"], r["ok"], wall, spp, f(r["sum_problem_wall_s"], "{:.0f}"),
             *(f(ph[k]) for k in PHASES), pct(r["gpu_busy"]), self_sp,
             r["device_name"] or "–", r["torch"] or "–", r["kbench"] or "–"))
@@ -395,11 +398,11 @@ def markdown(result):
         if not slow:
             continue
         out += ["## {}: slowest {}".format(r["name"], len(slow)), "",
-                "| problem | name | outcome | wall s | worker wait | reference | inputs | compile | correctness | timing | load s | speedup | GPU busy |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "| problem | name | outcome | wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | load s | speedup | GPU busy |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for p in slow:
             ph = p["phases"] or {}
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 p["key"], p["name"], p["outcome"], f(p["wall_s"]), *(f(ph.get(k)) for k in PHASES),
                 f(p["load_s"]), f(p["speedup"], "{:.3f}"), pct(p["gpu_busy"])))
         out.append("")

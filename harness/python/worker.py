@@ -1056,6 +1056,19 @@ class Worker:
         # more Python objects (float64 model, cases) than a candidate process, so collections
         # would cost the two sides differently and bias launch-bound timings.
         gc_was_enabled = gc.isenabled()
+        # "cpu": the core the harness keeps free for this GPU's timing (both sides move there,
+        # so a launch-bound forward is timed on the same, otherwise idle core). CUDA only: a
+        # CPU forward's threads must keep every core they were given.
+        old_affinity = None
+        cpu = cmd.get("cpu")
+        if cpu is not None and self.device.type == "cuda" and hasattr(os, "sched_setaffinity"):
+            if not isinstance(cpu, int) or isinstance(cpu, bool) or cpu < 0:
+                raise WorkerError("protocol", "time", f"cpu must be a core number, got {cpu!r}")
+            try:
+                old_affinity = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, {cpu})
+            except OSError:
+                old_affinity = None
         # Objects alive now (torch, the model, the problem module) are frozen out of every
         # later collection: a full collection over them took ~75 ms per timing round.
         gc.collect()
@@ -1070,6 +1083,8 @@ class Worker:
         finally:
             if gc_was_enabled:
                 gc.enable()
+            if old_affinity is not None:
+                os.sched_setaffinity(0, old_affinity)
         return {"type": "timing", "clock": clock, "samples_ms": samples}, []
 
     def _flush_buffer(self):

@@ -46,6 +46,13 @@ pub struct RunResult {
 
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    // First, before any thread or process is started: they inherit the mask that keeps them
+    // off the cores reserved for timing.
+    let timing_cores = if config.gpus.is_empty() {
+        vec![None]
+    } else {
+        crate::affinity::reserve_timing_cores(config.gpus.len())
+    };
     let info = python::probe(&config.python)?;
     if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
         anyhow::bail!(
@@ -200,8 +207,8 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         config.gpus.iter().map(|g| Device::Cuda(*g)).collect()
     };
     let mut execs = Vec::with_capacity(devices.len());
-    for d in devices {
-        execs.push(Exec::open(d)?);
+    for (d, core) in devices.into_iter().zip(timing_cores) {
+        execs.push(Exec::open(d, core)?);
     }
     // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
     // `gpu` field is the same number as a record's `gpu`.
@@ -311,31 +318,66 @@ impl<'p> Shared<'_, 'p> {
 /// A worker process being started on a thread of its own while other work runs, so that
 /// Python's start-up and torch's import never hold up the GPU. On the CPU the start waits
 /// until the worker is needed: a second process importing torch would disturb CPU timing.
+///
+/// A started worker may also be sent its first request ahead (a reference worker's `load`):
+/// like a start, it is paused while any kernel is timed (the gate), so it never competes
+/// with a timed call.
 enum Prestart {
-    Started(std::thread::JoinHandle<Result<Worker, WorkerFault>>),
+    Started(std::thread::JoinHandle<Prestarted>),
     Later(Box<WorkerSpec>, std::time::Duration),
 }
 
+/// A worker started ahead, and its answer to the request sent ahead, if any.
+type Prestarted = (
+    Result<Worker, WorkerFault>,
+    Option<Result<Frame, WorkerFault>>,
+);
+
 impl Prestart {
     fn spawn(spec: WorkerSpec, timeout: std::time::Duration, ahead: bool) -> Self {
-        if ahead {
-            Prestart::Started(std::thread::spawn(move || Worker::start(&spec, timeout)))
-        } else {
-            Prestart::Later(Box::new(spec), timeout)
+        Self::spawn_then(spec, timeout, ahead, None)
+    }
+    fn spawn_then(
+        spec: WorkerSpec,
+        timeout: std::time::Duration,
+        ahead: bool,
+        first: Option<(Frame, std::time::Duration)>,
+    ) -> Self {
+        if !ahead {
+            return Prestart::Later(Box::new(spec), timeout);
+        }
+        Prestart::Started(std::thread::spawn(move || {
+            let mut started = Worker::start(&spec, timeout);
+            let reply = match (&mut started, first) {
+                (Ok(w), Some((frame, limit))) => {
+                    let hold = spec.gate.as_ref().map(|g| g.hold(w.pgid()));
+                    let reply = w.request(frame, limit);
+                    drop(hold);
+                    Some(reply)
+                }
+                _ => None,
+            };
+            (started, reply)
+        }))
+    }
+    fn take_with_reply(self) -> Prestarted {
+        match self {
+            Prestart::Started(h) => h.join().unwrap_or_else(|_| {
+                (
+                    Err(WorkerFault::Spawn("worker start-up thread panicked".into())),
+                    None,
+                )
+            }),
+            Prestart::Later(spec, timeout) => (Worker::start(&spec, timeout), None),
         }
     }
     fn take(self) -> Result<Worker, WorkerFault> {
-        match self {
-            Prestart::Started(h) => h.join().unwrap_or_else(|_| {
-                Err(WorkerFault::Spawn("worker start-up thread panicked".into()))
-            }),
-            Prestart::Later(spec, timeout) => Worker::start(&spec, timeout),
-        }
+        self.take_with_reply().0
     }
     /// Stops a worker that was started but is not needed.
     fn discard(self) {
         if let Prestart::Started(h) = self {
-            if let Ok(Ok(w)) = h.join() {
+            if let Ok((Ok(w), _)) = h.join() {
                 w.shutdown();
             }
         }
@@ -383,7 +425,9 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
                 Some(log),
                 exec.device,
             );
-            let reference = Prestart::spawn(spec, c.timeouts.start, ahead);
+            let load = crate::reference::load_request(ctx, exec, &item.1);
+            let reference =
+                Prestart::spawn_then(spec, c.timeouts.start, ahead, Some((load, c.timeouts.load)));
             let first_candidate = match item.2.first() {
                 Some((_, prep)) => Some(start_candidate(ctx, exec, run_dir, prep)?),
                 None => None,
@@ -422,14 +466,18 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
             problem.to_ref().key(),
             problem.name
         ));
+        let opening = Instant::now();
+        let (started, load_reply) = this_ref.take_with_reply();
         let mut reference = ReferenceSession::open(
             ctx,
             exec,
             problem,
             &problem_path,
             run_dir,
-            Some(this_ref.take()),
+            Some(started),
+            load_reply,
         );
+        let mut reference_open_s = opening.elapsed().as_secs_f64();
         if let Err(RefFailure::Interrupted) = reference {
             shared.interrupted.store(true, Ordering::SeqCst);
             if let Some((_, p)) = first_candidate {
@@ -491,10 +539,15 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
                 }
                 Err(RefFailure::Interrupted) => None,
             };
-            let Some(record) = record else {
+            let Some(mut record) = record else {
                 shared.interrupted.store(true, Ordering::SeqCst);
                 break;
             };
+            // The problem's first record carries the time spent opening its reference session
+            // after the previous problem (what the load ahead did not hide).
+            if let Some(ph) = record.phases.as_mut() {
+                ph.reference_open_s = std::mem::take(&mut reference_open_s);
+            }
             run_dir.append(&record)?;
             report_line(c, shared.progress, &record);
             shared.progress.inc(1);
@@ -681,15 +734,18 @@ pub(crate) struct Exec {
     pub device: Device,
     pub gpu: Option<Arc<Gpu>>,
     pub cmp: Option<DeviceComparator>,
+    /// The core both timing workers run on while timing (see `affinity`).
+    pub timing_cpu: Option<usize>,
 }
 
 impl Exec {
-    fn open(device: Device) -> Result<Self> {
+    fn open(device: Device, timing_cpu: Option<usize>) -> Result<Self> {
         match device {
             Device::Cpu => Ok(Self {
                 device,
                 gpu: None,
                 cmp: None,
+                timing_cpu: None,
             }),
             Device::Cuda(i) => {
                 let gpu = Gpu::open(i as usize)?;
@@ -699,6 +755,7 @@ impl Exec {
                     device,
                     gpu: Some(gpu),
                     cmp: Some(cmp),
+                    timing_cpu,
                 })
             }
         }
@@ -1075,7 +1132,7 @@ fn evaluate_candidate(
                 Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
                 Ok(()) => {
                     ctx.gate.begin_timing();
-                    let r = time_pair(c, exec.device, &mut reference.worker, &mut worker, tc);
+                    let r = time_pair(c, exec, &mut reference.worker, &mut worker, tc);
                     ctx.gate.end_timing();
                     r
                 }

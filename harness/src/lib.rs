@@ -1,6 +1,7 @@
 //! The kbench engine: configuration, Python environment, worker processes, agents, the
 //! evaluation loop and the run log. `main.rs` is a thin dispatcher over this library.
 
+pub mod affinity;
 pub mod agents;
 pub mod build;
 pub mod cli;

@@ -153,6 +153,7 @@ impl ReferenceSession {
         problem_path: &Path,
         run_dir: &RunDir,
         prestarted: Option<Result<Worker, WorkerFault>>,
+        load_reply: Option<Result<Frame, WorkerFault>>,
     ) -> Result<Self, RefFailure> {
         let log = run_dir.logs_dir().join(format!(
             "{}__reference.log",
@@ -183,25 +184,23 @@ impl ReferenceSession {
             made_s: 0.0,
             inputs_s: 0.0,
         };
-        s.load(ctx, exec)?;
+        match load_reply {
+            Some(reply) => s.loaded(ctx, reply)?,
+            None => s.load(ctx, exec)?,
+        }
         Ok(s)
     }
 
     fn load(&mut self, ctx: &Ctx, exec: &Exec) -> Result<(), RefFailure> {
+        let load = load_request(ctx, exec, &self.problem_path);
+        let reply = self.worker.request(load, ctx.config.timeouts.load);
+        self.loaded(ctx, reply)
+    }
+
+    /// Takes the worker's answer to `load` (sent here or ahead, see [`load_request`]).
+    fn loaded(&mut self, ctx: &Ctx, reply: Result<Frame, WorkerFault>) -> Result<(), RefFailure> {
         let c = ctx.config;
-        let load = json!({
-            "cmd": "load",
-            "problem_path": self.problem_path,
-            "device": device_for_worker(exec.device),
-            "precision": c.precision.as_str(),
-            "weight_seed": c.weight_seed,
-            "want_f64": c.profile == ToleranceProfile::Strict,
-            "num_threads": ctx.num_threads(exec.device),
-        });
-        let reply = self
-            .worker
-            .request(Frame::new(load), c.timeouts.load)
-            .map_err(|f| self.fail("failed to load the problem", f))?;
+        let reply = reply.map_err(|f| self.fail("failed to load the problem", f))?;
         if reply.kind() != "loaded" {
             return Err(RefFailure::Failed(format!(
                 "problem {} could not be loaded: {}",
@@ -557,4 +556,20 @@ fn start_reference(
             problem.to_ref().key()
         ))),
     }
+}
+
+/// The `load` command of a problem's reference worker. The executor sends it ahead, while
+/// earlier problems run, so that building the model (seconds on the CPU for large level-3
+/// models) is off the critical path.
+pub fn load_request(ctx: &Ctx, exec: &Exec, problem_path: &Path) -> Frame {
+    let c = ctx.config;
+    Frame::new(json!({
+        "cmd": "load",
+        "problem_path": problem_path,
+        "device": device_for_worker(exec.device),
+        "precision": c.precision.as_str(),
+        "weight_seed": c.weight_seed,
+        "want_f64": c.profile == ToleranceProfile::Strict,
+        "num_threads": ctx.num_threads(exec.device),
+    }))
 }

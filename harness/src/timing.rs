@@ -23,11 +23,12 @@ pub enum TimingResult {
 /// so that drift (clocks, temperature, other load) hits both alike.
 pub fn time_pair(
     c: &RunConfig,
-    device: Device,
+    exec: &crate::engine::Exec,
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
 ) -> Result<TimingResult, WorkerFault> {
+    let device = exec.device;
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
     let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
@@ -44,7 +45,10 @@ pub fn time_pair(
         } else {
             tc.warmup.min(1)
         };
-        let cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        if let Some(cpu) = exec.timing_cpu {
+            cmd["cpu"] = json!(cpu);
+        }
         let order = if round.is_multiple_of(2) {
             [true, false]
         } else {
@@ -125,10 +129,18 @@ pub fn time_pair(
             }))
         }
     };
-    let Some(kbench_reports::Speedup {
-        median: speedup,
-        mean: speedup_mean,
-    }) = kbench_reports::speedup(&reference, &candidate)
+    let paired = kbench_reports::paired_speedup(
+        &reference.samples_ms,
+        &candidate.samples_ms,
+        per_round as usize,
+    );
+    let (
+        Some(kbench_reports::Speedup {
+            median: speedup_of_medians,
+            mean: speedup_mean,
+        }),
+        Some(speedup),
+    ) = (kbench_reports::speedup(&reference, &candidate), paired)
     else {
         return Ok(TimingResult::Failed(Outcome::Integrity {
             flag: "malformed-timing".into(),
@@ -142,6 +154,7 @@ pub fn time_pair(
         reference,
         candidate,
         speedup,
+        speedup_of_medians: Some(speedup_of_medians),
         speedup_mean,
         warmup: tc.warmup,
         l2_flush: tc.l2_flush && matches!(device, Device::Cuda(_)),

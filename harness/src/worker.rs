@@ -76,6 +76,13 @@ impl StartGate {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), sig);
     }
 
+    /// Treats the process group `pgid` like a starting worker until the guard is dropped:
+    /// paused (SIGSTOP) whenever a kernel is being timed.
+    pub fn hold(&self, pgid: i32) -> GateHold<'_> {
+        self.register(pgid);
+        GateHold { gate: self, pgid }
+    }
+
     fn register(&self, pgid: i32) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.starting.insert(pgid);
@@ -110,6 +117,18 @@ impl StartGate {
                 Self::signal(*pgid, nix::sys::signal::Signal::SIGCONT);
             }
         }
+    }
+}
+
+/// See [`StartGate::hold`].
+pub struct GateHold<'a> {
+    gate: &'a StartGate,
+    pgid: i32,
+}
+
+impl Drop for GateHold<'_> {
+    fn drop(&mut self) {
+        self.gate.unregister(self.pgid);
     }
 }
 
@@ -463,6 +482,11 @@ impl Worker {
     }
 
     /// The last bytes the worker printed, lossily decoded, with a note when output was cut.
+    /// The worker's process group (it leads its own).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
     pub fn log_tail(&self) -> String {
         let sink = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let (a, b) = sink.tail.as_slices();

@@ -22,4 +22,6 @@ pub use error::SampleError;
 pub use sample::Sample;
 pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};
 pub use table::render_summary;
-pub use timing::{speedup, speedup_of_samples, timing_stats, timing_stats_of, Speedup};
+pub use timing::{
+    paired_speedup, speedup, speedup_of_samples, timing_stats, timing_stats_of, Speedup,
+};

@@ -41,6 +41,7 @@ fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
             reference: stats(if median.is_finite() { median } else { 1.0 }),
             candidate: stats(1.0),
             speedup: median,
+            speedup_of_medians: Some(median),
             speedup_mean: mean,
             warmup: 3,
             l2_flush: true,

@@ -17,17 +17,17 @@ step() { echo "== $1 $(date -u +%T)"; }
 cat "$L/env.txt"
 step libtests
 S=$(date +%s)
-timeout 240 $D/kbench-lib-tests --test-threads 1 > "$L/libtests.txt" 2>&1; echo "libtests rc=$? $(( $(date +%s)-S ))s"
+timeout 150 $D/kbench-lib-tests --test-threads 1 > "$L/libtests.txt" 2>&1; echo "libtests rc=$? $(( $(date +%s)-S ))s"
 grep -E "test result|FAILED|panicked|GiB/s|skipp" "$L/libtests.txt" | head -20
 step pytests
 S=$(date +%s)
-(cd harness/python && timeout 200 python3 -m unittest test_worker) > "$L/pytests.txt" 2>&1; echo "pytests rc=$? $(( $(date +%s)-S ))s"; tail -3 "$L/pytests.txt"
+(cd harness/python && timeout 120 python3 -m unittest test_worker) > "$L/pytests.txt" 2>&1; echo "pytests rc=$? $(( $(date +%s)-S ))s"; tail -3 "$L/pytests.txt"
 step demo
 S=$(date +%s)
-timeout 200 $D/kbench demo --out $T/demo > "$L/demo.txt" 2>&1; echo "demo rc=$? $(( $(date +%s)-S ))s"; tail -22 "$L/demo.txt"
+timeout 120 $D/kbench demo --out $T/demo > "$L/demo.txt" 2>&1; echo "demo rc=$? $(( $(date +%s)-S ))s"; tail -22 "$L/demo.txt"
 step ref
 S=$(date +%s)
-timeout 420 $D/kbench run --agent reference --kernelbench $D/kernelbench --select "$SELECT" --device cuda --gpus 0 --out $T/ref > "$L/ref.txt" 2>&1; echo "ref rc=$? $(( $(date +%s)-S ))s"; tail -30 "$L/ref.txt"
+timeout 300 $D/kbench run --agent reference --kernelbench $D/kernelbench --select "$SELECT" --device cuda --gpus 0 --out $T/ref > "$L/ref.txt" 2>&1; echo "ref rc=$? $(( $(date +%s)-S ))s"; tail -30 "$L/ref.txt"
 cp $T/ref/records.jsonl "$L/ref_records.jsonl" 2>/dev/null; cp $T/ref/gpu_samples.jsonl "$L/" 2>/dev/null
 cp $T/demo/records.jsonl "$L/demo_records.jsonl" 2>/dev/null
 tar czf "$OUT/check.tar.gz" -C /tmp check

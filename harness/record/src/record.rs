@@ -247,8 +247,14 @@ pub struct TimingStats {
 pub struct TimingSummary {
     pub reference: TimingStats,
     pub candidate: TimingStats,
-    /// reference median / candidate median.
+    /// kbench's headline speedup: the median over interleaving rounds of (reference mean /
+    /// candidate mean) within the round, a paired estimate that cancels host drift lasting
+    /// longer than a round (`kbench_reports::paired_speedup`).
     pub speedup: f64,
+    /// reference median / candidate median over all samples (unpaired). Absent in records
+    /// written before the paired speedup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_of_medians: Option<f64>,
     /// reference mean / candidate mean (KernelBench's convention).
     pub speedup_mean: f64,
     pub warmup: u32,
@@ -271,6 +277,10 @@ pub struct Environment {
 /// Seconds per phase of one evaluation, as the harness measured them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseTimes {
+    /// Opening the problem's reference session (waiting for its worker and its `load`, both
+    /// started ahead), before this record's clock started; on the problem's first record only.
+    #[serde(default)]
+    pub reference_open_s: f64,
     /// Waiting for the candidate's worker process (started ahead while earlier work ran).
     pub worker_wait_s: f64,
     /// Reference cases made for this candidate (0 when they came from the cache).
