@@ -930,6 +930,10 @@ class Worker:
         if not self.pending:
             raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
         targets = _field(cmd, "targets", list, "run")
+        # "partial": drop only the exported tensors and keep the rest pending, so the harness
+        # can move a case one tensor at a time (the GPU then holds the case plus one tensor,
+        # not two copies of it: multi-GB level-1 cases did not fit twice on an 80 GB H100).
+        partial = bool(cmd.get("partial", False))
         with _Mapped(self.device, "run") as m:
             for spec in targets:
                 name = spec.get("name") if isinstance(spec, dict) else None
@@ -940,7 +944,11 @@ class Worker:
                 if dst.shape != t.shape or dst.dtype != t.dtype:
                     raise WorkerError("protocol", "run", f"export target {name!r} does not match the tensor")
                 dst.copy_(t)
-        self.pending = None
+                if partial:
+                    del dst, t
+                    del self.pending[name]
+        if not partial or not self.pending:
+            self.pending = None
         self._release_device_memory()
         return {"type": "exported"}, []
 

@@ -1310,7 +1310,12 @@ fn run_device_case(
                 ),
             }));
         } else {
-            let ref64 = outputs_f64.as_ref().map(|v| v[k].view());
+            // The float64 gate is for floating outputs; an integer output (argmax, argmin)
+            // is compared exactly and its float64 run is integer too.
+            let ref64 = outputs_f64
+                .as_ref()
+                .filter(|_| reference.dtype.is_float())
+                .map(|v| v[k].view());
             cmp.compare(
                 &slots[k].view(),
                 &reference.view(),
@@ -1357,7 +1362,11 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
     let mut comparisons = Vec::with_capacity(outputs.len());
     let mut failure = None;
     for (k, (cand, reference)) in outputs.iter().zip(ref_outputs).enumerate() {
-        let ref64 = outputs_f64.as_ref().map(|v| &v[k]);
+        // As in run_device_case: no float64 gate for integer outputs.
+        let ref64 = outputs_f64
+            .as_ref()
+            .filter(|_| reference.dtype().is_float())
+            .map(|v| &v[k]);
         match kbench_adversarial::compare(cand, reference, ref64, c.profile, c.precision) {
             Ok(cmp) => {
                 if failure.is_none() {

@@ -376,7 +376,7 @@ impl ReferenceSession {
         let result = if !keep {
             if device_io {
                 // Drop the worker's pending copy; it keeps the inputs as its current case.
-                self.export(ctx, Vec::new())?;
+                self.export(ctx, Vec::new(), false)?;
             }
             None
         } else if device_io {
@@ -388,9 +388,9 @@ impl ReferenceSession {
         Ok(result)
     }
 
-    fn export(&mut self, ctx: &Ctx, targets: Vec<Value>) -> Result<(), RefFailure> {
+    fn export(&mut self, ctx: &Ctx, targets: Vec<Value>, partial: bool) -> Result<(), RefFailure> {
         let reply = match self.worker.request(
-            Frame::new(json!({"cmd": "export", "targets": targets})),
+            Frame::new(json!({"cmd": "export", "targets": targets, "partial": partial})),
             ctx.config.timeouts.run,
         ) {
             Ok(r) => r,
@@ -412,6 +412,31 @@ impl ReferenceSession {
         Ok(())
     }
 
+    /// A buffer for a case tensor. When the GPU is short of memory, the cases kept for later
+    /// candidates are dropped first (this problem then remakes them per candidate), and the
+    /// memory of workers that just exited, which the driver frees asynchronously, is waited
+    /// for (up to 20 s) before giving up. Seen on an H100: level-1 problems with 6–17 GB
+    /// cases failed to allocate right after the previous problem's workers were killed.
+    fn alloc_case_buffer(&mut self, gpu: &Arc<Gpu>, nbytes: usize) -> anyhow::Result<DevBuf> {
+        match gpu.alloc(nbytes) {
+            Ok(b) => return Ok(b),
+            Err(_) if !self.cached.is_empty() => {
+                self.caching = false;
+                self.cached.clear();
+                self.cached_bytes = 0;
+            }
+            Err(_) => {}
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match gpu.alloc(nbytes) {
+                Ok(b) => return Ok(b),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(250)),
+            }
+        }
+    }
+
     fn take_device_case(
         &mut self,
         ctx: &Ctx,
@@ -430,7 +455,6 @@ impl ReferenceSession {
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         let mut outputs_f64 = Vec::new();
-        let mut targets = Vec::new();
         for spec in specs {
             let bad = |why: &str| {
                 RefFailure::Failed(format!(
@@ -454,7 +478,7 @@ impl ReferenceSession {
                 .and_then(|d| serde_json::from_value(d).ok())
                 .ok_or_else(|| bad("shape"))?;
             let nbytes = shape.iter().product::<u64>() as usize * dtype.size();
-            let buf = gpu.alloc(nbytes).map_err(|e| {
+            let buf = self.alloc_case_buffer(&gpu, nbytes).map_err(|e| {
                 RefFailure::Failed(format!(
                     "keeping case {case} of {} on GPU {}: {e:#}",
                     self.problem_file, gpu.ordinal
@@ -463,7 +487,9 @@ impl ReferenceSession {
             let t = DevTensorOwned { buf, dtype, shape };
             let mut target = t.spec();
             target["name"] = json!(name);
-            targets.push(target);
+            // One tensor at a time: the worker frees its copy before the next buffer is
+            // allocated here, so the GPU holds the case once plus one tensor.
+            self.export(ctx, vec![target], true)?;
             if name.starts_with("in:") {
                 inputs.push((name, t));
             } else if name.starts_with("out64:") {
@@ -472,7 +498,6 @@ impl ReferenceSession {
                 outputs.push(t);
             }
         }
-        self.export(ctx, targets)?;
         let outputs_f64 =
             (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
         Ok(RefCase {

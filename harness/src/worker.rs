@@ -481,12 +481,12 @@ impl Worker {
         self.kill();
     }
 
-    /// The last bytes the worker printed, lossily decoded, with a note when output was cut.
     /// The worker's process group (it leads its own).
     pub fn pgid(&self) -> i32 {
         self.pgid
     }
 
+    /// The last bytes the worker printed, lossily decoded, with a note when output was cut.
     pub fn log_tail(&self) -> String {
         let sink = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let (a, b) = sink.tail.as_slices();
