@@ -45,7 +45,9 @@ th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}
 tr.flagged td:first-child{border-left:4px solid #d55e00}
 .flag{color:#d55e00;font-weight:600}
 .ci{color:#777;font-size:11px}
-.plots svg{max-width:100%;height:auto;border:1px solid #eee;margin:6px 0}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:8px}
+.plots svg{width:100%;height:auto;border:1px solid #eee}
+.scroll{overflow-x:auto}
 details{font-size:13px;margin:2px 0}details:target{background:#fff6d5}
 "#;
 
@@ -326,19 +328,31 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
         ));
     }
     h.push_str("</div>\n");
+    let all_plots = plots(report);
+    let plot_div = |plot: &crate::plot::Plot| -> Result<String, PlotError> {
+        Ok(format!(
+            "<div id=\"plot-{}\">{}</div>\n",
+            escape(&plot.name),
+            render_svg(plot)?
+        ))
+    };
     for (i, s) in scopes.iter().enumerate() {
+        // Each tab holds its runs table and its fast_p curves.
+        let prefix = format!("fast_p-{s}-");
+        let mut curves = String::new();
+        for plot in all_plots.iter().filter(|p| p.name.starts_with(&prefix)) {
+            curves.push_str(&plot_div(plot)?);
+        }
         h.push_str(&format!(
-            "<div class=\"panel{}\" id=\"tab-{}\">{}</div>\n",
+            "<div class=\"panel{}\" id=\"tab-{}\"><div class=\"scroll\">{}</div><div class=\"plots\">{curves}</div></div>\n",
             if i == 0 { " active" } else { "" },
             escape(s),
             runs_table(report, s)
         ));
     }
     h.push_str("<h2>Plots</h2><div class=\"plots\">\n");
-    for plot in plots(report) {
-        h.push_str(&format!("<div id=\"plot-{}\">", escape(&plot.name)));
-        h.push_str(&render_svg(&plot)?);
-        h.push_str("</div>\n");
+    for plot in all_plots.iter().filter(|p| !p.name.starts_with("fast_p-")) {
+        h.push_str(&plot_div(plot)?);
     }
     h.push_str("</div>\n<h2>Integrity flags</h2>\n");
     let flagged: Vec<&RunReport> = report

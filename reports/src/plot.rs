@@ -63,6 +63,8 @@ pub enum PlotData {
         y_label: String,
         log: bool,
         series: Vec<String>,
+        /// Colour of series 0 (so a run keeps its colour on a plot of its own).
+        first_colour: usize,
         bars: Vec<Bar>,
     },
 }
@@ -152,7 +154,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
             .filter_map(|p| {
                 Some(Bar {
                     label: format!("L{}/{}", p.level, p.id),
-                    series: i,
+                    series: 0,
                     value: p.speedup.filter(|&s| s > 0.0)?,
                     interval: p.interval.map(|e| (e.low, e.high)),
                 })
@@ -166,6 +168,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                     y_label: "speedup (log scale)".into(),
                     log: true,
                     series: vec![run.label.clone()],
+                    first_colour: i,
                     bars,
                 },
             });
@@ -199,6 +202,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                 y_label: "pass rate".into(),
                 log: false,
                 series: report.runs.iter().map(|r| r.label.clone()).collect(),
+                first_colour: 0,
                 bars,
             },
         });
@@ -372,6 +376,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot) -> Resul
             y_label,
             log,
             series,
+            first_colour,
             bars,
         } => {
             let mut labels: Vec<String> = Vec::new();
@@ -423,7 +428,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot) -> Resul
                     .draw()
                     .map_err(err)?;
                 for b in bars {
-                    let (x, c) = (x_of(b), colour(b.series));
+                    let (x, c) = (x_of(b), colour(b.series + first_colour));
                     chart
                         .draw_series([Rectangle::new(
                             [(x - width * 0.45, lo), (x + width * 0.45, b.value)],
@@ -460,7 +465,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot) -> Resul
                     .draw()
                     .map_err(err)?;
                 for (si, name) in series.iter().enumerate() {
-                    let c = colour(si);
+                    let c = colour(si + first_colour);
                     chart
                         .draw_series(bars.iter().filter(|b| b.series == si).map(|b| {
                             let x = x_of(b);

@@ -130,31 +130,37 @@ pub(crate) fn kevin(run: &RunReport) -> Option<Grid> {
     Some(g)
 }
 
-/// Cost per task, for runs whose records carry costs, plus the harness's evaluation time.
+/// Time per task: the harness's evaluation minutes always, and the agent's tokens, dollars,
+/// wall and GPU minutes when its records carry a `cost`.
 pub(crate) fn cost(run: &RunReport) -> Grid {
-    let mut g = Grid::new(&[
-        "scope",
-        "tasks with cost",
-        "tokens/task",
-        "$/task",
-        "agent min/task",
-        "GPU min/task",
-        "eval min/task",
-    ]);
+    let any_cost = run.scopes.iter().any(|s| s.cost.tasks_with_cost > 0);
+    let mut header = vec!["scope", "eval min/task"];
+    if any_cost {
+        header.extend([
+            "tasks with cost",
+            "tokens/task",
+            "$/task",
+            "agent min/task",
+            "GPU min/task",
+        ]);
+    }
+    let mut g = Grid::new(&header);
     let num = |v: Option<f64>, digits: usize| {
         v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
     };
     for s in &run.scopes {
         let c = &s.cost;
-        g.row(vec![
-            s.scope.clone(),
-            c.tasks_with_cost.to_string(),
-            num(c.tokens_per_task, 0),
-            num(c.usd_per_task, 3),
-            num(c.agent_wall_min_per_task, 1),
-            num(c.gpu_min_per_task, 1),
-            num(c.eval_min_per_task, 2),
-        ]);
+        let mut row = vec![s.scope.clone(), num(c.eval_min_per_task, 2)];
+        if any_cost {
+            row.extend([
+                c.tasks_with_cost.to_string(),
+                num(c.tokens_per_task, 0),
+                num(c.usd_per_task, 3),
+                num(c.agent_wall_min_per_task, 1),
+                num(c.gpu_min_per_task, 1),
+            ]);
+        }
+        g.row(row);
     }
     g
 }
