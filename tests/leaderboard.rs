@@ -52,7 +52,11 @@ fn dump_dom(page: &Path, fragment: &str) -> String {
         &format!("file://{}{fragment}", page.display()),
         &["--dump-dom".to_string()],
     );
-    assert!(out.status.success(), "chromium --dump-dom failed: {}", show(&out));
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom failed: {}",
+        show(&out)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -97,7 +101,10 @@ fn leaderboard_sorts_renders_and_links_in_headless_chromium() {
     // Sorting by a column (the fragment clicks the header): correct rate ascending puts
     // one-shot (50%) before kevin-style (75%); descending reverses it.
     let dom = dump_dom(&page, "#tab=all&sort=correct&dir=asc");
-    assert!(dom.contains("data-sorted=\"correct:asc\""), "the click handler did not run");
+    assert!(
+        dom.contains("data-sorted=\"correct:asc\""),
+        "the click handler did not run"
+    );
     assert_eq!(run_order(&dom), ["one-shot", "kevin-style"]);
     assert!(dom.contains("<th data-key=\"correct\" class=\"asc\">"));
     let dom = dump_dom(&page, "#tab=all&sort=correct&dir=desc");
@@ -108,10 +115,16 @@ fn leaderboard_sorts_renders_and_links_in_headless_chromium() {
     assert!(dom.contains("<div class=\"panel active\" id=\"tab-L1\">"));
     assert_eq!(run_order(&dom), ["one-shot", "kevin-style"]);
     for tab in ["all", "L1", "L2", "L3"] {
-        assert!(dom.contains(&format!("<button data-tab=\"{tab}\"")), "tab {tab}");
+        assert!(
+            dom.contains(&format!("<button data-tab=\"{tab}\"")),
+            "tab {tab}"
+        );
     }
     // Plots are inline SVG with text; integrity flags are listed and linked to the record.
-    assert!(dom.matches("<svg").count() >= 8, "expected the plots inline");
+    assert!(
+        dom.matches("<svg").count() >= 8,
+        "expected the plots inline"
+    );
     assert!(dom.contains("id=\"plot-fast_p-L1-eager\""));
     assert!(dom.contains(">side-stream</td>"));
     assert!(dom.contains("href=\"#rec-kevin-style-kernelbench_L1_19\""));
@@ -126,7 +139,11 @@ fn leaderboard_sorts_renders_and_links_in_headless_chromium() {
             "--window-size=1280,1400".to_string(),
         ],
     );
-    assert!(out.status.success(), "chromium --screenshot failed: {}", show(&out));
+    assert!(
+        out.status.success(),
+        "chromium --screenshot failed: {}",
+        show(&out)
+    );
     let png = std::fs::read(&shot).expect("chromium wrote no screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     // A blank page compresses to a few KB; tables and plots do not.

@@ -139,7 +139,10 @@ fn report_writes_every_export_and_plot_from_the_run_dirs_alone() {
     );
     assert!(out.status.success(), "{}", show(&out));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.starts_with("== kevin-style: agent kevin-style;"), "{stdout}");
+    assert!(
+        stdout.starts_with("== kevin-style: agent kevin-style;"),
+        "{stdout}"
+    );
     assert!(stdout.contains("== one-shot: agent one-shot;"));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/r.json")).unwrap())
@@ -168,7 +171,10 @@ fn report_writes_every_export_and_plot_from_the_run_dirs_alone() {
         assert!(svg.contains("<svg") && svg.contains("<text"), "{name}.svg");
     }
     // No eager-only run gets a compile curve it has no data for.
-    assert!(!tmp.path().join("plots/problems-one-shot-compile.png").exists());
+    assert!(!tmp
+        .path()
+        .join("plots/problems-one-shot-compile.png")
+        .exists());
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //!
 //! Definitions (see `shared/reference/agents.md` and `kernelbench.md`; each differs):
 //!
-//! - **KernelBench** (`scripts/benchmark_eval_analysis.py`): fast_p = #{correct and speedup
-//!   > p} / #tasks, strict `>`, p ∈ {0, 0.5, 0.8, 1, 1.5, 2}; fast_0 is the correctness rate;
+//! - **KernelBench** (`scripts/benchmark_eval_analysis.py`): fast_p = #{correct and
+//!   speedup above p} / #tasks, strict `>`, p ∈ {0, 0.5, 0.8, 1, 1.5, 2}; fast_0 is the
+//!   correctness rate;
 //!   geometric mean speedup over correct tasks only.
 //! - **CudaForge** (arXiv 2511.01884, §1.6 of agents.md): per task the best correct speedup,
 //!   0 when no kernel is correct; Perf = mean, Median and 75% over **all** tasks (zeros
@@ -158,18 +159,21 @@ pub fn baseline_metrics(tasks: &[&Task], baseline: Baseline) -> Option<BaselineM
     })
 }
 
+/// A task's trajectories: (any kernel correct, best correct eager speedup or 0).
+type Trajectories = [(bool, f64)];
+
 /// Kevin's metrics over `tasks` (eager baseline; fast_p with `≥`).
 pub fn kevin_metrics(tasks: &[&Task]) -> KevinMetrics {
     let per_task: Vec<Vec<(bool, f64)>> = tasks.iter().map(|t| t.trajectories()).collect();
     let k = per_task.iter().map(Vec::len).max().unwrap_or(0);
-    let mean = |f: &dyn Fn(&[(bool, f64)]) -> f64| {
+    let mean = |f: &dyn Fn(&Trajectories) -> f64| {
         if per_task.is_empty() {
             0.0
         } else {
             per_task.iter().map(|t| f(t)).sum::<f64>() / per_task.len() as f64
         }
     };
-    let avg = |t: &[(bool, f64)], g: &dyn Fn(&(bool, f64)) -> f64| {
+    let avg = |t: &Trajectories, g: &dyn Fn(&(bool, f64)) -> f64| {
         if t.is_empty() {
             0.0
         } else {

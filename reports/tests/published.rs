@@ -76,7 +76,11 @@ fn cudaforge_table_2_from_per_task_speedups_with_failures_as_zero() {
         let b = s.baseline(Baseline::Eager).unwrap();
         let z = b.zero_filled.unwrap();
         assert!(close(s.correct.value, correct, 3), "{name} correct");
-        assert!(close(z.median.value, median, 3), "{name} median {}", z.median.value);
+        assert!(
+            close(z.median.value, median, 3),
+            "{name} median {}",
+            z.median.value
+        );
         assert!(close(z.p75.value, p75, 3), "{name} p75 {}", z.p75.value);
         assert!(close(z.mean.value, mean, 3), "{name} mean {}", z.mean.value);
         let f1 = b.fast_p.iter().find(|f| f.p == 1.0).unwrap();
@@ -89,7 +93,11 @@ fn cudaforge_table_2_from_per_task_speedups_with_failures_as_zero() {
     assert!(close(all.correct.value, 0.976, 3));
     let b = all.baseline(Baseline::Eager).unwrap();
     assert_eq!(format!("{:.3}", b.zero_filled.unwrap().mean.value), "1.677");
-    assert!(close(b.fast_p.iter().find(|f| f.p == 1.0).unwrap().rate.value, 0.708, 3));
+    assert!(close(
+        b.fast_p.iter().find(|f| f.p == 1.0).unwrap().rate.value,
+        0.708,
+        3
+    ));
     // The geomean over correct tasks is a different number (KernelBench's convention).
     assert!(b.geomean.unwrap().value > 1.0);
 }
@@ -135,15 +143,33 @@ fn cuda_agent_overall_weights_level_geomeans_by_task_count() {
     ] {
         let s = scope(&m, name);
         assert_eq!(format!("{:.1}", 100.0 * s.correct.value), pass, "{name}");
-        assert_eq!(format!("{:.1}", 100.0 * faster(s, Baseline::Eager)), fe, "{name}");
-        assert_eq!(format!("{:.1}", 100.0 * faster(s, Baseline::Compile)), fc, "{name}");
+        assert_eq!(
+            format!("{:.1}", 100.0 * faster(s, Baseline::Eager)),
+            fe,
+            "{name}"
+        );
+        assert_eq!(
+            format!("{:.1}", 100.0 * faster(s, Baseline::Compile)),
+            fc,
+            "{name}"
+        );
         assert_eq!(format!("{:.2}", geomean(s, Baseline::Eager)), ge, "{name}");
-        assert_eq!(format!("{:.2}", geomean(s, Baseline::Compile)), gc, "{name}");
+        assert_eq!(
+            format!("{:.2}", geomean(s, Baseline::Compile)),
+            gc,
+            "{name}"
+        );
     }
     let all = scope(&m, "all");
     assert_eq!(format!("{:.1}", 100.0 * all.correct.value), "98.8");
-    assert_eq!(format!("{:.1}", 100.0 * faster(all, Baseline::Eager)), "98.4");
-    assert_eq!(format!("{:.1}", 100.0 * faster(all, Baseline::Compile)), "96.8");
+    assert_eq!(
+        format!("{:.1}", 100.0 * faster(all, Baseline::Eager)),
+        "98.4"
+    );
+    assert_eq!(
+        format!("{:.1}", 100.0 * faster(all, Baseline::Compile)),
+        "96.8"
+    );
     let weighted = |b| all.baseline(b).unwrap().geomean_level_weighted.unwrap();
     assert_eq!(format!("{:.2}", weighted(Baseline::Compile)), "2.11");
     assert_eq!(format!("{:.2}", weighted(Baseline::Eager)), "2.60");
