@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::extras::RecordExtras;
 use crate::metrics::{metrics_by_level, ScopeMetrics};
-use crate::stats::{Estimate, Rate, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, SPEEDUP_RESAMPLES};
+use crate::stats::{
+    speedup_interval, Estimate, Rate, RatioOf, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
+    SPEEDUP_RESAMPLES,
+};
 use crate::summary::SpeedupBasis;
 use crate::task::{group_tasks, Baseline, Task};
 
@@ -112,7 +115,7 @@ fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
     v
 }
 
-fn problem_row(t: &Task) -> ProblemRow {
+fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
     let best = t.best(Baseline::Eager);
     let shown = best.map_or(t.candidates.len() - 1, |(i, _)| i);
     let c = &t.candidates[shown];
@@ -135,7 +138,17 @@ fn problem_row(t: &Task) -> ProblemRow {
         candidate: c.name.clone(),
         outcome: c.outcome.clone(),
         speedup: best.map(|(_, s)| s),
-        interval: best.and(c.interval),
+        // Only the reported candidate's interval is computed: 1,000 resamples of its
+        // samples, not of every candidate's.
+        interval: best
+            .and(c.samples.as_ref())
+            .and_then(|(reference, candidate)| {
+                let of = match basis {
+                    SpeedupBasis::Median => RatioOf::Median,
+                    SpeedupBasis::Mean => RatioOf::Mean,
+                };
+                speedup_interval(reference, candidate, of)
+            }),
         compile_speedup: t.best(Baseline::Compile).map(|(_, s)| s),
         max_autotune_speedup: t.best(Baseline::MaxAutotune).map(|(_, s)| s),
         flags,
@@ -174,7 +187,7 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis) -> RunReport {
         profiles: distinct(records().map(|r| r.profile.to_string())),
         records: input.records.len(),
         scopes: metrics_by_level(&tasks),
-        problems: tasks.iter().map(problem_row).collect(),
+        problems: tasks.iter().map(|t| problem_row(t, basis)).collect(),
         families: families
             .into_iter()
             .map(|(family, (passed, ran))| FamilyRow {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{neumaier_sum, percentile_sorted};
+use crate::sample::{neumaier_sum, percentile_select, percentile_sorted};
 
 /// Resamples per bootstrap interval over tasks (percentile bootstrap, Efron & Tibshirani
 /// 1993, ch. 13). 2,000 keeps the Monte-Carlo error of a 95% bound well under the spread
@@ -113,19 +113,13 @@ pub enum Statistic {
 }
 
 impl Statistic {
-    /// The statistic of `values` (non-empty; positive for `Geomean`). Sorts in place.
+    /// The statistic of `values` (non-empty; positive for `Geomean`). May reorder them.
     pub fn of(self, values: &mut [f64]) -> f64 {
         debug_assert!(!values.is_empty());
         match self {
             Statistic::Mean => neumaier_sum(values.iter().copied()) / values.len() as f64,
-            Statistic::Median => {
-                values.sort_unstable_by(f64::total_cmp);
-                percentile_sorted(values, 50.0)
-            }
-            Statistic::P75 => {
-                values.sort_unstable_by(f64::total_cmp);
-                percentile_sorted(values, 75.0)
-            }
+            Statistic::Median => percentile_select(values, 50.0),
+            Statistic::P75 => percentile_select(values, 75.0),
             Statistic::Geomean => geomean(values),
         }
     }

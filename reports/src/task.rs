@@ -16,7 +16,6 @@ use kbench_record::{CaseFamily, EvalRecord, Outcome};
 use serde::{Deserialize, Serialize};
 
 use crate::extras::{Cost, RecordExtras};
-use crate::stats::{speedup_interval, Estimate, RatioOf};
 use crate::summary::SpeedupBasis;
 
 /// What a speedup is measured against.
@@ -64,8 +63,10 @@ pub struct Candidate {
     pub correct_random: bool,
     /// Speedups of a correct, timed candidate, per baseline, on the report's basis.
     pub speedups: BTreeMap<Baseline, f64>,
-    /// 95% interval of the eager speedup from the timing samples.
-    pub interval: Option<Estimate>,
+    /// Raw timing samples (ms) of reference and candidate, kept for the speedup interval
+    /// of the candidate a task reports (computed for that one only; not serialized).
+    #[serde(skip)]
+    pub samples: Option<(Vec<f64>, Vec<f64>)>,
     /// Per case family: did every case of the family that ran pass.
     pub families: BTreeMap<String, bool>,
     /// Integrity flags: an `integrity` outcome's flag and the record's `flags`.
@@ -80,17 +81,16 @@ impl Candidate {
     pub fn from_record(r: &EvalRecord, extras: &RecordExtras, basis: SpeedupBasis) -> Candidate {
         let correct = r.outcome.is_ok();
         let mut speedups = BTreeMap::new();
-        let mut interval = None;
+        let mut samples = None;
         if correct {
             if let Some(s) = basis.speedup_of(r) {
                 speedups.insert(Baseline::Eager, s);
             }
             if let Some(t) = &r.timing {
-                let of = match basis {
-                    SpeedupBasis::Median => RatioOf::Median,
-                    SpeedupBasis::Mean => RatioOf::Mean,
-                };
-                interval = speedup_interval(&t.reference.samples_ms, &t.candidate.samples_ms, of);
+                samples = Some((
+                    t.reference.samples_ms.clone(),
+                    t.candidate.samples_ms.clone(),
+                ));
             }
             for (name, b) in &extras.baselines {
                 let baseline = match name.as_str() {
@@ -134,7 +134,7 @@ impl Candidate {
             correct,
             correct_random: correct_on_random(r),
             speedups,
-            interval,
+            samples,
             families,
             flags,
             cost: extras.cost.clone(),

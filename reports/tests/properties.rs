@@ -25,7 +25,7 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         correct: speedup.is_some(),
         correct_random: speedup.is_some(),
         speedups,
-        interval: None,
+        samples: None,
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

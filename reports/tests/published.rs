@@ -19,7 +19,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         correct,
         correct_random: correct,
         speedups: speedups.iter().copied().collect::<BTreeMap<_, _>>(),
-        interval: None,
+        samples: None,
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,
