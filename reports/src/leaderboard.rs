@@ -48,6 +48,7 @@ tr.flagged td:first-child{border-left:4px solid #d55e00}
 .plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:8px}
 .plots svg{width:100%;height:auto;border:1px solid #eee}
 .scroll{overflow-x:auto}
+.plots .wide{grid-column:1/-1;overflow-x:auto}.plots .wide svg{width:auto;max-width:none}
 details{font-size:13px;margin:2px 0}details:target{background:#fff6d5}
 "#;
 
@@ -330,9 +331,12 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
     h.push_str("</div>\n");
     let all_plots = plots(report);
     let plot_div = |plot: &crate::plot::Plot| -> Result<String, PlotError> {
+        // Per-problem bars grow with the problem count: full width, scrolled, not squeezed.
+        let wide = plot.name.starts_with("problems-");
         Ok(format!(
-            "<div id=\"plot-{}\">{}</div>\n",
+            "<div id=\"plot-{}\"{}>{}</div>\n",
             escape(&plot.name),
+            if wide { " class=\"wide\"" } else { "" },
             render_svg(plot)?
         ))
     };
