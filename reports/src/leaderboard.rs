@@ -394,3 +394,34 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
     h.push_str(&format!("<script>{SCRIPT}</script>\n</body></html>\n"));
     Ok(h)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{build_report, RunInput};
+    use crate::summary::SpeedupBasis;
+    use crate::tests::record;
+    use kbench_record::Outcome;
+
+    #[test]
+    fn run_labels_and_record_text_are_escaped() {
+        let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+        r.problem.name = "<img src=x onerror=alert(1)>".into();
+        let input = RunInput {
+            label: "<script>alert('run')</script>".into(),
+            path: "x".into(),
+            run_id: None,
+            agent: Some("a&b".into()),
+            records: vec![(r, Default::default())],
+        };
+        let report = build_report(&[input], SpeedupBasis::Median);
+        let page = render_leaderboard(&report, "t<i>tle").unwrap();
+        assert!(!page.contains("<script>alert"));
+        assert!(!page.contains("<img src=x"));
+        assert!(page.contains("&lt;script&gt;alert(&#39;run&#39;)&lt;/script&gt;"));
+        assert!(page.contains("<title>t&lt;i&gt;tle</title>"));
+        assert!(page.contains(">a&amp;b</td>"));
+        // Exactly one script element: the page's own.
+        assert_eq!(page.matches("<script>").count(), 1);
+    }
+}

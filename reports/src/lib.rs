@@ -29,6 +29,8 @@ pub mod task;
 mod timing;
 
 #[cfg(test)]
+mod task_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::SampleError;

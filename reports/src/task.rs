@@ -7,6 +7,10 @@
 //! baseline in question (CudaForge: "the fastest correct kernel over all rounds"; CUDA Agent:
 //! "the maximum speedup vs torch.compile in the trajectory"; Kevin: the fastest correct
 //! kernel of a trajectory). A task is compiled / correct when any of its candidates is.
+//! Each baseline picks its own fastest candidate. CUDA Agent picks one kernel by its speedup
+//! over torch.compile and reports that kernel's eager speedup too; since all candidates of a
+//! task face the same baselines, the fastest kernel is the same for every baseline up to
+//! timing noise between records, which is where the two rules can differ.
 //! Tasks are the problems that have at least one record: a problem the run never recorded
 //! is not in any denominator, since the logs cannot know it was asked for.
 
