@@ -13,10 +13,12 @@ use std::process::Command;
 use common::{kbench, repo_root, show};
 
 fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
     for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if let Ok(out) = Command::new("which").arg(name).output() {
-            if out.status.success() {
-                return PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return candidate;
             }
         }
     }
