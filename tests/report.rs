@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use common::{kbench, repo_root, show};
 use kbench_reports::export::{render_csv, render_json, render_markdown, render_terminal};
 use kbench_reports::papers::{render_paper_table, PaperTable};
-use kbench_reports::{build_report, Report, SpeedupBasis};
+use kbench_reports::task::Pick;
+use kbench_reports::{build_report_picking, Report, SpeedupBasis};
 
 fn fixture_runs() -> Vec<PathBuf> {
     let root = repo_root().join("tests/fixtures/report_runs");
@@ -22,8 +23,12 @@ fn fixture_runs() -> Vec<PathBuf> {
 
 /// The fixture report with paths and durations redacted: what the snapshots show.
 fn redacted_report(basis: SpeedupBasis) -> Report {
+    redacted_report_picking(basis, Pick::BestCorrect)
+}
+
+fn redacted_report_picking(basis: SpeedupBasis, pick: Pick) -> Report {
     let runs = kbench::report::read_runs(&fixture_runs()).unwrap();
-    let mut report = build_report(&runs, basis);
+    let mut report = build_report_picking(&runs, basis, pick);
     for run in &mut report.runs {
         run.path = format!("[RUN_DIR]/{}", run.label);
         for s in &mut run.scopes {
@@ -96,14 +101,20 @@ fn markdown_export_snapshot() {
 
 #[test]
 fn paper_table_snapshots() {
-    // The papers time with means (KernelBench, CudaForge, CUDA Agent's profiler average).
-    let report = redacted_report(SpeedupBasis::Mean);
+    // The papers time with means (KernelBench, CudaForge, CUDA Agent's profiler average);
+    // KernelBench's analysis reads each problem's first sample.
     for table in [
         PaperTable::CudaForge,
         PaperTable::CudaAgent,
         PaperTable::Kevin,
         PaperTable::KernelBench,
     ] {
+        let pick = if table == PaperTable::KernelBench {
+            Pick::FirstSample
+        } else {
+            Pick::BestCorrect
+        };
+        let report = redacted_report_picking(SpeedupBasis::Mean, pick);
         check_snapshot(
             &format!("table-{}.txt", table.name()),
             &render_paper_table(&report, table, false),
@@ -192,6 +203,17 @@ fn table_presets_print_each_papers_shape_on_the_mean_basis() {
     let out = run_report(&["--table", "cudaforge", "--basis", "median"], tmp.path());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("speedups on the median basis"), "{text}");
+    // KernelBench's table reads each problem's first sample: kevin-style's L1/1 sample 0
+    // is its slower first kernel (2.0 / 1.6 ms, 1.25x), not the 2.5x of a later turn.
+    let out = run_report(&["--table", "kernelbench"], tmp.path());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("task = first sample only"), "{text}");
+    let expected = render_paper_table(
+        &redacted_report_picking(SpeedupBasis::Mean, Pick::FirstSample),
+        PaperTable::KernelBench,
+        false,
+    );
+    assert_eq!(text, expected);
 }
 
 #[test]

@@ -80,6 +80,19 @@ pub struct ReportArgs {
     /// Speedup ratio (default: median; mean with --table, as the papers use means).
     #[arg(long, value_enum)]
     pub basis: Option<BasisArg>,
+    /// Which candidates count (default: best; first with --table kernelbench, whose
+    /// analysis reads sample 0 only).
+    #[arg(long, value_enum)]
+    pub pick: Option<PickArg>,
+}
+
+/// Which candidates of each problem a report considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PickArg {
+    /// Every candidate; a task reports its fastest correct one.
+    Best,
+    /// Each problem's first sample only.
+    First,
 }
 
 #[derive(Debug, Args)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 use kbench::cli::{
-    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, ReportArgs, RunArgs,
-    SetupArgs, TableArg,
+    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, PickArg, ReportArgs,
+    RunArgs, SetupArgs, TableArg,
 };
 use kbench::config::{self, RunConfig};
 use kbench::python::{self, PythonChoice};
@@ -45,6 +45,7 @@ fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {
 }
 
 fn report(a: ReportArgs) -> Result<i32> {
+    use kbench_reports::task::Pick;
     use kbench_reports::{export, papers, plot};
     let runs = kbench::report::read_runs(&a.runs)?;
     let default = if a.table.is_some() {
@@ -52,7 +53,14 @@ fn report(a: ReportArgs) -> Result<i32> {
     } else {
         BasisArg::Median
     };
-    let report = kbench_reports::build_report(&runs, basis(a.basis.unwrap_or(default)));
+    let pick = match a.pick {
+        Some(PickArg::First) => Pick::FirstSample,
+        Some(PickArg::Best) => Pick::BestCorrect,
+        None if a.table == Some(TableArg::Kernelbench) => Pick::FirstSample,
+        None => Pick::BestCorrect,
+    };
+    let report =
+        kbench_reports::build_report_picking(&runs, basis(a.basis.unwrap_or(default)), pick);
     match a.table {
         Some(t) => {
             let table = match t {

@@ -36,8 +36,8 @@ mod tests;
 pub use error::SampleError;
 pub use extras::RecordExtras;
 pub use report::{
-    build_report, run_report, FamilyRow, IntegrityRow, ProblemRow, Report, RunInput, RunReport,
-    REPORT_VERSION,
+    build_report, build_report_picking, run_report, FamilyRow, IntegrityRow, ProblemRow, Report,
+    RunInput, RunReport, REPORT_VERSION,
 };
 pub use sample::Sample;
 pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};

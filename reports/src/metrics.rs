@@ -4,8 +4,9 @@
 //!
 //! - **KernelBench** (`scripts/benchmark_eval_analysis.py`): fast_p = #{correct and
 //!   speedup above p} / #tasks, strict `>`, p ∈ {0, 0.5, 0.8, 1, 1.5, 2}; fast_0 is the
-//!   correctness rate;
-//!   geometric mean speedup over correct tasks only.
+//!   correctness rate; geometric mean speedup over correct tasks only. Its analysis reads
+//!   `sample_id == 0` only ([`crate::task::Pick::FirstSample`]) and prints pass@k
+//!   ([`pass_at_k`]) when there are several samples.
 //! - **CudaForge** (arXiv 2511.01884, §1.6 of agents.md): per task the best correct speedup,
 //!   0 when no kernel is correct; Perf = mean, Median and 75% over **all** tasks (zeros
 //!   included, numpy linear percentiles); Fast1 = share of all tasks with best > 1.
@@ -102,6 +103,8 @@ pub struct ScopeMetrics {
     /// Correct on the `random` family (KernelBench's check).
     pub correct_random: Rate,
     pub baselines: Vec<BaselineMetrics>,
+    /// `(k, pass@k)` for k ∈ {1, 5, 10} where every task has at least k candidates.
+    pub pass_at_k: Vec<(u32, f64)>,
     pub kevin: KevinMetrics,
     pub cost: CostMetrics,
 }
@@ -161,6 +164,41 @@ pub fn baseline_metrics(tasks: &[&Task], baseline: Baseline) -> Option<BaselineM
 
 /// A task's trajectories: (any kernel correct, best correct eager speedup or 0).
 type Trajectories = [(bool, f64)];
+
+/// The unbiased pass@k estimator of Chen et al. 2021 (HumanEval), as KernelBench prints
+/// it: with n candidates of which c are correct, `1 − C(n−c, k) / C(n, k)`, computed as
+/// `1 − Π_{i=n−c+1}^{n} (1 − k/i)`; 1 when `n − c < k`. `None` when `n < k`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
+    if n < k || k == 0 {
+        return None;
+    }
+    if n - c < k {
+        return Some(1.0);
+    }
+    Some(
+        1.0 - ((n - c + 1)..=n)
+            .map(|i| 1.0 - k as f64 / i as f64)
+            .product::<f64>(),
+    )
+}
+
+/// Mean pass@k over tasks, for k ∈ {1, 5, 10} where every task has at least k candidates.
+pub(crate) fn pass_at_k_over(tasks: &[&Task]) -> Vec<(u32, f64)> {
+    [1u32, 5, 10]
+        .into_iter()
+        .filter_map(|k| {
+            let per: Option<Vec<f64>> = tasks
+                .iter()
+                .map(|t| {
+                    let c = t.candidates.iter().filter(|c| c.correct).count();
+                    pass_at_k(t.candidates.len(), c, k as usize)
+                })
+                .collect();
+            let per = per.filter(|p| !p.is_empty())?;
+            Some((k, per.iter().sum::<f64>() / per.len() as f64))
+        })
+        .collect()
+}
 
 /// Kevin's metrics over `tasks` (eager baseline; fast_p with `≥`).
 pub fn kevin_metrics(tasks: &[&Task]) -> KevinMetrics {
@@ -246,6 +284,7 @@ pub fn scope_metrics(scope: &str, level: Option<u8>, tasks: &[&Task]) -> ScopeMe
             .iter()
             .filter_map(|&b| baseline_metrics(tasks, b))
             .collect(),
+        pass_at_k: pass_at_k_over(tasks),
         kevin: kevin_metrics(tasks),
         cost: cost_metrics(tasks),
     }
@@ -279,4 +318,19 @@ pub fn metrics_by_level(tasks: &[Task]) -> Vec<ScopeMetrics> {
     }
     out.push(overall);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pass_at_k;
+
+    #[test]
+    fn pass_at_k_is_the_humaneval_estimator() {
+        // n = 10, c = 3: pass@1 = c/n; pass@5 = 1 − C(7,5)/C(10,5) = 1 − 21/252.
+        assert!((pass_at_k(10, 3, 1).unwrap() - 0.3).abs() < 1e-12);
+        assert!((pass_at_k(10, 3, 5).unwrap() - (1.0 - 21.0 / 252.0)).abs() < 1e-12);
+        assert_eq!(pass_at_k(10, 8, 5), Some(1.0));
+        assert_eq!(pass_at_k(10, 0, 5), Some(0.0));
+        assert_eq!(pass_at_k(4, 1, 5), None);
+    }
 }

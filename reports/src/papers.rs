@@ -52,7 +52,8 @@ impl PaperTable {
             }
             PaperTable::KernelBench => {
                 "KernelBench scripts/benchmark_eval_analysis.py: fast_p = correct and speedup > p \
-                 over all tasks; geomean over correct tasks only"
+                 over all tasks; geomean over correct tasks only; pass@k (Chen et al.) over all \
+                 samples"
             }
         }
     }
@@ -170,6 +171,7 @@ fn kernelbench(report: &Report) -> Grid {
         .collect();
     header.extend(fast.iter().map(String::as_str));
     header.push("geomean (correct)");
+    header.push("pass@k (all samples)");
     let mut g = Grid::new(&header);
     for run in &report.runs {
         for s in &run.scopes {
@@ -183,6 +185,13 @@ fn kernelbench(report: &Report) -> Grid {
                 ];
                 row.extend(b.fast_p.iter().map(|f| pct(f.rate.value)));
                 row.push(speedup(b.geomean.map(|g| g.value)));
+                row.push(
+                    s.pass_at_k
+                        .iter()
+                        .map(|(k, p)| format!("@{k} {}", pct(*p)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
                 g.row(row);
             }
         }
@@ -204,8 +213,9 @@ pub fn render_paper_table(report: &Report, table: PaperTable, markdown: bool) ->
         grid.text()
     };
     format!(
-        "{body}\n{}; speedups on the {} basis.\n",
+        "{body}\n{}; speedups on the {} basis; task = {}.\n",
         table.source(),
-        report.basis.as_str()
+        report.basis.as_str(),
+        report.pick.as_str()
     )
 }

@@ -6,13 +6,13 @@ use kbench_record::EvalRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::extras::RecordExtras;
-use crate::metrics::{metrics_by_level, ScopeMetrics};
+use crate::metrics::{metrics_by_level, pass_at_k_over, ScopeMetrics};
 use crate::stats::{
     speedup_interval, Estimate, Rate, RatioOf, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
     SPEEDUP_RESAMPLES,
 };
 use crate::summary::SpeedupBasis;
-use crate::task::{group_tasks, Baseline, Task};
+use crate::task::{group_tasks_picking, Baseline, Pick, Task};
 
 /// Version of the report's JSON shape. Bump on any incompatible change.
 pub const REPORT_VERSION: u32 = 1;
@@ -102,6 +102,8 @@ pub struct Report {
     pub report_version: u32,
     /// Which timing ratio the speedups are (`median` or `mean`).
     pub basis: SpeedupBasis,
+    /// Which candidates of each problem count.
+    pub pick: Pick,
     pub bootstrap_resamples: usize,
     pub speedup_resamples: usize,
     pub bootstrap_seed: u64,
@@ -156,8 +158,8 @@ fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
 }
 
 /// Builds one run's report from its records.
-pub fn run_report(input: &RunInput, basis: SpeedupBasis) -> RunReport {
-    let tasks = group_tasks(&input.records, basis);
+pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunReport {
+    let tasks = group_tasks_picking(&input.records, basis, pick);
     let mut families: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut integrity = Vec::new();
     for t in &tasks {
@@ -177,6 +179,19 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis) -> RunReport {
         }
     }
     let records = || input.records.iter().map(|(r, _)| r);
+    let mut scopes = metrics_by_level(&tasks);
+    if pick != Pick::BestCorrect {
+        // pass@k is over every sample even when the other metrics read the first only
+        // (KernelBench: fast_p from sample 0, pass@k from all samples).
+        let all = group_tasks_picking(&input.records, basis, Pick::BestCorrect);
+        for s in &mut scopes {
+            let of: Vec<&Task> = all
+                .iter()
+                .filter(|t| s.level.is_none_or(|l| t.level == l))
+                .collect();
+            s.pass_at_k = pass_at_k_over(&of);
+        }
+    }
     RunReport {
         label: input.label.clone(),
         path: input.path.clone(),
@@ -186,7 +201,7 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis) -> RunReport {
         precisions: distinct(records().map(|r| r.precision.to_string())),
         profiles: distinct(records().map(|r| r.profile.to_string())),
         records: input.records.len(),
-        scopes: metrics_by_level(&tasks),
+        scopes,
         problems: tasks.iter().map(|t| problem_row(t, basis)).collect(),
         families: families
             .into_iter()
@@ -199,14 +214,20 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis) -> RunReport {
     }
 }
 
-/// Builds the report of every run, speedups on `basis`.
+/// Builds the report of every run, speedups on `basis`, every candidate considered.
 pub fn build_report(inputs: &[RunInput], basis: SpeedupBasis) -> Report {
+    build_report_picking(inputs, basis, Pick::BestCorrect)
+}
+
+/// [`build_report`] over the candidates `pick` considers.
+pub fn build_report_picking(inputs: &[RunInput], basis: SpeedupBasis, pick: Pick) -> Report {
     Report {
         report_version: REPORT_VERSION,
         basis,
+        pick,
         bootstrap_resamples: BOOTSTRAP_RESAMPLES,
         speedup_resamples: SPEEDUP_RESAMPLES,
         bootstrap_seed: BOOTSTRAP_SEED,
-        runs: inputs.iter().map(|i| run_report(i, basis)).collect(),
+        runs: inputs.iter().map(|i| run_report(i, basis, pick)).collect(),
     }
 }

@@ -22,6 +22,27 @@ use serde::{Deserialize, Serialize};
 use crate::extras::{Cost, RecordExtras};
 use crate::summary::SpeedupBasis;
 
+/// Which candidates of a problem a report considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pick {
+    /// Every candidate; a task reports its best correct one (CudaForge, CUDA Agent, Kevin).
+    #[default]
+    BestCorrect,
+    /// Only each problem's first sample (the lowest `candidate.sample`), as KernelBench's
+    /// `benchmark_eval_analysis.py` uses `sample_id == 0` alone.
+    FirstSample,
+}
+
+impl Pick {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pick::BestCorrect => "best correct candidate",
+            Pick::FirstSample => "first sample only",
+        }
+    }
+}
+
 /// What a speedup is measured against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Baseline {
@@ -239,8 +260,25 @@ impl Task {
 
 /// Groups candidates into tasks by problem key, ordered by level, id and key.
 pub fn group_tasks(records: &[(EvalRecord, RecordExtras)], basis: SpeedupBasis) -> Vec<Task> {
+    group_tasks_picking(records, basis, Pick::BestCorrect)
+}
+
+/// [`group_tasks`], keeping only the candidates `pick` considers.
+pub fn group_tasks_picking(
+    records: &[(EvalRecord, RecordExtras)],
+    basis: SpeedupBasis,
+    pick: Pick,
+) -> Vec<Task> {
+    let mut first_sample: BTreeMap<String, u32> = BTreeMap::new();
+    for (r, _) in records {
+        let s = first_sample.entry(r.problem.key()).or_insert(u32::MAX);
+        *s = (*s).min(r.candidate.sample);
+    }
     let mut tasks: BTreeMap<(u8, u32, String), Task> = BTreeMap::new();
     for (r, x) in records {
+        if pick == Pick::FirstSample && first_sample[&r.problem.key()] != r.candidate.sample {
+            continue;
+        }
         let key = r.problem.key();
         tasks
             .entry((r.problem.level, r.problem.id, key.clone()))

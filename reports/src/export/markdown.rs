@@ -8,12 +8,13 @@ use crate::report::Report;
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::from("# kbench report\n\n");
     out.push_str(&format!(
-        "Speedups are reference {basis} / candidate {basis}; a task's result is its best \
-         correct candidate. Intervals are 95%: Wilson for rates, percentile bootstrap \
+        "Speedups are reference {basis} / candidate {basis}; a task's result is its {}. \
+         Intervals are 95%: Wilson for rates, percentile bootstrap \
          ({} resamples, seed `{:#x}`) for speedup statistics, and {} resamples of the timing \
          samples for per-problem speedups. \"0 if wrong\" statistics count a task without a \
          correct kernel as speedup 0 (CudaForge); geomeans are over correct tasks only \
          (KernelBench, CUDA Agent).\n",
+        report.pick.as_str(),
         report.bootstrap_resamples,
         report.bootstrap_seed,
         report.speedup_resamples,

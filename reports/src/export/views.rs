@@ -32,8 +32,15 @@ pub(crate) fn correctness(run: &RunReport) -> Grid {
         "compiled",
         "correct (all families)",
         "correct (random only)",
+        "pass@k",
     ]);
     for s in &run.scopes {
+        let pass = s
+            .pass_at_k
+            .iter()
+            .map(|(k, p)| format!("@{k} {}", pct(*p)))
+            .collect::<Vec<_>>()
+            .join(", ");
         g.row(vec![
             s.scope.clone(),
             s.tasks.to_string(),
@@ -41,6 +48,7 @@ pub(crate) fn correctness(run: &RunReport) -> Grid {
             pct(s.compiled.value),
             rate_ci(&s.correct),
             rate_ci(&s.correct_random),
+            pass,
         ]);
     }
     g
