@@ -181,6 +181,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
         .collect();
     families.sort();
     families.dedup();
+    families.sort_by_key(|f| f != "random");
     let mut bars = Vec::new();
     for family in &families {
         for (i, run) in report.runs.iter().enumerate() {

@@ -203,13 +203,18 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunRepor
         records: input.records.len(),
         scopes,
         problems: tasks.iter().map(|t| problem_row(t, basis)).collect(),
-        families: families
-            .into_iter()
-            .map(|(family, (passed, ran))| FamilyRow {
-                family,
-                passed: Rate::wilson(passed, ran),
-            })
-            .collect(),
+        families: {
+            let mut rows: Vec<FamilyRow> = families
+                .into_iter()
+                .map(|(family, (passed, ran))| FamilyRow {
+                    family,
+                    passed: Rate::wilson(passed, ran),
+                })
+                .collect();
+            // KernelBench's own family first, then kbench's in name order.
+            rows.sort_by_key(|f| f.family != "random");
+            rows
+        },
         integrity,
     }
 }
