@@ -87,7 +87,8 @@ fn cudaforge_table_2_from_per_task_speedups_with_failures_as_zero() {
         assert!(close(f1.rate.value, fast1, 3), "{name} fast1");
     }
     // Table 1's CudaForge row, derived: 97.6% correct, Perf 1.677 (task-weighted, not the
-    // mean of the level means), Fast1 70.8% over all 250 tasks.
+    // mean of the level means), Fast1 70.8% over all 250 tasks. (Its overall median 1.107
+    // and 75% 1.592 depend on unpublished per-task values, so the fixture cannot pin them.)
     let all = scope(&m, "all");
     assert_eq!(all.tasks, 250);
     assert!(close(all.correct.value, 0.976, 3));
