@@ -29,6 +29,86 @@ pub enum Command {
     List(ListArgs),
     /// Evaluate an agent's kernels over a suite and append records to a run log.
     Run(Box<RunArgs>),
+    /// Metrics of one or more runs, from their logs alone: a table, exports, paper tables, plots.
+    Report(ReportArgs),
+    /// Write a static HTML page comparing runs side by side (one file, no network).
+    Leaderboard(LeaderboardArgs),
+}
+
+/// Which timing ratio speedups use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BasisArg {
+    /// reference median / candidate median (kbench's default).
+    Median,
+    /// reference mean / candidate mean (KernelBench, CudaForge, CUDA Agent).
+    Mean,
+}
+
+/// A paper's results table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TableArg {
+    /// CudaForge Tables 1-2: Correct, Median, 75%, Perf, Fast1 (failures count as 0).
+    Cudaforge,
+    /// CUDA Agent Table 1: Pass, Faster vs Eager/Compile, Geomean vs Eager/Compile.
+    CudaAgent,
+    /// Kevin Table 1: best@k and avg@k over trajectories.
+    Kevin,
+    /// KernelBench: compiled, correct, fast_p, geomean over correct.
+    Kernelbench,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run directories (or records.jsonl files) to report on.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// Write every metric as CSV (one row per run, scope, baseline and metric).
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// Write the whole report as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// Write the report as Markdown tables.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// Print a table in the shape of this paper's instead of kbench's own.
+    #[arg(long, value_enum)]
+    pub table: Option<TableArg>,
+    /// Write PNG and SVG plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// Speedup ratio (default: median; mean with --table, as the papers use means).
+    #[arg(long, value_enum)]
+    pub basis: Option<BasisArg>,
+    /// Which candidates count (default: best; first with --table kernelbench, whose
+    /// analysis reads sample 0 only).
+    #[arg(long, value_enum)]
+    pub pick: Option<PickArg>,
+}
+
+/// Which candidates of each problem a report considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PickArg {
+    /// Every candidate; a task reports its fastest correct one.
+    Best,
+    /// Each problem's first sample only.
+    First,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderboardArgs {
+    /// Run directories (or records.jsonl files) to compare.
+    #[arg(required = true, value_name = "RUN_DIR")]
+    pub runs: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, value_name = "FILE", default_value = "leaderboard.html")]
+    pub out: PathBuf,
+    /// Page title.
+    #[arg(long, default_value = "kbench leaderboard")]
+    pub title: String,
+    /// Speedup ratio.
+    #[arg(long, value_enum, default_value = "median")]
+    pub basis: BasisArg,
 }
 
 #[derive(Debug, Args)]

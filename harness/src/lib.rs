@@ -14,6 +14,7 @@ pub mod gpu;
 pub mod nvml;
 pub mod python;
 pub(crate) mod reference;
+pub mod report;
 pub mod runlog;
 pub mod seed;
 pub(crate) mod timing;

@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use kbench::cli::{Cli, Command, DemoArgs, GpusArgs, ListArgs, RunArgs, SetupArgs};
+use kbench::cli::{
+    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, PickArg, ReportArgs,
+    RunArgs, SetupArgs, TableArg,
+};
 use kbench::config::{self, RunConfig};
 use kbench::python::{self, PythonChoice};
 use kbench::{engine, exit};
@@ -29,7 +32,75 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Gpus(a) => gpus(a),
         Command::Run(a) => run(*a),
         Command::Demo(a) => demo(a),
+        Command::Report(a) => report(a),
+        Command::Leaderboard(a) => leaderboard(a),
     }
+}
+
+fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {
+    match b {
+        BasisArg::Median => kbench_reports::SpeedupBasis::Median,
+        BasisArg::Mean => kbench_reports::SpeedupBasis::Mean,
+    }
+}
+
+fn report(a: ReportArgs) -> Result<i32> {
+    use kbench_reports::task::Pick;
+    use kbench_reports::{export, papers, plot};
+    let runs = kbench::report::read_runs(&a.runs)?;
+    let default = if a.table.is_some() {
+        BasisArg::Mean
+    } else {
+        BasisArg::Median
+    };
+    let pick = match a.pick {
+        Some(PickArg::First) => Pick::FirstSample,
+        Some(PickArg::Best) => Pick::BestCorrect,
+        None if a.table == Some(TableArg::Kernelbench) => Pick::FirstSample,
+        None => Pick::BestCorrect,
+    };
+    let report =
+        kbench_reports::build_report_picking(&runs, basis(a.basis.unwrap_or(default)), pick);
+    match a.table {
+        Some(t) => {
+            let table = match t {
+                TableArg::Cudaforge => papers::PaperTable::CudaForge,
+                TableArg::CudaAgent => papers::PaperTable::CudaAgent,
+                TableArg::Kevin => papers::PaperTable::Kevin,
+                TableArg::Kernelbench => papers::PaperTable::KernelBench,
+            };
+            print!("{}", papers::render_paper_table(&report, table, false));
+        }
+        None => print!("{}", export::render_terminal(&report)),
+    }
+    let exports = [
+        (a.export_csv, export::render_csv as fn(&_) -> String),
+        (a.export_json, export::render_json),
+        (a.export_markdown, export::render_markdown),
+    ];
+    for (path, render) in exports {
+        if let Some(path) = path {
+            kbench::report::write_file(&path, &render(&report))?;
+        }
+    }
+    if let Some(dir) = a.plots {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for p in plot::plots(&report) {
+            let svg = plot::render_svg(&p)?;
+            kbench::report::write_file(&dir.join(format!("{}.svg", p.name)), &svg)?;
+            plot::write_png(&p, &dir.join(format!("{}.png", p.name)))?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
+    let runs = kbench::report::read_runs(&a.runs)?;
+    let report = kbench_reports::build_report(&runs, basis(a.basis));
+    let page = kbench_reports::leaderboard::render_leaderboard(&report, &a.title)?;
+    kbench::report::write_file(&a.out, &page)?;
+    println!("leaderboard: {}", a.out.display());
+    Ok(exit::OK)
 }
 
 fn setup(a: SetupArgs) -> Result<i32> {

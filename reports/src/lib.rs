@@ -1,24 +1,44 @@
-//! Statistics over kbench's timing samples and eval records, and their plain-text rendering.
+//! Statistics over kbench's timing samples and eval records, the metrics of the papers it
+//! reproduces, and their renderings: terminal tables, CSV / JSON / Markdown exports, paper
+//! table presets, plots and a static leaderboard page.
 //!
-//! Pure functions over plain data: nothing here measures, and nothing here prints
-//! (renderers return strings and compute no statistics).
+//! Measure → analyse → report, joined by plain data: [`build_report`] turns eval records
+//! into a [`Report`] with pure functions (nothing here measures); every renderer reads the
+//! `Report` and computes no statistics. Only the plot module writes files (PNG through
+//! plotters); everything else returns strings.
 //!
-//! - [`Sample`]: checked timing samples (non-empty, finite, non-negative) with median, mean,
-//!   min, max, sample standard deviation, numpy-compatible percentiles and IQR.
+//! - [`Sample`]: checked timing samples with median, mean, percentiles, IQR.
 //! - [`timing_stats`]: samples into the record's `TimingStats`; [`speedup`] as ratios.
-//! - [`summarize`] / [`RunSummary`]: evaluated, compiled, correct, fast_1, median speedup,
-//!   outcome counts; [`fast_p`] for any threshold; [`render_summary`] as a text table.
+//! - [`summarize`] / [`RunSummary`]: the summary `kbench run` ends with.
+//! - [`stats`]: Wilson intervals, fixed-seed bootstrap intervals, geometric means.
+//! - [`task`] / [`metrics`]: tasks from records and each paper's metric by name.
 
 mod error;
+pub mod export;
+pub mod extras;
+pub mod leaderboard;
+pub mod metrics;
+pub mod papers;
+pub mod plot;
+mod report;
 mod sample;
+pub mod stats;
 mod summary;
 mod table;
+pub mod task;
 mod timing;
 
+#[cfg(test)]
+mod task_tests;
 #[cfg(test)]
 mod tests;
 
 pub use error::SampleError;
+pub use extras::RecordExtras;
+pub use report::{
+    build_report, build_report_picking, run_report, FamilyRow, IntegrityRow, ProblemRow, Report,
+    RunInput, RunReport, REPORT_VERSION,
+};
 pub use sample::Sample;
 pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};
 pub use table::render_summary;

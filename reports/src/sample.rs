@@ -115,9 +115,30 @@ pub(crate) fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     let lo = (h.floor() as usize).min(last);
     let hi = (lo + 1).min(last);
     let t = h - lo as f64;
-    let (a, b) = (sorted[lo], sorted[hi]);
+    lerp(sorted[lo], sorted[hi], t)
+}
+
+/// [`percentile_sorted`] without sorting: partial selection of the two order statistics
+/// needed, O(n). Reorders `values`; the result is bit-identical to sorting first.
+pub(crate) fn percentile_select(values: &mut [f64], p: f64) -> f64 {
+    debug_assert!(!values.is_empty() && (0.0..=100.0).contains(&p));
+    let last = values.len() - 1;
+    let h = last as f64 * (p / 100.0);
+    let lo = (h.floor() as usize).min(last);
+    let t = h - lo as f64;
+    let (_, &mut a, above) = values.select_nth_unstable_by(lo, f64::total_cmp);
+    let b = if lo == last {
+        a
+    } else {
+        above.iter().copied().fold(f64::INFINITY, f64::min)
+    };
+    lerp(a, b, t)
+}
+
+/// numpy `_lerp`: from `a` below the midpoint, from `b` above, exact at both ends, clamped
+/// to `[a, b]` so percentiles are monotone in `p`.
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
     let diff = b - a;
-    // numpy `_lerp`: from `a` below the midpoint, from `b` above, exact at both ends.
     let v = if t < 0.5 {
         a + diff * t
     } else {
@@ -195,6 +216,21 @@ mod tests {
         assert!((x.iqr() - 3.5).abs() < 1e-12);
         // numpy.std([3,1,4,1,5,9,2,6], ddof=1) = 2.748376...
         assert!((x.std_dev().unwrap() - 2.748_376_143_938_415).abs() < 1e-12);
+    }
+
+    #[test]
+    fn selection_matches_sorting() {
+        let v = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0];
+        let x = s(&v);
+        for p in [0.0, 2.5, 25.0, 50.0, 75.0, 97.5, 100.0] {
+            let mut w = v.to_vec();
+            assert_eq!(
+                percentile_select(&mut w, p),
+                x.percentile(p).unwrap(),
+                "p{p}"
+            );
+        }
+        assert_eq!(percentile_select(&mut [7.0], 75.0), 7.0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ fn stats(ms: f64) -> TimingStats {
 }
 
 /// A record with `outcome`; timed with the given (median, mean) speedups when present.
-fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
+pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalRecord {
     EvalRecord {
         schema_version: SCHEMA_VERSION,
         run_id: "run".into(),

@@ -1,0 +1,145 @@
+//! `kbench report` and `kbench leaderboard`: read run directories, hand their records to
+//! `kbench-reports`, and write what it renders. Everything is derived from the run logs;
+//! nothing else is read.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use kbench_record::{EvalRecord, SCHEMA_VERSION};
+use kbench_reports::{RecordExtras, RunInput};
+use serde_json::Value;
+
+use crate::runlog::{MANIFEST, RECORDS};
+
+/// Reads one run: a run directory (its `records.jsonl`, and `run.json` when present) or a
+/// records file itself. Records are deduplicated by their key, the last one winning (a log
+/// that was resumed after a crash may repeat a key); a partial last line is skipped.
+pub fn read_run(path: &Path) -> Result<RunInput> {
+    let (records_path, manifest_path) = if path.is_dir() {
+        (path.join(RECORDS), Some(path.join(MANIFEST)))
+    } else {
+        (path.to_path_buf(), None)
+    };
+    if !records_path.exists() {
+        bail!(
+            "{} has no {RECORDS}: pass a run directory written by `kbench run --out DIR` or a records file",
+            path.display()
+        );
+    }
+    let (run_id, agent) = match manifest_path.filter(|m| m.exists()) {
+        Some(m) => {
+            let text =
+                std::fs::read_to_string(&m).with_context(|| format!("reading {}", m.display()))?;
+            let v: Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a kbench run manifest (JSON)", m.display()))?;
+            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+            (s("run_id"), s("agent"))
+        }
+        None => (None, None),
+    };
+    let f = std::fs::File::open(&records_path)
+        .with_context(|| format!("opening {}", records_path.display()))?;
+    let lines: Vec<String> = BufReader::new(f)
+        .lines()
+        .collect::<std::io::Result<_>>()
+        .with_context(|| format!("reading {}", records_path.display()))?;
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    let mut records: Vec<(EvalRecord, RecordExtras)> = Vec::new();
+    let n = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = parse(line);
+        let (record, extras) = match parsed {
+            Ok(r) => r,
+            // A run killed mid-write leaves a partial last line.
+            Err(_) if i + 1 == n => break,
+            Err(e) => bail!(
+                "{} line {}: {e:#}; fix or remove the line and report again",
+                records_path.display(),
+                i + 1
+            ),
+        };
+        let key = record.key();
+        match by_key.get(&key) {
+            Some(&at) => records[at] = (record, extras),
+            None => {
+                by_key.insert(key, records.len());
+                records.push((record, extras));
+            }
+        }
+    }
+    let agent = agent.or_else(|| records.first().map(|(r, _)| r.candidate.agent.clone()));
+    let run_id = run_id.or_else(|| records.first().map(|(r, _)| r.run_id.clone()));
+    Ok(RunInput {
+        label: label_of(path),
+        path: path.display().to_string(),
+        run_id,
+        agent,
+        records,
+    })
+}
+
+fn parse(line: &str) -> Result<(EvalRecord, RecordExtras)> {
+    let v: Value = serde_json::from_str(line).context("not JSON")?;
+    let version = v.get("schema_version").and_then(Value::as_u64).unwrap_or(0);
+    if version > u64::from(SCHEMA_VERSION) {
+        bail!("record has schema_version {version}; this kbench reads up to {SCHEMA_VERSION}: use a newer kbench");
+    }
+    let extras = RecordExtras::from_json(&v);
+    let record = serde_json::from_value(v).context("not an eval record")?;
+    Ok((record, extras))
+}
+
+/// A run's short name: the directory's name, or a records file's stem (`x_records.jsonl`
+/// gives `x`).
+fn label_of(path: &Path) -> String {
+    let name = if path.is_dir() {
+        path.file_name()
+    } else {
+        path.file_stem()
+    };
+    let name = name
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| path.display().to_string());
+    match name.strip_suffix("_records") {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ if name == "records" => path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or(name),
+        _ => name,
+    }
+}
+
+/// Reads every run; labels that collide get `#2`, `#3` appended in order.
+pub fn read_runs(paths: &[PathBuf]) -> Result<Vec<RunInput>> {
+    let mut runs = Vec::with_capacity(paths.len());
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for p in paths {
+        let mut run = read_run(p)?;
+        let n = seen.entry(run.label.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            run.label = format!("{}#{}", run.label, n);
+        }
+        runs.push(run);
+    }
+    if runs.iter().all(|r| r.records.is_empty()) {
+        bail!("no eval records in the runs given: nothing to report");
+    }
+    Ok(runs)
+}
+
+/// Writes `text` to `path`, naming the file on failure.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}

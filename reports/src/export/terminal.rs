@@ -1,0 +1,42 @@
+//! What `kbench report` prints: per run, correctness and speedups per level and overall,
+//! then case families, Kevin's trajectory metrics, costs and integrity flags when present.
+
+use super::views;
+use crate::report::Report;
+
+/// The terminal report. Lists every run in the order given.
+pub fn render_terminal(report: &Report) -> String {
+    let mut out = String::new();
+    for (i, run) in report.runs.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("== {}: {}\n\n", run.label, views::run_line(run)));
+        out.push_str(&views::correctness(run).text());
+        out.push('\n');
+        out.push_str(&views::speedups(run).text());
+        if !run.families.is_empty() {
+            out.push('\n');
+            out.push_str(&views::families(run).text());
+        }
+        if let Some(k) = views::kevin(run) {
+            out.push('\n');
+            out.push_str(&k.text());
+        }
+        out.push('\n');
+        out.push_str(&views::cost(run).text());
+        if let Some(g) = views::integrity(run) {
+            out.push('\n');
+            out.push_str(&g.text());
+        }
+    }
+    out.push_str(&format!(
+        "\nspeedups: reference {basis} / candidate {basis}; task = {}; \
+         intervals 95% (Wilson for rates, bootstrap of {} resamples, seed {:#x}, for speedups)\n",
+        report.pick.as_str(),
+        report.bootstrap_resamples,
+        report.bootstrap_seed,
+        basis = report.basis.as_str(),
+    ));
+    out
+}

@@ -1,0 +1,238 @@
+//! The one result struct that every table, export, plot and page reads.
+
+use std::collections::BTreeMap;
+
+use kbench_record::EvalRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::extras::RecordExtras;
+use crate::metrics::{metrics_by_level, pass_at_k_over, ScopeMetrics};
+use crate::stats::{
+    speedup_interval, Estimate, Rate, RatioOf, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
+    SPEEDUP_RESAMPLES,
+};
+use crate::summary::SpeedupBasis;
+use crate::task::{group_tasks_picking, Baseline, Pick, Task};
+
+/// Version of the report's JSON shape. Bump on any incompatible change.
+pub const REPORT_VERSION: u32 = 1;
+
+/// One run as read from its directory: what `kbench report` hands to [`build_report`].
+#[derive(Debug, Clone)]
+pub struct RunInput {
+    /// Short name shown in tables (the run directory's name).
+    pub label: String,
+    /// The run directory as given.
+    pub path: String,
+    /// `run.json`'s `run_id` and `agent`, when it was readable.
+    pub run_id: Option<String>,
+    pub agent: Option<String>,
+    pub records: Vec<(EvalRecord, RecordExtras)>,
+}
+
+/// One problem's result in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemRow {
+    pub key: String,
+    pub level: u8,
+    pub id: u32,
+    pub name: String,
+    pub candidates: usize,
+    pub compiled: bool,
+    pub correct: bool,
+    pub correct_random: bool,
+    /// The best correct candidate against eager, else the last candidate evaluated.
+    pub candidate: String,
+    /// That candidate's outcome kind.
+    pub outcome: String,
+    /// Best correct eager speedup, with its interval from the timing samples.
+    pub speedup: Option<f64>,
+    pub interval: Option<Estimate>,
+    /// Best correct speedups against the other baselines.
+    pub compile_speedup: Option<f64>,
+    pub max_autotune_speedup: Option<f64>,
+    /// Integrity flags raised on any candidate of the problem.
+    pub flags: Vec<String>,
+}
+
+/// Correctness per case family, over candidates that ran at least one case of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyRow {
+    pub family: String,
+    /// Candidates that passed every case of the family, over those that ran it.
+    pub passed: Rate,
+}
+
+/// An integrity flag raised on a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrityRow {
+    pub problem: String,
+    pub candidate: String,
+    pub flag: String,
+}
+
+/// Everything reported about one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub label: String,
+    pub path: String,
+    pub run_id: Option<String>,
+    pub agent: Option<String>,
+    /// Distinct devices, precisions and tolerance profiles of its records.
+    pub devices: Vec<String>,
+    pub precisions: Vec<String>,
+    pub profiles: Vec<String>,
+    pub records: usize,
+    /// Per level, then `all`.
+    pub scopes: Vec<ScopeMetrics>,
+    pub problems: Vec<ProblemRow>,
+    pub families: Vec<FamilyRow>,
+    pub integrity: Vec<IntegrityRow>,
+}
+
+impl RunReport {
+    pub fn scope(&self, name: &str) -> Option<&ScopeMetrics> {
+        self.scopes.iter().find(|s| s.scope == name)
+    }
+}
+
+/// The whole report: settings of the statistics and every run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub report_version: u32,
+    /// Which timing ratio the speedups are (`median` or `mean`).
+    pub basis: SpeedupBasis,
+    /// Which candidates of each problem count.
+    pub pick: Pick,
+    pub bootstrap_resamples: usize,
+    pub speedup_resamples: usize,
+    pub bootstrap_seed: u64,
+    pub runs: Vec<RunReport>,
+}
+
+fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = values.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
+    let best = t.best(Baseline::Eager);
+    let shown = best.map_or(t.candidates.len() - 1, |(i, _)| i);
+    let c = &t.candidates[shown];
+    let mut flags: Vec<String> = t
+        .candidates
+        .iter()
+        .flat_map(|c| c.flags.iter().cloned())
+        .collect();
+    flags.sort();
+    flags.dedup();
+    ProblemRow {
+        key: t.key.clone(),
+        level: t.level,
+        id: t.id,
+        name: t.name.clone(),
+        candidates: t.candidates.len(),
+        compiled: t.compiled(),
+        correct: t.correct(),
+        correct_random: t.correct_random(),
+        candidate: c.name.clone(),
+        outcome: c.outcome.clone(),
+        speedup: best.map(|(_, s)| s),
+        // Only the reported candidate's interval is computed: 1,000 resamples of its
+        // samples, not of every candidate's.
+        interval: best
+            .and(c.samples.as_ref())
+            .and_then(|(reference, candidate)| {
+                let of = match basis {
+                    SpeedupBasis::Median => RatioOf::Median,
+                    SpeedupBasis::Mean => RatioOf::Mean,
+                };
+                speedup_interval(reference, candidate, of)
+            }),
+        compile_speedup: t.best(Baseline::Compile).map(|(_, s)| s),
+        max_autotune_speedup: t.best(Baseline::MaxAutotune).map(|(_, s)| s),
+        flags,
+    }
+}
+
+/// Builds one run's report from its records.
+pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunReport {
+    let tasks = group_tasks_picking(&input.records, basis, pick);
+    let mut families: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut integrity = Vec::new();
+    for t in &tasks {
+        for c in &t.candidates {
+            for (family, &passed) in &c.families {
+                let e = families.entry(family.clone()).or_default();
+                e.0 += usize::from(passed);
+                e.1 += 1;
+            }
+            for flag in &c.flags {
+                integrity.push(IntegrityRow {
+                    problem: t.key.clone(),
+                    candidate: c.name.clone(),
+                    flag: flag.clone(),
+                });
+            }
+        }
+    }
+    let records = || input.records.iter().map(|(r, _)| r);
+    let mut scopes = metrics_by_level(&tasks);
+    if pick != Pick::BestCorrect {
+        // pass@k is over every sample even when the other metrics read the first only
+        // (KernelBench: fast_p from sample 0, pass@k from all samples).
+        let all = group_tasks_picking(&input.records, basis, Pick::BestCorrect);
+        for s in &mut scopes {
+            let of: Vec<&Task> = all
+                .iter()
+                .filter(|t| s.level.is_none_or(|l| t.level == l))
+                .collect();
+            s.pass_at_k = pass_at_k_over(&of);
+        }
+    }
+    RunReport {
+        label: input.label.clone(),
+        path: input.path.clone(),
+        run_id: input.run_id.clone(),
+        agent: input.agent.clone(),
+        devices: distinct(records().map(|r| r.device.to_string())),
+        precisions: distinct(records().map(|r| r.precision.to_string())),
+        profiles: distinct(records().map(|r| r.profile.to_string())),
+        records: input.records.len(),
+        scopes,
+        problems: tasks.iter().map(|t| problem_row(t, basis)).collect(),
+        families: {
+            let mut rows: Vec<FamilyRow> = families
+                .into_iter()
+                .map(|(family, (passed, ran))| FamilyRow {
+                    family,
+                    passed: Rate::wilson(passed, ran),
+                })
+                .collect();
+            // KernelBench's own family first, then kbench's in name order.
+            rows.sort_by_key(|f| f.family != "random");
+            rows
+        },
+        integrity,
+    }
+}
+
+/// Builds the report of every run, speedups on `basis`, every candidate considered.
+pub fn build_report(inputs: &[RunInput], basis: SpeedupBasis) -> Report {
+    build_report_picking(inputs, basis, Pick::BestCorrect)
+}
+
+/// [`build_report`] over the candidates `pick` considers.
+pub fn build_report_picking(inputs: &[RunInput], basis: SpeedupBasis, pick: Pick) -> Report {
+    Report {
+        report_version: REPORT_VERSION,
+        basis,
+        pick,
+        bootstrap_resamples: BOOTSTRAP_RESAMPLES,
+        speedup_resamples: SPEEDUP_RESAMPLES,
+        bootstrap_seed: BOOTSTRAP_SEED,
+        runs: inputs.iter().map(|i| run_report(i, basis, pick)).collect(),
+    }
+}

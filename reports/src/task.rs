@@ -1,0 +1,296 @@
+//! From eval records to tasks: what each candidate achieved, and which result stands for
+//! each problem.
+//!
+//! A *task* is one problem of a run; a run may hold several candidates per problem
+//! (samples, refinement turns, parallel trajectories). A task's result is its **best
+//! correct candidate**: the correct candidate with the highest speedup against the
+//! baseline in question (CudaForge: "the fastest correct kernel over all rounds"; CUDA Agent:
+//! "the maximum speedup vs torch.compile in the trajectory"; Kevin: the fastest correct
+//! kernel of a trajectory). A task is compiled / correct when any of its candidates is.
+//! Each baseline picks its own fastest candidate. CUDA Agent picks one kernel by its speedup
+//! over torch.compile and reports that kernel's eager speedup too; since all candidates of a
+//! task face the same baselines, the fastest kernel is the same for every baseline up to
+//! timing noise between records, which is where the two rules can differ.
+//! Tasks are the problems that have at least one record: a problem the run never recorded
+//! is not in any denominator, since the logs cannot know it was asked for.
+
+use std::collections::BTreeMap;
+
+use kbench_record::{CaseFamily, EvalRecord, Outcome};
+use serde::{Deserialize, Serialize};
+
+use crate::extras::{Cost, RecordExtras};
+use crate::summary::SpeedupBasis;
+
+/// Which candidates of a problem a report considers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pick {
+    /// Every candidate; a task reports its best correct one (CudaForge, CUDA Agent, Kevin).
+    #[default]
+    BestCorrect,
+    /// Only each problem's first sample (the lowest `candidate.sample`), as KernelBench's
+    /// `benchmark_eval_analysis.py` uses `sample_id == 0` alone.
+    FirstSample,
+}
+
+impl Pick {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pick::BestCorrect => "best correct candidate",
+            Pick::FirstSample => "first sample only",
+        }
+    }
+}
+
+/// What a speedup is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Baseline {
+    /// PyTorch eager: the problem's own `Model`, timed by kbench in the same run.
+    #[serde(rename = "eager")]
+    Eager,
+    /// `torch.compile(model)` (inductor, default mode).
+    #[serde(rename = "compile")]
+    Compile,
+    /// `torch.compile(model, mode="max-autotune")`.
+    #[serde(rename = "max-autotune")]
+    MaxAutotune,
+}
+
+impl Baseline {
+    pub const ALL: [Baseline; 3] = [Baseline::Eager, Baseline::Compile, Baseline::MaxAutotune];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Baseline::Eager => "eager",
+            Baseline::Compile => "compile",
+            Baseline::MaxAutotune => "max-autotune",
+        }
+    }
+}
+
+/// One evaluated candidate, reduced to what the metrics need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub name: String,
+    /// Independent trajectory (`candidate.trajectory`, else the sample number).
+    pub trajectory: u32,
+    /// Refinement turn or round, when the agent recorded one.
+    pub turn: Option<u32>,
+    /// The outcome's kind (`ok`, `mismatch`, ...).
+    pub outcome: String,
+    /// Got as far as running (KernelBench's `compiled`).
+    pub compiled: bool,
+    /// Correct on every case family (`Outcome::Ok`).
+    pub correct: bool,
+    /// Correct on the `random` family alone (KernelBench's own check): see
+    /// [`correct_on_random`].
+    pub correct_random: bool,
+    /// Speedups of a correct, timed candidate, per baseline, on the report's basis.
+    pub speedups: BTreeMap<Baseline, f64>,
+    /// Raw timing samples (ms) of reference and candidate, kept for the speedup interval
+    /// of the candidate a task reports (computed for that one only; not serialized).
+    #[serde(skip)]
+    pub samples: Option<(Vec<f64>, Vec<f64>)>,
+    /// Per case family: did every case of the family that ran pass.
+    pub families: BTreeMap<String, bool>,
+    /// Integrity flags: an `integrity` outcome's flag and the record's `flags`.
+    pub flags: Vec<String>,
+    pub cost: Option<Cost>,
+    /// The harness's wall time evaluating it, seconds.
+    pub eval_s: f64,
+}
+
+impl Candidate {
+    /// Reduces a record (and its optional fields) with speedups on `basis`.
+    pub fn from_record(r: &EvalRecord, extras: &RecordExtras, basis: SpeedupBasis) -> Candidate {
+        let correct = r.outcome.is_ok();
+        let mut speedups = BTreeMap::new();
+        let mut samples = None;
+        if correct {
+            if let Some(s) = basis.speedup_of(r) {
+                speedups.insert(Baseline::Eager, s);
+            }
+            if let Some(t) = &r.timing {
+                samples = Some((
+                    t.reference.samples_ms.clone(),
+                    t.candidate.samples_ms.clone(),
+                ));
+            }
+            for (name, b) in &extras.baselines {
+                let baseline = match name.as_str() {
+                    "compile" => Baseline::Compile,
+                    "max-autotune" | "max_autotune" => Baseline::MaxAutotune,
+                    _ => continue,
+                };
+                let s = match basis {
+                    SpeedupBasis::Median => Some(b.speedup),
+                    SpeedupBasis::Mean => b.speedup_mean,
+                };
+                if let Some(s) = s.filter(|s| s.is_finite() && *s >= 0.0) {
+                    speedups.insert(baseline, s);
+                }
+            }
+        }
+        let mut families: BTreeMap<String, bool> = BTreeMap::new();
+        for c in &r.cases {
+            *families.entry(c.case.family.to_string()).or_insert(true) &= c.passed;
+        }
+        // A failure the record attributes to a case fails that case's family even when the
+        // case never made it into `cases`.
+        if let Some(family) = failed_case_family(&r.outcome) {
+            families.insert(family.to_string(), false);
+        }
+        let mut flags = Vec::new();
+        if let Outcome::Integrity { flag, .. } = &r.outcome {
+            flags.push(flag.clone());
+        }
+        for f in &extras.flags {
+            if !flags.contains(f) {
+                flags.push(f.clone());
+            }
+        }
+        Candidate {
+            name: r.candidate.name.clone(),
+            trajectory: extras.trajectory.unwrap_or(r.candidate.sample),
+            turn: extras.turn,
+            outcome: r.outcome.kind().to_string(),
+            compiled: r.outcome.compiled(),
+            correct,
+            correct_random: correct_on_random(r),
+            speedups,
+            samples,
+            families,
+            flags,
+            cost: extras.cost.clone(),
+            eval_s: r.wall_s,
+        }
+    }
+}
+
+/// The case family a failing outcome names, if it names one.
+fn failed_case_family(o: &Outcome) -> Option<&CaseFamily> {
+    match o {
+        Outcome::Mismatch { case, .. }
+        | Outcome::WrongShape { case, .. }
+        | Outcome::WrongDtype { case, .. } => Some(&case.family),
+        _ => None,
+    }
+}
+
+/// Correct under KernelBench's own check, the `random` family alone: the outcome is `ok`,
+/// or the candidate passed every `random` case it ran (at least one) and its failure is
+/// attributed to a case of another family (`mismatch`, `wrong_shape`, `wrong_dtype` on a
+/// `signed`, `nan-inf`, ... case). Failures not tied to a case (runtime errors, crashes,
+/// timeouts, integrity flags) count as incorrect under both definitions, since the record
+/// cannot show that the random cases alone would have passed.
+pub fn correct_on_random(r: &EvalRecord) -> bool {
+    if r.outcome.is_ok() {
+        return true;
+    }
+    let Some(family) = failed_case_family(&r.outcome) else {
+        return false;
+    };
+    let mut random = r
+        .cases
+        .iter()
+        .filter(|c| c.case.family == CaseFamily::Random)
+        .peekable();
+    *family != CaseFamily::Random && random.peek().is_some() && random.all(|c| c.passed)
+}
+
+/// One problem of a run and all its candidates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// `suite/L<level>/<id>`.
+    pub key: String,
+    pub level: u8,
+    pub id: u32,
+    pub name: String,
+    pub candidates: Vec<Candidate>,
+}
+
+impl Task {
+    pub fn compiled(&self) -> bool {
+        self.candidates.iter().any(|c| c.compiled)
+    }
+
+    pub fn correct(&self) -> bool {
+        self.candidates.iter().any(|c| c.correct)
+    }
+
+    pub fn correct_random(&self) -> bool {
+        self.candidates.iter().any(|c| c.correct_random)
+    }
+
+    /// The best correct candidate against `baseline`: index and speedup. Ties go to the
+    /// earlier candidate (the first round that reached the speed).
+    pub fn best(&self, baseline: Baseline) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, c) in self.candidates.iter().enumerate() {
+            if let Some(&s) = c.speedups.get(&baseline) {
+                if best.is_none_or(|(_, b)| s > b) {
+                    best = Some((i, s));
+                }
+            }
+        }
+        best
+    }
+
+    /// CudaForge's per-task score: the best correct speedup, 0 when no correct candidate
+    /// was timed against `baseline` (CudaForge `best_score` = 0.0 for failed tasks).
+    pub fn score(&self, baseline: Baseline) -> f64 {
+        self.best(baseline).map_or(0.0, |(_, s)| s)
+    }
+
+    /// Kevin's trajectories: per trajectory (in id order), whether any of its kernels is
+    /// correct and its best correct eager speedup (0 when none).
+    pub fn trajectories(&self) -> Vec<(bool, f64)> {
+        let mut by: BTreeMap<u32, (bool, f64)> = BTreeMap::new();
+        for c in &self.candidates {
+            let t = by.entry(c.trajectory).or_insert((false, 0.0));
+            t.0 |= c.correct;
+            if let Some(&s) = c.speedups.get(&Baseline::Eager) {
+                t.1 = t.1.max(s);
+            }
+        }
+        by.into_values().collect()
+    }
+}
+
+/// Groups candidates into tasks by problem key, ordered by level, id and key.
+pub fn group_tasks(records: &[(EvalRecord, RecordExtras)], basis: SpeedupBasis) -> Vec<Task> {
+    group_tasks_picking(records, basis, Pick::BestCorrect)
+}
+
+/// [`group_tasks`], keeping only the candidates `pick` considers.
+pub fn group_tasks_picking(
+    records: &[(EvalRecord, RecordExtras)],
+    basis: SpeedupBasis,
+    pick: Pick,
+) -> Vec<Task> {
+    let mut first_sample: BTreeMap<String, u32> = BTreeMap::new();
+    for (r, _) in records {
+        let s = first_sample.entry(r.problem.key()).or_insert(u32::MAX);
+        *s = (*s).min(r.candidate.sample);
+    }
+    let mut tasks: BTreeMap<(u8, u32, String), Task> = BTreeMap::new();
+    for (r, x) in records {
+        if pick == Pick::FirstSample && first_sample[&r.problem.key()] != r.candidate.sample {
+            continue;
+        }
+        let key = r.problem.key();
+        tasks
+            .entry((r.problem.level, r.problem.id, key.clone()))
+            .or_insert_with(|| Task {
+                key,
+                level: r.problem.level,
+                id: r.problem.id,
+                name: r.problem.name.clone(),
+                candidates: Vec::new(),
+            })
+            .candidates
+            .push(Candidate::from_record(r, x, basis));
+    }
+    tasks.into_values().collect()
+}

@@ -1,0 +1,129 @@
+//! How records become tasks: which candidate a task reports, what "correct under the random
+//! family" means, and the optional fields. Uses the record helper of `tests.rs`.
+
+use kbench_record::{CaseFamily, CaseRef, CaseResult, Outcome, Phase};
+
+use crate::extras::RecordExtras;
+use crate::summary::SpeedupBasis;
+use crate::task::{correct_on_random, group_tasks, Baseline};
+use crate::tests::record;
+
+fn case(family: &str, index: u32, passed: bool) -> CaseResult {
+    CaseResult {
+        case: CaseRef {
+            family: CaseFamily::from(family),
+            index,
+        },
+        passed,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        elements: 1,
+        rel_l2_vs_f64: None,
+        wall_s: 0.0,
+    }
+}
+
+fn mismatch_on(family: &str) -> Outcome {
+    Outcome::Mismatch {
+        case: CaseRef {
+            family: CaseFamily::from(family),
+            index: 0,
+        },
+        output: 0,
+        max_abs: 1.0,
+        max_rel: 1.0,
+        count: 1,
+        total: 1,
+        first_index: vec![0],
+        rule: "elementwise".into(),
+    }
+}
+
+#[test]
+fn random_only_correctness_needs_passing_random_cases_and_a_failure_elsewhere() {
+    let mut r = record(mismatch_on("signed"), None);
+    r.cases = vec![
+        case("random", 0, true),
+        case("random", 1, true),
+        case("signed", 0, false),
+    ];
+    assert!(correct_on_random(&r));
+    // Failing a random case is incorrect under both definitions.
+    let mut r2 = r.clone();
+    r2.outcome = mismatch_on("random");
+    r2.cases[1].passed = false;
+    assert!(!correct_on_random(&r2));
+    // No random case ran: nothing shows KernelBench's check would pass.
+    let mut r3 = r.clone();
+    r3.cases.retain(|c| c.case.family != CaseFamily::Random);
+    assert!(!correct_on_random(&r3));
+    // A failure not tied to a case (a crash) is incorrect under both.
+    let mut r4 = r.clone();
+    r4.outcome = Outcome::Crashed {
+        phase: Phase::Run,
+        signal: Some(11),
+        exit_code: None,
+    };
+    assert!(!correct_on_random(&r4));
+    assert!(correct_on_random(&record(Outcome::Ok, None)));
+}
+
+#[test]
+fn a_task_reports_its_fastest_correct_candidate_per_baseline() {
+    let mut slow = record(Outcome::Ok, Some((1.2, 1.1)));
+    slow.candidate.name = "slow".into();
+    let mut fast = record(Outcome::Ok, Some((2.0, 1.9)));
+    fast.candidate.name = "fast".into();
+    fast.candidate.sample = 1;
+    let mut wrong = record(mismatch_on("random"), Some((9.0, 9.0)));
+    wrong.candidate.sample = 2;
+    let extras = |json: serde_json::Value| RecordExtras::from_json(&json);
+    let records = vec![
+        (
+            slow,
+            extras(serde_json::json!({"baselines": {"compile": {"speedup": 1.5}}})),
+        ),
+        (
+            fast,
+            extras(serde_json::json!({"baselines": {"compile": {"speedup": 1.4}}})),
+        ),
+        (wrong, RecordExtras::default()),
+    ];
+    let tasks = group_tasks(&records, SpeedupBasis::Median);
+    assert_eq!(tasks.len(), 1);
+    let t = &tasks[0];
+    assert_eq!(t.candidates.len(), 3);
+    // The incorrect candidate's 9x never counts; each baseline picks its own fastest.
+    assert_eq!(t.best(Baseline::Eager), Some((1, 2.0)));
+    assert_eq!(t.best(Baseline::Compile), Some((0, 1.5)));
+    assert_eq!(t.best(Baseline::MaxAutotune), None);
+    assert_eq!(t.score(Baseline::MaxAutotune), 0.0);
+    // Without a `speedup_mean`, a baseline has no speedup on the mean basis.
+    let mean = group_tasks(&records, SpeedupBasis::Mean);
+    assert_eq!(mean[0].best(Baseline::Eager), Some((1, 1.9)));
+    assert_eq!(mean[0].best(Baseline::Compile), None);
+    // Trajectories default to the sample number: three, one correct-and-fast each.
+    assert_eq!(
+        t.trajectories(),
+        vec![(true, 1.2), (true, 2.0), (false, 0.0)]
+    );
+}
+
+#[test]
+fn integrity_flags_come_from_the_outcome_and_the_flags_field() {
+    let r = record(
+        Outcome::Integrity {
+            flag: "side-stream".into(),
+            detail: "x".into(),
+        },
+        None,
+    );
+    let x = RecordExtras::from_json(
+        &serde_json::json!({"flags": ["side-stream", "excessive-speedup"]}),
+    );
+    let tasks = group_tasks(&[(r, x)], SpeedupBasis::Median);
+    let c = &tasks[0].candidates[0];
+    assert_eq!(c.flags, vec!["side-stream", "excessive-speedup"]);
+    assert!(!c.correct && c.compiled);
+}
