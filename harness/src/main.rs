@@ -59,19 +59,20 @@ fn slurm(a: SlurmArgs) -> Result<i32> {
             Ok(exit::OK)
         }
         SlurmCommand::Status(a) => {
-            let (_, rows) = slurm::status(&a.dir)?;
+            let dir = std::path::absolute(&a.dir)?;
+            let (_, rows) = slurm::status(&dir)?;
             if a.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&slurm::status_json(&a.dir, &rows))?
+                    serde_json::to_string_pretty(&slurm::status_json(&dir, &rows))?
                 );
             } else {
-                print!("{}", slurm::render_status(&a.dir, &rows));
+                print!("{}", slurm::render_status(&dir, &rows));
             }
             Ok(slurm::status_exit_code(&rows))
         }
         SlurmCommand::Resubmit(a) => {
-            let (shards, job) = slurm::resubmit(&a.dir, a.dry_run)?;
+            let (shards, job) = slurm::resubmit(&std::path::absolute(&a.dir)?, a.dry_run)?;
             let list = shards
                 .iter()
                 .map(u32::to_string)
