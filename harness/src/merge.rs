@@ -299,3 +299,213 @@ fn copy_files(from: &Path, to: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use kbench_record::{
+        CandidateRef, Device, Environment, Outcome, Precision, ProblemRef, ToleranceProfile,
+        SCHEMA_VERSION,
+    };
+
+    use super::*;
+
+    fn manifest(run_id: &str, shard: Option<&str>) -> RunManifest {
+        RunManifest {
+            schema_version: SCHEMA_VERSION,
+            kbench_version: "0.1.0".into(),
+            run_id: run_id.into(),
+            created_unix_s: 100.0,
+            agent: "reference".into(),
+            suite: "smoke".into(),
+            device: "cpu".into(),
+            precision: "fp32".into(),
+            profile: "strict".into(),
+            trials: 5,
+            timed_calls: None,
+            weight_seed: 42,
+            shard: shard.map(Into::into),
+        }
+    }
+
+    /// A record's line for problem `id`, with a float written as a run writes it: digits
+    /// that serde_json, parsing and printing again, would not keep.
+    fn line(run_id: &str, id: u32, outcome: Outcome) -> String {
+        let r = EvalRecord {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.into(),
+            problem: ProblemRef {
+                suite: "smoke".into(),
+                level: 1,
+                id,
+                name: "x".into(),
+                file: format!("{id}_x.py"),
+                sha256: "0".into(),
+            },
+            candidate: CandidateRef {
+                agent: "reference".into(),
+                name: "reference".into(),
+                sample: 0,
+                source_path: None,
+                sha256: "0".into(),
+            },
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            profile: ToleranceProfile::Strict,
+            outcome,
+            cases: vec![],
+            timing: None,
+            load_s: None,
+            build_ahead_s: None,
+            phases: None,
+            gpu: None,
+            wall_s: 1.5,
+            started_unix_s: 0.0,
+            finished_unix_s: 1.0,
+            log_tail: String::new(),
+            notes: vec![],
+            env: Environment::default(),
+        };
+        serde_json::to_string(&r).unwrap().replacen(
+            "\"wall_s\":1.5",
+            "\"wall_s\":3.2308577162038543e-8",
+            1,
+        )
+    }
+
+    fn write_run(dir: &Path, m: &RunManifest, secret: u8, lines: &[String]) {
+        std::fs::create_dir_all(dir.join("kernels")).unwrap();
+        std::fs::write(dir.join(MANIFEST), serde_json::to_vec(m).unwrap()).unwrap();
+        RunSecret::from_bytes([secret; 32])
+            .save(&dir.join(SECRET))
+            .unwrap();
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(dir.join(RECORDS), text).unwrap();
+    }
+
+    #[test]
+    fn shards_merge_byte_for_byte_and_merging_again_changes_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b, out) = (t.path().join("a"), t.path().join("b"), t.path().join("m"));
+        write_run(
+            &a,
+            &manifest("r", Some("0/2")),
+            1,
+            &[line("r", 3, Outcome::Ok)],
+        );
+        write_run(
+            &b,
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 2, Outcome::Ok), line("r", 10, Outcome::Ok)],
+        );
+        std::fs::write(b.join("kernels/k.py"), "kernel").unwrap();
+        let r = merge(&[a.clone(), b.clone()], Some(&out), false).unwrap();
+        assert_eq!((r.records, r.added), (3, 3));
+        let text = std::fs::read_to_string(out.join(RECORDS)).unwrap();
+        let expected: String = [2, 3, 10]
+            .iter()
+            .map(|&id| line("r", id, Outcome::Ok) + "\n")
+            .collect();
+        assert_eq!(
+            text, expected,
+            "records must be copied as written, in problem order"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join("kernels/k.py")).unwrap(),
+            "kernel"
+        );
+        let m: RunManifest =
+            serde_json::from_slice(&std::fs::read(out.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(m, manifest("r", None));
+        assert_eq!(
+            RunSecret::load(&out.join(SECRET)).unwrap(),
+            RunSecret::from_bytes([1; 32])
+        );
+
+        let files = |d: &Path| {
+            (
+                std::fs::read(d.join(RECORDS)).unwrap(),
+                std::fs::read(d.join(MANIFEST)).unwrap(),
+            )
+        };
+        let before = files(&out);
+        let r = merge(&[a, b], Some(&out), false).unwrap();
+        assert_eq!((r.records, r.added), (3, 0));
+        assert_eq!(files(&out), before);
+    }
+
+    #[test]
+    fn mixed_runs_settings_and_overlaps_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let p = |n: &str| t.path().join(n);
+        write_run(
+            &p("a"),
+            &manifest("r", Some("0/2")),
+            1,
+            &[line("r", 1, Outcome::Ok)],
+        );
+        // Another run: other run id and secret.
+        write_run(
+            &p("other"),
+            &manifest("s", Some("1/2")),
+            2,
+            &[line("s", 2, Outcome::Ok)],
+        );
+        // Same run, other settings.
+        let mut fp16 = manifest("r", Some("1/2"));
+        fp16.precision = "fp16".into();
+        write_run(&p("fp16"), &fp16, 1, &[line("r", 2, Outcome::Ok)]);
+        // Same run, split differently.
+        write_run(
+            &p("thirds"),
+            &manifest("r", Some("1/3")),
+            1,
+            &[line("r", 2, Outcome::Ok)],
+        );
+        // Same run and key, another result.
+        let failed = Outcome::CompileError {
+            message: "x".into(),
+        };
+        write_run(
+            &p("twice"),
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 1, failed)],
+        );
+        for (input, says) in [
+            ("other", "different runs"),
+            ("fp16", "settings differ (precision"),
+            ("thirds", "split the run differently"),
+            ("twice", "recorded differently"),
+        ] {
+            let e = merge(&[p("a"), p(input)], Some(&p("out")), false).unwrap_err();
+            assert!(e.to_string().contains(says), "{input}: {e:#}");
+            assert!(
+                !p("out").join(MANIFEST).exists(),
+                "{input}: wrote a merged run"
+            );
+        }
+        // The output directory of another run is not overwritten.
+        write_run(
+            &p("b"),
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 2, Outcome::Ok)],
+        );
+        write_run(
+            &p("whole"),
+            &manifest("s", None),
+            2,
+            &[line("s", 2, Outcome::Ok)],
+        );
+        let e = merge(&[p("a"), p("b")], Some(&p("whole")), false).unwrap_err();
+        assert!(e.to_string().contains("different runs"), "{e:#}");
+        // Nor is a shard taken for a merged run.
+        let e = merge(&[p("a"), p("b")], Some(&p("other")), false).unwrap_err();
+        assert!(e.to_string().contains("is shard 1/2"), "{e:#}");
+        // Without --out, only a submission directory says where to go.
+        let e = merge(&[p("a"), p("b")], None, false).unwrap_err();
+        assert!(e.to_string().contains("--out"), "{e:#}");
+    }
+}
