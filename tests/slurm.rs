@@ -306,6 +306,39 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
         "resuming the merged run evaluated something again"
     );
 
+    // A shard resumed as another shard, or with another run's secret, is refused.
+    let shard0 = dir.join("shards/0");
+    for (extra, says) in [
+        (
+            vec!["--shard".into(), "1/3".into()],
+            "shard: recorded 0/3, now 1/3",
+        ),
+        (
+            vec![
+                "--shard".into(),
+                "0/3".into(),
+                "--secret-from".into(),
+                local.join("secret").display().to_string(),
+            ],
+            "belongs to another run",
+        ),
+    ] {
+        let out = kbench()
+            .args(SMOKE)
+            .arg("--out")
+            .arg(&shard0)
+            .arg("--resume")
+            .args(&extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            show(&out)
+        );
+    }
+
     // Mixed configurations are refused: another run's log, and a shard with other settings.
     let elsewhere = tmp.path().join("mixed");
     let out = merge(&[
