@@ -75,6 +75,11 @@ pub struct Submission {
     /// paths in the command mean what they meant there.
     pub workdir: PathBuf,
     pub sbatch: SbatchOptions,
+    /// kbench's environment variables as they were at submission (`KBENCH_PYTHON`,
+    /// `KBENCH_CACHE_DIR`), exported by the script so that tasks use the same Python even
+    /// where a site's sbatch does not pass the submitting shell's environment on.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
     /// Every sbatch call, oldest first; a shard's latest job is the last one naming it.
     pub jobs: Vec<SubmittedJob>,
 }
@@ -248,9 +253,12 @@ pub fn render_script(dir: &Path, sub: &Submission) -> String {
         cmd.push(' ');
         cmd += &quote(a);
     }
+    s += "set -u\n";
+    for (k, v) in &sub.env {
+        s += &format!("export {k}={}\n", quote(v));
+    }
     s += &format!(
-        r#"set -u
-shard=${{SLURM_ARRAY_TASK_ID:?submit this script with sbatch --array}}
+        r#"shard=${{SLURM_ARRAY_TASK_ID:?submit this script with sbatch --array}}
 dir={shards}/"$shard"
 mkdir -p "$dir"
 rm -f "$dir/{EXIT_CODE}"
@@ -311,6 +319,16 @@ pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
         command: cmd.argv,
         kbench,
         workdir: std::env::current_dir().context("reading the working directory")?,
+        env: ["KBENCH_PYTHON", "KBENCH_CACHE_DIR"]
+            .iter()
+            .filter_map(|k| {
+                let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
+                // Relative paths meant the submitting directory; the tasks run there too
+                // (--chdir), but an absolute path survives a changed script.
+                let v = std::path::absolute(&v).map_or(v, |p| p.display().to_string());
+                Some((k.to_string(), v))
+            })
+            .collect(),
         sbatch: SbatchOptions {
             job_name: a.job_name.clone(),
             partition: a.partition.clone(),
@@ -761,6 +779,7 @@ mod tests {
             command: args(&["run", "--suite", "smoke", "--device", "cpu"]),
             kbench: "/opt/kbench".into(),
             workdir: "/home/u".into(),
+            env: vec![("KBENCH_CACHE_DIR".into(), "/shared/kbench cache".into())],
             sbatch: SbatchOptions {
                 job_name: "kbench".into(),
                 partition: Some("gpu".into()),
@@ -784,6 +803,7 @@ mod tests {
             "#SBATCH --chdir=/home/u\n",
             "#SBATCH --output=/shared/runs/x y/slurm/logs/%A_%a.out\n",
             "dir='/shared/runs/x y/shards'/\"$shard\"\n",
+            "export KBENCH_CACHE_DIR='/shared/kbench cache'\n",
             "/opt/kbench run --suite smoke --device cpu --out \"$dir\" --shard \"$shard/3\" \
              --secret-from '/shared/runs/x y/secret' --resume\n",
         ] {
