@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A single-node Slurm cluster for kbench's tests (CPU only), on Debian: installs slurm and
 # munge when missing, writes slurm.conf for this host, starts munged, slurmctld and slurmd,
-# and waits until `sinfo` shows the node idle. Idempotent: a healthy cluster is left as is.
+# and waits until `sinfo` shows the node idle. Idempotent: a cluster already up with this
+# configuration is left as it is; otherwise the daemons are (re)started.
 # Needs root. Not for production clusters: SlurmUser=root and no accounting database.
 set -euo pipefail
 
@@ -17,11 +18,6 @@ conf=/etc/slurm/slurm.conf
 
 node_state() { sinfo -h -n "$host" -o %t 2>/dev/null | head -n1 || true; }
 
-if [[ -f $conf ]] && grep -q '^# kbench test cluster' "$conf" && [[ $(node_state) == idle* ]]; then
-    say "cluster already up: $(sinfo -h -o '%P %D %t %C' | head -n1)"
-    exit 0
-fi
-
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
     || ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
     say "installing slurmctld, slurmd, slurm-client and munge"
@@ -30,32 +26,13 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
     apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
 fi
 
-# munge: a key (the package normally makes one) and a running daemon.
-if [[ ! -s /etc/munge/munge.key ]]; then
-    say "creating a munge key"
-    dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
-fi
-chown munge:munge /etc/munge/munge.key
-chmod 0400 /etc/munge/munge.key
-mkdir -p /run/munge /var/log/munge /var/lib/munge
-chown munge:munge /run/munge /var/log/munge /var/lib/munge
-if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-    say "starting munged"
-    runuser -u munge -- /usr/sbin/munged --force
-    for _ in $(seq 50); do
-        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    munge -n | unmunge >/dev/null || { say "munged does not answer"; exit 1; }
-fi
-
-# slurm.conf for this one node. CPU only; cores are the consumable resource so that array
-# tasks share the node one core each.
-mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
-cat >"$conf" <<CONF
+# slurm.conf for this one node, CPU only. Addresses are given, so no name lookup of the
+# host is needed. Cores are the consumable resource, so array tasks share the node one
+# core each.
+wanted=$(cat <<CONF
 # kbench test cluster (tests/slurm/setup.sh): one node, CPU only
 ClusterName=kbench-test
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -75,25 +52,54 @@ ReturnToService=2
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-# Finished jobs stay visible to squeue/scontrol for a while (there is no accounting here).
+# Finished jobs stay visible to squeue for a while (there is no accounting here).
 MinJobAge=600
-NodeName=$host CPUs=$(nproc) State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+)
+
+munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+
+if [[ -f $conf && "$(cat "$conf")" == "$wanted" ]] && munge_ok && [[ $(node_state) == idle* ]]; then
+    say "cluster already up: $(sinfo -h -o '%P %D %t %C' | head -n1)"
+    exit 0
+fi
+
+# munge: a key (the package normally makes one) and a running daemon.
+if [[ ! -s /etc/munge/munge.key ]]; then
+    say "creating a munge key"
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+fi
+chown munge:munge /etc/munge/munge.key
+chmod 0400 /etc/munge/munge.key
+mkdir -p /run/munge /var/log/munge /var/lib/munge
+chown munge:munge /run/munge /var/log/munge /var/lib/munge
+if ! munge_ok; then
+    say "starting munged"
+    runuser -u munge -- /usr/sbin/munged --force
+    for _ in $(seq 50); do munge_ok && break; sleep 0.1; done
+    munge_ok || { say "munged does not answer; see /var/log/munge/munged.log"; exit 1; }
+fi
+
+mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
+printf '%s\n' "$wanted" >"$conf"
 
 # (Re)start the daemons with this configuration.
 for d in slurmd slurmctld; do
     pidfile=/run/$d.pid
     if [[ -s $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-        say "stopping the running $d ($(cat "$pidfile"))"
-        kill "$(cat "$pidfile")"
-        for _ in $(seq 50); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.1; done
+        pid=$(cat "$pidfile")
+        say "stopping the running $d ($pid)"
+        kill "$pid"
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
 done
 say "starting slurmctld and slurmd on $host ($(nproc) CPUs)"
 /usr/sbin/slurmctld
 /usr/sbin/slurmd
 
+state=
 for _ in $(seq 120); do
     state=$(node_state)
     case $state in
