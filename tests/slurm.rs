@@ -722,5 +722,18 @@ fn issue_10_submit_status_resubmit_and_merge_against_a_fake_slurm() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be sharded"));
+    // An extra sbatch line must be one option: nothing else gets into the script.
+    for bad in ["qos=high", "--qos=high\nrm -rf /"] {
+        let out = fake
+            .kbench()
+            .args(["slurm", "submit", "--shards", "2", "--sbatch", bad, "--"])
+            .args(["run", "--suite", "smoke", "--out"])
+            .arg(tmp.path().join("bad"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--sbatch"));
+        assert!(!tmp.path().join("bad").exists());
+    }
     assert_eq!(fake.calls().len(), 3);
 }

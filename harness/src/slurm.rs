@@ -303,6 +303,23 @@ pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
             dir.display()
         );
     }
+    for (flag, value) in a
+        .sbatch_lines
+        .iter()
+        .map(|v| ("--sbatch", v))
+        .chain(a.partition.iter().map(|v| ("--partition", v)))
+        .chain(a.account.iter().map(|v| ("--account", v)))
+        .chain(a.time.iter().map(|v| ("--time", v)))
+        .chain(std::iter::once(("--job-name", &a.job_name)))
+    {
+        // Each becomes one `#SBATCH` line of the script: a line break would end it there.
+        if value.contains(['\n', '\r']) || value.trim().is_empty() {
+            bail!("{flag} {value:?}: give one value on one line");
+        }
+    }
+    if let Some(bad) = a.sbatch_lines.iter().find(|l| !l.starts_with('-')) {
+        bail!("--sbatch {bad:?}: give an sbatch option, e.g. --sbatch=--qos=high");
+    }
     let gpus_per_task = match &a.gpus_per_task {
         Some(spec) => parse_gpus(spec)?,
         None if cmd.on_cpu => None,
