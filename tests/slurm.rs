@@ -398,14 +398,14 @@ fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
     submit(&dir, 3);
     let job = job_ids(&dir)[0].clone();
 
-    // Kill shard 1 once it has recorded something, well before it finishes (4 problems of
-    // a few seconds each).
-    let log = dir.join("shards/1/records.jsonl");
+    // Once shards 0 and 1 have recorded something, well before they finish (4 problems of
+    // a few seconds each): kill shard 1, and requeue shard 0 as a pre-emption does.
+    let log = |i: u32| dir.join(format!("shards/{i}/records.jsonl"));
     let start = Instant::now();
-    while complete_lines(&log).is_empty() {
+    while complete_lines(&log(0)).is_empty() || complete_lines(&log(1)).is_empty() {
         assert!(
             start.elapsed() < Duration::from_secs(180),
-            "shard 1 recorded nothing in 180 s\n{}",
+            "shards 0 and 1 recorded nothing in 180 s\n{}",
             task_logs(&dir)
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -415,6 +415,30 @@ fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
         .output()
         .unwrap();
     assert!(killed.status.success(), "{}", show(&killed));
+    let requeued = Command::new("scontrol")
+        .args(["requeue", &format!("{job}_0")])
+        .output()
+        .unwrap();
+    assert!(requeued.status.success(), "{}", show(&requeued));
+    // Slurm holds a requeued task back for about two minutes; once it is pending again,
+    // make it eligible now so that the test stays quick.
+    let start = Instant::now();
+    loop {
+        let (_, json, _) = status(&dir);
+        if json["shards"][0]["slurm_state"] == "PENDING" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "shard 0 not pending 60 s after requeue: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let now = Command::new("scontrol")
+        .args(["update", &format!("JobId={job}_0"), "StartTime=now"])
+        .output()
+        .unwrap();
+    assert!(now.status.success(), "{}", show(&now));
     let start = Instant::now();
     let json = loop {
         let (_, json, _) = status(&dir);
@@ -427,19 +451,22 @@ fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
         );
         std::thread::sleep(Duration::from_millis(500));
     };
-    let kept = complete_lines(&log);
-    assert!(
-        !dir.join("shards/1/exit_code").exists()
-            || std::fs::read_to_string(dir.join("shards/1/exit_code"))
-                .unwrap()
-                .trim()
-                != "0",
-        "shard 1 finished before it was killed; the test proves nothing: {json}"
-    );
+    // The pre-empted shard is back in the queue: nothing to resubmit for it.
+    assert_ne!(shard_state(&json, 0), "stopped", "{json}");
+    let kept: Vec<Vec<u8>> = (0..2).map(|i| complete_lines(&log(i))).collect();
+    for i in 0..2 {
+        let code =
+            std::fs::read_to_string(dir.join(format!("shards/{i}/exit_code"))).unwrap_or_default();
+        assert!(
+            code.trim() != "0",
+            "shard {i} finished before it was stopped; the test proves nothing: {json}"
+        );
+    }
     eprintln!(
-        "killed {job}_1 after {} record(s): {}",
-        kept.iter().filter(|&&b| b == b'\n').count(),
-        json["shards"][1]
+        "killed {job}_1 after {} record(s), requeued {job}_0 after {}: {}",
+        kept[1].iter().filter(|&&b| b == b'\n').count(),
+        kept[0].iter().filter(|&&b| b == b'\n').count(),
+        json["shards"]
     );
 
     let out = kbench()
@@ -474,12 +501,17 @@ fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
     let (_, json, _) = status(&dir);
     assert_eq!(json["shards"][1]["job"], format!("{}_1", jobs[1]));
 
-    // What shard 1 recorded before the kill is kept as it was, not evaluated again.
-    let final_log = std::fs::read(&log).unwrap();
-    assert!(
-        final_log.starts_with(&kept),
-        "the resumed shard rewrote records it had before the kill"
-    );
+    // What shards 0 and 1 recorded before they were stopped is kept as it was, not
+    // evaluated again; shard 0 ran twice in its first job (the log is appended to).
+    for (i, kept) in kept.iter().enumerate() {
+        let final_log = std::fs::read(log(i as u32)).unwrap();
+        assert!(
+            final_log.starts_with(kept),
+            "resumed shard {i} rewrote records it had before it was stopped"
+        );
+    }
+    let task0 = std::fs::read_to_string(dir.join(format!("slurm/logs/{job}_0.out"))).unwrap();
+    assert_eq!(task0.matches("kbench shard 0/3").count(), 2, "{task0}");
     let out = merge(&[&dir]);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let merged = verdicts(&dir);

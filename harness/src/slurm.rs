@@ -230,8 +230,10 @@ pub fn render_script(dir: &Path, sub: &Submission) -> String {
             dir.join("slurm").join("logs").join("%A_%a.out").display()
         ),
         format!("--chdir={}", sub.workdir.display()),
-        // Pre-empted or failed-node tasks go back to the queue and resume their shard.
+        // Pre-empted or failed-node tasks go back to the queue and resume their shard; their
+        // output is appended to, so the log keeps every attempt.
         "--requeue".to_string(),
+        "--open-mode=append".to_string(),
     ];
     opts.extend(o.partition.iter().map(|p| format!("--partition={p}")));
     opts.extend(o.account.iter().map(|a| format!("--account={a}")));
@@ -817,6 +819,7 @@ mod tests {
             "#SBATCH --cpus-per-task=8\n",
             "#SBATCH --qos=high\n",
             "#SBATCH --requeue\n",
+            "#SBATCH --open-mode=append\n",
             "#SBATCH --chdir=/home/u\n",
             "#SBATCH --output=/shared/runs/x y/slurm/logs/%A_%a.out\n",
             "dir='/shared/runs/x y/shards'/\"$shard\"\n",
