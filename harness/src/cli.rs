@@ -4,13 +4,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::shard::Shard;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kbench",
     version,
     about = "Evaluate LLM-written GPU kernels against KernelBench problems",
     after_help = "Exit codes: 0 all kernels ok, 1 harness error, 2 usage error, \
-                  3 evaluated but some kernels failed, 130 interrupted."
+                  3 evaluated but some kernels failed, 4 (slurm status) shards still queued or \
+                  running, 5 (slurm status) shards stopped unfinished: resubmit them, \
+                  130 interrupted."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,6 +37,10 @@ pub enum Command {
     Report(ReportArgs),
     /// Write a static HTML page comparing runs side by side (one file, no network).
     Leaderboard(LeaderboardArgs),
+    /// Shard a kbench command over a Slurm job array; follow and resubmit its shards.
+    Slurm(SlurmArgs),
+    /// Combine run directories (the shards of one run) into one run directory.
+    Merge(MergeArgs),
 }
 
 /// Which timing ratio speedups use.
@@ -227,6 +235,14 @@ pub struct RunArgs {
     /// Continue the run in --out, skipping what is already recorded.
     #[arg(long)]
     pub resume: bool,
+    /// Evaluate only shard i of N (0-based): every N-th problem of the suite in a fixed
+    /// order. The tasks of `kbench slurm submit` pass it; `kbench merge` joins the shards.
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<Shard>,
+    /// Take the run's secret seed from FILE instead of making a new one: the shards of one
+    /// run share it, so their inputs are those of a single run.
+    #[arg(long, value_name = "FILE")]
+    pub secret_from: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
     /// Tolerance profile for verdicts.
@@ -281,6 +297,98 @@ pub struct RunArgs {
     /// No progress bar or per-kernel lines.
     #[arg(long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SlurmArgs {
+    #[command(subcommand)]
+    pub command: SlurmCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SlurmCommand {
+    /// Write a job array over N shards of a kbench command and submit it with sbatch.
+    Submit(SlurmSubmitArgs),
+    /// Each shard's state: done, queued or running (squeue), or stopped unfinished.
+    Status(SlurmStatusArgs),
+    /// Submit again the shards that stopped unfinished (failed, pre-empted, cancelled, timed
+    /// out); each resumes its own run log, so nothing is evaluated twice or lost.
+    Resubmit(SlurmResubmitArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: kbench slurm submit --shards 8 --partition gpu --time 4:00:00 \
+                  -- run --kernelbench KernelBench --agent replay --replay-dir runs/x --out runs/x-eval"
+)]
+pub struct SlurmSubmitArgs {
+    /// Number of shards, one array task each.
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+    /// Slurm partition (sbatch --partition).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm account to charge (sbatch --account).
+    #[arg(long)]
+    pub account: Option<String>,
+    /// Time limit per task in sbatch's format, e.g. 90, 4:00:00 or 1-00:00:00.
+    #[arg(long)]
+    pub time: Option<String>,
+    /// GPUs per task, `N` or `TYPE:N` (sbatch --gres=gpu:...); Slurm sets each task's
+    /// CUDA_VISIBLE_DEVICES and the run uses all of them. Default: 1, or 0 with --device cpu.
+    #[arg(long, value_name = "[TYPE:]N")]
+    pub gpus_per_task: Option<String>,
+    /// CPU cores per task (sbatch --cpus-per-task).
+    #[arg(long, value_name = "N")]
+    pub cpus_per_task: Option<u32>,
+    /// Job name in squeue.
+    #[arg(long, default_value = "kbench")]
+    pub job_name: String,
+    /// Another `#SBATCH` option for every task, repeatable, e.g. --sbatch=--qos=high.
+    #[arg(long = "sbatch", value_name = "OPTION", allow_hyphen_values = true)]
+    pub sbatch_lines: Vec<String>,
+    /// kbench executable the tasks run (default: this one); compute nodes must reach it.
+    #[arg(long, value_name = "PATH")]
+    pub kbench: Option<PathBuf>,
+    /// Write the job script and the submission record, but do not call sbatch.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The kbench command to shard, after `--`: `run ... --out DIR`. DIR, which compute
+    /// nodes must share, gets the shards (DIR/shards/i) and later the merged run.
+    #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SlurmStatusArgs {
+    /// The --out directory of `kbench slurm submit`.
+    pub dir: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SlurmResubmitArgs {
+    /// The --out directory of `kbench slurm submit`.
+    pub dir: PathBuf,
+    /// Say which shards would be resubmitted, without calling sbatch.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Run directories to combine (shards of one run), or the --out directory of
+    /// `kbench slurm submit` (all its shards).
+    #[arg(required = true, value_name = "DIR")]
+    pub inputs: Vec<PathBuf>,
+    /// Where the merged run goes (default: the submission directory, when merging one).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Merge a submission even though some of its shards have not finished.
+    #[arg(long)]
+    pub partial: bool,
 }
 
 impl RunArgs {

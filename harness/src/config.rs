@@ -11,6 +11,7 @@ use kbench_suites::Problem;
 use crate::cli::{AgentKind, BuiltinSuite, PrecisionArg, ProfileArg, RunArgs, SuiteArgs};
 use crate::gpu;
 use crate::python::{self, PythonChoice};
+use crate::shard::Shard;
 
 /// Per-phase time limits.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,10 @@ pub struct RunConfig {
     pub timeouts: Timeouts,
     pub out: PathBuf,
     pub resume: bool,
+    /// Only this shard of the suite's problems (already applied to `problems`).
+    pub shard: Option<Shard>,
+    /// The run's secret seed comes from this file (shared by the shards of one run).
+    pub secret_from: Option<PathBuf>,
     pub python: PythonChoice,
     pub cache: PathBuf,
     pub cpu_threads: u32,
@@ -82,7 +87,12 @@ impl TryFrom<RunArgs> for RunConfig {
     type Error = anyhow::Error;
 
     fn try_from(a: RunArgs) -> Result<Self> {
-        let problems = load_suite(&a.suite)?;
+        let mut problems = load_suite(&a.suite)?;
+        if let Some(shard) = a.shard {
+            // A shard may be left with no problem (more shards than problems): it records
+            // nothing, which merges fine.
+            problems = shard.select(problems);
+        }
         let suite_label = suite_label(&a.suite);
         let agent = match a.agent {
             AgentKind::Reference => {
@@ -167,6 +177,13 @@ impl TryFrom<RunArgs> for RunConfig {
             out: std::path::absolute(&a.out)
                 .with_context(|| format!("resolving --out {}", a.out.display()))?,
             resume: a.resume,
+            shard: a.shard,
+            secret_from: a
+                .secret_from
+                .as_deref()
+                .map(std::path::absolute)
+                .transpose()
+                .context("resolving --secret-from")?,
             python: PythonChoice::resolve(a.python.python.as_deref(), &cache),
             cache,
             cpu_threads: a.cpu_threads,

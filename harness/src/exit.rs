@@ -9,5 +9,9 @@ pub const HARNESS_ERROR: i32 = 1;
 pub const USAGE: i32 = 2;
 /// Everything asked for was evaluated, and at least one kernel was not `ok`.
 pub const KERNELS_FAILED: i32 = 3;
+/// `kbench slurm status`: no shard needs resubmitting, but some are still queued or running.
+pub const SHARDS_ACTIVE: i32 = 4;
+/// `kbench slurm status`: some shards stopped unfinished; `kbench slurm resubmit` continues them.
+pub const SHARDS_STOPPED: i32 = 5;
 /// Stopped by SIGINT/SIGTERM; what was recorded is kept and `--resume` continues.
 pub const INTERRUPTED: i32 = 130;

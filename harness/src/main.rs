@@ -6,8 +6,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 use kbench::cli::{
-    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, PickArg, ReportArgs,
-    RunArgs, SetupArgs, TableArg,
+    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, MergeArgs, PickArg,
+    ReportArgs, RunArgs, SetupArgs, SlurmArgs, SlurmCommand, TableArg,
 };
 use kbench::config::{self, RunConfig};
 use kbench::python::{self, PythonChoice};
@@ -34,7 +34,80 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Demo(a) => demo(a),
         Command::Report(a) => report(a),
         Command::Leaderboard(a) => leaderboard(a),
+        Command::Slurm(a) => slurm(a),
+        Command::Merge(a) => merge(a),
     }
+}
+
+fn slurm(a: SlurmArgs) -> Result<i32> {
+    use kbench::slurm;
+    match a.command {
+        SlurmCommand::Submit(a) => {
+            let (dir, sub) = slurm::submit(&a)?;
+            match sub.jobs.last() {
+                Some(job) => println!(
+                    "submitted job {} ({} shard(s)); follow it with: kbench slurm status {}",
+                    job.job_id,
+                    sub.shards,
+                    dir.display()
+                ),
+                None => println!(
+                    "dry run: wrote {} (submit its {} shard(s) with `kbench slurm resubmit {}`)",
+                    dir.join(slurm::SCRIPT).display(),
+                    sub.shards,
+                    dir.display()
+                ),
+            }
+            Ok(exit::OK)
+        }
+        SlurmCommand::Status(a) => {
+            let dir = std::path::absolute(&a.dir)?;
+            let (_, rows) = slurm::status(&dir)?;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&slurm::status_json(&dir, &rows))?
+                );
+            } else {
+                print!("{}", slurm::render_status(&dir, &rows));
+            }
+            Ok(slurm::status_exit_code(&rows))
+        }
+        SlurmCommand::Resubmit(a) => {
+            let (shards, job) = slurm::resubmit(&std::path::absolute(&a.dir)?, a.dry_run)?;
+            let list = shards
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            match job {
+                _ if shards.is_empty() => {
+                    println!("nothing to resubmit: every shard is done, queued or running")
+                }
+                Some(job) => println!("resubmitted shard(s) {list} as job {job}"),
+                None => println!("would resubmit shard(s) {list}"),
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn merge(a: MergeArgs) -> Result<i32> {
+    let r = kbench::merge::merge(&a.inputs, a.out.as_deref(), a.partial)?;
+    println!(
+        "merged {} run dir(s) into {}: {} record(s), {} new",
+        r.inputs.len(),
+        r.out.display(),
+        r.records,
+        r.added
+    );
+    if !r.unfinished.is_empty() {
+        eprintln!(
+            "kbench: left out unfinished shard(s) {:?} (--partial): merge again once they finish",
+            r.unfinished
+        );
+    }
+    Ok(exit::OK)
 }
 
 fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {

@@ -31,6 +31,10 @@ pub struct RunManifest {
     pub trials: u32,
     pub timed_calls: Option<u32>,
     pub weight_seed: u64,
+    /// `i/N` when this run is one shard of a larger run (`--shard`); absent for a whole or
+    /// merged run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 impl RunManifest {
@@ -48,12 +52,13 @@ impl RunManifest {
             trials: c.trials,
             timed_calls: c.timing.as_ref().map(|t| t.timed_calls),
             weight_seed: c.weight_seed,
+            shard: c.shard.map(|s| s.to_string()),
         }
     }
 
     /// Names the first setting in which `other` differs from this run (suite excepted: a
     /// resumed run may select a different subset of problems).
-    fn conflict(&self, other: &RunManifest) -> Option<String> {
+    pub fn conflict(&self, other: &RunManifest) -> Option<String> {
         let pairs = [
             ("agent", &self.agent, &other.agent),
             ("device", &self.device, &other.device),
@@ -81,6 +86,14 @@ impl RunManifest {
             return Some(format!(
                 "weight seed: recorded {}, now {}",
                 self.weight_seed, other.weight_seed
+            ));
+        }
+        if self.shard != other.shard {
+            let show = |s: &Option<String>| s.clone().unwrap_or_else(|| "none (whole run)".into());
+            return Some(format!(
+                "shard: recorded {}, now {}",
+                show(&self.shard),
+                show(&other.shard)
             ));
         }
         None
@@ -151,9 +164,21 @@ impl RunDir {
                 );
             }
             let secret = RunSecret::load(&root.join(SECRET))?;
+            if let Some(from) = &config.secret_from {
+                if RunSecret::load(from)? != secret {
+                    bail!(
+                        "cannot resume {}: its secret seed is not the one in --secret-from {}; it belongs to another run",
+                        root.display(),
+                        from.display()
+                    );
+                }
+            }
             (recorded, secret)
         } else {
-            let secret = RunSecret::generate()?;
+            let secret = match &config.secret_from {
+                Some(from) => RunSecret::load(from)?,
+                None => RunSecret::generate()?,
+            };
             let run_id = format!("{:016x}", secret.derive("run-id"));
             let manifest = RunManifest::for_config(config, run_id);
             secret.save(&root.join(SECRET))?;
@@ -213,6 +238,15 @@ impl RunDir {
 /// Reads every record of a run log. A partial last line (a run killed mid-write) is skipped;
 /// a bad line elsewhere is an error naming the line.
 pub fn read_records(path: &Path) -> Result<Vec<EvalRecord>> {
+    Ok(read_record_lines(path)?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// [`read_records`], each record with its line as written (without the newline), for
+/// copying records unchanged: a float parsed and printed again need not keep its digits.
+pub fn read_record_lines(path: &Path) -> Result<Vec<(String, EvalRecord)>> {
     let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let lines: Vec<String> = BufReader::new(f)
         .lines()
@@ -220,12 +254,12 @@ pub fn read_records(path: &Path) -> Result<Vec<EvalRecord>> {
         .with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::with_capacity(lines.len());
     let n = lines.len();
-    for (i, line) in lines.iter().enumerate() {
+    for (i, line) in lines.into_iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match parse_record(line) {
-            Ok(r) => out.push(r),
+        match parse_record(&line) {
+            Ok(r) => out.push((line, r)),
             Err(_) if i + 1 == n => break,
             Err(e) => bail!("{} line {}: {e}", path.display(), i + 1),
         }
@@ -303,9 +337,15 @@ fn read_records_repairing(path: &Path) -> Result<(Vec<EvalRecord>, Option<String
     Ok((records, repaired))
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` through a temporary file and a rename, so that readers see the
+/// old content or the new, never a part.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

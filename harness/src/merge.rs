@@ -1,0 +1,511 @@
+//! `kbench merge`: the shards of one run joined into one ordinary run directory, which
+//! `kbench run --resume` continues and reports read like any other.
+//!
+//! Only shards of one run merge: same run id and secret seed (so their inputs are those of
+//! one run) and the same settings. Merging is idempotent: records are a union by eval key,
+//! the merged directory's own records count as one more input, and the output is written in
+//! a fixed order, so merging again (or after more shards finished) changes only what is new.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use kbench_record::EvalRecord;
+
+use crate::runlog::{self, RunManifest, MANIFEST, RECORDS, SECRET};
+use crate::seed::RunSecret;
+use crate::slurm;
+
+/// What a merge did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeReport {
+    pub out: PathBuf,
+    /// Run directories read (the output's previous content not counted).
+    pub inputs: Vec<PathBuf>,
+    /// Records in the merged log.
+    pub records: usize,
+    /// Records that were not in the output before.
+    pub added: usize,
+    /// Shards of a submission left out because they have not finished (`--partial`).
+    pub unfinished: Vec<u32>,
+}
+
+/// One run directory's parts.
+struct RunParts {
+    dir: PathBuf,
+    manifest: RunManifest,
+    secret: RunSecret,
+    /// Each record with its line exactly as in the log.
+    records: Vec<(String, EvalRecord)>,
+}
+
+fn read_run(dir: &Path) -> Result<RunParts> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "reading {}: {} is not a kbench run directory",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let manifest: RunManifest = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a kbench run manifest", path.display()))?;
+    let secret = RunSecret::load(&dir.join(SECRET))?;
+    let records_path = dir.join(RECORDS);
+    let records = if records_path.exists() {
+        runlog::read_record_lines(&records_path)?
+    } else {
+        Vec::new()
+    };
+    Ok(RunParts {
+        dir: dir.to_path_buf(),
+        manifest,
+        secret,
+        records,
+    })
+}
+
+/// The run directories named by `inputs`: a submission directory stands for its shards.
+/// Returns them, the default output, and the shards left out as unfinished.
+fn expand_inputs(
+    inputs: &[PathBuf],
+    partial: bool,
+) -> Result<(Vec<PathBuf>, Option<PathBuf>, Vec<u32>)> {
+    let mut dirs = Vec::new();
+    let mut default_out = None;
+    let mut unfinished = Vec::new();
+    for input in inputs {
+        let input =
+            std::path::absolute(input).with_context(|| format!("resolving {}", input.display()))?;
+        if !input.join(slurm::SUBMISSION).exists() {
+            dirs.push(input);
+            continue;
+        }
+        let sub = slurm::Submission::load(&input)?;
+        for i in 0..sub.shards {
+            let shard = slurm::shard_dir(&input, i);
+            if slurm::shard_finished(&input, i) {
+                dirs.push(shard);
+            } else if partial {
+                unfinished.push(i);
+                if shard.join(MANIFEST).exists() {
+                    dirs.push(shard);
+                }
+            } else {
+                bail!(
+                    "shard {i} of {} has not finished ({} has no exit code 0 or 3): see `kbench slurm status {}`, resubmit it with `kbench slurm resubmit`, or merge what there is with --partial",
+                    input.display(),
+                    shard.display(),
+                    input.display()
+                );
+            }
+        }
+        if inputs.len() == 1 {
+            default_out = Some(input);
+        }
+    }
+    Ok((dirs, default_out, unfinished))
+}
+
+/// Names the first way in which `b` cannot be merged with `a`.
+fn mismatch(a: &RunParts, b: &RunParts) -> Option<String> {
+    if a.manifest.run_id != b.manifest.run_id || a.secret != b.secret {
+        return Some(format!(
+            "they are different runs (run ids {} and {}): only shards of one run merge, since other runs' inputs came from other secret seeds",
+            a.manifest.run_id, b.manifest.run_id
+        ));
+    }
+    if let Some(diff) = a.manifest.conflict(&b.manifest) {
+        if !diff.starts_with("shard:") {
+            return Some(format!("their settings differ ({diff})"));
+        }
+    }
+    if a.manifest.suite != b.manifest.suite {
+        return Some(format!(
+            "their suites differ ({} and {})",
+            a.manifest.suite, b.manifest.suite
+        ));
+    }
+    let count = |s: &Option<String>| {
+        s.as_deref()
+            .and_then(|s| s.parse::<crate::shard::Shard>().ok())
+            .map(|s| s.count)
+    };
+    if let (Some(x), Some(y)) = (count(&a.manifest.shard), count(&b.manifest.shard)) {
+        if x != y {
+            return Some(format!(
+                "they split the run differently ({x} and {y} shards)"
+            ));
+        }
+    }
+    None
+}
+
+/// Merges `inputs` into `out` (default: the one submission directory given).
+pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<MergeReport> {
+    let (dirs, default_out, unfinished) = expand_inputs(inputs, partial)?;
+    let out = match (out, default_out) {
+        (Some(o), _) => std::path::absolute(o)?,
+        (None, Some(d)) => d,
+        (None, None) => {
+            bail!("say where the merged run goes with --out DIR (only a single `kbench slurm submit` directory merges into itself)")
+        }
+    };
+    if dirs.is_empty() {
+        bail!(
+            "nothing to merge: no shard of {} has a run yet",
+            out.display()
+        );
+    }
+    let mut runs = Vec::with_capacity(dirs.len());
+    for d in &dirs {
+        runs.push(read_run(d)?);
+    }
+    let first = &runs[0];
+    for r in &runs[1..] {
+        if let Some(why) = mismatch(first, r) {
+            bail!(
+                "cannot merge {} with {}: {why}",
+                first.dir.display(),
+                r.dir.display()
+            );
+        }
+    }
+    // The output's previous content: a run of the same run (an earlier merge), or nothing.
+    let previous = if out.join(MANIFEST).exists() {
+        let prev = read_run(&out)?;
+        if let Some(s) = &prev.manifest.shard {
+            bail!(
+                "{} is shard {s} of a run, not a merged run; merge into another directory",
+                out.display()
+            );
+        }
+        if let Some(why) = mismatch(first, &prev) {
+            bail!(
+                "cannot merge into {}: it already holds a run, and {why}",
+                out.display()
+            );
+        }
+        Some(prev)
+    } else {
+        if out.join(SECRET).exists() && RunSecret::load(&out.join(SECRET))? != first.secret {
+            bail!(
+                "cannot merge into {}: its secret seed is not the shards' (it belongs to another run); choose another --out",
+                out.display()
+            );
+        }
+        None
+    };
+
+    // Union by eval key. A key recorded twice must be the same record; two different
+    // evaluations of one kernel mean the inputs overlapped, which merging must not hide.
+    // Lines are compared and copied as written, never parsed and printed again.
+    let mut merged: BTreeMap<String, (&str, &EvalRecord, &Path)> = BTreeMap::new();
+    let before = previous.as_ref().map_or(0, |p| p.records.len());
+    for run in previous.iter().chain(runs.iter()) {
+        for (line, rec) in &run.records {
+            let key = rec.key();
+            match merged.get(&key) {
+                Some((seen, _, _)) if seen.trim_end() == line.trim_end() => {}
+                Some((_, _, from)) => bail!(
+                    "{key} is recorded differently in {} and {}: the inputs evaluated it twice; merge only the shards of one submission",
+                    from.display(),
+                    run.dir.display()
+                ),
+                None => {
+                    merged.insert(key, (line.as_str(), rec, run.dir.as_path()));
+                }
+            }
+        }
+    }
+    let mut lines: Vec<(&str, &EvalRecord)> =
+        merged.into_values().map(|(l, r, _)| (l, r)).collect();
+    let order = |r: &EvalRecord| {
+        (
+            r.problem.level,
+            r.problem.id,
+            r.problem.suite.clone(),
+            r.candidate.agent.clone(),
+            r.candidate.name.clone(),
+            r.candidate.sample,
+        )
+    };
+    lines.sort_by_cached_key(|(_, r)| order(r));
+
+    for sub in ["", "logs", "kernels"] {
+        std::fs::create_dir_all(out.join(sub))
+            .with_context(|| format!("creating {}", out.join(sub).display()))?;
+    }
+    if !out.join(SECRET).exists() {
+        first.secret.save(&out.join(SECRET))?;
+    }
+    let mut manifest = first.manifest.clone();
+    manifest.shard = None;
+    manifest.created_unix_s = runs
+        .iter()
+        .chain(previous.iter())
+        .map(|r| r.manifest.created_unix_s)
+        .fold(f64::INFINITY, f64::min);
+    for run in &runs {
+        if run.dir != out {
+            for sub in ["kernels", "logs"] {
+                copy_files(&run.dir.join(sub), &out.join(sub))?;
+            }
+        }
+    }
+    let mut text = String::new();
+    for (line, _) in &lines {
+        text += line.trim_end();
+        text.push('\n');
+    }
+    // Records first, then the manifest: a merge cut short leaves no run.json announcing a
+    // log that is not there.
+    runlog::write_atomic(&out.join(RECORDS), text.as_bytes())?;
+    runlog::write_atomic(&out.join(MANIFEST), &serde_json::to_vec_pretty(&manifest)?)?;
+    Ok(MergeReport {
+        out,
+        inputs: dirs,
+        records: lines.len(),
+        added: lines.len() - before,
+        unfinished,
+    })
+}
+
+/// Copies the files of `from` (recursively) into `to`, where they are missing or differ
+/// (a shard resumed after a merge may have rewritten a worker log).
+fn copy_files(from: &Path, to: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(from) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", from.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", from.display()))?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            std::fs::create_dir_all(&dst).with_context(|| format!("creating {}", dst.display()))?;
+            copy_files(&src, &dst)?;
+        } else if kind.is_file() {
+            let same = dst.exists()
+                && std::fs::read(&src).with_context(|| format!("reading {}", src.display()))?
+                    == std::fs::read(&dst).with_context(|| format!("reading {}", dst.display()))?;
+            if !same {
+                std::fs::copy(&src, &dst)
+                    .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kbench_record::{
+        CandidateRef, Device, Environment, Outcome, Precision, ProblemRef, ToleranceProfile,
+        SCHEMA_VERSION,
+    };
+
+    use super::*;
+
+    fn manifest(run_id: &str, shard: Option<&str>) -> RunManifest {
+        RunManifest {
+            schema_version: SCHEMA_VERSION,
+            kbench_version: "0.1.0".into(),
+            run_id: run_id.into(),
+            created_unix_s: 100.0,
+            agent: "reference".into(),
+            suite: "smoke".into(),
+            device: "cpu".into(),
+            precision: "fp32".into(),
+            profile: "strict".into(),
+            trials: 5,
+            timed_calls: None,
+            weight_seed: 42,
+            shard: shard.map(Into::into),
+        }
+    }
+
+    /// A record's line for problem `id`, with a float written as a run writes it: digits
+    /// that serde_json, parsing and printing again, would not keep.
+    fn line(run_id: &str, id: u32, outcome: Outcome) -> String {
+        let r = EvalRecord {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.into(),
+            problem: ProblemRef {
+                suite: "smoke".into(),
+                level: 1,
+                id,
+                name: "x".into(),
+                file: format!("{id}_x.py"),
+                sha256: "0".into(),
+            },
+            candidate: CandidateRef {
+                agent: "reference".into(),
+                name: "reference".into(),
+                sample: 0,
+                source_path: None,
+                sha256: "0".into(),
+            },
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            profile: ToleranceProfile::Strict,
+            outcome,
+            cases: vec![],
+            timing: None,
+            load_s: None,
+            build_ahead_s: None,
+            phases: None,
+            gpu: None,
+            wall_s: 1.5,
+            started_unix_s: 0.0,
+            finished_unix_s: 1.0,
+            log_tail: String::new(),
+            notes: vec![],
+            env: Environment::default(),
+        };
+        serde_json::to_string(&r).unwrap().replacen(
+            "\"wall_s\":1.5",
+            "\"wall_s\":3.2308577162038543e-8",
+            1,
+        )
+    }
+
+    fn write_run(dir: &Path, m: &RunManifest, secret: u8, lines: &[String]) {
+        std::fs::create_dir_all(dir.join("kernels")).unwrap();
+        std::fs::write(dir.join(MANIFEST), serde_json::to_vec(m).unwrap()).unwrap();
+        RunSecret::from_bytes([secret; 32])
+            .save(&dir.join(SECRET))
+            .unwrap();
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(dir.join(RECORDS), text).unwrap();
+    }
+
+    #[test]
+    fn shards_merge_byte_for_byte_and_merging_again_changes_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b, out) = (t.path().join("a"), t.path().join("b"), t.path().join("m"));
+        write_run(
+            &a,
+            &manifest("r", Some("0/2")),
+            1,
+            &[line("r", 3, Outcome::Ok)],
+        );
+        write_run(
+            &b,
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 2, Outcome::Ok), line("r", 10, Outcome::Ok)],
+        );
+        std::fs::write(b.join("kernels/k.py"), "kernel").unwrap();
+        let r = merge(&[a.clone(), b.clone()], Some(&out), false).unwrap();
+        assert_eq!((r.records, r.added), (3, 3));
+        let text = std::fs::read_to_string(out.join(RECORDS)).unwrap();
+        let expected: String = [2, 3, 10]
+            .iter()
+            .map(|&id| line("r", id, Outcome::Ok) + "\n")
+            .collect();
+        assert_eq!(
+            text, expected,
+            "records must be copied as written, in problem order"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join("kernels/k.py")).unwrap(),
+            "kernel"
+        );
+        let m: RunManifest =
+            serde_json::from_slice(&std::fs::read(out.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(m, manifest("r", None));
+        assert_eq!(
+            RunSecret::load(&out.join(SECRET)).unwrap(),
+            RunSecret::from_bytes([1; 32])
+        );
+
+        let files = |d: &Path| {
+            (
+                std::fs::read(d.join(RECORDS)).unwrap(),
+                std::fs::read(d.join(MANIFEST)).unwrap(),
+            )
+        };
+        let before = files(&out);
+        let r = merge(&[a, b], Some(&out), false).unwrap();
+        assert_eq!((r.records, r.added), (3, 0));
+        assert_eq!(files(&out), before);
+    }
+
+    #[test]
+    fn mixed_runs_settings_and_overlaps_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let p = |n: &str| t.path().join(n);
+        write_run(
+            &p("a"),
+            &manifest("r", Some("0/2")),
+            1,
+            &[line("r", 1, Outcome::Ok)],
+        );
+        // Another run: other run id and secret.
+        write_run(
+            &p("other"),
+            &manifest("s", Some("1/2")),
+            2,
+            &[line("s", 2, Outcome::Ok)],
+        );
+        // Same run, other settings.
+        let mut fp16 = manifest("r", Some("1/2"));
+        fp16.precision = "fp16".into();
+        write_run(&p("fp16"), &fp16, 1, &[line("r", 2, Outcome::Ok)]);
+        // Same run, split differently.
+        write_run(
+            &p("thirds"),
+            &manifest("r", Some("1/3")),
+            1,
+            &[line("r", 2, Outcome::Ok)],
+        );
+        // Same run and key, another result.
+        let failed = Outcome::CompileError {
+            message: "x".into(),
+        };
+        write_run(
+            &p("twice"),
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 1, failed)],
+        );
+        for (input, says) in [
+            ("other", "different runs"),
+            ("fp16", "settings differ (precision"),
+            ("thirds", "split the run differently"),
+            ("twice", "recorded differently"),
+        ] {
+            let e = merge(&[p("a"), p(input)], Some(&p("out")), false).unwrap_err();
+            assert!(e.to_string().contains(says), "{input}: {e:#}");
+            assert!(
+                !p("out").join(MANIFEST).exists(),
+                "{input}: wrote a merged run"
+            );
+        }
+        // The output directory of another run is not overwritten.
+        write_run(
+            &p("b"),
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 2, Outcome::Ok)],
+        );
+        write_run(
+            &p("whole"),
+            &manifest("s", None),
+            2,
+            &[line("s", 2, Outcome::Ok)],
+        );
+        let e = merge(&[p("a"), p("b")], Some(&p("whole")), false).unwrap_err();
+        assert!(e.to_string().contains("different runs"), "{e:#}");
+        // Nor is a shard taken for a merged run.
+        let e = merge(&[p("a"), p("b")], Some(&p("other")), false).unwrap_err();
+        assert!(e.to_string().contains("is shard 1/2"), "{e:#}");
+        // Without --out, only a submission directory says where to go.
+        let e = merge(&[p("a"), p("b")], None, false).unwrap_err();
+        assert!(e.to_string().contains("--out"), "{e:#}");
+    }
+}

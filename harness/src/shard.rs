@@ -1,0 +1,106 @@
+//! Shards of a run: `--shard i/N` keeps every N-th problem of the suite, counting from the
+//! i-th, in a fixed order, so that every shard of one command line gets the same problems
+//! every time it runs (a resubmitted shard redoes exactly its own work, `--resume` skips
+//! what it already recorded) and the N shards together cover the plan once.
+//!
+//! Shards split by problem, not by candidate: a problem's reference cases are made once per
+//! process and kept for all its candidates, so splitting one problem's candidates over
+//! hosts would make them again on each.
+
+use std::fmt;
+use std::str::FromStr;
+
+use kbench_suites::Problem;
+
+/// Shard `index` of `count` (0-based), written `i/N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// This shard's problems: round-robin over the problems sorted by (level, id, suite,
+    /// file). Sorting first makes the split independent of the order the suite was read in;
+    /// round-robin over the sorted list spreads each level (and so the heavy level-3
+    /// problems) evenly.
+    pub fn select(&self, mut problems: Vec<Problem>) -> Vec<Problem> {
+        problems.sort_by(|a, b| {
+            (a.level, a.id, &a.suite, &a.file).cmp(&(b.level, b.id, &b.suite, &b.file))
+        });
+        problems
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i as u64 % u64::from(self.count) == u64::from(self.index))
+            .map(|(_, p)| p)
+            .collect()
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("--shard {s}: expected i/N with 0 <= i < N, e.g. 0/3");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        let s: Shard = "1/3".parse().unwrap();
+        assert_eq!(s, Shard { index: 1, count: 3 });
+        assert_eq!(s.to_string(), "1/3");
+        for bad in ["", "1", "3/3", "0/0", "-1/3", "a/3", "1/b", "1/3/4"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shards_partition_the_suite_evenly_whatever_its_order() {
+        let problems = kbench_suites::smoke();
+        let n = problems.len();
+        let mut reversed = problems.clone();
+        reversed.reverse();
+        let mut seen = Vec::new();
+        for index in 0..3 {
+            let shard = Shard { index, count: 3 };
+            let keys: Vec<String> = shard
+                .select(problems.clone())
+                .iter()
+                .map(Problem::key)
+                .collect();
+            let again: Vec<String> = shard
+                .select(reversed.clone())
+                .iter()
+                .map(Problem::key)
+                .collect();
+            assert_eq!(keys, again, "shard {shard} depends on the suite's order");
+            assert!(keys.len() == n / 3 || keys.len() == n / 3 + 1, "{keys:?}");
+            seen.extend(keys);
+        }
+        seen.sort();
+        let mut all: Vec<String> = problems.iter().map(Problem::key).collect();
+        all.sort();
+        assert_eq!(
+            seen, all,
+            "the shards must cover every problem exactly once"
+        );
+    }
+}
