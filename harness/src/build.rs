@@ -154,6 +154,10 @@ fn build_loop(
             }
         };
         let built = run_build(&job, spec_for, start_timeout, load_timeout);
+        if built.loaded {
+            // Best effort: without the marker the next run only builds ahead again.
+            let _ = std::fs::write(job.build_dir.join(BUILT_MARKER), b"");
+        }
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         s.states.insert(job.build_dir.clone(), State::Done(built));
         cv.notify_all();
@@ -191,6 +195,18 @@ fn run_build(
         seconds: t0.elapsed().as_secs_f64(),
         loaded,
     }
+}
+
+/// Written into a build directory after a build job loaded its extension. The directory is
+/// content-addressed (source, torch, device, architecture), so a later run skips the build
+/// job: on an H100 a cached kernel's build job still cost ~7 s (a Python start and torch's
+/// import to find the cache hit). Only a scheduling hint: the evaluating worker loads (and,
+/// if need be, builds) the extension itself, and that load decides the verdict.
+pub const BUILT_MARKER: &str = ".kbench-built";
+
+/// Whether a build directory holds a build that a build job already loaded.
+pub fn already_built(build_dir: &Path) -> bool {
+    build_dir.join(BUILT_MARKER).is_file()
 }
 
 /// Whether a candidate builds extensions when it is loaded (worth building ahead).
@@ -244,5 +260,13 @@ mod tests {
         };
         assert!(!b.loaded);
         pool.shutdown();
+    }
+
+    #[test]
+    fn a_loaded_build_is_marked_and_an_empty_dir_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!already_built(d.path()));
+        std::fs::write(d.path().join(BUILT_MARKER), b"").unwrap();
+        assert!(already_built(d.path()));
     }
 }

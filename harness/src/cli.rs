@@ -46,7 +46,8 @@ pub enum Command {
 /// Which timing ratio speedups use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BasisArg {
-    /// reference median / candidate median (kbench's default).
+    /// kbench's default: the record's paired speedup (median over interleaved rounds of
+    /// reference time / candidate time).
     Median,
     /// reference mean / candidate mean (KernelBench, CudaForge, CUDA Agent).
     Mean,

@@ -305,7 +305,7 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
         escape(title)
     );
     h.push_str(&format!(
-        "<p class=\"note\">{} run(s). Speedups: reference {basis} / candidate {basis}; a \
+        "<p class=\"note\">{} run(s). Speedups: {basis}; a \
          task's result is its best correct candidate. fast_p = correct and speedup &gt; p over \
          all tasks (KernelBench); geomeans over correct tasks (KernelBench, CUDA Agent); \
          \"0 if wrong\" counts a task without a correct kernel as 0 (CudaForge). Brackets: 95% \
@@ -313,7 +313,7 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
          header to sort.</p>\n",
         report.runs.len(),
         report.bootstrap_resamples,
-        basis = report.basis.as_str()
+        basis = report.basis.describe()
     ));
     h.push_str("<div class=\"tabs\">");
     for (i, s) in scopes.iter().enumerate() {

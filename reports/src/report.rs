@@ -145,9 +145,10 @@ fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
         interval: best
             .and(c.samples.as_ref())
             .and_then(|(reference, candidate)| {
-                let of = match basis {
-                    SpeedupBasis::Median => RatioOf::Median,
-                    SpeedupBasis::Mean => RatioOf::Mean,
+                let of = match (basis, c.paired_per_round) {
+                    (SpeedupBasis::Median, Some(per_round)) => RatioOf::Paired(per_round),
+                    (SpeedupBasis::Median, None) => RatioOf::Median,
+                    (SpeedupBasis::Mean, _) => RatioOf::Mean,
                 };
                 speedup_interval(reference, candidate, of)
             }),

@@ -11,7 +11,9 @@ use crate::sample::percentile_sorted;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SpeedupBasis {
-    /// reference median / candidate median (`TimingSummary::speedup`), kbench's default.
+    /// `TimingSummary::speedup`, kbench's default: the median over interleaved rounds of the
+    /// round's reference / candidate time (records from before the paired speedup: reference
+    /// median / candidate median).
     #[default]
     Median,
     /// reference mean / candidate mean (`TimingSummary::speedup_mean`), KernelBench's.
@@ -23,6 +25,17 @@ impl SpeedupBasis {
         match self {
             SpeedupBasis::Median => "median",
             SpeedupBasis::Mean => "mean",
+        }
+    }
+
+    /// How this basis's speedup is computed, for report footers.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SpeedupBasis::Median => {
+                "the median over interleaved timing rounds of reference time / candidate time \
+                 (paired; older records: reference median / candidate median)"
+            }
+            SpeedupBasis::Mean => "reference mean / candidate mean",
         }
     }
 

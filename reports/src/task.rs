@@ -92,6 +92,10 @@ pub struct Candidate {
     /// of the candidate a task reports (computed for that one only; not serialized).
     #[serde(skip)]
     pub samples: Option<(Vec<f64>, Vec<f64>)>,
+    /// Calls a side per interleaving round when the record's median-basis speedup is the
+    /// paired one (records that carry `speedup_of_medians`); `None` for older records.
+    #[serde(skip)]
+    pub paired_per_round: Option<usize>,
     /// Per case family: did every case of the family that ran pass.
     pub families: BTreeMap<String, bool>,
     /// Integrity flags: an `integrity` outcome's flag and the record's `flags`.
@@ -107,6 +111,7 @@ impl Candidate {
         let correct = r.outcome.is_ok();
         let mut speedups = BTreeMap::new();
         let mut samples = None;
+        let mut paired_per_round = None;
         if correct {
             if let Some(s) = basis.speedup_of(r) {
                 speedups.insert(Baseline::Eager, s);
@@ -116,6 +121,10 @@ impl Candidate {
                     t.reference.samples_ms.clone(),
                     t.candidate.samples_ms.clone(),
                 ));
+                if t.speedup_of_medians.is_some() && t.rounds > 0 {
+                    paired_per_round =
+                        Some(t.candidate.samples_ms.len().div_ceil(t.rounds as usize));
+                }
             }
             for (name, b) in &extras.baselines {
                 let baseline = match name.as_str() {
@@ -160,6 +169,7 @@ impl Candidate {
             correct_random: correct_on_random(r),
             speedups,
             samples,
+            paired_per_round,
             families,
             flags,
             cost: extras.cost.clone(),

@@ -44,7 +44,8 @@ pub fn timing_stats_of(samples_ms: &Sample, clock: &str, wall_s: f64) -> TimingS
 /// Reference time over candidate time: above 1 the candidate is faster.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Speedup {
-    /// reference median / candidate median (kbench's headline number).
+    /// reference median / candidate median (unpaired; the record keeps it as
+    /// `speedup_of_medians` beside the paired headline speedup).
     pub median: f64,
     /// reference mean / candidate mean (KernelBench's: `scripts/benchmark_eval_analysis.py`
     /// divides mean runtimes).

@@ -26,6 +26,7 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         correct_random: speedup.is_some(),
         speedups,
         samples: None,
+        paired_per_round: None,
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

@@ -20,6 +20,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         correct_random: correct,
         speedups: speedups.iter().copied().collect::<BTreeMap<_, _>>(),
         samples: None,
+        paired_per_round: None,
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

@@ -8,7 +8,7 @@ use crate::report::Report;
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::from("# kbench report\n\n");
     out.push_str(&format!(
-        "Speedups are reference {basis} / candidate {basis}; a task's result is its {}. \
+        "Speedups are {basis}; a task's result is its {}. \
          Intervals are 95%: Wilson for rates, percentile bootstrap \
          ({} resamples, seed `{:#x}`) for speedup statistics, and {} resamples of the timing \
          samples for per-problem speedups. \"0 if wrong\" statistics count a task without a \
@@ -18,7 +18,7 @@ pub fn render_markdown(report: &Report) -> String {
         report.bootstrap_resamples,
         report.bootstrap_seed,
         report.speedup_resamples,
-        basis = report.basis.as_str(),
+        basis = report.basis.describe(),
     ));
     for run in &report.runs {
         out.push_str(&format!(

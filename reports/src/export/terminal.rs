@@ -31,12 +31,12 @@ pub fn render_terminal(report: &Report) -> String {
         }
     }
     out.push_str(&format!(
-        "\nspeedups: reference {basis} / candidate {basis}; task = {}; \
+        "\nspeedups: {basis}; task = {}; \
          intervals 95% (Wilson for rates, bootstrap of {} resamples, seed {:#x}, for speedups)\n",
         report.pick.as_str(),
         report.bootstrap_resamples,
         report.bootstrap_seed,
-        basis = report.basis.as_str(),
+        basis = report.basis.describe(),
     ));
     out
 }
