@@ -2,7 +2,7 @@
 
 use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 
-use crate::scan::{self, ChunkStats, Rescue, ScanParams, CHUNK_ELEMS};
+use crate::scan::{self, ChunkStats, GateSums, Rescue, ScanParams, CHUNK_ELEMS};
 use crate::tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
 
 /// The rule an output broke. Names match `Outcome::Mismatch::rule`.
@@ -426,7 +426,12 @@ pub(crate) fn compare_chunked(
 
 /// The normwise part of the float64 gate (see [`Float64Gate`]).
 fn float64_check(stats: &ChunkStats, gate: Float64Gate, enforced: bool) -> Float64Check {
-    let g = &stats.gate;
+    float64_check_of(&stats.gate, gate, enforced)
+}
+
+/// The normwise part of the float64 gate from its sums, whoever accumulated them: the CPU
+/// scan here, or the harness's GPU comparison kernel, so both paths give the same verdict.
+pub fn float64_check_of(g: &GateSums, gate: Float64Gate, enforced: bool) -> Float64Check {
     let (measure, scale, floor) = if g.truth2 > 0.0 {
         (GateMeasure::RelativeL2, g.truth2.sqrt(), gate.floor)
     } else {

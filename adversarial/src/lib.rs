@@ -21,8 +21,9 @@ mod verdict;
 mod tests;
 
 pub use compare::{
-    compare, unravel_index, CompareError, Comparison, ElementMismatch, Float64Check, Float64Status,
-    GateMeasure, Rule, ValueReport,
+    compare, float64_check_of, unravel_index, CompareError, Comparison, ElementMismatch,
+    Float64Check, Float64Status, GateMeasure, Rule, ValueReport,
 };
+pub use scan::GateSums;
 pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
 pub use verdict::{case_result, failure_outcome};

@@ -70,7 +70,7 @@ pub(crate) type FirstFailure = (u64, Rule, f64, f64);
 
 /// Sums over the elements where candidate, reference and float64 reference are all finite.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct GateSums {
+pub struct GateSums {
     pub elements: u64,
     /// Σ (c − r64)²
     pub cand_err2: f64,

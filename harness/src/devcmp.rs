@@ -37,7 +37,7 @@ use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use kbench_adversarial::{
     float64_gate, tolerance, unravel_index, CompareError, Comparison, ElementMismatch,
-    Float64Check, Float64Gate, Float64Status, GateMeasure, Rule, Tolerance, ValueReport,
+    Float64Check, Float64Gate, Float64Status, Rule, Tolerance, ValueReport,
 };
 use kbench_record::{Dtype, Precision, ToleranceProfile};
 
@@ -971,34 +971,15 @@ impl DeviceComparator {
     }
 }
 
-/// The normwise part of the float64 gate: the CPU comparator's `float64_check`.
+/// The normwise part of the float64 gate, by the CPU comparator's own function.
 fn float64_check(s: &Stats, gate: Float64Gate, enforced: bool) -> Float64Check {
-    let (measure, scale, floor) = if s.truth2 > 0.0 {
-        (GateMeasure::RelativeL2, s.truth2.sqrt(), gate.floor)
-    } else {
-        (
-            GateMeasure::Rms,
-            (s.gate_elements as f64).sqrt(),
-            gate.abs_floor,
-        )
-    };
-    let (candidate_error, reference_error) = if s.gate_elements == 0 {
-        (0.0, 0.0)
-    } else {
-        (s.cand_err2.sqrt() / scale, s.ref_err2.sqrt() / scale)
-    };
-    let bound = floor.max(gate.norm_factor * reference_error);
-    Float64Check {
-        enforced,
-        measure,
+    let sums = kbench_adversarial::GateSums {
         elements: s.gate_elements,
-        candidate_error,
-        reference_error,
-        bound,
-        passed: candidate_error <= bound,
-        worst_index: None,
-        gate,
-    }
+        cand_err2: s.cand_err2,
+        ref_err2: s.ref_err2,
+        truth2: s.truth2,
+    };
+    kbench_adversarial::float64_check_of(&sums, gate, enforced)
 }
 
 /// One little-endian element as f64 (integers above 2⁵³ rounded, as the CPU path does).

@@ -43,5 +43,6 @@ pub use sample::Sample;
 pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};
 pub use table::render_summary;
 pub use timing::{
-    paired_speedup, speedup, speedup_of_samples, timing_stats, timing_stats_of, Speedup,
+    paired_round_ratios, paired_speedup, speedup, speedup_of_samples, timing_stats,
+    timing_stats_of, Speedup,
 };

@@ -228,12 +228,7 @@ pub fn speedup_interval(reference: &[f64], candidate: &[f64], of: RatioOf) -> Op
 /// measured), and the median taken each time.
 fn paired_interval(reference: &[f64], candidate: &[f64], per_round: usize) -> Option<Estimate> {
     let value = crate::paired_speedup(reference, candidate, per_round)?;
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let rounds: Vec<f64> = reference
-        .chunks(per_round)
-        .zip(candidate.chunks(per_round))
-        .map(|(r, c)| mean(r) / mean(c))
-        .collect();
+    let rounds = crate::paired_round_ratios(reference, candidate, per_round)?;
     let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
     let mut resample = vec![0.0; rounds.len()];
     let mut medians = Vec::with_capacity(SPEEDUP_RESAMPLES);

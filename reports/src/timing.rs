@@ -103,6 +103,18 @@ pub fn speedup_of_samples(reference: &Sample, candidate: &Sample) -> Option<Spee
 /// "paired comparison designs"), with the median for robustness to single slow rounds.
 /// `None` when the sides differ in length, a round has no calls, or a ratio is not finite.
 pub fn paired_speedup(reference: &[f64], candidate: &[f64], per_round: usize) -> Option<f64> {
+    Sample::new(paired_round_ratios(reference, candidate, per_round)?)
+        .ok()
+        .map(|s| s.median())
+}
+
+/// The per-round ratios behind [`paired_speedup`], in round order; `None` under the same
+/// conditions.
+pub fn paired_round_ratios(
+    reference: &[f64],
+    candidate: &[f64],
+    per_round: usize,
+) -> Option<Vec<f64>> {
     if per_round == 0 || reference.is_empty() || reference.len() != candidate.len() {
         return None;
     }
@@ -112,10 +124,7 @@ pub fn paired_speedup(reference: &[f64], candidate: &[f64], per_round: usize) ->
         .zip(candidate.chunks(per_round))
         .map(|(r, c)| mean(r) / mean(c))
         .collect();
-    if ratios.iter().any(|r| !r.is_finite()) {
-        return None;
-    }
-    Sample::new(ratios).ok().map(|s| s.median())
+    ratios.iter().all(|r| r.is_finite()).then_some(ratios)
 }
 
 #[cfg(test)]
