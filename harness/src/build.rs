@@ -90,6 +90,16 @@ impl BuildPool {
         if s.states.contains_key(&job.build_dir) {
             return;
         }
+        if already_built(&job.build_dir) {
+            // An earlier run's build job built and loaded it: nothing to do ahead.
+            let cached = Built {
+                seconds: 0.0,
+                loaded: true,
+            };
+            s.states.insert(job.build_dir.clone(), State::Done(cached));
+            cv.notify_all();
+            return;
+        }
         s.states.insert(job.build_dir.clone(), State::Queued);
         s.queue.push_back(job);
         cv.notify_all();
@@ -263,10 +273,37 @@ mod tests {
     }
 
     #[test]
-    fn a_loaded_build_is_marked_and_an_empty_dir_is_not() {
+    fn a_marked_build_is_done_at_once_without_a_job() {
         let d = tempfile::tempdir().unwrap();
         assert!(!already_built(d.path()));
         std::fs::write(d.path().join(BUILT_MARKER), b"").unwrap();
         assert!(already_built(d.path()));
+        // A pool whose workers could not even start: the marked job never reaches one.
+        let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
+            python: PathBuf::from("/nonexistent/python"),
+            script: PathBuf::from("/nonexistent/worker.py"),
+            role: crate::worker::Role::Candidate,
+            cwd: std::env::temp_dir(),
+            env: vec![],
+            log_path: Some(job.log_path.clone()),
+            max_payload: 1 << 20,
+            interrupt: None,
+            gate: None,
+        });
+        let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
+        pool.submit(BuildJob {
+            build_dir: d.path().to_path_buf(),
+            problem_path: PathBuf::from("p.py"),
+            candidate_path: PathBuf::from("c.py"),
+            log_path: std::env::temp_dir().join("kbench-build-test-marked.log"),
+        });
+        assert_eq!(
+            pool.claim(d.path()),
+            Some(Built {
+                seconds: 0.0,
+                loaded: true
+            })
+        );
+        pool.shutdown();
     }
 }

@@ -152,9 +152,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         let mut list = Vec::with_capacity(candidates.len());
         for cand in candidates {
             let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
-            if crate::build::builds_extensions(&cand.source)
-                && !crate::build::already_built(&prep.build_dir)
-            {
+            if crate::build::builds_extensions(&cand.source) {
                 to_build.push(BuildJob {
                     build_dir: prep.build_dir.clone(),
                     problem_path: problem_path.clone(),

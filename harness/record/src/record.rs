@@ -311,7 +311,8 @@ pub struct EvalRecord {
     /// Seconds spent loading the candidate (module execution, extension builds).
     pub load_s: Option<f64>,
     /// Seconds its extension build took in the compile pipeline ahead of evaluation, if it
-    /// was built ahead (then `load_s` is mostly a cache hit).
+    /// was built ahead (then `load_s` is mostly a cache hit); 0 when an earlier run's build
+    /// job had already built the same source for the same torch, device and architecture.
     #[serde(default)]
     pub build_ahead_s: Option<f64>,
     /// Seconds for the whole evaluation of this candidate.
