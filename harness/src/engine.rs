@@ -1310,12 +1310,7 @@ fn run_device_case(
                 ),
             }));
         } else {
-            // The float64 gate is for floating outputs; an integer output (argmax, argmin)
-            // is compared exactly and its float64 run is integer too.
-            let ref64 = outputs_f64
-                .as_ref()
-                .filter(|_| reference.dtype.is_float())
-                .map(|v| v[k].view());
+            let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype).map(|t| t.view());
             cmp.compare(
                 &slots[k].view(),
                 &reference.view(),
@@ -1344,6 +1339,12 @@ fn run_device_case(
     Ok(Ok(Judged { result, failure }))
 }
 
+/// The float64 output that output `k` is gated against. The gate is for floating outputs;
+/// an integer output (argmax, argmin) is compared exactly and its float64 run is integer too.
+fn gated_f64<T>(outputs_f64: Option<&[T]>, k: usize, dtype: Dtype) -> Option<&T> {
+    outputs_f64.filter(|_| dtype.is_float()).map(|v| &v[k])
+}
+
 struct Judged {
     result: CaseResult,
     failure: Option<Outcome>,
@@ -1362,11 +1363,7 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
     let mut comparisons = Vec::with_capacity(outputs.len());
     let mut failure = None;
     for (k, (cand, reference)) in outputs.iter().zip(ref_outputs).enumerate() {
-        // As in run_device_case: no float64 gate for integer outputs.
-        let ref64 = outputs_f64
-            .as_ref()
-            .filter(|_| reference.dtype().is_float())
-            .map(|v| &v[k]);
+        let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype());
         match kbench_adversarial::compare(cand, reference, ref64, c.profile, c.precision) {
             Ok(cmp) => {
                 if failure.is_none() {

@@ -264,14 +264,9 @@ impl ReferenceSession {
         if let Some(rc) = self.cached.get(t as usize) {
             return Ok(Arc::clone(rc));
         }
-        let rc = match self.make(ctx, run_dir, t, true) {
-            Err(RefFailure::Failed(msg)) if msg.starts_with("worker fault:") => {
-                self.restart(ctx, exec, problem)?;
-                self.make(ctx, run_dir, t, true)?
-            }
-            other => other?,
-        }
-        .expect("a kept case");
+        let rc = self
+            .make_restarting(ctx, exec, problem, run_dir, t, true)?
+            .expect("a kept case");
         let rc = Arc::new(rc);
         let bytes = rc.bytes();
         let c = ctx.config;
@@ -303,12 +298,26 @@ impl ReferenceSession {
         if self.worker_case == Some(t) {
             return Ok(());
         }
-        match self.make(ctx, run_dir, t, false) {
+        self.make_restarting(ctx, exec, problem, run_dir, t, false)
+            .map(|_| ())
+    }
+
+    /// [`Self::make`], once more on a fresh worker when the worker itself failed.
+    fn make_restarting(
+        &mut self,
+        ctx: &Ctx,
+        exec: &Exec,
+        problem: &Problem,
+        run_dir: &RunDir,
+        t: u32,
+        keep: bool,
+    ) -> Result<Option<RefCase>, RefFailure> {
+        match self.make(ctx, run_dir, t, keep) {
             Err(RefFailure::Failed(msg)) if msg.starts_with("worker fault:") => {
                 self.restart(ctx, exec, problem)?;
-                self.make(ctx, run_dir, t, false).map(|_| ())
+                self.make(ctx, run_dir, t, keep)
             }
-            other => other.map(|_| ()),
+            other => other,
         }
     }
 
