@@ -133,13 +133,22 @@ impl KernelBenchBaselines {
 
     /// Parses baseline JSON; `path` names it in errors and gives the mode.
     pub fn from_json_str(path: &Path, text: &str) -> Result<Self, BaselineError> {
-        let raw: BTreeMap<String, BTreeMap<String, KernelBenchTiming>> = serde_json::from_str(text)
-            .map_err(|source| BaselineError::Json {
+        let raw: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(|source| BaselineError::Json {
                 path: path.to_path_buf(),
                 source,
             })?;
         let mut levels = BTreeMap::new();
         for (key, entries) in raw {
+            // kbench's own store files are a superset: these blocks are not levels.
+            if key == "kbench" || key == "errors" {
+                continue;
+            }
+            let entries: BTreeMap<String, KernelBenchTiming> = serde_json::from_value(entries)
+                .map_err(|source| BaselineError::Json {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             let level = key
                 .strip_prefix("level")
                 .and_then(|n| n.parse::<u8>().ok())

@@ -1,6 +1,17 @@
-//! Baseline times that candidate kernels are compared against (PyTorch eager,
-//! `torch.compile`, ...). For now: the importer of KernelBench's published baseline JSON.
+//! Baseline times that candidate kernels are compared against: PyTorch eager,
+//! `torch.compile` and its modes. The modes and the candidate sources that run them
+//! ([`Mode`]), the per-GPU, per-torch-version store ([`Store`], [`BaselineFile`]), and the
+//! importer of KernelBench's published baseline JSON ([`KernelBenchBaselines`], [`import`]).
 
+mod import;
 mod kernelbench;
+mod mode;
+mod store;
 
+pub use import::{import_kernelbench, known_caveats, ImportOptions};
 pub use kernelbench::{BaselineError, KernelBenchBaselines, KernelBenchMode, KernelBenchTiming};
+pub use mode::Mode;
+pub use store::{
+    gpu_slug, BaselineEnv, BaselineFile, Entry, ErrorEntry, Lookup, Origin, Store, StoreError,
+    StoreMeta, TimingSettings, FORMAT,
+};

@@ -103,3 +103,86 @@ fn missing_file_is_named() {
     assert!(err.contains("baseline_time_torch.json"), "{err}");
     assert!(err.contains("not KernelBench baseline JSON"), "{err}");
 }
+
+#[test]
+fn import_marks_origin_caveats_and_stale_entries() {
+    use kbench_baselines::{import_kernelbench, ImportOptions, Lookup, Mode, Origin, Store};
+    let dir = baseline_dir();
+    let lambda = import_kernelbench(
+        &dir.join("H100_PCIe_LambdaLabs/baseline_time_torch_compile_inductor_default.json"),
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(lambda.mode(), Some(Mode::Compile));
+    assert_eq!(lambda.meta.origin, Origin::Imported);
+    assert_eq!(lambda.meta.environment.torch, "2.5.0");
+    assert!(
+        lambda
+            .meta
+            .caveats
+            .iter()
+            .any(|c| c.contains("WITHOUT an L2 flush")),
+        "{:?}",
+        lambda.meta.caveats
+    );
+    assert_eq!(lambda.len(), 250);
+    // The two problems KernelBench changed after timing are kept but never used.
+    let file12 = lambda.levels[&1]
+        .keys()
+        .find(|k| k.starts_with("12_"))
+        .unwrap()
+        .clone();
+    assert!(
+        matches!(lambda.lookup(1, &file12, "any"), Lookup::Stale(w) if w.contains("2026-01-19"))
+    );
+    let file11 = lambda.levels[&1]
+        .keys()
+        .find(|k| k.starts_with("11_"))
+        .unwrap()
+        .clone();
+    assert!(matches!(
+        lambda.lookup(1, &file11, "any"),
+        Lookup::Usable(_)
+    ));
+
+    let modal = import_kernelbench(
+        &dir.join("H100_Modal/baseline_time_torch.json"),
+        &ImportOptions {
+            torch: Some("2.9.0+cu128".into()),
+            stale: vec![(2, 5)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(modal.mode(), Some(Mode::Eager));
+    assert_eq!(modal.meta.environment.torch, "2.9.0+cu128");
+    assert_eq!(modal.meta.environment.gpu, "NVIDIA H100 80GB HBM3");
+    assert!(!modal.meta.caveats.iter().any(|c| c.contains("WITHOUT")));
+    let file5 = modal.levels[&2]
+        .keys()
+        .find(|k| k.starts_with("5_"))
+        .unwrap()
+        .clone();
+    assert!(matches!(modal.lookup(2, &file5, "x"), Lookup::Stale(_)));
+
+    // Stored under its GPU and torch version, and read back from there.
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::new(tmp.path());
+    let env = &modal.meta.environment;
+    let path = store.path(&env.gpu, &env.torch, Mode::Eager);
+    modal.save(&path).unwrap();
+    assert!(path.ends_with("nvidia-h100-80gb-hbm3/torch-2.9.0+cu128/eager.json"));
+    let back = store
+        .load(&env.gpu, &env.torch, Mode::Eager)
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, modal);
+
+    let bad = tmp.path().join("times.json");
+    std::fs::write(&bad, r#"{"level1": {}}"#).unwrap();
+    let err = import_kernelbench(&bad, &ImportOptions::default()).unwrap_err();
+    assert!(
+        err.contains("times.json") && err.contains("--mode"),
+        "{err}"
+    );
+}
