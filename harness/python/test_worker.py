@@ -219,14 +219,14 @@ class WorkerTestCase(unittest.TestCase):
         self.assertEqual(reply["type"], "loaded", reply)
         return reply
 
-    def load_candidate(self, source, problem=None, precision="fp32", device="cpu"):
+    def load_candidate(self, source, problem=None, precision="fp32", device="cpu", **extra):
         type(self).n_candidates += 1
         path = self.files.write(f"cand_{self.n_candidates}.py", source)
         build = os.path.join(self.files.dir.name, "build")
         reply, _ = self.cand.call({"cmd": "load", "problem_path": problem or self.linear,
                                    "candidate_path": path, "device": device,
                                    "precision": precision, "weight_seed": 42,
-                                   "num_threads": 1, "build_dir": build})  # fmt: skip
+                                   "num_threads": 1, "build_dir": build, **extra})  # fmt: skip
         return reply, path
 
     def make_case(self, seed=7, forward_seed=11):
@@ -474,6 +474,39 @@ class CandidateTests(WorkerTestCase):
                 self.assertIn(needle, reply["message"])
                 # the traceback starts in the candidate, not in the worker
                 self.assertNotIn("worker.py", reply["traceback"])
+
+    def test_warm_up_calls_the_model_once_at_load(self):
+        counting = """
+            import torch
+            CALLS = []
+            class ModelNew(Model):
+                def forward(self, x):
+                    CALLS.append(tuple(x.shape))
+                    if len(CALLS) > 1:
+                        raise RuntimeError(f"called {len(CALLS)} times")
+                    return super().forward(x)
+        """
+        reply, _ = self.load_candidate(counting, warm_up=True)
+        self.assertEqual(reply["type"], "loaded", reply)
+        self.assertIsInstance(reply["warm_s"], float)
+        # the warm-up call used up the one call this ModelNew allows
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        reply, _ = self.run_case(case, t)
+        self.assert_error(reply, "runtime_error", "run")
+        self.assertIn("called 2 times", reply["message"])
+        # without warm_up, no call at load
+        reply, _ = self.load_candidate(counting)
+        self.assertIsNone(reply["warm_s"])
+        failing = """
+            import torch
+            class ModelNew(Model):
+                def forward(self, x):
+                    raise RuntimeError("inductor exploded")
+        """
+        reply, _ = self.load_candidate(failing, warm_up=True)
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn("inductor exploded", reply["message"])
 
     def test_constructor_failure_is_runtime_error_at_load(self):
         reply, _ = self.load_candidate("""

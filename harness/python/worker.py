@@ -771,6 +771,10 @@ class Worker:
         if self.model is None:
             raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
 
+        warm_s = None
+        if cmd.get("warm_up") and self.role == "candidate":
+            warm_s = self._warm_up(weight_seed)
+
         if self.device.type == "cuda":
             props = torch.cuda.get_device_properties(self.device)
             device_name = props.name
@@ -786,7 +790,43 @@ class Worker:
             "l2_bytes": self.l2_bytes,
             "f64_available": self.model64 is not None,
             "f64_error": None if self.model64 is not None or not want_f64 else self.f64_error,
+            "warm_s": warm_s,
         }, []
+
+    def _warm_up(self, seed):
+        """One untimed call on inputs from the problem's own get_inputs (seeded with the
+        public weight seed, never the run's secret), so that work done on a model's first
+        call (torch.compile's tracing, code generation and autotuning) falls in the load
+        phase and its timeout instead of the first correctness case. A failure here is the
+        mode's compile_error."""
+        t0 = time.perf_counter()
+        raw = None
+        if self.device.type == "cuda":
+            seed_all(seed)
+            try:
+                with torch.device(self.device):
+                    raw = list(self.get_inputs())
+            except (Exception, SystemExit):
+                raw = None
+        if raw is None:
+            seed_all(seed)
+            try:
+                raw = list(self.get_inputs())
+            except (Exception, SystemExit) as exc:
+                raise _error_from(exc, "runtime_error", "load", "get_inputs failed: ")
+        inputs = [cast(x, self.device, self.dtype) for x in raw]
+        del raw
+        try:
+            seed_all(seed)
+            out = self.model(*inputs)
+            del out
+            _sync(self.device)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "compile_error", "load", "first call (compilation) failed: ")
+        finally:
+            del inputs
+            self._release_device_memory()
+        return time.perf_counter() - t0
 
     def cmd_make_case(self, cmd, payload):
         if self.role != "reference":

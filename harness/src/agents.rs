@@ -18,6 +18,8 @@ pub struct Candidate {
     pub source: String,
     pub source_path: Option<PathBuf>,
     pub sha256: String,
+    /// Call the model once while loading (baseline modes: torch.compile compiles there).
+    pub warm_up: bool,
 }
 
 impl Candidate {
@@ -29,6 +31,7 @@ impl Candidate {
             source,
             source_path,
             sha256,
+            warm_up: false,
         }
     }
 }

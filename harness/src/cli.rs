@@ -41,6 +41,8 @@ pub enum Command {
     Slurm(SlurmArgs),
     /// Combine run directories (the shards of one run) into one run directory.
     Merge(MergeArgs),
+    /// Measure, import and show baseline times (eager, torch.compile, max-autotune).
+    Baselines(BaselinesArgs),
 }
 
 /// Which timing ratio speedups use.
@@ -223,13 +225,6 @@ pub struct RunArgs {
     /// or a folder of `<id>_*.py` files (optionally under level<L>/).
     #[arg(long, value_name = "DIR")]
     pub replay_dir: Option<PathBuf>,
-    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    pub device: String,
-    /// GPUs to spread the run over, e.g. `0,1` (with --device cuda; default: all visible
-    /// GPUs for `--device cuda`/`auto`, the one named for `--device cuda:N`).
-    #[arg(long, value_name = "LIST")]
-    pub gpus: Option<String>,
     /// Run directory: run.json, records.jsonl, logs/, kernels/.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
@@ -244,6 +239,36 @@ pub struct RunArgs {
     /// run share it, so their inputs are those of a single run.
     #[arg(long, value_name = "FILE")]
     pub secret_from: Option<PathBuf>,
+    #[command(flatten)]
+    pub eval: EvalArgs,
+    /// Compare each correct kernel with baseline times: a list of eager, compile,
+    /// max-autotune, reduce-overhead, max-autotune-no-cudagraphs. Stored times matching this
+    /// GPU and torch version are used and missing ones are measured first; with `live` in
+    /// the list (alone: eager,compile) all are measured now, into the run directory.
+    #[arg(long, value_name = "LIST")]
+    pub baselines: Option<String>,
+    /// Use this baseline file for a mode (e.g. one made by `kbench baselines import`):
+    /// `MODE=FILE`, repeatable. Refused when timed on another GPU or torch version.
+    #[arg(long, value_name = "MODE=FILE")]
+    pub baseline_file: Vec<String>,
+    /// Use --baseline-file files even when timed on another GPU or torch version.
+    #[arg(long)]
+    pub force_baselines: bool,
+    /// The baseline store (default: ./baselines/data when it exists, else the cache's).
+    #[arg(long, value_name = "DIR")]
+    pub baseline_store: Option<PathBuf>,
+}
+
+/// How kernels are evaluated and timed: shared by `run` and `baselines measure`.
+#[derive(Debug, Args, Clone)]
+pub struct EvalArgs {
+    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// GPUs to spread the run over, e.g. `0,1` (with --device cuda; default: all visible
+    /// GPUs for `--device cuda`/`auto`, the one named for `--device cuda:N`).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
     #[arg(long, value_enum, default_value = "fp32")]
     pub precision: PrecisionArg,
     /// Tolerance profile for verdicts.
@@ -298,6 +323,88 @@ pub struct RunArgs {
     /// No progress bar or per-kernel lines.
     #[arg(long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselinesArgs {
+    #[command(subcommand)]
+    pub command: BaselinesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselinesCommand {
+    /// Time the problems' Model in each mode on this GPU and torch version, into the store
+    /// (resumable: only what the store lacks is measured).
+    Measure(Box<MeasureArgs>),
+    /// Import KernelBench's baseline JSON files into the store, marked as imported.
+    Import(ImportArgs),
+    /// List the store's files: GPU, torch version, mode, problems timed and failed.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+    #[command(flatten)]
+    pub python: PythonArgs,
+    /// Modes to measure: eager, compile, max-autotune, reduce-overhead,
+    /// max-autotune-no-cudagraphs.
+    #[arg(long, default_value = "eager,compile")]
+    pub modes: String,
+    /// The baseline store (default: ./baselines/data when it exists, else the cache's).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Where the measuring runs' logs go (default: in kbench's cache, per GPU and torch);
+    /// an interrupted measurement's records there are folded in by the next one.
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Measure again the problems whose mode failed before.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Evaluate only shard i of N of the problems (Slurm array tasks pass it).
+    #[arg(long, value_name = "i/N")]
+    pub shard: Option<Shard>,
+    #[command(flatten)]
+    pub eval: EvalArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// KernelBench baseline files (`results/timing/<hardware>/baseline_time_torch*.json`).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The baseline store (default: ./baselines/data when it exists, else the cache's).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// torch version the files were timed with (known for KernelBench's own folders).
+    #[arg(long)]
+    pub torch: Option<String>,
+    /// GPU name, when the entries' `hardware` should not be used.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Mode, when the file name is not one KernelBench writes.
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Mark problems stale (never used): `L/ID`, repeatable or comma-separated.
+    #[arg(long, value_delimiter = ',', value_name = "L/ID")]
+    pub stale: Vec<String>,
+    /// A caveat to record with the imported times, repeatable.
+    #[arg(long)]
+    pub caveat: Vec<String>,
+    /// Replace a file already in the store.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The baseline store (default: ./baselines/data when it exists, else the cache's).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

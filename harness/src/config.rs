@@ -8,7 +8,9 @@ use anyhow::{bail, Context, Result};
 use kbench_record::{Device, Precision, ToleranceProfile};
 use kbench_suites::Problem;
 
-use crate::cli::{AgentKind, BuiltinSuite, PrecisionArg, ProfileArg, RunArgs, SuiteArgs};
+use crate::cli::{
+    AgentKind, BuiltinSuite, EvalArgs, PrecisionArg, ProfileArg, PythonArgs, RunArgs, SuiteArgs,
+};
 use crate::gpu;
 use crate::python::{self, PythonChoice};
 use crate::shard::Shard;
@@ -37,7 +39,13 @@ pub struct TimingConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentConfig {
     Reference,
-    Replay { dir: PathBuf },
+    Replay {
+        dir: PathBuf,
+    },
+    /// Baseline modes to measure, by problem key (`kbench baselines measure`).
+    Baselines {
+        plan: std::collections::BTreeMap<String, Vec<kbench_baselines::Mode>>,
+    },
 }
 
 impl AgentConfig {
@@ -45,6 +53,7 @@ impl AgentConfig {
         match self {
             AgentConfig::Reference => "reference",
             AgentConfig::Replay { .. } => "replay",
+            AgentConfig::Baselines { .. } => crate::baselines::AGENT,
         }
     }
 }
@@ -81,19 +90,14 @@ pub struct RunConfig {
     pub case_cache_bytes: u64,
     pub weight_seed: u64,
     pub quiet: bool,
+    /// Baselines each correct kernel's time is compared with (`--baselines`).
+    pub baselines: Option<std::sync::Arc<crate::baselines::BaselineTable>>,
 }
 
 impl TryFrom<RunArgs> for RunConfig {
     type Error = anyhow::Error;
 
     fn try_from(a: RunArgs) -> Result<Self> {
-        let mut problems = load_suite(&a.suite)?;
-        if let Some(shard) = a.shard {
-            // A shard may be left with no problem (more shards than problems): it records
-            // nothing, which merges fine.
-            problems = shard.select(problems);
-        }
-        let suite_label = suite_label(&a.suite);
         let agent = match a.agent {
             AgentKind::Reference => {
                 if a.replay_dir.is_some() {
@@ -115,6 +119,35 @@ impl TryFrom<RunArgs> for RunConfig {
                 AgentConfig::Replay { dir }
             }
         };
+        let mut c = RunConfig::build(&a.suite, &a.python, &a.eval, agent, &a.out, a.shard)?;
+        c.resume = a.resume;
+        c.secret_from = a
+            .secret_from
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()
+            .context("resolving --secret-from")?;
+        Ok(c)
+    }
+}
+
+impl RunConfig {
+    /// The checked configuration of an evaluation of `agent` over `suite` into `out`.
+    pub fn build(
+        suite: &SuiteArgs,
+        python: &PythonArgs,
+        a: &EvalArgs,
+        agent: AgentConfig,
+        out: &Path,
+        shard: Option<Shard>,
+    ) -> Result<Self> {
+        let mut problems = load_suite(suite)?;
+        if let Some(shard) = shard {
+            // A shard may be left with no problem (more shards than problems): it records
+            // nothing, which merges fine.
+            problems = shard.select(problems);
+        }
+        let suite_label = suite_label(suite);
         let device = resolve_device(&a.device)?;
         let gpus = resolve_gpus(&a.device, device, a.gpus.as_deref())?;
         let device = gpus.first().map_or(device, |g| Device::Cuda(*g));
@@ -174,17 +207,12 @@ impl TryFrom<RunArgs> for RunConfig {
             },
             // Workers run in private working directories: every path handed to them, and so
             // the run directory holding candidate sources, must be absolute.
-            out: std::path::absolute(&a.out)
-                .with_context(|| format!("resolving --out {}", a.out.display()))?,
-            resume: a.resume,
-            shard: a.shard,
-            secret_from: a
-                .secret_from
-                .as_deref()
-                .map(std::path::absolute)
-                .transpose()
-                .context("resolving --secret-from")?,
-            python: PythonChoice::resolve(a.python.python.as_deref(), &cache),
+            out: std::path::absolute(out)
+                .with_context(|| format!("resolving --out {}", out.display()))?,
+            resume: false,
+            shard,
+            secret_from: None,
+            python: PythonChoice::resolve(python.python.as_deref(), &cache),
             cache,
             cpu_threads: a.cpu_threads,
             build_jobs: a.build_jobs.unwrap_or(match device {
@@ -196,6 +224,7 @@ impl TryFrom<RunArgs> for RunConfig {
                 .map_or_else(default_case_cache_bytes, |mb| mb.saturating_mul(1 << 20)),
             weight_seed: a.weight_seed,
             quiet: a.quiet,
+            baselines: None,
         })
     }
 }

@@ -84,6 +84,9 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             }
             Box::new(a)
         }
+        AgentConfig::Baselines { plan } => {
+            Box::new(crate::baselines::BaselineAgent { plan: plan.clone() })
+        }
     };
 
     // The plan: every (problem, candidate) not yet recorded.
@@ -168,6 +171,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         let python = config.python.python.clone();
         let script = worker_script.clone();
         let arch = ctx.cuda_arch.clone();
+        let cache = config.cache.clone();
         let interrupt = Arc::clone(&stop);
         let spec_for: Arc<crate::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
             python: python.clone(),
@@ -175,7 +179,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             role: Role::Candidate,
             cwd: job.build_dir.clone(),
             // No GPU: builds need only the compiler.
-            env: worker_env(&python, Device::Cpu, arch.as_deref()),
+            env: worker_env(&python, Device::Cpu, arch.as_deref(), &cache),
             log_path: Some(job.log_path.clone()),
             max_payload: 1 << 20,
             interrupt: Some(Arc::clone(&interrupt)),
@@ -712,7 +716,12 @@ impl Ctx<'_> {
             script: self.worker_script.to_path_buf(),
             role,
             cwd: cwd.to_path_buf(),
-            env: worker_env(self.python, device, self.cuda_arch.as_deref()),
+            env: worker_env(
+                self.python,
+                device,
+                self.cuda_arch.as_deref(),
+                &self.config.cache,
+            ),
             log_path,
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),
@@ -765,7 +774,12 @@ impl Exec {
 /// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
 /// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
 /// from kbench's environment is found by torch's extension builder.
-fn worker_env(python: &Path, device: Device, cuda_arch: Option<&str>) -> Vec<(String, String)> {
+fn worker_env(
+    python: &Path,
+    device: Device,
+    cuda_arch: Option<&str>,
+    cache: &Path,
+) -> Vec<(String, String)> {
     const PASS: &[&str] = &[
         "HOME",
         "USER",
@@ -784,6 +798,7 @@ fn worker_env(python: &Path, device: Device, cuda_arch: Option<&str>) -> Vec<(St
         "TORCH_SYMM_MEM_DISABLE_MULTICAST",
         "NVSHMEM_DISABLE_NVLS",
         "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
     ];
     let mut env: Vec<(String, String)> = PASS
         .iter()
@@ -806,6 +821,16 @@ fn worker_env(python: &Path, device: Device, cuda_arch: Option<&str>) -> Vec<(St
         }
     }
     env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+    // torch.compile's caches (baseline modes) in kbench's own cache, not a shared /tmp
+    // folder: inductor's FX graph and autotuning caches make a repeated compile a hit.
+    for (var, sub) in [
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+    ] {
+        if std::env::var_os(var).is_none() {
+            env.push((var.into(), cache.join(sub).display().to_string()));
+        }
+    }
     match device {
         Device::Cuda(i) => {
             // Each worker sees exactly its GPU, as cuda:0.
@@ -908,6 +933,7 @@ fn reference_error_record(
         log_tail: String::new(),
         notes: Vec::new(),
         env,
+        baselines: Default::default(),
     }
 }
 
@@ -1057,6 +1083,7 @@ fn evaluate_candidate(
             "weight_seed": c.weight_seed,
             "num_threads": ctx.num_threads(exec.device),
             "build_dir": build_dir,
+            "warm_up": cand.warm_up,
         });
         let tl = Instant::now();
         let reply = match worker.request(Frame::new(load), c.timeouts.load) {
@@ -1163,6 +1190,10 @@ fn evaluate_candidate(
     let mut all_notes = reference.notes.clone();
     all_notes.append(&mut notes);
     let notes = all_notes;
+    let baselines = match (&c.baselines, &timing, outcome.is_ok()) {
+        (Some(table), Some(t), true) => table.ratios(&problem.to_ref(), &t.candidate),
+        _ => Default::default(),
+    };
     Ok(Some(EvalRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run_dir.manifest.run_id.clone(),
@@ -1187,6 +1218,7 @@ fn evaluate_candidate(
         log_tail,
         notes,
         env,
+        baselines,
     }))
 }
 
@@ -1385,7 +1417,7 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
     Judged { result, failure }
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()

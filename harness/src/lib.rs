@@ -3,6 +3,7 @@
 
 pub mod affinity;
 pub mod agents;
+pub mod baselines;
 pub mod build;
 pub mod cli;
 pub mod config;

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 use kbench::cli::{
-    BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs, ListArgs, MergeArgs, PickArg,
-    ReportArgs, RunArgs, SetupArgs, SlurmArgs, SlurmCommand, TableArg,
+    BaselinesArgs, BaselinesCommand, BasisArg, Cli, Command, DemoArgs, GpusArgs, LeaderboardArgs,
+    ListArgs, MergeArgs, PickArg, ReportArgs, RunArgs, SetupArgs, SlurmArgs, SlurmCommand,
+    TableArg,
 };
 use kbench::config::{self, RunConfig};
 use kbench::python::{self, PythonChoice};
-use kbench::{engine, exit};
+use kbench::{baselines, engine, exit};
 
 fn main() {
     let cli = Cli::parse();
@@ -36,6 +37,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Leaderboard(a) => leaderboard(a),
         Command::Slurm(a) => slurm(a),
         Command::Merge(a) => merge(a),
+        Command::Baselines(a) => baselines_cmd(a),
     }
 }
 
@@ -229,15 +231,44 @@ fn gpus(a: GpusArgs) -> Result<i32> {
 }
 
 fn install_stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = Arc::clone(&stop);
-    // A second handler cannot be installed; failing to install one only loses graceful stops.
-    let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
-    stop
+    static STOP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    Arc::clone(STOP.get_or_init(|| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        // Failing to install a handler only loses graceful stops.
+        let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
+        stop
+    }))
 }
 
 fn run(a: RunArgs) -> Result<i32> {
-    let config = RunConfig::try_from(a)?;
+    let request = match &a.baselines {
+        Some(spec) => Some(baselines::BaselineRequest::parse(spec)?),
+        None if !a.baseline_file.is_empty() => Some(baselines::BaselineRequest::default()),
+        None => None,
+    };
+    let request = request.map(|mut r| -> Result<_> {
+        for f in &a.baseline_file {
+            let (mode, path) = f.split_once('=').with_context(|| {
+                format!("--baseline-file {f:?}: expected MODE=FILE, e.g. compile=baselines/data/x/torch-2.11.0/compile.json")
+            })?;
+            let mode = kbench_baselines::Mode::parse(mode)
+                .map_err(|e| anyhow::anyhow!("--baseline-file {f:?}: {e}"))?;
+            r.files.push((mode, std::path::PathBuf::from(path)));
+        }
+        r.force = a.force_baselines;
+        r.store = a.baseline_store.clone();
+        Ok(r)
+    });
+    let request = request.transpose()?;
+    let mut config = RunConfig::try_from(a)?;
+    if let Some(req) = &request {
+        if config.timing.is_none() {
+            anyhow::bail!("--baselines compares times: drop --no-timing");
+        }
+        config.baselines =
+            baselines::prepare_for_run(&config, req, install_stop_flag())?.map(std::sync::Arc::new);
+    }
     run_config(&config)
 }
 
@@ -246,6 +277,19 @@ fn run_config(config: &RunConfig) -> Result<i32> {
     let result = engine::run(config, stop)?;
     let summary = kbench_reports::summarize(&result.records);
     println!("{}", kbench_reports::render_summary(&summary));
+    if let Some(table) = &config.baselines {
+        for line in table.describe(&config.problems) {
+            println!("{line}");
+        }
+        for line in baselines::summary_lines(&result.records, table) {
+            println!("{line}");
+        }
+        let used = result.run_dir.join("baselines_used.json");
+        kbench::runlog::write_atomic(
+            &used,
+            serde_json::to_string_pretty(&table.manifest(&config.problems))?.as_bytes(),
+        )?;
+    }
     println!(
         "run log: {}",
         result.run_dir.join(kbench::runlog::RECORDS).display()
@@ -285,4 +329,16 @@ fn demo(a: DemoArgs) -> Result<i32> {
     let args = RunArgs::parse_demo(&out, &device.to_string(), a.python.python.as_deref());
     let config = RunConfig::try_from(args)?;
     run_config(&config)
+}
+
+fn baselines_cmd(a: BaselinesArgs) -> Result<i32> {
+    match a.command {
+        BaselinesCommand::Measure(m) => {
+            let stop = install_stop_flag();
+            let r = baselines::measure_command(&m, stop)?;
+            Ok(r)
+        }
+        BaselinesCommand::Import(i) => baselines::import_command(&i),
+        BaselinesCommand::Show(s) => baselines::show_command(&s),
+    }
 }

@@ -364,6 +364,7 @@ mod tests {
             log_tail: String::new(),
             notes: vec![],
             env: Environment::default(),
+            baselines: Default::default(),
         };
         serde_json::to_string(&r).unwrap().replacen(
             "\"wall_s\":1.5",

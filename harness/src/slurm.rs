@@ -155,7 +155,7 @@ fn shardable(argv: &[String]) -> Result<Shardable> {
         ),
         (run.resume, "--resume", "every task resumes its shard"),
         (
-            run.gpus.is_some(),
+            run.eval.gpus.is_some(),
             "--gpus",
             "Slurm picks each task's GPUs (CUDA_VISIBLE_DEVICES); use --gpus-per-task",
         ),
@@ -171,7 +171,7 @@ fn shardable(argv: &[String]) -> Result<Shardable> {
         out,
         argv: without_out(argv),
         problems,
-        on_cpu: run.device == "cpu",
+        on_cpu: run.eval.device == "cpu",
     })
 }
 

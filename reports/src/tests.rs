@@ -57,6 +57,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         log_tail: String::new(),
         notes: vec![],
         env: Environment::default(),
+        baselines: Default::default(),
     }
 }
 

@@ -11,8 +11,8 @@ mod tensor;
 
 pub use outcome::{CaseRef, Outcome, Phase};
 pub use record::{
-    eval_key, CandidateRef, CaseFamily, CaseResult, Device, Environment, EvalRecord, PhaseTimes,
-    Precision, ProblemRef, TimingStats, TimingSummary, ToleranceProfile,
+    eval_key, BaselineRatio, CandidateRef, CaseFamily, CaseResult, Device, Environment, EvalRecord,
+    PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -331,6 +331,29 @@ pub struct EvalRecord {
     /// Notes on what was not checked and why, e.g. no float64 reference.
     pub notes: Vec<String>,
     pub env: Environment,
+    /// Speedups over the baselines asked for with `kbench run --baselines`, by mode
+    /// (`eager`, `compile`, `max-autotune`, ...); only for timed, correct kernels.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub baselines: std::collections::BTreeMap<String, BaselineRatio>,
+}
+
+/// A candidate's speedup over one baseline mode's stored time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineRatio {
+    /// Baseline time / candidate time, on the `basis` statistic of both.
+    pub speedup: f64,
+    /// Baseline mean / candidate mean (KernelBench's ratio).
+    #[serde(default)]
+    pub speedup_mean: Option<f64>,
+    /// The baseline's time on `basis`, ms.
+    pub baseline_ms: f64,
+    /// `median` (kbench's measured baselines) or `mean` (imported ones, which have no
+    /// median).
+    pub basis: String,
+    /// `measured` (from the store), `live` (measured in this run) or `imported`.
+    pub origin: String,
+    /// The baseline file the time came from.
+    pub file: String,
 }
 
 impl EvalRecord {
