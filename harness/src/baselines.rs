@@ -266,11 +266,25 @@ impl StoreFiles {
                 }
                 (Outcome::Ok, None) => {}
                 (outcome, _) => {
-                    if let Some(f) = self.files.get_mut(&mode) {
-                        if matches!(outcome, Outcome::ReferenceError { .. }) {
-                            // Not the mode's failure: nothing to record about it.
-                            continue;
+                    // A reference that failed (e.g. its float64 copy does not fit) leaves
+                    // eager without a time too; recorded, so it is not retried every time.
+                    let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });
+                    let eager_too = reference_failed && mode != Mode::Eager;
+                    let error = ErrorEntry {
+                        outcome: outcome.kind().into(),
+                        message: failure_message(outcome),
+                        compile_s: None,
+                        problem_sha256: Some(p.sha256.clone()),
+                        measured_unix_s: Some(r.finished_unix_s),
+                        run_id: Some(r.run_id.clone()),
+                    };
+                    if let (true, Some(f)) = (eager_too, self.files.get_mut(&Mode::Eager)) {
+                        if !matches!(f.lookup(p.level, &p.file, &p.sha256), Lookup::Usable(_)) {
+                            f.put_error(p.level, &p.file, error.clone());
+                            changed += 1;
                         }
+                    }
+                    if let Some(f) = self.files.get_mut(&mode) {
                         f.put_error(
                             p.level,
                             &p.file,

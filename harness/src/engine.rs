@@ -338,9 +338,6 @@ type Prestarted = (
 );
 
 impl Prestart {
-    fn spawn(spec: WorkerSpec, timeout: std::time::Duration, ahead: bool) -> Self {
-        Self::spawn_then(spec, timeout, ahead, None)
-    }
     fn spawn_then(
         spec: WorkerSpec,
         timeout: std::time::Duration,
@@ -375,9 +372,6 @@ impl Prestart {
             Prestart::Later(spec, timeout) => (Worker::start(&spec, timeout), None),
         }
     }
-    fn take(self) -> Result<Worker, WorkerFault> {
-        self.take_with_reply().0
-    }
     /// Stops a worker that was started but is not needed.
     fn discard(self) {
         if let Prestart::Started(h) = self {
@@ -407,6 +401,8 @@ impl Upcoming<'_> {
 /// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
 /// torch's import (4–5 s on the H100 host) are hidden behind problems of 2–3 s.
 const LOOKAHEAD: usize = 2;
+/// Problems taken ahead when measuring baselines.
+const BASELINE_LOOKAHEAD: usize = 4;
 
 /// One executor: evaluates whole problems from the queue on its device, one thing at a time
 /// on the GPU (so a timed kernel never shares it), with the next workers started ahead.
@@ -415,7 +411,13 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
     let c = ctx.config;
     let ahead = exec.gpu.is_some();
     let take_next = |upcoming: &mut std::collections::VecDeque<Upcoming<'p>>| -> Result<()> {
-        while upcoming.len() < if ahead { LOOKAHEAD } else { 1 } {
+        // Baseline modes compile while they wait (their load is sent ahead): more of them
+        // ahead hide more of the compile.
+        let lookahead = match c.agent {
+            AgentConfig::Baselines { .. } => BASELINE_LOOKAHEAD,
+            _ => LOOKAHEAD,
+        };
+        while upcoming.len() < if ahead { lookahead } else { 1 } {
             let Some(item) = shared.pop() else {
                 break;
             };
@@ -433,7 +435,9 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
             let reference =
                 Prestart::spawn_then(spec, c.timeouts.start, ahead, Some((load, c.timeouts.load)));
             let first_candidate = match item.2.first() {
-                Some((_, prep)) => Some(start_candidate(ctx, exec, run_dir, prep)?),
+                Some((cand, prep)) => {
+                    Some(start_candidate(ctx, exec, run_dir, &item.1, cand, prep)?)
+                }
                 None => None,
             };
             upcoming.push_back(Upcoming {
@@ -505,11 +509,19 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
             let mut env = shared.env_base.clone();
             let this = match cand_ahead.take() {
                 Some(p) => p,
-                None => start_candidate(ctx, exec, run_dir, prep)?,
+                None => start_candidate(ctx, exec, run_dir, &problem_path, cand, prep)?,
             };
             // Start the next candidate's worker now; it imports torch while this one runs.
             if k + 1 < n && reference.is_ok() {
-                cand_ahead = Some(start_candidate(ctx, exec, run_dir, &candidates[k + 1].1)?);
+                let (next, next_prep) = &candidates[k + 1];
+                cand_ahead = Some(start_candidate(
+                    ctx,
+                    exec,
+                    run_dir,
+                    &problem_path,
+                    next,
+                    next_prep,
+                )?);
             }
             let record = match &mut reference {
                 Ok(r) => {
@@ -620,10 +632,15 @@ fn needs_health_check(o: &Outcome) -> bool {
     matches!(o, Outcome::Crashed { .. } | Outcome::Timeout { .. })
 }
 
+/// Starts a candidate's worker (ahead, on a GPU). A baseline mode (`warm_up`: PyTorch's own
+/// code, not untrusted) is also sent its `load` ahead, so its torch.compile runs while the
+/// problems before it are evaluated, paused while anything is timed.
 fn start_candidate(
     ctx: &Ctx,
     exec: &Exec,
     run_dir: &RunDir,
+    problem_path: &Path,
+    cand: &Candidate,
     prep: &Prepared,
 ) -> Result<(tempfile::TempDir, Prestart)> {
     let cwd = tempfile::Builder::new()
@@ -637,7 +654,37 @@ fn start_candidate(
         exec.device,
     );
     let ahead = exec.gpu.is_some();
-    Ok((cwd, Prestart::spawn(spec, ctx.config.timeouts.start, ahead)))
+    let load = cand.warm_up.then(|| {
+        (
+            Frame::new(candidate_load(ctx, exec, problem_path, cand, prep)),
+            ctx.config.timeouts.load,
+        )
+    });
+    Ok((
+        cwd,
+        Prestart::spawn_then(spec, ctx.config.timeouts.start, ahead, load),
+    ))
+}
+
+fn candidate_load(
+    ctx: &Ctx,
+    exec: &Exec,
+    problem_path: &Path,
+    cand: &Candidate,
+    prep: &Prepared,
+) -> Value {
+    let c = ctx.config;
+    json!({
+        "cmd": "load",
+        "problem_path": problem_path,
+        "candidate_path": prep.source_path,
+        "device": device_for_worker(exec.device),
+        "precision": c.precision.as_str(),
+        "weight_seed": c.weight_seed,
+        "num_threads": ctx.num_threads(exec.device),
+        "build_dir": prep.build_dir,
+        "warm_up": cand.warm_up,
+    })
 }
 
 fn report_line(c: &RunConfig, progress: &indicatif::ProgressBar, record: &EvalRecord) {
@@ -1038,7 +1085,6 @@ fn evaluate_candidate(
     let c = ctx.config;
     let started = now_unix();
     let t0 = Instant::now();
-    let source_path = &prep.source_path;
     let build_dir = &prep.build_dir;
     let mut phases = PhaseTimes::default();
     let (made0, inputs0) = (reference.made_s, reference.inputs_s);
@@ -1046,7 +1092,7 @@ fn evaluate_candidate(
     let tb = Instant::now();
     let built_ahead = ctx.builds.as_ref().and_then(|p| p.claim(build_dir));
     phases.compile_s += tb.elapsed().as_secs_f64();
-    let (_cwd, prestart) = started_worker;
+    let (cwd, prestart) = started_worker;
 
     let mut notes = Vec::new();
     let mut cases = Vec::new();
@@ -1056,7 +1102,31 @@ fn evaluate_candidate(
 
     let outcome = 'eval: {
         let tw = Instant::now();
-        let started_worker = prestart.take();
+        let (mut started_worker, mut load_ahead) = prestart.take_with_reply();
+        // A load sent ahead ran beside other problems' work (their GPU memory included): if
+        // it failed, the verdict comes from a fresh worker loading now, alone.
+        let ahead_failed = match &load_ahead {
+            Some(Ok(r)) => r.kind() != "loaded",
+            Some(Err(WorkerFault::Interrupted)) => false,
+            Some(Err(_)) => true,
+            None => false,
+        };
+        if ahead_failed {
+            if let Ok(w) = started_worker {
+                w.shutdown();
+            }
+            notes.push(
+                "the load sent ahead failed beside other work; loaded again on its own".into(),
+            );
+            let spec = ctx.spec(
+                Role::Candidate,
+                cwd.path(),
+                Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
+                exec.device,
+            );
+            started_worker = Worker::start(&spec, c.timeouts.start);
+            load_ahead = None;
+        }
         phases.worker_wait_s = tw.elapsed().as_secs_f64();
         let mut worker = match started_worker {
             Ok(w) => w,
@@ -1074,23 +1144,28 @@ fn evaluate_candidate(
                 }
             }};
         }
-        let load = json!({
-            "cmd": "load",
-            "problem_path": problem_path,
-            "candidate_path": source_path,
-            "device": device_for_worker(exec.device),
-            "precision": c.precision.as_str(),
-            "weight_seed": c.weight_seed,
-            "num_threads": ctx.num_threads(exec.device),
-            "build_dir": build_dir,
-            "warm_up": cand.warm_up,
-        });
         let tl = Instant::now();
-        let reply = match worker.request(Frame::new(load), c.timeouts.load) {
-            Ok(r) => r,
-            Err(f) => fault!(f, Phase::Load),
+        let reply = match load_ahead {
+            // Sent ahead: what the wait for the worker did not hide is in worker_wait_s.
+            Some(r) => match r {
+                Ok(r) => r,
+                Err(f) => fault!(f, Phase::Load),
+            },
+            None => {
+                let load = candidate_load(ctx, exec, problem_path, cand, prep);
+                match worker.request(Frame::new(load), c.timeouts.load) {
+                    Ok(r) => r,
+                    Err(f) => fault!(f, Phase::Load),
+                }
+            }
         };
-        load_s = Some(tl.elapsed().as_secs_f64());
+        load_s = Some(
+            reply
+                .header
+                .get("load_s")
+                .and_then(Value::as_f64)
+                .unwrap_or_else(|| tl.elapsed().as_secs_f64()),
+        );
         phases.compile_s += tl.elapsed().as_secs_f64();
         if reply.kind() != "loaded" {
             log_tail = worker.log_tail();
