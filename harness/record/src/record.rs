@@ -345,14 +345,20 @@ pub struct BaselineRatio {
     /// Baseline mean / candidate mean (KernelBench's ratio).
     #[serde(default)]
     pub speedup_mean: Option<f64>,
-    /// The baseline's time on `basis`, ms.
+    /// The baseline's time on `basis`, ms. The fields from here on default when absent:
+    /// records written by other tools may give only the speedups (see kbench-reports'
+    /// `extras`).
+    #[serde(default)]
     pub baseline_ms: f64,
     /// `median` (kbench's measured baselines) or `mean` (imported ones, which have no
     /// median).
+    #[serde(default)]
     pub basis: String,
     /// `measured` (from the store), `live` (measured in this run) or `imported`.
+    #[serde(default)]
     pub origin: String,
     /// The baseline file the time came from.
+    #[serde(default)]
     pub file: String,
 }
 
