@@ -425,6 +425,15 @@ impl BaselineFile {
         self.len() == 0
     }
 
+    /// Entries kept but marked stale (never used).
+    pub fn stale_count(&self) -> usize {
+        self.levels
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter(|e| e.stale.is_some())
+            .count()
+    }
+
     pub fn error_count(&self) -> usize {
         self.errors.values().map(BTreeMap::len).sum()
     }

@@ -93,7 +93,7 @@ impl ReplayAgent {
     pub fn scan(dir: &Path, problems: &[Problem]) -> Result<Self> {
         let mut found: Vec<(Option<u8>, u32, Option<u32>, PathBuf)> = Vec::new();
         scan_dir(dir, None, &mut found)?;
-        let mut sub: Vec<PathBuf> = read_dir_sorted(dir)?
+        let mut sub: Vec<PathBuf> = read_dir_sorted(dir, "replay folder")?
             .into_iter()
             .filter(|p| p.is_dir())
             .collect();
@@ -173,9 +173,10 @@ impl Agent for ReplayAgent {
     }
 }
 
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The entries of `dir`, sorted by path; `what` names the folder in the error.
+pub(crate) fn read_dir_sorted(dir: &Path, what: &str) -> Result<Vec<PathBuf>> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading replay folder {}", dir.display()))?
+        .with_context(|| format!("reading {what} {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     v.sort();
@@ -187,7 +188,7 @@ fn scan_dir(
     level: Option<u8>,
     found: &mut Vec<(Option<u8>, u32, Option<u32>, PathBuf)>,
 ) -> Result<()> {
-    for path in read_dir_sorted(dir)? {
+    for path in read_dir_sorted(dir, "replay folder")? {
         if !path.is_file() || path.extension().and_then(|e| e.to_str()) != Some("py") {
             continue;
         }

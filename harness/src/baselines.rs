@@ -27,7 +27,7 @@ use kbench_baselines::{
 use kbench_record::{BaselineRatio, Device, EvalRecord, Outcome, TimingStats};
 use kbench_suites::Problem;
 
-use crate::agents::{Agent, Candidate};
+use crate::agents::{read_dir_sorted, Agent, Candidate};
 use crate::config::{AgentConfig, RunConfig};
 
 /// Agent name of baseline candidates in records.
@@ -378,12 +378,8 @@ fn run_dirs(work: &Path) -> Result<Vec<PathBuf>> {
     if !work.exists() {
         return Ok(Vec::new());
     }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(work)
-        .with_context(|| format!("reading {}", work.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join(crate::runlog::RECORDS).is_file())
-        .collect();
-    dirs.sort();
+    let mut dirs = read_dir_sorted(work, "baseline work folder")?;
+    dirs.retain(|p| p.join(crate::runlog::RECORDS).is_file());
     Ok(dirs)
 }
 
@@ -905,12 +901,7 @@ pub fn import_command(a: &crate::cli::ImportArgs) -> Result<i32> {
             );
         }
         f.save(&dest)?;
-        let stale_n = f
-            .levels
-            .values()
-            .flat_map(|m| m.values())
-            .filter(|e| e.stale.is_some())
-            .count();
+        let stale_n = f.stale_count();
         println!(
             "imported {} {} time(s) ({} marked stale) of {} (torch {}) from {} into {}",
             f.len(),
@@ -936,23 +927,14 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for gpu in sorted_dirs(&root)? {
         for torch in sorted_dirs(&gpu)? {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(&torch)
-                .with_context(|| format!("reading {}", torch.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .collect();
-            files.sort();
+            let mut files = read_dir_sorted(&torch, "baseline store folder")?;
+            files.retain(|p| p.extension().is_some_and(|e| e == "json"));
             paths.extend(files);
         }
     }
     for path in paths {
         let f = BaselineFile::load(&path)?;
-        let stale = f
-            .levels
-            .values()
-            .flat_map(|m| m.values())
-            .filter(|e| e.stale.is_some())
-            .count();
+        let stale = f.stale_count();
         let per_level: Vec<String> = f
             .levels
             .iter()
@@ -1005,12 +987,8 @@ fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
+    let mut v = read_dir_sorted(dir, "baseline store folder")?;
+    v.retain(|p| p.is_dir());
     Ok(v)
 }
 

@@ -647,12 +647,7 @@ fn start_candidate(
         .prefix("kbench-cand-")
         .tempdir()
         .context("creating a private working directory for the candidate")?;
-    let spec = ctx.spec(
-        Role::Candidate,
-        cwd.path(),
-        Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
-        exec.device,
-    );
+    let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), prep);
     let ahead = exec.gpu.is_some();
     let load = cand.warm_up.then(|| {
         (
@@ -664,6 +659,22 @@ fn start_candidate(
         cwd,
         Prestart::spawn_then(spec, ctx.config.timeouts.start, ahead, load),
     ))
+}
+
+/// How a candidate's worker is started: in `cwd`, its output in the candidate's log.
+fn candidate_spec(
+    ctx: &Ctx,
+    exec: &Exec,
+    run_dir: &RunDir,
+    cwd: &Path,
+    prep: &Prepared,
+) -> WorkerSpec {
+    ctx.spec(
+        Role::Candidate,
+        cwd,
+        Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
+        exec.device,
+    )
 }
 
 fn candidate_load(
@@ -1118,12 +1129,7 @@ fn evaluate_candidate(
             notes.push(
                 "the load sent ahead failed beside other work; loaded again on its own".into(),
             );
-            let spec = ctx.spec(
-                Role::Candidate,
-                cwd.path(),
-                Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
-                exec.device,
-            );
+            let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), prep);
             started_worker = Worker::start(&spec, c.timeouts.start);
             load_ahead = None;
         }
