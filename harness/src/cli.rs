@@ -426,8 +426,10 @@ pub enum SlurmCommand {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example: kbench slurm submit --shards 8 --partition gpu --time 4:00:00 \
-                  -- run --kernelbench KernelBench --agent replay --replay-dir runs/x --out runs/x-eval"
+    after_help = "Examples: kbench slurm submit --shards 8 --partition gpu --time 4:00:00 \
+                  -- run --kernelbench KernelBench --agent replay --replay-dir runs/x --out runs/x-eval\n\
+                  kbench slurm submit --shards 8 --partition gpu \
+                  -- baselines measure --kernelbench KernelBench --work runs/baselines --store baselines/data"
 )]
 pub struct SlurmSubmitArgs {
     /// Number of shards, one array task each.
@@ -461,15 +463,17 @@ pub struct SlurmSubmitArgs {
     /// Write the job script and the submission record, but do not call sbatch.
     #[arg(long)]
     pub dry_run: bool,
-    /// The kbench command to shard, after `--`: `run ... --out DIR`. DIR, which compute
-    /// nodes must share, gets the shards (DIR/shards/i) and later the merged run.
+    /// The kbench command to shard, after `--`: `run ... --out DIR` or `baselines measure
+    /// ... --work DIR [--store STORE]`. DIR, which compute nodes must share, gets the shards
+    /// (DIR/shards/i) and later the merged run; measure's shards all commit into STORE
+    /// (default: the store a local measure would use).
     #[arg(last = true, required = true, num_args = 1.., value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct SlurmStatusArgs {
-    /// The --out directory of `kbench slurm submit`.
+    /// The directory of `kbench slurm submit` (the command's --out, or measure's --work).
     pub dir: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -478,7 +482,7 @@ pub struct SlurmStatusArgs {
 
 #[derive(Debug, Args)]
 pub struct SlurmResubmitArgs {
-    /// The --out directory of `kbench slurm submit`.
+    /// The directory of `kbench slurm submit` (the command's --out, or measure's --work).
     pub dir: PathBuf,
     /// Say which shards would be resubmitted, without calling sbatch.
     #[arg(long)]

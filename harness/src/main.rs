@@ -60,18 +60,24 @@ fn slurm(a: SlurmArgs) -> Result<i32> {
                     dir.display()
                 ),
             }
+            if let Some(store) = sub.store() {
+                println!(
+                    "the shards commit their baselines into the store {}",
+                    store.display()
+                );
+            }
             Ok(exit::OK)
         }
         SlurmCommand::Status(a) => {
             let dir = std::path::absolute(&a.dir)?;
-            let (_, rows) = slurm::status(&dir)?;
+            let (sub, rows) = slurm::status(&dir)?;
             if a.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&slurm::status_json(&dir, &rows))?
+                    serde_json::to_string_pretty(&slurm::status_json(&dir, &sub, &rows))?
                 );
             } else {
-                print!("{}", slurm::render_status(&dir, &rows));
+                print!("{}", slurm::render_status(&dir, &sub, &rows));
             }
             Ok(slurm::status_exit_code(&rows))
         }
@@ -95,6 +101,10 @@ fn slurm(a: SlurmArgs) -> Result<i32> {
 }
 
 fn merge(a: MergeArgs) -> Result<i32> {
+    if let Some(say) = kbench::slurm::merge_measure(&a.inputs, a.out.as_deref(), a.partial)? {
+        println!("{say}");
+        return Ok(exit::OK);
+    }
     let r = kbench::merge::merge(&a.inputs, a.out.as_deref(), a.partial)?;
     println!(
         "merged {} run dir(s) into {}: {} record(s), {} new",

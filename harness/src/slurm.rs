@@ -16,10 +16,20 @@
 //! DIR/run.json, records.jsonl, kernels/, logs/   the merged run, after `kbench merge DIR`
 //! ```
 //!
-//! Generic over the subcommand: a task runs `kbench <command> --out DIR/shards/i --shard i/N
-//! --secret-from DIR/secret --resume`. `kbench run` takes these today; `kbench baselines
-//! measure` is to take the same flags and so shard through this same path.
-
+//! Two commands shard this way:
+//!
+//! - `kbench run ... --out DIR`: a task runs `kbench run ... --out DIR/shards/i --shard i/N
+//!   --secret-from DIR/secret --resume`; `kbench merge DIR` joins the shards into one run.
+//! - `kbench baselines measure ... --work DIR [--store STORE]`: `--work` names DIR (it
+//!   holds the measuring runs' logs, as `--out` holds a run), and a task runs `kbench
+//!   baselines measure ... --store STORE --work DIR/shards/i --shard i/N`. Its run
+//!   directories are under `DIR/shards/i/shard-i-of-N/`. All tasks commit into the one
+//!   store, made absolute at submission (the default store of a local measure where none is
+//!   given); commits are serialised by a lock on the store. A measure task resumes by
+//!   itself: it folds what its earlier attempts recorded and measures only what the store
+//!   lacks, so a requeued or resubmitted shard measures nothing twice. There is no secret
+//!   and nothing to merge: the store is the result. A shard is done only when measure exited
+//!   0 (its 3 means "problems still unmeasured", so the task fails and is resubmitted).
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
@@ -28,7 +38,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Command, SlurmSubmitArgs};
+use crate::cli::{BaselinesCommand, Cli, Command, SlurmSubmitArgs};
 use crate::runlog::{now_unix, write_atomic, RECORDS, SECRET};
 use crate::seed::RunSecret;
 
@@ -114,6 +124,67 @@ impl Submission {
     pub fn latest_job(&self, shard: u32) -> Option<&SubmittedJob> {
         self.jobs.iter().rev().find(|j| j.shards.contains(&shard))
     }
+
+    /// Which kbench command the tasks run.
+    pub fn sharded(&self) -> Sharded {
+        Sharded::of(&self.command)
+    }
+
+    /// The baseline store a `baselines measure` submission's shards commit into: its
+    /// `--store`, which `submit` always writes into the command, absolute.
+    pub fn store(&self) -> Option<PathBuf> {
+        if self.sharded() != Sharded::Measure {
+            return None;
+        }
+        flag_value(&self.command, "--store").map(PathBuf::from)
+    }
+}
+
+/// The kbench commands that `kbench slurm submit` shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Sharded {
+    /// `kbench run`: shards are run directories, joined by `kbench merge`.
+    #[serde(rename = "run")]
+    Run,
+    /// `kbench baselines measure`: shards commit into one baseline store as they go.
+    #[serde(rename = "baselines measure")]
+    Measure,
+}
+
+impl Sharded {
+    /// The kind of a command line (after `kbench`): kbench has no global options, so the
+    /// subcommand comes first.
+    fn of(argv: &[String]) -> Sharded {
+        match argv.first().map(String::as_str) {
+            Some("baselines") => Sharded::Measure,
+            _ => Sharded::Run,
+        }
+    }
+
+    /// Whether a shard whose kbench exited with `code` has done all it had to.
+    fn finished(self, code: i32) -> bool {
+        match self {
+            // 3: all evaluated, some kernels failed.
+            Sharded::Run => matches!(code, crate::exit::OK | crate::exit::KERNELS_FAILED),
+            // 3: some problems still lack a time or a recorded failure; run it again.
+            Sharded::Measure => code == crate::exit::OK,
+        }
+    }
+}
+
+/// The value of the last `FLAG VALUE` / `FLAG=VALUE` in `argv`.
+fn flag_value(argv: &[String], flag: &str) -> Option<String> {
+    let mut value = None;
+    let mut it = argv.iter();
+    let eq = format!("{flag}=");
+    while let Some(a) = it.next() {
+        if a == flag {
+            value = it.next().cloned();
+        } else if let Some(v) = a.strip_prefix(&eq) {
+            value = Some(v.to_string());
+        }
+    }
+    value
 }
 
 pub fn shard_dir(dir: &Path, shard: u32) -> PathBuf {
@@ -123,8 +194,10 @@ pub fn shard_dir(dir: &Path, shard: u32) -> PathBuf {
 /// What `kbench slurm submit` needs from the sharded command.
 #[derive(Debug)]
 struct Shardable {
+    kind: Sharded,
+    /// The shared directory: `run`'s `--out`, `baselines measure`'s `--work`.
     out: PathBuf,
-    /// The command without `--out`.
+    /// The command without that flag (and, for measure, with an absolute `--store`).
     argv: Vec<String>,
     problems: usize,
     on_cpu: bool,
@@ -140,49 +213,107 @@ fn shardable(argv: &[String]) -> Result<Shardable> {
                     e.to_string().trim()
                 )
             })?;
-    let Command::Run(run) = cli.command else {
-        bail!(
-            "`kbench slurm submit` shards `kbench run` (and `kbench baselines measure`, once it exists); `{}` cannot be sharded",
-            argv.first().map_or("", String::as_str)
-        );
-    };
-    for (given, flag, why) in [
-        (run.shard.is_some(), "--shard", "each task adds its own"),
-        (
-            run.secret_from.is_some(),
-            "--secret-from",
-            "the tasks share the secret made at submission",
+    match cli.command {
+        Command::Run(run) => {
+            refuse(&[
+                (run.shard.is_some(), "--shard", "each task adds its own"),
+                (
+                    run.secret_from.is_some(),
+                    "--secret-from",
+                    "the tasks share the secret made at submission",
+                ),
+                (run.resume, "--resume", "every task resumes its shard"),
+                (run.eval.gpus.is_some(), "--gpus", GPUS_WHY),
+            ])?;
+            let problems = crate::config::load_suite(&run.suite)?.len();
+            let out = std::path::absolute(&run.out)
+                .with_context(|| format!("resolving --out {}", run.out.display()))?;
+            Ok(Shardable {
+                kind: Sharded::Run,
+                out,
+                argv: without_flag(argv, "--out"),
+                problems,
+                on_cpu: run.eval.device == "cpu",
+            })
+        }
+        Command::Baselines(crate::cli::BaselinesArgs {
+            command: BaselinesCommand::Measure(m),
+        }) => {
+            refuse(&[
+                (
+                    m.shard.is_some(),
+                    "--shard",
+                    "each task adds its own, with --work DIR/shards/i",
+                ),
+                (m.eval.gpus.is_some(), "--gpus", GPUS_WHY),
+                (
+                    m.eval.no_timing,
+                    "--no-timing",
+                    "baselines are times, so measuring them needs timing",
+                ),
+            ])?;
+            // Checked here, so that a bad list fails once instead of in every task.
+            kbench_baselines::Mode::parse_list(&m.modes)
+                .map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
+            let Some(work) = &m.work else {
+                bail!(
+                    "give `baselines measure` a --work DIR that compute nodes share: it gets the submission and each shard's measuring runs (DIR/shards/i), as --out does for `kbench run`"
+                );
+            };
+            let problems = crate::config::load_suite(&m.suite)?.len();
+            let out = std::path::absolute(work)
+                .with_context(|| format!("resolving --work {}", work.display()))?;
+            // Every task commits into the one store: the one a local measure here would use,
+            // absolute, so tasks on other hosts (other caches, other directories) agree.
+            let store = match &m.store {
+                Some(s) => std::path::absolute(s)
+                    .with_context(|| format!("resolving --store {}", s.display()))?,
+                None => crate::baselines::default_store(&crate::python::cache_dir()),
+            };
+            let mut argv = without_flag(&without_flag(argv, "--work"), "--store");
+            argv.push("--store".into());
+            argv.push(store.display().to_string());
+            Ok(Shardable {
+                kind: Sharded::Measure,
+                out,
+                argv,
+                problems,
+                on_cpu: m.eval.device == "cpu",
+            })
+        }
+        _ => bail!(
+            "`kbench slurm submit` shards `kbench run` and `kbench baselines measure`; `{}` cannot be sharded",
+            argv.iter()
+                .take_while(|a| !a.starts_with('-'))
+                .take(2)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
-        (run.resume, "--resume", "every task resumes its shard"),
-        (
-            run.eval.gpus.is_some(),
-            "--gpus",
-            "Slurm picks each task's GPUs (CUDA_VISIBLE_DEVICES); use --gpus-per-task",
-        ),
-    ] {
-        if given {
+    }
+}
+
+const GPUS_WHY: &str = "Slurm picks each task's GPUs (CUDA_VISIBLE_DEVICES); use --gpus-per-task";
+
+/// Fails on the first flag given that the tasks set themselves.
+fn refuse(flags: &[(bool, &str, &str)]) -> Result<()> {
+    for (given, flag, why) in flags {
+        if *given {
             bail!("drop {flag} from the command: {why}");
         }
     }
-    let problems = crate::config::load_suite(&run.suite)?.len();
-    let out = std::path::absolute(&run.out)
-        .with_context(|| format!("resolving --out {}", run.out.display()))?;
-    Ok(Shardable {
-        out,
-        argv: without_out(argv),
-        problems,
-        on_cpu: run.eval.device == "cpu",
-    })
+    Ok(())
 }
 
-/// `argv` without its `--out DIR` / `--out=DIR`.
-fn without_out(argv: &[String]) -> Vec<String> {
+/// `argv` without its `FLAG VALUE` / `FLAG=VALUE`.
+fn without_flag(argv: &[String], flag: &str) -> Vec<String> {
+    let eq = format!("{flag}=");
     let mut out = Vec::with_capacity(argv.len());
     let mut it = argv.iter();
     while let Some(a) = it.next() {
-        if a == "--out" {
+        if a == flag {
             it.next();
-        } else if !a.starts_with("--out=") {
+        } else if !a.starts_with(&eq) {
             out.push(a.clone());
         }
     }
@@ -212,17 +343,25 @@ fn quote(s: &str) -> String {
 /// The job array script. Array task `i` runs shard `i/N` in `DIR/shards/i`.
 pub fn render_script(dir: &Path, sub: &Submission) -> String {
     let o = &sub.sbatch;
+    let kind = sub.sharded();
     let mut s = String::from("#!/bin/bash\n");
     s += &format!(
         "# Written by `kbench slurm submit` (kbench {}): array task i evaluates shard i of {} of\n",
         sub.kbench_version, sub.shards
     );
     s += &format!("#   kbench {}\n", sub.command.join(" "));
+    let d = quote(&dir.display().to_string());
     s += &format!(
         "# Follow with `kbench slurm status {d}`, continue stopped shards with `kbench slurm \
-         resubmit {d}`,\n# then join them with `kbench merge {d}`.\n",
-        d = quote(&dir.display().to_string())
+         resubmit {d}`,\n"
     );
+    s += &match (kind, sub.store()) {
+        (Sharded::Measure, Some(store)) => format!(
+            "# then list the baselines with `kbench baselines show --store {}`.\n",
+            quote(&store.display().to_string())
+        ),
+        _ => format!("# then join them with `kbench merge {d}`.\n"),
+    };
     let mut opts = vec![
         format!("--job-name={}", o.job_name),
         format!(
@@ -259,21 +398,35 @@ pub fn render_script(dir: &Path, sub: &Submission) -> String {
     for (k, v) in &sub.env {
         s += &format!("export {k}={}\n", quote(v));
     }
+    let n = sub.shards;
     s += &format!(
         r#"shard=${{SLURM_ARRAY_TASK_ID:?submit this script with sbatch --array}}
 dir={shards}/"$shard"
 mkdir -p "$dir"
 rm -f "$dir/{EXIT_CODE}"
 echo "kbench shard $shard/{n}: job ${{SLURM_JOB_ID:-?}} on $(hostname), CUDA_VISIBLE_DEVICES=${{CUDA_VISIBLE_DEVICES:-}}" >&2
-{cmd} --out "$dir" --shard "$shard/{n}" --secret-from {secret} --resume
+"#
+    );
+    s += &match kind {
+        Sharded::Run => format!(
+            r#"{cmd} --out "$dir" --shard "$shard/{n}" --secret-from {secret} --resume
 rc=$?
 echo "$rc" > "$dir/{EXIT_CODE}"
 # 3 means "all evaluated, some kernels failed": the shard is complete, so Slurm sees success.
 if [ "$rc" -eq 3 ]; then exit 0; fi
 exit "$rc"
-"#,
-        n = sub.shards
-    );
+"#
+        ),
+        // measure resumes by itself from the run directories under --work; its 3 means
+        // "problems still unmeasured", a failure to resubmit.
+        Sharded::Measure => format!(
+            r#"{cmd} --work "$dir" --shard "$shard/{n}"
+rc=$?
+echo "$rc" > "$dir/{EXIT_CODE}"
+exit "$rc"
+"#
+        ),
+    };
     s
 }
 
@@ -295,11 +448,17 @@ pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
     let dir = cmd.out;
     if dir.join(SUBMISSION).exists() {
         bail!(
-            "{} already holds a submission: follow it with `kbench slurm status`, continue it with `kbench slurm resubmit`, or choose another --out",
-            dir.display()
+            "{} already holds a submission: follow it with `kbench slurm status`, continue it with `kbench slurm resubmit`, or choose another {}",
+            dir.display(),
+            match cmd.kind {
+                Sharded::Run => "--out",
+                Sharded::Measure => "--work",
+            }
         );
     }
-    if dir.join(crate::runlog::MANIFEST).exists() || dir.join(RECORDS).exists() {
+    if cmd.kind == Sharded::Run
+        && (dir.join(crate::runlog::MANIFEST).exists() || dir.join(RECORDS).exists())
+    {
         bail!(
             "{} already holds a run; choose another --out for the sharded run",
             dir.display()
@@ -363,7 +522,9 @@ pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
         std::fs::create_dir_all(dir.join(sub_dir))
             .with_context(|| format!("creating {}", dir.join(sub_dir).display()))?;
     }
-    RunSecret::generate()?.save(&dir.join(SECRET))?;
+    if cmd.kind == Sharded::Run {
+        RunSecret::generate()?.save(&dir.join(SECRET))?;
+    }
     write_script(&dir, &sub)?;
     sub.save(&dir)?;
     if !a.dry_run {
@@ -444,7 +605,8 @@ fn sbatch(dir: &Path, shards: &[u32]) -> Result<String> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ShardState {
-    /// kbench finished the shard: everything it plans is recorded (exit 0 or 3).
+    /// kbench finished the shard: everything it plans is recorded (`run`: exit 0 or 3;
+    /// `baselines measure`: exit 0, everything measured or its failure recorded).
     Done { exit_code: i32 },
     /// Queued or running; `slurm_state` is squeue's (PENDING, RUNNING, ...).
     Active { slurm_state: String },
@@ -457,7 +619,7 @@ pub struct ShardStatus {
     pub shard: u32,
     #[serde(flatten)]
     pub state: ShardState,
-    /// Records in the shard's run log.
+    /// Records in the shard's run log (for `baselines measure`: in all its measuring runs).
     pub records: usize,
     /// `JOB_TASK` of the shard's latest task, if it was ever submitted.
     pub job: Option<String>,
@@ -532,19 +694,43 @@ fn read_exit_code(shard_dir: &Path) -> Option<i32> {
         .and_then(|t| t.trim().parse().ok())
 }
 
-/// Non-empty lines of the shard's run log (a partial last line counts; it is cut on resume).
-fn count_records(shard_dir: &Path) -> usize {
-    std::fs::read_to_string(shard_dir.join(RECORDS))
+/// Non-empty lines of a run log (a partial last line counts; it is cut on resume).
+fn count_lines(records: &Path) -> usize {
+    std::fs::read_to_string(records)
         .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count())
         .unwrap_or(0)
 }
 
-/// Whether the shard's kbench run ended having evaluated all it planned.
+/// Records the shard has made: its run log, or for `baselines measure` the logs of all its
+/// measuring runs (`shard-i-of-N/STAMP-PID/`, one per attempt), which together hold each
+/// measured entry once.
+fn count_records(kind: Sharded, shard_dir: &Path) -> usize {
+    match kind {
+        Sharded::Run => count_lines(&shard_dir.join(RECORDS)),
+        Sharded::Measure => {
+            let subdirs = |d: &Path| -> Vec<PathBuf> {
+                std::fs::read_dir(d)
+                    .map(|rd| {
+                        rd.filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| p.is_dir())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            subdirs(shard_dir)
+                .iter()
+                .flat_map(|w| subdirs(w))
+                .map(|run| count_lines(&run.join(RECORDS)))
+                .sum()
+        }
+    }
+}
+
+/// Whether the shard's kbench ended having done all it planned (`kbench run`: exit 0 or 3;
+/// `kbench baselines measure`: exit 0).
 pub fn shard_finished(dir: &Path, shard: u32) -> bool {
-    matches!(
-        read_exit_code(&shard_dir(dir, shard)),
-        Some(crate::exit::OK | crate::exit::KERNELS_FAILED)
-    )
+    let kind = Submission::load(dir).map_or(Sharded::Run, |s| s.sharded());
+    read_exit_code(&shard_dir(dir, shard)).is_some_and(|c| kind.finished(c))
 }
 
 /// Every shard's state, from the shard directories and Slurm.
@@ -562,6 +748,7 @@ pub fn status(dir: &Path) -> Result<(Submission, Vec<ShardStatus>)> {
         })
         .collect();
     let accounting = sacct_states(&unknown);
+    let kind = sub.sharded();
     let mut rows = Vec::new();
     for i in 0..sub.shards {
         let sdir = shard_dir(dir, i);
@@ -571,20 +758,18 @@ pub fn status(dir: &Path) -> Result<(Submission, Vec<ShardStatus>)> {
             .as_ref()
             .and_then(|j| queue.get(j).or_else(|| accounting.get(j)));
         let state = match (exit_code, slurm_state) {
-            (Some(c @ (crate::exit::OK | crate::exit::KERNELS_FAILED)), _) => {
-                ShardState::Done { exit_code: c }
-            }
+            (Some(c), _) if kind.finished(c) => ShardState::Done { exit_code: c },
             (_, Some(s)) if ACTIVE_STATES.contains(&s.as_str()) => ShardState::Active {
                 slurm_state: s.clone(),
             },
             (code, s) => ShardState::Stopped {
-                why: stopped_why(job.is_some(), code, s.map(String::as_str)),
+                why: stopped_why(kind, job.is_some(), code, s.map(String::as_str)),
             },
         };
         rows.push(ShardStatus {
             shard: i,
             state,
-            records: count_records(&sdir),
+            records: count_records(kind, &sdir),
             log: job
                 .as_ref()
                 .map(|j| dir.join("slurm").join("logs").join(format!("{j}.out"))),
@@ -594,11 +779,19 @@ pub fn status(dir: &Path) -> Result<(Submission, Vec<ShardStatus>)> {
     Ok((sub, rows))
 }
 
-fn stopped_why(submitted: bool, exit_code: Option<i32>, slurm: Option<&str>) -> String {
+fn stopped_why(
+    kind: Sharded,
+    submitted: bool,
+    exit_code: Option<i32>,
+    slurm: Option<&str>,
+) -> String {
     if !submitted {
         return "never submitted (`kbench slurm resubmit` submits it)".into();
     }
     let kbench = match exit_code {
+        Some(crate::exit::KERNELS_FAILED) if kind == Sharded::Measure => {
+            "baselines measure left problems without a time or a recorded failure".to_string()
+        }
         Some(crate::exit::INTERRUPTED) => "kbench was interrupted".to_string(),
         Some(crate::exit::HARNESS_ERROR) => {
             "kbench failed (harness error: see the task's log)".to_string()
@@ -613,7 +806,7 @@ fn stopped_why(submitted: bool, exit_code: Option<i32>, slurm: Option<&str>) -> 
 }
 
 /// Renders the status table.
-pub fn render_status(dir: &Path, rows: &[ShardStatus]) -> String {
+pub fn render_status(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> String {
     let count = |f: fn(&ShardState) -> bool| rows.iter().filter(|r| f(&r.state)).count();
     let done = count(|s| matches!(s, ShardState::Done { .. }));
     let active = count(|s| matches!(s, ShardState::Active { .. }));
@@ -660,21 +853,80 @@ pub fn render_status(dir: &Path, rows: &[ShardStatus]) -> String {
             quote(&dir.display().to_string())
         );
     } else if active == 0 {
-        s += &format!(
-            "all shards done; join them with: kbench merge {}\n",
-            quote(&dir.display().to_string())
-        );
+        s += &match sub.store() {
+            Some(store) => format!(
+                "all shards done; their baselines are in the store: kbench baselines show --store {}\n",
+                quote(&store.display().to_string())
+            ),
+            None => format!(
+                "all shards done; join them with: kbench merge {}\n",
+                quote(&dir.display().to_string())
+            ),
+        };
     }
     s
 }
 
-/// The JSON of `kbench slurm status --json` (versioned).
-pub fn status_json(dir: &Path, rows: &[ShardStatus]) -> serde_json::Value {
-    serde_json::json!({
+/// The JSON of `kbench slurm status --json` (versioned). `store` is given for a `baselines
+/// measure` submission only.
+pub fn status_json(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> serde_json::Value {
+    let mut v = serde_json::json!({
         "schema_version": SUBMISSION_SCHEMA,
         "dir": dir,
+        "command": sub.sharded(),
         "shards": rows,
-    })
+    });
+    if let Some(store) = sub.store() {
+        v["store"] = serde_json::json!(store);
+    }
+    v
+}
+
+/// `kbench merge` of a `baselines measure` submission: its shards committed into the
+/// baseline store as they measured, so there is nothing to merge. Returns what to say, or
+/// `None` when no input is such a submission (then merge goes on as usual).
+pub fn merge_measure(
+    inputs: &[PathBuf],
+    out: Option<&Path>,
+    partial: bool,
+) -> Result<Option<String>> {
+    for input in inputs {
+        let dir =
+            std::path::absolute(input).with_context(|| format!("resolving {}", input.display()))?;
+        if !dir.join(SUBMISSION).exists() {
+            continue;
+        }
+        let sub = Submission::load(&dir)?;
+        let Some(store) = sub.store() else {
+            continue;
+        };
+        let (d, st) = (dir.display(), store.display());
+        if inputs.len() > 1 || out.is_some() {
+            bail!(
+                "{d} is a `kbench baselines measure` submission: its shards commit into the baseline store {st}, so it has no run to merge with others or into --out; list the store with `kbench baselines show --store {st}`"
+            );
+        }
+        let unfinished: Vec<String> = (0..sub.shards)
+            .filter(|&i| !shard_finished(&dir, i))
+            .map(|i| i.to_string())
+            .collect();
+        let mut say = format!(
+            "nothing to merge: {d} is a `kbench baselines measure` submission, whose shards commit their baselines into the store {st} as they measure them; list them with `kbench baselines show --store {st}`"
+        );
+        if !unfinished.is_empty() {
+            let which = unfinished.join(",");
+            if !partial {
+                bail!(
+                    "shard(s) {which} of {d} have not finished (see `kbench slurm status {d}`; `kbench slurm resubmit {d}` continues them); what the shards measured so far is in the store {st} already: there is nothing to merge"
+                );
+            }
+            say += &format!(
+                "\nshard(s) {which} have not finished: the store lacks what they have still to measure (`kbench slurm resubmit {d}`)"
+            );
+        }
+        return Ok(Some(say));
+    }
+    Ok(None)
 }
 
 /// The exit code of `kbench slurm status`.
@@ -738,13 +990,26 @@ mod tests {
     #[test]
     fn out_is_taken_out_of_the_command() {
         assert_eq!(
-            without_out(&args(&["run", "--out", "x", "--suite", "smoke"])),
+            without_flag(&args(&["run", "--out", "x", "--suite", "smoke"]), "--out"),
             args(&["run", "--suite", "smoke"])
         );
         assert_eq!(
-            without_out(&args(&["run", "--out=x", "--quiet"])),
+            without_flag(&args(&["run", "--out=x", "--quiet"]), "--out"),
             args(&["run", "--quiet"])
         );
+        // Only that flag: `--output` or a value that merely starts alike stays.
+        assert_eq!(
+            without_flag(
+                &args(&["x", "--work", "w", "--workers=2", "--work=v"]),
+                "--work"
+            ),
+            args(&["x", "--workers=2"])
+        );
+        assert_eq!(
+            flag_value(&args(&["x", "--store", "a", "--store=b"]), "--store").as_deref(),
+            Some("b")
+        );
+        assert_eq!(flag_value(&args(&["x", "--store"]), "--store"), None);
     }
 
     #[test]
@@ -766,10 +1031,159 @@ mod tests {
             (vec!["run", "--out", "r", "--resume"], "drop --resume"),
             (vec!["run", "--out", "r", "--gpus", "0"], "--gpus-per-task"),
             (vec!["run", "--bogus"], "not a kbench command line"),
+            (
+                vec!["baselines", "show", "--store", "s"],
+                "`baselines show` cannot be sharded",
+            ),
+            (
+                vec![
+                    "baselines",
+                    "measure",
+                    "--suite",
+                    "smoke",
+                    "--work",
+                    "w",
+                    "--shard",
+                    "0/2",
+                ],
+                "drop --shard",
+            ),
+            (
+                vec!["baselines", "measure", "--work", "w", "--gpus", "0,1"],
+                "--gpus-per-task",
+            ),
+            (
+                vec!["baselines", "measure", "--work", "w", "--no-timing"],
+                "drop --no-timing",
+            ),
+            (
+                vec!["baselines", "measure", "--work", "w", "--modes", "turbo"],
+                "--modes",
+            ),
+            // The shared directory of a measure submission is its --work: it must be given.
+            (
+                vec!["baselines", "measure", "--suite", "smoke", "--store", "s"],
+                "give `baselines measure` a --work DIR",
+            ),
         ] {
             let e = shardable(&args(&bad)).unwrap_err().to_string();
             assert!(e.contains(says), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn baselines_measure_shards_with_its_work_as_the_directory_and_one_absolute_store() {
+        let m = shardable(&args(&[
+            "baselines",
+            "measure",
+            "--suite",
+            "smoke",
+            "--select",
+            "1/1,1/2,1/4",
+            "--work",
+            "w",
+            "--store",
+            "rel/store",
+            "--modes",
+            "eager,compile",
+            "--device",
+            "cpu",
+        ]))
+        .unwrap();
+        assert_eq!(m.kind, Sharded::Measure);
+        assert!(m.on_cpu);
+        assert_eq!(m.problems, 3);
+        assert_eq!(m.out, std::path::absolute("w").unwrap());
+        let store = std::path::absolute("rel/store").unwrap();
+        assert_eq!(
+            m.argv,
+            args(&[
+                "baselines",
+                "measure",
+                "--suite",
+                "smoke",
+                "--select",
+                "1/1,1/2,1/4",
+                "--modes",
+                "eager,compile",
+                "--device",
+                "cpu",
+                "--store",
+                &store.display().to_string(),
+            ])
+        );
+        assert_eq!(Sharded::of(&m.argv), Sharded::Measure);
+        assert_eq!(
+            flag_value(&m.argv, "--store"),
+            Some(store.display().to_string())
+        );
+        // `--work=DIR`, `--store=DIR` and no --store: the store a local measure would use.
+        let m = shardable(&args(&[
+            "baselines",
+            "measure",
+            "--suite=smoke",
+            "--work=/shared/w",
+        ]))
+        .unwrap();
+        assert_eq!(m.out, PathBuf::from("/shared/w"));
+        assert!(!m.on_cpu);
+        let default = crate::baselines::default_store(&crate::python::cache_dir());
+        assert!(default.is_absolute(), "{}", default.display());
+        assert_eq!(
+            m.argv,
+            args(&[
+                "baselines",
+                "measure",
+                "--suite=smoke",
+                "--store",
+                &default.display().to_string(),
+            ])
+        );
+        let m = shardable(&args(&[
+            "baselines",
+            "measure",
+            "--suite",
+            "smoke",
+            "--work",
+            "/w",
+            "--store=/s",
+        ]))
+        .unwrap();
+        assert_eq!(flag_value(&m.argv, "--store").as_deref(), Some("/s"));
+        assert_eq!(
+            m.argv.iter().filter(|a| a.starts_with("--store")).count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_measure_shard_is_done_only_when_measure_exited_0() {
+        assert!(Sharded::Run.finished(0) && Sharded::Run.finished(3));
+        assert!(Sharded::Measure.finished(0));
+        for code in [1, 3, 130] {
+            assert!(!Sharded::Measure.finished(code), "{code}");
+        }
+        assert!(!Sharded::Run.finished(130));
+        assert!(stopped_why(Sharded::Measure, true, Some(3), None)
+            .contains("without a time or a recorded failure"));
+        assert!(stopped_why(Sharded::Run, true, Some(1), Some("FAILED")).contains("FAILED"));
+    }
+
+    #[test]
+    fn measure_records_are_counted_over_every_run_of_the_shard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shard = tmp.path();
+        let runs = shard.join("shard-1-of-2");
+        for (run, lines) in [
+            ("20260101T000000-1", "{}\n{}\n"),
+            ("20260101T000100-2", "{}\n"),
+        ] {
+            std::fs::create_dir_all(runs.join(run)).unwrap();
+            std::fs::write(runs.join(run).join(RECORDS), lines).unwrap();
+        }
+        std::fs::write(shard.join(EXIT_CODE), "0").unwrap();
+        assert_eq!(count_records(Sharded::Measure, shard), 3);
+        assert_eq!(count_records(Sharded::Run, shard), 0);
     }
 
     #[test]
@@ -832,6 +1246,61 @@ mod tests {
         // All #SBATCH lines come before the first command, or sbatch ignores them.
         let first_cmd = s.find("set -u").unwrap();
         assert!(s.rfind("#SBATCH").unwrap() < first_cmd);
+    }
+
+    #[test]
+    fn the_script_runs_each_measure_shard_in_its_own_work_dir_with_the_shared_store() {
+        let dir = Path::new("/shared/bl");
+        let sub = Submission {
+            schema_version: SUBMISSION_SCHEMA,
+            kbench_version: "0.1.0".into(),
+            shards: 4,
+            command: args(&[
+                "baselines",
+                "measure",
+                "--kernelbench",
+                "KB",
+                "--store",
+                "/shared/my store",
+            ]),
+            kbench: "/opt/kbench".into(),
+            workdir: "/home/u".into(),
+            env: vec![],
+            sbatch: SbatchOptions {
+                job_name: "kbench".into(),
+                partition: None,
+                account: None,
+                time: None,
+                gpus_per_task: Some("1".into()),
+                cpus_per_task: None,
+                extra: vec![],
+            },
+            jobs: vec![],
+        };
+        assert_eq!(sub.sharded(), Sharded::Measure);
+        assert_eq!(sub.store(), Some(PathBuf::from("/shared/my store")));
+        let s = render_script(dir, &sub);
+        for line in [
+            "#SBATCH --gres=gpu:1\n",
+            "dir=/shared/bl/shards/\"$shard\"\n",
+            "/opt/kbench baselines measure --kernelbench KB --store '/shared/my store' \
+             --work \"$dir\" --shard \"$shard/4\"\n",
+            "echo \"$rc\" > \"$dir/exit_code\"\nexit \"$rc\"\n",
+            "kbench baselines show --store '/shared/my store'",
+        ] {
+            assert!(s.contains(line), "missing {line:?} in\n{s}");
+        }
+        // No run flags, and measure's 3 (problems still unmeasured) is not turned into success.
+        for absent in ["--secret-from", "--resume", " --out ", "-eq 3"] {
+            assert!(!s.contains(absent), "{absent:?} in\n{s}");
+        }
+        // A run submission has no store.
+        let run = Submission {
+            command: args(&["run", "--suite", "smoke", "--store", "x"]),
+            ..sub
+        };
+        assert_eq!(run.sharded(), Sharded::Run);
+        assert_eq!(run.store(), None);
     }
 
     #[test]
