@@ -177,6 +177,7 @@ pub fn import_kernelbench(path: &Path, opts: &ImportOptions) -> Result<BaselineF
                 measured_unix_s: None,
                 run_id: None,
                 stale: why,
+                profile: None,
             },
         );
     }

@@ -123,6 +123,10 @@ pub struct Entry {
     /// Why this entry must not be used (e.g. the problem changed after it was timed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The tolerance profile whose correctness checks this mode passed before it was timed
+    /// (`strict`, `kernelbench`, ...); absent in imported entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl Entry {
@@ -152,6 +156,7 @@ impl Entry {
             measured_unix_s: None,
             run_id: None,
             stale: None,
+            profile: None,
         }
     }
 
@@ -187,6 +192,9 @@ pub struct ErrorEntry {
     pub measured_unix_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// The tolerance profile the mode was checked under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// What a store file says about one problem.
@@ -573,6 +581,7 @@ mod tests {
                 problem_sha256: Some("bb".into()),
                 measured_unix_s: None,
                 run_id: None,
+                profile: Some("strict".into()),
             },
         );
         let path = store.path(&env().gpu, &env().torch, Mode::Compile);

@@ -186,6 +186,16 @@ impl StoreFiles {
         want: &[Mode],
         retry_failed: bool,
     ) -> BTreeMap<String, Vec<Mode>> {
+        self.missing_or(problems, want, |_| retry_failed)
+    }
+
+    /// As [`missing`](Self::missing), measuring again the failures `retry` picks.
+    pub fn missing_or(
+        &self,
+        problems: &[Problem],
+        want: &[Mode],
+        retry: impl Fn(&ErrorEntry) -> bool,
+    ) -> BTreeMap<String, Vec<Mode>> {
         let mut plan = BTreeMap::new();
         for p in problems {
             let r = p.to_ref();
@@ -196,7 +206,7 @@ impl StoreFiles {
                     None => true,
                     Some(f) => match f.lookup(r.level, &r.file, &r.sha256) {
                         Lookup::Usable(_) => false,
-                        Lookup::Failed(_) => retry_failed,
+                        Lookup::Failed(e) => retry(e),
                         Lookup::Stale(_) | Lookup::Missing => true,
                     },
                 })
@@ -228,6 +238,7 @@ impl StoreFiles {
                 e.problem_sha256 = Some(p.sha256.clone());
                 e.measured_unix_s = Some(r.finished_unix_s);
                 e.run_id = Some(r.run_id.clone());
+                e.profile = Some(r.profile.as_str().into());
                 e
             };
             // Folding the same record again changes nothing (and is not counted).
@@ -277,6 +288,7 @@ impl StoreFiles {
                         problem_sha256: Some(p.sha256.clone()),
                         measured_unix_s: Some(r.finished_unix_s),
                         run_id: Some(r.run_id.clone()),
+                        profile: Some(r.profile.as_str().into()),
                     };
                     if let (true, Some(f)) = (eager_too, self.files.get_mut(&Mode::Eager)) {
                         if !matches!(f.lookup(p.level, &p.file, &p.sha256), Lookup::Usable(_)) {
@@ -295,6 +307,7 @@ impl StoreFiles {
                                 problem_sha256: Some(p.sha256.clone()),
                                 measured_unix_s: Some(r.finished_unix_s),
                                 run_id: Some(r.run_id.clone()),
+                                profile: Some(r.profile.as_str().into()),
                             },
                         );
                         changed += 1;
@@ -391,6 +404,9 @@ pub struct Measured {
     /// Baseline candidates evaluated now.
     pub evaluated: usize,
     pub interrupted: bool,
+    /// Evaluations that ran out of GPU memory beside loads sent ahead and were measured
+    /// again with the GPU to themselves.
+    pub retried_alone: usize,
     /// Problem key → modes still without a time or a recorded failure.
     pub still_missing: BTreeMap<String, Vec<Mode>>,
 }
@@ -414,20 +430,33 @@ pub fn measure(
         let records = crate::runlog::read_records(&dir.join(crate::runlog::RECORDS))?;
         out.recovered += files.commit(&records, None)?;
     }
-    // Two passes at most: the eager time comes with a compile mode's record, so when that
-    // mode failed for a problem, eager is measured on its own in a second pass.
-    let mut retry = retry_failed;
-    for _pass in 0..2 {
-        let plan = files.missing(&base.problems, modes, retry);
-        retry = false;
+    // Three passes at most. The eager time comes with a compile mode's record, so when that
+    // mode failed for a problem, eager is measured on its own in a second pass. A mode that
+    // ran out of GPU memory while other problems' loads waited beside it on the GPU (their
+    // compiled graphs and weights hold memory) failed through the harness, not by itself:
+    // it is measured again in a pass that takes nothing ahead, so it has the GPU alone.
+    let mut retry_all = retry_failed;
+    let mut alone_for: BTreeSet<String> = BTreeSet::new();
+    let mut alone_done = false;
+    for _pass in 0..3 {
+        let plan = files.missing_or(&base.problems, modes, |e| {
+            retry_all
+                || (out_of_memory(&e.message)
+                    && e.run_id.as_ref().is_some_and(|id| alone_for.contains(id)))
+        });
         if plan.is_empty() {
             break;
         }
+        let alone = !alone_for.is_empty();
+        retry_all = false;
         let mut config = base.clone();
         config.agent = AgentConfig::Baselines { plan };
         config.resume = false;
         config.shard = None;
         config.secret_from = None;
+        if alone {
+            config.lookahead = Some(1);
+        }
         config.out = work.join(format!("{}-{}", chrono_stamp(), std::process::id()));
         let result = crate::engine::run(&config, Arc::clone(&stop))?;
         out.evaluated += result.added;
@@ -436,9 +465,32 @@ pub fn measure(
             out.interrupted = true;
             break;
         }
+        alone_for.clear();
+        if !alone && !alone_done && config.device != Device::Cpu {
+            let oom: Vec<&EvalRecord> = result
+                .records
+                .iter()
+                .filter(|r| {
+                    !matches!(r.outcome, Outcome::Ok) && out_of_memory(&failure_message(&r.outcome))
+                })
+                .collect();
+            if !oom.is_empty() {
+                alone_done = true;
+                out.retried_alone = oom.len();
+                alone_for.extend(oom.iter().map(|r| r.run_id.clone()));
+            }
+        }
     }
     out.still_missing = files.missing(&base.problems, modes, false);
     Ok(out)
+}
+
+/// Whether a failure is the GPU running out of memory (torch's allocator or the harness's
+/// own allocations for the reference's cases).
+fn out_of_memory(m: &str) -> bool {
+    m.contains("OutOfMemoryError")
+        || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || m.contains("CUDA out of memory")
 }
 
 /// `YYYYmmddTHHMMSS` in UTC, for run directory names that sort by time.
@@ -819,6 +871,12 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
             r.recovered
         );
     }
+    if r.retried_alone > 0 {
+        println!(
+            "{} evaluation(s) ran out of GPU memory beside loads sent ahead and were measured again with the GPU to themselves",
+            r.retried_alone
+        );
+    }
     for &mode in &modes {
         let f = &files.files[&mode];
         let (mut ok, mut failed) = (0, Vec::new());
@@ -1020,5 +1078,26 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_779), (2026, 11, 22));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn out_of_memory_is_told_apart_from_a_modes_own_failure() {
+        // The three ways the messages reach the store: torch's allocator in the candidate,
+        // its older wording, and the harness allocating the reference's case.
+        assert!(out_of_memory(
+            "runtime_error (run): torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB"
+        ));
+        assert!(out_of_memory(
+            "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"
+        ));
+        assert!(out_of_memory(
+            "reference_error: keeping case random#1 of 25_Swish.py on GPU 0: DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")"
+        ));
+        assert!(!out_of_memory(
+            "mismatch (random#0, elementwise): 6059/1048576 elements, max abs 1.088e-1"
+        ));
+        assert!(!out_of_memory(
+            "compile_error (load): first call (compilation) failed"
+        ));
     }
 }

@@ -92,6 +92,10 @@ pub struct RunConfig {
     pub quiet: bool,
     /// Baselines each correct kernel's time is compared with (`--baselines`).
     pub baselines: Option<std::sync::Arc<crate::baselines::BaselineTable>>,
+    /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
+    /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
+    /// (baselines measured again after running out of memory beside loads sent ahead).
+    pub lookahead: Option<usize>,
 }
 
 impl TryFrom<RunArgs> for RunConfig {
@@ -225,6 +229,7 @@ impl RunConfig {
             weight_seed: a.weight_seed,
             quiet: a.quiet,
             baselines: None,
+            lookahead: None,
         })
     }
 }

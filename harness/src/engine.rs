@@ -413,10 +413,10 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
     let take_next = |upcoming: &mut std::collections::VecDeque<Upcoming<'p>>| -> Result<()> {
         // Baseline modes compile while they wait (their load is sent ahead): more of them
         // ahead hide more of the compile.
-        let lookahead = match c.agent {
+        let lookahead = c.lookahead.unwrap_or(match c.agent {
             AgentConfig::Baselines { .. } => BASELINE_LOOKAHEAD,
             _ => LOOKAHEAD,
-        };
+        });
         while upcoming.len() < if ahead { lookahead } else { 1 } {
             let Some(item) = shared.pop() else {
                 break;
