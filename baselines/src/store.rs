@@ -195,6 +195,10 @@ pub struct ErrorEntry {
     /// The tolerance profile the mode was checked under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The failure happened with the GPU to itself (nothing else loaded on it), so running
+    /// out of memory was the mode's own doing and is not retried on its own again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gpu_alone: bool,
 }
 
 /// What a store file says about one problem.
@@ -582,6 +586,7 @@ mod tests {
                 measured_unix_s: None,
                 run_id: None,
                 profile: Some("strict".into()),
+                gpu_alone: false,
             },
         );
         let path = store.path(&env().gpu, &env().torch, Mode::Compile);

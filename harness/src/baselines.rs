@@ -241,10 +241,13 @@ impl StoreFiles {
                 e.profile = Some(r.profile.as_str().into());
                 e
             };
-            // Folding the same record again changes nothing (and is not counted).
+            // Folding the same record again changes nothing (and is not counted), and nor
+            // does folding one older than what the file holds: earlier measurements are
+            // folded again on every start, and a later one (a retry) must stay.
             let from_this = |f: &BaselineFile| {
                 let mine = |run: &Option<String>, at: &Option<f64>| {
-                    run.as_deref() == Some(r.run_id.as_str()) && *at == Some(r.finished_unix_s)
+                    (run.as_deref() == Some(r.run_id.as_str()) && *at == Some(r.finished_unix_s))
+                        || at.is_some_and(|t| t > r.finished_unix_s)
                 };
                 f.levels
                     .get(&p.level)
@@ -277,6 +280,7 @@ impl StoreFiles {
                 }
                 (Outcome::Ok, None) => {}
                 (outcome, _) => {
+                    let gpu_alone = r.notes.iter().any(|n| n == crate::engine::GPU_ALONE_NOTE);
                     // A reference that failed (e.g. its float64 copy does not fit) leaves
                     // eager without a time too; recorded, so it is not retried every time.
                     let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });
@@ -289,6 +293,7 @@ impl StoreFiles {
                         measured_unix_s: Some(r.finished_unix_s),
                         run_id: Some(r.run_id.clone()),
                         profile: Some(r.profile.as_str().into()),
+                        gpu_alone,
                     };
                     if let (true, Some(f)) = (eager_too, self.files.get_mut(&Mode::Eager)) {
                         if !matches!(f.lookup(p.level, &p.file, &p.sha256), Lookup::Usable(_)) {
@@ -308,6 +313,7 @@ impl StoreFiles {
                                 measured_unix_s: Some(r.finished_unix_s),
                                 run_id: Some(r.run_id.clone()),
                                 profile: Some(r.profile.as_str().into()),
+                                gpu_alone,
                             },
                         );
                         changed += 1;
@@ -374,12 +380,14 @@ fn failure_message(o: &Outcome) -> String {
         }
         other => other.to_string(),
     };
-    // Tracebacks are long; the tail says what failed.
+    // Tracebacks and torch's out-of-memory reports are long: the head says what kind of
+    // failure it was, the tail what failed last.
     let chars: Vec<char> = full.chars().collect();
     if chars.len() > 2000 {
         format!(
-            "…{}",
-            chars[chars.len() - 2000..].iter().collect::<String>()
+            "{} … {}",
+            chars[..400].iter().collect::<String>(),
+            chars[chars.len() - 1600..].iter().collect::<String>()
         )
     } else {
         full
@@ -404,8 +412,8 @@ pub struct Measured {
     /// Baseline candidates evaluated now.
     pub evaluated: usize,
     pub interrupted: bool,
-    /// Evaluations that ran out of GPU memory beside loads sent ahead and were measured
-    /// again with the GPU to themselves.
+    /// Modes measured in the last pass with the GPU to themselves, after running out of GPU
+    /// memory beside loads sent ahead.
     pub retried_alone: usize,
     /// Problem key → modes still without a time or a recorded failure.
     pub still_missing: BTreeMap<String, Vec<Mode>>,
@@ -430,33 +438,41 @@ pub fn measure(
         let records = crate::runlog::read_records(&dir.join(crate::runlog::RECORDS))?;
         out.recovered += files.commit(&records, None)?;
     }
-    // Three passes at most. The eager time comes with a compile mode's record, so when that
+    // Up to three passes. The eager time comes with a compile mode's record, so when that
     // mode failed for a problem, eager is measured on its own in a second pass. A mode that
     // ran out of GPU memory while other problems' loads waited beside it on the GPU (their
-    // compiled graphs and weights hold memory) failed through the harness, not by itself:
-    // it is measured again in a pass that takes nothing ahead, so it has the GPU alone.
-    let mut retry_all = retry_failed;
-    let mut alone_for: BTreeSet<String> = BTreeSet::new();
-    let mut alone_done = false;
-    for _pass in 0..3 {
+    // compiled graphs, CUDA-graph pools and weights hold memory) failed through the
+    // harness, not by itself: such failures, this run's or stored ones, are measured again
+    // in a last pass that takes nothing ahead, so each has the GPU alone. A failure there is
+    // the mode's own and is kept (only --retry-failed measures it again).
+    let gpu = base.device != Device::Cpu;
+    let mut normal_passes = 0;
+    let mut alone = false;
+    loop {
         let plan = files.missing_or(&base.problems, modes, |e| {
-            retry_all
-                || (out_of_memory(&e.message)
-                    && e.run_id.as_ref().is_some_and(|id| alone_for.contains(id)))
+            let oom = out_of_memory(&e.message);
+            if alone {
+                oom && (retry_failed || !e.gpu_alone)
+            } else {
+                retry_failed && normal_passes == 0 && !(gpu && oom)
+            }
         });
         if plan.is_empty() {
+            if !alone && gpu {
+                alone = true;
+                continue;
+            }
             break;
         }
-        let alone = !alone_for.is_empty();
-        retry_all = false;
         let mut config = base.clone();
+        if alone {
+            out.retried_alone = plan.values().map(Vec::len).sum();
+            config.lookahead = Some(1);
+        }
         config.agent = AgentConfig::Baselines { plan };
         config.resume = false;
         config.shard = None;
         config.secret_from = None;
-        if alone {
-            config.lookahead = Some(1);
-        }
         config.out = work.join(format!("{}-{}", chrono_stamp(), std::process::id()));
         let result = crate::engine::run(&config, Arc::clone(&stop))?;
         out.evaluated += result.added;
@@ -465,20 +481,15 @@ pub fn measure(
             out.interrupted = true;
             break;
         }
-        alone_for.clear();
-        if !alone && !alone_done && config.device != Device::Cpu {
-            let oom: Vec<&EvalRecord> = result
-                .records
-                .iter()
-                .filter(|r| {
-                    !matches!(r.outcome, Outcome::Ok) && out_of_memory(&failure_message(&r.outcome))
-                })
-                .collect();
-            if !oom.is_empty() {
-                alone_done = true;
-                out.retried_alone = oom.len();
-                alone_for.extend(oom.iter().map(|r| r.run_id.clone()));
+        if alone {
+            break;
+        }
+        normal_passes += 1;
+        if normal_passes == 2 {
+            if !gpu {
+                break;
             }
+            alone = true;
         }
     }
     out.still_missing = files.missing(&base.problems, modes, false);
@@ -490,7 +501,9 @@ pub fn measure(
 fn out_of_memory(m: &str) -> bool {
     m.contains("OutOfMemoryError")
         || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
-        || m.contains("CUDA out of memory")
+        || m.to_ascii_lowercase().contains("out of memory")
+        // The tail of torch's report, all that older stores kept of a long one.
+        || (m.contains("GiB memory in use") && m.contains("Process "))
 }
 
 /// `YYYYmmddTHHMMSS` in UTC, for run directory names that sort by time.
@@ -873,7 +886,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
     }
     if r.retried_alone > 0 {
         println!(
-            "{} evaluation(s) ran out of GPU memory beside loads sent ahead and were measured again with the GPU to themselves",
+            "{} mode(s) had run out of GPU memory beside loads sent ahead and were measured again with the GPU to themselves",
             r.retried_alone
         );
     }
@@ -1099,5 +1112,20 @@ mod tests {
         assert!(!out_of_memory(
             "compile_error (load): first call (compilation) failed"
         ));
+        assert!(out_of_memory(
+            "…8.00 MiB memory in use. Process 488 has 6.60 GiB memory in use. Process 521 has"
+        ));
+        let long = Outcome::RuntimeError {
+            message: format!(
+                "torch.OutOfMemoryError: CUDA out of memory. {}",
+                "x".repeat(5000)
+            ),
+            phase: kbench_record::Phase::Run,
+        };
+        let kept = failure_message(&long);
+        assert!(
+            kept.chars().count() < 2100 && out_of_memory(&kept),
+            "{kept}"
+        );
     }
 }

@@ -403,6 +403,9 @@ impl Upcoming<'_> {
 const LOOKAHEAD: usize = 2;
 /// Problems taken ahead when measuring baselines.
 const BASELINE_LOOKAHEAD: usize = 4;
+/// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 1): an
+/// out-of-memory failure there is the candidate's own.
+pub const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on its GPU";
 
 /// One executor: evaluates whole problems from the queue on its device, one thing at a time
 /// on the GPU (so a timed kernel never shares it), with the next workers started ahead.
@@ -1106,6 +1109,9 @@ fn evaluate_candidate(
     let (cwd, prestart) = started_worker;
 
     let mut notes = Vec::new();
+    if c.lookahead == Some(1) && exec.gpu.is_some() {
+        notes.push(GPU_ALONE_NOTE.to_string());
+    }
     let mut cases = Vec::new();
     let mut load_s = None;
     let mut timing = None;
