@@ -8,12 +8,15 @@
 //! - [`compare`]: shape, dtype, then values (elementwise `allclose`, NaN/Inf positions, the
 //!   strict profile's float64 gate), into a [`Comparison`].
 //! - [`failure_outcome`] and [`case_result`]: comparisons into record types.
+//! - [`not_applicable`] and [`flush_count`]: the stress families' applicability rule and
+//!   flush-to-zero detection.
 //!
 //! [`HostTensor`]: kbench_record::HostTensor
 
 mod codec;
 mod compare;
 mod scan;
+mod stress;
 mod tolerance;
 mod verdict;
 
@@ -25,5 +28,6 @@ pub use compare::{
     Float64Check, Float64Status, GateMeasure, Rule, ValueReport,
 };
 pub use scan::GateSums;
+pub use stress::{flush_count, not_applicable, Stability, STRESS_FAMILIES};
 pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
 pub use verdict::{case_result, failure_outcome};

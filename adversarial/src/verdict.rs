@@ -80,6 +80,8 @@ pub fn case_result(case: &CaseRef, outputs: &[Comparison], wall_s: f64) -> CaseR
         elements: 0,
         rel_l2_vs_f64: None,
         wall_s,
+        not_applicable: None,
+        flush: None,
     };
     for v in values {
         result.max_abs = result.max_abs.max(json_finite(v.max_abs));

@@ -229,8 +229,8 @@ class WorkerTestCase(unittest.TestCase):
                                    "num_threads": 1, "build_dir": build, **extra})  # fmt: skip
         return reply, path
 
-    def make_case(self, seed=7, forward_seed=11):
-        reply, tensors = self.ref.call({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed})
+    def make_case(self, seed=7, forward_seed=11, **extra):
+        reply, tensors = self.ref.call({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed, **extra})
         self.assertEqual(reply["type"], "case", reply)
         return reply, tensors
 
@@ -658,6 +658,466 @@ class CandidateTests(WorkerTestCase):
         self.assert_error(reply, "protocol")
 
 
+# Floating, integer, bool, scalar and a second floating input; two outputs. Output 0 depends
+# on x, idx and scale; output 1 on mask and y. x's last dimension is odd (cancellation).
+FAMILY_PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, idx, mask, scale, y):
+        return (x * scale + idx.sum(), torch.where(mask, y, -y))
+
+def get_inputs():
+    return [torch.rand(16, 65), torch.randint(0, 10, (5,)), torch.rand(16) > 0.5, 0.5, torch.rand(16)]
+
+def get_init_inputs():
+    return []
+"""
+
+FAMILIES = ["signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation"]
+
+
+def simple_problem(forward, inputs="[torch.rand(4, 32)]", init="[]", params=""):
+    """A problem whose Model.forward(self, x, *rest) returns `forward`."""
+    return f"""
+import time
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+{textwrap.indent(textwrap.dedent(params), " " * 8) if params else ""}
+    def forward(self, x, *rest):
+        return {forward}
+
+def get_inputs():
+    return {inputs}
+
+def get_init_inputs():
+    return {init}
+"""
+
+
+class CaseFamilyTests(WorkerTestCase):
+    """make_case with `family` (PROTOCOL.md, "Case families")."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.family = cls.files.write("10_Family.py", FAMILY_PROBLEM)
+
+    def case(self, family=None, seed=5, **extra):
+        if family is not None:
+            extra["family"] = family
+        return self.make_case(seed=seed, **extra)
+
+    def test_random_is_unchanged(self):
+        for problem in (self.family, self.linear):
+            with self.subTest(problem=problem):
+                self.load_reference(problem)
+                plain, tp = self.case()
+                rand, tr = self.case("random")
+                self.assertEqual((plain["family"], plain["transformed"]), ("random", 0))
+                self.assertEqual((rand["family"], rand["transformed"]), ("random", 0))
+                self.assertEqual(plain["inputs"], rand["inputs"])
+                self.assertEqual(set(tp), set(tr))
+                for name in tp:
+                    self.assert_bit_identical(tp[name], tr[name])
+                self.assertNotIn("stability", plain)
+        # the problem's own values: what get_inputs makes under the seed
+        self.load_reference(self.family)
+        _, t = self.case(seed=9)
+        torch.manual_seed(9)
+        x = torch.rand(16, 65)
+        self.assert_bit_identical(t["in:0"], x)
+
+    def test_families_are_deterministic_and_keep_shapes_dtypes_and_non_floats(self):
+        for precision, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+            self.load_reference(self.family, precision=precision)
+            base, tb = self.case()
+            for family in FAMILIES:
+                with self.subTest(precision=precision, family=family):
+                    a, ta = self.case(family)
+                    b, tb2 = self.case(family)
+                    _, tc = self.case(family, seed=6)
+                    self.assertEqual((a["family"], a["transformed"]), (family, 2))
+                    self.assertEqual(a["inputs"], base["inputs"])  # the scalar 0.5 stays
+                    self.assertEqual(set(ta), set(tb))
+                    for name in ta:
+                        self.assert_bit_identical(ta[name], tb2[name])  # same seed, same case
+                        self.assertEqual((ta[name].dtype, ta[name].shape), (tb[name].dtype, tb[name].shape))
+                    self.assertEqual(ta["in:0"].dtype, dtype)
+                    # integer and bool inputs exactly as the problem makes them
+                    self.assert_bit_identical(ta["in:1"], tb["in:1"])
+                    self.assert_bit_identical(ta["in:2"], tb["in:2"])
+                    # the floating ones replaced, and by the seed
+                    self.assertFalse(torch.equal(ta["in:0"], tb["in:0"]))
+                    self.assertFalse(torch.equal(ta["in:0"].nan_to_num(), tc["in:0"].nan_to_num()))
+
+    def test_family_values(self):
+        self.load_reference(self.family)
+        _, t = self.case("signed")
+        x = t["in:0"]
+        self.assertTrue((x < 0).any() and (x > 0).any())
+        self.assertTrue(torch.isfinite(x).all())
+        self.assertGreater(x.abs().max(), 2.0)  # mixed scales, not [0, 1)
+
+        _, t = self.case("nan-inf")
+        for x in (t["in:0"], t["in:4"]):
+            self.assertEqual(int(torch.isnan(x).sum()), 1)
+            self.assertEqual(int((x == math.inf).sum()), 1)
+            self.assertEqual(int((x == -math.inf).sum()), 1)
+            self.assertEqual(int(torch.isfinite(x).sum()), x.numel() - 3)
+
+        _, t = self.case("fp16-saturation")
+        a = t["in:0"].abs()
+        self.assertTrue(((a >= 32752) & (a <= 65504)).all())
+        self.assertTrue((t["in:0"] < 0).any() and (t["in:0"] > 0).any())
+
+        _, t = self.case("large")
+        a = t["in:0"].abs()
+        self.assertTrue(((a >= 1e2) & (a <= 1e5)).all(), (a.min(), a.max()))
+        self.assertGreater(a.max(), 1e4)
+        self.assertLess(a.min(), 1e3)
+        self.assertTrue((t["in:0"] < 0).any() and (t["in:0"] > 0).any())
+
+        _, t = self.case("small")
+        a = t["in:0"].abs()
+        self.assertTrue(((a >= 1e-8) & (a <= 1e-5)).all(), (a.min(), a.max()))
+        self.assertTrue((t["in:0"] < 0).any() and (t["in:0"] > 0).any())
+
+        _, t = self.case("cancellation")
+        x = t["in:0"].double()
+        self.assertTrue((x[:, -1] == 0).all())  # 65 columns: the odd one out is 0
+        rel = x.sum(-1).abs() / x.abs().sum(-1)
+        self.assertLess(float(rel.max()), 1e-5)
+        self.assertGreater(float(x.abs().max()), 100)  # large terms
+        # each row: 32 values and their negatives (up to 1e-6 noise), in another order
+        first, second = x[:, :32].sort(-1).values, (-x[:, 32:64]).sort(-1).values
+        torch.testing.assert_close(first, second, rtol=1e-5, atol=0)
+        self.assertFalse(torch.equal(x[:, :32], -x[:, 32:64]))
+
+    def test_denormal_for_the_working_dtype(self):
+        for precision, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+            with self.subTest(precision=precision):
+                self.load_reference(self.family, precision=precision)
+                _, t = self.case("denormal")
+                x = t["in:0"]
+                self.assertEqual(x.dtype, dtype)
+                tiny = torch.finfo(dtype).smallest_normal
+                sub = (x != 0) & (x.abs() < tiny)
+                self.assertTrue(torch.isfinite(x).all())
+                self.assertEqual(int((x == 0).sum()), 0)
+                frac = float(sub.float().mean())
+                self.assertGreater(frac, 0.4)
+                self.assertLess(frac, 0.6)
+                # the others are normal numbers in [tiny, 1]
+                a = x[~sub].abs().float()
+                self.assertTrue(((a >= tiny) & (a <= 1)).all())
+                self.assertTrue((x < 0).any() and (x > 0).any())
+
+    def test_unknown_family_is_a_protocol_error(self):
+        self.load_reference(self.family)
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 1, "family": "gaussian"})
+        self.assert_error(reply, "protocol", "run")
+        self.assertIn("gaussian", reply["message"])
+        for name in ["random"] + FAMILIES:
+            self.assertIn(name, reply["message"])
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 1, "family": "signed",
+                                  "stability_rtol": "tight"})  # fmt: skip
+        self.assert_error(reply, "protocol", "run")
+        self.case("signed")  # the loop goes on
+
+    def test_reference_runs_on_the_family_inputs(self):
+        self.load_reference(self.family)
+        reply, t = self.case("signed")
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (2, 2))
+        x, idx, mask, y = t["in:0"], t["in:1"], t["in:2"], t["in:4"]
+        self.assert_bit_identical(t["out:0"], x * 0.5 + idx.sum())
+        self.assert_bit_identical(t["out:1"], torch.where(mask, y, -y))
+        self.assert_bit_identical(t["out64:0"], x.double() * 0.5 + idx.sum())
+
+    def test_candidate_gets_the_family_inputs(self):
+        self.load_reference(self.family)
+        loaded, _ = self.load_candidate(as_candidate(FAMILY_PROBLEM), self.family)
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.case("nan-inf")
+        reply, out = self.run_case(case, t)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+        self.assert_bit_identical(out["out:1"], t["out:1"])
+
+
+class StabilityTests(WorkerTestCase):
+    """make_case with `stability_rtol` (PROTOCOL.md, "Reference stability")."""
+
+    def load(self, source, name, **kw):
+        path = self.files.write(name, source)
+        self.load_reference(path, **kw)
+        return path
+
+    def test_deterministic_model_repeats_exactly(self):
+        self.load_reference(self.linear)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        st = reply["stability"]
+        self.assertEqual(set(st), {"repeat", "f64"})
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertEqual(st["repeat"]["elements"], 32)
+        self.assertLess(st["f64"]["max_excess"], 1e-4)
+        self.assertEqual(st["f64"]["nan_mismatch"], 0)
+        self.assertEqual(st["f64"]["elements"], 32)
+        self.assertIsInstance(reply["stability_s"], float)
+        # not for random, and not without stability_rtol
+        reply, _ = self.make_case(family="random", stability_rtol=1e-4)
+        self.assertNotIn("stability", reply)
+        reply, _ = self.make_case(family="signed")
+        self.assertNotIn("stability", reply)
+
+    def test_unseeded_noise_shows_in_repeat(self):
+        self.load(simple_problem(
+            "x + torch.randn(x.shape, generator=torch.Generator().manual_seed(time.perf_counter_ns())) * 1e-2"
+        ), "11_Noise.py")  # fmt: skip
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertGreater(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+
+    def test_fp32_overflow_against_float64(self):
+        self.load(simple_problem("torch.exp(x)", "[torch.rand(256)]"), "12_Exp.py")
+        reply, t = self.make_case(family="large", stability_rtol=1e-4)
+        st = reply["stability"]
+        self.assertTrue(torch.isinf(t["out:0"]).any())
+        self.assertGreater(st["f64"]["nan_mismatch"], 0)
+        self.assertEqual(st["f64"]["elements"], 256)
+        # the working precision agrees with itself
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+
+    def test_without_float64_model_f64_is_null(self):
+        self.load_reference(self.linear, want_f64=False)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertIsNone(reply["stability"]["f64"])
+        self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+        path = self.files.write("13_NoF64.py", simple_problem(
+            "x * 2 if x.dtype != torch.float64 else torch.zeros(1).bad_call()"))  # fmt: skip
+        self.load_reference(path)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertIn("f64_error", reply)
+        self.assertIsNone(reply["stability"]["f64"])
+
+    def test_repeat_runs_on_pristine_inputs(self):
+        # A reference that writes to its input: the second run must see the case's inputs,
+        # not the first run's leftovers.
+        self.load(simple_problem("x.mul_(2)"), "14_InPlace.py")
+        reply, t = self.make_case(family="signed", stability_rtol=0.0)
+        self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+        self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertLessEqual(reply["stability"]["f64"]["max_excess"], 0)
+
+    def test_repeat_is_not_fooled_by_an_output_that_aliases_its_input(self):
+        # The first run's output is the input tensor itself; restoring the inputs for the
+        # second run must not overwrite it (or the repeat would compare a run with itself).
+        self.load(simple_problem(
+            "x.add_(torch.randn(x.shape, generator=torch.Generator().manual_seed(time.perf_counter_ns())) * 1e-2)"
+        ), "15_InPlaceNoise.py")  # fmt: skip
+        reply, t = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertGreater(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertLess(float((t["out:0"] - t["in:0"]).abs().max()), 0.1)
+
+    def test_nan_inf_outputs_agree_with_themselves(self):
+        self.load_reference(self.linear)
+        reply, t = self.make_case(family="nan-inf", stability_rtol=1e-4)
+        self.assertFalse(torch.isfinite(t["out:0"]).all())
+        self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+        self.assertEqual(reply["stability"]["f64"]["nan_mismatch"], 0)
+
+
+class AuditTests(WorkerTestCase):
+    """The `audit` command (PROTOCOL.md, "audit")."""
+
+    def audit(self, source, name, families=("random", "signed"), rtol=1e-4, **extra):
+        path = self.files.write(name, source)
+        self.load_reference(path, want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4,
+                                  "families": list(families), "rtol": rtol, **extra})  # fmt: skip
+        self.assertEqual(reply["type"], "audit", reply)
+        self.assertEqual(list(reply["families"]), list(families))
+        return reply["families"]
+
+    def test_identity(self):
+        fams = self.audit(simple_problem("x"), "20_Identity.py")
+        for fam in ("random", "signed"):
+            (out,) = fams[fam]["outputs"]
+            self.assertEqual((out["shape"], out["dtype"], out["elements"]), ([4, 32], "f32", 128))
+            self.assertLessEqual(out["input_excess"][0], 0)
+            self.assertEqual(out["nonfinite"], 0)
+            self.assertGreater(out["input_sensitivity"][0]["max_excess"], 1e-4)
+            self.assertEqual(out["weight_sensitivity"], {})
+        self.assertEqual((fams["random"]["transformed"], fams["signed"]["transformed"]), (0, 1))
+        self.assertIsInstance(fams["signed"]["seconds"], float)
+
+    def test_relu_is_the_identity_on_random_only(self):
+        fams = self.audit(simple_problem("torch.relu(x)"), "21_ReLU.py")
+        self.assertLessEqual(fams["random"]["outputs"][0]["input_excess"][0], 0)
+        self.assertGreater(fams["signed"]["outputs"][0]["input_excess"][0], 1e-4)
+
+    def test_constant_output(self):
+        fams = self.audit(simple_problem("x * 0 + 1"), "22_Const.py")
+        for fam in ("random", "signed"):
+            out = fams[fam]["outputs"][0]
+            self.assertLessEqual(out["constant_excess"], 0)
+            self.assertEqual(out["max_abs"], 1.0)
+            self.assertLessEqual(out["input_sensitivity"][0]["max_excess"], 0)
+        # not constant: x itself
+        fams = self.audit(simple_problem("x"), "20_Identity.py", families=["random"])
+        self.assertGreater(fams["random"]["outputs"][0]["constant_excess"], 1e-4)
+
+    def test_softmax_over_a_long_row_is_below_tolerance(self):
+        fams = self.audit(simple_problem("torch.softmax(x, dim=-1)", "[torch.rand(2, 100000)]"), "23_Softmax.py")
+        out = fams["random"]["outputs"][0]
+        self.assertLess(out["zeros_excess"], 1e-4)
+        self.assertLess(out["max_abs"], 1e-4)
+        self.assertGreater(out["input_excess"][0], 1e-4)  # not the input either
+        # the float64 definitions: zeros_excess = max (1 - rtol) |o|
+        self.assertAlmostEqual(out["zeros_excess"], out["max_abs"] * (1 - 1e-4), delta=1e-12)
+
+    def test_weight_sensitivity(self):
+        params = "self.w = nn.Parameter(torch.ones(32))"
+        fams = self.audit(simple_problem("x + 0 * self.w", params=params), "24_AddW.py")
+        for fam in ("random", "signed"):
+            ws = fams[fam]["outputs"][0]["weight_sensitivity"]
+            self.assertEqual(set(ws), {"w"})
+            self.assertLessEqual(ws["w"]["max_excess"], 0)
+            self.assertEqual(ws["w"]["nan_mismatch"], 0)
+            self.assertEqual(fams[fam]["weights_total"], 1)
+        path = self.files.write("25_MulW.py", simple_problem("x * self.w", params=params))
+        self.load_reference(path, want_f64=False)
+        _, before = self.make_case()
+        fams = self.audit(simple_problem("x * self.w", params=params), "25_MulW.py")
+        for fam in ("random", "signed"):
+            self.assertGreater(fams[fam]["outputs"][0]["weight_sensitivity"]["w"]["max_excess"], 1e-4)
+        # the weights are restored exactly
+        _, after = self.make_case()
+        self.assert_bit_identical(before["out:0"], after["out:0"])
+        self.assert_bit_identical(after["out:0"], after["in:0"])  # w is still all ones
+
+    def test_max_weights_spreads_over_the_parameters(self):
+        params = "\n".join(f"self.w{j} = nn.Parameter(torch.full((32,), {j + 1.0}))" for j in range(5))
+        forward = "x * self.w0 * self.w1 * self.w2 * self.w3 * self.w4"
+        fams = self.audit(simple_problem(forward, params=params), "26_FiveW.py", families=["random"], max_weights=2)
+        fam = fams["random"]
+        self.assertEqual(fam["weights_total"], 5)
+        ws = fam["outputs"][0]["weight_sensitivity"]
+        self.assertEqual(set(ws), {"w0", "w2"})
+        self.assertTrue(all(m["max_excess"] > 0 for m in ws.values()))
+        fams = self.audit(simple_problem(forward, params=params), "26_FiveW.py", families=["random"], max_weights=0)
+        self.assertEqual(fams["random"]["outputs"][0]["weight_sensitivity"], {})
+
+    def test_ignored_input(self):
+        fams = self.audit(simple_problem("x * 2", "[torch.rand(4, 32), torch.rand(4, 32)]"), "27_Ignores.py")
+        for fam in ("random", "signed"):
+            sens = fams[fam]["outputs"][0]["input_sensitivity"]
+            self.assertEqual(len(sens), 2)
+            self.assertGreater(sens[0]["max_excess"], 1e-4)
+            self.assertLessEqual(sens[1]["max_excess"], 0)
+            self.assertEqual(sens[1]["nan_mismatch"], 0)
+            # input_excess: x * 2 is neither input
+            self.assertGreater(min(fams[fam]["outputs"][0]["input_excess"]), 1e-4)
+
+    def test_mixed_inputs_and_outputs(self):
+        path = self.files.write("10_Family.py", FAMILY_PROBLEM)
+        self.load_reference(path, want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4,
+                                  "families": ["signed", "nan-inf"], "rtol": 1e-4})  # fmt: skip
+        self.assertEqual(reply["type"], "audit", reply)
+        signed = reply["families"]["signed"]
+        self.assertEqual(signed["transformed"], 2)
+        o0, o1 = signed["outputs"]
+        self.assertEqual((o0["shape"], o1["shape"]), ([16, 65], [16]))
+        # inputs: x, idx, mask, scale (not a tensor), y
+        self.assertEqual(len(o0["input_sensitivity"]), 5)
+        self.assertIsNone(o0["input_sensitivity"][3])
+        self.assertIsNone(o0["input_excess"][3])
+        self.assertIsNone(o0["input_excess"][1])  # integer input
+        self.assertIsNone(o0["input_excess"][4])  # other element count
+        self.assertIsNotNone(o1["input_excess"][4])  # y has o1's 16 elements
+        dep0 = [m is not None and m["max_excess"] > 1e-4 for m in o0["input_sensitivity"]]
+        dep1 = [m is not None and m["max_excess"] > 1e-4 for m in o1["input_sensitivity"]]
+        self.assertEqual(dep0, [True, True, False, False, False])
+        self.assertEqual(dep1, [False, False, True, False, True])
+        nan_inf = reply["families"]["nan-inf"]["outputs"]
+        self.assertEqual(nan_inf[0]["nonfinite"], 3)
+        self.assertEqual(nan_inf[1]["nonfinite"], 3)
+        self.assertIsNotNone(nan_inf[0]["max_abs"])
+
+    def test_same_inputs_as_make_case(self):
+        # The audit's unperturbed run uses make_case's inputs: an identity's input_excess
+        # against the make_case input is exactly what make_case's output shows.
+        path = self.files.write("20_Identity.py", simple_problem("x"))
+        self.load_reference(path, want_f64=False)
+        _, t = self.make_case(seed=3, forward_seed=4, family="large")
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4, "families": ["large"], "rtol": 0})
+        out = reply["families"]["large"]["outputs"][0]
+        self.assertEqual(out["max_abs"], float(t["out:0"].abs().max()))
+        self.assertEqual(out["constant_excess"],
+                         float(((t["out:0"].max() + t["out:0"].min()).double() / 2 - t["out:0"].double()).abs().max()))  # fmt: skip
+
+    def test_weights_total_on_each_output(self):
+        params = "self.w = nn.Parameter(torch.ones(32))\nself.b = nn.Parameter(torch.zeros(32))"
+        fams = self.audit(simple_problem("(x * self.w, x + self.b)", params=params), "28_TwoW.py", families=["signed"])
+        fam = fams["signed"]
+        self.assertEqual(fam["weights_total"], 2)
+        self.assertEqual([o["weights_total"] for o in fam["outputs"]], [2, 2])
+        o0, o1 = fam["outputs"]
+        self.assertGreater(o0["weight_sensitivity"]["w"]["max_excess"], 1e-4)
+        self.assertLessEqual(o0["weight_sensitivity"]["b"]["max_excess"], 0)
+        self.assertLessEqual(o1["weight_sensitivity"]["w"]["max_excess"], 0)
+        self.assertGreater(o1["weight_sensitivity"]["b"]["max_excess"], 1e-4)
+        self.assertFalse(fam["rows_cut"])
+        self.assertNotIn("error", fam)
+
+    def test_max_rows_cuts_the_batch_where_the_model_allows_it(self):
+        inputs = "[torch.rand(8, 32), torch.rand(8, 32), torch.rand(32)]"
+        fams = self.audit(simple_problem("x + rest[0] + rest[1]", inputs), "29_Rows.py", max_rows=3)
+        for fam in ("random", "signed"):
+            f = fams[fam]
+            self.assertTrue(f["rows_cut"])
+            (o,) = f["outputs"]
+            self.assertEqual(o["shape"], [3, 32])
+            self.assertTrue(all(m["max_excess"] > 1e-4 for m in o["input_sensitivity"]))
+        # a model fixed to its batch: the full inputs
+        fams = self.audit(simple_problem("x.reshape(8, 32) * 2", "[torch.rand(8, 32)]"), "30_Fixed.py", max_rows=3)
+        self.assertFalse(fams["random"]["rows_cut"])
+        self.assertEqual(fams["random"]["outputs"][0]["shape"], [8, 32])
+        # no more rows than asked for: nothing to cut
+        fams = self.audit(simple_problem("x"), "20_Identity.py", max_rows=100)
+        self.assertFalse(fams["random"]["rows_cut"])
+        self.assertEqual(fams["random"]["outputs"][0]["shape"], [4, 32])
+
+    def test_a_family_that_fails_is_reported_and_the_others_measured(self):
+        forward = "x if bool((x >= 0).all()) else torch.zeros(1).no_such_method()"
+        fams = self.audit(simple_problem(forward), "31_PositiveOnly.py")
+        self.assertNotIn("error", fams["random"])
+        self.assertEqual(len(fams["random"]["outputs"]), 1)
+        self.assertEqual(fams["signed"]["outputs"], [])
+        self.assertIn("no_such_method", fams["signed"]["error"])
+        self.assertEqual(fams["signed"]["transformed"], 1)
+        self.assertIsInstance(fams["signed"]["seconds"], float)
+
+    def test_bad_requests(self):
+        self.load_reference(self.linear)
+        base = {"cmd": "audit", "seed": 1, "forward_seed": 1, "families": ["random"], "rtol": 1e-4}
+        for bad in ({"families": ["gaussian"]}, {"families": "random"}, {"rtol": "x"}, {"rtol": -1},
+                    {"max_weights": -1}, {"seed": None}, {"max_rows": 0}):  # fmt: skip
+            with self.subTest(bad=bad):
+                reply, _ = self.ref.call(dict(base, **bad))
+                self.assert_error(reply, "protocol", "run")
+        reply, _ = self.cand.call(base)
+        self.assert_error(reply, "protocol")
+
+
 EXTENSION_CANDIDATE = """
 import torch
 from torch.utils.cpp_extension import load_inline
@@ -843,6 +1303,81 @@ class DeviceIoTests(WorkerTestCase):
             self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
         finally:
             bufs.free()
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class CudaStressTests(WorkerTestCase):
+    """Case families, stability and audit with inputs made on the GPU."""
+
+    def export(self, reply):
+        """Copies the pending device case into harness buffers; {name: host tensor}."""
+        bufs = _HarnessBuffers()
+        try:
+            targets, views = [], {}
+            for d in reply["device_tensors"]:
+                dtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}[d["dtype"]]
+                spec, view = bufs.alloc(dtype, d["shape"])
+                views[d["name"]] = view
+                targets.append(dict(spec, name=d["name"]))
+            done, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(done["type"], "exported", done)
+            return {name: v.cpu() for name, v in views.items()}
+        finally:
+            bufs.free()
+
+    def test_device_io_family_and_stability(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        cmd = {"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True,
+               "family": "nan-inf", "stability_rtol": 1e-4}  # fmt: skip
+        reply, _ = self.ref.call(cmd)
+        self.assertEqual(reply["type"], "case", reply)
+        self.assertEqual((reply["family"], reply["transformed"], reply["inputs_on"]), ("nan-inf", 1, "cuda"))
+        st = reply["stability"]
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+        self.assertEqual(st["repeat"]["elements"], 4096 * 1024)
+        self.assertIsInstance(st["f64"]["nan_mismatch"], int)
+        self.assertIsInstance(st["f64"]["max_excess"], float)
+        a = self.export(reply)
+        x = a["in:0"]
+        self.assertEqual(int(torch.isnan(x).sum()), 1)
+        self.assertEqual(int((x == math.inf).sum()), 1)
+        self.assertEqual(int((x == -math.inf).sum()), 1)
+        # same seed, same case on the same device
+        reply, _ = self.ref.call(cmd)
+        b = self.export(reply)
+        for name in a:
+            self.assert_bit_identical(a[name], b[name])
+
+    def test_device_io_repeat_on_pristine_inputs(self):
+        problem = self.files.write("14_InPlace.py", simple_problem("x.mul_(2)", "[torch.rand(1000, 1000)]"))
+        self.load_reference(problem, device="cuda:0")
+        for family in ("signed", "denormal", "cancellation"):
+            with self.subTest(family=family):
+                reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 2, "device_io": True,
+                                          "family": family, "stability_rtol": 0.0})  # fmt: skip
+                self.assertEqual(reply["type"], "case", reply)
+                self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+                self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+                t = self.export(reply)
+                self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+
+    def test_audit_on_cuda(self):
+        problem = self.files.write("21_ReLU.py", simple_problem("torch.relu(x)", "[torch.rand(256, 4096)]"))
+        self.load_reference(problem, device="cuda:0", want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4,
+                                  "families": ["random", "signed"], "rtol": 1e-4})  # fmt: skip
+        self.assertEqual(reply["type"], "audit", reply)
+        fams = reply["families"]
+        self.assertLessEqual(fams["random"]["outputs"][0]["input_excess"][0], 0)
+        self.assertGreater(fams["signed"]["outputs"][0]["input_excess"][0], 1e-4)
+        self.assertGreater(fams["signed"]["outputs"][0]["input_sensitivity"][0]["max_excess"], 1e-4)
+        params = "self.w = nn.Parameter(torch.ones(4096))"
+        problem = self.files.write("24_AddW.py", simple_problem("x + 0 * self.w", "[torch.rand(256, 4096)]", params=params))
+        self.load_reference(problem, device="cuda:0", want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4, "families": ["signed"], "rtol": 1e-4})
+        self.assertLessEqual(reply["families"]["signed"]["outputs"][0]["weight_sensitivity"]["w"]["max_excess"], 0)
 
 
 class ProcessTests(unittest.TestCase):

@@ -61,6 +61,7 @@ import copy  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import platform  # noqa: E402
 import random  # noqa: E402
 import subprocess  # noqa: E402
@@ -486,6 +487,317 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call):
 
 
 # ---------------------------------------------------------------------------------------
+# Case families (PROTOCOL.md, "Case families"): deterministic replacements of the values of
+# a problem's floating-point inputs, same shapes, made for the working dtype.
+
+FAMILIES = ("random", "signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation")
+FP16_MAX = 65504.0
+# Elements per chunk when comparing outputs in float64 (128 MiB per float64 temporary).
+COMPARE_CHUNK = 1 << 24
+
+
+def _check_family(name, phase):
+    if name is None:
+        return "random"
+    if not isinstance(name, str) or name not in FAMILIES:
+        raise WorkerError(
+            "protocol", phase, f"unknown case family {name!r} (known: {', '.join(FAMILIES)})"
+        )
+    return name
+
+
+def _family_seed(seed, i):
+    """The generator seed of input `i` of a case made from `seed`."""
+    return (int(seed) * 1000003 + int(i)) % (1 << 63)
+
+
+def _generator(device, seed):
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    return g
+
+
+class _Draw:
+    """float32 draws of one shape from one generator (in-place arithmetic throughout, so a
+    multi-GB input costs about two temporaries of its size)."""
+
+    def __init__(self, shape, device, g):
+        self.shape, self.device, self.g = tuple(shape), device, g
+
+    def rand(self):
+        return torch.rand(self.shape, generator=self.g, device=self.device, dtype=torch.float32)
+
+    def randn(self):
+        return torch.randn(self.shape, generator=self.g, device=self.device, dtype=torch.float32)
+
+    def sign(self):
+        """-1 or +1, each with probability 1/2."""
+        return self.rand().lt_(0.5).mul_(-2.0).add_(1.0)
+
+    def log_uniform(self, a, b):
+        """10**U(log10 a, log10 b), clamped into [a, b] against float32 rounding."""
+        la, lb = math.log10(a), math.log10(b)
+        return self.rand().mul_(lb - la).add_(la).mul_(math.log(10.0)).exp_().clamp_(a, b)
+
+    def signed(self):
+        v = self.randn()
+        v.mul_(self.log_uniform(0.1, 10.0))
+        return v
+
+
+def _mantissa_bits(dtype):
+    return int(round(-math.log2(torch.finfo(dtype).eps)))
+
+
+def _smallest_normal(dtype):
+    fi = torch.finfo(dtype)
+    return float(getattr(fi, "smallest_normal", fi.tiny))
+
+
+def _distinct_positions(n, k, g, device):
+    """`k` distinct flat positions in [0, n), drawn with `g` (no permutation of n elements:
+    a multi-GB input would need an int64 index per element)."""
+    picked = []
+    while len(picked) < k:
+        for p in torch.randint(0, n, (2 * k,), generator=g, device=device).tolist():
+            if p not in picked:
+                picked.append(p)
+                if len(picked) == k:
+                    break
+    return picked
+
+
+def family_values(family, shape, device, seed, working_dtype):
+    """The float32 values of `family` for a tensor of `shape` on `device`, drawn from a
+    generator seeded with `seed`; made for `working_dtype` (denormal limits)."""
+    shape = tuple(shape)
+    g = _generator(device, seed)
+    d = _Draw(shape, device, g)
+    numel = math.prod(shape)
+    if family == "signed":
+        return d.signed()
+    if family == "nan-inf":
+        v = d.signed()
+        flat = v.view(-1)
+        specials = (float("nan"), float("inf"), float("-inf"))
+        for p, value in zip(_distinct_positions(numel, min(3, numel), g, device), specials):
+            flat[p] = value
+        return v
+    if family == "denormal":
+        tiny = _smallest_normal(working_dtype)
+        m = _mantissa_bits(working_dtype)
+        # Subnormal for the working dtype: s * tiny * U(2^-m, 1), clamped into
+        # [smallest subnormal, largest subnormal], both exact in the working dtype, so the
+        # cast to it keeps every one of them nonzero and subnormal.
+        sub = d.rand().mul_(1.0 - 2.0**-m).add_(2.0**-m).mul_(tiny)
+        sub.clamp_(tiny * 2.0**-m, tiny * (1.0 - 2.0**-m))
+        normal = d.log_uniform(tiny, 1.0)
+        pick = d.rand().lt_(0.5).bool()
+        v = torch.where(pick, sub, normal)
+        del sub, normal, pick
+        v.mul_(d.sign())
+        return v
+    if family == "fp16-saturation":
+        v = d.rand().mul_(0.5).add_(0.5).mul_(FP16_MAX).clamp_(FP16_MAX / 2, FP16_MAX)
+        v.mul_(d.sign())
+        return v
+    if family == "large":
+        v = d.log_uniform(1e2, 1e5)
+        v.mul_(d.sign())
+        return v
+    if family == "small":
+        v = d.log_uniform(1e-8, 1e-5)
+        v.mul_(d.sign())
+        return v
+    if family == "cancellation":
+        n = shape[-1] if shape else 0
+        if n < 2:
+            return d.signed()
+        rows = numel // n
+        h = n // 2
+        half = _Draw((rows, h), device, g)
+        out = torch.empty((rows, n), dtype=torch.float32, device=device)
+        v = half.log_uniform(1.0, 1e3)
+        v.mul_(half.sign())
+        out[:, :h] = v
+        # The negatives, in a random order (one permutation for the whole tensor), each
+        # with a relative noise of 1e-6: -v_j + v_j * 1e-6 * N(0, 1).
+        perm = torch.randperm(h, generator=g, device=device)
+        neg = v.index_select(1, perm)
+        del v, perm
+        noise = half.randn()
+        neg.mul_(noise.mul_(1e-6).sub_(1.0))
+        del noise
+        out[:, h : 2 * h] = neg
+        del neg
+        if n % 2:
+            out[:, 2 * h] = 0.0
+        return out.view(shape)
+    raise ValueError(f"no generator for family {family!r}")
+
+
+def apply_family(raw, family, seed, working_dtype):
+    """Replaces, in the list `raw` (inputs as get_inputs made them), the values of every
+    floating-point tensor with `family`'s; returns how many it replaced."""
+    if family == "random":
+        return 0
+    transformed = 0
+    for i, x in enumerate(raw):
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            shape, device = tuple(x.shape), x.device
+            raw[i] = x = None  # the problem's own values die before the new ones are made
+            raw[i] = family_values(family, shape, device, _family_seed(seed, i), working_dtype)
+            transformed += 1
+    return transformed
+
+
+# ---------------------------------------------------------------------------------------
+# Measurements (stability, audit): reductions in float64, chunk by chunk on the device of
+# the first tensor, never deciding anything.
+
+
+def _json_float(v):
+    """A float JSON can carry: +-inf becomes +-the largest float (a NaN cannot occur here)."""
+    if v is None:
+        return None
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return math.copysign(sys.float_info.max, v)
+    return v
+
+
+def _flat(t):
+    t = t.detach()
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+class Excess:
+    """max over elements finite in both a and b of (|a - b| - rtol*|b|), the count of
+    elements where a and b disagree about being finite (one NaN, an Inf against a finite
+    value or against the opposite Inf), and the number of elements compared."""
+
+    def __init__(self, rtol):
+        self.rtol = float(rtol)
+        self.max = None
+        self.nan_mismatch = 0
+        self.elements = 0
+
+    def add(self, a, b):
+        """Adds one pair of tensors; a shape mismatch counts every element as a mismatch."""
+        if tuple(a.shape) != tuple(b.shape):
+            n = max(a.numel(), b.numel())
+            self.nan_mismatch += n
+            self.elements += n
+            return
+        fa, fb = _flat(a), _flat(b)
+        dev = fa.device
+        n = fa.numel()
+        self.elements += n
+        for s in range(0, n, COMPARE_CHUNK):
+            # copy=True: a float64 input (the float64 reference's outputs) would otherwise be
+            # returned as is, and the in-place arithmetic below would overwrite it.
+            x = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+            y = fb[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+            both = torch.isfinite(x) & torch.isfinite(y)
+            mism = (~both) & (x != y) & ~(torch.isnan(x) & torch.isnan(y))
+            self.nan_mismatch += int(mism.sum())
+            del mism
+            d = (x - y).abs_().sub_(y.abs_().mul_(self.rtol))
+            del x, y
+            if bool(both.any()):
+                m = float(d.masked_fill_(~both, -math.inf).max())
+                self.max = m if self.max is None else max(self.max, m)
+            del d, both
+
+    def add_all(self, outs_a, outs_b):
+        """Pairs of outputs by position; an output present on one side only is all mismatch."""
+        for k in range(max(len(outs_a), len(outs_b))):
+            if k < len(outs_a) and k < len(outs_b):
+                self.add(outs_a[k], outs_b[k])
+            else:
+                n = (outs_a[k] if k < len(outs_a) else outs_b[k]).numel()
+                self.nan_mismatch += n
+                self.elements += n
+
+    def json(self, elements=True):
+        d = {"max_excess": _json_float(self.max), "nan_mismatch": self.nan_mismatch}
+        if elements:
+            d["elements"] = self.elements
+        return d
+
+
+def output_stats(o, rtol):
+    """The audit's per-output measurements that need only the output itself."""
+    flat = _flat(o)
+    n = flat.numel()
+    dev = flat.device
+    max_abs = lo = hi = zeros = None
+    nonfinite = 0
+
+    def upd(cur, v, fn):
+        return v if cur is None else fn(cur, v)
+
+    for s in range(0, n, COMPARE_CHUNK):
+        x = flat[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64)
+        fin = torch.isfinite(x)
+        nf = int((~fin).sum())
+        nonfinite += nf
+        if nf == x.numel():
+            continue
+        if nf:
+            x = x[fin]
+        ax = x.abs()
+        max_abs = upd(max_abs, float(ax.max()), max)
+        zeros = upd(zeros, float(ax.sub(ax.mul(rtol)).max()), max)
+        lo = upd(lo, float(x.min()), min)
+        hi = upd(hi, float(x.max()), max)
+        del x, ax, fin
+    constant = None
+    if lo is not None:
+        c = (lo + hi) / 2.0
+        for s in range(0, n, COMPARE_CHUNK):
+            x = flat[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64)
+            fin = torch.isfinite(x)
+            if not bool(fin.any()):
+                continue
+            x = x[fin]
+            e = float((c - x).abs_().sub_(x.abs().mul_(rtol)).max())
+            constant = upd(constant, e, max)
+            del x, fin
+    return {
+        "shape": list(o.shape),
+        "dtype": _wire_dtype(o),
+        "elements": n,
+        "max_abs": _json_float(max_abs),
+        "nonfinite": nonfinite,
+        "zeros_excess": _json_float(zeros),
+        "constant_excess": _json_float(constant),
+    }
+
+
+def input_excess(x, o, rtol):
+    """max over elements finite in both of (|x - o| - rtol*|o|), x taken in o's shape;
+    None when x is not a floating tensor of o's element count (or nothing is finite)."""
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or x.numel() != o.numel():
+        return None
+    fx, fo = _flat(x), _flat(o)
+    dev = fo.device
+    best = None
+    for s in range(0, fo.numel(), COMPARE_CHUNK):
+        # copy=True: float64 tensors would be returned as they are and overwritten below.
+        a = fx[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+        b = fo[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+        both = torch.isfinite(a) & torch.isfinite(b)
+        if bool(both.any()):
+            e = float((a - b).abs_().sub_(b.abs_().mul_(rtol)).masked_fill_(~both, -math.inf).max())
+            best = e if best is None else max(best, e)
+        del a, b, both
+    return _json_float(best)
+
+
+# ---------------------------------------------------------------------------------------
 # Loading
 
 
@@ -828,23 +1140,15 @@ class Worker:
             self._release_device_memory()
         return time.perf_counter() - t0
 
-    def cmd_make_case(self, cmd, payload):
-        if self.role != "reference":
-            raise WorkerError("protocol", "run", "make_case is for the reference role only")
-        self._require_model("run")
-        seed = _field(cmd, "seed", int, "run")
-        forward_seed = _field(cmd, "forward_seed", int, "run")
-        # Drop the previous case first: on a GPU shared with a candidate process, whatever
-        # this trusted process keeps is memory the candidate cannot have.
-        self.case = None
-        self.pending = None
-        self._release_device_memory()
-        device_io = bool(cmd.get("device_io")) and self.device.type == "cuda"
-        self.pending = None
+    def _make_inputs(self, seed, family, on_device):
+        """The inputs of a case: get_inputs() under `seed` (with the CUDA device as torch's
+        default device when `on_device` and the problem allows it), then `family`'s values
+        for the floating tensors, then the casting rule. Returns (inputs, inputs_on,
+        inputs_s, transformed)."""
         t_in = time.perf_counter()
         inputs_on = "cpu"
         raw = None
-        if device_io:
+        if on_device:
             # Made on the GPU where the problem allows it: torch.rand of a multi-GB input
             # takes seconds on a CPU and milliseconds here. A get_inputs that cannot run
             # with CUDA as the default device (numpy, explicit CPU-only ops) falls back.
@@ -861,21 +1165,47 @@ class Worker:
                 raw = list(self.get_inputs())
             except (Exception, SystemExit) as exc:
                 raise _error_from(exc, "runtime_error", "run", "get_inputs failed: ")
+        try:
+            transformed = apply_family(raw, family, seed, self.dtype)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "run", f"making the {family} inputs failed: ")
         inputs = [cast(x, self.device, self.dtype) for x in raw]
         del raw
         _sync(self.device)
-        inputs_s = time.perf_counter() - t_in
+        return inputs, inputs_on, time.perf_counter() - t_in, transformed
+
+    def cmd_make_case(self, cmd, payload):
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "make_case is for the reference role only")
+        self._require_model("run")
+        seed = _field(cmd, "seed", int, "run")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        family = _check_family(cmd.get("family"), "run")
+        stability_rtol = _rtol_field(cmd, "stability_rtol", "run", required=False)
+        if family == "random":
+            stability_rtol = None  # the problem's own inputs: nothing to measure
+        # Drop the previous case first: on a GPU shared with a candidate process, whatever
+        # this trusted process keeps is memory the candidate cannot have.
+        self.case = None
+        self.pending = None
+        self._release_device_memory()
+        device_io = bool(cmd.get("device_io")) and self.device.type == "cuda"
+        inputs, inputs_on, inputs_s, transformed = self._make_inputs(seed, family, device_io)
         self.case = inputs
         if device_io:
-            return self._make_device_case(inputs, forward_seed, inputs_on, inputs_s)
+            reply, tensors = self._make_device_case(inputs, forward_seed, inputs_on, inputs_s, stability_rtol)
+            reply["family"] = family
+            reply["transformed"] = transformed
+            return reply, tensors
 
         # Inputs are copied to the host before any forward, so an in-place write by the
         # model cannot change what the candidate will be given.
-        args, tensors = [], []
+        args, tensors, pristine = [], [], {}
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 _check_sendable(x, f"input {i}")
-                tensors.append((f"in:{i}", _host_copy(x, snapshot=True)))
+                pristine[i] = _host_copy(x, snapshot=True)
+                tensors.append((f"in:{i}", pristine[i]))
                 args.append({"tensor": f"in:{i}"})
             else:
                 args.append({"value": _json_value(x, i)})
@@ -886,7 +1216,11 @@ class Worker:
             outs64, f64_error = self._run_f64(inputs, forward_seed)
 
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
-        outs = [_host_copy(t, snapshot=False) for t in flatten_outputs(out)]
+        # With stability measurements the outputs are copies of their own even on the CPU:
+        # an output may alias an input (which is restored before the second run) or a
+        # buffer the model reuses.
+        outs = [_host_copy(t, snapshot=stability_rtol is not None) for t in flatten_outputs(out)]
+        del out
         tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
         tensors += [(f"out64:{k}", t) for k, t in enumerate(outs64)]
         reply = {
@@ -897,12 +1231,50 @@ class Worker:
             "run_s": run_s,
             "inputs_s": inputs_s,
             "inputs_on": inputs_on,
+            "family": family,
+            "transformed": transformed,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
-        del out
+        if stability_rtol is not None:
+            self._measure_stability(
+                reply, inputs, pristine, outs, outs64 if self.model64 is not None and f64_error is None else None,
+                forward_seed, stability_rtol,
+            )
         self._release_device_memory()
         return reply, tensors
+
+    def _restore_inputs(self, inputs, pristine):
+        """Writes the pristine values (host or device copies, by input index) back into the
+        case's tensors, which the model may have written to; a tensor that cannot be written
+        (an expanded view) is replaced by a fresh copy."""
+        for i, src in pristine.items():
+            x = inputs[i]
+            try:
+                x.copy_(src)
+            except RuntimeError:
+                inputs[i] = src.to(device=x.device, copy=True)
+
+    def _measure_stability(self, reply, inputs, pristine, outs, outs64, forward_seed, rtol):
+        """Adds `stability` and `stability_s` to a make_case reply: a second working forward
+        on the pristine inputs against the first (`repeat`), and the first against the
+        float64 model (`f64`, None without one)."""
+        t0 = time.perf_counter()
+        self._restore_inputs(inputs, pristine)
+        out2, _ = self._forward(self.model, inputs, forward_seed, "run")
+        outs2 = flatten_outputs(out2)
+        del out2
+        repeat = Excess(rtol)
+        repeat.add_all(outs2, outs)
+        del outs2
+        self._release_device_memory()
+        f64 = None
+        if outs64 is not None:
+            m = Excess(rtol)
+            m.add_all(outs, outs64)
+            f64 = m.json()
+        reply["stability"] = {"repeat": repeat.json(), "f64": f64}
+        reply["stability_s"] = time.perf_counter() - t0
 
     def _release_device_memory(self):
         """Returns the caching allocator's free blocks to the driver. The reference and a
@@ -912,7 +1284,7 @@ class Worker:
             gc.collect()
             torch.cuda.empty_cache()
 
-    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s):
+    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s, stability_rtol=None):
         """make_case with device I/O: the case stays on the GPU, described by specs, until
         `export` copies it into the harness's buffers."""
         args, pending, specs = [], {}, []
@@ -940,7 +1312,12 @@ class Worker:
             except (Exception, SystemExit) as exc:
                 f64_error = _describe(exc)
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
-        outs = [t.detach().contiguous() for t in flatten_outputs(out)]
+        if stability_rtol is None:
+            outs = [t.detach().contiguous() for t in flatten_outputs(out)]
+        else:
+            # Copies of their own: an output may alias an input, which is restored before
+            # the second run, or a buffer the model reuses.
+            outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
         del out
         for k, t in enumerate(outs):
             pending[f"out:{k}"] = t
@@ -961,6 +1338,10 @@ class Worker:
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
+        if stability_rtol is not None:
+            pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+            has64 = self.model64 is not None and f64_error is None
+            self._measure_stability(reply, inputs, pristine, outs, outs64 if has64 else None, forward_seed, stability_rtol)
         return reply, []
 
     def cmd_export(self, cmd, payload):
@@ -1003,6 +1384,225 @@ class Worker:
             return [], exc.message
         except (Exception, SystemExit) as exc:
             return [], _describe(exc)
+
+    # -- audit --------------------------------------------------------------------------
+
+    def cmd_audit(self, cmd, payload):
+        """Measurements for `kbench audit` (PROTOCOL.md, "audit"): how far trivial outputs
+        (zeros, a constant, an input) are from the reference's, and how much the outputs
+        move when one input or one weight changes. No verdicts."""
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "audit is for the reference role only")
+        self._require_model("run")
+        seed = _field(cmd, "seed", int, "run")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        families = _field(cmd, "families", list, "run")
+        for f in families:
+            if not isinstance(f, str):
+                raise WorkerError("protocol", "run", f"families must be names, got {f!r}")
+            _check_family(f, "run")
+        rtol = _rtol_field(cmd, "rtol", "run")
+        max_weights = cmd.get("max_weights", 64)
+        if max_weights is None:
+            max_weights = 64
+        if not (_is_int(max_weights) and max_weights >= 0):
+            raise WorkerError("protocol", "run", f"field 'max_weights' must be a non-negative int, got {max_weights!r}")
+        max_rows = cmd.get("max_rows")
+        if max_rows is not None and not (_is_int(max_rows) and max_rows >= 1):
+            raise WorkerError("protocol", "run", f"field 'max_rows' must be a positive int or null, got {max_rows!r}")
+        self.case = None
+        self.pending = None
+        self._release_device_memory()
+        params = [(n, p) for n, p in self.model.named_parameters() if p.is_floating_point()]
+        total = len(params)
+        if total > max_weights:
+            chosen = [j * total // max_weights for j in range(max_weights)]
+        else:
+            chosen = list(range(total))
+        result = {}
+        for family in families:
+            if family in result:
+                continue
+            t0 = time.perf_counter()
+            state = {"transformed": None, "rows_cut": False}
+            try:
+                fam = self._audit_family(family, seed, forward_seed, rtol, params, chosen, max_rows, state)
+            except WorkerError as exc:
+                fam = {"outputs": [], "error": _clean_text(exc.message, MAX_MESSAGE_CHARS)}
+            except (Exception, SystemExit) as exc:
+                fam = {"outputs": [], "error": _clean_text(_describe(exc), MAX_MESSAGE_CHARS)}
+            fam["seconds"] = time.perf_counter() - t0
+            fam["transformed"] = state["transformed"]
+            fam["rows_cut"] = state["rows_cut"]
+            fam["weights_total"] = total
+            for out in fam["outputs"]:
+                out["weights_total"] = total
+            result[family] = fam
+            self._release_device_memory()
+        return {"type": "audit", "families": result}, []
+
+    def _audit_family(self, family, seed, forward_seed, rtol, params, chosen, max_rows, state):
+        """One family's measurements; `state` gets `transformed` and `rows_cut` as soon as
+        they are known (the caller reports them also when this raises)."""
+        on_device = self.device.type == "cuda"
+        inputs, inputs_on, _, state["transformed"] = self._make_inputs(seed, family, on_device)
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                _check_sendable(x, f"input {i}")
+        out = None
+        if max_rows is not None:
+            cut = _cut_rows(inputs, max_rows)
+            if cut is not None:
+                del inputs
+                self._release_device_memory()
+                inputs = cut
+                del cut
+                pristine = {i: x.detach().clone() for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+                try:
+                    out, _ = self._forward(self.model, inputs, forward_seed, "run")
+                    state["rows_cut"] = True
+                except WorkerError:
+                    # The model does not take fewer rows: the full inputs, made again.
+                    del inputs, pristine
+                    self._release_device_memory()
+                    inputs, inputs_on, _, state["transformed"] = self._make_inputs(seed, family, on_device)
+        if out is None:
+            # Pristine copies on the device: every run starts from them, since the model
+            # may write to its inputs.
+            pristine = {i: x.detach().clone() for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+            out, _ = self._forward(self.model, inputs, forward_seed, "run")
+        # o is a copy of its own: an output may alias an input (identity), a weight or a
+        # buffer the model reuses, all of which the perturbation runs write to.
+        o = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
+        del out
+        self._release_device_memory()
+        outputs = []
+        for t in o:
+            stats = output_stats(t, rtol)
+            stats["input_excess"] = [input_excess(pristine.get(i), t, rtol) for i in range(len(inputs))]
+            stats["input_sensitivity"] = []
+            stats["weight_sensitivity"] = {}
+            outputs.append(stats)
+        errors = []
+
+        def perturbed_run(args, what):
+            """Runs the model on `args`; per output, {max_excess, nan_mismatch} against o,
+            or None for every output when the run failed."""
+            try:
+                out2, _ = self._forward(self.model, args, forward_seed, "run")
+                outs2 = flatten_outputs(out2)
+                del out2
+            except WorkerError as exc:
+                errors.append(_clean_text(f"{what}: {exc.message}", 2000))
+                return [None] * len(o)
+            measured = []
+            for k in range(len(o)):
+                m = Excess(rtol)
+                if k < len(outs2):
+                    m.add(outs2[k], o[k])
+                else:
+                    m.nan_mismatch, m.elements = o[k].numel(), o[k].numel()
+                measured.append(m.json(elements=False))
+            del outs2
+            self._release_device_memory()
+            return measured
+
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                for stats in outputs:
+                    stats["input_sensitivity"].append(None)
+                continue
+            try:
+                changed = self._perturbed_input(family, seed, i, pristine[i], inputs_on)
+            except WorkerError as exc:
+                errors.append(_clean_text(f"perturbing input {i}: {exc.message}", 2000))
+                changed = None
+            if changed is None:
+                measured = [None] * len(o)
+            else:
+                self._restore_inputs(inputs, pristine)
+                args = list(inputs)
+                args[i] = changed
+                measured = perturbed_run(args, f"input {i} changed")
+                del args, changed
+            for stats, m in zip(outputs, measured):
+                stats["input_sensitivity"].append(m)
+
+        for j in chosen:
+            name, p = params[j]
+            self._restore_inputs(inputs, pristine)
+            saved = p.detach().clone()
+            try:
+                flat = p.detach().float().reshape(-1)
+                std = float(flat.std()) if flat.numel() > 1 else 0.0
+                del flat
+                if not math.isfinite(std) or std == 0.0:
+                    std = 1.0
+                g = _generator(p.device, _family_seed(seed + 2, j))
+                new = torch.randn(tuple(p.shape), generator=g, device=p.device, dtype=torch.float32).mul_(std)
+                p.data.copy_(new)
+                del new
+                measured = perturbed_run(inputs, f"weight {name} changed")
+            finally:
+                p.data.copy_(saved)  # bit for bit: same dtype, same storage
+                del saved
+            for stats, m in zip(outputs, measured):
+                stats["weight_sensitivity"][name] = m
+
+        del o, inputs, pristine
+        self._release_device_memory()
+        reply = {"outputs": outputs}
+        if errors:
+            reply["perturbation_errors"] = errors
+        return reply
+
+    def _perturbed_input(self, family, seed, i, x, inputs_on):
+        """Input `i` (pristine value `x`) as the case of seed + 1 would make it: the family's
+        generator with seed + 1 for a floating tensor (for `random`, get_inputs() under
+        seed + 1; should that give the same values, the `signed` values of seed + 1); a
+        uniform redraw in [min, max] of an integer tensor; random flips of a bool tensor."""
+        g = _generator(x.device, _family_seed(seed + 1, i))
+        if x.is_floating_point():
+            if family != "random":
+                return cast(family_values(family, x.shape, x.device, _family_seed(seed + 1, i), self.dtype), self.device, self.dtype)
+            raw, _, _, _ = self._make_inputs(seed + 1, "random", inputs_on == "cuda")
+            y = raw[i] if i < len(raw) else None
+            del raw
+            if (
+                isinstance(y, torch.Tensor)
+                and x.dim() >= 1
+                and y.dim() == x.dim()
+                and y.shape[0] > x.shape[0]
+                and y.shape[1:] == x.shape[1:]
+            ):
+                # max_rows cut x to its first rows: the same rows of the redraw.
+                y = y[: x.shape[0]].clone()
+            if (
+                isinstance(y, torch.Tensor)
+                and y.dim() >= 1
+                and x.dim() >= 1
+                and y.shape[1:] == x.shape[1:]
+                and y.shape[0] > x.shape[0]
+            ):
+                y = y[: x.shape[0]].clone()  # the rows were cut (max_rows)
+            if (
+                not isinstance(y, torch.Tensor)
+                or y.shape != x.shape
+                or y.dtype != x.dtype
+                or torch.equal(y, x)
+            ):
+                y = cast(family_values("signed", x.shape, x.device, _family_seed(seed + 1, i), self.dtype), self.device, self.dtype)
+            return y
+        if x.dtype == torch.bool:
+            flip = torch.rand(tuple(x.shape), generator=g, device=x.device) < 0.5
+            return x ^ flip
+        if x.numel() == 0:
+            return x.clone()
+        lo, hi = int(x.min()), int(x.max())
+        high = hi + 1 if hi < torch.iinfo(x.dtype).max else hi
+        if high <= lo:
+            return x.clone()
+        return torch.randint(lo, high, tuple(x.shape), generator=g, device=x.device, dtype=x.dtype)
 
     def cmd_run_case(self, cmd, payload):
         if self.role != "candidate":
@@ -1161,7 +1761,7 @@ class Worker:
 
     # -- loop ---------------------------------------------------------------------------
 
-    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run"}
+    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run"}
 
     def serve(self):
         handlers = {
@@ -1170,6 +1770,7 @@ class Worker:
             "run_case": self.cmd_run_case,
             "time": self.cmd_time,
             "export": self.cmd_export,
+            "audit": self.cmd_audit,
         }
         while True:
             frame = self.channel.read_frame()
@@ -1218,6 +1819,30 @@ def _field(cmd, key, kind, phase):
     if not ok:
         raise WorkerError("protocol", phase, f"field {key!r} must be {kind.__name__}, got {v!r}")
     return v
+
+
+def _rtol_field(cmd, key, phase, required=True, default=None):
+    """A non-negative finite number (int or float), or `default` when absent and optional."""
+    v = cmd.get(key)
+    if v is None and not required:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise WorkerError("protocol", phase, f"field {key!r} must be a non-negative number, got {v!r}")
+    return float(v)
+
+
+def _cut_rows(inputs, n):
+    """`max_rows`: the inputs with their batch dimension cut to `n` rows (every tensor whose
+    first dimension equals the first input's, when that is larger than n), or None when the
+    first input has no such dimension."""
+    first = inputs[0] if inputs else None
+    if not isinstance(first, torch.Tensor) or first.dim() == 0 or first.shape[0] <= n:
+        return None
+    b = first.shape[0]
+    return [
+        x[:n].clone() if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] == b else x
+        for x in inputs
+    ]
 
 
 def _json_value(x, i):

@@ -473,6 +473,9 @@ pub fn measure(
         config.resume = false;
         config.shard = None;
         config.secret_from = None;
+        // A baseline is a time: the random trials check it computes the problem, and the
+        // stress families (which judge kernels, not torch) are not run.
+        config.families.clear();
         config.out = work.join(format!("{}-{}", chrono_stamp(), std::process::id()));
         let result = crate::engine::run(&config, Arc::clone(&stop))?;
         out.evaluated += result.added;
@@ -523,7 +526,7 @@ fn chrono_stamp() -> String {
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
 /// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -43,6 +43,28 @@ pub enum Command {
     Merge(MergeArgs),
     /// Measure, import and show baseline times (eager, torch.compile, max-autotune).
     Baselines(BaselinesArgs),
+    /// Stress-test one kernel on one problem under every case family; a per-case table.
+    Check(Box<CheckArgs>),
+    /// Flag problems a trivial kernel passes under KernelBench's check (zeros, a constant,
+    /// an input copied, an input or weight ignored), and whether `signed` inputs remove that.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The problem file (class Model, get_inputs, get_init_inputs), named `<id>_<Name>.py`.
+    #[arg(long, value_name = "FILE")]
+    pub problem: PathBuf,
+    /// The kernel to check: a module defining class ModelNew.
+    #[arg(long, value_name = "FILE")]
+    pub kernel: PathBuf,
+    /// Keep the run directory (record, logs) here; default: a temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub python: PythonArgs,
+    #[command(flatten)]
+    pub eval: EvalArgs,
 }
 
 /// Which timing ratio speedups use.
@@ -277,6 +299,11 @@ pub struct EvalArgs {
     /// Correctness trials of the `random` case family (KernelBench: 5).
     #[arg(long, default_value_t = 5)]
     pub trials: u32,
+    /// Stress case families run after the random trials, one case each: `all` (signed,
+    /// nan-inf, denormal, fp16-saturation, large, small, cancellation), `random` (none: the
+    /// KernelBench-compatible check alone), or a comma-separated list of families.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub families: String,
     /// Timed calls per kernel (reference and candidate each).
     #[arg(long, default_value_t = 100)]
     pub timed_calls: u32,
@@ -323,6 +350,53 @@ pub struct EvalArgs {
     /// No progress bar or per-kernel lines.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// The KernelBench tolerance an audit checks against (at fp32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditProfileArg {
+    /// KernelBench HEAD: atol = rtol = 1e-4.
+    Kernelbench,
+    /// The papers' KernelBench: atol = rtol = 1e-2.
+    #[value(name = "kernelbench-v0.1")]
+    KernelbenchV01,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: kbench audit --kernelbench KernelBench --device cpu --max-rows 64 \
+                  --jobs 2 --out audit/kernelbench"
+)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+    #[command(flatten)]
+    pub python: PythonArgs,
+    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Tolerance profile the trivial outputs are checked against (fp32).
+    #[arg(long, value_enum, default_value = "kernelbench")]
+    pub profile: AuditProfileArg,
+    /// Write audit.json and audit.md into this directory (default: print the table only).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seconds allowed per problem (worker start, load and all measurements).
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Cut the batch dimension of the inputs to this many rows where the model allows it
+    /// (for hosts without the memory of the problems' full inputs).
+    #[arg(long, value_name = "N")]
+    pub max_rows: Option<u64>,
+    /// Problems audited in parallel (one worker process each).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// CPU intra-op threads per worker on --device cpu (default: the cores divided by --jobs).
+    #[arg(long, value_name = "N")]
+    pub cpu_threads: Option<u32>,
+    /// Seed for weights, set before get_init_inputs and Model (KernelBench: 42).
+    #[arg(long, default_value_t = 42)]
+    pub weight_seed: u64,
 }
 
 #[derive(Debug, Args)]

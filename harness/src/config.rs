@@ -73,6 +73,8 @@ pub struct RunConfig {
     pub profile: ToleranceProfile,
     /// Correctness trials of the `random` family.
     pub trials: u32,
+    /// Stress families, one case each after the random trials (`--families`).
+    pub families: Vec<kbench_record::CaseFamily>,
     pub timing: Option<TimingConfig>,
     pub timeouts: Timeouts,
     pub out: PathBuf,
@@ -96,6 +98,64 @@ pub struct RunConfig {
     /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
     /// (baselines measured again after running out of memory beside loads sent ahead).
     pub lookahead: Option<usize>,
+}
+
+/// `--families`: `all`, `random` or a list of stress families (`random` may be named in a
+/// list; it always runs).
+pub fn parse_families(spec: &str) -> Result<Vec<kbench_record::CaseFamily>> {
+    use kbench_record::CaseFamily;
+    let known = kbench_adversarial::STRESS_FAMILIES;
+    let names = || {
+        known
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec.trim() {
+        "all" => return Ok(known.to_vec()),
+        "random" | "none" => return Ok(Vec::new()),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let f = CaseFamily::from(name);
+        if f == CaseFamily::Random {
+            continue;
+        }
+        if !known.contains(&f) {
+            bail!(
+                "--families: unknown case family `{name}`; known: random, {}, or `all`",
+                names()
+            );
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+impl RunConfig {
+    /// Cases per candidate: the random trials, then one per stress family.
+    pub fn cases_total(&self) -> u32 {
+        self.trials + self.families.len() as u32
+    }
+
+    /// Case `t` of [`cases_total`](Self::cases_total), in the order they run.
+    pub fn case_ref(&self, t: u32) -> kbench_record::CaseRef {
+        if t < self.trials {
+            kbench_record::CaseRef {
+                family: kbench_record::CaseFamily::Random,
+                index: t,
+            }
+        } else {
+            kbench_record::CaseRef {
+                family: self.families[(t - self.trials) as usize].clone(),
+                index: 0,
+            }
+        }
+    }
 }
 
 impl TryFrom<RunArgs> for RunConfig {
@@ -202,6 +262,7 @@ impl RunConfig {
                 ProfileArg::KernelbenchV01 => ToleranceProfile::KernelBenchV01,
             },
             trials: a.trials,
+            families: parse_families(&a.families)?,
             timing,
             timeouts: Timeouts {
                 start: Duration::from_secs_f64(a.timeout_start),

@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use kbench_adversarial::Comparison;
 use kbench_record::protocol::Frame;
 use kbench_record::{
-    CandidateRef, CaseResult, Device, Dtype, Environment, EvalRecord, HostTensor, Outcome, Phase,
-    PhaseTimes, SCHEMA_VERSION,
+    CandidateRef, CaseFamily, CaseResult, Device, Dtype, Environment, EvalRecord, HostTensor,
+    Outcome, Phase, PhaseTimes, SCHEMA_VERSION,
 };
 use kbench_suites::Problem;
 use serde_json::{json, Value};
@@ -764,6 +764,28 @@ pub(crate) struct Ctx<'a> {
     pub gate: Arc<StartGate>,
 }
 
+impl<'a> Ctx<'a> {
+    /// The context of a command that starts only trusted reference workers, one problem at
+    /// a time (`kbench audit`): no candidate builds, no timing.
+    pub(crate) fn for_reference_workers(
+        config: &'a RunConfig,
+        info: &'a PythonInfo,
+        worker_script: &'a Path,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Ctx {
+            config,
+            python: &config.python.python,
+            info,
+            worker_script,
+            stop,
+            cuda_arch: None,
+            builds: None,
+            gate: Arc::new(StartGate::default()),
+        }
+    }
+}
+
 impl Ctx<'_> {
     pub fn spec(
         &self,
@@ -1185,15 +1207,77 @@ fn evaluate_candidate(
         }
 
         let tc_all = Instant::now();
-        for t in 0..c.trials {
+        let mut stress_failure: Option<Outcome> = None;
+        // The random trials first (KernelBench's check: a failure there ends the
+        // evaluation), then timing, then one case per stress family. A stress failure is
+        // recorded and the other families still run, so the record names every family that
+        // fails; an error or crash there ends the evaluation but keeps the timing.
+        let total = c.cases_total();
+        for t in 0..=total {
+            if t == c.trials {
+                phases.correctness_s = tc_all.elapsed().as_secs_f64();
+                if let Some(tc) = &c.timing {
+                    let tt = Instant::now();
+                    let held = reference.hold_case(ctx, exec, problem, run_dir, c.trials - 1);
+                    let result = match held {
+                        Err(RefFailure::Interrupted) => return Ok(None),
+                        Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
+                        Ok(()) => {
+                            ctx.gate.begin_timing();
+                            let r = time_pair(c, exec, &mut reference.worker, &mut worker, tc);
+                            ctx.gate.end_timing();
+                            r
+                        }
+                    };
+                    phases.timing_s = tt.elapsed().as_secs_f64();
+                    match result {
+                        Ok(TimingResult::Measured(t)) => timing = Some(t),
+                        Ok(TimingResult::Failed(o)) => {
+                            log_tail = worker.log_tail();
+                            break 'eval o;
+                        }
+                        Ok(TimingResult::ReferenceFailed(msg)) => {
+                            reference.forget_worker_case();
+                            notes.push(format!("not timed: {msg}"))
+                        }
+                        Err(f) => fault!(f, Phase::Time),
+                    }
+                }
+            }
+            if t == total {
+                break;
+            }
+            let case = c.case_ref(t);
+            let stress = case.family != CaseFamily::Random;
             let rc = match reference.case(ctx, exec, problem, run_dir, t) {
                 Ok(rc) => rc,
+                Err(RefFailure::Failed(message)) if stress => {
+                    // The reference itself fails on these inputs: nothing to judge against.
+                    let first = message.lines().next().unwrap_or_default().to_string();
+                    cases.push(not_applicable_case(
+                        case,
+                        format!("the reference fails on it: {first}"),
+                    ));
+                    continue;
+                }
                 Err(RefFailure::Failed(message)) => {
                     log_tail = worker.log_tail();
                     break 'eval Outcome::ReferenceError { message };
                 }
                 Err(RefFailure::Interrupted) => return Ok(None),
             };
+            if let Some(why) = &rc.not_applicable {
+                cases.push(not_applicable_case(case, why.clone()));
+                continue;
+            }
+            if stress {
+                // Stands for the case if the candidate errs or crashes on it: the record
+                // then shows which family did it, after every random case passed.
+                let mut failed = not_applicable_case(case.clone(), String::new());
+                failed.not_applicable = None;
+                failed.passed = false;
+                cases.push(failed);
+            }
             let tc = Instant::now();
             let judged = match &rc.data {
                 CaseData::Host { run_frame, .. } => {
@@ -1230,40 +1314,23 @@ fn evaluate_candidate(
                     Err(DeviceCaseError::Harness(e)) => return Err(e),
                 },
             };
+            if stress {
+                cases.pop();
+            }
             cases.push(judged.result);
             if let Some(o) = judged.failure {
-                log_tail = worker.log_tail();
-                break 'eval o;
-            }
-        }
-        phases.correctness_s = tc_all.elapsed().as_secs_f64();
-
-        if let Some(tc) = &c.timing {
-            let tt = Instant::now();
-            let held = reference.hold_case(ctx, exec, problem, run_dir, c.trials - 1);
-            let result = match held {
-                Err(RefFailure::Interrupted) => return Ok(None),
-                Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
-                Ok(()) => {
-                    ctx.gate.begin_timing();
-                    let r = time_pair(c, exec, &mut reference.worker, &mut worker, tc);
-                    ctx.gate.end_timing();
-                    r
-                }
-            };
-            phases.timing_s = tt.elapsed().as_secs_f64();
-            match result {
-                Ok(TimingResult::Measured(t)) => timing = Some(t),
-                Ok(TimingResult::Failed(o)) => {
+                if !stress {
                     log_tail = worker.log_tail();
                     break 'eval o;
                 }
-                Ok(TimingResult::ReferenceFailed(msg)) => {
-                    reference.forget_worker_case();
-                    notes.push(format!("not timed: {msg}"))
-                }
-                Err(f) => fault!(f, Phase::Time),
+                stress_failure.get_or_insert(o);
             }
+        }
+        phases.correctness_s = (tc_all.elapsed().as_secs_f64() - phases.timing_s).max(0.0);
+        if let Some(o) = stress_failure {
+            log_tail = worker.log_tail();
+            worker.shutdown();
+            break 'eval o;
         }
         log_tail = worker.log_tail();
         worker.shutdown();
@@ -1277,8 +1344,10 @@ fn evaluate_candidate(
     let mut all_notes = reference.notes.clone();
     all_notes.append(&mut notes);
     let notes = all_notes;
-    let baselines = match (&c.baselines, &timing, outcome.is_ok()) {
-        (Some(table), Some(t), true) => table.ratios(&problem.to_ref(), &t.candidate),
+    // Timed only when every random case passed: the ratios serve the random-only
+    // (KernelBench-comparable) figures even when a stress family failed.
+    let baselines = match (&c.baselines, &timing) {
+        (Some(table), Some(t)) => table.ratios(&problem.to_ref(), &t.candidate),
         _ => Default::default(),
     };
     Ok(Some(EvalRecord {
@@ -1307,6 +1376,22 @@ fn evaluate_candidate(
         env,
         baselines,
     }))
+}
+
+/// A case the candidate was not run on, with the reason.
+fn not_applicable_case(case: kbench_record::CaseRef, why: String) -> CaseResult {
+    CaseResult {
+        case,
+        passed: true,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        elements: 0,
+        rel_l2_vs_f64: None,
+        wall_s: 0.0,
+        not_applicable: Some(why),
+        flush: None,
+    }
 }
 
 fn count_mismatch(got: usize, expected: usize) -> Option<Outcome> {
@@ -1500,6 +1585,35 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
         }
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
+    if rc.case.family == CaseFamily::Denormal {
+        // Did the candidate flush subnormal results to zero (fast-math, FTZ)? The values are
+        // far below atol, so only this count shows it; under the strict profile it fails.
+        let counts = outputs
+            .iter()
+            .zip(ref_outputs)
+            .filter_map(|(c, r)| kbench_adversarial::flush_count(c, r));
+        let flush = counts.fold(None, |acc: Option<kbench_record::FlushCount>, f| {
+            Some(acc.map_or(f, |a| kbench_record::FlushCount {
+                subnormal: a.subnormal + f.subnormal,
+                zeroed: a.zeroed + f.zeroed,
+            }))
+        });
+        if let Some(f) =
+            flush.filter(|f| f.flushed() && c.profile == kbench_record::ToleranceProfile::Strict)
+        {
+            failure.get_or_insert(Outcome::Mismatch {
+                case: rc.case.clone(),
+                output: 0,
+                max_abs: result.max_abs,
+                max_rel: result.max_rel,
+                count: f.zeroed,
+                total: f.subnormal,
+                first_index: Vec::new(),
+                rule: "flush-to-zero".into(),
+            });
+        }
+        result.flush = flush;
+    }
     result.passed &= failure.is_none();
     Judged { result, failure }
 }

@@ -3,8 +3,10 @@
 
 pub mod affinity;
 pub mod agents;
+pub mod audit;
 pub mod baselines;
 pub mod build;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod devcmp;

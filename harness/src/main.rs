@@ -38,6 +38,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Slurm(a) => slurm(a),
         Command::Merge(a) => merge(a),
         Command::Baselines(a) => baselines_cmd(a),
+        Command::Check(a) => kbench::check::command(&a, install_stop_flag()),
+        Command::Audit(a) => kbench::audit::command(&a, install_stop_flag()),
     }
 }
 

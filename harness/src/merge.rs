@@ -321,6 +321,7 @@ mod tests {
             precision: "fp32".into(),
             profile: "strict".into(),
             trials: 5,
+            families: Vec::new(),
             timed_calls: None,
             weight_seed: 42,
             shard: shard.map(Into::into),

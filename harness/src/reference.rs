@@ -69,6 +69,8 @@ pub struct RefCase {
     pub case: CaseRef,
     pub forward_seed: u64,
     pub data: CaseData,
+    /// Why a stress case does not apply to this problem (the candidate is not run on it).
+    pub not_applicable: Option<String>,
 }
 
 impl RefCase {
@@ -273,7 +275,7 @@ impl ReferenceSession {
         // Keep the case while the whole set (estimated from this case) fits the budget.
         if self.caching
             && t as usize == self.cached.len()
-            && self.cached_bytes + bytes * u64::from(c.trials - t) <= self.budget
+            && self.cached_bytes + bytes * u64::from(c.cases_total() - t) <= self.budget
         {
             self.cached_bytes += bytes;
             self.cached.push(Arc::clone(&rc));
@@ -335,10 +337,7 @@ impl ReferenceSession {
     ) -> Result<Option<RefCase>, RefFailure> {
         let c = ctx.config;
         let sha = &self.problem_sha;
-        let case = CaseRef {
-            family: CaseFamily::Random,
-            index: t,
-        };
+        let case = c.case_ref(t);
         let seed = run_dir
             .secret
             .derive(&format!("input/{sha}/{}/{t}", case.family));
@@ -348,10 +347,13 @@ impl ReferenceSession {
         let device_io = self.gpu.is_some();
         let t0 = Instant::now();
         self.worker_case = None;
-        let reply = match self.worker.request(
-            Frame::new(json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed, "device_io": device_io})),
-            c.timeouts.run,
-        ) {
+        let mut request = json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed, "device_io": device_io});
+        let tol = kbench_adversarial::tolerance(c.profile, c.precision);
+        if case.family != CaseFamily::Random {
+            request["family"] = json!(case.family.to_string());
+            request["stability_rtol"] = json!(tol.rtol);
+        }
+        let reply = match self.worker.request(Frame::new(request), c.timeouts.run) {
             Ok(r) => r,
             Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
             Err(f) => {
@@ -381,6 +383,7 @@ impl ReferenceSession {
                 self.notes.push(note);
             }
         }
+        let not_applicable = applicability(&case, &reply.header, tol);
         let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
         let result = if !keep {
             if device_io {
@@ -392,7 +395,11 @@ impl ReferenceSession {
             Some(self.take_device_case(ctx, &reply, case, forward_seed, arg_list)?)
         } else {
             Some(take_host_case(&reply, case, forward_seed, arg_list)?)
-        };
+        }
+        .map(|mut rc| {
+            rc.not_applicable = not_applicable;
+            rc
+        });
         self.made_s += t0.elapsed().as_secs_f64();
         Ok(result)
     }
@@ -512,6 +519,7 @@ impl ReferenceSession {
         Ok(RefCase {
             case,
             forward_seed,
+            not_applicable: None,
             data: CaseData::Device {
                 args,
                 inputs,
@@ -553,6 +561,7 @@ fn take_host_case(
     Ok(RefCase {
         case,
         forward_seed,
+        not_applicable: None,
         data: CaseData::Host {
             run_frame,
             outputs,
@@ -606,4 +615,31 @@ pub fn load_request(ctx: &Ctx, exec: &Exec, problem_path: &Path) -> Frame {
         "want_f64": c.profile == ToleranceProfile::Strict,
         "num_threads": ctx.num_threads(exec.device),
     }))
+}
+
+/// A stress case's applicability from the reference worker's reply (`transformed` and the
+/// `stability` measurements: PROTOCOL.md, `make_case`), by [`kbench_adversarial::not_applicable`].
+fn applicability(
+    case: &CaseRef,
+    header: &Value,
+    tol: kbench_adversarial::Tolerance,
+) -> Option<String> {
+    let stability = |key: &str| {
+        header
+            .get("stability")
+            .and_then(|s| s.get(key))
+            .filter(|v| v.is_object())
+            .map(|v| kbench_adversarial::Stability {
+                max_excess: v.get("max_excess").and_then(Value::as_f64),
+                nan_mismatch: v.get("nan_mismatch").and_then(Value::as_u64).unwrap_or(0),
+                elements: v.get("elements").and_then(Value::as_u64).unwrap_or(0),
+            })
+    };
+    kbench_adversarial::not_applicable(
+        &case.family,
+        header.get("transformed").and_then(Value::as_u64),
+        stability("repeat").as_ref(),
+        stability("f64").as_ref(),
+        tol,
+    )
 }

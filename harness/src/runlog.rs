@@ -29,6 +29,9 @@ pub struct RunManifest {
     pub precision: String,
     pub profile: String,
     pub trials: u32,
+    /// Stress case families after the random trials (absent in runs made before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<String>,
     pub timed_calls: Option<u32>,
     pub weight_seed: u64,
     /// `i/N` when this run is one shard of a larger run (`--shard`); absent for a whole or
@@ -50,6 +53,7 @@ impl RunManifest {
             precision: c.precision.to_string(),
             profile: c.profile.to_string(),
             trials: c.trials,
+            families: c.families.iter().map(|f| f.to_string()).collect(),
             timed_calls: c.timing.as_ref().map(|t| t.timed_calls),
             weight_seed: c.weight_seed,
             shard: c.shard.map(|s| s.to_string()),
@@ -74,6 +78,20 @@ impl RunManifest {
             return Some(format!(
                 "trials: recorded {}, now {}",
                 self.trials, other.trials
+            ));
+        }
+        if self.families != other.families {
+            let show = |f: &[String]| {
+                if f.is_empty() {
+                    "random only".to_string()
+                } else {
+                    f.join(",")
+                }
+            };
+            return Some(format!(
+                "case families: recorded {}, now {}",
+                show(&self.families),
+                show(&other.families)
             ));
         }
         if self.timed_calls != other.timed_calls {

@@ -42,6 +42,7 @@ pub use report::{
 pub use sample::Sample;
 pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};
 pub use table::render_summary;
+pub use task::correct_on_random;
 pub use timing::{
     paired_round_ratios, paired_speedup, speedup, speedup_of_samples, timing_stats,
     timing_stats_of, Speedup,

@@ -71,6 +71,16 @@ pub struct RunSummary {
     pub median_speedup: Option<f64>,
     /// Records per outcome kind (`Outcome::kind`), in name order.
     pub outcomes: BTreeMap<String, usize>,
+    /// Candidates correct under KernelBench's own check, the `random` family alone
+    /// ([`crate::task::correct_on_random`]); `correct` is under every family that ran.
+    #[serde(default)]
+    pub correct_random: usize,
+    /// Per stress family: candidates that failed one of its cases.
+    #[serde(default)]
+    pub family_failures: BTreeMap<String, usize>,
+    /// Per stress family: cases not run because they do not apply to the problem.
+    #[serde(default)]
+    pub not_applicable: BTreeMap<String, usize>,
 }
 
 impl RunSummary {
@@ -78,8 +88,24 @@ impl RunSummary {
     pub fn from_records(records: &[EvalRecord], basis: SpeedupBasis) -> Self {
         let mut outcomes = BTreeMap::new();
         let mut speedups = Vec::new();
-        let (mut compiled, mut correct) = (0, 0);
+        let (mut compiled, mut correct, mut correct_random) = (0, 0, 0);
+        let mut family_failures: BTreeMap<String, usize> = BTreeMap::new();
+        let mut not_applicable: BTreeMap<String, usize> = BTreeMap::new();
         for r in records {
+            correct_random += usize::from(crate::task::correct_on_random(r));
+            let mut failed: Vec<String> = r
+                .cases
+                .iter()
+                .filter(|c| !c.passed && c.case.family != kbench_record::CaseFamily::Random)
+                .map(|c| c.case.family.to_string())
+                .collect();
+            failed.dedup();
+            for f in failed {
+                *family_failures.entry(f).or_insert(0) += 1;
+            }
+            for c in r.cases.iter().filter(|c| c.not_applicable.is_some()) {
+                *not_applicable.entry(c.case.family.to_string()).or_insert(0) += 1;
+            }
             *outcomes.entry(r.outcome.kind().to_string()).or_insert(0) += 1;
             compiled += usize::from(r.outcome.compiled());
             if r.outcome.is_ok() {
@@ -99,6 +125,9 @@ impl RunSummary {
             fast_1: ratio(fast_1_count, records.len()),
             median_speedup: (!speedups.is_empty()).then(|| percentile_sorted(&speedups, 50.0)),
             outcomes,
+            correct_random,
+            family_failures,
+            not_applicable,
         }
     }
 

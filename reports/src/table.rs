@@ -31,6 +31,11 @@ pub fn render_summary(s: &RunSummary) -> String {
             String::new(),
         ),
         (
+            "correct random".into(),
+            count_of(s.correct_random, s.evaluated),
+            "KernelBench's check: the random family alone".into(),
+        ),
+        (
             "fast_1".into(),
             count_of(s.fast_1_count, s.evaluated),
             "correct and speedup > 1, over all evaluated".into(),
@@ -42,8 +47,21 @@ pub fn render_summary(s: &RunSummary) -> String {
             format!("{} basis, over {} timed correct", s.basis.as_str(), s.timed),
         ),
     ];
+    let mut rows = rows;
+    if s.correct_random != s.correct || !s.family_failures.is_empty() {
+        // `correct` then holds every case family: say so, and which families failed.
+        rows[2].2 = "under every case family that applies".into();
+    }
     let mut out = String::new();
     push_rows(&mut out, &rows);
+    if !s.family_failures.is_empty() {
+        let named: Vec<String> = s
+            .family_failures
+            .iter()
+            .map(|(f, n)| format!("{f} ({n})"))
+            .collect();
+        out.push_str(&format!("failing families: {}\n", named.join(", ")));
+    }
     if !s.outcomes.is_empty() {
         out.push('\n');
         let mut outcome_rows = vec![("outcome".to_string(), "count".to_string(), String::new())];

@@ -142,7 +142,8 @@ impl Candidate {
             }
         }
         let mut families: BTreeMap<String, bool> = BTreeMap::new();
-        for c in &r.cases {
+        // A case that does not apply to the problem is no evidence either way.
+        for c in r.cases.iter().filter(|c| c.not_applicable.is_none()) {
             *families.entry(c.case.family.to_string()).or_insert(true) &= c.passed;
         }
         // A failure the record attributes to a case fails that case's family even when the
@@ -191,15 +192,27 @@ fn failed_case_family(o: &Outcome) -> Option<&CaseFamily> {
 /// Correct under KernelBench's own check, the `random` family alone: the outcome is `ok`,
 /// or the candidate passed every `random` case it ran (at least one) and its failure is
 /// attributed to a case of another family (`mismatch`, `wrong_shape`, `wrong_dtype` on a
-/// `signed`, `nan-inf`, ... case). Failures not tied to a case (runtime errors, crashes,
-/// timeouts, integrity flags) count as incorrect under both definitions, since the record
-/// cannot show that the random cases alone would have passed.
+/// `signed`, `nan-inf`, ... case), or it erred, crashed or timed out on a stress case (which
+/// the engine records as a failed case; stress cases run only after every random case
+/// passed). Other failures not tied to a case (load errors, integrity flags) count as
+/// incorrect under both definitions.
 pub fn correct_on_random(r: &EvalRecord) -> bool {
     if r.outcome.is_ok() {
         return true;
     }
     let Some(family) = failed_case_family(&r.outcome) else {
-        return false;
+        // An error or crash on a stress case: the engine runs stress cases only after every
+        // random case passed, and records the case it failed on.
+        let mut random = r
+            .cases
+            .iter()
+            .filter(|c| c.case.family == CaseFamily::Random)
+            .peekable();
+        let stress_failed = r
+            .cases
+            .iter()
+            .any(|c| c.case.family != CaseFamily::Random && !c.passed);
+        return stress_failed && random.peek().is_some() && random.all(|c| c.passed);
     };
     let mut random = r
         .cases

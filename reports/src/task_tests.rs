@@ -21,6 +21,8 @@ fn case(family: &str, index: u32, passed: bool) -> CaseResult {
         elements: 1,
         rel_l2_vs_f64: None,
         wall_s: 0.0,
+        not_applicable: None,
+        flush: None,
     }
 }
 

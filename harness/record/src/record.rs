@@ -221,6 +221,30 @@ pub struct CaseResult {
     pub rel_l2_vs_f64: Option<f64>,
     /// Candidate's own wall time for the call, seconds (harness clock).
     pub wall_s: f64,
+    /// Why this case was not run against the candidate: the reference itself is unstable
+    /// under it, or the family changes none of the problem's inputs. Such a case counts as
+    /// passed and is not evidence of correctness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<String>,
+    /// `denormal` family: how the candidate treated subnormal reference values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush: Option<FlushCount>,
+}
+
+/// Subnormal values in the reference's outputs (at the working precision) and how many of
+/// them the candidate returned as exactly zero: a candidate built with flush-to-zero
+/// (`--use_fast_math`) returns most of them as zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushCount {
+    pub subnormal: u64,
+    pub zeroed: u64,
+}
+
+impl FlushCount {
+    /// At least 16 subnormal reference values, and half or more came back as zero.
+    pub fn flushed(&self) -> bool {
+        self.subnormal >= 16 && self.zeroed * 2 >= self.subnormal
+    }
 }
 
 /// Summary of timing samples, all in milliseconds. Samples are kept.

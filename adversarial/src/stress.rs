@@ -1,0 +1,241 @@
+//! Stress case families: whether a family applies to a problem (decided by rule from the
+//! reference's own behaviour, never from a list), and flush-to-zero detection for the
+//! `denormal` family.
+
+use half::{bf16, f16};
+use kbench_record::{CaseFamily, Dtype, FlushCount, HostTensor};
+
+use crate::tolerance::Tolerance;
+
+/// Every family besides `random`, in the order a run takes them.
+pub const STRESS_FAMILIES: [CaseFamily; 7] = [
+    CaseFamily::Signed,
+    CaseFamily::NanInf,
+    CaseFamily::Denormal,
+    CaseFamily::Fp16Saturation,
+    CaseFamily::Large,
+    CaseFamily::Small,
+    CaseFamily::Cancellation,
+];
+
+/// How far two computations of the reference's outputs are apart, as the reference worker
+/// measures it: `max_excess` is the largest `|a − b| − rtol·|b|` over elements finite in
+/// both (an element is within tolerance when this is at most `atol`), `nan_mismatch` counts
+/// elements whose NaN/Inf pattern differs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Stability {
+    pub max_excess: Option<f64>,
+    pub nan_mismatch: u64,
+    pub elements: u64,
+}
+
+impl Stability {
+    fn beyond(&self, tol: Tolerance) -> bool {
+        self.nan_mismatch > 0 || self.max_excess.is_some_and(|e| e > tol.atol)
+    }
+
+    fn describe(&self, tol: Tolerance) -> String {
+        let mut parts = Vec::new();
+        if let Some(e) = self.max_excess.filter(|&e| e > tol.atol) {
+            parts.push(format!(
+                "|a − b| exceeds atol + rtol·|b| by up to {:.3e} (atol {:.0e})",
+                e - tol.atol,
+                tol.atol
+            ));
+        }
+        if self.nan_mismatch > 0 {
+            parts.push(format!(
+                "{} of {} elements differ in NaN/Inf",
+                self.nan_mismatch, self.elements
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Why a stress case does not apply to a problem, or `None` when it does. `random` always
+/// applies (it is KernelBench's own check). A stress case does not apply when
+///
+/// 1. it changed none of the problem's inputs (`transformed == 0`: no floating-point input
+///    tensors, e.g. a problem taking only indices);
+/// 2. the reference disagrees with itself: two runs on the same inputs differ beyond the
+///    profile's tolerance (`repeat`);
+/// 3. the working-precision reference and the float64 reference disagree beyond the
+///    profile's tolerance (`f64`): the problem itself is ill-conditioned under these inputs
+///    (e.g. fp32 overflows where float64 does not), so no kernel can be judged on them.
+pub fn not_applicable(
+    family: &CaseFamily,
+    transformed: Option<u64>,
+    repeat: Option<&Stability>,
+    f64: Option<&Stability>,
+    tol: Tolerance,
+) -> Option<String> {
+    if *family == CaseFamily::Random {
+        return None;
+    }
+    if transformed == Some(0) {
+        return Some(
+            "the family changes none of the problem's inputs (it has no floating-point input tensors)"
+                .into(),
+        );
+    }
+    if let Some(r) = repeat.filter(|r| r.beyond(tol)) {
+        return Some(format!(
+            "the reference is not stable under it: two runs on the same inputs differ ({})",
+            r.describe(tol)
+        ));
+    }
+    if let Some(r) = f64.filter(|r| r.beyond(tol)) {
+        return Some(format!(
+            "the reference is ill-conditioned under it: the working-precision and float64 references differ ({})",
+            r.describe(tol)
+        ));
+    }
+    None
+}
+
+/// Smallest positive normal value of a float dtype.
+fn smallest_normal(dtype: Dtype) -> Option<f64> {
+    Some(match dtype {
+        Dtype::F32 => f64::from(f32::MIN_POSITIVE),
+        Dtype::F16 => f64::from(f16::MIN_POSITIVE),
+        Dtype::Bf16 => f64::from(bf16::MIN_POSITIVE),
+        Dtype::F64 => f64::MIN_POSITIVE,
+        _ => return None,
+    })
+}
+
+fn values(t: &HostTensor) -> Option<Vec<f64>> {
+    let b = t.data();
+    Some(match t.dtype() {
+        Dtype::F32 => b
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        Dtype::F16 => b
+            .chunks_exact(2)
+            .map(|c| f64::from(f16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        Dtype::Bf16 => b
+            .chunks_exact(2)
+            .map(|c| f64::from(bf16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        Dtype::F64 => b
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect(),
+        _ => return None,
+    })
+}
+
+/// Subnormal values of `reference` (nonzero, below its dtype's smallest normal) and how many
+/// of them `candidate` holds as exactly zero at the same position. `None` for non-float
+/// outputs or mismatched shapes and dtypes (the comparison reports those).
+pub fn flush_count(candidate: &HostTensor, reference: &HostTensor) -> Option<FlushCount> {
+    if candidate.shape() != reference.shape() || candidate.dtype() != reference.dtype() {
+        return None;
+    }
+    let tiny = smallest_normal(reference.dtype())?;
+    let (c, r) = (values(candidate)?, values(reference)?);
+    let mut out = FlushCount {
+        subnormal: 0,
+        zeroed: 0,
+    };
+    for (c, r) in c.iter().zip(&r) {
+        if *r != 0.0 && r.abs() < tiny {
+            out.subnormal += 1;
+            if *c == 0.0 {
+                out.zeroed += 1;
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOL: Tolerance = Tolerance {
+        atol: 1e-4,
+        rtol: 1e-4,
+    };
+
+    fn f32s(v: &[f32]) -> HostTensor {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        HostTensor::new(Dtype::F32, vec![v.len() as u64], bytes).unwrap()
+    }
+
+    #[test]
+    fn random_always_applies_and_stress_cases_need_a_stable_reference() {
+        let wild = Stability {
+            max_excess: Some(1.0),
+            nan_mismatch: 0,
+            elements: 10,
+        };
+        let calm = Stability {
+            max_excess: Some(-1e-3),
+            nan_mismatch: 0,
+            elements: 10,
+        };
+        let nan = Stability {
+            max_excess: None,
+            nan_mismatch: 3,
+            elements: 10,
+        };
+        assert_eq!(
+            not_applicable(&CaseFamily::Random, Some(0), Some(&wild), Some(&wild), TOL),
+            None
+        );
+        let why = not_applicable(&CaseFamily::Signed, Some(0), None, None, TOL).unwrap();
+        assert!(why.contains("none of the problem's inputs"), "{why}");
+        let why = not_applicable(&CaseFamily::Large, Some(1), Some(&wild), None, TOL).unwrap();
+        assert!(why.contains("two runs"), "{why}");
+        let why =
+            not_applicable(&CaseFamily::Large, Some(1), Some(&calm), Some(&nan), TOL).unwrap();
+        assert!(why.contains("float64") && why.contains("3 of 10"), "{why}");
+        assert_eq!(
+            not_applicable(&CaseFamily::Small, Some(2), Some(&calm), Some(&calm), TOL),
+            None
+        );
+        // Exactly at atol is within tolerance (allclose uses <=).
+        let edge = Stability {
+            max_excess: Some(1e-4),
+            ..calm
+        };
+        assert_eq!(
+            not_applicable(&CaseFamily::Small, Some(2), Some(&edge), None, TOL),
+            None
+        );
+    }
+
+    #[test]
+    fn flush_to_zero_is_counted_on_subnormal_reference_values_only() {
+        let sub = f32::MIN_POSITIVE / 8.0;
+        let reference = f32s(&[sub, -sub, 1.0, 0.0, sub * 2.0]);
+        let honest = f32s(&[sub, -sub, 1.0, 0.0, sub * 2.0]);
+        let flushed = f32s(&[0.0, -0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(
+            flush_count(&honest, &reference),
+            Some(FlushCount {
+                subnormal: 3,
+                zeroed: 0
+            })
+        );
+        assert_eq!(
+            flush_count(&flushed, &reference),
+            Some(FlushCount {
+                subnormal: 3,
+                zeroed: 3
+            })
+        );
+        // Too few subnormal values to say.
+        assert!(!flush_count(&flushed, &reference).unwrap().flushed());
+        let many_ref = f32s(&[sub; 32]);
+        let many_zero = f32s(&[0.0; 32]);
+        assert!(flush_count(&many_zero, &many_ref).unwrap().flushed());
+        assert!(!flush_count(&many_ref, &many_ref).unwrap().flushed());
+        let ints = HostTensor::new(Dtype::I64, vec![1], vec![0; 8]).unwrap();
+        assert_eq!(flush_count(&ints, &ints), None);
+    }
+}

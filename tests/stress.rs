@@ -1,0 +1,264 @@
+//! Issue 5 end to end: the stress case families catch kernels that KernelBench's random
+//! inputs pass, and honest kernels (a reordered long reduction included) pass every family
+//! that applies. Real worker, real torch on CPU, one real C++ extension.
+//!
+//! Fixtures: `tests/fixtures/stress/problems/level1` (small problems with KernelBench's
+//! `torch.rand` inputs) and `tests/fixtures/stress/kernels/level1` (candidates, `<id>_<label>.py`).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{kbench, records, repo_root, show};
+use serde_json::Value;
+
+fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let root = repo_root();
+    let fixtures = root.join("tests/fixtures/stress");
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--agent".into(),
+        "replay".into(),
+        "--replay-dir".into(),
+        fixtures.join("kernels").display().to_string(),
+        "--kernelbench".into(),
+        fixtures.join("problems").display().to_string(),
+        "--levels".into(),
+        "1".into(),
+        "--device".into(),
+        "cpu".into(),
+        "--no-timing".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    kbench().args(&args).output().expect("running kbench")
+}
+
+/// Candidate name → record.
+fn by_candidate(out: &std::path::Path) -> BTreeMap<String, Value> {
+    records(out)
+        .into_iter()
+        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// Families with a failed case, and those not applicable, of one record.
+fn families(r: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut failed, mut na) = (Vec::new(), Vec::new());
+    for c in r["cases"].as_array().unwrap() {
+        let f = c["case"]["family"].as_str().unwrap().to_string();
+        if c.get("not_applicable").is_some_and(|v| !v.is_null()) {
+            na.push(f);
+        } else if !c["passed"].as_bool().unwrap() {
+            failed.push(f);
+        }
+    }
+    (failed, na)
+}
+
+fn random_passed(r: &Value) -> bool {
+    let random: Vec<&Value> = r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["case"]["family"] == "random")
+        .collect();
+    random.len() == 5 && random.iter().all(|c| c["passed"] == true)
+}
+
+#[test]
+fn stress_families_catch_what_random_inputs_miss() {
+    let _g = common::serial();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let strict = dir.path().join("strict");
+    let out = run(&strict, &[]);
+    let text = show(&out);
+    // Exit 3: the run finished and some kernels failed.
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let recs = by_candidate(&strict);
+    assert_eq!(recs.len(), 12, "{text}");
+
+    // Every record lists the 5 random cases and one case per stress family, in order.
+    let order = [
+        "random",
+        "random",
+        "random",
+        "random",
+        "random",
+        "signed",
+        "nan-inf",
+        "denormal",
+        "fp16-saturation",
+        "large",
+        "small",
+        "cancellation",
+    ];
+    for (name, r) in &recs {
+        if r["outcome"]["kind"] == "mismatch" && r["outcome"]["case"]["family"] == "random" {
+            continue; // stopped at its random failure, as KernelBench would
+        }
+        let got: Vec<&str> = r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["case"]["family"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, order, "{name}");
+    }
+
+    // Honest kernels pass every family that applies to their problem.
+    for name in [
+        "1_honest",
+        "2_honest",
+        "3_honest",
+        "4_reordered",
+        "5_honest",
+        "6_honest",
+    ] {
+        let r = &recs[name];
+        assert_eq!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);
+        assert!(families(r).0.is_empty(), "{name}: {:?}", families(r));
+    }
+    // The long sum's cancellation case is ill-conditioned for any fp32 computation, the
+    // reference's own included: not applicable, with the reason recorded.
+    let (_, na) = families(&recs["4_reordered"]);
+    assert_eq!(na, ["cancellation"]);
+    let why = recs["4_reordered"]["cases"][11]["not_applicable"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("float64"), "{why}");
+
+    // Each wrong kernel passes KernelBench's random cases and fails the family made for it.
+    let expect = [
+        ("1_copy", "signed"),
+        ("2_fmax_cpp", "nan-inf"),
+        ("3_naive", "large"),
+        ("4_fp16_overflow", "fp16-saturation"),
+        ("5_ftz", "denormal"),
+    ];
+    for (name, family) in expect {
+        let r = &recs[name];
+        assert!(random_passed(r), "{name} should pass the random cases");
+        assert_eq!(r["outcome"]["kind"], "mismatch", "{name}");
+        let (failed, _) = families(r);
+        assert!(
+            failed.iter().any(|f| f == family),
+            "{name} should fail {family}; failed {failed:?}"
+        );
+    }
+    // The max that drops NaN is right everywhere else.
+    assert_eq!(families(&recs["2_fmax_cpp"]).0, ["nan-inf"]);
+    // Flush-to-zero: the subnormal results came back as zeros, and the strict profile says so.
+    let ftz = &recs["5_ftz"];
+    assert_eq!(ftz["outcome"]["rule"], "flush-to-zero");
+    let flush = &ftz["cases"][7]["flush"];
+    assert!(flush["subnormal"].as_u64().unwrap() > 1000, "{flush}");
+    assert_eq!(flush["zeroed"], flush["subnormal"]);
+    let honest_flush = &recs["5_honest"]["cases"][7]["flush"];
+    assert_eq!(honest_flush["zeroed"], 0);
+
+    // Zeros on a problem whose outputs are below atol: the strict profile's float64 gate
+    // rejects it on the random cases already.
+    let zeros = &recs["6_zeros"];
+    assert_eq!(zeros["outcome"]["case"]["family"], "random");
+    assert_eq!(zeros["outcome"]["rule"], "float64 gate");
+
+    // The summary separates KernelBench's check from kbench's and names failing families.
+    assert!(
+        text.contains("correct random   11 (91.7%)"),
+        "random-only correctness in the summary:\n{text}"
+    );
+    assert!(text.contains("correct           6 (50.0%)"), "{text}");
+    assert!(text.contains("failing families:"), "{text}");
+    for f in ["signed", "nan-inf", "denormal", "fp16-saturation", "large"] {
+        assert!(text.contains(&format!("{f} (")), "{f} in:\n{text}");
+    }
+
+    // Under KernelBench's own tolerance (no float64 gate), zeros pass the random family and
+    // only the large-magnitude family exposes them.
+    let kb = dir.path().join("kb");
+    let out = run(&kb, &["--profile", "kernelbench", "--select", "6"]);
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let recs = by_candidate(&kb);
+    let zeros = &recs["6_zeros"];
+    assert!(random_passed(zeros), "{zeros}");
+    let (failed, _) = families(zeros);
+    assert!(failed.iter().any(|f| f == "large"), "{failed:?}");
+    assert!(
+        !failed.iter().any(|f| f == "signed" || f == "small"),
+        "{failed:?}"
+    );
+    assert_eq!(recs["6_honest"]["outcome"]["kind"], "ok");
+
+    // `--families random` is KernelBench's check alone: zeros pass it.
+    let only = dir.path().join("random-only");
+    let out = run(
+        &only,
+        &[
+            "--profile",
+            "kernelbench",
+            "--select",
+            "6",
+            "--families",
+            "random",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let recs = by_candidate(&only);
+    assert_eq!(recs["6_zeros"]["outcome"]["kind"], "ok");
+    assert_eq!(recs["6_zeros"]["cases"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn unknown_families_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&dir.path().join("x"), &["--families", "signed,negative"]);
+    assert!(!out.status.success());
+    let text = show(&out);
+    assert!(
+        text.contains("unknown case family `negative`") && text.contains("fp16-saturation"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_prints_every_case_of_one_kernel() {
+    let _g = common::serial();
+    common::ensure_python();
+    let root = repo_root();
+    let fixtures = root.join("tests/fixtures/stress");
+    let check = |kernel: &str| {
+        kbench()
+            .args(["check", "--device", "cpu", "--no-timing", "--problem"])
+            .arg(fixtures.join("problems/level1/3_Softmax.py"))
+            .arg("--kernel")
+            .arg(fixtures.join("kernels/level1").join(kernel))
+            .output()
+            .expect("running kbench check")
+    };
+    let out = check("3_naive.py");
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    for line in [
+        "random#4",
+        "cancellation#0",
+        "correct under random (KernelBench's check): yes",
+        "correct under every family that applies: no (fails:",
+    ] {
+        assert!(text.contains(line), "{line} in:\n{text}");
+    }
+    let large = text.lines().find(|l| l.starts_with("large#0")).unwrap();
+    assert!(large.contains("FAIL"), "{large}");
+    let signed = text.lines().find(|l| l.starts_with("signed#0")).unwrap();
+    assert!(signed.contains("pass"), "{signed}");
+
+    let out = check("3_honest.py");
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("correct under every family that applies: yes"),
+        "{text}"
+    );
+}
