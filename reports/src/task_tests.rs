@@ -60,14 +60,22 @@ fn random_only_correctness_needs_passing_random_cases_and_a_failure_elsewhere() 
     let mut r3 = r.clone();
     r3.cases.retain(|c| c.case.family != CaseFamily::Random);
     assert!(!correct_on_random(&r3));
-    // A failure not tied to a case (a crash) is incorrect under both.
+    // A crash on a stress case, after every random case passed (the engine records the
+    // case it crashed on as failed): correct under KernelBench's check, not under kbench's.
     let mut r4 = r.clone();
     r4.outcome = Outcome::Crashed {
         phase: Phase::Run,
         signal: Some(11),
         exit_code: None,
     };
-    assert!(!correct_on_random(&r4));
+    assert!(correct_on_random(&r4));
+    // A crash with no failed stress case (on a random case, or while loading) is
+    // incorrect under both.
+    let mut r5 = r4.clone();
+    r5.cases.retain(|c| c.case.family == CaseFamily::Random);
+    assert!(!correct_on_random(&r5));
+    r5.cases.clear();
+    assert!(!correct_on_random(&r5));
     assert!(correct_on_random(&record(Outcome::Ok, None)));
 }
 

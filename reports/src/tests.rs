@@ -133,6 +133,7 @@ fn empty_runs_have_no_rates() {
         "evaluated                 0\n\
          compiled                  0\n\
          correct                   0\n\
+         correct random            0  KernelBench's check: the random family alone\n\
          fast_1                    0  correct and speedup > 1, over all evaluated\n\
          median speedup            -  median basis, over 0 timed correct\n"
     );
@@ -154,6 +155,7 @@ fn summary_table_snapshot() {
         "evaluated                 6\n\
          compiled          5 (83.3%)\n\
          correct           4 (66.7%)\n\
+         correct random    4 (66.7%)  KernelBench's check: the random family alone\n\
          fast_1            2 (33.3%)  correct and speedup > 1, over all evaluated\n\
          median speedup        2.00x  median basis, over 3 timed correct\n\
          \n\
@@ -162,6 +164,62 @@ fn summary_table_snapshot() {
          mismatch                  1\n\
          ok                        4\n"
     );
+}
+
+#[test]
+fn summary_separates_random_from_every_family_and_names_failing_ones() {
+    use kbench_record::{CaseFamily, CaseRef, CaseResult};
+    let case = |family: &str, passed: bool, na: Option<&str>| CaseResult {
+        case: CaseRef {
+            family: CaseFamily::from(family),
+            index: 0,
+        },
+        passed,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: 0,
+        elements: 1,
+        rel_l2_vs_f64: None,
+        wall_s: 0.0,
+        not_applicable: na.map(Into::into),
+        flush: None,
+    };
+    let mut runs = run();
+    // A kernel that passes the random cases and fails `signed`; one where `large` does not
+    // apply (not a failure).
+    let mut r = record(
+        Outcome::Mismatch {
+            case: CaseRef {
+                family: CaseFamily::Signed,
+                index: 0,
+            },
+            output: 0,
+            max_abs: 1.0,
+            max_rel: 1.0,
+            count: 1,
+            total: 1,
+            first_index: vec![0],
+            rule: "elementwise".into(),
+        },
+        None,
+    );
+    r.cases = vec![
+        case("random", true, None),
+        case("signed", false, None),
+        case("large", true, Some("the reference is ill-conditioned under it")),
+    ];
+    runs.push(r);
+    let s = summarize(&runs);
+    assert_eq!((s.correct, s.correct_random), (4, 5));
+    assert_eq!(s.family_failures.get("signed"), Some(&1));
+    assert_eq!(s.not_applicable.get("large"), Some(&1));
+    let text = render_summary(&s);
+    assert!(
+        text.contains("correct           4 (57.1%)  under every case family that applies\n"),
+        "{text}"
+    );
+    assert!(text.contains("correct random    5 (71.4%)"), "{text}");
+    assert!(text.contains("failing families: signed (1)\n"), "{text}");
 }
 
 #[test]
