@@ -12,9 +12,16 @@ use std::collections::BTreeMap;
 use common::{kbench, records, repo_root, show};
 use serde_json::Value;
 
+/// A fixed run secret, so the stress cases (seeded from it) are the same in every CI run: on
+/// other seeds a case may come out not applicable (e.g. a `large` row summing to nearly zero
+/// is ill-conditioned in fp32), which is right but would make the assertions below vary.
+const SECRET: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
 fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let root = repo_root();
     let fixtures = root.join("tests/fixtures/stress");
+    let secret = out.with_extension("secret");
+    std::fs::write(&secret, SECRET).unwrap();
     let mut args: Vec<String> = vec![
         "run".into(),
         "--agent".into(),
@@ -30,6 +37,8 @@ fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
         "--no-timing".into(),
         "--out".into(),
         out.display().to_string(),
+        "--secret-from".into(),
+        secret.display().to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     kbench().args(&args).output().expect("running kbench")
@@ -124,11 +133,15 @@ fn stress_families_catch_what_random_inputs_miss() {
     // The long sum's cancellation case is ill-conditioned for any fp32 computation, the
     // reference's own included: not applicable, with the reason recorded.
     let (_, na) = families(&recs["4_reordered"]);
-    assert_eq!(na, ["cancellation"]);
+    assert!(na.iter().any(|f| f == "cancellation"), "{na:?}");
     let why = recs["4_reordered"]["cases"][11]["not_applicable"]
         .as_str()
         .unwrap();
     assert!(why.contains("float64"), "{why}");
+    // The elementwise problems are well-conditioned under every family.
+    for name in ["1_honest", "5_honest", "6_honest"] {
+        assert!(families(&recs[name]).1.is_empty(), "{name}");
+    }
 
     // Each wrong kernel passes KernelBench's random cases and fails the family made for it.
     let expect = [

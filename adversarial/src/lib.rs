@@ -28,6 +28,6 @@ pub use compare::{
     Float64Check, Float64Status, GateMeasure, Rule, ValueReport,
 };
 pub use scan::GateSums;
-pub use stress::{flush_count, not_applicable, Stability, STRESS_FAMILIES};
+pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability, STRESS_FAMILIES};
 pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
 pub use verdict::{case_result, failure_outcome};

@@ -105,27 +105,14 @@ fn smallest_normal(dtype: Dtype) -> Option<f64> {
     })
 }
 
-fn values(t: &HostTensor) -> Option<Vec<f64>> {
-    let b = t.data();
-    Some(match t.dtype() {
-        Dtype::F32 => b
-            .chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect(),
-        Dtype::F16 => b
-            .chunks_exact(2)
-            .map(|c| f64::from(f16::from_le_bytes([c[0], c[1]])))
-            .collect(),
-        Dtype::Bf16 => b
-            .chunks_exact(2)
-            .map(|c| f64::from(bf16::from_le_bytes([c[0], c[1]])))
-            .collect(),
-        Dtype::F64 => b
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect(),
-        _ => return None,
-    })
+/// One element of a little-endian float tensor, as f64 (exact for every float dtype).
+fn decode(dtype: Dtype, b: &[u8]) -> f64 {
+    match dtype {
+        Dtype::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        Dtype::F16 => f64::from(f16::from_le_bytes([b[0], b[1]])),
+        Dtype::Bf16 => f64::from(bf16::from_le_bytes([b[0], b[1]])),
+        _ => f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+    }
 }
 
 /// Subnormal values of `reference` (nonzero, below its dtype's smallest normal) and how many
@@ -135,16 +122,29 @@ pub fn flush_count(candidate: &HostTensor, reference: &HostTensor) -> Option<Flu
     if candidate.shape() != reference.shape() || candidate.dtype() != reference.dtype() {
         return None;
     }
-    let tiny = smallest_normal(reference.dtype())?;
-    let (c, r) = (values(candidate)?, values(reference)?);
+    flush_count_bytes(reference.dtype(), candidate.data(), reference.data())
+}
+
+/// [`flush_count`] over raw little-endian bytes of one dtype (e.g. read back from a GPU),
+/// streaming: no copy of the values is made.
+pub fn flush_count_bytes(dtype: Dtype, candidate: &[u8], reference: &[u8]) -> Option<FlushCount> {
+    let tiny = smallest_normal(dtype)?;
+    let size = dtype.size();
+    if candidate.len() != reference.len() {
+        return None;
+    }
     let mut out = FlushCount {
         subnormal: 0,
         zeroed: 0,
     };
-    for (c, r) in c.iter().zip(&r) {
-        if *r != 0.0 && r.abs() < tiny {
+    for (c, r) in candidate
+        .chunks_exact(size)
+        .zip(reference.chunks_exact(size))
+    {
+        let r = decode(dtype, r);
+        if r != 0.0 && r.abs() < tiny {
             out.subnormal += 1;
-            if *c == 0.0 {
+            if decode(dtype, c) == 0.0 {
                 out.zeroed += 1;
             }
         }

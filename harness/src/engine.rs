@@ -1539,6 +1539,25 @@ fn run_device_case(
         }
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
+    if rc.case.family == CaseFamily::Denormal {
+        // One case per candidate: both outputs are read back and counted on the host.
+        let mut counts = Vec::new();
+        for (k, cmp) in comparisons.iter().enumerate() {
+            if cmp.values().is_none() {
+                continue; // wrong shape or dtype: already a failure
+            }
+            let (cand, reference) = (&slots[k], &outputs[k]);
+            let n = reference.nbytes();
+            let c_bytes = gpu.read(&cand.buf, 0, n).map_err(harness)?;
+            let r_bytes = gpu.read(&reference.buf, 0, n).map_err(harness)?;
+            counts.extend(kbench_adversarial::flush_count_bytes(
+                reference.dtype,
+                &c_bytes,
+                &r_bytes,
+            ));
+        }
+        judge_flush(c, &rc.case, counts.into_iter(), &mut result, &mut failure);
+    }
     result.passed &= failure.is_none();
     Ok(Ok(Judged { result, failure }))
 }
@@ -1552,6 +1571,37 @@ fn gated_f64<T>(outputs_f64: Option<&[T]>, k: usize, dtype: Dtype) -> Option<&T>
 struct Judged {
     result: CaseResult,
     failure: Option<Outcome>,
+}
+
+/// `denormal` cases: did the candidate flush subnormal results to zero (fast-math, FTZ)?
+/// The values are far below atol, so only this count shows it. Summed over the outputs into
+/// the case's result; under the strict profile a flushing candidate fails.
+fn judge_flush(
+    c: &RunConfig,
+    case: &kbench_record::CaseRef,
+    counts: impl Iterator<Item = kbench_record::FlushCount>,
+    result: &mut CaseResult,
+    failure: &mut Option<Outcome>,
+) {
+    let flush = counts.reduce(|a, f| kbench_record::FlushCount {
+        subnormal: a.subnormal + f.subnormal,
+        zeroed: a.zeroed + f.zeroed,
+    });
+    if let Some(f) =
+        flush.filter(|f| f.flushed() && c.profile == kbench_record::ToleranceProfile::Strict)
+    {
+        failure.get_or_insert(Outcome::Mismatch {
+            case: case.clone(),
+            output: 0,
+            max_abs: result.max_abs,
+            max_rel: result.max_rel,
+            count: f.zeroed,
+            total: f.subnormal,
+            first_index: Vec::new(),
+            rule: "flush-to-zero".into(),
+        });
+    }
+    result.flush = flush;
 }
 
 /// Compares every output of one host case; the first failing output decides the outcome.
@@ -1586,33 +1636,11 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
     if rc.case.family == CaseFamily::Denormal {
-        // Did the candidate flush subnormal results to zero (fast-math, FTZ)? The values are
-        // far below atol, so only this count shows it; under the strict profile it fails.
         let counts = outputs
             .iter()
             .zip(ref_outputs)
             .filter_map(|(c, r)| kbench_adversarial::flush_count(c, r));
-        let flush = counts.fold(None, |acc: Option<kbench_record::FlushCount>, f| {
-            Some(acc.map_or(f, |a| kbench_record::FlushCount {
-                subnormal: a.subnormal + f.subnormal,
-                zeroed: a.zeroed + f.zeroed,
-            }))
-        });
-        if let Some(f) =
-            flush.filter(|f| f.flushed() && c.profile == kbench_record::ToleranceProfile::Strict)
-        {
-            failure.get_or_insert(Outcome::Mismatch {
-                case: rc.case.clone(),
-                output: 0,
-                max_abs: result.max_abs,
-                max_rel: result.max_rel,
-                count: f.zeroed,
-                total: f.subnormal,
-                first_index: Vec::new(),
-                rule: "flush-to-zero".into(),
-            });
-        }
-        result.flush = flush;
+        judge_flush(c, &rc.case, counts, &mut result, &mut failure);
     }
     result.passed &= failure.is_none();
     Judged { result, failure }

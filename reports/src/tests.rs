@@ -206,7 +206,11 @@ fn summary_separates_random_from_every_family_and_names_failing_ones() {
     r.cases = vec![
         case("random", true, None),
         case("signed", false, None),
-        case("large", true, Some("the reference is ill-conditioned under it")),
+        case(
+            "large",
+            true,
+            Some("the reference is ill-conditioned under it"),
+        ),
     ];
     runs.push(r);
     let s = summarize(&runs);
