@@ -1140,11 +1140,12 @@ class Worker:
             self._release_device_memory()
         return time.perf_counter() - t0
 
-    def _make_inputs(self, seed, family, on_device):
+    def _make_inputs(self, seed, family, on_device, max_rows=None, cut=None):
         """The inputs of a case: get_inputs() under `seed` (with the CUDA device as torch's
-        default device when `on_device` and the problem allows it), then `family`'s values
-        for the floating tensors, then the casting rule. Returns (inputs, inputs_on,
-        inputs_s, transformed)."""
+        default device when `on_device` and the problem allows it), then (audit) the batch
+        cut to `max_rows` (`cut["rows"]` says whether it cut), then `family`'s values for
+        the floating tensors, then the casting rule. Returns (inputs, inputs_on, inputs_s,
+        transformed)."""
         t_in = time.perf_counter()
         inputs_on = "cpu"
         raw = None
@@ -1165,6 +1166,15 @@ class Worker:
                 raw = list(self.get_inputs())
             except (Exception, SystemExit) as exc:
                 raise _error_from(exc, "runtime_error", "run", "get_inputs failed: ")
+        if max_rows is not None:
+            # Before the family's values: the full tensors die here, and only the rows kept
+            # are ever made with the family's values (GBs less of a host's memory).
+            shorter = _cut_rows(raw, max_rows)
+            if cut is not None:
+                cut["rows"] = shorter is not None
+            if shorter is not None:
+                raw = shorter
+                del shorter
         try:
             transformed = apply_family(raw, family, seed, self.dtype)
         except (Exception, SystemExit) as exc:
@@ -1445,18 +1455,14 @@ class Worker:
         """One family's measurements; `state` gets `transformed` and `rows_cut` as soon as
         they are known (the caller reports them also when this raises)."""
         on_device = self.device.type == "cuda"
-        inputs, inputs_on, _, state["transformed"] = self._make_inputs(seed, family, on_device)
+        cut = {"rows": False}
+        inputs, inputs_on, _, state["transformed"] = self._make_inputs(seed, family, on_device, max_rows, cut)
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 _check_sendable(x, f"input {i}")
         out = None
         if max_rows is not None:
-            cut = _cut_rows(inputs, max_rows)
-            if cut is not None:
-                del inputs
-                self._release_device_memory()
-                inputs = cut
-                del cut
+            if cut["rows"]:
                 pristine = {i: x.detach().clone() for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
                 try:
                     out, _ = self._forward(self.model, inputs, forward_seed, "run")
@@ -1513,7 +1519,7 @@ class Worker:
                     stats["input_sensitivity"].append(None)
                 continue
             try:
-                changed = self._perturbed_input(family, seed, i, pristine[i], inputs_on)
+                changed = self._perturbed_input(family, seed, i, pristine[i], inputs_on, max_rows if state["rows_cut"] else None)
             except WorkerError as exc:
                 errors.append(_clean_text(f"perturbing input {i}: {exc.message}", 2000))
                 changed = None
@@ -1556,7 +1562,7 @@ class Worker:
             reply["perturbation_errors"] = errors
         return reply
 
-    def _perturbed_input(self, family, seed, i, x, inputs_on):
+    def _perturbed_input(self, family, seed, i, x, inputs_on, max_rows=None):
         """Input `i` (pristine value `x`) as the case of seed + 1 would make it: the family's
         generator with seed + 1 for a floating tensor (for `random`, get_inputs() under
         seed + 1; should that give the same values, the `signed` values of seed + 1); a
@@ -1565,18 +1571,9 @@ class Worker:
         if x.is_floating_point():
             if family != "random":
                 return cast(family_values(family, x.shape, x.device, _family_seed(seed + 1, i), self.dtype), self.device, self.dtype)
-            raw, _, _, _ = self._make_inputs(seed + 1, "random", inputs_on == "cuda")
+            raw, _, _, _ = self._make_inputs(seed + 1, "random", inputs_on == "cuda", max_rows)
             y = raw[i] if i < len(raw) else None
             del raw
-            if (
-                isinstance(y, torch.Tensor)
-                and x.dim() >= 1
-                and y.dim() == x.dim()
-                and y.shape[0] > x.shape[0]
-                and y.shape[1:] == x.shape[1:]
-            ):
-                # max_rows cut x to its first rows: the same rows of the redraw.
-                y = y[: x.shape[0]].clone()
             if (
                 isinstance(y, torch.Tensor)
                 and y.dim() >= 1

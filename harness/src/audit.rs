@@ -28,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use kbench_record::protocol::Frame;
 use kbench_record::{Device, Precision, ToleranceProfile};
 use kbench_suites::Problem;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -225,7 +225,7 @@ pub fn read_families(v: &Value) -> BTreeMap<String, FamilyMeasure> {
 // Flags: pure functions of the measurements.
 
 /// What a trivial kernel gets away with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FlagKind {
     /// Returning zeros passes.
@@ -261,7 +261,7 @@ impl FlagKind {
 }
 
 /// One flag of one family: the kind, what it is about, and a sentence with the numbers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Flag {
     pub flag: FlagKind,
     /// The input (0-based, in `get_inputs()` order) for `identity` and `ignores-input`.
@@ -426,7 +426,7 @@ pub fn family_flags(f: &FamilyMeasure, atol: f64) -> Vec<Flag> {
 }
 
 /// A flag found under `random`: a weakness of KernelBench's check.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     #[serde(flatten)]
     pub flag: Flag,
@@ -442,7 +442,7 @@ pub struct Finding {
 }
 
 /// What an audit concluded about one problem from its measurements.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Findings {
     /// Flags under `random`, each with whether `signed` removes it.
     pub weaknesses: Vec<Finding>,
@@ -538,7 +538,7 @@ pub fn findings_from_json(families: &Value, atol: f64) -> Findings {
 // The report.
 
 /// One problem's audit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProblemAudit {
     pub level: u8,
     pub id: u32,
@@ -563,9 +563,12 @@ pub struct ProblemAudit {
     /// The end of the worker's output, for problems that could not be audited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_tail: Option<String>,
-    /// Audited with no other problem beside it, after running out of memory beside one.
+    /// Audited with no other problem beside it (after problems ran out of memory beside
+    /// each other).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub audited_alone: bool,
+    /// The worker's peak resident memory, GiB (sampled every 0.1 s).
+    pub peak_rss_gib: f64,
     /// The device the worker ran on, as its `load` answer names it.
     #[serde(skip)]
     pub device_name: String,
@@ -595,6 +598,7 @@ impl ProblemAudit {
             families: Value::Null,
             log_tail: None,
             audited_alone: false,
+            peak_rss_gib: 0.0,
             device_name: String::new(),
             memory_failure: false,
         }
@@ -925,12 +929,22 @@ pub fn render_markdown(r: &AuditReport) -> String {
 // Running it.
 
 /// Watches host memory while workers run: when less than a reserve is left, the worker
-/// holding the most memory is stopped (its problem is then "not audited: out of host
-/// memory"), so that an audit never takes the machine down.
+/// started last (the one that has done the least work) is stopped, and its problem is then
+/// audited again with nothing beside it, or, when it already was, recorded as "not audited:
+/// out of host memory"; an audit never takes the machine down. It also keeps each worker's
+/// peak resident memory (sampled).
 struct MemoryGuard {
-    active: Mutex<BTreeMap<i32, String>>,
-    killed: Mutex<BTreeMap<i32, String>>,
+    active: Mutex<BTreeMap<i32, Watched>>,
+    /// Workers stopped for memory: why, and whether another worker was running beside.
+    killed: Mutex<BTreeMap<i32, (String, bool)>>,
     reserve: u64,
+    total: u64,
+}
+
+struct Watched {
+    started: Instant,
+    peak: u64,
+    stopped: bool,
 }
 
 fn meminfo() -> Option<(u64, u64)> {
@@ -963,52 +977,138 @@ impl MemoryGuard {
             killed: Mutex::new(BTreeMap::new()),
             // 2 GiB on a 24 GiB host, never less than 1 GiB.
             reserve: (total / 12).max(1 << 30),
+            total,
         }
     }
 
-    fn register(&self, pgid: i32, what: &str) {
+    fn register(&self, pgid: i32) {
         let mut a = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        a.insert(pgid, what.to_string());
+        a.insert(
+            pgid,
+            Watched {
+                started: Instant::now(),
+                peak: rss_bytes(pgid),
+                stopped: false,
+            },
+        );
     }
 
-    fn unregister(&self, pgid: i32) {
+    /// Forgets a worker; returns its peak resident memory.
+    fn unregister(&self, pgid: i32) -> u64 {
         let mut a = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        a.remove(&pgid);
+        a.remove(&pgid).map_or(0, |w| w.peak.max(rss_bytes(pgid)))
     }
 
-    fn killed_why(&self, pgid: i32) -> Option<String> {
+    fn killed_why(&self, pgid: i32) -> Option<(String, bool)> {
         let k = self.killed.lock().unwrap_or_else(|e| e.into_inner());
         k.get(&pgid).cloned()
     }
 
-    /// One look: stops the largest worker when memory is short. Returns whether it did.
+    /// One look: samples every worker, and stops the youngest when memory is short.
+    /// Returns whether it stopped one.
     fn check(&self) -> bool {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        for (&pgid, w) in active.iter_mut().filter(|(_, w)| !w.stopped) {
+            w.peak = w.peak.max(rss_bytes(pgid));
+        }
         let Some((available, _)) = meminfo() else {
             return false;
         };
         if available >= self.reserve {
             return false;
         }
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((&pgid, _)) = active.iter().max_by_key(|(&pgid, _)| rss_bytes(pgid)) else {
+        let Some((&pgid, _)) = active
+            .iter()
+            .filter(|(_, w)| !w.stopped)
+            .max_by_key(|(_, w)| w.started)
+        else {
             return false;
         };
         let rss = rss_bytes(pgid);
         let why = format!(
-            "out of host memory: the worker held {:.1} GiB with {:.1} GiB left on the host; kbench stopped it",
+            "out of host memory: the worker held {:.1} GiB with {:.1} GiB left on the host ({:.1} GiB in all); kbench stopped it",
             rss as f64 / GIB,
-            available as f64 / GIB
+            available as f64 / GIB,
+            self.total as f64 / GIB
         );
+        let beside = active.values().filter(|w| !w.stopped).count() > 1;
         self.killed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(pgid, why);
+            .insert(pgid, (why, beside));
         // The worker leads its own process group (started by this audit).
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pgid),
             nix::sys::signal::Signal::SIGKILL,
         );
+        // Its entry stays (with its peak) until its job thread takes it out.
+        if let Some(w) = active.get_mut(&pgid) {
+            w.stopped = true;
+        }
         true
+    }
+}
+
+/// Admits problems to the job threads. After a problem ran out of memory beside another,
+/// problems run one at a time ("alone") until three in a row stayed below a quarter of the
+/// host's memory; the job threads then share the host again.
+struct Admission {
+    state: Mutex<AdmissionState>,
+    cv: std::sync::Condvar,
+    light_limit: u64,
+}
+
+#[derive(Default)]
+struct AdmissionState {
+    running: usize,
+    alone: bool,
+    light_streak: usize,
+}
+
+impl Admission {
+    fn new(total_memory: u64) -> Self {
+        Self {
+            state: Mutex::new(AdmissionState::default()),
+            cv: std::sync::Condvar::new(),
+            light_limit: total_memory / 4,
+        }
+    }
+
+    /// Waits for a turn; returns whether the problem runs alone (`None`: stopped).
+    fn enter(&self, stopped: &dyn Fn() -> bool) -> Option<bool> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.alone && s.running > 0 {
+            if stopped() {
+                return None;
+            }
+            s = self
+                .cv
+                .wait_timeout(s, Duration::from_millis(500))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        s.running += 1;
+        Some(s.alone)
+    }
+
+    fn leave(&self, peak: u64, memory_failure: bool) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.running -= 1;
+        if memory_failure {
+            s.alone = true;
+            s.light_streak = 0;
+        } else if s.alone {
+            s.light_streak = if peak < self.light_limit {
+                s.light_streak + 1
+            } else {
+                0
+            };
+            if s.light_streak >= 3 {
+                s.alone = false;
+                s.light_streak = 0;
+            }
+        }
+        self.cv.notify_all();
     }
 }
 
@@ -1088,6 +1188,8 @@ fn audit_one(
     let mut pa = ProblemAudit::new(problem);
     let c = ctx.config;
     let mut tail = None;
+    // Some(beside) when the memory guard stopped the worker.
+    let mut killed_beside = None;
     let outcome = (|| {
         let path = match materialize_problem(&c.cache, problem) {
             Ok(p) => p,
@@ -1106,13 +1208,19 @@ fn audit_one(
             Err(f) => return Outcome::Failed(fault_text(&f, "starting", opts)),
         };
         let pgid = worker.pgid();
-        guard.register(pgid, &problem.key());
+        guard.register(pgid);
         let result = converse(ctx, exec, &mut worker, &path, &mut pa, opts, deadline);
-        guard.unregister(pgid);
+        pa.peak_rss_gib = (guard.unregister(pgid) as f64 / GIB * 10.0).round() / 10.0;
         let result = match result {
             Outcome::Failed(why) => {
                 tail = Some(worker.log_tail());
-                Outcome::Failed(guard.killed_why(pgid).unwrap_or(why))
+                match guard.killed_why(pgid) {
+                    Some((why, beside)) => {
+                        killed_beside = Some(beside);
+                        Outcome::Failed(why)
+                    }
+                    None => Outcome::Failed(why),
+                }
             }
             other => other,
         };
@@ -1122,7 +1230,11 @@ fn audit_one(
     match outcome {
         Outcome::Measured(families) => pa.set_measured(families, opts.atol),
         Outcome::Failed(why) => {
-            pa.memory_failure = why.starts_with("out of") || why.contains("signal 9");
+            // Worth a try with nothing beside it, unless it had nothing beside it already.
+            pa.memory_failure = match killed_beside {
+                Some(beside) => beside,
+                None => why.starts_with("out of") || why.contains("signal 9"),
+            };
             pa.not_audited = Some(one_line(&why, 400));
             pa.log_tail = tail.map(|t| {
                 let n = t.chars().count();
@@ -1318,41 +1430,54 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     );
     let queue = Mutex::new((0..total).collect::<VecDeque<usize>>());
     let results: Mutex<Vec<Option<ProblemAudit>>> = Mutex::new(vec![None; total]);
-    // Problems that ran out of memory beside another job, audited again alone at the end.
-    let alone: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let attempts: Mutex<Vec<u32>> = Mutex::new(vec![0; total]);
+    let admission = Admission::new(guard.total);
     let done = AtomicUsize::new(0);
     let finished = AtomicBool::new(false);
     let interrupted = AtomicBool::new(false);
     let device_name = Mutex::new(String::new());
     let jobs = a.jobs.min(total.max(1));
-    // Audits one problem and records it; false when it is left for the alone phase.
-    let audit_and_record = |i: usize, exec: &Exec, beside: bool| {
+    let stopped = || stop.load(Ordering::SeqCst) || interrupted.load(Ordering::SeqCst);
+    // Audits problem i and records it, or puts it back at the head of the queue when it ran
+    // out of memory beside another problem (it is then audited alone).
+    let audit_and_record = |i: usize, exec: &Exec| {
         let problem = &config.problems[i];
-        let (mut pa, stopped) = audit_one(&ctx, exec, problem, &opts, &guard, logs.path());
-        if stopped.is_some() {
+        let Some(alone) = admission.enter(&stopped) else {
+            return;
+        };
+        let alone = alone || jobs == 1;
+        let (mut pa, halted) = audit_one(&ctx, exec, problem, &opts, &guard, logs.path());
+        admission.leave((pa.peak_rss_gib * GIB) as u64, pa.memory_failure);
+        if halted.is_some() {
             interrupted.store(true, Ordering::SeqCst);
         }
-        if beside && pa.memory_failure && stopped.is_none() {
+        let tries = {
+            let mut t = attempts.lock().unwrap_or_else(|e| e.into_inner());
+            t[i] += 1;
+            t[i]
+        };
+        if !alone && pa.memory_failure && halted.is_none() && tries < 3 {
             eprintln!(
-                "kbench audit: level {} {}: {}; audited again alone after the others",
+                "kbench audit: level {} {}: {}; audited again with nothing beside it",
                 pa.level,
                 pa.label(),
                 pa.not_audited.as_deref().unwrap_or("out of memory")
             );
-            alone
+            queue
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(i);
+                .push_front(i);
             return;
         }
-        pa.audited_alone = !beside && jobs > 1;
+        pa.audited_alone = alone && jobs > 1;
         let n = done.fetch_add(1, Ordering::SeqCst) + 1;
         eprintln!(
-            "kbench audit: [{n}/{total}] level {} {}: {} ({:.1} s)",
+            "kbench audit: [{n}/{total}] level {} {}: {} ({:.1} s, {:.1} GiB)",
             pa.level,
             pa.label(),
             pa.summary(),
-            pa.seconds
+            pa.seconds,
+            pa.peak_rss_gib
         );
         if pa.audited {
             let mut d = device_name.lock().unwrap_or_else(|e| e.into_inner());
@@ -1361,13 +1486,6 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
             }
         }
         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(pa);
-    };
-    let stopped = || stop.load(Ordering::SeqCst) || interrupted.load(Ordering::SeqCst);
-    let cpu_exec = || Exec {
-        device: config.device,
-        gpu: None,
-        cmp: None,
-        timing_cpu: None,
     };
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -1379,25 +1497,22 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
                 scope.spawn(|| {
-                    let exec = cpu_exec();
+                    let exec = Exec {
+                        device: config.device,
+                        gpu: None,
+                        cmp: None,
+                        timing_cpu: None,
+                    };
                     while !stopped() {
                         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
                         let Some(i) = next else { break };
-                        audit_and_record(i, &exec, jobs > 1);
+                        audit_and_record(i, &exec);
                     }
                 })
             })
             .collect();
         for w in workers {
             let _ = w.join();
-        }
-        let exec = cpu_exec();
-        let again = std::mem::take(&mut *alone.lock().unwrap_or_else(|e| e.into_inner()));
-        for i in again {
-            if stopped() {
-                break;
-            }
-            audit_and_record(i, &exec, false);
         }
         finished.store(true, Ordering::SeqCst);
     });
@@ -1786,6 +1901,28 @@ mod tests {
             findings_from_json(fams, js["atol"].as_f64().unwrap()),
             report.problems[0].findings
         );
+    }
+
+    #[test]
+    fn after_a_memory_failure_problems_run_alone_until_three_light_ones() {
+        let a = Admission::new(16 << 30);
+        let go_on = || false;
+        let stop = || true;
+        assert_eq!(a.enter(&go_on), Some(false));
+        assert_eq!(a.enter(&go_on), Some(false));
+        // One ran out of memory beside the other: the next waits for the other to end.
+        a.leave(1 << 30, true);
+        assert_eq!(a.enter(&stop), None, "waits while another problem runs");
+        a.leave(8 << 30, false);
+        // Alone now; a heavy problem keeps it so, three light ones end it.
+        for peak in [1u64 << 30, 5 << 30, 1 << 30, 1 << 30] {
+            assert_eq!(a.enter(&go_on), Some(true));
+            a.leave(peak, false);
+        }
+        assert_eq!(a.enter(&go_on), Some(true));
+        a.leave(1 << 30, false);
+        assert_eq!(a.enter(&go_on), Some(false));
+        assert_eq!(a.enter(&go_on), Some(false));
     }
 
     #[test]

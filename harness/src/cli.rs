@@ -397,6 +397,10 @@ pub struct AuditArgs {
     /// Seed for weights, set before get_init_inputs and Model (KernelBench: 42).
     #[arg(long, default_value_t = 42)]
     pub weight_seed: u64,
+    /// Continue an interrupted audit into --out: the problems it already audited (with the
+    /// same settings) are kept, not measured again.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
 }
 
 #[derive(Debug, Args)]
