@@ -565,12 +565,12 @@ pub struct ProblemAudit {
     pub log_tail: Option<String>,
     /// Audited with no other problem beside it (after problems ran out of memory beside
     /// each other).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub audited_alone: bool,
     /// The worker's peak resident memory, GiB (sampled every 0.1 s).
     pub peak_rss_gib: f64,
     /// The device the worker ran on, as its `load` answer names it.
-    #[serde(skip)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub device_name: String,
     /// The failure was for memory (worth trying again with nothing beside it).
     #[serde(skip)]
@@ -1319,6 +1319,60 @@ fn command_line() -> String {
         .join(" ")
 }
 
+/// Problems audited so far, one JSON line each after a line of settings, in `--out`: what
+/// `--resume` continues from. Removed once the audit is complete.
+pub const PROGRESS: &str = "audit.progress.jsonl";
+
+/// The audits an interrupted run with the same `settings` left in `path` (a problem whose
+/// audit was interrupted is audited again).
+fn read_progress(path: &Path, settings: &Value) -> Result<BTreeMap<String, ProblemAudit>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let Some(first) = lines.next() else {
+        return Ok(BTreeMap::new());
+    };
+    let head: Value = serde_json::from_str(first)
+        .with_context(|| format!("{}: the first line is not JSON", path.display()))?;
+    if head.get("settings") != Some(settings) {
+        bail!(
+            "{} was written by an audit with other settings ({}), not {settings}: use another --out, or drop --resume to start again",
+            path.display(),
+            head.get("settings").unwrap_or(&Value::Null)
+        );
+    }
+    let mut done = BTreeMap::new();
+    // A line cut short by a kill is the last one; it is left out.
+    for line in lines {
+        if let Ok(pa) = serde_json::from_str::<ProblemAudit>(line) {
+            if !pa
+                .not_audited
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("interrupted")
+            {
+                done.insert(format!("{}/{}", pa.key, pa.sha256), pa);
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn append_line(file: &Mutex<Option<std::fs::File>>, value: &impl Serialize) -> Result<()> {
+    use std::io::Write;
+    let mut guard = file.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = guard.as_mut() {
+        let mut line = serde_json::to_string(value)?;
+        line.push('\n');
+        f.write_all(line.as_bytes())?;
+        f.sync_data()?;
+    }
+    Ok(())
+}
+
 /// The evaluation settings of an audit's workers, through `run`'s own parser so that every
 /// setting an audit does not name keeps `run`'s default.
 fn eval_args(a: &AuditArgs, profile: ProfileArg, cpu_threads: u32) -> Result<EvalArgs> {
@@ -1418,6 +1472,31 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     };
     let guard = MemoryGuard::new();
     let total = config.problems.len();
+    let settings = json!({
+        "profile": profile_name(config.profile),
+        "atol": tol.atol,
+        "rtol": tol.rtol,
+        "device": config.device.to_string(),
+        "torch": info.torch,
+        "families": FAMILIES,
+        "max_weights": MAX_WEIGHTS,
+        "max_rows": a.max_rows,
+        "weight_seed": config.weight_seed,
+        "kbench": env!("CARGO_PKG_VERSION"),
+    });
+    let mut resumed: BTreeMap<String, ProblemAudit> = BTreeMap::new();
+    let progress_file: Mutex<Option<std::fs::File>> = Mutex::new(None);
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let path = out.join(PROGRESS);
+        if a.resume {
+            resumed = read_progress(&path, &settings)?;
+        }
+        let f =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        *progress_file.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        append_line(&progress_file, &json!({ "settings": settings }))?;
+    }
     eprintln!(
         "kbench audit: {total} problem(s) on {} ({} job(s), {cpu_threads} thread(s) each), profile {} (atol = rtol = {:e}){}",
         config.device,
@@ -1428,14 +1507,41 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
             .map(|n| format!(", batch cut to {n} rows"))
             .unwrap_or_default()
     );
-    let queue = Mutex::new((0..total).collect::<VecDeque<usize>>());
-    let results: Mutex<Vec<Option<ProblemAudit>>> = Mutex::new(vec![None; total]);
+    let mut prefilled: Vec<Option<ProblemAudit>> = vec![None; total];
+    for (i, p) in config.problems.iter().enumerate() {
+        if let Some(pa) = resumed.remove(&format!("{}/{}", p.key(), p.sha256)) {
+            append_line(&progress_file, &pa)?;
+            prefilled[i] = Some(pa);
+        }
+    }
+    let reused = prefilled.iter().filter(|p| p.is_some()).count();
+    if a.resume {
+        eprintln!(
+            "kbench audit: resuming: {reused} problem(s) already audited, {} to go",
+            total - reused
+        );
+    }
+    let queue = Mutex::new(
+        (0..total)
+            .filter(|&i| prefilled[i].is_none())
+            .collect::<VecDeque<usize>>(),
+    );
+    let results: Mutex<Vec<Option<ProblemAudit>>> = Mutex::new(prefilled);
     let attempts: Mutex<Vec<u32>> = Mutex::new(vec![0; total]);
     let admission = Admission::new(guard.total);
-    let done = AtomicUsize::new(0);
+    let done = AtomicUsize::new(reused);
     let finished = AtomicBool::new(false);
     let interrupted = AtomicBool::new(false);
-    let device_name = Mutex::new(String::new());
+    let device_name = Mutex::new(
+        results
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .flatten()
+            .map(|p| p.device_name.clone())
+            .find(|d| !d.is_empty())
+            .unwrap_or_default(),
+    );
     let jobs = a.jobs.min(total.max(1));
     let stopped = || stop.load(Ordering::SeqCst) || interrupted.load(Ordering::SeqCst);
     // Audits problem i and records it, or puts it back at the head of the queue when it ran
@@ -1479,10 +1585,18 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
             pa.seconds,
             pa.peak_rss_gib
         );
-        if pa.audited {
+        if !pa.device_name.is_empty() {
             let mut d = device_name.lock().unwrap_or_else(|e| e.into_inner());
             if d.is_empty() {
                 d.push_str(&pa.device_name);
+            }
+        }
+        if halted.is_none() {
+            if let Err(e) = append_line(&progress_file, &pa) {
+                eprintln!(
+                    "kbench audit: could not record {} for --resume: {e:#}",
+                    pa.key
+                );
             }
         }
         results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(pa);
@@ -1566,6 +1680,15 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         js.push('\n');
         crate::runlog::write_atomic(&out.join("audit.json"), js.as_bytes())?;
         crate::runlog::write_atomic(&out.join("audit.md"), md.as_bytes())?;
+        if !was_interrupted {
+            drop(
+                progress_file
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            );
+            let _ = std::fs::remove_file(out.join(PROGRESS));
+        }
         eprintln!(
             "kbench audit: wrote {} and {}",
             out.join("audit.json").display(),
@@ -1923,6 +2046,51 @@ mod tests {
         a.leave(1 << 30, false);
         assert_eq!(a.enter(&go_on), Some(false));
         assert_eq!(a.enter(&go_on), Some(false));
+    }
+
+    #[test]
+    fn resume_reads_back_what_was_audited_with_the_same_settings() {
+        let p = Problem {
+            suite: "kernelbench".into(),
+            level: 1,
+            id: 19,
+            name: "ReLU".into(),
+            file: "19_ReLU.py".into(),
+            source: String::new(),
+            origin: None,
+            sha256: "ab".into(),
+        };
+        let mut done = ProblemAudit::new(&p);
+        done.set_measured(relu_like(), ATOL);
+        let mut cut = ProblemAudit::new(&p);
+        cut.id = 20;
+        cut.key = "kernelbench/L1/20".into();
+        cut.not_audited = Some("interrupted".into());
+        let settings = json!({"profile": "kernelbench", "max_rows": 64});
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROGRESS);
+        let text = format!(
+            "{}\n{}\n{}\n{{\"level\": 1, \"id\"",
+            json!({ "settings": settings }),
+            serde_json::to_string(&done).unwrap(),
+            serde_json::to_string(&cut).unwrap()
+        );
+        std::fs::write(&path, text).unwrap();
+        let back = read_progress(&path, &settings).unwrap();
+        assert_eq!(
+            back.len(),
+            1,
+            "the interrupted one and the cut line are left out"
+        );
+        let r = &back["kernelbench/L1/19/ab"];
+        assert_eq!(r.findings, done.findings);
+        assert!(r.audited && r.flagged);
+        let e =
+            read_progress(&path, &json!({"profile": "kernelbench", "max_rows": 8})).unwrap_err();
+        assert!(e.to_string().contains("other settings"), "{e}");
+        assert!(read_progress(&dir.path().join("none"), &settings)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
