@@ -87,6 +87,10 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         AgentConfig::Baselines { plan } => {
             Box::new(crate::baselines::BaselineAgent { plan: plan.clone() })
         }
+        AgentConfig::Given { agent, candidates } => Box::new(crate::agents::GivenAgent {
+            agent,
+            candidates: candidates.clone(),
+        }),
     };
 
     // The plan: every (problem, candidate) not yet recorded.

@@ -16,6 +16,7 @@ pub mod exit;
 pub mod fakellm;
 pub mod gpu;
 pub mod llm;
+pub mod llm_agents;
 pub mod merge;
 pub mod nvml;
 pub mod python;

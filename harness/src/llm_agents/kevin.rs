@@ -1,0 +1,202 @@
+//! `kevin`: Kevin's multi-turn refinement (agents.md §3.1, scoring §3.4). T independent
+//! trajectories (default 16) of K turns (default 8). Each turn the model writes a complete
+//! `ModelNew` plus a short summary of its changes; the next turn's prompt holds the base
+//! prompt and, for every earlier turn of the same trajectory, its kernel, the summary (the
+//! reasoning itself is dropped) and one feedback message chosen by status (parse,
+//! compilation, runtime or correctness error, or "correct but can be made faster" with the
+//! measured speedup). Earliest turns are dropped first when the history outgrows the
+//! context budget. The add-kernel example appears only in turn 1.
+//!
+//! Scores: a trajectory's performance is the speedup of its fastest correct kernel (0 when
+//! none is correct); best@T is the maximum over trajectories and avg@T the mean, and the
+//! same for correctness (agents.md §3.4).
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use super::{
+    extract_code, status_of, system, text_outside_code, user, Round, TaskCtx, EXAMPLE_MODEL,
+    EXAMPLE_MODEL_NEW,
+};
+
+pub const DEFAULT_TRAJECTORIES: u32 = 16;
+pub const DEFAULT_TURNS: u32 = 8;
+
+/// One earlier turn, as later prompts show it.
+struct Turn {
+    code: Option<String>,
+    summary: String,
+    feedback: String,
+}
+
+fn base_prompt(problem_src: &str, gpu: &str, first: bool) -> String {
+    let mut p = format!(
+        "You are given the following PyTorch architecture:\n\n```python\n{problem_src}\n```\n\n\
+         Replace the PyTorch operators with raw CUDA kernels, optimised for {gpu}: use shared memory, fuse operators, use warp primitives and vectorised loads where they help. Embed the kernels with torch.utils.cpp_extension.load_inline. Name the new architecture ModelNew. Do not use torch.nn modules or functions except nn.Parameter, containers and initialisation; inputs and outputs stay on the same device. Output the complete new architecture in one ```python code block. Your code will be evaluated, and you will get feedback on its correctness and speedup. After the code block, summarise your changes in a few sentences.\n"
+    );
+    if first {
+        p.push_str(&format!(
+            "\nHere is an example. The given architecture:\n\n```python\n{EXAMPLE_MODEL}```\n\nThe new architecture with a custom CUDA kernel:\n\n```python\n{EXAMPLE_MODEL_NEW}```\n"
+        ));
+    }
+    p
+}
+
+fn turn_prompt(base: &str, history: &[Turn], context_chars: usize) -> String {
+    let mut parts: Vec<String> =
+        history
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                format!(
+                "## Attempt {}\n```python\n{}\n```\nSummary of your reasoning: {}\nFeedback: {}\n",
+                i + 1,
+                t.code.as_deref().unwrap_or("(no code could be parsed from this attempt)"),
+                if t.summary.is_empty() { "(none)" } else { &t.summary },
+                t.feedback
+            )
+            })
+            .collect();
+    // Truncate from the earliest while the prompt would not fit.
+    let mut dropped = 0;
+    while parts.len() > 1
+        && base.len() + parts.iter().map(String::len).sum::<usize>() > context_chars
+    {
+        parts.remove(0);
+        dropped += 1;
+    }
+    let mut p = base.to_string();
+    if !history.is_empty() {
+        p.push_str("\n# Previous attempts\n");
+        if dropped > 0 {
+            p.push_str(&format!(
+                "({dropped} earliest attempt(s) left out for length)\n"
+            ));
+        }
+        for s in parts {
+            p.push_str(&s);
+        }
+        p.push_str("\nRestart your reasoning from the feedback above and write a new, complete, improved ModelNew in one ```python code block, then summarise your changes.\n");
+    }
+    p
+}
+
+fn feedback_message(r: &kbench_record::EvalRecord) -> String {
+    match status_of(&r.outcome) {
+        "correct" => match &r.timing {
+            Some(t) => format!(
+                "Your kernel is correct but can be made faster: speedup {:.3}x over the PyTorch reference.",
+                t.speedup
+            ),
+            None => "Your kernel is correct (not timed in this run).".to_string(),
+        },
+        status => format!(
+            "{}{}: {}",
+            status[..1].to_uppercase(),
+            &status[1..],
+            super::error_log(r)
+                .lines()
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
+}
+
+pub fn run(ctx: &TaskCtx) -> Result<Value> {
+    let t_count = ctx.opts.trajectories.max(1);
+    let turns = ctx.opts.max_rounds.unwrap_or(DEFAULT_TURNS);
+    let model = ctx.opts.model.clone().unwrap_or_default();
+    // Context budget in characters (≈ 4 per token).
+    let context_chars = (ctx.opts.context_tokens as usize).saturating_mul(4);
+    let mut per_traj: Vec<(f64, bool)> = Vec::new();
+    'traj: for t in 0..t_count {
+        let stream = ctx.stream(&format!("_t{t:02}"));
+        let mut history: Vec<Turn> = Vec::new();
+        let mut best: Option<f64> = None;
+        for k in 0..turns {
+            if ctx.over_budget().is_some() {
+                per_traj.push((best.unwrap_or(0.0), best.is_some()));
+                break 'traj;
+            }
+            let base = base_prompt(&ctx.problem.source, &ctx.gpu, k == 0);
+            let prompt = turn_prompt(&base, &history, context_chars);
+            ctx.save_text(&format!("t{t:02}_turn{k}_prompt.txt"), &prompt);
+            let mut round = Round {
+                index: k,
+                kind: "turn".into(),
+                trajectory: t,
+                feedback: history.last().map(|h| h.feedback.clone()),
+                ..Round::default()
+            };
+            let reply = ctx.chat(
+                &model,
+                &stream,
+                &format!("turn{k}"),
+                &[
+                    system("You are an expert CUDA kernel engineer."),
+                    user(&prompt),
+                ],
+                None,
+            )?;
+            let reply = match reply {
+                Ok(r) => r,
+                Err(e) => {
+                    round.failed = Some(format!("model: {e}"));
+                    history.push(Turn {
+                        code: None,
+                        summary: String::new(),
+                        feedback: format!("Your previous answer could not be used: {e}"),
+                    });
+                    ctx.log_round(round)?;
+                    continue;
+                }
+            };
+            let summary: String = text_outside_code(&reply.content)
+                .chars()
+                .take(1500)
+                .collect();
+            let Some(code) = extract_code(&reply.content) else {
+                round.failed = Some("parse error: the reply has no code block".into());
+                history.push(Turn {
+                    code: None,
+                    summary,
+                    feedback: "Parse error: your answer had no ```python code block with the complete ModelNew.".into(),
+                });
+                ctx.log_round(round)?;
+                continue;
+            };
+            let (rec, kres) = ctx.evaluate(&format!("t{t:02}_turn{k}"), &code)?;
+            if let Some(s) = kres.score() {
+                best = Some(best.map_or(s, |b: f64| b.max(s)));
+            }
+            history.push(Turn {
+                code: Some(code),
+                summary,
+                feedback: feedback_message(&rec),
+            });
+            round.kernel = Some(kres);
+            ctx.log_round(round)?;
+        }
+        per_traj.push((best.unwrap_or(0.0), best.is_some()));
+    }
+    let n = per_traj.len().max(1) as f64;
+    let best_of = per_traj.iter().map(|p| p.0).fold(0.0, f64::max);
+    let avg_of = per_traj.iter().map(|p| p.0).sum::<f64>() / n;
+    let correct_best = per_traj.iter().any(|p| p.1);
+    let correct_avg = per_traj.iter().filter(|p| p.1).count() as f64 / n;
+    Ok(json!({
+        "trajectories": t_count,
+        "turns": turns,
+        "trajectory_speedups": per_traj.iter().map(|p| p.0).collect::<Vec<_>>(),
+        "trajectory_correct": per_traj.iter().map(|p| p.1).collect::<Vec<_>>(),
+        "best_of_t_speedup": best_of,
+        "avg_of_t_speedup": avg_of,
+        "best_of_t_correct": correct_best,
+        "avg_of_t_correct": correct_avg,
+    }))
+}
