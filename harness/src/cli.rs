@@ -91,6 +91,9 @@ pub struct AgentArgs {
     /// kevin: independent trajectories per task.
     #[arg(long, value_name = "T", default_value_t = 16)]
     pub trajectories: u32,
+    /// kevin: trajectories of one task run at once (their model calls overlap).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub trajectory_jobs: u32,
     /// cuda-agent: stop a task whose prompt grows past this many tokens; kevin: drop the
     /// earliest turns from the prompt past it (about 4 characters a token).
     #[arg(long, value_name = "N", default_value_t = 128_000)]

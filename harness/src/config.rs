@@ -259,6 +259,7 @@ pub fn agent_options(
         judge: a.judge.clone(),
         max_rounds: a.max_rounds,
         trajectories: a.trajectories,
+        trajectory_jobs: a.trajectory_jobs,
         context_tokens: a.context_tokens,
         max_cost_usd: a.max_cost_usd,
         max_task_cost_usd: a.max_task_cost_usd,

@@ -113,76 +113,31 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
     let model = ctx.opts.model.clone().unwrap_or_default();
     // Context budget in characters (≈ 4 per token).
     let context_chars = (ctx.opts.context_tokens as usize).saturating_mul(4);
+    // Trajectories are independent: up to --trajectory-jobs of them run at once (their
+    // model calls overlap; kernel evaluations take turns in the evaluator).
+    let parallel = ctx.opts.trajectory_jobs.max(1) as usize;
     let mut per_traj: Vec<(f64, bool)> = Vec::new();
-    'traj: for t in 0..t_count {
-        let stream = ctx.stream(&format!("_t{t:02}"));
-        let mut history: Vec<Turn> = Vec::new();
-        let mut best: Option<f64> = None;
-        for k in 0..turns {
-            if ctx.over_budget().is_some() {
-                per_traj.push((best.unwrap_or(0.0), best.is_some()));
-                break 'traj;
-            }
-            let base = base_prompt(&ctx.problem.source, &ctx.gpu, k == 0);
-            let prompt = turn_prompt(&base, &history, context_chars);
-            ctx.save_text(&format!("t{t:02}_turn{k}_prompt.txt"), &prompt);
-            let mut round = Round {
-                index: k,
-                kind: "turn".into(),
-                trajectory: t,
-                feedback: history.last().map(|h| h.feedback.clone()),
-                ..Round::default()
-            };
-            let reply = ctx.chat(
-                &model,
-                &stream,
-                &format!("turn{k}"),
-                &[
-                    system("You are an expert CUDA kernel engineer."),
-                    user(&prompt),
-                ],
-                None,
-            )?;
-            let reply = match reply {
-                Ok(r) => r,
-                Err(e) => {
-                    round.failed = Some(format!("model: {e}"));
-                    history.push(Turn {
-                        code: None,
-                        summary: String::new(),
-                        feedback: format!("Your previous answer could not be used: {e}"),
-                    });
-                    ctx.log_round(round)?;
-                    continue;
-                }
-            };
-            let summary: String = text_outside_code(&reply.content)
-                .chars()
-                .take(1500)
+    let ids: Vec<u32> = (0..t_count).collect();
+    for wave in ids.chunks(parallel) {
+        let results: Vec<Result<(f64, bool)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = wave
+                .iter()
+                .map(|&t| {
+                    let model = &model;
+                    s.spawn(move || trajectory(ctx, t, turns, model, context_chars))
+                })
                 .collect();
-            let Some(code) = extract_code(&reply.content) else {
-                round.failed = Some("parse error: the reply has no code block".into());
-                history.push(Turn {
-                    code: None,
-                    summary,
-                    feedback: "Parse error: your answer had no ```python code block with the complete ModelNew.".into(),
-                });
-                ctx.log_round(round)?;
-                continue;
-            };
-            let (rec, kres) = ctx.evaluate(&format!("t{t:02}_turn{k}"), &code)?;
-            if let Some(s) = kres.score() {
-                best = Some(best.map_or(s, |b: f64| b.max(s)));
-            }
-            history.push(Turn {
-                code: Some(code),
-                summary,
-                feedback: feedback_message(&rec),
-            });
-            round.kernel = Some(kres);
-            ctx.log_round(round)?;
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a trajectory panicked")))
+                })
+                .collect()
+        });
+        for r in results {
+            per_traj.push(r?);
         }
-        per_traj.push((best.unwrap_or(0.0), best.is_some()));
     }
     let n = per_traj.len().max(1) as f64;
     let best_of = per_traj.iter().map(|p| p.0).fold(0.0, f64::max);
@@ -199,4 +154,81 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
         "best_of_t_correct": correct_best,
         "avg_of_t_correct": correct_avg,
     }))
+}
+
+/// One trajectory of K turns: (speedup of its fastest correct kernel or 0, any correct).
+fn trajectory(
+    ctx: &TaskCtx,
+    t: u32,
+    turns: u32,
+    model: &str,
+    context_chars: usize,
+) -> Result<(f64, bool)> {
+    let stream = ctx.stream(&format!("_t{t:02}"));
+    let mut history: Vec<Turn> = Vec::new();
+    let mut best: Option<f64> = None;
+    for k in 0..turns {
+        if ctx.over_budget().is_some() {
+            return Ok((best.unwrap_or(0.0), best.is_some()));
+        }
+        let base = base_prompt(&ctx.problem.source, &ctx.gpu, k == 0);
+        let prompt = turn_prompt(&base, &history, context_chars);
+        ctx.save_text(&format!("t{t:02}_turn{k}_prompt.txt"), &prompt);
+        let mut round = Round {
+            index: k,
+            kind: "turn".into(),
+            trajectory: t,
+            feedback: history.last().map(|h| h.feedback.clone()),
+            ..Round::default()
+        };
+        let reply = ctx.chat(
+            model,
+            &stream,
+            &format!("turn{k}"),
+            &[
+                system("You are an expert CUDA kernel engineer."),
+                user(&prompt),
+            ],
+            None,
+        )?;
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => {
+                round.failed = Some(format!("model: {e}"));
+                history.push(Turn {
+                    code: None,
+                    summary: String::new(),
+                    feedback: format!("Your previous answer could not be used: {e}"),
+                });
+                ctx.log_round(round)?;
+                continue;
+            }
+        };
+        let summary: String = text_outside_code(&reply.content)
+            .chars()
+            .take(1500)
+            .collect();
+        let Some(code) = extract_code(&reply.content) else {
+            round.failed = Some("parse error: the reply has no code block".into());
+            history.push(Turn {
+                    code: None,
+                    summary,
+                    feedback: "Parse error: your answer had no ```python code block with the complete ModelNew.".into(),
+                });
+            ctx.log_round(round)?;
+            continue;
+        };
+        let (rec, kres) = ctx.evaluate(&format!("t{t:02}_turn{k}"), &code)?;
+        if let Some(s) = kres.score() {
+            best = Some(best.map_or(s, |b: f64| b.max(s)));
+        }
+        history.push(Turn {
+            code: Some(code),
+            summary,
+            feedback: feedback_message(&rec),
+        });
+        round.kernel = Some(kres);
+        ctx.log_round(round)?;
+    }
+    Ok((best.unwrap_or(0.0), best.is_some()))
 }

@@ -61,6 +61,8 @@ pub struct Options {
     /// Rounds (coder-judge), turns (kevin) or steps (cuda-agent); `None`: the paper's.
     pub max_rounds: Option<u32>,
     pub trajectories: u32,
+    /// kevin: trajectories of a task run at once.
+    pub trajectory_jobs: u32,
     /// cuda-agent: stop when a prompt grows past this many tokens.
     pub context_tokens: u64,
     pub max_cost_usd: Option<f64>,
