@@ -398,6 +398,30 @@ fn budget_stops_the_task_and_a_bad_key_stops_the_run() {
         "{t}"
     );
     assert_eq!(server.received().len(), 1);
+    // The run budget stops too (one call of $0.0036 against $0.003).
+    let out_r = tmp.path().join("run-budget");
+    let o = run_agent(
+        &out_r,
+        &cfg,
+        "coder-judge",
+        &[
+            "--model",
+            "coder-m",
+            "--max-rounds",
+            "3",
+            "--max-cost-usd",
+            "0.003",
+            "--no-timing",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let t = &jsonl(&out_r.join("agent_tasks.jsonl"))[0];
+    assert_eq!(t["spend"]["calls"], 1, "{t}");
+    assert!(
+        t["stopped"].as_str().unwrap().contains("--max-cost-usd"),
+        "{t}"
+    );
+    assert_eq!(server.received().len(), 2);
     // Bad key.
     let keyed = FakeLlm::start(
         &json!({"api_key": "good", "models": {"coder-m": [reply(FAST, "")]}}),
@@ -469,6 +493,9 @@ fn kevin_reports_best_and_average_of_trajectories() {
             "kevin-m",
             "--trajectories",
             "2",
+            // One at a time: the fake server answers a model's calls in arrival order.
+            "--trajectory-jobs",
+            "1",
             "--max-rounds",
             "2",
         ],

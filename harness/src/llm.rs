@@ -358,6 +358,12 @@ impl Llm {
         let (status, attempts, reply_body, result) = match &self.replay_dir {
             Some(dir) => match self.replayed(dir, stream, seq) {
                 Ok(rec) => {
+                    if rec.label != label {
+                        eprintln!(
+                            "kbench: --llm-replay: call {seq} of `{stream}` was `{}` when recorded and is `{label}` now (a kernel's verdict changed); replaying the recorded reply anyway",
+                            rec.label
+                        );
+                    }
                     let r = match &rec.error {
                         Some(e) => Err(LlmError::Malformed(format!("(replayed) {e}"))),
                         None => parse_reply(&rec.reply_body, &m),
@@ -478,7 +484,6 @@ impl Llm {
                 req = req.header("Authorization", format!("Bearer {k}"));
             }
             let sent = req.send(&payload[..]);
-            drop(_slot);
             let (status, retry_after, text, transport) = match sent {
                 Ok(mut resp) => {
                     let status = resp.status().as_u16();
@@ -499,6 +504,8 @@ impl Llm {
                 }
                 Err(e) => (0, None, String::new(), Some(e)),
             };
+            // The slot is held until the reply is read, not while waiting to retry.
+            drop(_slot);
             let retries_left = attempt <= m.max_retries;
             if let Some(e) = transport {
                 let timed_out = matches!(e, ureq::Error::Timeout(_));

@@ -232,3 +232,27 @@ fn trajectory(
     }
     Ok((best.unwrap_or(0.0), best.is_some()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_turns_are_dropped_past_the_context_budget() {
+        let turn = |i: usize| Turn {
+            code: Some(format!("code{i} {}", "x".repeat(100))),
+            summary: format!("summary{i}"),
+            feedback: format!("feedback{i}"),
+        };
+        let history: Vec<Turn> = (0..4).map(turn).collect();
+        let base = base_prompt("class Model: pass", "H100", false);
+        let all = turn_prompt(&base, &history, usize::MAX);
+        assert!(all.contains("code0") && all.contains("feedback3") && !all.contains("left out"));
+        let cut = turn_prompt(&base, &history, base.len() + 400);
+        assert!(!cut.contains("code0") && cut.contains("code3") && cut.contains("feedback3"));
+        assert!(cut.contains("earliest attempt(s) left out"), "{cut}");
+        // The example shows only in the first turn.
+        assert!(base_prompt("m", "H100", true).contains("elementwise_add_kernel"));
+        assert!(!base.contains("elementwise_add_kernel"));
+    }
+}
