@@ -491,6 +491,13 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;
     if let Some(e) = fatal.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        if stop.load(Ordering::SeqCst) {
+            eprintln!(
+                "kbench: interrupted: {e:#}; what was recorded is kept in {}",
+                config.out.display()
+            );
+            return Ok(crate::exit::INTERRUPTED);
+        }
         return Err(e);
     }
     println!(
