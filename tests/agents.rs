@@ -711,3 +711,85 @@ fn command_agent_runs_the_shipped_example() {
     assert!(stderr.contains("\"type\":\"error\""), "{stderr}");
     assert_eq!(rounds[1]["kind"], "submit");
 }
+
+/// cuda-agent's context budget: a prompt past --context-tokens stops the task before any
+/// tool runs. No kernel is evaluated, so this needs no Python.
+#[test]
+fn cuda_agent_stops_at_the_context_budget() {
+    let server = FakeLlm::start(
+        &json!({"models": {"agent-m": [
+            {"tool_calls": [{"name": "read_problem", "arguments": "{}"}],
+             "usage": {"prompt_tokens": 5000, "completion_tokens": 10}},
+        ]}}),
+        0,
+        None,
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["agent-m"]);
+    let out = tmp.path().join("run");
+    let o = run_agent(
+        &out,
+        &cfg,
+        "cuda-agent",
+        &["--model", "agent-m", "--context-tokens", "4000"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let t = &jsonl(&out.join("agent_tasks.jsonl"))[0];
+    assert!(
+        t["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("--context-tokens 4000"),
+        "{t}"
+    );
+    assert!(t["final_kernel"].is_null());
+    assert!(!out.join("runs/cuda-agent").join(FINAL).exists());
+}
+
+/// `kbench fake-llm` serves its script over real HTTP until killed.
+#[test]
+fn fake_llm_subcommand_serves_the_script() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("script.json");
+    std::fs::write(
+        &script,
+        json!({"models": {"m": [{"content": "scripted hello"}]}}).to_string(),
+    )
+    .unwrap();
+    let url_file = tmp.path().join("url");
+    let log = tmp.path().join("requests.jsonl");
+    let mut child = kbench()
+        .args(["fake-llm", "--script"])
+        .arg(&script)
+        .arg("--url-file")
+        .arg(&url_file)
+        .arg("--log")
+        .arg(&log)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    for _ in 0..100 {
+        if let Ok(u) = std::fs::read_to_string(&url_file) {
+            url = u;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cfg = toml(tmp.path(), &url, &["m"]);
+    let file = kbench::llm::LlmFile::load(&cfg).unwrap();
+    let llm = kbench::llm::Llm::new(file, &cfg, tmp.path(), None).unwrap();
+    let r = llm.chat(
+        "m",
+        "s",
+        "c",
+        &[json!({"role": "user", "content": "hi"})],
+        None,
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.unwrap().content, "scripted hello");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("\"hi\""), "{logged}");
+}
