@@ -94,6 +94,10 @@ pub struct AgentArgs {
     /// kevin: trajectories of one task run at once (their model calls overlap).
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub trajectory_jobs: u32,
+    /// kevin: the paper's format checks — torch.nn.functional or nn modules, try/except,
+    /// `pass`, or no CUDA kernel make a kernel score 0 (off by default: CPU runs use no CUDA).
+    #[arg(long)]
+    pub kevin_format_checks: bool,
     /// cuda-agent: stop a task whose prompt grows past this many tokens; kevin: drop the
     /// earliest turns from the prompt past it (about 4 characters a token).
     #[arg(long, value_name = "N", default_value_t = 128_000)]

@@ -260,6 +260,7 @@ pub fn agent_options(
         max_rounds: a.max_rounds,
         trajectories: a.trajectories,
         trajectory_jobs: a.trajectory_jobs,
+        kevin_format_checks: a.kevin_format_checks,
         context_tokens: a.context_tokens,
         max_cost_usd: a.max_cost_usd,
         max_task_cost_usd: a.max_task_cost_usd,

@@ -219,13 +219,27 @@ fn trajectory(
             continue;
         };
         let (rec, kres) = ctx.evaluate(&format!("t{t:02}_turn{k}"), &code)?;
-        if let Some(s) = kres.score() {
-            best = Some(best.map_or(s, |b: f64| b.max(s)));
-        }
+        let format_error = if ctx.opts.kevin_format_checks {
+            format_violation(&code)
+        } else {
+            None
+        };
+        let feedback = match &format_error {
+            Some(why) => {
+                round.failed = Some(format!("format check: {why}"));
+                format!("Format error: {why}. The kernel scores 0.")
+            }
+            None => {
+                if let Some(s) = kres.score() {
+                    best = Some(best.map_or(s, |b: f64| b.max(s)));
+                }
+                feedback_message(&rec)
+            }
+        };
         history.push(Turn {
             code: Some(code),
             summary,
-            feedback: feedback_message(&rec),
+            feedback,
         });
         round.kernel = Some(kres);
         ctx.log_round(round)?;
@@ -233,9 +247,89 @@ fn trajectory(
     Ok((best.unwrap_or(0.0), best.is_some()))
 }
 
+/// Kevin's format and reward-hacking checks (agents.md §3.2–3.3), with `--kevin-format-checks`:
+/// PyTorch operators through `torch.nn.functional` or `nn.` modules (other than
+/// `Module`, `Parameter`, containers and `init`), `try`/`except`, a `pass` statement, or no
+/// CUDA kernel at all make the kernel score 0. The paper's exact rules are not published:
+/// these are the ones it describes.
+pub fn format_violation(code: &str) -> Option<String> {
+    const ALLOWED: [&str; 7] = [
+        "Module",
+        "Parameter",
+        "ParameterList",
+        "ParameterDict",
+        "ModuleList",
+        "ModuleDict",
+        "init",
+    ];
+    for line in code.lines() {
+        let l = line.trim();
+        if l.starts_with('#') {
+            continue;
+        }
+        if l.starts_with("try:") || l.starts_with("except") {
+            return Some("try/except is not allowed".into());
+        }
+        if l == "pass" {
+            return Some("`pass` is not allowed".into());
+        }
+        if l.contains("torch.nn.functional") || l.contains(" F.") || l.contains("(F.") {
+            return Some("torch.nn.functional is not allowed".into());
+        }
+        let mut rest = l;
+        while let Some(i) = rest.find("nn.") {
+            let before = rest[..i].chars().next_back();
+            let name: String = rest[i + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !name.is_empty()
+                && !ALLOWED.contains(&name.as_str())
+            {
+                return Some(format!("the PyTorch module nn.{name} is not allowed"));
+            }
+            rest = &rest[i + 3..];
+        }
+    }
+    if !code.contains("__global__") {
+        return Some("no CUDA kernel (__global__ function) in the code".into());
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_checks_follow_the_papers_rules() {
+        let ok = "import torch.nn as nn\nsrc = '__global__ void k() {}'\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(1))\n";
+        assert_eq!(format_violation(ok), None);
+        assert!(format_violation(&ok.replace("__global__", ""))
+            .unwrap()
+            .contains("no CUDA kernel"));
+        assert!(
+            format_violation(&format!("{ok}        self.l = nn.Linear(2, 2)\n"))
+                .unwrap()
+                .contains("nn.Linear")
+        );
+        assert!(format_violation(&format!(
+            "{ok}    def f(self, x):\n        return F.relu(x)\n"
+        ))
+        .unwrap()
+        .contains("functional"));
+        assert!(format_violation(&format!(
+            "{ok}    try:\n        x = 1\n    except Exception:\n        x = 2\n"
+        ))
+        .unwrap()
+        .contains("try"));
+        assert!(
+            format_violation(&format!("{ok}    def g(self):\n        pass\n"))
+                .unwrap()
+                .contains("pass")
+        );
+    }
 
     #[test]
     fn earliest_turns_are_dropped_past_the_context_budget() {

@@ -63,6 +63,8 @@ pub struct Options {
     pub trajectories: u32,
     /// kevin: trajectories of a task run at once.
     pub trajectory_jobs: u32,
+    /// kevin: apply the paper's format / reward-hacking checks (a violation scores 0).
+    pub kevin_format_checks: bool,
     /// cuda-agent: stop when a prompt grows past this many tokens.
     pub context_tokens: u64,
     pub max_cost_usd: Option<f64>,
