@@ -11,6 +11,8 @@ use kbench::fakellm::FakeLlm;
 use serde_json::{json, Value};
 
 const BROKEN: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b +\n";
+/// A C++ CPU extension that does not compile: the compiler's error must reach the Judge.
+const BAD_CPP: &str = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\ncpp_src = \"\"\"\n#include <torch/extension.h>\ntorch::Tensor fma_cpu(torch::Tensor a, torch::Tensor b, torch::Tensor c) {\n    return a * b + undeclared_thing;\n}\n\"\"\"\next = load_inline(name=\"kbench_agents_bad_fma\", cpp_sources=cpp_src, functions=[\"fma_cpu\"], verbose=False)\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return ext.fma_cpu(a, b, c)\n";
 const WRONG: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b\n";
 const SLOW: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        out = a * b + c\n        for _ in range(40):\n            out = (a * b + c) + 0.0 * out\n        return out\n";
 const FAST: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return torch.addcmul(c, a, b)\n";
@@ -111,7 +113,7 @@ fn saved_prompt(out: &Path, stream: &str, seq: u32) -> String {
 
 const FINAL: &str = "level_1_problem_1_sample_0_kernel.py";
 
-/// CudaForge's loop: compile error → Judge correction (with the error tail) → wrong kernel →
+/// CudaForge's loop: C++ compile error → Judge correction (with the compiler's error) → wrong kernel →
 /// correction → correct slow kernel → optimisation (with timing) → correct fast kernel.
 #[test]
 fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
@@ -120,7 +122,7 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
     let issue = json!({"critical_issue": "syntax error in forward", "why_it_matters": "module cannot load", "minimal_fix_hint": "complete the expression"});
     let server = FakeLlm::start(
         &json!({"models": {
-            "coder-m": [reply(BROKEN, ""), reply(WRONG, ""), reply(SLOW, ""), reply(FAST, "")],
+            "coder-m": [reply(BAD_CPP, ""), reply(WRONG, ""), reply(SLOW, ""), reply(FAST, "")],
             "judge-m": [judge(issue.clone()),
                         judge(json!({"critical_issue": "c is never added", "why_it_matters": "wrong values", "minimal_fix_hint": "add c"})),
                         judge(json!({"bottleneck": "redundant loop", "optimisation method": "fuse", "modification plan": "one addcmul"}))]
@@ -155,13 +157,13 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
     // Calls: coder r0, judge r1, coder r1, judge r2, coder r2, judge r3, coder r3.
     let corr = saved_prompt(&out, stream, 1);
     assert!(
-        corr.starts_with("ERROR_LOG:") && corr.contains("SyntaxError"),
+        corr.starts_with("ERROR_LOG:") && corr.contains("was not declared in this scope"),
         "{corr}"
     );
     assert!(corr.contains("PyTorch reference (ground truth)") && corr.contains("return a * b + c"));
     let repair = saved_prompt(&out, stream, 2);
     assert!(
-        repair.contains("syntax error in forward") && repair.contains("SyntaxError"),
+        repair.contains("syntax error in forward") && repair.contains("undeclared_thing"),
         "{repair}"
     );
     let corr2 = saved_prompt(&out, stream, 3);

@@ -750,7 +750,14 @@ pub fn extract_json(reply: &str) -> std::result::Result<Value, String> {
 /// The error log a failing kernel leaves: the outcome, then the process's last lines;
 /// the last 150 lines, with pybind's `Invoked with:` tail cut (agents.md §1.1).
 pub fn error_log(r: &EvalRecord) -> String {
-    let mut text = format!("{}\n", r.outcome);
+    // The outcome's Display keeps one line; the build log and traceback are in the message.
+    let mut text = match &r.outcome {
+        Outcome::CompileError { message } => format!("compile_error:\n{message}\n"),
+        Outcome::RuntimeError { phase, message } => {
+            format!("runtime_error ({phase}):\n{message}\n")
+        }
+        other => format!("{other}\n"),
+    };
     if !r.log_tail.trim().is_empty() {
         text.push_str(&r.log_tail);
     }
