@@ -313,6 +313,11 @@ impl Llm {
         self.file.model(name, &self.config_path)
     }
 
+    /// Whether replies come from a recorded run (`--llm-replay`).
+    pub fn replaying(&self) -> bool {
+        self.replay_dir.is_some()
+    }
+
     pub fn spent(&self) -> Spend {
         *self.total.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -775,6 +780,27 @@ mod tests {
         assert_eq!(saved.attempts, 2);
         assert_eq!(saved.request["messages"][0]["content"], "hi");
         assert!(saved.reply_body.contains("hello"));
+    }
+
+    #[test]
+    fn concurrency_is_limited_per_endpoint() {
+        let slow = json!({"content": "x", "delay_s": 0.4});
+        let script = json!({"models": {"served-model": [slow.clone(), slow.clone(), slow]}});
+        let (_s, llm, _d) = setup(script, None, 10.0, 0);
+        // setup's limit is 2: three calls at once take two rounds of 0.4 s.
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for i in 0..3 {
+                let llm = &llm;
+                s.spawn(move || llm.chat("m", &format!("s{i}"), "c", &[], None).unwrap());
+            }
+        });
+        let took = t.elapsed().as_secs_f64();
+        assert!(
+            (0.8..1.2).contains(&took),
+            "3 calls through 2 slots took {took}s"
+        );
+        assert_eq!(llm.spent().calls, 3);
     }
 
     #[test]

@@ -485,6 +485,8 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
         "tasks": results.len(),
         "solved": results.iter().filter(|t| t.final_kernel.as_ref().is_some_and(|k| k.correct)).count(),
         "llm": total,
+        // Replayed runs report the recorded calls' tokens and dollars (nothing was spent now).
+        "llm_replayed_from": opts.llm_replay.as_ref().filter(|_| llm.as_ref().is_some_and(|l| l.replaying())),
         "wall_s": budget.started.elapsed().as_secs_f64(),
         "runs_dir": config.out.join("runs").join(&runs_name),
     });
