@@ -89,6 +89,11 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
         if line.trim().is_empty() {
             continue;
         }
+        if let Some(why) = ctx.over_budget() {
+            send(json!({"type": "error", "message": why}), &mut stdin);
+            ended = Some(why);
+            break;
+        }
         let mut round = Round {
             index: n,
             kind: "request".into(),

@@ -77,10 +77,20 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
                 continue;
             }
         };
-        if reply.usage.input_tokens > ctx.opts.context_tokens {
+        // Servers that report no usage: about 4 characters a token.
+        let prompt_tokens = if reply.usage.input_tokens > 0 {
+            reply.usage.input_tokens
+        } else {
+            messages
+                .iter()
+                .map(|m| m.to_string().len() as u64)
+                .sum::<u64>()
+                / 4
+        };
+        if prompt_tokens > ctx.opts.context_tokens {
             let why = format!(
-                "context budget: the prompt reached {} tokens of --context-tokens {}",
-                reply.usage.input_tokens, ctx.opts.context_tokens
+                "context budget: the prompt reached {prompt_tokens} tokens of --context-tokens {}",
+                ctx.opts.context_tokens
             );
             ctx.stopped
                 .lock()

@@ -382,8 +382,21 @@ fn pick_final(sources: &[(KernelResult, String)]) -> Option<(KernelResult, Strin
     best.or(sources.last()).cloned()
 }
 
-/// Runs an agent over the run's problems; returns the exit code.
+/// Runs an agent over the run's problems with timing as the profile feedback; returns the
+/// exit code.
 pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<i32> {
+    run_with_profiler(config, opts, stop, &TimingOnly)
+}
+
+/// [`run`] with another source of profile feedback: issue 9's `kbench profile` (Nsight
+/// Compute metrics, roofline) plugs in here, and the Judge's optimisation mode, cuda-agent's
+/// `profile` tool and the command agent's `profile` request all receive its JSON.
+pub fn run_with_profiler(
+    config: &RunConfig,
+    opts: &Options,
+    stop: Arc<AtomicBool>,
+    profiler: &dyn ProfileFeedback,
+) -> Result<i32> {
     if config.out.join(crate::runlog::MANIFEST).exists() {
         bail!(
             "{} already holds a run; agent runs cannot be resumed yet: choose another --out (its model calls can be replayed with --llm-replay {})",
@@ -418,7 +431,6 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
         opts: opts.clone(),
     };
     let gpu = opts.gpu.clone().unwrap_or_else(|| gpu_label(config));
-    let profiler = TimingOnly;
     let queue = Mutex::new(
         config
             .problems
@@ -448,7 +460,7 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
                     llm.as_ref(),
                     &eval,
                     &budget,
-                    &profiler,
+                    profiler,
                     &gpu,
                     &runs_name,
                 );
