@@ -537,6 +537,15 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert_eq!(x["best_of_t_correct"], true);
     assert_eq!(x["avg_of_t_correct"].as_f64().unwrap(), 0.5);
     assert_eq!(t["failed_rounds"], 1);
+    // Tokens and dollars: three replies of 1000 + 200 tokens and one of 10 + 5.
+    assert_eq!(t["spend"]["calls"], 4);
+    assert_eq!(t["spend"]["input_tokens"], 3010);
+    assert_eq!(t["spend"]["output_tokens"], 605);
+    let cost = t["spend"]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - (3010.0 * 2.0 + 605.0 * 8.0) / 1e6).abs() < 1e-12,
+        "{cost}"
+    );
     assert_eq!(
         std::fs::read_to_string(out.join("runs/kevin").join(FINAL))
             .unwrap()
@@ -615,6 +624,10 @@ fn cuda_agent_calls_tools_and_bad_arguments_fail_a_step() {
     );
     let t = &jsonl(&out.join("agent_tasks.jsonl"))[0];
     assert_eq!(t["extra"]["finished"], true);
+    // The fake server's default usage is 100 + 50 tokens a reply.
+    assert_eq!(t["spend"]["calls"], 6);
+    assert_eq!(t["spend"]["input_tokens"], 600);
+    assert_eq!(t["spend"]["output_tokens"], 300);
     assert_eq!(
         t["kernels"].as_array().unwrap().len(),
         1,
@@ -747,6 +760,29 @@ fn cuda_agent_stops_at_the_context_budget() {
     );
     assert!(t["final_kernel"].is_null());
     assert!(!out.join("runs/cuda-agent").join(FINAL).exists());
+}
+
+/// The run's time budget: with --max-minutes 0 no model call is made at all.
+#[test]
+fn run_time_budget_stops_before_any_call() {
+    let server = FakeLlm::start(&json!({"models": {"m": [reply(FAST, "")]}}), 0, None).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["m"]);
+    let out = tmp.path().join("run");
+    let o = run_agent(
+        &out,
+        &cfg,
+        "kevin",
+        &["--model", "m", "--trajectories", "2", "--max-minutes", "0"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(server.received().is_empty());
+    let t = &jsonl(&out.join("agent_tasks.jsonl"))[0];
+    assert!(
+        t["stopped"].as_str().unwrap().contains("--max-minutes 0"),
+        "{t}"
+    );
+    assert_eq!(t["extra"]["avg_of_t_speedup"].as_f64().unwrap(), 0.0);
 }
 
 /// `kbench fake-llm` serves its script over real HTTP until killed.
