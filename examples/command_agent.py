@@ -3,9 +3,11 @@
 
 kbench starts it with the task as one JSON line on stdin. It answers with requests as JSON
 lines on stdout and reads one JSON answer line per request. This agent needs no model: it
-submits the problem's own code as ModelNew, after asking kbench to compile, check and time
-it, and tries one rewrite first (torch.compile-free: the same code, with Model renamed) to
-show the loop. Replace `propose` with calls to your own model.
+proposes the problem's own code with Model renamed to ModelNew, asks kbench to compile,
+check and time it, and submits it. Replace `propose` with calls to your own model, and use
+the answers (`log`, `report`, `speedup`) to decide what to try next.
+
+Run it: kbench run --suite smoke --agent command --command "python3 examples/command_agent.py" --out runs/cmd
 """
 import json
 import re
