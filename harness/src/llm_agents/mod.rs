@@ -404,9 +404,11 @@ pub fn run_with_profiler(
             config.out.display()
         );
     }
-    std::fs::create_dir_all(&config.out)
-        .with_context(|| format!("creating {}", config.out.display()))?;
-    let llm = match opts.kind {
+    if opts.kind == Kind::Command && opts.command.is_none() {
+        bail!("--agent command needs --command 'PROGRAM ARGS' (see README: the command agent protocol)");
+    }
+    // Check the models before anything is written.
+    let llm_file = match opts.kind {
         Kind::Command => None,
         _ => {
             let path = opts
@@ -414,16 +416,23 @@ pub fn run_with_profiler(
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("kbench.toml"));
             let file = crate::llm::LlmFile::load(&path)?;
-            let llm = Llm::new(file, &path, &config.out, opts.llm_replay.as_deref())?;
             for role in model_roles(opts)? {
-                llm.model(&role)?;
+                file.model(&role, &path)?;
             }
-            Some(llm)
+            Some((file, path))
         }
     };
-    if opts.kind == Kind::Command && opts.command.is_none() {
-        bail!("--agent command needs --command 'PROGRAM ARGS' (see README: the command agent protocol)");
-    }
+    std::fs::create_dir_all(&config.out)
+        .with_context(|| format!("creating {}", config.out.display()))?;
+    let llm = match llm_file {
+        None => None,
+        Some((file, path)) => Some(Llm::new(
+            file,
+            &path,
+            &config.out,
+            opts.llm_replay.as_deref(),
+        )?),
+    };
     let agent = opts.kind.name();
     let eval = Evaluator::new(config, agent, Arc::clone(&stop));
     let budget = Budget {
