@@ -639,7 +639,7 @@ fn cuda_agent_calls_tools_and_bad_arguments_fail_a_step() {
     );
 }
 
-/// The command agent with the shipped example program; and a program sending garbage gets
+/// The command agent with the shipped example program on two tasks at once; and a program sending garbage gets
 /// an error line back, a failed round, and the task still ends.
 #[test]
 fn command_agent_runs_the_shipped_example() {
@@ -654,7 +654,9 @@ fn command_agent_runs_the_shipped_example() {
             "--suite",
             "smoke",
             "--select",
-            "1",
+            "1,2",
+            "--jobs",
+            "2",
             "--device",
             "cpu",
             "--families",
@@ -684,6 +686,13 @@ fn command_agent_runs_the_shipped_example() {
     assert!(stderr.contains("submitted: correct=True"), "{stderr}");
     let k = std::fs::read_to_string(out.join("runs/command").join(FINAL)).unwrap();
     assert!(k.contains("class ModelNew"));
+    // Two tasks ran (at once, --jobs 2), each with one evaluation: compile, check, time and
+    // submit of one source share it.
+    let k2 = std::fs::read_to_string(out.join("runs/command/level_1_problem_2_sample_0_kernel.py"))
+        .unwrap();
+    assert!(k2.contains("class ModelNew") && k2 != k);
+    assert_eq!(common::records(&out).len(), 2);
+    assert_eq!(jsonl(&out.join("agent_tasks.jsonl")).len(), 2);
     // A misbehaving program.
     let bad = tmp.path().join("bad.sh");
     std::fs::write(&bad, format!("read -r task\necho 'hello'\nread -r answer\nprintf '%s\\n' \"$answer\" >&2\nprintf '%s\\n' '{}'\nread -r done\n",

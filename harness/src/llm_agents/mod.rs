@@ -625,11 +625,13 @@ pub fn gpu_spec(config_gpu: &str) -> String {
     if let Ok(all) = crate::gpu::describe() {
         if let Some(i) = all.iter().find(|i| config_gpu.contains(&i.name)) {
             out.push_str(&format!(
-                "Architecture: compute capability {}.{}\nDetails:\n• SMs: {}\n• GPU Memory: {:.0} GB\n• L2 cache: {} MB\n• Shared memory capacity per SM: {} KB\n",
+                "Architecture: compute capability {}.{}\nDetails:\n• SMs: {}\n• SM clock: {} MHz\n• GPU Memory: {:.0} GB\n• Memory Bandwidth: {:.0} GB/s\n• L2 cache: {} MB\n• Shared memory capacity per SM: {} KB\n",
                 i.compute_capability.0,
                 i.compute_capability.1,
                 i.sms,
+                i.sm_clock_khz / 1000,
                 i.memory_bytes as f64 / 1e9,
+                i.peak_bandwidth_gbs(),
                 i.l2_bytes / (1 << 20),
                 i.shared_memory_per_sm_bytes / 1024
             ));
