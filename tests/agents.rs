@@ -537,6 +537,16 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert_eq!(x["best_of_t_correct"], true);
     assert_eq!(x["avg_of_t_correct"].as_f64().unwrap(), 0.5);
     assert_eq!(t["failed_rounds"], 1);
+    // `kbench report --table kevin` reads each trajectory as a sample: the same best/avg.
+    let o = kbench()
+        .args(["report", "--table", "kevin"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[1..4], ["2", "100.0%", "50.0%"], "{table}");
     // Tokens and dollars: three replies of 1000 + 200 tokens and one of 10 + 5.
     assert_eq!(t["spend"]["calls"], 4);
     assert_eq!(t["spend"]["input_tokens"], 3010);

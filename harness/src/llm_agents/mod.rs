@@ -155,12 +155,20 @@ impl Evaluator {
 
     /// Correctness on every configured case family, then timing (when the run times).
     /// A kernel already recorded under this name (a resumed run) is not evaluated again.
-    pub fn evaluate(&self, problem: &Problem, name: &str, source: &str) -> Result<EvalRecord> {
+    /// `sample` is the trajectory (kevin) or 0: `kbench report` takes each sample as one
+    /// independent trajectory for best@k / avg@k.
+    pub fn evaluate(
+        &self,
+        problem: &Problem,
+        name: &str,
+        sample: u32,
+        source: &str,
+    ) -> Result<EvalRecord> {
         let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let cand = Candidate::new(name.to_string(), 0, source.to_string(), None);
+        let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
         let key = crate::engine::record_key(problem, self.agent, &cand);
         let mut c = self.base.clone();
         c.problems = vec![problem.clone()];
@@ -336,11 +344,21 @@ impl TaskCtx<'_> {
 
     /// Evaluates a kernel, keeps its source under `agent/<task>/kernels/` and notes it.
     pub fn evaluate(&self, name: &str, source: &str) -> Result<(EvalRecord, KernelResult)> {
+        self.evaluate_sample(name, 0, source)
+    }
+
+    /// [`evaluate`](Self::evaluate) as sample (trajectory) `sample`.
+    pub fn evaluate_sample(
+        &self,
+        name: &str,
+        sample: u32,
+        source: &str,
+    ) -> Result<(EvalRecord, KernelResult)> {
         let kdir = self.dir.join("kernels");
         std::fs::create_dir_all(&kdir)?;
         std::fs::write(kdir.join(format!("{name}.py")), source)
             .with_context(|| format!("saving kernel {name}"))?;
-        let rec = self.eval.evaluate(self.problem, name, source)?;
+        let rec = self.eval.evaluate(self.problem, name, sample, source)?;
         let k = KernelResult::from_record(&rec);
         self.sources
             .lock()
