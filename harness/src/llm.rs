@@ -226,6 +226,8 @@ pub struct Llm {
     /// `<recorded run>/llm` when replaying.
     replay_dir: Option<PathBuf>,
     agent: ureq::Agent,
+    /// For loopback servers: never through an HTTP proxy from the environment.
+    direct: ureq::Agent,
     /// Spend of the whole run so far.
     pub total: Mutex<Spend>,
     /// Calls per stream, for the file names (streams are sequential).
@@ -297,6 +299,11 @@ impl Llm {
             .http_status_as_error(false)
             .build()
             .new_agent();
+        let direct = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .build()
+            .new_agent();
         Ok(Self {
             file,
             config_path: config_path.to_path_buf(),
@@ -304,6 +311,7 @@ impl Llm {
             record_dir,
             replay_dir,
             agent,
+            direct,
             total: Mutex::new(Spend::default()),
             seq: Mutex::new(HashMap::new()),
         })
@@ -478,8 +486,12 @@ impl Llm {
         loop {
             attempt += 1;
             let _slot = gate.as_ref().map(|g| g.acquire());
-            let mut req = self
-                .agent
+            let client = if is_loopback(&m.base_url) {
+                &self.direct
+            } else {
+                &self.agent
+            };
+            let mut req = client
                 .post(&url)
                 .config()
                 .timeout_global(Some(Duration::from_secs_f64(m.timeout_s)))
@@ -593,6 +605,21 @@ impl Llm {
             }
         }
     }
+}
+
+/// Whether a base URL names this host (local servers are reached without a proxy).
+fn is_loopback(base_url: &str) -> bool {
+    let rest = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, r)| r)
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => rest.split(':').next().unwrap_or(""),
+    };
+    host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
 /// Retry-After when the server gave one (capped at 5 minutes), else 1, 2, 4 … 30 s.
@@ -801,6 +828,14 @@ mod tests {
             "3 calls through 2 slots took {took}s"
         );
         assert_eq!(llm.spent().calls, 3);
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        assert!(is_loopback("http://127.0.0.1:8000/v1"));
+        assert!(is_loopback("http://localhost/v1"));
+        assert!(is_loopback("http://[::1]:9/v1"));
+        assert!(!is_loopback("https://api.example.invalid/v1"));
     }
 
     #[test]
