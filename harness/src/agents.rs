@@ -44,6 +44,27 @@ pub trait Agent {
     fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>>;
 }
 
+/// Kernels handed over by an LLM agent (`crate::llm_agents`), by problem key.
+pub struct GivenAgent {
+    pub agent: &'static str,
+    pub candidates: Vec<(String, Candidate)>,
+}
+
+impl Agent for GivenAgent {
+    fn name(&self) -> &str {
+        self.agent
+    }
+    fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>> {
+        let key = problem.key();
+        Ok(self
+            .candidates
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, c)| c.clone())
+            .collect())
+    }
+}
+
 /// Submits each problem's own code with `Model` renamed to `ModelNew`: it must come out
 /// correct with a speedup near 1, which checks the harness itself.
 pub struct ReferenceAgent;

@@ -48,6 +48,89 @@ pub enum Command {
     /// Flag problems a trivial kernel passes under KernelBench's check (zeros, a constant,
     /// an input copied, an input or weight ignored), and whether `signed` inputs remove that.
     Audit(AuditArgs),
+    /// A scripted OpenAI-compatible chat server on loopback, for tests and dry runs of agents.
+    FakeLlm(FakeLlmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FakeLlmArgs {
+    /// The script: JSON with per-model lists of replies (see harness/src/fakellm.rs).
+    #[arg(long, value_name = "FILE")]
+    pub script: PathBuf,
+    /// Port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Write the base URL here once listening.
+    #[arg(long, value_name = "FILE")]
+    pub url_file: Option<PathBuf>,
+    /// Append every request received here, one JSON line each.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+}
+
+/// Options of the LLM agents (coder-judge, kevin, cuda-agent) and the command agent.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AgentArgs {
+    /// The model configuration (named models: base URL, model, key variable, prices).
+    #[arg(long, value_name = "FILE", default_value = "kbench.toml")]
+    pub llm_config: PathBuf,
+    /// Model (a name in the configuration) for kevin and cuda-agent; coder-judge's default
+    /// for both roles.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// coder-judge: the Coder's model.
+    #[arg(long, value_name = "NAME")]
+    pub coder: Option<String>,
+    /// coder-judge: the Judge's model (default: the Coder's).
+    #[arg(long, value_name = "NAME")]
+    pub judge: Option<String>,
+    /// Rounds per task (coder-judge: 10), turns per trajectory (kevin: 8), steps (cuda-agent:
+    /// 200) or requests (command: 50).
+    #[arg(long, value_name = "N")]
+    pub max_rounds: Option<u32>,
+    /// kevin: independent trajectories per task.
+    #[arg(long, value_name = "T", default_value_t = 16)]
+    pub trajectories: u32,
+    /// kevin: trajectories of one task run at once (their model calls overlap).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub trajectory_jobs: u32,
+    /// kevin: the paper's format checks — torch.nn.functional or nn modules, try/except,
+    /// `pass`, or no CUDA kernel make a kernel score 0 (off by default: CPU runs use no CUDA).
+    #[arg(long)]
+    pub kevin_format_checks: bool,
+    /// cuda-agent: stop a task whose prompt grows past this many tokens; kevin: drop the
+    /// earliest turns from the prompt past it (about 4 characters a token).
+    #[arg(long, value_name = "N", default_value_t = 128_000)]
+    pub context_tokens: u64,
+    /// Stop starting model calls once the run has spent this many dollars.
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
+    /// Stop a task once it has spent this many dollars.
+    #[arg(long, value_name = "USD")]
+    pub max_task_cost_usd: Option<f64>,
+    /// Stop starting rounds once the run has lasted this many minutes.
+    #[arg(long, value_name = "MIN")]
+    pub max_minutes: Option<f64>,
+    /// Stop a task after this many minutes.
+    #[arg(long, value_name = "MIN")]
+    pub max_task_minutes: Option<f64>,
+    /// Tasks in flight at once (their model calls run concurrently; kernel evaluations
+    /// take turns).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
+    /// Replay the model replies recorded in this earlier agent run (its --out) instead of
+    /// calling a model; the kernels are evaluated again.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub llm_replay: Option<PathBuf>,
+    /// --agent command: the program, run with `sh -c` (e.g. "python3 examples/command_agent.py").
+    #[arg(long, value_name = "CMD")]
+    pub command: Option<String>,
+    /// The folder name under runs/ for the final kernels (default: the agent's name).
+    #[arg(long, value_name = "NAME")]
+    pub runs_name: Option<String>,
+    /// The GPU named in prompts (default: the run's GPU as the driver names it, or CPU).
+    #[arg(long, value_name = "NAME")]
+    pub target_gpu: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -217,6 +300,14 @@ pub enum AgentKind {
     Reference,
     /// Evaluates kernels already on disk (--replay-dir).
     Replay,
+    /// CudaForge: Coder and Judge models over N rounds (--coder, --judge; default 10 rounds).
+    CoderJudge,
+    /// Kevin: T trajectories (--trajectories, default 16) of K turns (default 8).
+    Kevin,
+    /// CUDA Agent: one ReAct agent with tools through function calling (default 200 steps).
+    CudaAgent,
+    /// Any external program (--command), speaking kbench's JSON-lines protocol (README).
+    Command,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -247,6 +338,8 @@ pub struct RunArgs {
     /// or a folder of `<id>_*.py` files (optionally under level<L>/).
     #[arg(long, value_name = "DIR")]
     pub replay_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent_args: AgentArgs,
     /// Run directory: run.json, records.jsonl, logs/, kernels/.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,

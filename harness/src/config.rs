@@ -46,6 +46,12 @@ pub enum AgentConfig {
     Baselines {
         plan: std::collections::BTreeMap<String, Vec<kbench_baselines::Mode>>,
     },
+    /// Kernels an LLM agent produced, evaluated one call at a time under the agent's name
+    /// (`coder-judge`, `kevin`, `cuda-agent`, `command`): (problem key, candidate).
+    Given {
+        agent: &'static str,
+        candidates: Vec<(String, crate::agents::Candidate)>,
+    },
 }
 
 impl AgentConfig {
@@ -54,6 +60,7 @@ impl AgentConfig {
             AgentConfig::Reference => "reference",
             AgentConfig::Replay { .. } => "replay",
             AgentConfig::Baselines { .. } => crate::baselines::AGENT,
+            AgentConfig::Given { agent, .. } => agent,
         }
     }
 }
@@ -182,6 +189,18 @@ impl TryFrom<RunArgs> for RunConfig {
                 }
                 AgentConfig::Replay { dir }
             }
+            AgentKind::CoderJudge
+            | AgentKind::Kevin
+            | AgentKind::CudaAgent
+            | AgentKind::Command => {
+                if a.replay_dir.is_some() {
+                    bail!("--replay-dir is only for --agent replay (replaying model replies is --llm-replay RUN_DIR)");
+                }
+                AgentConfig::Given {
+                    agent: agent_kind(a.agent).name(),
+                    candidates: Vec::new(),
+                }
+            }
         };
         let mut c = RunConfig::build(&a.suite, &a.python, &a.eval, agent, &a.out, a.shard)?;
         c.resume = a.resume;
@@ -193,6 +212,66 @@ impl TryFrom<RunArgs> for RunConfig {
             .context("resolving --secret-from")?;
         Ok(c)
     }
+}
+
+/// The LLM agent kind of `--agent`, for the agent kinds that loop with feedback.
+pub fn agent_kind(k: AgentKind) -> crate::llm_agents::Kind {
+    use crate::llm_agents::Kind;
+    match k {
+        AgentKind::Kevin => Kind::Kevin,
+        AgentKind::CudaAgent => Kind::CudaAgent,
+        AgentKind::Command => Kind::Command,
+        _ => Kind::CoderJudge,
+    }
+}
+
+/// The options of an LLM or command agent run, checked.
+pub fn agent_options(
+    kind: AgentKind,
+    a: &crate::cli::AgentArgs,
+) -> Result<crate::llm_agents::Options> {
+    let kind = agent_kind(kind);
+    for (name, v) in [
+        ("--max-cost-usd", a.max_cost_usd),
+        ("--max-task-cost-usd", a.max_task_cost_usd),
+        ("--max-minutes", a.max_minutes),
+        ("--max-task-minutes", a.max_task_minutes),
+    ] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("{name} must be a non-negative number, got {v}");
+            }
+        }
+    }
+    if a.trajectories == 0 {
+        bail!("--trajectories must be at least 1");
+    }
+    if let Some(r) = &a.llm_replay {
+        if !r.is_dir() {
+            bail!("--llm-replay {}: no such run directory", r.display());
+        }
+    }
+    Ok(crate::llm_agents::Options {
+        kind,
+        llm_config: Some(a.llm_config.clone()),
+        model: a.model.clone(),
+        coder: a.coder.clone(),
+        judge: a.judge.clone(),
+        max_rounds: a.max_rounds,
+        trajectories: a.trajectories,
+        trajectory_jobs: a.trajectory_jobs,
+        kevin_format_checks: a.kevin_format_checks,
+        context_tokens: a.context_tokens,
+        max_cost_usd: a.max_cost_usd,
+        max_task_cost_usd: a.max_task_cost_usd,
+        max_minutes: a.max_minutes,
+        max_task_minutes: a.max_task_minutes,
+        jobs: a.jobs,
+        llm_replay: a.llm_replay.clone(),
+        command: a.command.clone(),
+        runs_name: a.runs_name.clone(),
+        gpu: a.target_gpu.clone(),
+    })
 }
 
 impl RunConfig {

@@ -53,7 +53,11 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     } else {
         crate::affinity::reserve_timing_cores(config.gpus.len())
     };
-    let info = python::probe(&config.python)?;
+    let info = if matches!(config.agent, AgentConfig::Given { .. }) {
+        python::probe_cached(&config.python)?
+    } else {
+        python::probe(&config.python)?
+    };
     if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
         anyhow::bail!(
             "--device {}: torch {} in {} cannot use CUDA (torch.cuda.is_available() is False); use --device cpu or an interpreter with a CUDA build of torch",
@@ -87,6 +91,10 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         AgentConfig::Baselines { plan } => {
             Box::new(crate::baselines::BaselineAgent { plan: plan.clone() })
         }
+        AgentConfig::Given { agent, candidates } => Box::new(crate::agents::GivenAgent {
+            agent,
+            candidates: candidates.clone(),
+        }),
     };
 
     // The plan: every (problem, candidate) not yet recorded.

@@ -40,6 +40,9 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Baselines(a) => baselines_cmd(a),
         Command::Check(a) => kbench::check::command(&a, install_stop_flag()),
         Command::Audit(a) => kbench::audit::command(&a, install_stop_flag()),
+        Command::FakeLlm(a) => {
+            kbench::fakellm::command(&a.script, a.port, a.url_file.as_deref(), a.log.as_deref())
+        }
     }
 }
 
@@ -273,7 +276,17 @@ fn run(a: RunArgs) -> Result<i32> {
         Ok(r)
     });
     let request = request.transpose()?;
+    let agent_opts = match a.agent {
+        kbench::cli::AgentKind::Reference | kbench::cli::AgentKind::Replay => None,
+        k => Some(config::agent_options(k, &a.agent_args)?),
+    };
     let mut config = RunConfig::try_from(a)?;
+    if let Some(opts) = agent_opts {
+        if request.is_some() {
+            anyhow::bail!("--baselines is not yet supported with the LLM agents");
+        }
+        return kbench::llm_agents::run(&config, &opts, install_stop_flag());
+    }
     if let Some(req) = &request {
         if config.timing.is_none() {
             anyhow::bail!("--baselines compares times: drop --no-timing");

@@ -117,6 +117,25 @@ print(json.dumps({
 
 /// Imports torch and numpy in `choice`'s interpreter and reports versions. The error names the
 /// interpreter and says how to fix it.
+/// [`probe`], remembered per interpreter for the life of the process: the agents evaluate
+/// kernels one `engine::run` at a time, and the interpreter does not change under them.
+pub fn probe_cached(choice: &PythonChoice) -> Result<PythonInfo> {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, PythonInfo)>> = std::sync::Mutex::new(Vec::new());
+    if let Some((_, info)) = SEEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(p, _)| *p == choice.python)
+    {
+        return Ok(info.clone());
+    }
+    let info = probe(choice)?;
+    SEEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((choice.python.clone(), info.clone()));
+    Ok(info)
+}
+
 pub fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
     if matches!(choice.source, PythonSource::PrivateVenv(_)) && !choice.python.exists() {
         bail!(
