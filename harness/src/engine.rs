@@ -1017,6 +1017,7 @@ fn reference_error_record(
         notes: Vec::new(),
         env,
         baselines: Default::default(),
+        speed_of_light: None,
     }
 }
 
@@ -1375,6 +1376,7 @@ fn evaluate_candidate(
         notes,
         env,
         baselines,
+        speed_of_light: None,
     }))
 }
 

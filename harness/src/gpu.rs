@@ -92,6 +92,24 @@ impl GpuInfo {
     pub fn peak_bandwidth_gbs(&self) -> f64 {
         2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_bits as f64 / 8.0) / 1e9
     }
+
+    /// Peak FLOP/s per precision and DRAM bytes/s: the per-architecture table
+    /// ([`kbench_record::perf::ArchRates`], sources cited there) × SMs × the driver's max SM
+    /// clock. None for an architecture outside the table (before Ampere, Jetson parts) or
+    /// when the driver did not report SMs or clocks.
+    pub fn peaks(&self) -> Option<kbench_record::perf::Peaks> {
+        let (major, minor) = self.compute_capability;
+        let rates = kbench_record::perf::ArchRates::for_cc(major, minor)?;
+        if self.sms <= 0 || self.sm_clock_khz <= 0 || self.peak_bandwidth_gbs() <= 0.0 {
+            return None;
+        }
+        Some(kbench_record::perf::Peaks::from_rates(
+            &rates,
+            self.sms as u32,
+            self.sm_clock_khz as f64 / 1e3,
+            self.peak_bandwidth_gbs() * 1e9,
+        ))
+    }
 }
 
 /// Every visible device with its properties, or the reason there are none.
@@ -272,6 +290,8 @@ pub struct GpuEntry {
     /// NVML's view now (clocks, temperature, utilisation, memory, power); None without NVML
     /// or when NVML has no device with this UUID.
     pub live: Option<LiveState>,
+    /// Peak rates from the architecture table ([`GpuInfo::peaks`]); None outside it.
+    pub peaks: Option<kbench_record::perf::Peaks>,
 }
 
 /// What `kbench gpus` prints.
@@ -298,7 +318,8 @@ pub fn listing() -> Result<GpuListing, GpuInventory> {
             } else {
                 None
             };
-            GpuEntry { info, live }
+            let peaks = info.peaks();
+            GpuEntry { info, live, peaks }
         })
         .collect();
     Ok(GpuListing {
@@ -314,6 +335,15 @@ pub fn render_listing(l: &GpuListing) -> String {
     let rows: Vec<(&GpuInfo, Option<&LiveState>)> =
         l.gpus.iter().map(|g| (&g.info, g.live.as_ref())).collect();
     let mut s = render_table(&rows, l.nvml_unavailable.is_none());
+    for g in &l.gpus {
+        match &g.peaks {
+            Some(p) => s.push_str(&format!("gpu {} peaks: {}\n", g.info.index, p.describe())),
+            None => s.push_str(&format!(
+                "gpu {} peaks: compute capability {}.{} is not in kbench's table (Ampere to Blackwell)\n",
+                g.info.index, g.info.compute_capability.0, g.info.compute_capability.1
+            )),
+        }
+    }
     let cuda = l
         .cuda_driver_version
         .as_deref()
@@ -557,6 +587,18 @@ mod tests {
             memory_bus_bits: 5120,
         };
         assert!((g.peak_bandwidth_gbs() - 3352.3).abs() < 0.1);
+        // The spec table at the driver's clocks: NVIDIA's 989.4 TF dense BF16, 66.9 FP32.
+        let p = g.peaks().expect("sm90 is in the table");
+        assert!(
+            (p.bf16_tensor / 1e12 - 989.4).abs() < 0.5,
+            "{}",
+            p.bf16_tensor
+        );
+        assert!((p.fp32 / 1e12 - 66.9).abs() < 0.1, "{}", p.fp32);
+        assert!((p.dram_bytes_per_s / 1e12 - 3.35).abs() < 0.01);
+        let mut volta = g.clone();
+        volta.compute_capability = (7, 0);
+        assert_eq!(volta.peaks(), None);
         let table = render_gpus(&[g]);
         assert!(
             table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
@@ -703,6 +745,7 @@ mod tests {
         };
         let without = GpuListing {
             gpus: vec![GpuEntry {
+                peaks: g.peaks(),
                 info: g.clone(),
                 live: None,
             }],
@@ -737,6 +780,7 @@ mod tests {
         };
         let with = GpuListing {
             gpus: vec![GpuEntry {
+                peaks: g.peaks(),
                 info: g,
                 live: Some(live),
             }],
@@ -750,6 +794,8 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("NVML: driver 580.65.06, CUDA 13.0"), "{t}");
+        assert!(t.contains("gpu 0 peaks: Hopper (sm90)"), "{t}");
+        assert!(t.contains("FP16/BF16 989.4 TF"), "{t}");
         let v = serde_json::to_value(&with).unwrap();
         assert_eq!(v["gpus"][0]["live"]["sm_clock_mhz"], 1755);
         assert_eq!(v["driver_version"], "580.65.06");

@@ -359,6 +359,11 @@ pub struct EvalRecord {
     /// (`eager`, `compile`, `max-autotune`, ...); only for timed, correct kernels.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub baselines: std::collections::BTreeMap<String, BaselineRatio>,
+    /// The problem's speed of light on the GPU that timed it (bytes and FLOPs counted on
+    /// the reference, at the GPU's peaks); absent on CPU, for GPUs outside the spec table,
+    /// and in records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_of_light: Option<crate::perf::SpeedOfLight>,
 }
 
 /// A candidate's speedup over one baseline mode's stored time.
