@@ -16,6 +16,7 @@ pub mod exit;
 pub mod gpu;
 pub mod merge;
 pub mod nvml;
+pub mod profile;
 pub mod python;
 pub(crate) mod reference;
 pub mod report;

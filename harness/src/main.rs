@@ -40,6 +40,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Baselines(a) => baselines_cmd(a),
         Command::Check(a) => kbench::check::command(&a, install_stop_flag()),
         Command::Audit(a) => kbench::audit::command(&a, install_stop_flag()),
+        Command::Profile(a) => kbench::profile::command(&a),
     }
 }
 
