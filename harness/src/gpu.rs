@@ -112,6 +112,17 @@ impl GpuInfo {
     }
 }
 
+/// The peaks of CUDA device `ordinal` ([`GpuInfo::peaks`]), asked of the driver once per
+/// process; None without a driver, for an unknown ordinal or an architecture outside the
+/// table.
+pub fn peaks_of(ordinal: u32) -> Option<kbench_record::perf::Peaks> {
+    static ALL: std::sync::OnceLock<Vec<GpuInfo>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| describe().unwrap_or_default())
+        .iter()
+        .find(|g| g.index == ordinal)
+        .and_then(GpuInfo::peaks)
+}
+
 /// Every visible device with its properties, or the reason there are none.
 pub fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
     use cudarc::driver::result::device;

@@ -392,6 +392,26 @@ pub struct BaselineRatio {
 }
 
 impl EvalRecord {
+    /// The candidate's median time over the problem's speed of light: 1.0 is the physical
+    /// limit, 5.0 five times slower than it. None without timing or a speed of light.
+    pub fn sol_ratio(&self) -> Option<f64> {
+        let t = self.timing.as_ref()?;
+        self.speed_of_light
+            .as_ref()?
+            .ratio(t.candidate.median_ms / 1e3)
+            .filter(|r| r.is_finite())
+    }
+
+    /// True when the candidate's median time is below the speed of light by more than
+    /// `slack` (0.1 = 10%): faster than any correct kernel can be on this GPU (for the
+    /// integrity checks: skipped work, results cached across calls, broken timing).
+    pub fn below_speed_of_light(&self, slack: f64) -> bool {
+        match (&self.timing, &self.speed_of_light) {
+            (Some(t), Some(s)) => s.is_impossible(t.candidate.median_ms / 1e3, slack),
+            _ => false,
+        }
+    }
+
     /// Resume key: one record per (problem, candidate, sample).
     pub fn key(&self) -> String {
         eval_key(
