@@ -788,8 +788,21 @@ fn run_ncu(
     )))
 }
 
-/// `kbench profile`.
+/// `kbench profile`: prints [`profile`]'s report as a table, or as JSON with `--json`.
 pub fn command(a: &ProfileArgs) -> Result<i32> {
+    let report = profile(a)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(crate::exit::OK)
+}
+
+/// Profiles `a.kernel` on `a.problem` and returns the report (the API the agents' profile
+/// tool calls; build a [`ProfileArgs`] with the fields it needs). Errors name the file and
+/// the fix; a kernel that fails to load or run is an error, ncu trouble is a fallback.
+pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
     if !a.problem.is_file() {
         bail!(
             "problem file {} not found: pass a KernelBench problem (class Model, get_inputs, get_init_inputs) with --problem",
@@ -935,12 +948,7 @@ pub fn command(a: &ProfileArgs) -> Result<i32> {
         (Some(s), Some(t)) => s.ratio(t),
         _ => None,
     };
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", render(&report));
-    }
-    Ok(crate::exit::OK)
+    Ok(report)
 }
 
 #[cfg(test)]
