@@ -360,6 +360,18 @@ fn summary_shows_the_ratio_to_the_speed_of_light_and_flags_impossible_times() {
         record(Outcome::Ok, Some((1.0, 1.0))),
     ];
     assert!((records[0].sol_ratio().unwrap() - 4.0).abs() < 1e-9);
+    // Reports carry it per candidate (and per problem, for the shown candidate).
+    let c = crate::task::Candidate::from_record(
+        &records[0],
+        &RecordExtras::default(),
+        SpeedupBasis::Median,
+    );
+    assert!((c.sol_ratio.unwrap() - 4.0).abs() < 1e-9);
+    let mut wrong = records[0].clone();
+    wrong.outcome = mismatch();
+    let c =
+        crate::task::Candidate::from_record(&wrong, &RecordExtras::default(), SpeedupBasis::Median);
+    assert_eq!(c.sol_ratio, None);
     assert!(records[2].below_speed_of_light(SOL_SLACK));
     assert!(!records[1].below_speed_of_light(SOL_SLACK));
     let s = summarize(&records);
