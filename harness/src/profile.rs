@@ -417,15 +417,28 @@ pub fn ncu_failure(output: &str) -> Option<String> {
 }
 
 /// Requested metrics that an `==ERROR==` line names (ncu rejects the whole run when one
-/// metric does not exist on this GPU).
+/// metric does not exist on this GPU or ncu version). ncu names them as a regex, e.g.
+/// `==ERROR== Failed to find metric regex:^flop_count_sp\.(sum|min|max|avg|pct|ratio|max_rate)$`:
+/// a requested metric matches when its base name (before the first `.`) appears there as a
+/// whole word, backslashes ignored.
 pub fn unknown_metrics(output: &str, requested: &[String]) -> Vec<String> {
-    let errs: Vec<&str> = output
+    let errs: Vec<String> = output
         .lines()
         .filter(|l| l.starts_with("==ERROR==") && l.to_lowercase().contains("metric"))
+        .map(|l| l.replace('\\', ""))
         .collect();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    let names = |line: &str, base: &str| {
+        line.match_indices(base).any(|(i, _)| {
+            !word(line[..i].chars().next_back()) && !word(line[i + base.len()..].chars().next())
+        })
+    };
     requested
         .iter()
-        .filter(|m| errs.iter().any(|l| l.contains(m.as_str())))
+        .filter(|m| {
+            let base = m.split('.').next().unwrap_or(m);
+            errs.iter().any(|l| names(l, base))
+        })
         .cloned()
         .collect()
 }
@@ -725,7 +738,8 @@ fn run_ncu(
     let csv = spec.dir.join("ncu.csv");
     let mut metrics = all_metrics();
     let mut dropped: Vec<String> = Vec::new();
-    for _attempt in 0..4 {
+    // ncu names one unknown metric per failed start; each retry costs a worker start.
+    for _attempt in 0..10 {
         let _ = std::fs::remove_file(&csv);
         let mut c = Command::new(ncu);
         c.args([
@@ -1117,7 +1131,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 case "$metrics" in
-  *sm__ops_path_tensor_src_fp8.sum*) echo "==ERROR== Failed to find metric sm__ops_path_tensor_src_fp8.sum" > "$log"; exit 1 ;;
+  *sm__ops_path_tensor_src_fp8.sum*) echo '==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp8\.sum$' > "$log"; exit 1 ;;
 esac
 cp "{fixture}" "$log"
 if [ "{perm}" = "false" ]; then
@@ -1169,12 +1183,23 @@ fi
         assert!(parse_ncu_raw_csv(PERM).is_err());
         let why = ncu_failure(PERM).unwrap();
         assert!(why.contains("ERR_NVGPUCTRPERM"), "{why}");
-        let out = "==ERROR== Failed to find metric sm__ops_path_tensor_src_fp8.sum\n";
         let asked = all_metrics();
+        // As ncu prints it: the metric as a regex, dots escaped.
+        let out = "==PROF== Connected to process 1\n==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp8\\.sum$\n";
         assert_eq!(
             unknown_metrics(out, &asked),
             vec!["sm__ops_path_tensor_src_fp8.sum".to_string()]
         );
+        let out = "==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp16_dst_fp32\\.(sum|min|max|avg|pct|ratio|max_rate)$";
+        assert_eq!(
+            unknown_metrics(out, &asked),
+            vec!["sm__ops_path_tensor_src_fp16_dst_fp32.sum".to_string()]
+        );
+        // A base name that is a prefix of the one named does not match.
+        let out =
+            "==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp8_dst_fp16\\.sum$";
+        assert!(unknown_metrics(out, &asked).is_empty());
+        assert!(unknown_metrics("==ERROR== something else", &asked).is_empty());
         assert!(ncu_failure("==WARNING== No kernels were profiled.").is_some());
         assert_eq!(ncu_failure("==PROF== Disconnected from process 1"), None);
         assert_eq!(all_metrics().len(), 24 + 17);
