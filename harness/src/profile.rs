@@ -754,6 +754,10 @@ fn run_ncu(
             "all",
             "--replay-mode",
             "kernel",
+            // ncu locks clocks to base by default; the peaks assume the max boost clock, as
+            // the kernel runs outside the profiler.
+            "--clock-control",
+            "none",
             "--launch-count",
             "2000",
         ])
