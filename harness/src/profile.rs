@@ -63,15 +63,15 @@ pub const CUDAFORGE_METRICS: [&str; 24] = [
 /// `sm__warps_active.avg.pct_of_peak_sustained_active`); DRAM bytes are in CudaForge's list.
 pub const ROOFLINE_METRICS: [&str; 17] = [
     "gpu__time_duration.sum",
-    "sm__sass_thread_inst_executed_op_fadd_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_fmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_ffma_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_hadd_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_hmul_pred_on.sum",
-    "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hmul_pred_on.sum",
+    "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum",
     "sm__ops_path_tensor_src_fp16_dst_fp16.sum",
     "sm__ops_path_tensor_src_fp16_dst_fp32.sum",
     "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
@@ -82,10 +82,11 @@ pub const ROOFLINE_METRICS: [&str; 17] = [
 ];
 
 /// How a metric contributes FLOPs: (class, FLOPs per counted unit). SASS thread-instruction
-/// counts: an FMA is 2 FLOPs. Tensor-pipe `ops` counters count operations (FLOPs) as ncu's
+/// counts: an FMA is 2 FLOPs (ncu's own roofline counts the same way; a packed HFMA2 counts as
+/// one HFMA here, so half-precision scalar FLOPs are a lower bound). Tensor-pipe `ops` counters count operations (FLOPs) as ncu's
 /// own tensor roofline uses them; the GPU script checks this against 2·M·N·K.
 pub fn flop_metric(name: &str) -> Option<(FlopClass, f64)> {
-    let op = |s: &str| format!("sm__sass_thread_inst_executed_op_{s}_pred_on.sum");
+    let op = |s: &str| format!("smsp__sass_thread_inst_executed_op_{s}_pred_on.sum");
     Some(match name {
         n if n == op("fadd") || n == op("fmul") => (FlopClass::Fp32, 1.0),
         n if n == op("ffma") => (FlopClass::Fp32, 2.0),
