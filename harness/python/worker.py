@@ -1059,7 +1059,8 @@ def profile_main(spec_path):
       `kbench/profile`, so `ncu --profile-from-start off` captures only these calls;
     - mode `torch`: under torch.profiler (CUDA kernels' device times on a GPU, aten ops'
       CPU times on a CPU);
-    - mode `cost`: no calls; the problem's cost (FLOPs and bytes) as the `cost` command.
+    - mode `cost`: no calls; the problem's cost (FLOPs and bytes) as the `cost` command;
+    - mode `load`: load only (builds the candidate's extensions ahead of a profiled run).
 
     Writes one JSON object to `out_path`: the result, or `{"error": {...}}`."""
     with open(spec_path) as f:
@@ -1088,9 +1089,11 @@ def profile_main(spec_path):
         with torch.no_grad():
             loaded, _ = worker.cmd_load(load, b"")
             dev = worker.device
+            result = {"mode": mode, "role": role, "device": str(dev), "device_name": loaded["device_name"], "torch": torch.__version__, "load_s": loaded["load_s"]}
+            if mode == "load":
+                return finish(result, EXIT_OK)
             seed_all(int(spec.get("input_seed", 0)))
             inputs = [cast(x, dev, worker.dtype) for x in worker.get_inputs()]
-            result = {"mode": mode, "role": role, "device": str(dev), "device_name": loaded["device_name"], "torch": torch.__version__, "load_s": loaded["load_s"]}
             if mode == "cost":
                 result["cost"] = problem_cost(worker.model, inputs, int(spec.get("forward_seed", 0)), dev, spec.get("precision", "fp32"))
                 return finish(result, EXIT_OK)
@@ -1125,7 +1128,7 @@ def profile_main(spec_path):
                     _sync(dev)
                 result["events"] = _torch_profile_events(prof, dev.type == "cuda")
             else:
-                return finish({"error": {"kind": "protocol", "message": f"unknown profile mode {mode!r} (ncu, torch, cost)"}}, EXIT_USAGE)
+                return finish({"error": {"kind": "protocol", "message": f"unknown profile mode {mode!r} (ncu, torch, cost, load)"}}, EXIT_USAGE)
             result["calls"] = calls
             return finish(result, EXIT_OK)
     except WorkerError as exc:

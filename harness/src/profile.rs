@@ -883,6 +883,19 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
             }
         };
 
+    // Load (and build) the candidate once outside any profiler: extension builds are not
+    // run under ncu, and a kernel that does not load is reported plainly.
+    let (load_spec, load_out) = spec.write("load")?;
+    let o = spec
+        .worker_cmd(&load_spec)
+        .output()
+        .context("starting the worker")?;
+    read_result(
+        &load_out,
+        &format!("loading {} for {}", a.kernel.display(), a.problem.display()),
+        &output_text(&o),
+    )?;
+
     let ncu_path = if a.no_ncu {
         None
     } else {
