@@ -1509,6 +1509,11 @@ class ModelNew(torch.nn.Module):
         self.assertIn("aten::clamp", names, names)
         self.assertEqual(names["aten::clamp"]["count"], 4)
         self.assertTrue(all(e["kind"] == "cpu_op" for e in r["events"]))
+        # load mode loads (and would build) the candidate and stops.
+        code, r = self._profile(problem_path=self.linear, candidate_path=cand, mode="load", device="cpu")
+        self.assertEqual((code, r["role"], r["mode"]), (0, "candidate", "load"), r)
+        self.assertNotIn("calls", r)
+        self.assertNotIn("wall_s_per_call", r)
         # cost mode profiles the reference only (candidate_path absent).
         code, r = self._profile(problem_path=self.linear, mode="cost", device="cpu")
         self.assertEqual((code, r["role"], r["cost"]["flops"]), (0, "reference", 2 * 4 * 16 * 8))
