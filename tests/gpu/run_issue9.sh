@@ -14,7 +14,7 @@
 # 5. A check that ncu's tensor-pipe `ops` count 2·N^3 FLOPs for the matmul (the parser takes
 #    sm__ops_path_tensor_* as FLOPs).
 #
-# At most 8 files land in $OUT: summary.txt (everything printed), profile_{add,matmul,tiny}.json,
+# At most 8 files land in $OUT: summary.txt (everything printed), profile_{elementwise,matmul,tiny}.json,
 # ncu_{elementwise,matmul,tiny}.csv (replace tests/fixtures/ncu/ with these; see its README),
 # records.jsonl.
 set -uo pipefail
@@ -38,7 +38,7 @@ prof() {  # name problem kernel precision
   timeout 420 $D/kbench profile --problem "$problem" --kernel "$kernel" --device cuda:0 \
     --precision "$prec" --calls 3 --warmup 2 --keep "$W/$name" --json > "$OUT/profile_$name.json"
   echo "profile $name rc=$? $(( $(date +%s) - S ))s"
-  # The table, rendered from the same kept run would profile again; print the JSON's gist.
+  # The gist of the JSON (the table form is shown once below).
   python3 - "$OUT/profile_$name.json" <<'PY'
 import json, sys
 try:
@@ -74,7 +74,6 @@ PY
 prof elementwise $P/problems/level1/1_Add_large.py $P/kernels/level1/1_add_cuda.py fp32
 prof matmul $P/problems/level1/2_Matmul_4096.py $P/kernels/level1/2_matmul_torch.py bf16
 prof tiny $P/problems/level1/3_Tiny_scale.py $P/kernels/level1/3_tiny_scale.py fp32
-mv "$OUT/profile_elementwise.json" "$OUT/profile_add.json" 2>/dev/null
 
 step "table output (matmul, ncu)"
 timeout 300 $D/kbench profile --problem $P/problems/level1/2_Matmul_4096.py \
