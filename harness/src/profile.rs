@@ -1087,7 +1087,7 @@ mod tests {
             (p.per_call.duration_s - (gemm.counters.duration_s + other.counters.duration_s)).abs()
                 < 1e-12
         );
-        let text = render(&ProfileReport {
+        let report = ProfileReport {
             problem: "level1/1_Square_matrix_multiplication_.py".into(),
             kernel: "k.py".into(),
             device: "cuda:0".into(),
@@ -1103,8 +1103,25 @@ mod tests {
             speed_of_light: None,
             sol_ratio: None,
             ncu_csv: None,
-        });
+        };
+        let text = render(&report);
         assert!(text.contains("compute-bound"), "{text}");
+        // The JSON keys tests/gpu/run_issue9.sh reads.
+        let v = serde_json::to_value(&report).unwrap();
+        let k0 = &v["ncu"]["kernels"][0];
+        assert_eq!(k0["verdict"]["bound"], "compute-bound");
+        assert!(k0["verdict"]["bandwidth_fraction"].is_f64());
+        assert!(k0["counters"]["achieved_occupancy_pct"].is_f64());
+        assert!(k0["launches_per_call"].is_f64());
+        assert_eq!(
+            v["ncu"]["per_call"]["flops"]["bf16_tensor"].as_f64(),
+            Some(2.0 * 4096f64.powi(3))
+        );
+        assert!(v["ncu"]["per_call_verdict"]["bound"].is_string());
+        assert!(v["ncu"]["dropped_metrics"].is_array());
+        if let Some(path) = std::env::var_os("KBENCH_DUMP_PROFILE_JSON") {
+            std::fs::write(path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+        }
         assert!(text.contains("whole call:"), "{text}");
         assert!(!text.contains("NOTE"), "{text}");
     }

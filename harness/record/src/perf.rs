@@ -306,7 +306,8 @@ impl KernelCounters {
         self.dram_read_bytes + self.dram_write_bytes
     }
     pub fn total_flops(&self) -> f64 {
-        self.flops.values().sum()
+        // fold from +0.0: an empty f64 `sum()` is -0.0, which would print as "-0.000".
+        self.flops.values().fold(0.0, |a, b| a + b)
     }
 }
 
@@ -395,7 +396,7 @@ pub fn roofline(c: &KernelCounters, peaks: &Peaks) -> RooflineVerdict {
         .flops
         .iter()
         .map(|(k, v)| v / peaks.flops(*k).unwrap_or(peaks.fp32))
-        .sum();
+        .fold(0.0, |a, b| a + b);
     let (bw_frac, cmp_frac) = if dur > 0.0 {
         (mem_time / dur, compute_time / dur)
     } else {
@@ -727,6 +728,11 @@ mod tests {
         // No DRAM bytes at all: no intensity, still a verdict.
         let v = roofline(&counters(50.0, 0.0, 0.0, 1e9), &h100());
         assert_eq!(v.arithmetic_intensity, None);
+        // No FLOPs at all: +0, never "-0.000" in the evidence.
+        let v = roofline(&counters(50.0, 1e6, 0.0, 0.0), &h100());
+        assert!(v.compute_fraction == 0.0 && v.compute_fraction.is_sign_positive());
+        assert_eq!(v.arithmetic_intensity, Some(0.0));
+        assert!(!v.evidence.join(" ").contains("-0.0"), "{:?}", v.evidence);
         let json = serde_json::to_value(&v).unwrap();
         assert_eq!(json["bound"], "underutilized");
     }
