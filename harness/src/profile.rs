@@ -1105,6 +1105,7 @@ mod tests {
             ncu_csv: None,
         };
         let text = render(&report);
+        println!("{text}");
         assert!(text.contains("compute-bound"), "{text}");
         // The JSON keys tests/gpu/run_issue9.sh reads.
         let v = serde_json::to_value(&report).unwrap();
