@@ -402,12 +402,15 @@ impl EvalRecord {
             .filter(|r| r.is_finite())
     }
 
-    /// True when the candidate's median time is below the speed of light by more than
-    /// `slack` (0.1 = 10%): faster than any correct kernel can be on this GPU (for the
-    /// integrity checks: skipped work, results cached across calls, broken timing).
+    /// True when the candidate's median time is below the strict speed of light (reads and
+    /// FLOPs, [`crate::perf::SpeedOfLight::is_impossible`]) by more than `slack` (0.1 =
+    /// 10%): faster than any correct kernel can be on this GPU (for the integrity checks:
+    /// skipped work, results cached across calls, broken timing). Only timings taken with
+    /// the L2 flushed before each call are judged (without the flush, inputs may be served
+    /// from L2 faster than DRAM allows).
     pub fn below_speed_of_light(&self, slack: f64) -> bool {
         match (&self.timing, &self.speed_of_light) {
-            (Some(t), Some(s)) => s.is_impossible(t.candidate.median_ms / 1e3, slack),
+            (Some(t), Some(s)) if t.l2_flush => s.is_impossible(t.candidate.median_ms / 1e3, slack),
             _ => false,
         }
     }
