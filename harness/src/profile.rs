@@ -396,6 +396,27 @@ pub fn aggregate(launches: &[NcuLaunch], calls: u32, peaks: Option<&Peaks>) -> N
     }
 }
 
+/// The metrics as CudaForge pastes them into its Judge prompt: `{kernel name: {metric:
+/// value}}` over its 24 metrics, values rounded to 3 decimals. CudaForge keeps the last
+/// launch of each kernel; here each value is the mean over the profiled launches (base
+/// units: bytes, and percent where the metric is a percentage).
+pub fn cudaforge_metrics_json(p: &NcuProfile) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for k in &p.kernels {
+        let mut m = serde_json::Map::new();
+        for name in CUDAFORGE_METRICS {
+            if let Some(v) = k.metrics.get(name) {
+                m.insert(
+                    name.to_string(),
+                    serde_json::json!((v * 1000.0).round() / 1000.0),
+                );
+            }
+        }
+        out.insert(k.name.clone(), serde_json::Value::Object(m));
+    }
+    serde_json::Value::Object(out)
+}
+
 /// What ncu said went wrong, when its output shows it could not profile.
 pub fn ncu_failure(output: &str) -> Option<String> {
     if output.contains("ERR_NVGPUCTRPERM") {
@@ -1055,6 +1076,12 @@ mod tests {
             v.bandwidth_fraction
         );
         assert!((p.per_call.duration_s - 70_080e-9).abs() < 1e-12);
+        let j = cudaforge_metrics_json(&p);
+        let m = &j[k.name.as_str()];
+        assert_eq!(m.as_object().unwrap().len(), 24);
+        assert_eq!(m["dram__bytes_read.sum"], 134_217_728.0);
+        assert_eq!(m["sm__warps_active.avg.pct_of_peak_sustained_active"], 86.4);
+        assert!(m.get("gpu__time_duration.sum").is_none());
         // Every CudaForge metric is present in the fixture (ncu prints all requested).
         for m in CUDAFORGE_METRICS {
             assert!(k.metrics.contains_key(m), "{m}");
