@@ -358,6 +358,10 @@ def _precision_dtype(name):
     return table[name]
 
 
+def _precision_name(dtype):
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, str(dtype))
+
+
 def cast(x, device, dtype):
     """PROTOCOL.md casting rule: floating tensors to the working dtype and device; integer
     and bool tensors only to the device (KernelBench HEAD casts them too: its bug #151)."""
@@ -968,6 +972,179 @@ def _device_spec(name, t):
 # The worker
 
 
+# ---------------------------------------------------------------------------------------
+# Cost of a problem (PROTOCOL.md, "cost") and the profiling script mode ("worker.py
+# profile SPEC").
+
+
+def _tensor_nbytes(x):
+    """Bytes of every tensor in a (possibly nested) argument or output."""
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_nbytes(v) for v in x)
+    if isinstance(x, dict):
+        return sum(_tensor_nbytes(v) for v in x.values())
+    return 0
+
+
+def _weight_nbytes(model):
+    """Bytes of the model's parameters and buffers, each storage counted once."""
+    seen, total = set(), 0
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        key = (t.device, t.data_ptr())
+        if key in seen:
+            continue
+        seen.add(key)
+        total += t.numel() * t.element_size()
+    return total
+
+
+def problem_cost(model, inputs, forward_seed, device, precision):
+    """FLOPs of one forward (torch.utils.flop_counter.FlopCounterMode: matmuls, convolutions,
+    attention; FMA = 2) and the bytes a kernel must at least move: inputs, weights and
+    outputs once each."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    seed_all(forward_seed)
+    with counter:
+        out = model(*inputs)
+    _sync(device)
+    by_op = {}
+    for op, n in counter.get_flop_counts().get("Global", {}).items():
+        by_op[str(op)] = float(n)
+    return {
+        "flops": float(counter.get_total_flops()),
+        "flops_by_op": by_op,
+        "precision": precision,
+        "input_bytes": float(_tensor_nbytes(list(inputs))),
+        "weight_bytes": float(_weight_nbytes(model)),
+        "output_bytes": float(_tensor_nbytes(out)),
+    }
+
+
+def _torch_profile_events(prof, on_cuda, limit=40):
+    """The profiler's table as plain rows: CUDA kernels (device time) on a GPU, aten ops'
+    self CPU time on a CPU."""
+    rows = []
+    for e in prof.key_averages():
+        if on_cuda:
+            dev_type = getattr(e, "device_type", None)
+            is_kernel = dev_type is not None and str(dev_type).endswith("CUDA")
+            t = getattr(e, "self_device_time_total", None)
+            if t is None:
+                t = getattr(e, "self_cuda_time_total", 0.0)
+            if not is_kernel or t <= 0:
+                continue
+            kind = "cuda_kernel"
+        else:
+            t = e.self_cpu_time_total
+            if t <= 0:
+                continue
+            kind = "cpu_op"
+        rows.append({"name": e.key, "kind": kind, "count": int(e.count), "total_us": float(t)})
+    rows.sort(key=lambda r: -r["total_us"])
+    return rows[:limit]
+
+
+def profile_main(spec_path):
+    """`worker.py profile SPEC`: a one-shot script, not a protocol session. Loads the problem
+    (and the candidate, when `candidate_path` is given) as `load` does, makes inputs from
+    `input_seed`, warms up, then runs `calls` forwards:
+
+    - mode `ncu`: between cudaProfilerStart/Stop (torch.cuda.profiler) inside an NVTX range
+      `kbench/profile`, so `ncu --profile-from-start off` captures only these calls;
+    - mode `torch`: under torch.profiler (CUDA kernels' device times on a GPU, aten ops'
+      CPU times on a CPU);
+    - mode `cost`: no calls; the problem's cost (FLOPs and bytes) as the `cost` command;
+    - mode `load`: load only (builds the candidate's extensions ahead of a profiled run).
+
+    Writes one JSON object to `out_path`: the result, or `{"error": {...}}`."""
+    with open(spec_path) as f:
+        spec = json.load(f)
+    out_path = spec["out_path"]
+
+    def finish(obj, code):
+        with open(out_path, "w") as f:
+            json.dump(obj, f)
+        return code
+
+    _put_interpreter_bin_on_path()
+    global torch, np
+    try:
+        import numpy as _np
+        import torch as _torch
+    except BaseException as exc:  # noqa: BLE001
+        return finish({"error": {"kind": "environment", "message": f"cannot import torch and numpy with {sys.executable}: {_describe(exc)}"}}, EXIT_ENVIRONMENT)
+    torch, np = _torch, _np
+    _init_dtype_tables()
+    mode = spec.get("mode", "torch")
+    role = "candidate" if spec.get("candidate_path") else "reference"
+    worker = Worker(role, None)
+    load = {k: spec[k] for k in ("problem_path", "candidate_path", "device", "precision", "weight_seed", "build_dir") if spec.get(k) is not None}
+    try:
+        with torch.no_grad():
+            loaded, _ = worker.cmd_load(load, b"")
+            dev = worker.device
+            result = {"mode": mode, "role": role, "device": str(dev), "device_name": loaded["device_name"], "torch": torch.__version__, "load_s": loaded["load_s"]}
+            if mode == "load":
+                return finish(result, EXIT_OK)
+            seed_all(int(spec.get("input_seed", 0)))
+            inputs = [cast(x, dev, worker.dtype) for x in worker.get_inputs()]
+            if mode == "cost":
+                result["cost"] = problem_cost(worker.model, inputs, int(spec.get("forward_seed", 0)), dev, spec.get("precision", "fp32"))
+                return finish(result, EXIT_OK)
+            calls = int(spec.get("calls", 10))
+            for _ in range(int(spec.get("warmup", 3))):
+                worker.model(*inputs)
+            _sync(dev)
+            # Host wall time per call, measured before any profiler is active (under ncu,
+            # outside the captured range, so no kernel replay is included).
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                worker.model(*inputs)
+            _sync(dev)
+            result["wall_s_per_call"] = (time.perf_counter() - t0) / max(calls, 1)
+            if mode == "ncu":
+                if dev.type == "cuda":
+                    torch.cuda.profiler.start()
+                with torch.cuda.nvtx.range("kbench/profile") if dev.type == "cuda" else _null_context():
+                    for _ in range(calls):
+                        worker.model(*inputs)
+                    _sync(dev)
+                if dev.type == "cuda":
+                    torch.cuda.profiler.stop()
+            elif mode == "torch":
+                from torch.profiler import ProfilerActivity, profile
+                acts = [ProfilerActivity.CPU]
+                if dev.type == "cuda":
+                    acts.append(ProfilerActivity.CUDA)
+                with profile(activities=acts) as prof:
+                    for _ in range(calls):
+                        worker.model(*inputs)
+                    _sync(dev)
+                result["events"] = _torch_profile_events(prof, dev.type == "cuda")
+            else:
+                return finish({"error": {"kind": "protocol", "message": f"unknown profile mode {mode!r} (ncu, torch, cost, load)"}}, EXIT_USAGE)
+            result["calls"] = calls
+            return finish(result, EXIT_OK)
+    except WorkerError as exc:
+        return finish({"error": {"kind": exc.kind, "phase": exc.phase, "message": exc.message, "traceback": exc.tb}}, 1)
+    except (Exception, SystemExit) as exc:
+        return finish({"error": {"kind": "runtime_error", "phase": "run", "message": _describe(exc), "traceback": _format_tb(exc)}}, 1)
+
+
+class _null_context:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class Worker:
     def __init__(self, role, channel):
         self.role = role
@@ -1352,6 +1529,24 @@ class Worker:
             pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
             has64 = self.model64 is not None and f64_error is None
             self._measure_stability(reply, inputs, pristine, outs, outs64 if has64 else None, forward_seed, stability_rtol)
+        return reply, []
+
+    def cmd_cost(self, cmd, payload):
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "cost is for the reference role only")
+        self._require_model("run")
+        seed = _field(cmd, "seed", int, "run")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        self._pin_threads()
+        seed_all(seed)
+        try:
+            inputs = [cast(x, self.device, self.dtype) for x in self.get_inputs()]
+            reply = problem_cost(self.model, inputs, forward_seed, self.device, _precision_name(self.dtype))
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "run", "counting the reference's cost failed: ")
+        del inputs
+        self._release_device_memory()
+        reply["type"] = "cost"
         return reply, []
 
     def cmd_export(self, cmd, payload):
@@ -1758,7 +1953,7 @@ class Worker:
 
     # -- loop ---------------------------------------------------------------------------
 
-    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run"}
+    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run", "cost": "run"}
 
     def serve(self):
         handlers = {
@@ -1768,6 +1963,7 @@ class Worker:
             "time": self.cmd_time,
             "export": self.cmd_export,
             "audit": self.cmd_audit,
+            "cost": self.cmd_cost,
         }
         while True:
             frame = self.channel.read_frame()
@@ -1883,6 +2079,8 @@ def _put_interpreter_bin_on_path():
 
 
 def main(argv):
+    if len(argv) == 3 and argv[1] == "profile":
+        return profile_main(argv[2])
     proto_in, proto_out = _take_protocol_fds()
     channel = Channel(proto_in, proto_out)
     role = argv[1] if len(argv) == 2 else None
@@ -1952,6 +2150,11 @@ if __name__ == "__main__":
     except BaseException:  # noqa: BLE001 (a worker bug or a signal: report it, die non-zero)
         traceback.print_exc()
         code = 1
+    if len(sys.argv) == 3 and sys.argv[1] == "profile":
+        # Profiling script mode: a normal interpreter shutdown, so that the CUDA context is
+        # torn down and a profiler injected into this process (ncu) finalises its data; the
+        # result file is already written.
+        sys.exit(code)
     try:
         sys.stderr.flush()
     finally:

@@ -203,5 +203,18 @@ pub fn render(r: &EvalRecord) -> String {
             t.speedup
         ));
     }
+    if let Some(s) = &r.speed_of_light {
+        out.push_str(&format!("{s}\n"));
+        if let Some(x) = r.sol_ratio() {
+            out.push_str(&format!(
+                "this kernel's median time is {x:.2}x the speed of light{}\n",
+                if r.below_speed_of_light(kbench_reports::SOL_SLACK) {
+                    " (BELOW the physical limit: the kernel skips work or the timing is wrong)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
     out
 }

@@ -50,6 +50,10 @@ pub enum Command {
     Audit(AuditArgs),
     /// A scripted OpenAI-compatible chat server on loopback, for tests and dry runs of agents.
     FakeLlm(FakeLlmArgs),
+    /// Profile one kernel on one problem: Nsight Compute metrics (CudaForge's set plus a
+    /// roofline's), a roofline verdict per kernel and the problem's speed of light; the
+    /// PyTorch profiler where ncu cannot be used.
+    Profile(Box<ProfileArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +135,41 @@ pub struct AgentArgs {
     /// The GPU named in prompts (default: the run's GPU as the driver names it, or CPU).
     #[arg(long, value_name = "NAME")]
     pub target_gpu: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The problem file (class Model, get_inputs, get_init_inputs).
+    #[arg(long, value_name = "FILE")]
+    pub problem: PathBuf,
+    /// The kernel to profile: a module defining class ModelNew.
+    #[arg(long, value_name = "FILE")]
+    pub kernel: PathBuf,
+    /// auto (a GPU when there is one), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub precision: PrecisionArg,
+    /// Profiled calls of the kernel (after the warm-up).
+    #[arg(long, default_value_t = 5)]
+    pub calls: u32,
+    /// Unprofiled warm-up calls.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// The ncu executable (default: `ncu` on PATH, else /usr/local/cuda/bin/ncu).
+    #[arg(long, value_name = "PATH")]
+    pub ncu: Option<PathBuf>,
+    /// Use the PyTorch profiler even where ncu is available.
+    #[arg(long)]
+    pub no_ncu: bool,
+    /// Keep the worker's specs, results and ncu's CSV in this folder.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub python: PythonArgs,
 }
 
 #[derive(Debug, Args)]
@@ -323,6 +362,17 @@ pub enum PrecisionArg {
     Fp32,
     Fp16,
     Bf16,
+}
+
+impl PrecisionArg {
+    /// The worker's spelling: fp32, fp16, bf16.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrecisionArg::Fp32 => "fp32",
+            PrecisionArg::Fp16 => "fp16",
+            PrecisionArg::Bf16 => "bf16",
+        }
+    }
 }
 
 #[derive(Debug, Args)]

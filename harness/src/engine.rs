@@ -1025,6 +1025,7 @@ fn reference_error_record(
         notes: Vec::new(),
         env,
         baselines: Default::default(),
+        speed_of_light: None,
     }
 }
 
@@ -1345,6 +1346,16 @@ fn evaluate_candidate(
         Outcome::Ok
     };
 
+    // The problem's speed of light on this GPU (CUDA runs on a GPU in the spec table only:
+    // counting costs one extra reference forward per problem).
+    let speed_of_light = match exec.device {
+        Device::Cuda(i) => crate::gpu::peaks_of(i).and_then(|p| {
+            reference
+                .cost(ctx, run_dir)
+                .map(|c| kbench_record::perf::speed_of_light(&c, &p))
+        }),
+        Device::Cpu => None,
+    };
     phases.reference_s = reference.made_s - made0;
     phases.inputs_s = reference.inputs_s - inputs0;
     // Case time includes making reference cases on demand; report the candidate's part.
@@ -1383,6 +1394,7 @@ fn evaluate_candidate(
         notes,
         env,
         baselines,
+        speed_of_light,
     }))
 }
 

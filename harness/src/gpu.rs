@@ -92,6 +92,71 @@ impl GpuInfo {
     pub fn peak_bandwidth_gbs(&self) -> f64 {
         2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_bits as f64 / 8.0) / 1e9
     }
+
+    /// Peak FLOP/s per precision and DRAM bytes/s: the per-architecture table
+    /// ([`kbench_record::perf::ArchRates`], sources cited there) × SMs × the driver's max SM
+    /// clock. None for an architecture outside the table (before Ampere, Jetson parts) or
+    /// when the driver did not report SMs or clocks.
+    pub fn peaks(&self) -> Option<kbench_record::perf::Peaks> {
+        let (major, minor) = self.compute_capability;
+        let rates = kbench_record::perf::ArchRates::for_cc(major, minor)?;
+        if self.sms <= 0 || self.sm_clock_khz <= 0 || self.peak_bandwidth_gbs() <= 0.0 {
+            return None;
+        }
+        Some(kbench_record::perf::Peaks::from_rates(
+            &rates,
+            self.sms as u32,
+            self.sm_clock_khz as f64 / 1e3,
+            self.peak_bandwidth_gbs() * 1e9,
+        ))
+    }
+}
+
+impl GpuInfo {
+    /// The GPU as an agent's prompt describes it (CudaForge's "# Target GPU" section): name,
+    /// architecture, the driver's properties and the peak rates, as markdown bullets.
+    pub fn spec_markdown(&self) -> String {
+        let (major, minor) = self.compute_capability;
+        let mut s = format!(
+            "- GPU: {}\n- Compute capability: {major}.{minor}{}\n- SMs: {}\n- Max SM clock: {} MHz\n- Memory: {:.1} GiB, {:.0} GB/s peak DRAM bandwidth ({}-bit bus at {} MHz)\n- L2 cache: {} MiB\n- Shared memory per SM: {} KiB\n",
+            self.name,
+            kbench_record::perf::ArchRates::for_cc(major, minor)
+                .map_or(String::new(), |r| format!(" ({})", r.arch)),
+            self.sms,
+            self.sm_clock_khz / 1000,
+            self.memory_bytes as f64 / (1u64 << 30) as f64,
+            self.peak_bandwidth_gbs(),
+            self.memory_bus_bits,
+            self.memory_clock_khz / 1000,
+            self.l2_bytes / (1 << 20),
+            self.shared_memory_per_sm_bytes / 1024,
+        );
+        if let Some(p) = self.peaks() {
+            let t = |x: f64| format!("{:.1}", x / 1e12);
+            s.push_str(&format!(
+                "- Peak dense TFLOP/s: FP64 {}, FP64 tensor {}, FP32 {}, TF32 tensor {}, FP16/BF16 tensor {}, FP8 tensor {}, INT8 tensor {} TOPS\n",
+                t(p.fp64),
+                t(p.fp64_tensor),
+                t(p.fp32),
+                t(p.tf32_tensor),
+                t(p.fp16_tensor),
+                p.fp8_tensor.map_or("-".into(), t),
+                t(p.int8_tensor)
+            ));
+        }
+        s
+    }
+}
+
+/// The peaks of CUDA device `ordinal` ([`GpuInfo::peaks`]), asked of the driver once per
+/// process; None without a driver, for an unknown ordinal or an architecture outside the
+/// table.
+pub fn peaks_of(ordinal: u32) -> Option<kbench_record::perf::Peaks> {
+    static ALL: std::sync::OnceLock<Vec<GpuInfo>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| describe().unwrap_or_default())
+        .iter()
+        .find(|g| g.index == ordinal)
+        .and_then(GpuInfo::peaks)
 }
 
 /// Every visible device with its properties, or the reason there are none.
@@ -272,6 +337,8 @@ pub struct GpuEntry {
     /// NVML's view now (clocks, temperature, utilisation, memory, power); None without NVML
     /// or when NVML has no device with this UUID.
     pub live: Option<LiveState>,
+    /// Peak rates from the architecture table ([`GpuInfo::peaks`]); None outside it.
+    pub peaks: Option<kbench_record::perf::Peaks>,
 }
 
 /// What `kbench gpus` prints.
@@ -298,7 +365,8 @@ pub fn listing() -> Result<GpuListing, GpuInventory> {
             } else {
                 None
             };
-            GpuEntry { info, live }
+            let peaks = info.peaks();
+            GpuEntry { info, live, peaks }
         })
         .collect();
     Ok(GpuListing {
@@ -314,6 +382,15 @@ pub fn render_listing(l: &GpuListing) -> String {
     let rows: Vec<(&GpuInfo, Option<&LiveState>)> =
         l.gpus.iter().map(|g| (&g.info, g.live.as_ref())).collect();
     let mut s = render_table(&rows, l.nvml_unavailable.is_none());
+    for g in &l.gpus {
+        match &g.peaks {
+            Some(p) => s.push_str(&format!("gpu {} peaks: {}\n", g.info.index, p.describe())),
+            None => s.push_str(&format!(
+                "gpu {} peaks: compute capability {}.{} is not in kbench's table (Ampere to Blackwell)\n",
+                g.info.index, g.info.compute_capability.0, g.info.compute_capability.1
+            )),
+        }
+    }
     let cuda = l
         .cuda_driver_version
         .as_deref()
@@ -557,6 +634,25 @@ mod tests {
             memory_bus_bits: 5120,
         };
         assert!((g.peak_bandwidth_gbs() - 3352.3).abs() < 0.1);
+        // The spec table at the driver's clocks: NVIDIA's 989.4 TF dense BF16, 66.9 FP32.
+        let p = g.peaks().expect("sm90 is in the table");
+        assert!(
+            (p.bf16_tensor / 1e12 - 989.4).abs() < 0.5,
+            "{}",
+            p.bf16_tensor
+        );
+        assert!((p.fp32 / 1e12 - 66.9).abs() < 0.1, "{}", p.fp32);
+        assert!((p.dram_bytes_per_s / 1e12 - 3.35).abs() < 0.01);
+        let md = g.spec_markdown();
+        assert!(
+            md.contains("- Compute capability: 9.0 (Hopper (sm90))"),
+            "{md}"
+        );
+        assert!(md.contains("3352 GB/s") && md.contains("228 KiB"), "{md}");
+        assert!(md.contains("FP16/BF16 tensor 989.4"), "{md}");
+        let mut volta = g.clone();
+        volta.compute_capability = (7, 0);
+        assert_eq!(volta.peaks(), None);
         let table = render_gpus(&[g]);
         assert!(
             table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
@@ -703,6 +799,7 @@ mod tests {
         };
         let without = GpuListing {
             gpus: vec![GpuEntry {
+                peaks: g.peaks(),
                 info: g.clone(),
                 live: None,
             }],
@@ -737,6 +834,7 @@ mod tests {
         };
         let with = GpuListing {
             gpus: vec![GpuEntry {
+                peaks: g.peaks(),
                 info: g,
                 live: Some(live),
             }],
@@ -750,6 +848,8 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("NVML: driver 580.65.06, CUDA 13.0"), "{t}");
+        assert!(t.contains("gpu 0 peaks: Hopper (sm90)"), "{t}");
+        assert!(t.contains("FP16/BF16 989.4 TF"), "{t}");
         let v = serde_json::to_value(&with).unwrap();
         assert_eq!(v["gpus"][0]["live"]["sm_clock_mhz"], 1755);
         assert_eq!(v["driver_version"], "580.65.06");

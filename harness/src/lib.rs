@@ -19,6 +19,7 @@ pub mod llm;
 pub mod llm_agents;
 pub mod merge;
 pub mod nvml;
+pub mod profile;
 pub mod python;
 pub(crate) mod reference;
 pub mod report;

@@ -43,6 +43,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::FakeLlm(a) => {
             kbench::fakellm::command(&a.script, a.port, a.url_file.as_deref(), a.log.as_deref())
         }
+        Command::Profile(a) => kbench::profile::command(&a),
     }
 }
 

@@ -144,6 +144,8 @@ pub struct ReferenceSession {
     /// Seconds spent making cases, and of those in `get_inputs()`, since the session opened.
     pub made_s: f64,
     pub inputs_s: f64,
+    /// The problem's cost (FLOPs, bytes), asked once per session (see [`Self::cost`]).
+    cost: Option<Option<kbench_record::perf::ProblemCost>>,
 }
 
 impl ReferenceSession {
@@ -185,6 +187,7 @@ impl ReferenceSession {
             restarts: 0,
             made_s: 0.0,
             inputs_s: 0.0,
+            cost: None,
         };
         match load_reply {
             Some(reply) => s.loaded(ctx, reply)?,
@@ -321,6 +324,50 @@ impl ReferenceSession {
             }
             other => other,
         }
+    }
+
+    /// The problem's FLOPs and bytes (the worker's `cost` command, on inputs from a seed
+    /// derived from the run secret), asked once per session. None when the worker could not
+    /// count them; a note on the record says why. Leaves the worker's current case alone.
+    pub fn cost(
+        &mut self,
+        ctx: &Ctx,
+        run_dir: &RunDir,
+    ) -> Option<kbench_record::perf::ProblemCost> {
+        if let Some(c) = &self.cost {
+            return c.clone();
+        }
+        let sha = &self.problem_sha;
+        let seed = run_dir.secret.derive(&format!("cost-input/{sha}"));
+        let forward_seed = run_dir.secret.derive(&format!("cost-forward/{sha}"));
+        let request = json!({"cmd": "cost", "seed": seed, "forward_seed": forward_seed});
+        let counted = match self
+            .worker
+            .request(Frame::new(request), ctx.config.timeouts.run)
+        {
+            Ok(r) if r.kind() == "cost" => {
+                serde_json::from_value::<kbench_record::perf::ProblemCost>(r.header.clone())
+                    .map_err(|e| format!("unreadable cost reply: {e}"))
+            }
+            Ok(r) => Err(error_text(&r)),
+            Err(f) => {
+                // The worker may be dead: the next case restarts it.
+                self.worker_case = None;
+                Err(f.to_string())
+            }
+        };
+        let cost = match counted {
+            Ok(c) => Some(c),
+            Err(why) => {
+                let note = format!("speed of light not computed: counting the reference's FLOPs and bytes failed ({why})");
+                if !self.notes.contains(&note) {
+                    self.notes.push(note);
+                }
+                None
+            }
+        };
+        self.cost = Some(cost.clone());
+        cost
     }
 
     /// After a timing failure: the worker may be dead; the next case or timing restarts it.

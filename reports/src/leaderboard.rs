@@ -262,7 +262,7 @@ fn problems_section(run: &RunReport) -> String {
             "<details id=\"{}\"><summary>{} {}</summary><ul>\
              <li>best candidate: {} ({} of {} candidates)</li>\
              <li>compiled: {}, correct (all families): {}, correct (random only): {}</li>\
-             <li>speedup vs eager: {}</li><li>flags: {}</li></ul></details>",
+             <li>speedup vs eager: {}</li>{}<li>flags: {}</li></ul></details>",
             record_anchor(run, &p.key),
             escape(&p.key),
             escape(&p.name),
@@ -277,6 +277,9 @@ fn problems_section(run: &RunReport) -> String {
                 (Some(s), None) => format!("{s:.3}x"),
                 _ => "-".into(),
             },
+            p.sol_ratio.map_or(String::new(), |x| format!(
+                "<li>time / speed of light: {x:.2}x</li>"
+            )),
             if p.flags.is_empty() {
                 "none".to_string()
             } else {

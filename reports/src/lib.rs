@@ -40,7 +40,7 @@ pub use report::{
     RunInput, RunReport, REPORT_VERSION,
 };
 pub use sample::Sample;
-pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis};
+pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis, SOL_SLACK};
 pub use table::render_summary;
 pub use task::correct_on_random;
 pub use timing::{

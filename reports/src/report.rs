@@ -53,6 +53,10 @@ pub struct ProblemRow {
     pub max_autotune_speedup: Option<f64>,
     /// Integrity flags raised on any candidate of the problem.
     pub flags: Vec<String>,
+    /// The shown candidate's median time / the problem's speed of light (CUDA runs on a GPU
+    /// in kbench's spec table; see `kbench_record::perf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sol_ratio: Option<f64>,
 }
 
 /// Correctness per case family, over candidates that ran at least one case of it.
@@ -155,6 +159,7 @@ fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
         compile_speedup: t.best(Baseline::Compile).map(|(_, s)| s),
         max_autotune_speedup: t.best(Baseline::MaxAutotune).map(|(_, s)| s),
         flags,
+        sol_ratio: c.sol_ratio,
     }
 }
 

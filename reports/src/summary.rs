@@ -81,7 +81,20 @@ pub struct RunSummary {
     /// Per stress family: cases not run because they do not apply to the problem.
     #[serde(default)]
     pub not_applicable: BTreeMap<String, usize>,
+    /// Timed correct candidates whose record has a speed of light (CUDA runs on a GPU in
+    /// kbench's spec table).
+    #[serde(default)]
+    pub sol_timed: usize,
+    /// Median over those of candidate time / speed of light (1.0 = the physical limit).
+    #[serde(default)]
+    pub median_sol_ratio: Option<f64>,
+    /// Of those, how many claim a time more than 10% below the speed of light.
+    #[serde(default)]
+    pub below_sol: usize,
 }
+
+/// Slack of [`RunSummary::below_sol`]: timing noise allowed below the speed of light.
+pub const SOL_SLACK: f64 = 0.1;
 
 impl RunSummary {
     /// Summarises `records` with speedups on `basis`.
@@ -91,6 +104,8 @@ impl RunSummary {
         let (mut compiled, mut correct, mut correct_random) = (0, 0, 0);
         let mut family_failures: BTreeMap<String, usize> = BTreeMap::new();
         let mut not_applicable: BTreeMap<String, usize> = BTreeMap::new();
+        let mut sol_ratios = Vec::new();
+        let mut below_sol = 0;
         for r in records {
             correct_random += usize::from(crate::task::correct_on_random(r));
             let mut failed: Vec<String> = r
@@ -111,11 +126,20 @@ impl RunSummary {
             if r.outcome.is_ok() {
                 correct += 1;
                 speedups.extend(basis.speedup_of(r));
+                if let Some(x) = r.sol_ratio() {
+                    sol_ratios.push(x);
+                    below_sol += usize::from(r.below_speed_of_light(SOL_SLACK));
+                }
             }
         }
         let fast_1_count = speedups.iter().filter(|&&s| s > 1.0).count();
         speedups.sort_unstable_by(f64::total_cmp);
+        sol_ratios.sort_unstable_by(f64::total_cmp);
         RunSummary {
+            sol_timed: sol_ratios.len(),
+            median_sol_ratio: (!sol_ratios.is_empty())
+                .then(|| percentile_sorted(&sol_ratios, 50.0)),
+            below_sol,
             basis,
             evaluated: records.len(),
             compiled,

@@ -48,6 +48,21 @@ pub fn render_summary(s: &RunSummary) -> String {
         ),
     ];
     let mut rows = rows;
+    if let Some(m) = s.median_sol_ratio {
+        rows.push((
+            "x speed of light".into(),
+            format!("{m:.2}x"),
+            format!(
+                "median time / physical limit, over {} timed correct{}",
+                s.sol_timed,
+                if s.below_sol > 0 {
+                    format!("; {} BELOW the limit (impossible: check them)", s.below_sol)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
     if s.correct_random != s.correct || !s.family_failures.is_empty() {
         // `correct` then holds every case family: say so, and which families failed.
         rows[2].2 = "under every case family that applies".into();

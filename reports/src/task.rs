@@ -103,6 +103,10 @@ pub struct Candidate {
     pub cost: Option<Cost>,
     /// The harness's wall time evaluating it, seconds.
     pub eval_s: f64,
+    /// Median time / the problem's speed of light ([`EvalRecord::sol_ratio`]) of a correct,
+    /// timed candidate on a GPU in kbench's spec table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sol_ratio: Option<f64>,
 }
 
 impl Candidate {
@@ -175,6 +179,7 @@ impl Candidate {
             flags,
             cost: extras.cost.clone(),
             eval_s: r.wall_s,
+            sol_ratio: if correct { r.sol_ratio() } else { None },
         }
     }
 }

@@ -58,6 +58,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         notes: vec![],
         env: Environment::default(),
         baselines: Default::default(),
+        speed_of_light: None,
     }
 }
 
@@ -330,4 +331,74 @@ proptest! {
         prop_assert!(t.p25_ms <= t.median_ms && t.median_ms <= t.p75_ms);
         prop_assert_eq!(t.wall_s, wall);
     }
+}
+
+#[test]
+fn summary_shows_the_ratio_to_the_speed_of_light_and_flags_impossible_times() {
+    use kbench_record::perf::{speed_of_light, ArchRates, Peaks, ProblemCost};
+    let peaks = Peaks::from_rates(&ArchRates::for_cc(9, 0).unwrap(), 132, 1980.0, 3.35232e12);
+    // 33.5232 MB at 3.35232 TB/s: a 10 us speed of light (no counted FLOPs).
+    let cost = ProblemCost {
+        precision: "fp32".into(),
+        input_bytes: 16.7616e6,
+        output_bytes: 16.7616e6,
+        ..Default::default()
+    };
+    let sol = speed_of_light(&cost, &peaks);
+    assert!((sol.min_s - 10e-6).abs() < 1e-15, "{}", sol.min_s);
+    let with_time = |ms: f64| {
+        let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+        r.timing.as_mut().unwrap().candidate = stats(ms);
+        r.speed_of_light = Some(sol.clone());
+        r
+    };
+    // 40 us, 20 us and an impossible 2 us; one record without a speed of light.
+    let records = vec![
+        with_time(0.040),
+        with_time(0.020),
+        with_time(0.002),
+        record(Outcome::Ok, Some((1.0, 1.0))),
+    ];
+    assert!((records[0].sol_ratio().unwrap() - 4.0).abs() < 1e-9);
+    // Reports carry it per candidate (and per problem, for the shown candidate).
+    let c = crate::task::Candidate::from_record(
+        &records[0],
+        &RecordExtras::default(),
+        SpeedupBasis::Median,
+    );
+    assert!((c.sol_ratio.unwrap() - 4.0).abs() < 1e-9);
+    let mut wrong = records[0].clone();
+    wrong.outcome = mismatch();
+    let c =
+        crate::task::Candidate::from_record(&wrong, &RecordExtras::default(), SpeedupBasis::Median);
+    assert_eq!(c.sol_ratio, None);
+    // The strict bound counts the 16.76 MB read: 5 us; 2 us is impossible, 5 us is not.
+    assert!(records[2].below_speed_of_light(SOL_SLACK));
+    assert!(!records[1].below_speed_of_light(SOL_SLACK));
+    assert!(!with_time(0.005).below_speed_of_light(SOL_SLACK));
+    let mut fast = with_time(0.002);
+    assert!(fast.below_speed_of_light(SOL_SLACK));
+    // Without the L2 flush nothing is judged: inputs may come from L2.
+    fast.timing.as_mut().unwrap().l2_flush = false;
+    assert!(!fast.below_speed_of_light(SOL_SLACK));
+    let s = summarize(&records);
+    assert_eq!((s.sol_timed, s.below_sol), (3, 1));
+    assert!((s.median_sol_ratio.unwrap() - 2.0).abs() < 1e-9);
+    let t = render_summary(&s);
+    assert!(t.contains("x speed of light"), "{t}");
+    assert!(
+        t.contains("2.00x") && t.contains("1 BELOW the limit"),
+        "{t}"
+    );
+    // Without any speed of light the row is absent (CPU runs look as before).
+    assert!(!render_summary(&summarize(&run())).contains("speed of light"));
+    // A record written before the field existed still reads.
+    let mut v = serde_json::to_value(&records[3]).unwrap();
+    v.as_object_mut().unwrap().remove("speed_of_light");
+    let back: EvalRecord = serde_json::from_value(v).unwrap();
+    assert_eq!(back.speed_of_light, None);
+    let v = serde_json::to_value(&records[0]).unwrap();
+    assert!(v["speed_of_light"]["min_s"].as_f64().is_some());
+    let back: EvalRecord = serde_json::from_value(v).unwrap();
+    assert_eq!(back.speed_of_light, Some(sol));
 }

@@ -25,6 +25,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         flags: vec![],
         cost: None,
         eval_s: 1.0,
+        sol_ratio: None,
     }
 }
 

@@ -359,6 +359,11 @@ pub struct EvalRecord {
     /// (`eager`, `compile`, `max-autotune`, ...); only for timed, correct kernels.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub baselines: std::collections::BTreeMap<String, BaselineRatio>,
+    /// The problem's speed of light on the GPU that timed it (bytes and FLOPs counted on
+    /// the reference, at the GPU's peaks); absent on CPU, for GPUs outside the spec table,
+    /// and in records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_of_light: Option<crate::perf::SpeedOfLight>,
 }
 
 /// A candidate's speedup over one baseline mode's stored time.
@@ -387,6 +392,29 @@ pub struct BaselineRatio {
 }
 
 impl EvalRecord {
+    /// The candidate's median time over the problem's speed of light: 1.0 is the physical
+    /// limit, 5.0 five times slower than it. None without timing or a speed of light.
+    pub fn sol_ratio(&self) -> Option<f64> {
+        let t = self.timing.as_ref()?;
+        self.speed_of_light
+            .as_ref()?
+            .ratio(t.candidate.median_ms / 1e3)
+            .filter(|r| r.is_finite())
+    }
+
+    /// True when the candidate's median time is below the strict speed of light (reads and
+    /// FLOPs, [`crate::perf::SpeedOfLight::is_impossible`]) by more than `slack` (0.1 =
+    /// 10%): faster than any correct kernel can be on this GPU (for the integrity checks:
+    /// skipped work, results cached across calls, broken timing). Only timings taken with
+    /// the L2 flushed before each call are judged (without the flush, inputs may be served
+    /// from L2 faster than DRAM allows).
+    pub fn below_speed_of_light(&self, slack: f64) -> bool {
+        match (&self.timing, &self.speed_of_light) {
+            (Some(t), Some(s)) if t.l2_flush => s.is_impossible(t.candidate.median_ms / 1e3, slack),
+            _ => false,
+        }
+    }
+
     /// Resume key: one record per (problem, candidate, sample).
     pub fn key(&self) -> String {
         eval_key(
