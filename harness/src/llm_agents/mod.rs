@@ -13,6 +13,7 @@ pub mod coder_judge;
 pub mod command;
 pub mod cuda_agent;
 pub mod kevin;
+pub mod ncu_feedback;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,9 +206,16 @@ pub struct TimingOnly;
 
 impl ProfileFeedback for TimingOnly {
     fn profile(&self, _problem: &Problem, _source: &str, r: &EvalRecord) -> Value {
+        self.profile_record(r)
+    }
+}
+
+impl TimingOnly {
+    /// The record's measured times, labelled as such.
+    pub fn profile_record(&self, r: &EvalRecord) -> Value {
         match &r.timing {
             Some(t) => json!({
-                "source": "kbench timing (Nsight Compute metrics not available in this build)",
+                "source": "kbench timing (no profiler on this device: the measured times only)",
                 "candidate_median_ms": round3(t.candidate.median_ms),
                 "candidate_mean_ms": round3(t.candidate.mean_ms),
                 "reference_median_ms": round3(t.reference.median_ms),
@@ -400,10 +408,21 @@ fn pick_final(sources: &[(KernelResult, String)]) -> Option<(KernelResult, Strin
     best.or(sources.last()).cloned()
 }
 
-/// Runs an agent over the run's problems with timing as the profile feedback; returns the
-/// exit code.
+/// Runs an agent over the run's problems; returns the exit code. On CUDA the profile
+/// feedback is `kbench profile`'s (Nsight Compute metrics, roofline, speed of light; the
+/// PyTorch profiler where ncu cannot be used); on the CPU it is the measured times.
 pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<i32> {
-    run_with_profiler(config, opts, stop, &TimingOnly)
+    match config.device {
+        kbench_record::Device::Cuda(_) => {
+            let ncu = ncu_feedback::NcuFeedback::new(
+                config.device,
+                config.precision,
+                config.python.python.clone(),
+            );
+            run_with_profiler(config, opts, stop, &ncu)
+        }
+        kbench_record::Device::Cpu => run_with_profiler(config, opts, stop, &TimingOnly),
+    }
 }
 
 /// [`run`] with another source of profile feedback: issue 9's `kbench profile` (Nsight

@@ -1,0 +1,209 @@
+//! Profile feedback from `kbench profile` (issue 9): Nsight Compute's metrics in CudaForge's
+//! set, a roofline verdict per kernel and the speed-of-light ratio, for the Judge's
+//! optimisation mode, cuda-agent's `profile` tool and the command agent's `profile` request.
+//! Where ncu cannot be used, `kbench profile` falls back to the PyTorch profiler and says so;
+//! where profiling fails altogether, the measured times are given, labelled as such.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use kbench_record::{Device, EvalRecord, Precision};
+use kbench_suites::Problem;
+use serde_json::{json, Value};
+
+use super::{ProfileFeedback, TimingOnly};
+use crate::cli::{PrecisionArg, ProfileArgs, PythonArgs};
+
+/// Profiles correct kernels with `kbench profile` on the run's device.
+pub struct NcuFeedback {
+    device: Device,
+    precision: Precision,
+    python: PathBuf,
+    /// One profile at a time: ncu replays each kernel many times and must not share the GPU
+    /// with another profile.
+    one: Mutex<()>,
+}
+
+impl NcuFeedback {
+    pub fn new(device: Device, precision: Precision, python: PathBuf) -> Self {
+        Self {
+            device,
+            precision,
+            python,
+            one: Mutex::new(()),
+        }
+    }
+
+    fn run(
+        &self,
+        problem: &Problem,
+        source: &str,
+    ) -> anyhow::Result<crate::profile::ProfileReport> {
+        let dir = tempfile::tempdir()?;
+        let problem_path = dir.path().join(&problem.file);
+        std::fs::write(&problem_path, &problem.source)?;
+        let kernel_path = dir.path().join("kernel.py");
+        std::fs::write(&kernel_path, source)?;
+        let args = ProfileArgs {
+            problem: problem_path,
+            kernel: kernel_path,
+            device: self.device.to_string(),
+            precision: match self.precision {
+                Precision::Fp32 => PrecisionArg::Fp32,
+                Precision::Fp16 => PrecisionArg::Fp16,
+                Precision::Bf16 => PrecisionArg::Bf16,
+            },
+            calls: 3,
+            warmup: 2,
+            ncu: None,
+            no_ncu: false,
+            keep: None,
+            json: true,
+            python: PythonArgs {
+                python: Some(self.python.clone()),
+            },
+        };
+        let _one = self.one.lock().unwrap_or_else(|e| e.into_inner());
+        crate::profile::profile(&args)
+    }
+}
+
+/// The feedback document for one profile report: what an agent reads.
+pub fn feedback_json(r: &crate::profile::ProfileReport, record: &EvalRecord) -> Value {
+    let source = match (&r.source[..], &r.fallback_reason) {
+        ("ncu", _) => "Nsight Compute (kbench profile)".to_string(),
+        (s, Some(why)) => format!("{s} (Nsight Compute not used: {why})"),
+        (s, None) => s.to_string(),
+    };
+    let mut doc = json!({
+        "source": source,
+        "calls_profiled": r.calls,
+        "timing": TimingOnly.profile_record(record),
+    });
+    if let Some(n) = &r.ncu {
+        doc["metrics"] = crate::profile::cudaforge_metrics_json(n);
+        doc["kernels"] = n
+            .kernels
+            .iter()
+            .take(8)
+            .map(|k| {
+                json!({
+                    "name": k.name,
+                    "launches_per_call": k.launches_per_call,
+                    "time_per_call_us": (k.time_per_call_s * 1e9).round() / 1e3,
+                    "share": (k.share * 1000.0).round() / 1000.0,
+                    "roofline": k.verdict.as_ref().map(|v| v.to_string()),
+                })
+            })
+            .collect();
+        if let Some(v) = &n.per_call_verdict {
+            doc["per_call_roofline"] = json!(v.to_string());
+        }
+    } else {
+        doc["torch_events"] =
+            serde_json::to_value(r.torch_events.iter().take(10).collect::<Vec<_>>())
+                .unwrap_or(Value::Null);
+    }
+    if let Some(s) = r.sol_ratio {
+        doc["time_over_speed_of_light"] = json!((s * 100.0).round() / 100.0);
+    }
+    if let Some(p) = &r.peaks {
+        doc["gpu_peaks"] = json!(p.describe());
+    }
+    doc
+}
+
+impl ProfileFeedback for NcuFeedback {
+    fn profile(&self, problem: &Problem, source: &str, record: &EvalRecord) -> Value {
+        match self.run(problem, source) {
+            Ok(r) => feedback_json(&r, record),
+            Err(e) => {
+                let mut doc = TimingOnly.profile(problem, source, record);
+                doc["profile_error"] = json!(format!("{e:#}"));
+                doc
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{aggregate, parse_ncu_raw_csv, ProfileReport};
+    use kbench_record::perf::{ArchRates, Peaks};
+
+    const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");
+    const RECORDS: &str =
+        include_str!("../../../tests/fixtures/report_runs/one-shot/records.jsonl");
+
+    fn timed_record() -> EvalRecord {
+        RECORDS
+            .lines()
+            .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
+            .find(|r| r.timing.is_some())
+            .expect("a timed record in the fixture run")
+    }
+
+    #[test]
+    fn the_judge_gets_cudaforge_metrics_roofline_and_timing_from_an_ncu_profile() {
+        let peaks = Peaks::from_rates(
+            &ArchRates::for_cc(9, 0).unwrap(),
+            132,
+            1980.0,
+            2.0 * 2619e6 * 5120.0 / 8.0,
+        );
+        let ncu = aggregate(&parse_ncu_raw_csv(MATMUL).unwrap(), 3, Some(&peaks));
+        let gemm = ncu.kernels[0].name.clone();
+        let report = ProfileReport {
+            problem: "p.py".into(),
+            kernel: "k.py".into(),
+            device: "cuda:0".into(),
+            device_name: "NVIDIA H100 80GB HBM3".into(),
+            source: "ncu".into(),
+            fallback_reason: None,
+            calls: 3,
+            wall_s_per_call: Some(2e-3),
+            ncu: Some(ncu),
+            torch_events: vec![],
+            peaks: Some(peaks),
+            cost: None,
+            speed_of_light: None,
+            sol_ratio: Some(3.456),
+            ncu_csv: None,
+        };
+        let record = timed_record();
+        let doc = feedback_json(&report, &record);
+        assert_eq!(doc["source"], "Nsight Compute (kbench profile)");
+        // CudaForge's metric set, per kernel.
+        let m = &doc["metrics"][&gemm];
+        assert!(m.as_object().is_some_and(|o| !o.is_empty()), "{doc}");
+        assert!(
+            doc["kernels"][0]["roofline"]
+                .as_str()
+                .unwrap()
+                .contains("compute-bound"),
+            "{doc}"
+        );
+        assert_eq!(doc["time_over_speed_of_light"], 3.46);
+        assert!(doc["gpu_peaks"].as_str().unwrap().contains("GB/s"));
+        // The measured times ride along.
+        assert_eq!(
+            doc["timing"]["speedup"].as_f64(),
+            Some((record.timing.as_ref().unwrap().speedup * 1000.0).round() / 1000.0)
+        );
+
+        // A fallback says why ncu was not used.
+        let fallback = ProfileReport {
+            source: "torch-profiler".into(),
+            fallback_reason: Some("ncu not found".into()),
+            ncu: None,
+            ..report
+        };
+        let doc = feedback_json(&fallback, &record);
+        assert_eq!(
+            doc["source"],
+            "torch-profiler (Nsight Compute not used: ncu not found)"
+        );
+        assert!(doc.get("metrics").is_none());
+    }
+}
