@@ -1017,6 +1017,7 @@ fn reference_error_record(
         notes: Vec::new(),
         env,
         baselines: Default::default(),
+        integrity: None,
     }
 }
 
@@ -1048,6 +1049,9 @@ pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome>
 pub(crate) fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
     let kind = str_field(&reply.header, "kind");
     let message = error_text(reply);
+    if let Some(o) = crate::integrity::non_plain_output(&reply.header, &message) {
+        return o;
+    }
     match kind.as_str() {
         "compile_error" => Outcome::CompileError { message },
         _ => Outcome::RuntimeError { phase, message },
@@ -1137,6 +1141,7 @@ fn evaluate_candidate(
     let mut cases = Vec::new();
     let mut load_s = None;
     let mut timing = None;
+    let mut integrity = kbench_record::IntegrityReport::default();
     let mut log_tail = String::new();
 
     let outcome = 'eval: {
@@ -1205,9 +1210,19 @@ fn evaluate_candidate(
             log_tail = worker.log_tail();
             break 'eval error_outcome(&reply, Phase::Load);
         }
+        if let Some(o) = crate::integrity::probe_failure(reply.header.get("integrity"), "load") {
+            log_tail = worker.log_tail();
+            break 'eval o;
+        }
 
         let tc_all = Instant::now();
         let mut stress_failure: Option<Outcome> = None;
+        // Issue 6: the last random case (the inputs timing uses), the outputs of probed
+        // timed calls, and each case's output hashes (candidate's, reference's) to recognise
+        // an output replayed from an earlier case.
+        let mut last_random: Option<Arc<RefCase>> = None;
+        let mut checked_calls = Vec::new();
+        let mut seen_outputs: Vec<(kbench_record::CaseRef, Vec<u64>, Vec<u64>)> = Vec::new();
         // The random trials first (KernelBench's check: a failure there ends the
         // evaluation), then timing, then one case per stress family. A stress failure is
         // recorded and the other families still run, so the record names every family that
@@ -1216,6 +1231,17 @@ fn evaluate_candidate(
         for t in 0..=total {
             if t == c.trials {
                 phases.correctness_s = tc_all.elapsed().as_secs_f64();
+                // Issue 6: which kernels one call launches (CUDA), on the last random case.
+                if matches!(exec.device, Device::Cuda(_)) && last_random.is_some() {
+                    match profile_candidate(&mut worker, c, &cand.source, &mut integrity) {
+                        Ok(Some(o)) => {
+                            log_tail = worker.log_tail();
+                            break 'eval o;
+                        }
+                        Ok(None) => {}
+                        Err(f) => fault!(f, Phase::Run),
+                    }
+                }
                 if let Some(tc) = &c.timing {
                     let tt = Instant::now();
                     let held = reference.hold_case(ctx, exec, problem, run_dir, c.trials - 1);
@@ -1224,12 +1250,31 @@ fn evaluate_candidate(
                         Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
                         Ok(()) => {
                             ctx.gate.begin_timing();
-                            let r = time_pair(c, exec, &mut reference.worker, &mut worker, tc);
+                            let r = time_pair(
+                                c,
+                                exec,
+                                &mut reference.worker,
+                                &mut worker,
+                                tc,
+                                last_random.as_ref().is_some_and(|rc| timed_check_fits(rc)),
+                                &mut checked_calls,
+                            );
                             ctx.gate.end_timing();
                             r
                         }
                     };
                     phases.timing_s = tt.elapsed().as_secs_f64();
+                    if let (Ok(TimingResult::Measured(_)), Some(rc)) = (&result, &last_random) {
+                        match judge_timed_calls(exec, c, rc, &checked_calls) {
+                            Ok(Some(o)) => {
+                                log_tail = worker.log_tail();
+                                break 'eval o;
+                            }
+                            Ok(None) => {}
+                            Err(e) => return Err(e),
+                        }
+                        integrity.checked_timed_calls = checked_calls.len() as u32;
+                    }
                     match result {
                         Ok(TimingResult::Measured(t)) => timing = Some(t),
                         Ok(TimingResult::Failed(o)) => {
@@ -1302,7 +1347,28 @@ fn evaluate_candidate(
                         log_tail = worker.log_tail();
                         break 'eval o;
                     }
-                    judge_host_case(c, &rc, &outputs, wall_s)
+                    let what = format!("case {case}");
+                    if let Some(o) =
+                        crate::integrity::probe_failure(reply.header.get("integrity"), &what)
+                            .or_else(|| crate::integrity::unwritten_outputs(outputs.iter(), &what))
+                    {
+                        log_tail = worker.log_tail();
+                        break 'eval o;
+                    }
+                    let mut judged = judge_host_case(c, &rc, &outputs, wall_s);
+                    if judged.failure.is_some() {
+                        if let Some(o) = replayed_output(&rc, &outputs, &seen_outputs) {
+                            judged.failure = Some(o);
+                        }
+                    }
+                    if let CaseData::Host { outputs: refs, .. } = &rc.data {
+                        seen_outputs.push((
+                            case.clone(),
+                            outputs.iter().map(crate::integrity::output_hash).collect(),
+                            refs.iter().map(crate::integrity::output_hash).collect(),
+                        ));
+                    }
+                    judged
                 }
                 CaseData::Device { .. } => match run_device_case(ctx, exec, &mut worker, &rc, tc) {
                     Ok(Ok(j)) => j,
@@ -1316,6 +1382,8 @@ fn evaluate_candidate(
             };
             if stress {
                 cases.pop();
+            } else {
+                last_random = Some(Arc::clone(&rc));
             }
             cases.push(judged.result);
             if let Some(o) = judged.failure {
@@ -1375,7 +1443,194 @@ fn evaluate_candidate(
         notes,
         env,
         baselines,
+        integrity: Some(integrity),
     }))
+}
+
+/// Whether the probed timed calls' outputs are small enough to send back over the pipe
+/// (device cases: read back to the host once per probed call).
+fn timed_check_fits(rc: &RefCase) -> bool {
+    match &rc.data {
+        CaseData::Host { .. } => true,
+        CaseData::Device { outputs, .. } => {
+            outputs.iter().map(|o| o.nbytes() as u64).sum::<u64>() <= TIMED_CHECK_MAX_BYTES
+        }
+    }
+}
+
+/// Largest total output size of a device case whose probed timed calls are checked.
+const TIMED_CHECK_MAX_BYTES: u64 = 256 << 20;
+
+/// Compares the outputs of probed timed calls with the reference outputs of the case timing
+/// ran on: `timed-output-mismatch` (or `unwritten-output`) when one differs.
+fn judge_timed_calls(
+    exec: &Exec,
+    c: &RunConfig,
+    rc: &RefCase,
+    checked: &[crate::timing::CheckedCall],
+) -> Result<Option<Outcome>> {
+    if checked.is_empty() {
+        return Ok(None);
+    }
+    let (refs, refs64): (Vec<HostTensor>, Option<Vec<HostTensor>>) = match &rc.data {
+        CaseData::Host {
+            outputs,
+            outputs_f64,
+            ..
+        } => (outputs.clone(), outputs_f64.clone()),
+        CaseData::Device {
+            outputs,
+            outputs_f64,
+            ..
+        } => {
+            let gpu = exec.gpu.as_ref().expect("device case without a GPU");
+            let read = |t: &DevTensorOwned| -> Result<HostTensor> {
+                let bytes = gpu.read(&t.buf, 0, t.nbytes())?;
+                Ok(HostTensor::new(t.dtype, t.shape.clone(), bytes)?)
+            };
+            let refs = outputs.iter().map(read).collect::<Result<Vec<_>>>()?;
+            let refs64 = match outputs_f64 {
+                Some(v) => Some(v.iter().map(read).collect::<Result<Vec<_>>>()?),
+                None => None,
+            };
+            (refs, refs64)
+        }
+    };
+    for call in checked {
+        let what = format!(
+            "timed call {} of round {} (inputs of {})",
+            call.call, call.round, rc.case
+        );
+        if let Some(o) = crate::integrity::unwritten_outputs(call.outputs.iter(), &what) {
+            return Ok(Some(o));
+        }
+        let failure = if call.outputs.len() != refs.len() {
+            Some(format!(
+                "{} output(s) where the reference has {}",
+                call.outputs.len(),
+                refs.len()
+            ))
+        } else {
+            call.outputs
+                .iter()
+                .zip(&refs)
+                .enumerate()
+                .find_map(|(k, (cand, reference))| {
+                    let ref64 = gated_f64(refs64.as_deref(), k, reference.dtype());
+                    match kbench_adversarial::compare(
+                        cand,
+                        reference,
+                        ref64,
+                        c.profile,
+                        c.precision,
+                    ) {
+                        Ok(cmp) => cmp
+                            .failure_outcome(&rc.case, k as u32)
+                            .map(|o| o.to_string()),
+                        Err(e) => Some(format!("output {k}: {e}")),
+                    }
+                })
+        };
+        if let Some(why) = failure {
+            return Ok(Some(Outcome::Integrity {
+                flag: crate::integrity::TIMED_OUTPUT_MISMATCH.into(),
+                detail: format!(
+                    "{what}: passed the correctness cases but under timing returned {why}"
+                ),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// `output-replayed`: a failing case's outputs are bit for bit those the candidate returned
+/// for an earlier case whose reference outputs differ (a cache keyed on something other than
+/// the input values, or stale memory from the previous call).
+fn replayed_output(
+    rc: &RefCase,
+    outputs: &[HostTensor],
+    seen: &[(kbench_record::CaseRef, Vec<u64>, Vec<u64>)],
+) -> Option<Outcome> {
+    let CaseData::Host { outputs: refs, .. } = &rc.data else {
+        return None;
+    };
+    let cand: Vec<u64> = outputs.iter().map(crate::integrity::output_hash).collect();
+    let reference: Vec<u64> = refs.iter().map(crate::integrity::output_hash).collect();
+    seen.iter()
+        .find(|(_, c, r)| *c == cand && *r != reference)
+        .map(|(earlier, _, _)| Outcome::Integrity {
+            flag: crate::integrity::OUTPUT_REPLAYED.into(),
+            detail: format!(
+                "the outputs of case {} are bit for bit those returned for case {earlier}, whose inputs and reference outputs differ (a cached or stale result)",
+                rc.case
+            ),
+        })
+}
+
+/// Profiles one call (CUDA) and records which kernels ran; with `--require-custom-kernels`
+/// a candidate none of whose own kernels ran fails with `no-custom-kernel`.
+fn profile_candidate(
+    worker: &mut Worker,
+    c: &RunConfig,
+    source: &str,
+    integrity: &mut kbench_record::IntegrityReport,
+) -> Result<Option<Outcome>, WorkerFault> {
+    use crate::integrity as ig;
+    let reply = worker.request(
+        Frame::new(json!({"cmd": "profile", "forward_seed": 0})),
+        c.timeouts.run,
+    )?;
+    if reply.kind() != "profile" {
+        integrity.advisories.push(format!(
+            "profile-unavailable: {}",
+            error_text(&reply).lines().next().unwrap_or_default()
+        ));
+        return Ok(None);
+    }
+    let kernels = reply
+        .header
+        .get("kernels")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let default_stream = reply.header.get("default_stream").and_then(Value::as_i64);
+    let profile = ig::kernel_profile(&kernels, default_stream, source);
+    let mut advisories = Vec::new();
+    let no_own = profile.own.is_empty();
+    if no_own {
+        advisories.push(ig::NO_CUSTOM_KERNEL.to_string());
+    }
+    if profile.side_stream {
+        advisories.push(ig::SIDE_STREAM.to_string());
+    }
+    if c.precision == kbench_record::Precision::Fp32
+        && kernels.iter().any(|k| {
+            k.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(ig::reduced_precision_kernel)
+        })
+    {
+        advisories.push(ig::REDUCED_PRECISION_KERNEL.to_string());
+    }
+    let detail = format!(
+        "one profiled call launched {} device activities: {:.0}% in the candidate's own kernels, {:.0}% in library kernels ({}), {:.0}% other",
+        profile.launches,
+        100.0 * profile.own_fraction,
+        100.0 * profile.library_fraction,
+        profile.library.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+        100.0 * profile.other_fraction
+    );
+    integrity.kernels = Some(profile);
+    integrity.advisories.extend(advisories);
+    if no_own && c.require_custom_kernels {
+        return Ok(Some(Outcome::Integrity {
+            flag: ig::NO_CUSTOM_KERNEL.into(),
+            detail: format!(
+                "--require-custom-kernels: none of the candidate's own kernels ran; {detail}"
+            ),
+        }));
+    }
+    Ok(None)
 }
 
 /// A case the candidate was not run on, with the reason.
@@ -1459,6 +1714,7 @@ fn run_device_case(
         "inputs": args,
         "device_inputs": dev_inputs,
         "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
+        "poison": outputs.iter().map(|o| json!({"dtype": o.dtype.as_str(), "nbytes": o.nbytes()})).collect::<Vec<_>>(),
     });
     let reply = worker
         .request(Frame::new(cmd), c.timeouts.run)
@@ -1475,6 +1731,11 @@ fn run_device_case(
         .cloned()
         .unwrap_or_default();
     if let Some(o) = count_mismatch(described.len(), outputs.len()) {
+        return Ok(Err(o));
+    }
+    if let Some(o) =
+        crate::integrity::probe_failure(reply.header.get("integrity"), &format!("case {}", rc.case))
+    {
         return Ok(Err(o));
     }
     let mut comparisons = Vec::with_capacity(outputs.len());
@@ -1536,6 +1797,27 @@ fn run_device_case(
                     message: format!("output {k} of case {}: {e}", rc.case),
                 });
             }
+        }
+    }
+    if failure.is_some() {
+        let what = format!("case {}", rc.case);
+        // A failed output is read back once: still-poisoned elements name the failure.
+        for (k, cmp) in comparisons.iter().enumerate() {
+            if cmp.passed() || cmp.values().is_none() {
+                continue;
+            }
+            let bytes = gpu
+                .read(&slots[k].buf, 0, slots[k].nbytes())
+                .map_err(harness)?;
+            let t = HostTensor::new(slots[k].dtype, slots[k].shape.clone(), bytes)
+                .map_err(|e| harness(e.into()))?;
+            if let Some(o) = crate::integrity::unwritten_outputs(std::iter::once(&t), &what) {
+                failure = Some(o);
+                break;
+            }
+        }
+        if let Some(o) = crate::integrity::precision_downgrade(c.precision, &comparisons, &what) {
+            failure = Some(o);
         }
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
@@ -1632,6 +1914,12 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
                     message: format!("output {k} of case {}: {e}", rc.case),
                 });
             }
+        }
+    }
+    if failure.is_some() {
+        let what = format!("case {}", rc.case);
+        if let Some(o) = crate::integrity::precision_downgrade(c.precision, &comparisons, &what) {
+            failure = Some(o);
         }
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);

@@ -14,6 +14,7 @@ pub mod devmem;
 pub mod engine;
 pub mod exit;
 pub mod gpu;
+pub mod integrity;
 pub mod merge;
 pub mod nvml;
 pub mod python;

@@ -366,6 +366,7 @@ mod tests {
             notes: vec![],
             env: Environment::default(),
             baselines: Default::default(),
+            integrity: None,
         };
         serde_json::to_string(&r).unwrap().replacen(
             "\"wall_s\":1.5",

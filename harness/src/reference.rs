@@ -552,8 +552,13 @@ fn take_host_case(
         }
     }
     let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+    // The sizes the candidate worker poisons before the call (issue 6, unwritten-output).
+    let poison: Vec<Value> = outputs
+        .iter()
+        .map(|o| json!({"dtype": o.dtype().as_str(), "nbytes": o.data().len()}))
+        .collect();
     let run_frame = Arc::new(Frame::with_tensors(
-        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
+        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list, "poison": poison}),
         &refs,
     ));
     let outputs_f64 =

@@ -4,12 +4,20 @@
 use std::time::Instant;
 
 use kbench_record::protocol::Frame;
-use kbench_record::{Device, Outcome, Phase, TimingSummary};
+use kbench_record::{Device, HostTensor, Outcome, Phase, TimingSummary};
 use serde_json::{json, Value};
 
 use crate::config::RunConfig;
 use crate::engine::{error_outcome, error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
+
+/// The outputs of one probed timed call.
+pub struct CheckedCall {
+    pub round: u32,
+    /// Index among the round's timed calls.
+    pub call: u32,
+    pub outputs: Vec<HostTensor>,
+}
 
 pub enum TimingResult {
     Measured(TimingSummary),
@@ -21,12 +29,19 @@ pub enum TimingResult {
 
 /// Times reference and candidate in alternating rounds on the same inputs (the last case),
 /// so that drift (clocks, temperature, other load) hits both alike.
+///
+/// With `check_outputs`, two timed calls of each round (the last and one picked by the round
+/// number) are probed and their outputs sent back; they land in `checked` as (round, call,
+/// outputs) for the caller to compare with the reference (issue 6: a kernel must not behave
+/// differently under timing).
 pub fn time_pair(
     c: &RunConfig,
     exec: &crate::engine::Exec,
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
+    check_outputs: bool,
+    checked: &mut Vec<CheckedCall>,
 ) -> Result<TimingResult, WorkerFault> {
     let device = exec.device;
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
@@ -78,11 +93,59 @@ pub fn time_pair(
                     }
                 }
             } else {
-                let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
+                let mut cand_cmd = cmd.clone();
+                if check_outputs {
+                    let mut calls = vec![(round.wrapping_mul(2_654_435_761) % n), n - 1];
+                    calls.dedup();
+                    cand_cmd["check_calls"] = json!(calls);
+                }
+                let reply = candidate.request(Frame::new(cand_cmd), c.timeouts.time)?;
                 let wall = t.elapsed().as_secs_f64();
                 cand_wall += wall;
                 if reply.kind() == "error" {
                     return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
+                }
+                let what = format!("timing round {round}");
+                if let Some(o) =
+                    crate::integrity::probe_failure(reply.header.get("integrity"), &what)
+                {
+                    return Ok(TimingResult::Failed(o));
+                }
+                if check_outputs {
+                    let tensors = reply
+                        .tensors()
+                        .map_err(|e| WorkerFault::Protocol(e.to_string()))?;
+                    let mut by_call: std::collections::BTreeMap<u32, Vec<(u32, HostTensor)>> =
+                        Default::default();
+                    for (name, t) in tensors {
+                        // timed:J:out:K
+                        let mut parts = name.split(':');
+                        let (Some("timed"), Some(j), Some("out"), Some(k), None) = (
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                        ) else {
+                            return Err(WorkerFault::Protocol(format!(
+                                "unexpected tensor {name} in a timing reply"
+                            )));
+                        };
+                        let (Ok(j), Ok(k)) = (j.parse::<u32>(), k.parse::<u32>()) else {
+                            return Err(WorkerFault::Protocol(format!(
+                                "unexpected tensor {name} in a timing reply"
+                            )));
+                        };
+                        by_call.entry(j).or_default().push((k, t));
+                    }
+                    for (call, mut outs) in by_call {
+                        outs.sort_by_key(|(k, _)| *k);
+                        checked.push(CheckedCall {
+                            round,
+                            call,
+                            outputs: outs.into_iter().map(|(_, t)| t).collect(),
+                        });
+                    }
                 }
                 match parse_samples(&reply, n) {
                     Ok((clock, s)) => {

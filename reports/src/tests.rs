@@ -58,6 +58,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         notes: vec![],
         env: Environment::default(),
         baselines: Default::default(),
+        integrity: None,
     }
 }
 
