@@ -682,6 +682,12 @@ def _default_stream_id(device):
     return 7 if device.type == "cuda" else None
 
 
+def _changed_inputs(before, args):
+    """Indices of the tensor arguments whose checksum differs from `before`'s."""
+    after = input_checksums(args)
+    return sorted(i for i in before if after.get(i) != before[i])
+
+
 def _python_threads():
     import threading
 
@@ -1229,9 +1235,8 @@ class Worker:
         return out, run_s, self._probe_report(args, before, threads)
 
     def _probe_report(self, args, before, threads):
-        after = input_checksums(args)
         return {
-            "inputs_changed": sorted(i for i in before if after.get(i) != before[i]),
+            "inputs_changed": _changed_inputs(before, args),
             "threads_started": max(0, _python_threads() - threads),
             "tampered": tampered_names(),
         }
@@ -1474,16 +1479,19 @@ class Worker:
                 args.append({"value": _json_value(x, i)})
 
         # float64 first, on pristine inputs; its failure is information, not an error.
+        sums = input_checksums(inputs)
         outs64, f64_error = [], None
         if self.model64 is not None:
             outs64, f64_error = self._run_f64(inputs, forward_seed)
 
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
         # With stability measurements the outputs are copies of their own even on the CPU:
         # an output may alias an input (which is restored before the second run) or a
         # buffer the model reuses.
         outs = [_host_copy(t, snapshot=stability_rtol is not None) for t in flatten_outputs(out)]
         del out
+        self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
         tensors += [(f"out64:{k}", t) for k, t in enumerate(outs64)]
         reply = {
@@ -1496,6 +1504,7 @@ class Worker:
             "inputs_on": inputs_on,
             "family": family,
             "transformed": transformed,
+            "inputs_changed": changed,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
@@ -1562,6 +1571,7 @@ class Worker:
                 args.append({"tensor": name})
             else:
                 args.append({"value": _json_value(x, i)})
+        sums = input_checksums(inputs)
         outs64, f64_error = [], None
         if self.model64 is not None:
             try:
@@ -1575,6 +1585,7 @@ class Worker:
             except (Exception, SystemExit) as exc:
                 f64_error = _describe(exc)
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
         if stability_rtol is None:
             outs = [t.detach().contiguous() for t in flatten_outputs(out)]
         else:
@@ -1582,6 +1593,7 @@ class Worker:
             # the second run, or a buffer the model reuses.
             outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
         del out
+        self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         for k, t in enumerate(outs):
             pending[f"out:{k}"] = t
             specs.append(_device_spec(f"out:{k}", t))
@@ -1598,6 +1610,7 @@ class Worker:
             "inputs_s": inputs_s,
             "inputs_on": inputs_on,
             "device_tensors": specs,
+            "inputs_changed": changed,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
@@ -1957,7 +1970,10 @@ class Worker:
         check_calls = cmd.get("check_calls") or []
         if not (isinstance(check_calls, list) and all(_is_uint(j) and j < trials for j in check_calls)):
             raise WorkerError("protocol", "time", f"check_calls must list timed-call indices below {trials}, got {check_calls!r}")
-        check_calls = set(check_calls) if self.role == "candidate" else set()
+        # Probed in both roles alike (checksums, poison), so the probes' side effects on
+        # caches and the allocator cost both sides the same; only the candidate reports.
+        check_calls = set(check_calls)
+        fresh_inputs = bool(cmd.get("fresh_inputs", True))
         model, case = self.model, self.case
         probes = {"inputs_changed": set(), "threads_started": 0}
         checked = []  # (timed-call index, host copies of its outputs)
@@ -1969,26 +1985,35 @@ class Worker:
             # Fresh tensors at fresh addresses for every call (the two previous calls' are
             # kept alive, so no address is handed straight back): a result cached on an
             # input's data_ptr is never found again. Same code in both roles.
-            fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
+            fresh = list(case)
+            if fresh_inputs:
+                try:
+                    fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
+                except torch.OutOfMemoryError:
+                    # A case too large to copy three times: keep one copy alive, or none.
+                    recent.clear()
+                    try:
+                        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
+                    except torch.OutOfMemoryError:
+                        fresh = list(case)
             recent.append(fresh)
-            if self.role == "candidate":
-                state["threads"] = _python_threads()
-                if i - warmup in check_calls:
-                    state["sums"] = input_checksums(fresh)
-                    if self.poison is not None:
-                        poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
+            state["threads"] = _python_threads()
+            if i - warmup in check_calls:
+                state["sums"] = input_checksums(fresh)
+                if self.poison is not None:
+                    poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
             return fresh
 
         def after_call(i, args, out):
-            if self.role != "candidate":
-                return
-            probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
             if i - warmup in check_calls:
                 before = state.pop("sums")
-                after = input_checksums(args)
-                probes["inputs_changed"].update(k for k in before if after.get(k) != before[k])
-                flat = flatten_outputs(out)
-                checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
+                if self.role == "candidate":
+                    probes["inputs_changed"].update(_changed_inputs(before, args))
+                    flat = flatten_outputs(out)
+                    checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
+                else:
+                    _changed_inputs(before, args)
+            probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
         seed_all(forward_seed)
         # As timeit does: no garbage collection inside timed calls. The reference process holds
         # more Python objects (float64 model, cases) than a candidate process, so collections

@@ -1210,7 +1210,8 @@ fn evaluate_candidate(
             log_tail = worker.log_tail();
             break 'eval error_outcome(&reply, Phase::Load);
         }
-        if let Some(o) = crate::integrity::probe_failure(reply.header.get("integrity"), "load") {
+        if let Some(o) = crate::integrity::probe_failure(reply.header.get("integrity"), &[], "load")
+        {
             log_tail = worker.log_tail();
             break 'eval o;
         }
@@ -1257,6 +1258,9 @@ fn evaluate_candidate(
                                 &mut worker,
                                 tc,
                                 last_random.as_ref().is_some_and(|rc| timed_check_fits(rc)),
+                                last_random
+                                    .as_ref()
+                                    .map_or(&[][..], |rc| &rc.mutated_inputs[..]),
                                 &mut checked_calls,
                             );
                             ctx.gate.end_timing();
@@ -1348,9 +1352,12 @@ fn evaluate_candidate(
                         break 'eval o;
                     }
                     let what = format!("case {case}");
-                    if let Some(o) =
-                        crate::integrity::probe_failure(reply.header.get("integrity"), &what)
-                            .or_else(|| crate::integrity::unwritten_outputs(outputs.iter(), &what))
+                    if let Some(o) = crate::integrity::probe_failure(
+                        reply.header.get("integrity"),
+                        &rc.mutated_inputs,
+                        &what,
+                    )
+                    .or_else(|| crate::integrity::unwritten_outputs(outputs.iter(), &what))
                     {
                         log_tail = worker.log_tail();
                         break 'eval o;
@@ -1447,9 +1454,14 @@ fn evaluate_candidate(
     }))
 }
 
-/// Whether the probed timed calls' outputs are small enough to send back over the pipe
-/// (device cases: read back to the host once per probed call).
+/// Whether the probed timed calls' outputs can be checked: small enough to send back over
+/// the pipe (device cases: read back to the host once per probed call), and the reference
+/// does not write to its inputs (then the case's inputs, and every timed call's answer,
+/// are no longer those of the reference outputs kept).
 fn timed_check_fits(rc: &RefCase) -> bool {
+    if !rc.mutated_inputs.is_empty() {
+        return false;
+    }
     match &rc.data {
         CaseData::Host { .. } => true,
         CaseData::Device { outputs, .. } => {
@@ -1733,9 +1745,11 @@ fn run_device_case(
     if let Some(o) = count_mismatch(described.len(), outputs.len()) {
         return Ok(Err(o));
     }
-    if let Some(o) =
-        crate::integrity::probe_failure(reply.header.get("integrity"), &format!("case {}", rc.case))
-    {
+    if let Some(o) = crate::integrity::probe_failure(
+        reply.header.get("integrity"),
+        &rc.mutated_inputs,
+        &format!("case {}", rc.case),
+    ) {
         return Ok(Err(o));
     }
     let mut comparisons = Vec::with_capacity(outputs.len());
