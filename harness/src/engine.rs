@@ -1251,18 +1251,17 @@ fn evaluate_candidate(
                         Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
                         Ok(()) => {
                             ctx.gate.begin_timing();
-                            let r = time_pair(
-                                c,
-                                exec,
-                                &mut reference.worker,
-                                &mut worker,
-                                tc,
-                                last_random.as_ref().is_some_and(|rc| timed_check_fits(rc)),
-                                last_random
+                            let checks = crate::timing::TimedChecks {
+                                check_outputs: last_random
+                                    .as_ref()
+                                    .is_some_and(|rc| timed_check_fits(rc)),
+                                allowed_mutations: last_random
                                     .as_ref()
                                     .map_or(&[][..], |rc| &rc.mutated_inputs[..]),
-                                &mut checked_calls,
-                            );
+                                checked: &mut checked_calls,
+                            };
+                            let r =
+                                time_pair(c, exec, &mut reference.worker, &mut worker, tc, checks);
                             ctx.gate.end_timing();
                             r
                         }

@@ -11,6 +11,16 @@ use crate::config::RunConfig;
 use crate::engine::{error_outcome, error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
 
+/// The integrity checks of a timing phase (issue 6).
+pub struct TimedChecks<'a> {
+    /// Probe one timed call per round and send its outputs back.
+    pub check_outputs: bool,
+    /// Inputs the reference itself writes to (not flagged `input-mutated`).
+    pub allowed_mutations: &'a [u64],
+    /// Where the probed calls' outputs go.
+    pub checked: &'a mut Vec<CheckedCall>,
+}
+
 /// The outputs of one probed timed call.
 pub struct CheckedCall {
     pub round: u32,
@@ -40,10 +50,13 @@ pub fn time_pair(
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
-    check_outputs: bool,
-    allowed_mutations: &[u64],
-    checked: &mut Vec<CheckedCall>,
+    checks: TimedChecks<'_>,
 ) -> Result<TimingResult, WorkerFault> {
+    let TimedChecks {
+        check_outputs,
+        allowed_mutations,
+        checked,
+    } = checks;
     let device = exec.device;
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
