@@ -1489,7 +1489,8 @@ class IntegrityProbeTests(WorkerTestCase):
         """)
         self.assertEqual(loaded["integrity"], {"tampered": []})
         (reply, out), t = self.poisoned_run()
-        self.assertEqual(reply["integrity"], {"inputs_changed": [], "threads_started": 0, "tampered": []})
+        self.assertEqual(reply["integrity"], {"inputs_changed": [], "threads_started": 0,
+                                              "output_changed_after_return": False, "tampered": []})  # fmt: skip
         self.assert_bit_identical(out["out:0"], t["out:0"])
 
     def test_uninitialised_output_holds_the_poison(self):
@@ -1521,6 +1522,8 @@ class IntegrityProbeTests(WorkerTestCase):
         (reply, _), _ = self.poisoned_run()
         self.assertEqual(reply["integrity"]["inputs_changed"], [0])
         self.assertEqual(reply["integrity"]["threads_started"], 1)
+        # The sleeping thread never touches the output.
+        self.assertFalse(reply["integrity"]["output_changed_after_return"])
         self.assertEqual(reply["integrity"]["tampered"], ["torch.allclose"])
 
     def test_lazy_subclass_is_a_non_plain_output(self):
@@ -1572,3 +1575,22 @@ class IntegrityProbeTests(WorkerTestCase):
         reply, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 3, "forward_seed": 1})
         self.assertTrue(all(s >= 1.9 for s in reply["samples_ms"]), reply["samples_ms"])
         self.assertEqual(reply["integrity"]["tampered"], ["time.perf_counter_ns"])
+
+    def test_a_thread_finishing_the_output_after_return_is_seen(self):
+        self.candidate("""
+            import threading, time
+
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    out = torch.zeros_like(x)
+
+                    def late():
+                        time.sleep(0.1)
+                        torch.mul(x, x, out=out)
+
+                    threading.Thread(target=late, daemon=True).start()
+                    return out
+        """)
+        (reply, _), _ = self.poisoned_run()
+        self.assertEqual(reply["integrity"]["threads_started"], 1)
+        self.assertTrue(reply["integrity"]["output_changed_after_return"])

@@ -688,6 +688,19 @@ def _changed_inputs(before, args):
     return sorted(i for i in before if after.get(i) != before[i])
 
 
+def _thread_idents():
+    import threading
+
+    return {t.ident for t in threading.enumerate()}
+
+
+def _threads_started_since(idents):
+    """Python threads alive now that were not in `idents`."""
+    import threading
+
+    return [t for t in threading.enumerate() if t.ident not in idents and t.is_alive()]
+
+
 def _python_threads():
     import threading
 
@@ -700,6 +713,8 @@ def _python_threads():
 
 FAMILIES = ("random", "signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation")
 FP16_MAX = 65504.0
+# How long a call's leftover threads get to finish before its outputs are fingerprinted again.
+THREAD_GRACE_S = 0.5
 # Device activities listed by `profile` (a candidate launching a million tiny kernels would
 # otherwise make a multi-MB reply).
 MAX_PROFILED_KERNELS = 4096
@@ -1227,19 +1242,35 @@ class Worker:
         """The candidate's forward with the integrity probes around it: free memory
         poisoned before, inputs checksummed before and after, Python threads counted."""
         before = input_checksums(args)
-        threads = _python_threads()
+        threads = _thread_idents()
         # Last before the call, so no temporary of the probes takes the poisoned blocks.
         if self.poison is not None:
             poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
         out, run_s = self._forward(self.model, args, forward_seed, "run")
-        return out, run_s, self._probe_report(args, before, threads)
-
-    def _probe_report(self, args, before, threads):
-        return {
+        report = {
             "inputs_changed": _changed_inputs(before, args),
-            "threads_started": max(0, _python_threads() - threads),
+            "threads_started": 0,
+            "output_changed_after_return": False,
             "tampered": tampered_names(),
         }
+        started = _threads_started_since(threads)
+        if started:
+            # Threads the call left running: benign (an idle pool, a compiler's workers)
+            # unless they are still computing the result. Fingerprint the outputs now, give
+            # the threads THREAD_GRACE_S to finish, and look again.
+            report["threads_started"] = len(started)
+            try:
+                outs = list(flatten_outputs(out))
+            except WorkerError:
+                outs = None
+            if outs is not None:
+                at_return = input_checksums(outs)
+                deadline = time.perf_counter() + THREAD_GRACE_S
+                for t in started:
+                    t.join(max(0.0, deadline - time.perf_counter()))
+                _sync(self.device)
+                report["output_changed_after_return"] = bool(_changed_inputs(at_return, outs))
+        return out, run_s, report
 
     def _check_output_devices(self, outs):
         """Outputs must be on the worker's device: the host path would otherwise move a

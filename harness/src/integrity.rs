@@ -130,11 +130,11 @@ pub fn probe_failure(
         .get("threads_started")
         .and_then(Value::as_u64)
         .unwrap_or(0);
-    if threads > 0 {
+    if threads > 0 && r.get("output_changed_after_return") == Some(&Value::Bool(true)) {
         return Some(Outcome::Integrity {
             flag: THREAD_LEFT_RUNNING.into(),
             detail: format!(
-                "{what}: {threads} thread(s) started by the call were still running when it returned (work outside the timed region)"
+                "{what}: {threads} thread(s) started by the call were still running when it returned, and its output changed afterwards (work outside the timed region)"
             ),
         });
     }
@@ -382,9 +382,12 @@ mod tests {
             INPUT_MUTATED
         );
         assert_eq!(
-            flag(serde_json::json!({"threads_started": 2})),
+            flag(serde_json::json!({"threads_started": 2, "output_changed_after_return": true})),
             THREAD_LEFT_RUNNING
         );
+        // A thread left idle (a pool, a compiler's workers) that did not touch the output.
+        let idle = serde_json::json!({"threads_started": 2, "output_changed_after_return": false});
+        assert_eq!(probe_failure(Some(&idle), &[], "x"), None);
         assert_eq!(
             flag(serde_json::json!({"tampered": ["torch.allclose"], "inputs_changed": [0]})),
             MONKEYPATCH
