@@ -1222,6 +1222,8 @@ fn evaluate_candidate(
         // timed calls, and each case's output hashes (candidate's, reference's) to recognise
         // an output replayed from an earlier case.
         let mut last_random: Option<Arc<RefCase>> = None;
+        // Random cases already passed (device path: a failing output is compared with them).
+        let mut earlier_random: Vec<Arc<RefCase>> = Vec::new();
         let mut checked_calls = Vec::new();
         let mut seen_outputs: Vec<(kbench_record::CaseRef, Vec<u64>, Vec<u64>)> = Vec::new();
         // The random trials first (KernelBench's check: a failure there ends the
@@ -1233,7 +1235,7 @@ fn evaluate_candidate(
             if t == c.trials {
                 phases.correctness_s = tc_all.elapsed().as_secs_f64();
                 // Issue 6: which kernels one call launches (CUDA), on the last random case.
-                if matches!(exec.device, Device::Cuda(_)) && last_random.is_some() {
+                if matches!(exec.device, Device::Cuda(_)) && c.trials > 0 {
                     match profile_candidate(&mut worker, c, &cand.source, &mut integrity) {
                         Ok(Some(o)) => {
                             log_tail = worker.log_tail();
@@ -1376,20 +1378,28 @@ fn evaluate_candidate(
                     }
                     judged
                 }
-                CaseData::Device { .. } => match run_device_case(ctx, exec, &mut worker, &rc, tc) {
-                    Ok(Ok(j)) => j,
-                    Ok(Err(o)) => {
-                        log_tail = worker.log_tail();
-                        break 'eval o;
+                CaseData::Device { .. } => {
+                    match run_device_case(ctx, exec, &mut worker, &rc, tc, &earlier_random) {
+                        Ok(Ok(j)) => j,
+                        Ok(Err(o)) => {
+                            log_tail = worker.log_tail();
+                            break 'eval o;
+                        }
+                        Err(DeviceCaseError::Fault(f)) => fault!(f, Phase::Run),
+                        Err(DeviceCaseError::Harness(e)) => return Err(e),
                     }
-                    Err(DeviceCaseError::Fault(f)) => fault!(f, Phase::Run),
-                    Err(DeviceCaseError::Harness(e)) => return Err(e),
-                },
+                }
             };
             if stress {
                 cases.pop();
             } else {
-                last_random = Some(Arc::clone(&rc));
+                // A device case is kept only when the reference session keeps it anyway:
+                // holding it here would double the GPU memory of a case too large to cache.
+                let device = matches!(rc.data, CaseData::Device { .. });
+                last_random = (!device || Arc::strong_count(&rc) >= 2).then(|| Arc::clone(&rc));
+                if device && last_random.is_some() {
+                    earlier_random.push(Arc::clone(&rc));
+                }
             }
             cases.push(judged.result);
             if let Some(o) = judged.failure {
@@ -1578,6 +1588,40 @@ fn replayed_output(
         })
 }
 
+/// `output-replayed` on the device path: output `k` of a failing case matches (under the
+/// run's tolerance) the reference output `k` of an earlier random case.
+fn replayed_device_output(
+    gpu: &Gpu,
+    c: &RunConfig,
+    cand: &HostTensor,
+    k: usize,
+    rc: &RefCase,
+    earlier: &[Arc<RefCase>],
+) -> Result<Option<Outcome>> {
+    for e in earlier {
+        let CaseData::Device { outputs, .. } = &e.data else {
+            continue;
+        };
+        let Some(o) = outputs.get(k) else { continue };
+        if o.dtype != cand.dtype() || o.shape != cand.shape() {
+            continue;
+        }
+        let r = HostTensor::new(o.dtype, o.shape.clone(), gpu.read(&o.buf, 0, o.nbytes())?)?;
+        if kbench_adversarial::compare(cand, &r, None, c.profile, c.precision)
+            .is_ok_and(|cmp| cmp.passed())
+        {
+            return Ok(Some(Outcome::Integrity {
+                flag: crate::integrity::OUTPUT_REPLAYED.into(),
+                detail: format!(
+                    "output {k} of case {} is the answer to case {} (within tolerance), whose inputs differ (a cached or stale result)",
+                    rc.case, e.case
+                ),
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// Profiles one call (CUDA) and records which kernels ran; with `--require-custom-kernels`
 /// a candidate none of whose own kernels ran fails with `no-custom-kernel`.
 fn profile_candidate(
@@ -1681,6 +1725,7 @@ fn run_device_case(
     worker: &mut Worker,
     rc: &RefCase,
     tc: Instant,
+    earlier: &[Arc<RefCase>],
 ) -> Result<Result<Judged, Outcome>, DeviceCaseError> {
     let c = ctx.config;
     let CaseData::Device {
@@ -1825,6 +1870,12 @@ fn run_device_case(
             let t = HostTensor::new(slots[k].dtype, slots[k].shape.clone(), bytes)
                 .map_err(|e| harness(e.into()))?;
             if let Some(o) = crate::integrity::unwritten_outputs(std::iter::once(&t), &what) {
+                failure = Some(o);
+                break;
+            }
+            // An earlier case's answer (within tolerance) where this case's differs: the
+            // device-path form of `output-replayed` (the host path hashes every output).
+            if let Some(o) = replayed_device_output(gpu, c, &t, k, rc, earlier).map_err(harness)? {
                 failure = Some(o);
                 break;
             }
