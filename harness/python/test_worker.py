@@ -1594,3 +1594,28 @@ class IntegrityProbeTests(WorkerTestCase):
         (reply, _), _ = self.poisoned_run()
         self.assertEqual(reply["integrity"]["threads_started"], 1)
         self.assertTrue(reply["integrity"]["output_changed_after_return"])
+
+    @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+    def test_cuda_poison_and_profile(self):
+        self.load_reference(self.square)
+        src = textwrap.dedent("""
+            import torch
+            import torch.nn as nn
+
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return torch.empty_like(x)
+        """)
+        loaded, _ = self.load_candidate(src, self.square, device="cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        (reply, out) = self.run_case(case, t, poison=[{"dtype": "f32", "nbytes": 64 * 64 * 4}])
+        self.assertEqual(reply["type"], "outputs", reply)
+        bits = out["out:0"].view(torch.int32)
+        self.assertEqual(int((bits == 0x7FC0DEAD).sum()), 64 * 64)
+        reply, _ = self.cand.call({"cmd": "profile", "forward_seed": 0})
+        self.assertEqual(reply["type"], "profile", reply)
+        self.assertEqual(reply["default_stream"], 7)
+        names = [k["name"] for k in reply["kernels"]]
+        self.assertTrue(any("elementwise" in n or "mul" in n.lower() for n in names), names)
+        self.assertTrue(all(k["us"] >= 0 and k["stream"] is not None for k in reply["kernels"]), reply)
