@@ -1880,7 +1880,12 @@ fn run_device_case(
                 break;
             }
         }
-        if let Some(o) = crate::integrity::precision_downgrade(c.precision, &comparisons, &what) {
+        // On the problem's own inputs only: a stress family may be ill-conditioned enough
+        // for honest fp32 code to miss by that much, which is a mismatch, not a cheat.
+        if let Some(o) = (rc.case.family == CaseFamily::Random)
+            .then(|| crate::integrity::precision_downgrade(c.precision, &comparisons, &what))
+            .flatten()
+        {
             failure = Some(o);
         }
     }
@@ -1982,7 +1987,12 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
     }
     if failure.is_some() {
         let what = format!("case {}", rc.case);
-        if let Some(o) = crate::integrity::precision_downgrade(c.precision, &comparisons, &what) {
+        // On the problem's own inputs only: a stress family may be ill-conditioned enough
+        // for honest fp32 code to miss by that much, which is a mismatch, not a cheat.
+        if let Some(o) = (rc.case.family == CaseFamily::Random)
+            .then(|| crate::integrity::precision_downgrade(c.precision, &comparisons, &what))
+            .flatten()
+        {
             failure = Some(o);
         }
     }
