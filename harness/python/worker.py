@@ -57,6 +57,7 @@ def _take_protocol_fds():
 
 
 # Light standard-library modules only: main() takes the fds before torch is imported.
+import collections  # noqa: E402
 import copy  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
@@ -84,12 +85,14 @@ class ProtocolViolation(Exception):
 class WorkerError(Exception):
     """An error that becomes one `{"type": "error"}` reply; the command loop goes on."""
 
-    def __init__(self, kind, phase, message, tb=None):
+    def __init__(self, kind, phase, message, tb=None, integrity=None):
         super().__init__(message)
         self.kind = kind
         self.phase = phase
         self.message = message
         self.tb = tb
+        # An integrity probe's name for what went wrong (e.g. `non-plain-output`).
+        self.integrity = integrity
 
 
 def _clean_text(text, limit):
@@ -381,17 +384,18 @@ def _to_f64(x):
 def _check_sendable(t, what):
     """Raises bad_output unless `t` is a plain dense tensor of a wire dtype. (A tensor
     subclass could compute lazily, or lie about its contents, so none is accepted.)"""
+    flag = "non-plain-output"
     if type(t) is not torch.Tensor:
         raise WorkerError(
             "bad_output", None, f"{what} is a {type(t).__module__}.{type(t).__qualname__}, "
-            "not a plain torch.Tensor",
+            "not a plain torch.Tensor", integrity=flag,
         )
     if t.layout != torch.strided:
-        raise WorkerError("bad_output", None, f"{what} has layout {t.layout}; only dense tensors travel")
+        raise WorkerError("bad_output", None, f"{what} has layout {t.layout}; only dense tensors travel", integrity=flag)
     if t.is_nested:
-        raise WorkerError("bad_output", None, f"{what} is a nested tensor")
+        raise WorkerError("bad_output", None, f"{what} is a nested tensor", integrity=flag)
     if t.device.type == "meta":
-        raise WorkerError("bad_output", None, f"{what} is a meta tensor (it holds no data)")
+        raise WorkerError("bad_output", None, f"{what} is a meta tensor (it holds no data)", integrity=flag)
     if t.dtype not in _WIRE_OF:
         raise WorkerError(
             "bad_output", None,
@@ -453,41 +457,258 @@ def seed_all(seed):
 # Timing: the one function both roles use (PROTOCOL.md, "time").
 
 
-def time_calls(call, device, warmup, trials, flush_buffer, before_call):
-    """Runs `call` warmup + trials times; returns (clock name, the `trials` samples in ms).
+def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_call=None):
+    """Runs `call(args)` warmup + trials times; returns (clock name, the `trials` samples in ms).
 
+    `before_call(i)` returns the arguments of call i (fresh tensors every call) and runs,
+    like `after_call(i, args, out)`, outside the timed region.
     CUDA: a device-wide synchronize before recording the end event, so work the call left
     on side streams is counted; `flush_buffer` (>= 2x L2, or None for no flush) is written
     before every call so no call starts with a warm L2. Events are recorded on the default
     stream, which the candidate cannot have swapped out from under us.
     CPU: perf_counter_ns around the call.
+    The clock functions are the ones captured at start-up, before any candidate code ran,
+    so rebinding them (time.perf_counter_ns, torch.cuda.Event.elapsed_time) changes nothing.
     """
     samples = []
     if device.type == "cuda":
+        sync = _orig("torch.cuda.synchronize")
+        record = _orig("torch.cuda.Event.record")
+        ev_sync = _orig("torch.cuda.Event.synchronize")
+        elapsed = _orig("torch.cuda.Event.elapsed_time")
         stream = torch.cuda.default_stream(device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         for i in range(warmup + trials):
-            before_call()
+            args = before_call(i)
             if flush_buffer is not None:
                 flush_buffer.fill_(i & 0x7F)
-            torch.cuda.synchronize(device)
-            start.record(stream)
-            call()
-            torch.cuda.synchronize(device)
-            end.record(stream)
-            end.synchronize()
+            sync(device)
+            record(start, stream)
+            out = call(args)
+            sync(device)
+            record(end, stream)
+            ev_sync(end)
             if i >= warmup:
-                samples.append(float(start.elapsed_time(end)))
+                samples.append(float(elapsed(start, end)))
+            if after_call is not None:
+                after_call(i, args, out)
+            del out, args
         return "cuda_event", samples
+    clock = _orig("time.perf_counter_ns")
     for i in range(warmup + trials):
-        before_call()
-        t0 = time.perf_counter_ns()
-        call()
-        t1 = time.perf_counter_ns()
+        args = before_call(i)
+        t0 = clock()
+        out = call(args)
+        t1 = clock()
         if i >= warmup:
             samples.append((t1 - t0) / 1e6)
+        if after_call is not None:
+            after_call(i, args, out)
+        del out, args
     return "perf_counter", samples
+
+
+# ---------------------------------------------------------------------------------------
+# Integrity probes (PROTOCOL.md, "Integrity"). Measurements only: the harness names flags.
+# They run in the candidate's own process, so a candidate that patches torch can defeat
+# them; they catch the tricks that do not go that far, and the harness's own checks (poison
+# bits, wall clock, replayed outputs, the protocol's ids) do not depend on them.
+
+# Bit patterns written into free memory before a candidate call: quiet NaNs with a payload
+# no arithmetic produces (propagated NaNs keep the payload of an input NaN, and no case
+# input carries this one), so an output element that still holds it was never written.
+# Integer outputs get a byte pattern (0xA5...), which can be an honest value: the harness
+# only counts floating outputs.
+POISON_BITS = {"f32": 0x7FC0DEAD, "f16": 0x7E5B, "bf16": 0x7FDE, "f64": 0x7FF8DEADDEADDEAD}
+_POISON_INT_DTYPE = {}  # wire name -> signed integer dtype of the same size (filled with torch)
+
+# Functions the worker and the harness rely on, captured before any candidate code runs:
+# the timing code calls these captured objects (a rebinding does not change what is
+# measured), and `tampered_names` reports any that were rebound.
+_WATCHED = {}
+
+
+def _capture_watched():
+    _POISON_INT_DTYPE.update({"f32": torch.int32, "f16": torch.int16, "bf16": torch.int16, "f64": torch.int64})
+    import importlib
+
+    testing = importlib.import_module("torch.testing")
+
+    def watch(label, owner, attr):
+        try:
+            _WATCHED[label] = (owner, attr, getattr(owner, attr))
+        except AttributeError:
+            pass
+
+    for attr in ("perf_counter", "perf_counter_ns", "time", "monotonic", "monotonic_ns"):
+        watch(f"time.{attr}", time, attr)
+    for attr in ("allclose", "isclose", "equal"):
+        watch(f"torch.{attr}", torch, attr)
+    watch("torch.testing.assert_close", testing, "assert_close")
+    watch("torch.cuda.synchronize", torch.cuda, "synchronize")
+    for attr in ("record", "elapsed_time", "synchronize"):
+        watch(f"torch.cuda.Event.{attr}", torch.cuda.Event, attr)
+
+
+def tampered_names():
+    """Names of watched functions that are no longer what they were at start-up."""
+    return sorted(label for label, (owner, attr, orig) in _WATCHED.items() if getattr(owner, attr, None) is not orig)
+
+
+def _orig(label):
+    return _WATCHED[label][2]
+
+
+def _malloc_reuses_freed_blocks():
+    """CPU: large blocks come from the heap instead of fresh (zeroed) mmap pages and freed
+    memory stays in the process, so a poisoned block freed before a call is what the
+    candidate's next allocation of that size gets, as a GPU caching allocator would hand it.
+    glibc only; elsewhere poisoning is best-effort."""
+    try:
+        libc = ctypes.CDLL(None)
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum (HEAP_MAX_SIZE / 2)
+        libc.mallopt(m_trim_threshold, 1 << 30)
+    except (OSError, AttributeError):
+        pass
+
+
+def _poison_fill(nbytes, wire, device):
+    """A tensor of `nbytes` (rounded up to whole elements) filled with the poison pattern
+    of dtype `wire`."""
+    if wire in POISON_BITS:
+        idt = _POISON_INT_DTYPE[wire]
+        n = -(-nbytes // torch.tensor([], dtype=idt).element_size())
+        return torch.full((n,), POISON_BITS[wire], dtype=idt, device=device)
+    return torch.full((nbytes,), 0xA5, dtype=torch.uint8, device=device)
+
+
+def poison_free_memory(specs, device, cap_bytes):
+    """Fills memory the candidate's next allocations will get with the poison pattern,
+    then frees it. `specs`: [{"dtype": wire, "nbytes": n}], the reference's outputs.
+
+    CUDA: besides blocks of the outputs' sizes, every inactive block of the caching
+    allocator (from its snapshot; best-fit hands each size back exactly), up to
+    `cap_bytes` in all. CPU: blocks of the outputs' sizes (see _malloc_reuses_freed_blocks)."""
+    wire = next((s["dtype"] for s in specs if s.get("dtype") in POISON_BITS), "f32")
+    held = []
+    try:
+        if device.type == "cuda":
+            sizes = []
+            for seg in torch.cuda.memory_snapshot():
+                if seg.get("device") not in (None, device.index):
+                    continue
+                for b in seg.get("blocks", []):
+                    if b.get("state") == "inactive" and b.get("size", 0) > 0:
+                        sizes.append(int(b["size"]))
+            total = 0
+            for s in sorted(sizes, reverse=True):
+                if total + s > cap_bytes:
+                    continue
+                held.append(_poison_fill(s, wire, device))
+                total += s
+        for s in specs:
+            n = int(s.get("nbytes", 0))
+            if 0 < n <= cap_bytes:
+                # A little larger too: an aligned allocation (posix_memalign) asks malloc
+                # for more than its size and would skip a freed block of exactly that size.
+                for extra in (0, 128, 4096):
+                    held.append(_poison_fill(n + extra, s.get("dtype"), device))
+        _sync(device)
+    except (RuntimeError, MemoryError):
+        pass  # out of memory: poison what fitted
+    del held
+
+
+def _checksum_view(x):
+    """The tensor's bytes as a flat integer tensor (same element size; bool as uint8)."""
+    x = x.detach()
+    if not x.is_contiguous():
+        x = x.contiguous()
+    flat = x.reshape(-1)
+    if flat.dtype == torch.bool:
+        return flat.view(torch.uint8)
+    if flat.is_floating_point():
+        size = flat.element_size()
+        return flat.view({8: torch.int64, 4: torch.int32, 2: torch.int16}[size])
+    return flat
+
+
+def input_checksums(args):
+    """Per tensor argument, (sum, sum of squares) of its bytes read as integers, computed
+    on its device in int64 (wrapping), in chunks. Two passes over the input: cheap next to
+    any kernel that reads it."""
+    sums = {}
+    for i, x in enumerate(args):
+        if not isinstance(x, torch.Tensor) or x.is_complex():
+            continue
+        v = _checksum_view(x)
+        s1 = s2 = 0
+        for s in range(0, v.numel(), COMPARE_CHUNK):
+            # copy=True: an int64 input would otherwise be returned as is and squared in place.
+            c = v[s : s + COMPARE_CHUNK].to(torch.int64, copy=True)
+            s1 += int(c.sum())
+            s2 += int(c.mul_(c).sum())
+        sums[i] = (s1, s2, tuple(x.shape), x.dtype)
+    return sums
+
+
+def device_kernels(prof):
+    """[{name, us, stream}] of the device activities (kernels, memcpy, memset) a profiler
+    recorded, in launch order, capped at MAX_PROFILED_KERNELS."""
+    out = []
+    results = getattr(prof.profiler, "kineto_results", None)
+    events = results.events() if results is not None else []
+    for e in events:
+        try:
+            dev = e.device_type()
+        except Exception:  # noqa: BLE001
+            continue
+        if dev != torch.autograd.DeviceType.CUDA:
+            continue
+        try:
+            us = e.duration_ns() / 1e3
+        except AttributeError:
+            us = float(e.duration_us())
+        try:
+            stream = int(e.device_resource_id())
+        except (AttributeError, TypeError, ValueError):
+            stream = None
+        out.append({"name": _clean_text(e.name(), 1000), "us": us, "stream": stream})
+        if len(out) >= MAX_PROFILED_KERNELS:
+            break
+    return out
+
+
+def _default_stream_id(device):
+    """CUPTI's id of the legacy default stream (7 on current drivers); None if unknown."""
+    return 7 if device.type == "cuda" else None
+
+
+def _changed_inputs(before, args):
+    """Indices of the tensor arguments whose checksum differs from `before`'s."""
+    after = input_checksums(args)
+    return sorted(i for i in before if after.get(i) != before[i])
+
+
+def _thread_idents():
+    import threading
+
+    return {t.ident for t in threading.enumerate()}
+
+
+def _threads_started_since(idents):
+    """Python threads alive now that were not in `idents`."""
+    import threading
+
+    return [t for t in threading.enumerate() if t.ident not in idents and t.is_alive()]
+
+
+def _python_threads():
+    import threading
+
+    return threading.active_count()
 
 
 # ---------------------------------------------------------------------------------------
@@ -496,6 +717,13 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call):
 
 FAMILIES = ("random", "signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation")
 FP16_MAX = 65504.0
+# How long a call's leftover threads get to finish before its outputs are fingerprinted again.
+THREAD_GRACE_S = 0.5
+# Device activities listed by `profile` (a candidate launching a million tiny kernels would
+# otherwise make a multi-MB reply).
+MAX_PROFILED_KERNELS = 4096
+# Most free device memory poisoned before one candidate call (a memset at ~3 TB/s: ~3 ms).
+POISON_CAP_BYTES = 8 << 30
 # Elements per chunk when comparing outputs in float64 (128 MiB per float64 temporary).
 COMPARE_CHUNK = 1 << 24
 
@@ -1160,6 +1388,9 @@ class Worker:
         self.flush_buffer = None  # allocated once, on first use
         self.pending = None  # a device case made but not yet exported (name -> tensor)
         self.l2_bytes = None
+        # The reference's outputs ({dtype, nbytes}) of the current case: the sizes the
+        # integrity probes poison before a candidate call (run_case's `poison`).
+        self.poison = None
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -1183,6 +1414,63 @@ class Worker:
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", phase)
         return out, time.perf_counter() - t0
+
+    def _probed_forward(self, args, forward_seed):
+        """The candidate's forward with the integrity probes around it: free memory
+        poisoned before, inputs checksummed before and after, Python threads counted."""
+        before = input_checksums(args)
+        threads = _thread_idents()
+        # Last before the call, so no temporary of the probes takes the poisoned blocks.
+        if self.poison is not None:
+            poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
+        out, run_s = self._forward(self.model, args, forward_seed, "run")
+        report = {
+            "inputs_changed": _changed_inputs(before, args),
+            "threads_started": 0,
+            "output_changed_after_return": False,
+            "tampered": tampered_names(),
+        }
+        started = _threads_started_since(threads)
+        if started:
+            # Threads the call left running: benign (an idle pool, a compiler's workers)
+            # unless they are still computing the result. Fingerprint the outputs now, give
+            # the threads THREAD_GRACE_S to finish, and look again.
+            report["threads_started"] = len(started)
+            try:
+                outs = list(flatten_outputs(out))
+            except WorkerError:
+                outs = None
+            if outs is not None:
+                at_return = input_checksums(outs)
+                deadline = time.perf_counter() + THREAD_GRACE_S
+                for t in started:
+                    t.join(max(0.0, deadline - time.perf_counter()))
+                _sync(self.device)
+                report["output_changed_after_return"] = bool(_changed_inputs(at_return, outs))
+        return out, run_s, report
+
+    def _check_output_devices(self, outs):
+        """Outputs must be on the worker's device: the host path would otherwise move a
+        tensor from elsewhere without anyone noticing."""
+        for k, t in enumerate(outs):
+            if t.device.type != self.device.type or (
+                t.device.type == "cuda" and t.device.index not in (None, self.device.index)
+            ):
+                raise WorkerError(
+                    "bad_output", "run", f"output {k} is on {t.device}; the case runs on {self.device}",
+                    integrity="non-plain-output",
+                )
+
+    def _take_poison(self, cmd):
+        spec = cmd.get("poison")
+        if spec is None:
+            return
+        ok = isinstance(spec, list) and all(
+            isinstance(p, dict) and isinstance(p.get("dtype"), str) and _is_uint(p.get("nbytes")) for p in spec
+        )
+        if not ok:
+            raise WorkerError("protocol", "run", f"field 'poison' must be a list of {{dtype, nbytes}}, got {spec!r}")
+        self.poison = spec
 
     # -- commands -----------------------------------------------------------------------
 
@@ -1280,6 +1568,7 @@ class Worker:
             "f64_available": self.model64 is not None,
             "f64_error": None if self.model64 is not None or not want_f64 else self.f64_error,
             "warm_s": warm_s,
+            "integrity": {"tampered": tampered_names()},
         }, []
 
     def _warm_up(self, seed):
@@ -1398,16 +1687,19 @@ class Worker:
                 args.append({"value": _json_value(x, i)})
 
         # float64 first, on pristine inputs; its failure is information, not an error.
+        sums = input_checksums(inputs)
         outs64, f64_error = [], None
         if self.model64 is not None:
             outs64, f64_error = self._run_f64(inputs, forward_seed)
 
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
         # With stability measurements the outputs are copies of their own even on the CPU:
         # an output may alias an input (which is restored before the second run) or a
         # buffer the model reuses.
         outs = [_host_copy(t, snapshot=stability_rtol is not None) for t in flatten_outputs(out)]
         del out
+        self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
         tensors += [(f"out64:{k}", t) for k, t in enumerate(outs64)]
         reply = {
@@ -1420,6 +1712,7 @@ class Worker:
             "inputs_on": inputs_on,
             "family": family,
             "transformed": transformed,
+            "inputs_changed": changed,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
@@ -1486,6 +1779,7 @@ class Worker:
                 args.append({"tensor": name})
             else:
                 args.append({"value": _json_value(x, i)})
+        sums = input_checksums(inputs)
         outs64, f64_error = [], None
         if self.model64 is not None:
             try:
@@ -1499,6 +1793,7 @@ class Worker:
             except (Exception, SystemExit) as exc:
                 f64_error = _describe(exc)
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
         if stability_rtol is None:
             outs = [t.detach().contiguous() for t in flatten_outputs(out)]
         else:
@@ -1506,6 +1801,7 @@ class Worker:
             # the second run, or a buffer the model reuses.
             outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
         del out
+        self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         for k, t in enumerate(outs):
             pending[f"out:{k}"] = t
             specs.append(_device_spec(f"out:{k}", t))
@@ -1522,6 +1818,7 @@ class Worker:
             "inputs_s": inputs_s,
             "inputs_on": inputs_on,
             "device_tensors": specs,
+            "inputs_changed": changed,
         }
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
@@ -1804,6 +2101,7 @@ class Worker:
         arg_specs = _field(cmd, "inputs", list, "run")
         self.case = None  # free the previous inputs before the new ones arrive
         self._release_device_memory()
+        self._take_poison(cmd)
         if "device_inputs" in cmd:
             return self._run_device_case(cmd, arg_specs, forward_seed)
         specs = {s["name"]: s for s in cmd["tensors"]}
@@ -1821,9 +2119,11 @@ class Worker:
                 raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
         del payload
         self.case = args
-        out, run_s = self._forward(self.model, args, forward_seed, "run")
-        outs = [_host_copy(t, snapshot=False) for t in flatten_outputs(out)]
-        del out
+        out, run_s, probes = self._probed_forward(args, forward_seed)
+        flat = flatten_outputs(out)
+        self._check_output_devices(flat)
+        outs = [_host_copy(t, snapshot=False) for t in flat]
+        del out, flat
         self._release_device_memory()
         tensors = [(f"out:{k}", t) for k, t in enumerate(outs)]
         if cmd.get("return_inputs"):
@@ -1833,7 +2133,7 @@ class Worker:
                 if isinstance(x, torch.Tensor):
                     _check_sendable(x, f"input {i}")
                     tensors.append((f"in:{i}", _host_copy(x, snapshot=False)))
-        return {"type": "outputs", "outputs": len(outs), "run_s": run_s}, tensors
+        return {"type": "outputs", "outputs": len(outs), "run_s": run_s, "integrity": probes}, tensors
 
     def _run_device_case(self, cmd, arg_specs, forward_seed):
         """run_case with device I/O: inputs are copied out of harness buffers into fresh
@@ -1857,7 +2157,7 @@ class Worker:
                 else:
                     raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
         self.case = args
-        out, run_s = self._forward(self.model, args, forward_seed, "run")
+        out, run_s, probes = self._probed_forward(args, forward_seed)
         outs = flatten_outputs(out)
         del out
         described = []
@@ -1876,7 +2176,10 @@ class Worker:
                 described.append(d)
         del outs
         self._release_device_memory()
-        return {"type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described}, []
+        return {
+            "type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described,
+            "integrity": probes,
+        }, []
 
     def cmd_time(self, cmd, payload):
         self._require_model("time")
@@ -1890,7 +2193,53 @@ class Worker:
         flush = None
         if cmd.get("l2_flush", True) and self.device.type == "cuda":
             flush = self._flush_buffer()
-        model, args = self.model, self.case
+        check_calls = cmd.get("check_calls") or []
+        if not (isinstance(check_calls, list) and all(_is_uint(j) and j < trials for j in check_calls)):
+            raise WorkerError("protocol", "time", f"check_calls must list timed-call indices below {trials}, got {check_calls!r}")
+        # Probed in both roles alike (checksums, poison), so the probes' side effects on
+        # caches and the allocator cost both sides the same; only the candidate reports.
+        check_calls = set(check_calls)
+        fresh_inputs = bool(cmd.get("fresh_inputs", True))
+        model, case = self.model, self.case
+        probes = {"inputs_changed": set(), "threads_started": 0}
+        checked = []  # (timed-call index, host copies of its outputs)
+        recent = collections.deque(maxlen=2)
+        state = {}
+
+        def before_call(i):
+            self._pin_threads()
+            # Fresh tensors at fresh addresses for every call (the two previous calls' are
+            # kept alive, so no address is handed straight back): a result cached on an
+            # input's data_ptr is never found again. Same code in both roles.
+            fresh = list(case)
+            if fresh_inputs:
+                try:
+                    fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
+                except torch.OutOfMemoryError:
+                    # A case too large to copy three times: keep one copy alive, or none.
+                    recent.clear()
+                    try:
+                        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
+                    except torch.OutOfMemoryError:
+                        fresh = list(case)
+            recent.append(fresh)
+            state["threads"] = _python_threads()
+            if i - warmup in check_calls:
+                state["sums"] = input_checksums(fresh)
+                if self.poison is not None:
+                    poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
+            return fresh
+
+        def after_call(i, args, out):
+            if i - warmup in check_calls:
+                before = state.pop("sums")
+                if self.role == "candidate":
+                    probes["inputs_changed"].update(_changed_inputs(before, args))
+                    flat = flatten_outputs(out)
+                    checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
+                else:
+                    _changed_inputs(before, args)
+            probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
         seed_all(forward_seed)
         # As timeit does: no garbage collection inside timed calls. The reference process holds
         # more Python objects (float64 model, cases) than a candidate process, so collections
@@ -1916,8 +2265,10 @@ class Worker:
         gc.disable()
         try:
             clock, samples = time_calls(
-                lambda: model(*args), self.device, warmup, trials, flush, self._pin_threads
+                lambda args: model(*args), self.device, warmup, trials, flush, before_call, after_call
             )
+        except WorkerError:
+            raise
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "time")
         finally:
@@ -1925,7 +2276,47 @@ class Worker:
                 gc.enable()
             if old_affinity is not None:
                 os.sched_setaffinity(0, old_affinity)
-        return {"type": "timing", "clock": clock, "samples_ms": samples}, []
+        reply = {"type": "timing", "clock": clock, "samples_ms": samples}
+        tensors = []
+        if self.role == "candidate":
+            reply["integrity"] = {
+                "inputs_changed": sorted(probes["inputs_changed"]),
+                "threads_started": probes["threads_started"],
+                "tampered": tampered_names(),
+            }
+            reply["checked_calls"] = [j for j, _ in checked]
+            for j, outs in checked:
+                tensors += [(f"timed:{j}:out:{k}", t) for k, t in enumerate(outs)]
+        return reply, tensors
+
+    def cmd_profile(self, cmd, payload):
+        """One call on fresh copies of the current case under torch.profiler (CUDA): the
+        device kernels it launched, for the harness to tell the candidate's own kernels
+        from library ones. Measurements only."""
+        if self.role != "candidate":
+            raise WorkerError("protocol", "run", "profile is for the candidate role only")
+        self._require_model("run")
+        if self.case is None:
+            raise WorkerError("protocol", "run", "no current case (send run_case first)")
+        if self.device.type != "cuda":
+            raise WorkerError("protocol", "run", "profile needs a CUDA device (kernel lists come from CUPTI)")
+        forward_seed = _field(cmd, "forward_seed", int, "run")
+        args = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.case]
+        from torch.profiler import ProfilerActivity, profile
+
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                out, _ = self._forward(self.model, args, forward_seed, "run")
+                del out
+                _orig("torch.cuda.synchronize")(self.device)
+            kernels = device_kernels(prof)
+        except WorkerError:
+            raise
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "run", "profiling one call failed: ")
+        del args
+        self._release_device_memory()
+        return {"type": "profile", "kernels": kernels, "default_stream": _default_stream_id(self.device)}, []
 
     def _flush_buffer(self):
         if self.flush_buffer is None:
@@ -1953,7 +2344,10 @@ class Worker:
 
     # -- loop ---------------------------------------------------------------------------
 
-    PHASES = {"load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run", "cost": "run"}
+    PHASES = {
+        "load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run",
+        "profile": "run", "cost": "run",
+    }  # fmt: skip
 
     def serve(self):
         handlers = {
@@ -1964,6 +2358,7 @@ class Worker:
             "export": self.cmd_export,
             "audit": self.cmd_audit,
             "cost": self.cmd_cost,
+            "profile": self.cmd_profile,
         }
         while True:
             frame = self.channel.read_frame()
@@ -1996,6 +2391,8 @@ class Worker:
             return Channel.encode(reply, tensors)
         except WorkerError as exc:
             header = _error_header(exc.kind, exc.phase or phase, exc.message, exc.tb)
+            if exc.integrity:
+                header["integrity"] = exc.integrity
         except (Exception, SystemExit) as exc:
             header = _error_header("runtime_error", phase, _describe(exc), _format_tb(exc))
         header["id"] = cmd.get("id")
@@ -2106,6 +2503,9 @@ def main(argv):
         return EXIT_ENVIRONMENT
     torch, np = _torch, _np
     _init_dtype_tables()
+    # Before any problem or candidate code: what the timing code calls, and what is watched.
+    _capture_watched()
+    _malloc_reuses_freed_blocks()
 
     try:
         cuda_available = bool(torch.cuda.is_available())

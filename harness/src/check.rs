@@ -216,5 +216,27 @@ pub fn render(r: &EvalRecord) -> String {
             ));
         }
     }
+    if let Some(ig) = &r.integrity {
+        if !ig.advisories.is_empty() {
+            out.push_str(&format!(
+                "integrity advisories: {}\n",
+                ig.advisories.join(", ")
+            ));
+        }
+        if let Some(k) = &ig.kernels {
+            out.push_str(&format!(
+                "device time of one call: {:.0}% own kernels, {:.0}% library ({}), {:.0}% other\n",
+                100.0 * k.own_fraction,
+                100.0 * k.library_fraction,
+                k.library
+                    .iter()
+                    .take(2)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                100.0 * k.other_fraction
+            ));
+        }
+    }
     out
 }

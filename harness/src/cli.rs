@@ -461,6 +461,11 @@ pub struct EvalArgs {
     /// Check correctness only.
     #[arg(long)]
     pub no_timing: bool,
+    /// Fail (integrity flag `no-custom-kernel`) a CUDA candidate whose own kernels never ran
+    /// in a profiled call (all its time in cuBLAS, cuDNN, ATen...). Without it that is
+    /// recorded as an advisory.
+    #[arg(long)]
+    pub require_custom_kernels: bool,
     /// Skip the L2 flush before each timed call (CUDA only).
     #[arg(long)]
     pub no_l2_flush: bool,

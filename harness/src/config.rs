@@ -105,6 +105,9 @@ pub struct RunConfig {
     /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
     /// (baselines measured again after running out of memory beside loads sent ahead).
     pub lookahead: Option<usize>,
+    /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
+    /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
+    pub require_custom_kernels: bool,
 }
 
 /// `--families`: `all`, `random` or a list of stress families (`random` may be named in a
@@ -370,6 +373,7 @@ impl RunConfig {
             quiet: a.quiet,
             baselines: None,
             lookahead: None,
+            require_custom_kernels: a.require_custom_kernels,
         })
     }
 }

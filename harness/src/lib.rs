@@ -15,6 +15,7 @@ pub mod engine;
 pub mod exit;
 pub mod fakellm;
 pub mod gpu;
+pub mod integrity;
 pub mod llm;
 pub mod llm_agents;
 pub mod merge;

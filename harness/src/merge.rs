@@ -367,6 +367,7 @@ mod tests {
             env: Environment::default(),
             baselines: Default::default(),
             speed_of_light: None,
+            integrity: None,
         };
         serde_json::to_string(&r).unwrap().replacen(
             "\"wall_s\":1.5",

@@ -71,6 +71,9 @@ pub struct RefCase {
     pub data: CaseData,
     /// Why a stress case does not apply to this problem (the candidate is not run on it).
     pub not_applicable: Option<String>,
+    /// Inputs the reference's own forward writes to (an in-place problem): a candidate
+    /// writing to them is not flagged `input-mutated`.
+    pub mutated_inputs: Vec<u64>,
 }
 
 impl RefCase {
@@ -445,6 +448,12 @@ impl ReferenceSession {
         }
         .map(|mut rc| {
             rc.not_applicable = not_applicable;
+            rc.mutated_inputs = reply
+                .header
+                .get("inputs_changed")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
             rc
         });
         self.made_s += t0.elapsed().as_secs_f64();
@@ -567,6 +576,7 @@ impl ReferenceSession {
             case,
             forward_seed,
             not_applicable: None,
+            mutated_inputs: Vec::new(),
             data: CaseData::Device {
                 args,
                 inputs,
@@ -599,8 +609,13 @@ fn take_host_case(
         }
     }
     let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+    // The sizes the candidate worker poisons before the call (issue 6, unwritten-output).
+    let poison: Vec<Value> = outputs
+        .iter()
+        .map(|o| json!({"dtype": o.dtype().as_str(), "nbytes": o.data().len()}))
+        .collect();
     let run_frame = Arc::new(Frame::with_tensors(
-        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list}),
+        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list, "poison": poison}),
         &refs,
     ));
     let outputs_f64 =
@@ -609,6 +624,7 @@ fn take_host_case(
         case,
         forward_seed,
         not_applicable: None,
+        mutated_inputs: Vec::new(),
         data: CaseData::Host {
             run_frame,
             outputs,

@@ -4,12 +4,30 @@
 use std::time::Instant;
 
 use kbench_record::protocol::Frame;
-use kbench_record::{Device, Outcome, Phase, TimingSummary};
+use kbench_record::{Device, HostTensor, Outcome, Phase, TimingSummary};
 use serde_json::{json, Value};
 
 use crate::config::RunConfig;
 use crate::engine::{error_outcome, error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
+
+/// The integrity checks of a timing phase (issue 6).
+pub struct TimedChecks<'a> {
+    /// Probe one timed call per round and send its outputs back.
+    pub check_outputs: bool,
+    /// Inputs the reference itself writes to (not flagged `input-mutated`).
+    pub allowed_mutations: &'a [u64],
+    /// Where the probed calls' outputs go.
+    pub checked: &'a mut Vec<CheckedCall>,
+}
+
+/// The outputs of one probed timed call.
+pub struct CheckedCall {
+    pub round: u32,
+    /// Index among the round's timed calls.
+    pub call: u32,
+    pub outputs: Vec<HostTensor>,
+}
 
 pub enum TimingResult {
     Measured(TimingSummary),
@@ -21,13 +39,24 @@ pub enum TimingResult {
 
 /// Times reference and candidate in alternating rounds on the same inputs (the last case),
 /// so that drift (clocks, temperature, other load) hits both alike.
+///
+/// With `check_outputs`, one timed call of each round (picked by the round number; the
+/// reference's call of the same index is probed alike) is probed and its outputs sent back; they land in `checked` as (round, call,
+/// outputs) for the caller to compare with the reference (issue 6: a kernel must not behave
+/// differently under timing).
 pub fn time_pair(
     c: &RunConfig,
     exec: &crate::engine::Exec,
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
+    checks: TimedChecks<'_>,
 ) -> Result<TimingResult, WorkerFault> {
+    let TimedChecks {
+        check_outputs,
+        allowed_mutations,
+        checked,
+    } = checks;
     let device = exec.device;
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
@@ -46,8 +75,19 @@ pub fn time_pair(
             tc.warmup.min(1)
         };
         let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
+        // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
+        // time a copy into their static inputs, so they keep KernelBench's reused inputs.
+        if matches!(c.agent, crate::config::AgentConfig::Baselines { .. }) {
+            cmd["fresh_inputs"] = json!(false);
+        }
         if let Some(cpu) = exec.timing_cpu {
             cmd["cpu"] = json!(cpu);
+        }
+        if check_outputs {
+            // One timed call per round, the same index on both sides: the probes before it
+            // (input checksums, poisoned memory) touch caches and the allocator alike.
+            cmd["check_calls"] = json!([round.wrapping_mul(2_654_435_761) % n]);
         }
         let order = if round.is_multiple_of(2) {
             [true, false]
@@ -83,6 +123,50 @@ pub fn time_pair(
                 cand_wall += wall;
                 if reply.kind() == "error" {
                     return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
+                }
+                let what = format!("timing round {round}");
+                if let Some(o) = crate::integrity::probe_failure(
+                    reply.header.get("integrity"),
+                    allowed_mutations,
+                    &what,
+                ) {
+                    return Ok(TimingResult::Failed(o));
+                }
+                if check_outputs {
+                    let tensors = reply
+                        .tensors()
+                        .map_err(|e| WorkerFault::Protocol(e.to_string()))?;
+                    let mut by_call: std::collections::BTreeMap<u32, Vec<(u32, HostTensor)>> =
+                        Default::default();
+                    for (name, t) in tensors {
+                        // timed:J:out:K
+                        let mut parts = name.split(':');
+                        let (Some("timed"), Some(j), Some("out"), Some(k), None) = (
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                            parts.next(),
+                        ) else {
+                            return Err(WorkerFault::Protocol(format!(
+                                "unexpected tensor {name} in a timing reply"
+                            )));
+                        };
+                        let (Ok(j), Ok(k)) = (j.parse::<u32>(), k.parse::<u32>()) else {
+                            return Err(WorkerFault::Protocol(format!(
+                                "unexpected tensor {name} in a timing reply"
+                            )));
+                        };
+                        by_call.entry(j).or_default().push((k, t));
+                    }
+                    for (call, mut outs) in by_call {
+                        outs.sort_by_key(|(k, _)| *k);
+                        checked.push(CheckedCall {
+                            round,
+                            call,
+                            outputs: outs.into_iter().map(|(_, t)| t).collect(),
+                        });
+                    }
                 }
                 match parse_samples(&reply, n) {
                     Ok((clock, s)) => {

@@ -59,6 +59,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         env: Environment::default(),
         baselines: Default::default(),
         speed_of_light: None,
+        integrity: None,
     }
 }
 

@@ -13,7 +13,8 @@ mod tensor;
 pub use outcome::{CaseRef, Outcome, Phase};
 pub use record::{
     eval_key, BaselineRatio, CandidateRef, CaseFamily, CaseResult, Device, Environment, EvalRecord,
-    FlushCount, PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary, ToleranceProfile,
+    FlushCount, IntegrityReport, KernelProfile, PhaseTimes, Precision, ProblemRef, TimingStats,
+    TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -364,6 +364,47 @@ pub struct EvalRecord {
     /// and in records written before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed_of_light: Option<crate::perf::SpeedOfLight>,
+    /// What the integrity checks observed beyond the outcome (absent in older records). A
+    /// check that fails the kernel is the outcome itself (`integrity` with its flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<IntegrityReport>,
+}
+
+/// Integrity observations that do not, by themselves, fail a kernel (README, "Integrity
+/// checks").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IntegrityReport {
+    /// Named observations that do not fail the kernel under the run's policy, e.g.
+    /// `no-custom-kernel` (without `--require-custom-kernels`), `side-stream`,
+    /// `reduced-precision-kernel`.
+    #[serde(default)]
+    pub advisories: Vec<String>,
+    /// Timed calls whose outputs were checked against the reference.
+    #[serde(default)]
+    pub checked_timed_calls: u32,
+    /// The device kernels of one profiled call (CUDA runs).
+    #[serde(default)]
+    pub kernels: Option<KernelProfile>,
+}
+
+/// Device time of one profiled call, split by whose kernels ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelProfile {
+    /// Device activities recorded (kernels, memcpy, memset).
+    pub launches: u32,
+    pub total_us: f64,
+    /// Share of device time in kernels the candidate's source names.
+    pub own_fraction: f64,
+    /// Share in library kernels (cuBLAS, cuDNN, CUTLASS, ATen, ...).
+    pub library_fraction: f64,
+    /// Share in memcpy/memset and kernels of unknown origin.
+    pub other_fraction: f64,
+    /// Distinct kernel names by class (at most 20 each).
+    pub own: Vec<String>,
+    pub library: Vec<String>,
+    pub other: Vec<String>,
+    /// Whether any activity ran on a stream other than the default one.
+    pub side_stream: bool,
 }
 
 /// A candidate's speedup over one baseline mode's stored time.
