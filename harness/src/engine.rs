@@ -1094,18 +1094,12 @@ fn prepare_candidate(
     let source_path = run_dir.kernels_dir().join(format!("{key}.py"));
     std::fs::write(&source_path, &cand.source)
         .with_context(|| format!("saving candidate source {}", source_path.display()))?;
-    let arch = ctx.cuda_arch.as_deref().unwrap_or("cpu");
-    let build_dir = c.cache.join("torch_extensions").join(
-        &kbench_suites::sha256_hex(
-            format!(
-                "{}|{}|{}|{}",
-                cand.sha256,
-                ctx.info.torch,
-                device_for_worker(c.device),
-                arch
-            )
-            .as_bytes(),
-        )[..16],
+    let build_dir = extension_build_dir(
+        &c.cache,
+        &cand.sha256,
+        &ctx.info.torch,
+        c.device,
+        ctx.cuda_arch.as_deref(),
     );
     std::fs::create_dir_all(&build_dir)
         .with_context(|| format!("creating {}", build_dir.display()))?;
@@ -1114,6 +1108,31 @@ fn prepare_candidate(
         source_path,
         build_dir,
     })
+}
+
+/// The content-addressed build folder of a candidate's extensions: keyed by its source, the
+/// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
+/// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
+/// builds ahead, `kbench profile`).
+pub fn extension_build_dir(
+    cache: &Path,
+    source_sha256: &str,
+    torch: &str,
+    device: Device,
+    arch: Option<&str>,
+) -> PathBuf {
+    cache.join("torch_extensions").join(
+        &kbench_suites::sha256_hex(
+            format!(
+                "{}|{}|{}|{}",
+                source_sha256,
+                torch,
+                device_for_worker(device),
+                arch.unwrap_or("cpu")
+            )
+            .as_bytes(),
+        )[..16],
+    )
 }
 
 /// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.

@@ -683,9 +683,24 @@ struct Spec<'a> {
     precision: &'a str,
     calls: u32,
     warmup: u32,
+    /// The candidate's extension build folder: the run's content-addressed build cache
+    /// (`engine::extension_build_dir`), so a kernel an evaluation built is not built again.
+    build_dir: PathBuf,
+    /// TORCH_CUDA_ARCH_LIST as evaluations set it (the GPU's own architecture).
+    arch: Option<String>,
 }
 
 impl Spec<'_> {
+    /// The environment every worker command gets (the same build settings as evaluations,
+    /// so their build and this one share a cache entry).
+    fn env(&self, c: &mut Command) {
+        if let Some(a) = &self.arch {
+            if std::env::var_os("TORCH_CUDA_ARCH_LIST").is_none() {
+                c.env("TORCH_CUDA_ARCH_LIST", a);
+            }
+        }
+    }
+
     /// Writes the worker's spec for `mode` and returns (spec path, result path).
     fn write(&self, mode: &str) -> Result<(PathBuf, PathBuf)> {
         let spec = self.dir.join(format!("{mode}.spec.json"));
@@ -700,7 +715,7 @@ impl Spec<'_> {
             "warmup": self.warmup,
             "mode": mode,
             "out_path": out,
-            "build_dir": self.dir.join("build"),
+            "build_dir": self.build_dir,
             "input_seed": 0,
             "forward_seed": 0,
         });
@@ -711,6 +726,7 @@ impl Spec<'_> {
     fn worker_cmd(&self, spec: &Path) -> Command {
         let mut c = Command::new(self.python);
         c.arg(self.worker).arg("profile").arg(spec);
+        self.env(&mut c);
         c
     }
 }
@@ -764,6 +780,7 @@ fn run_ncu(
     for _attempt in 0..10 {
         let _ = std::fs::remove_file(&csv);
         let mut c = Command::new(ncu);
+        spec.env(&mut c);
         c.args([
             "--csv",
             "--page",
@@ -858,8 +875,25 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
     let device = crate::config::resolve_device(&a.device)?;
     let cache = crate::python::cache_dir();
     let choice = crate::python::PythonChoice::resolve(a.python.python.as_deref(), &cache);
-    crate::python::probe(&choice)?;
+    let info = crate::python::probe(&choice)?;
     let worker = crate::python::materialize_worker(&cache)?;
+    let arch = match device {
+        Device::Cuda(i) => crate::gpu::describe().ok().and_then(|g| {
+            g.into_iter()
+                .find(|g| g.index == i)
+                .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
+        }),
+        Device::Cpu => None,
+    };
+    let kernel_source = std::fs::read(&a.kernel)
+        .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
+    let build_dir = crate::engine::extension_build_dir(
+        &cache,
+        &kbench_suites::sha256_hex(&kernel_source),
+        &info.torch,
+        device,
+        arch.as_deref(),
+    );
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let dir = match &a.keep {
         Some(d) => {
@@ -880,6 +914,8 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
         precision: a.precision.as_str(),
         calls: a.calls.max(1),
         warmup: a.warmup,
+        build_dir,
+        arch,
     };
     let peaks = match device {
         Device::Cuda(i) => crate::gpu::describe()
