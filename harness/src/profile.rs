@@ -1260,6 +1260,8 @@ fi
             precision: "fp32",
             calls: 5,
             warmup: 1,
+            build_dir: dir.path().join("build"),
+            arch: Some("9.0".into()),
         };
         let ncu = fake_ncu(dir.path(), false);
         let (p, result, csv) = run_ncu(&ncu, &spec, Some(&h100())).unwrap().unwrap();
