@@ -850,3 +850,78 @@ fn fake_llm_subcommand_serves_the_script() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("\"hi\""), "{logged}");
 }
+
+/// The evaluation service: three kevin trajectories submit their kernels at once, from three
+/// threads; each kernel gets its own record (its own source, the verdict that source earns),
+/// and all six share one reference worker, opened for the first and kept for the rest.
+#[test]
+fn concurrent_submissions_share_the_problems_reference_worker() {
+    let _g = serial();
+    ensure_python();
+    const WRONG2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a + b + c\n";
+    const FAST2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b + c\n";
+    let kernels = [WRONG, FAST, BROKEN, FAST2, WRONG2, SLOW];
+    let server = FakeLlm::start(
+        &json!({"models": {"kevin-m": kernels.iter().map(|k| reply(k, "")).collect::<Vec<_>>()}}),
+        0,
+        None,
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["kevin-m"]);
+    let out = tmp.path().join("run");
+    let t0 = std::time::Instant::now();
+    let o = run_agent(
+        &out,
+        &cfg,
+        "kevin",
+        &[
+            "--model",
+            "kevin-m",
+            "--trajectories",
+            "3",
+            "--trajectory-jobs",
+            "3",
+            "--max-rounds",
+            "2",
+        ],
+    );
+    eprintln!("6 kernels in {:.1} s wall", t0.elapsed().as_secs_f64());
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let records = jsonl(&out.join("records.jsonl"));
+    assert_eq!(records.len(), 6, "one record per kernel");
+    let kdir = out.join("agent/level1_problem1/kernels");
+    let mut names = std::collections::HashSet::new();
+    for r in &records {
+        let name = r["candidate"]["name"].as_str().unwrap();
+        assert!(names.insert(name.to_string()), "{name} recorded twice");
+        let src = std::fs::read_to_string(kdir.join(format!("{name}.py"))).unwrap();
+        assert_eq!(
+            r["candidate"]["sha256"].as_str().unwrap(),
+            kbench_suites::sha256_hex(src.as_bytes()),
+            "{name}: the record is of the kernel submitted under that name"
+        );
+        let t: u64 = name[1..3].parse().unwrap();
+        assert_eq!(r["candidate"]["sample"], t, "{name}");
+        let kind = r["outcome"]["kind"].as_str().unwrap();
+        let expected = match src.trim_end() {
+            s if s == WRONG.trim_end() || s == WRONG2.trim_end() => "mismatch",
+            s if s == BROKEN.trim_end() => "compile_error",
+            _ => "ok",
+        };
+        assert_eq!(kind, expected, "{name}: {}", r["outcome"]);
+    }
+    let summary = read_json(&out.join("agent_summary.json"));
+    let ev = &summary["evaluations"];
+    assert_eq!(ev["evaluated"], 6, "{ev}");
+    assert_eq!(ev["submitted"], 6, "{ev}");
+    assert_eq!(
+        ev["reference_sessions_opened"], 1,
+        "one reference worker for the problem's six kernels: {ev}"
+    );
+    assert_eq!(ev["reference_sessions_reused"], 5, "{ev}");
+    eprintln!(
+        "{:.2} s evaluating per kernel",
+        ev["evaluation_s"].as_f64().unwrap() / 6.0
+    );
+}
