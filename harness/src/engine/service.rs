@@ -239,6 +239,7 @@ struct Job {
     prep: Prepared,
     /// The record key (several callers of the same key wait on one evaluation).
     key: String,
+    queued: Instant,
 }
 
 #[derive(Default)]
@@ -481,6 +482,7 @@ fn intake(ctx: &Ctx, shared: &Shared, rx: &mpsc::Receiver<Msg>) {
             cand,
             prep,
             key,
+            queued: Instant::now(),
         });
         shared.cv.notify_all();
     }
@@ -502,10 +504,20 @@ impl Open {
     }
 }
 
+/// How long a job may wait while jobs of problems with open sessions go ahead of it.
+const MAX_BYPASS: Duration = Duration::from_secs(20);
+
 /// Which queued job executor `idx` takes: one of a problem it holds open, else one of a
 /// problem no other executor holds, else the oldest (an idle GPU opens a second session
-/// rather than wait).
+/// rather than wait). A job that has waited `MAX_BYPASS` goes first, so a problem with many
+/// trajectories cannot hold a device for itself.
 fn pick(q: &Queue, idx: usize, mine: &[Open], shared: &Shared) -> Option<usize> {
+    if q.jobs
+        .front()
+        .is_some_and(|j| j.queued.elapsed() >= MAX_BYPASS)
+    {
+        return Some(0);
+    }
     if let Some(i) = q
         .jobs
         .iter()
