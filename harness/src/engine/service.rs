@@ -512,29 +512,33 @@ const MAX_BYPASS: Duration = Duration::from_secs(20);
 /// rather than wait). A job that has waited `MAX_BYPASS` goes first, so a problem with many
 /// trajectories cannot hold a device for itself.
 fn pick(q: &Queue, idx: usize, mine: &[Open], shared: &Shared) -> Option<usize> {
-    if q.jobs
-        .front()
-        .is_some_and(|j| j.queued.elapsed() >= MAX_BYPASS)
-    {
+    let held = lock(&shared.held);
+    choose(
+        q.jobs.iter().map(|j| (j.pkey.as_str(), j.queued.elapsed())),
+        |k| mine.iter().any(|o| o.pkey == k),
+        |k| {
+            held.iter()
+                .enumerate()
+                .any(|(e, set)| e != idx && set.contains(k))
+        },
+    )
+}
+
+/// [`pick`] over `(problem key, time queued)`, oldest first.
+fn choose<'k>(
+    jobs: impl Iterator<Item = (&'k str, Duration)> + Clone,
+    mine: impl Fn(&str) -> bool,
+    others: impl Fn(&str) -> bool,
+) -> Option<usize> {
+    let mut all = jobs.clone().peekable();
+    let (_, oldest) = *all.peek()?;
+    if oldest >= MAX_BYPASS {
         return Some(0);
     }
-    if let Some(i) = q
-        .jobs
-        .iter()
-        .position(|j| mine.iter().any(|o| o.pkey == j.pkey))
-    {
-        return Some(i);
-    }
-    let held = lock(&shared.held);
-    let others = |k: &str| {
-        held.iter()
-            .enumerate()
-            .any(|(e, set)| e != idx && set.contains(k))
-    };
-    q.jobs
-        .iter()
-        .position(|j| !others(&j.pkey))
-        .or_else(|| (!q.jobs.is_empty()).then_some(0))
+    jobs.clone()
+        .position(|(k, _)| mine(k))
+        .or_else(|| jobs.clone().position(|(k, _)| !others(k)))
+        .or(Some(0))
 }
 
 /// One executor of the service: one evaluation at a time on its device (so a timed kernel
@@ -711,4 +715,43 @@ fn executor(ctx: &Ctx, exec: &Exec, idx: usize, keep: usize, shared: &Shared) ->
         close(o, &shared.held);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executors_take_their_own_problems_first_then_free_ones_then_the_oldest() {
+        let s = Duration::from_secs(1);
+        let jobs = [("p1", 3 * s), ("p2", 2 * s), ("p3", s)];
+        let held_by = |keys: &'static [&'static str]| move |k: &str| keys.contains(&k);
+        // Nothing open anywhere: first come, first served.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&[])),
+            Some(0)
+        );
+        // This executor holds p3 open: p3's job goes first.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&["p3"]), held_by(&[])),
+            Some(2)
+        );
+        // Another executor (GPU) holds p1: this one takes p2, leaving p1 to it.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&["p1"])),
+            Some(1)
+        );
+        // Every problem is held elsewhere: an idle device still takes the oldest.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&["p1", "p2", "p3"])),
+            Some(0)
+        );
+        // A job waiting too long goes first, whatever is open.
+        let late = [("p1", MAX_BYPASS), ("p3", s)];
+        assert_eq!(
+            choose(late.into_iter(), held_by(&["p3"]), held_by(&[])),
+            Some(0)
+        );
+        assert_eq!(choose([].into_iter(), held_by(&[]), held_by(&[])), None);
+    }
 }
