@@ -8,6 +8,10 @@
 //! submissions, so a task's second and later kernels skip Python's start-up, the model load
 //! and the reference cases. Open sessions are bounded per executor (least recently used
 //! closed first) and closed when a task says it is done with its problem.
+//!
+//! Not yet here: `kbench run`'s lookahead on a GPU (the next candidate's worker, and the next
+//! problem's reference, started while the current kernel runs); each kernel's candidate worker
+//! starts when its job is taken, as it did when agents called `engine::run` per kernel.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
