@@ -850,3 +850,161 @@ fn fake_llm_subcommand_serves_the_script() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("\"hi\""), "{logged}");
 }
+
+/// The evaluation service: three kevin trajectories submit their kernels at once, from three
+/// threads; each kernel gets its own record (its own source, the verdict that source earns),
+/// and all six share one reference worker, opened for the first and kept for the rest.
+#[test]
+fn concurrent_submissions_share_the_problems_reference_worker() {
+    let _g = serial();
+    ensure_python();
+    const WRONG2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a + b + c\n";
+    const FAST2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b + c\n";
+    let kernels = [WRONG, FAST, BROKEN, FAST2, WRONG2, SLOW];
+    let server = FakeLlm::start(
+        &json!({"models": {"kevin-m": kernels.iter().map(|k| reply(k, "")).collect::<Vec<_>>()}}),
+        0,
+        None,
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["kevin-m"]);
+    let out = tmp.path().join("run");
+    let t0 = std::time::Instant::now();
+    let o = run_agent(
+        &out,
+        &cfg,
+        "kevin",
+        &[
+            "--model",
+            "kevin-m",
+            "--trajectories",
+            "3",
+            "--trajectory-jobs",
+            "3",
+            "--max-rounds",
+            "2",
+        ],
+    );
+    eprintln!("6 kernels in {:.1} s wall", t0.elapsed().as_secs_f64());
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let records = jsonl(&out.join("records.jsonl"));
+    assert_eq!(records.len(), 6, "one record per kernel");
+    let kdir = out.join("agent/level1_problem1/kernels");
+    let mut names = std::collections::HashSet::new();
+    for r in &records {
+        let name = r["candidate"]["name"].as_str().unwrap();
+        assert!(names.insert(name.to_string()), "{name} recorded twice");
+        let src = std::fs::read_to_string(kdir.join(format!("{name}.py"))).unwrap();
+        assert_eq!(
+            r["candidate"]["sha256"].as_str().unwrap(),
+            kbench_suites::sha256_hex(src.as_bytes()),
+            "{name}: the record is of the kernel submitted under that name"
+        );
+        let t: u64 = name[1..3].parse().unwrap();
+        assert_eq!(r["candidate"]["sample"], t, "{name}");
+        let kind = r["outcome"]["kind"].as_str().unwrap();
+        let expected = match src.trim_end() {
+            s if s == WRONG.trim_end() || s == WRONG2.trim_end() => "mismatch",
+            s if s == BROKEN.trim_end() => "compile_error",
+            _ => "ok",
+        };
+        assert_eq!(kind, expected, "{name}: {}", r["outcome"]);
+    }
+    let summary = read_json(&out.join("agent_summary.json"));
+    let ev = &summary["evaluations"];
+    assert_eq!(ev["evaluated"], 6, "{ev}");
+    assert_eq!(ev["submitted"], 6, "{ev}");
+    assert_eq!(
+        ev["reference_sessions_opened"], 1,
+        "one reference worker for the problem's six kernels: {ev}"
+    );
+    assert_eq!(ev["reference_sessions_reused"], 5, "{ev}");
+    eprintln!(
+        "{:.2} s evaluating per kernel",
+        ev["evaluation_s"].as_f64().unwrap() / 6.0
+    );
+}
+
+/// Two tasks at once (`--jobs 2`), problems 1 and 2: each kernel is judged against its own
+/// problem's reference (one session each), whichever order the submissions arrive in.
+#[test]
+fn concurrent_tasks_of_two_problems_each_use_their_own_reference() {
+    let _g = serial();
+    ensure_python();
+    // Right for both problems (a * b + c, and ELU with alpha 1.3) / wrong for both.
+    const GOOD: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n    def forward(self, *xs):\n        if len(xs) == 3:\n            return torch.addcmul(xs[2], xs[0], xs[1])\n        return F.elu(xs[0], alpha=1.3)\n";
+    const BAD: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n    def forward(self, *xs):\n        return xs[0] * 2.0\n";
+    let replies: Vec<Value> = (0..4)
+        .map(|i| {
+            reply(
+                &format!("{}# {i}\n", if i % 2 == 0 { GOOD } else { BAD }),
+                "",
+            )
+        })
+        .collect();
+    let server = FakeLlm::start(&json!({"models": {"kevin-m": replies}}), 0, None).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["kevin-m"]);
+    let out = tmp.path().join("run");
+    let o = kbench()
+        .args([
+            "run",
+            "--suite",
+            "smoke",
+            "--select",
+            "1,2",
+            "--device",
+            "cpu",
+            "--families",
+            "random",
+            "--trials",
+            "2",
+            "--no-timing",
+            "--agent",
+            "kevin",
+            "--model",
+            "kevin-m",
+            "--trajectories",
+            "1",
+            "--max-rounds",
+            "2",
+            "--jobs",
+            "2",
+            "--llm-config",
+        ])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .env("KBENCH_LLM_BACKOFF_S", "0.1")
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", show(&o));
+    let records = jsonl(&out.join("records.jsonl"));
+    assert_eq!(records.len(), 4, "{}", show(&o));
+    for r in &records {
+        let p = r["problem"]["id"].as_u64().unwrap();
+        let name = r["candidate"]["name"].as_str().unwrap();
+        let src =
+            std::fs::read_to_string(out.join(format!("agent/level1_problem{p}/kernels/{name}.py")))
+                .unwrap();
+        assert_eq!(
+            r["candidate"]["sha256"].as_str().unwrap(),
+            kbench_suites::sha256_hex(src.as_bytes())
+        );
+        let expected = if src.contains("addcmul") {
+            "ok"
+        } else {
+            "mismatch"
+        };
+        assert_eq!(
+            r["outcome"]["kind"], expected,
+            "problem {p} {name}: {}",
+            r["outcome"]
+        );
+    }
+    let ev = &read_json(&out.join("agent_summary.json"))["evaluations"];
+    assert_eq!(ev["evaluated"], 4, "{ev}");
+    assert_eq!(ev["reference_sessions_opened"], 2, "one per problem: {ev}");
+    assert_eq!(ev["reference_sessions_reused"], 2, "{ev}");
+}

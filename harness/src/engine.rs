@@ -27,6 +27,9 @@ use crate::runlog::{now_unix, RunDir};
 use crate::timing::{time_pair, TimingResult};
 use crate::worker::{Role, StartGate, Worker, WorkerFault, WorkerSpec};
 
+mod service;
+pub use service::{device_lock, Service, ServiceStats};
+
 /// Largest payload accepted from a worker: generous, but bounded so that a hostile length
 /// prefix cannot make the harness allocate without limit.
 const MAX_PAYLOAD: u64 = 256 << 30;
@@ -48,24 +51,13 @@ pub struct RunResult {
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // First, before any thread or process is started: they inherit the mask that keeps them
     // off the cores reserved for timing.
-    let timing_cores = if config.gpus.is_empty() {
-        vec![None]
-    } else {
-        crate::affinity::reserve_timing_cores(config.gpus.len())
-    };
+    let timing_cores = timing_cores_of(config);
     let info = if matches!(config.agent, AgentConfig::Given { .. }) {
         python::probe_cached(&config.python)?
     } else {
         python::probe(&config.python)?
     };
-    if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
-        anyhow::bail!(
-            "--device {}: torch {} in {} cannot use CUDA (torch.cuda.is_available() is False); use --device cpu or an interpreter with a CUDA build of torch",
-            config.device,
-            info.torch,
-            info.executable
-        );
-    }
+    check_cuda(config, &info)?;
     let worker_script = python::materialize_worker(&config.cache)?;
     let mut run_dir = RunDir::open(config)?;
     let say = |msg: &str| {
@@ -121,29 +113,8 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         ));
     }
     let progress = progress_bar(total as u64, config.quiet);
-    let env_base = Environment {
-        kbench: env!("CARGO_PKG_VERSION").into(),
-        python: info.python.clone(),
-        torch: info.torch.clone(),
-        device_name: String::new(),
-        cuda: info.torch_cuda.clone(),
-        hostname: hostname(),
-    };
-    let cuda_arch = if config.gpus.is_empty() {
-        None
-    } else {
-        crate::gpu::describe().ok().map(|gpus| {
-            let mut archs: Vec<String> = config
-                .gpus
-                .iter()
-                .filter_map(|g| gpus.get(*g as usize))
-                .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
-                .collect();
-            archs.sort();
-            archs.dedup();
-            archs.join(";")
-        })
-    };
+    let env_base = environment_base(&info);
+    let cuda_arch = cuda_arch_of(config);
     let mut ctx = Ctx {
         config,
         python: &config.python.python,
@@ -164,40 +135,19 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         for cand in candidates {
             let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
             if crate::build::builds_extensions(&cand.source) {
-                to_build.push(BuildJob {
-                    build_dir: prep.build_dir.clone(),
-                    problem_path: problem_path.clone(),
-                    candidate_path: prep.source_path.clone(),
-                    log_path: run_dir.logs_dir().join(format!("{}.build.log", prep.key)),
-                });
+                to_build.push(build_job(&run_dir, &problem_path, &prep));
             }
             list.push((cand, prep));
         }
         prepared_plan.push((problem, problem_path, list));
     }
     if config.build_jobs > 0 && !to_build.is_empty() {
-        let python = config.python.python.clone();
-        let script = worker_script.clone();
-        let arch = ctx.cuda_arch.clone();
-        let cache = config.cache.clone();
-        let interrupt = Arc::clone(&stop);
-        let spec_for: Arc<crate::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
-            python: python.clone(),
-            script: script.clone(),
-            role: Role::Candidate,
-            cwd: job.build_dir.clone(),
-            // No GPU: builds need only the compiler.
-            env: worker_env(&python, Device::Cpu, arch.as_deref(), &cache),
-            log_path: Some(job.log_path.clone()),
-            max_payload: 1 << 20,
-            interrupt: Some(Arc::clone(&interrupt)),
-            gate: None,
-        });
-        let pool = BuildPool::start(
+        let pool = start_build_pool(
+            config,
+            &worker_script,
+            ctx.cuda_arch.clone(),
+            &stop,
             config.build_jobs.min(to_build.len()),
-            spec_for,
-            config.timeouts.start,
-            config.timeouts.load,
         );
         say(&format!(
             "building {} candidate extension(s) ahead on {} process(es)",
@@ -213,39 +163,8 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
 
     // One executor per GPU (or one for the CPU), each taking whole problems from the queue,
     // so a problem's reference cases stay on the GPU that made them.
-    let devices: Vec<Device> = if config.gpus.is_empty() {
-        vec![Device::Cpu]
-    } else {
-        config.gpus.iter().map(|g| Device::Cuda(*g)).collect()
-    };
-    let mut execs = Vec::with_capacity(devices.len());
-    for (d, core) in devices.into_iter().zip(timing_cores) {
-        execs.push(Exec::open(d, core)?);
-    }
-    // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
-    // `gpu` field is the same number as a record's `gpu`.
-    let gpu_uuids: Vec<String> = match crate::gpu::describe() {
-        Ok(all) => all
-            .iter()
-            .map(|i| {
-                if config.gpus.contains(&i.index) {
-                    i.uuid.clone()
-                } else {
-                    String::new()
-                }
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    let sampler = (!config.gpus.is_empty() && !gpu_uuids.is_empty())
-        .then(|| {
-            crate::nvml::GpuSampler::start(
-                gpu_uuids,
-                std::time::Duration::from_millis(100),
-                run_dir.root.join("gpu_samples.jsonl"),
-            )
-        })
-        .flatten();
+    let execs = open_execs(config, timing_cores)?;
+    let sampler = start_sampler(config, &run_dir);
     let queue = std::sync::Mutex::new(std::collections::VecDeque::from(prepared_plan));
     let shared = Shared {
         queue,
@@ -299,6 +218,137 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         interrupted,
         run_dir: run_dir.root.clone(),
     })
+}
+
+/// A `--device cuda` run needs a torch that can use CUDA.
+fn check_cuda(config: &RunConfig, info: &PythonInfo) -> Result<()> {
+    if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
+        anyhow::bail!(
+            "--device {}: torch {} in {} cannot use CUDA (torch.cuda.is_available() is False); use --device cpu or an interpreter with a CUDA build of torch",
+            config.device,
+            info.torch,
+            info.executable
+        );
+    }
+    Ok(())
+}
+
+/// The environment every record of the run carries (its device name is filled per GPU).
+fn environment_base(info: &PythonInfo) -> Environment {
+    Environment {
+        kbench: env!("CARGO_PKG_VERSION").into(),
+        python: info.python.clone(),
+        torch: info.torch.clone(),
+        device_name: String::new(),
+        cuda: info.torch_cuda.clone(),
+        hostname: hostname(),
+    }
+}
+
+/// `TORCH_CUDA_ARCH_LIST` for the run's GPUs, e.g. `9.0`; `None` on the CPU.
+fn cuda_arch_of(config: &RunConfig) -> Option<String> {
+    if config.gpus.is_empty() {
+        return None;
+    }
+    crate::gpu::describe().ok().map(|gpus| {
+        let mut archs: Vec<String> = config
+            .gpus
+            .iter()
+            .filter_map(|g| gpus.get(*g as usize))
+            .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
+            .collect();
+        archs.sort();
+        archs.dedup();
+        archs.join(";")
+    })
+}
+
+/// The pool that builds candidate extensions ahead on the CPU.
+fn start_build_pool(
+    config: &RunConfig,
+    worker_script: &Path,
+    arch: Option<String>,
+    stop: &Arc<AtomicBool>,
+    jobs: usize,
+) -> BuildPool {
+    let python = config.python.python.clone();
+    let script = worker_script.to_path_buf();
+    let cache = config.cache.clone();
+    let interrupt = Arc::clone(stop);
+    let spec_for: Arc<crate::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
+        python: python.clone(),
+        script: script.clone(),
+        role: Role::Candidate,
+        cwd: job.build_dir.clone(),
+        // No GPU: builds need only the compiler.
+        env: worker_env(&python, Device::Cpu, arch.as_deref(), &cache),
+        log_path: Some(job.log_path.clone()),
+        max_payload: 1 << 20,
+        interrupt: Some(Arc::clone(&interrupt)),
+        gate: None,
+    });
+    BuildPool::start(jobs, spec_for, config.timeouts.start, config.timeouts.load)
+}
+
+/// The build-ahead job of a prepared candidate whose source builds an extension.
+fn build_job(run_dir: &RunDir, problem_path: &Path, prep: &Prepared) -> BuildJob {
+    BuildJob {
+        build_dir: prep.build_dir.clone(),
+        problem_path: problem_path.to_path_buf(),
+        candidate_path: prep.source_path.clone(),
+        log_path: run_dir.logs_dir().join(format!("{}.build.log", prep.key)),
+    }
+}
+
+/// The timing cores of the run (before any thread or process starts; see `affinity`).
+fn timing_cores_of(config: &RunConfig) -> Vec<Option<usize>> {
+    if config.gpus.is_empty() {
+        vec![None]
+    } else {
+        crate::affinity::reserve_timing_cores(config.gpus.len())
+    }
+}
+
+/// One executor device per `--gpus` entry, or the CPU.
+fn open_execs(config: &RunConfig, timing_cores: Vec<Option<usize>>) -> Result<Vec<Exec>> {
+    let devices: Vec<Device> = if config.gpus.is_empty() {
+        vec![Device::Cpu]
+    } else {
+        config.gpus.iter().map(|g| Device::Cuda(*g)).collect()
+    };
+    let mut execs = Vec::with_capacity(devices.len());
+    for (d, core) in devices.into_iter().zip(timing_cores) {
+        execs.push(Exec::open(d, core)?);
+    }
+    Ok(execs)
+}
+
+/// The GPU sampler of a CUDA run (`gpu_samples.jsonl`).
+fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::nvml::GpuSampler> {
+    // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
+    // `gpu` field is the same number as a record's `gpu`.
+    let gpu_uuids: Vec<String> = match crate::gpu::describe() {
+        Ok(all) => all
+            .iter()
+            .map(|i| {
+                if config.gpus.contains(&i.index) {
+                    i.uuid.clone()
+                } else {
+                    String::new()
+                }
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    (!config.gpus.is_empty() && !gpu_uuids.is_empty())
+        .then(|| {
+            crate::nvml::GpuSampler::start(
+                gpu_uuids,
+                std::time::Duration::from_millis(100),
+                run_dir.root.join("gpu_samples.jsonl"),
+            )
+        })
+        .flatten()
 }
 
 type PlanItem<'a> = (&'a Problem, PathBuf, Vec<(Candidate, Prepared)>);

@@ -3,11 +3,12 @@
 //! `command` (any external program). `../shared/reference/agents.md` describes the three
 //! published systems; each module cites the section it follows.
 //!
-//! Every kernel an agent writes is evaluated by the engine (`engine::run`, the same workers,
+//! Every kernel an agent writes is evaluated by the engine (the same workers,
 //! case families and timing as `kbench run`), under the agent's name, into the run's own
 //! `records.jsonl`; so `kbench report` picks the fastest correct kernel per task as
-//! CudaForge does. Evaluations go one at a time (CPU timing and the GPU are not shared);
-//! tasks and their LLM calls run concurrently (`--jobs`).
+//! CudaForge does. Tasks and their LLM calls run concurrently (`--jobs`) and submit their
+//! kernels to one evaluation service ([`crate::engine::Service`]): one evaluation at a time
+//! per device (CPU timing and a GPU are never shared), each GPU of `--gpus` in parallel.
 
 pub mod coder_judge;
 pub mod command;
@@ -136,22 +137,33 @@ impl Budget {
     }
 }
 
-/// Evaluates kernels through the engine, one at a time, into the run directory.
+/// Evaluates kernels through the engine's evaluation service ([`crate::engine::Service`]),
+/// into the run directory. Tasks submit concurrently; the service evaluates one kernel at a
+/// time per device (the CPU, or each `--gpus` GPU, as `kbench run` does) and keeps each
+/// problem's reference worker and cases open between a task's rounds.
 pub struct Evaluator {
-    base: RunConfig,
+    service: crate::engine::Service,
     agent: &'static str,
-    lock: Mutex<()>,
     stop: Arc<AtomicBool>,
 }
 
 impl Evaluator {
-    pub fn new(base: &RunConfig, agent: &'static str, stop: Arc<AtomicBool>) -> Self {
-        Self {
-            base: base.clone(),
+    /// Starts the service on the run's settings (device, GPUs, families, timing, run
+    /// directory), its records named after `agent`.
+    pub fn new(base: &RunConfig, agent: &'static str, stop: Arc<AtomicBool>) -> Result<Self> {
+        let mut c = base.clone();
+        c.agent = AgentConfig::Given {
             agent,
-            lock: Mutex::new(()),
+            candidates: Vec::new(),
+        };
+        c.resume = true;
+        c.quiet = true;
+        let service = crate::engine::Service::start(&c, Arc::clone(&stop))?;
+        Ok(Self {
+            service,
+            agent,
             stop,
-        }
+        })
     }
 
     /// Correctness on every configured case family, then timing (when the run times).
@@ -165,32 +177,34 @@ impl Evaluator {
         sample: u32,
         source: &str,
     ) -> Result<EvalRecord> {
-        let _one = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
         let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
         let key = crate::engine::record_key(problem, self.agent, &cand);
-        let mut c = self.base.clone();
-        c.problems = vec![problem.clone()];
-        c.agent = AgentConfig::Given {
-            agent: self.agent,
-            candidates: vec![(problem.key(), cand)],
-        };
-        c.resume = true;
-        c.quiet = true;
-        let result = crate::engine::run(&c, Arc::clone(&self.stop))?;
-        result
-            .records
-            .into_iter()
-            .rev()
-            .find(|r| r.key() == key)
-            .with_context(|| {
-                format!(
-                    "the engine recorded nothing for kernel {name} of {}",
-                    problem.key()
-                )
-            })
+        let record = self.service.evaluate(problem, cand)?;
+        if record.key() != key {
+            bail!(
+                "the engine answered kernel {name} of {} with the record of {}",
+                problem.key(),
+                record.key()
+            );
+        }
+        Ok(record)
+    }
+
+    /// The task of `problem` ended: its reference worker may close.
+    pub fn release(&self, problem: &Problem) {
+        self.service.release(problem);
+    }
+
+    pub fn stats(&self) -> crate::engine::ServiceStats {
+        self.service.stats()
+    }
+
+    /// Waits for the service to stop; what it did.
+    pub fn finish(&self) -> Result<crate::engine::ServiceStats> {
+        self.service.finish()
     }
 }
 
@@ -471,7 +485,7 @@ pub fn run_with_profiler(
         )?),
     };
     let agent = opts.kind.name();
-    let eval = Evaluator::new(config, agent, Arc::clone(&stop));
+    let eval = Evaluator::new(config, agent, Arc::clone(&stop))?;
     let budget = Budget {
         started: Instant::now(),
         opts: opts.clone(),
@@ -538,6 +552,17 @@ pub fn run_with_profiler(
     }
     crate::runlog::write_atomic(&config.out.join("agent_tasks.jsonl"), lines.as_bytes())?;
     let total = llm.as_ref().map(|l| l.spent()).unwrap_or_default();
+    // Every task has ended: the service finishes (nothing is queued) and says what it did.
+    let evaluations = match eval.finish() {
+        Ok(s) => s,
+        Err(e) => {
+            fatal
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(e);
+            eval.stats()
+        }
+    };
     let summary = json!({
         "agent": agent,
         "tasks": results.len(),
@@ -547,6 +572,7 @@ pub fn run_with_profiler(
         "llm_replayed_from": opts.llm_replay.as_ref().filter(|_| llm.as_ref().is_some_and(|l| l.replaying())),
         "wall_s": budget.started.elapsed().as_secs_f64(),
         "runs_dir": config.out.join("runs").join(&runs_name),
+        "evaluations": evaluations,
     });
     crate::runlog::write_atomic(
         &config.out.join("agent_summary.json"),
@@ -711,11 +737,14 @@ fn run_task(
         stopped: Mutex::new(None),
     };
     let extra = match opts.kind {
-        Kind::CoderJudge => coder_judge::run(&ctx)?,
-        Kind::Kevin => kevin::run(&ctx)?,
-        Kind::CudaAgent => cuda_agent::run(&ctx)?,
-        Kind::Command => command::run(&ctx)?,
+        Kind::CoderJudge => coder_judge::run(&ctx),
+        Kind::Kevin => kevin::run(&ctx),
+        Kind::CudaAgent => cuda_agent::run(&ctx),
+        Kind::Command => command::run(&ctx),
     };
+    // No more kernels of this problem: the service may close its reference worker.
+    eval.release(problem);
+    let extra = extra?;
     let sources = ctx.sources.into_inner().unwrap_or_else(|e| e.into_inner());
     let rounds = ctx
         .rounds_log

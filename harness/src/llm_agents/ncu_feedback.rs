@@ -5,7 +5,6 @@
 //! where profiling fails altogether, the measured times are given, labelled as such.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use kbench_record::{Device, EvalRecord, Precision};
 use kbench_suites::Problem;
@@ -19,9 +18,6 @@ pub struct NcuFeedback {
     device: Device,
     precision: Precision,
     python: PathBuf,
-    /// One profile at a time: ncu replays each kernel many times and must not share the GPU
-    /// with another profile.
-    one: Mutex<()>,
 }
 
 impl NcuFeedback {
@@ -30,7 +26,6 @@ impl NcuFeedback {
             device,
             precision,
             python,
-            one: Mutex::new(()),
         }
     }
 
@@ -63,7 +58,10 @@ impl NcuFeedback {
                 python: Some(self.python.clone()),
             },
         };
-        let _one = self.one.lock().unwrap_or_else(|e| e.into_inner());
+        // The GPU to itself: no evaluation is timed while ncu replays this kernel (and ncu's
+        // clocks are not disturbed by one).
+        let device = crate::engine::device_lock(self.device);
+        let _held = device.lock().unwrap_or_else(|e| e.into_inner());
         crate::profile::profile(&args)
     }
 }
