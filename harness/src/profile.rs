@@ -1079,6 +1079,74 @@ mod tests {
         );
     }
 
+    /// Recorded by `tests/gpu/run_issue9.sh` on an H100 80GB HBM3 (ncu 2025.3.1, torch
+    /// 2.11.0+cu130, 3 profiled calls each); the figures asserted are the ones that run
+    /// printed.
+    #[test]
+    fn recorded_h100_profiles_parse_and_get_the_verdicts_the_gpu_run_showed() {
+        let rec = |text: &str| {
+            let l = parse_ncu_raw_csv(text).unwrap();
+            assert_eq!(l.len(), 3, "three calls, one launch each");
+            aggregate(&l, 3, Some(&h100()))
+        };
+        let missing = |p: &NcuProfile| -> Vec<&str> {
+            CUDAFORGE_METRICS
+                .iter()
+                .copied()
+                .filter(|m| !p.kernels[0].metrics.contains_key(*m))
+                .collect()
+        };
+        // A CUDA add of 2^26 floats: memory-bound at 76.6% of peak bandwidth, 2^26 FADDs.
+        let e = rec(include_str!(
+            "../../tests/fixtures/ncu/recorded_h100_elementwise_add.csv"
+        ));
+        assert!(e.kernels[0].name.starts_with("elementwise_add_kernel"));
+        let v = e.kernels[0].verdict.as_ref().unwrap();
+        assert_eq!(v.bound, Bound::MemoryBound);
+        assert!(
+            (v.bandwidth_fraction - 0.766).abs() < 0.01,
+            "{}",
+            v.bandwidth_fraction
+        );
+        assert_eq!(e.per_call.flops[&FlopClass::Fp32], 67_108_864.0);
+        // A bf16 4096^3 matmul (cuBLAS): compute-bound, and the tensor pipe's ops are exactly
+        // 2·N^3 FLOPs per call.
+        let m = rec(include_str!(
+            "../../tests/fixtures/ncu/recorded_h100_matmul_bf16.csv"
+        ));
+        assert!(
+            m.kernels[0].name.starts_with("nvjet_sm90"),
+            "{}",
+            m.kernels[0].name
+        );
+        assert_eq!(
+            m.kernels[0].verdict.as_ref().unwrap().bound,
+            Bound::ComputeBound
+        );
+        assert_eq!(
+            m.per_call.flops[&FlopClass::Bf16Tensor],
+            2.0 * 4096f64.powi(3)
+        );
+        // A 1024-element scale: 2.7 us, launch/latency-bound.
+        let t = rec(include_str!(
+            "../../tests/fixtures/ncu/recorded_h100_tiny_scale.csv"
+        ));
+        assert_eq!(
+            t.kernels[0].verdict.as_ref().unwrap().bound,
+            Bound::LatencyBound
+        );
+        assert!(t.per_call.duration_s < 10e-6, "{}", t.per_call.duration_s);
+        // CudaForge's metric set as this ncu names it: at most two of the 24 absent.
+        for p in [&e, &m, &t] {
+            let gone = missing(p);
+            assert!(gone.len() <= 2, "{gone:?}");
+        }
+        println!(
+            "CudaForge metrics this ncu does not print: {:?}",
+            missing(&e)
+        );
+    }
+
     #[test]
     fn elementwise_fixture_is_one_memory_bound_kernel_per_call() {
         let l = parse_ncu_raw_csv(ELEMENTWISE).unwrap();
