@@ -235,6 +235,11 @@ pub struct ReportArgs {
     /// Speedup ratio (default: median; mean with --table, as the papers use means).
     #[arg(long, value_enum)]
     pub basis: Option<BasisArg>,
+    /// Count kernels failed by this integrity flag as their cases and timing say, as if the
+    /// flag were not raised (repeatable or comma-separated, e.g. `no-custom-kernel`); each
+    /// such record says so in its notes. Kernels that failed a case stay failed.
+    #[arg(long = "ignore-flag", value_name = "FLAG", value_delimiter = ',')]
+    pub ignore_flags: Vec<String>,
     /// Which candidates count (default: best; first with --table kernelbench, whose
     /// analysis reads sample 0 only).
     #[arg(long, value_enum)]
@@ -264,6 +269,11 @@ pub struct LeaderboardArgs {
     /// Speedup ratio.
     #[arg(long, value_enum, default_value = "median")]
     pub basis: BasisArg,
+    /// Count kernels failed by this integrity flag as their cases and timing say, as if the
+    /// flag were not raised (repeatable or comma-separated, e.g. `no-custom-kernel`); each
+    /// such record says so in its notes. Kernels that failed a case stay failed.
+    #[arg(long = "ignore-flag", value_name = "FLAG", value_delimiter = ',')]
+    pub ignore_flags: Vec<String>,
 }
 
 #[derive(Debug, Args)]

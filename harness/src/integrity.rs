@@ -25,6 +25,23 @@ pub const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.
 pub const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
 
+/// Every flag that can fail a kernel (`Outcome::Integrity`), for `--ignore-flag`.
+pub const FLAGS: [&str; 13] = [
+    UNWRITTEN_OUTPUT,
+    INPUT_MUTATED,
+    THREAD_LEFT_RUNNING,
+    MONKEYPATCH,
+    NON_PLAIN_OUTPUT,
+    OUTPUT_REPLAYED,
+    TIMED_OUTPUT_MISMATCH,
+    PRECISION_DOWNGRADE,
+    NO_CUSTOM_KERNEL,
+    crate::engine::FASTER_THAN_LIGHT,
+    "protocol-violation",
+    "time-claim-exceeds-wall-clock",
+    "malformed-timing",
+];
+
 /// The poison bit patterns the worker writes into free memory (PROTOCOL.md): quiet NaNs
 /// with a payload that arithmetic does not produce.
 const POISON_F32: u32 = 0x7FC0_DEAD;

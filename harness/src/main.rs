@@ -138,7 +138,8 @@ fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {
 fn report(a: ReportArgs) -> Result<i32> {
     use kbench_reports::task::Pick;
     use kbench_reports::{export, papers, plot};
-    let runs = kbench::report::read_runs(&a.runs)?;
+    let mut runs = kbench::report::read_runs(&a.runs)?;
+    ignore_flags(&mut runs, &a.ignore_flags)?;
     let default = if a.table.is_some() {
         BasisArg::Mean
     } else {
@@ -186,12 +187,26 @@ fn report(a: ReportArgs) -> Result<i32> {
 }
 
 fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
-    let runs = kbench::report::read_runs(&a.runs)?;
+    let mut runs = kbench::report::read_runs(&a.runs)?;
+    ignore_flags(&mut runs, &a.ignore_flags)?;
     let report = kbench_reports::build_report(&runs, basis(a.basis));
     let page = kbench_reports::leaderboard::render_leaderboard(&report, &a.title)?;
     kbench::report::write_file(&a.out, &page)?;
     println!("leaderboard: {}", a.out.display());
     Ok(exit::OK)
+}
+
+/// `--ignore-flag`, said on stderr so a table is never silently more generous.
+fn ignore_flags(runs: &mut [kbench_reports::RunInput], flags: &[String]) -> Result<()> {
+    if flags.is_empty() {
+        return Ok(());
+    }
+    let n = kbench::report::ignore_flags(runs, flags)?;
+    eprintln!(
+        "kbench: --ignore-flag {}: {n} flagged kernel(s) counted as their cases and timing say",
+        flags.join(",")
+    );
+    Ok(())
 }
 
 fn setup(a: SetupArgs) -> Result<i32> {

@@ -136,10 +136,118 @@ pub fn read_runs(paths: &[PathBuf]) -> Result<Vec<RunInput>> {
 }
 
 /// Writes `text` to `path`, naming the file on failure.
+/// `--ignore-flag`: records failed by one of `flags` count as their cases say, their outcome
+/// becoming `ok` when every case they ran passed (at least one), with a note naming the flag
+/// and its detail. Returns how many records changed. Flags not raised by any record are an
+/// error only when unknown to kbench, so a typo is not silently ignored.
+pub fn ignore_flags(runs: &mut [RunInput], flags: &[String]) -> Result<usize> {
+    let known = crate::integrity::FLAGS;
+    for f in flags {
+        if !known.contains(&f.as_str()) {
+            anyhow::bail!(
+                "--ignore-flag {f}: not an integrity flag kbench raises (known: {})",
+                known.join(", ")
+            );
+        }
+    }
+    let mut changed = 0;
+    for run in runs {
+        for (r, _) in &mut run.records {
+            let kbench_record::Outcome::Integrity { flag, detail } = &r.outcome else {
+                continue;
+            };
+            if !flags.iter().any(|f| f == flag)
+                || r.cases.is_empty()
+                || r.cases.iter().any(|c| !c.passed)
+            {
+                continue;
+            }
+            r.notes.push(format!(
+                "integrity flag {flag} ignored by --ignore-flag: {detail}"
+            ));
+            r.outcome = kbench_record::Outcome::Ok;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod ignore_flag_tests {
+    use super::*;
+    use kbench_record::{EvalRecord, Outcome};
+
+    const RECORDS: &str = include_str!("../../tests/fixtures/report_runs/one-shot/records.jsonl");
+
+    fn run() -> RunInput {
+        let records: Vec<(EvalRecord, RecordExtras)> = RECORDS
+            .lines()
+            .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
+            .filter(|r| r.outcome.is_ok() && !r.cases.is_empty())
+            .take(2)
+            .map(|r| (r, RecordExtras::default()))
+            .collect();
+        assert_eq!(records.len(), 2);
+        RunInput {
+            label: "t".into(),
+            path: "t".into(),
+            run_id: None,
+            agent: None,
+            records,
+        }
+    }
+
+    #[test]
+    fn ignored_flags_count_as_the_cases_say_and_the_summary_counts_flags() {
+        let mut runs = vec![run()];
+        let flag = |r: &mut EvalRecord, f: &str| {
+            r.outcome = Outcome::Integrity {
+                flag: f.into(),
+                detail: "none of the candidate's own kernels ran".into(),
+            }
+        };
+        flag(&mut runs[0].records[0].0, "no-custom-kernel");
+        flag(&mut runs[0].records[1].0, "no-custom-kernel");
+        runs[0].records[1].0.cases[0].passed = false;
+
+        let records: Vec<EvalRecord> = runs[0].records.iter().map(|(r, _)| r.clone()).collect();
+        let s = kbench_reports::summarize(&records);
+        assert_eq!(s.correct, 0);
+        assert_eq!(s.flagged.get("no-custom-kernel"), Some(&2));
+        let text = kbench_reports::render_summary(&s);
+        assert!(
+            text.contains(
+                "flagged: 2 kernel(s), never counted correct or fast: no-custom-kernel (2)"
+            ),
+            "{text}"
+        );
+
+        assert_eq!(
+            ignore_flags(&mut runs, &["output-replayed".into()]).unwrap(),
+            0
+        );
+        assert_eq!(
+            ignore_flags(&mut runs, &["no-custom-kernel".into()]).unwrap(),
+            1
+        );
+        let (ok, _) = &runs[0].records[0];
+        assert!(ok.outcome.is_ok());
+        assert!(ok
+            .notes
+            .iter()
+            .any(|n| n.starts_with("integrity flag no-custom-kernel ignored")));
+        // A failed case keeps it failed, flag and all.
+        assert!(!runs[0].records[1].0.outcome.is_ok());
+
+        let e = ignore_flags(&mut runs, &["no-such-flag".into()]).unwrap_err();
+        assert!(e.to_string().contains("not an integrity flag"), "{e}");
+    }
 }

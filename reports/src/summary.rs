@@ -81,6 +81,9 @@ pub struct RunSummary {
     /// Per stress family: cases not run because they do not apply to the problem.
     #[serde(default)]
     pub not_applicable: BTreeMap<String, usize>,
+    /// Kernels failed by an integrity flag, per flag (never counted correct or fast).
+    #[serde(default)]
+    pub flagged: BTreeMap<String, usize>,
     /// Timed correct candidates whose record has a speed of light (CUDA runs on a GPU in
     /// kbench's spec table).
     #[serde(default)]
@@ -104,6 +107,7 @@ impl RunSummary {
         let (mut compiled, mut correct, mut correct_random) = (0, 0, 0);
         let mut family_failures: BTreeMap<String, usize> = BTreeMap::new();
         let mut not_applicable: BTreeMap<String, usize> = BTreeMap::new();
+        let mut flagged: BTreeMap<String, usize> = BTreeMap::new();
         let mut sol_ratios = Vec::new();
         let mut below_sol = 0;
         for r in records {
@@ -122,6 +126,9 @@ impl RunSummary {
                 *not_applicable.entry(c.case.family.to_string()).or_insert(0) += 1;
             }
             *outcomes.entry(r.outcome.kind().to_string()).or_insert(0) += 1;
+            if let kbench_record::Outcome::Integrity { flag, .. } = &r.outcome {
+                *flagged.entry(flag.clone()).or_insert(0) += 1;
+            }
             compiled += usize::from(r.outcome.compiled());
             if r.outcome.is_ok() {
                 correct += 1;
@@ -152,6 +159,7 @@ impl RunSummary {
             correct_random,
             family_failures,
             not_applicable,
+            flagged,
         }
     }
 

@@ -77,6 +77,18 @@ pub fn render_summary(s: &RunSummary) -> String {
             .collect();
         out.push_str(&format!("failing families: {}\n", named.join(", ")));
     }
+    if !s.flagged.is_empty() {
+        let named: Vec<String> = s
+            .flagged
+            .iter()
+            .map(|(f, n)| format!("{f} ({n})"))
+            .collect();
+        out.push_str(&format!(
+            "flagged: {} kernel(s), never counted correct or fast: {}\n",
+            s.flagged.values().sum::<usize>(),
+            named.join(", ")
+        ));
+    }
     if !s.outcomes.is_empty() {
         out.push('\n');
         let mut outcome_rows = vec![("outcome".to_string(), "count".to_string(), String::new())];
