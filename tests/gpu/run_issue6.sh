@@ -29,7 +29,7 @@ step() { echo "== $1 $(date -u +%T)"; }
 step pytests
 S=$(date +%s)
 # The worker's CUDA tests (timing loop, device I/O) and the integrity probes.
-(cd harness/python && timeout 150 python3 -m unittest test_worker.CudaTests test_worker.DeviceIoTests test_worker.IntegrityProbeTests $PYTEST_EXTRA) > "$L/pytests.txt" 2>&1
+(cd harness/python && timeout 150 python3 -m unittest test_worker.CudaTests test_worker.DeviceIoTests test_worker.IntegrityProbeTests ${PYTEST_EXTRA:-}) > "$L/pytests.txt" 2>&1
 echo "pytests rc=$? $(( $(date +%s)-S ))s"; tail -3 "$L/pytests.txt"
 COMMON=(run --agent replay --kernelbench $EX/problems --levels 1 --device cuda --gpus 0
         --families signed --timed-calls 20 --rounds 2 --warmup 2 --secret-from "$L/secret" --quiet)
