@@ -351,6 +351,129 @@ fn malformed_replies_fail_rounds_and_llm_replay_reproduces_the_run() {
     );
 }
 
+/// A killed agent run continues with `--resume`: the model calls it recorded are answered
+/// from its own llm/ folder (the server sees only the rest) and the kernels it evaluated are
+/// not evaluated again; without `--resume` an existing run is refused.
+#[test]
+fn an_interrupted_agent_run_resumes_from_its_own_calls_and_records() {
+    let _g = serial();
+    ensure_python();
+    let server = FakeLlm::start(
+        &json!({"models": {"coder-m": [
+            {"content": "Sorry, I will not write code today."},
+            {"raw": "{\"choices\": [oops"},
+            reply(FAST, ""),
+        ]}}),
+        0,
+        None,
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["coder-m"]);
+    let out = tmp.path().join("run");
+    let args = [
+        "--model",
+        "coder-m",
+        "--judge",
+        "coder-m",
+        "--max-rounds",
+        "3",
+    ];
+    let o = run_agent(&out, &cfg, "coder-judge", &args);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let calls = server.received().len();
+    let rounds = jsonl(&out.join("agent/level1_problem1/rounds.jsonl"));
+    assert_eq!(rounds.len(), 3);
+    assert!(rounds[2]["kernel"]["correct"].as_bool().unwrap());
+    let records = jsonl(&out.join("records.jsonl"));
+    let kernels = records
+        .iter()
+        .filter(|r| r.get("candidate").is_some())
+        .count();
+
+    // As if killed during the last round: its model call and its record never landed.
+    let llm = out.join("llm");
+    let stream = std::fs::read_dir(&llm)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&stream)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), calls);
+    std::fs::remove_file(files.last().unwrap()).unwrap();
+    let text = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    // The last round's kernel is the log's last record.
+    let mut kept: Vec<&str> = text.lines().collect();
+    let last = kept.pop().unwrap();
+    assert!(last.contains("round02"), "{last}");
+    let kept: String = kept.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(out.join("records.jsonl"), kept).unwrap();
+    let before = read_json(&out.join("agent_summary.json"));
+    for f in ["agent_tasks.jsonl", "agent_summary.json"] {
+        std::fs::remove_file(out.join(f)).unwrap();
+    }
+
+    // A new server that knows only the last reply.
+    let server2 =
+        FakeLlm::start(&json!({"models": {"coder-m": [reply(FAST, "")]}}), 0, None).unwrap();
+    let cfg2 = toml(
+        &tmp.path().join("cfg2").tap_mkdir(),
+        &server2.base_url(),
+        &["coder-m"],
+    );
+    let o = run_agent(&out, &cfg2, "coder-judge", &args);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pass --resume"),
+        "{}",
+        show(&o)
+    );
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let o = run_agent(&out, &cfg2, "coder-judge", &resume);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert_eq!(
+        server2.received().len(),
+        1,
+        "only the call that never landed"
+    );
+    let rounds2 = jsonl(&out.join("agent/level1_problem1/rounds.jsonl"));
+    assert_eq!(rounds2.len(), 3);
+    for (a, b) in rounds.iter().zip(&rounds2) {
+        assert_eq!(a["kernel"]["sha256"], b["kernel"]["sha256"]);
+        assert_eq!(a["kernel"]["correct"], b["kernel"]["correct"]);
+    }
+    // Each kernel once in the log: the earlier ones were not evaluated again.
+    let records2 = jsonl(&out.join("records.jsonl"));
+    assert_eq!(
+        records2
+            .iter()
+            .filter(|r| r.get("candidate").is_some())
+            .count(),
+        kernels
+    );
+    let summary = read_json(&out.join("agent_summary.json"));
+    assert_eq!(summary["llm_calls_resumed"], (calls - 1) as u64);
+    // The run's spend is that of the uninterrupted run: recorded calls count as spent.
+    for k in ["calls", "input_tokens", "output_tokens", "cost_usd"] {
+        assert_eq!(
+            summary["llm"][k], before["llm"][k],
+            "{k}: {summary} vs {before}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("runs/coder-judge").join(FINAL))
+            .unwrap()
+            .trim_end(),
+        FAST.trim_end()
+    );
+}
+
 trait TapMkdir {
     fn tap_mkdir(self) -> PathBuf;
 }
@@ -836,7 +959,7 @@ fn fake_llm_subcommand_serves_the_script() {
     }
     let cfg = toml(tmp.path(), &url, &["m"]);
     let file = kbench::llm::LlmFile::load(&cfg).unwrap();
-    let llm = kbench::llm::Llm::new(file, &cfg, tmp.path(), None).unwrap();
+    let llm = kbench::llm::Llm::new(file, &cfg, tmp.path(), None, false).unwrap();
     let r = llm.chat(
         "m",
         "s",

@@ -225,6 +225,11 @@ pub struct Llm {
     record_dir: PathBuf,
     /// `<recorded run>/llm` when replaying.
     replay_dir: Option<PathBuf>,
+    /// A resumed run (`--resume`): calls this run directory already recorded are answered
+    /// from their records (not sent, not saved again); the rest go to the model.
+    resume: bool,
+    /// Calls answered from this run's own records (`resume`).
+    reused: std::sync::atomic::AtomicU64,
     agent: ureq::Agent,
     /// For loopback servers: never through an HTTP proxy from the environment.
     direct: ureq::Agent,
@@ -261,6 +266,7 @@ impl Llm {
         config_path: &Path,
         run_dir: &Path,
         replay: Option<&Path>,
+        resume: bool,
     ) -> Result<Self> {
         let mut gates: HashMap<String, Arc<Gate>> = HashMap::new();
         let mut limits: HashMap<String, usize> = HashMap::new();
@@ -310,6 +316,8 @@ impl Llm {
             gates,
             record_dir,
             replay_dir,
+            resume,
+            reused: std::sync::atomic::AtomicU64::new(0),
             agent,
             direct,
             total: Mutex::new(Spend::default()),
@@ -324,6 +332,11 @@ impl Llm {
     /// Whether replies come from a recorded run (`--llm-replay`).
     pub fn replaying(&self) -> bool {
         self.replay_dir.is_some()
+    }
+
+    /// Calls a resumed run answered from its own records.
+    pub fn reused_calls(&self) -> u64 {
+        self.reused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn spent(&self) -> Spend {
@@ -368,24 +381,33 @@ impl Llm {
         }
         let started = Instant::now();
         let started_unix_s = crate::runlog::now_unix();
-        let (status, attempts, reply_body, result) = match &self.replay_dir {
-            Some(dir) => match self.replayed(dir, stream, seq) {
-                Ok(rec) => {
-                    if rec.label != label {
-                        eprintln!(
-                            "kbench: --llm-replay: call {seq} of `{stream}` was `{}` when recorded and is `{label}` now (a kernel's verdict changed); replaying the recorded reply anyway",
-                            rec.label
-                        );
-                    }
-                    let r = match &rec.error {
-                        Some(e) => Err(LlmError::Malformed(format!("(replayed) {e}"))),
-                        None => parse_reply(&rec.reply_body, &m),
-                    };
-                    (rec.status, 0, rec.reply_body, r)
-                }
+        let from_record = |rec: CallRecord, how: &str| {
+            if rec.label != label {
+                eprintln!(
+                    "kbench: {how}: call {seq} of `{stream}` was `{}` when recorded and is `{label}` now (a kernel's verdict changed); replaying the recorded reply anyway",
+                    rec.label
+                );
+            }
+            let r = match &rec.error {
+                Some(e) => Err(LlmError::Malformed(format!("(replayed) {e}"))),
+                None => parse_reply(&rec.reply_body, &m),
+            };
+            (rec.status, 0, rec.reply_body, r)
+        };
+        // A resumed run answers the calls it already made from its own records.
+        let own = if self.resume {
+            self.replayed(&self.record_dir, stream, seq).ok()
+        } else {
+            None
+        };
+        let reused = own.is_some();
+        let (status, attempts, reply_body, result) = match (own, &self.replay_dir) {
+            (Some(rec), _) => from_record(rec, "--resume"),
+            (None, Some(dir)) => match self.replayed(dir, stream, seq) {
+                Ok(rec) => from_record(rec, "--llm-replay"),
                 Err(e) => (0, 0, String::new(), Err(e)),
             },
-            None => self.post(model_name, &m, &body),
+            (None, None) => self.post(model_name, &m, &body),
         };
         let wall_s = started.elapsed().as_secs_f64();
         let result = result.map(|mut r| {
@@ -413,6 +435,14 @@ impl Llm {
             started_unix_s,
         };
         let dir = self.record_dir.join(stream);
+        if reused {
+            self.reused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Ok(r) = &result {
+                self.total.lock().unwrap_or_else(|e| e.into_inner()).add(r);
+            }
+            return result;
+        }
         let saved = std::fs::create_dir_all(&dir).and_then(|_| {
             std::fs::write(
                 dir.join(format!("{seq:04}_{label}.json")),
@@ -755,6 +785,7 @@ mod tests {
             Path::new("kbench.toml"),
             dir.path(),
             None,
+            false,
         )
         .unwrap();
         (server, llm, dir)
@@ -926,6 +957,7 @@ mod tests {
             Path::new("kbench.toml"),
             out.path(),
             Some(dir.path()),
+            false,
         )
         .unwrap();
         assert_eq!(

@@ -448,10 +448,16 @@ pub fn run_with_profiler(
     stop: Arc<AtomicBool>,
     profiler: &dyn ProfileFeedback,
 ) -> Result<i32> {
-    if config.out.join(crate::runlog::MANIFEST).exists() {
+    let resuming = config.out.join(crate::runlog::MANIFEST).exists();
+    if resuming && !config.resume {
         bail!(
-            "{} already holds a run; agent runs cannot be resumed yet: choose another --out (its model calls can be replayed with --llm-replay {})",
-            config.out.display(),
+            "{} already holds a run: pass --resume to continue it (the model calls it recorded are answered from its llm/ folder and the kernels it evaluated are not evaluated again), or choose another --out",
+            config.out.display()
+        );
+    }
+    if resuming && opts.llm_replay.is_some() {
+        bail!(
+            "--resume continues {} from its own recorded calls: drop --llm-replay",
             config.out.display()
         );
     }
@@ -482,6 +488,7 @@ pub fn run_with_profiler(
             &path,
             &config.out,
             opts.llm_replay.as_deref(),
+            resuming,
         )?),
     };
     let agent = opts.kind.name();
@@ -570,6 +577,9 @@ pub fn run_with_profiler(
         "llm": total,
         // Replayed runs report the recorded calls' tokens and dollars (nothing was spent now).
         "llm_replayed_from": opts.llm_replay.as_ref().filter(|_| llm.as_ref().is_some_and(|l| l.replaying())),
+        // A resumed run: calls answered from this run's own records (their tokens and
+        // dollars are in `llm`, spent by the run before it was interrupted).
+        "llm_calls_resumed": llm.as_ref().map(|l| l.reused_calls()).unwrap_or(0),
         "wall_s": budget.started.elapsed().as_secs_f64(),
         "runs_dir": config.out.join("runs").join(&runs_name),
         "evaluations": evaluations,
