@@ -1726,6 +1726,20 @@ mod tests {
     }
 
     /// ReLU on [0, 1): the output is its input; under signed it is not.
+    /// Level 1 problem 19, ReLU, as a suite would hold it (no source needed here).
+    fn relu_problem() -> Problem {
+        Problem {
+            suite: "kernelbench".into(),
+            level: 1,
+            id: 19,
+            name: "ReLU".into(),
+            file: "19_ReLU.py".into(),
+            source: String::new(),
+            origin: None,
+            sha256: "ab".into(),
+        }
+    }
+
     fn relu_like() -> Value {
         json!({
             "random": {"outputs": [out(json!({
@@ -1957,16 +1971,7 @@ mod tests {
 
     #[test]
     fn counts_and_markdown() {
-        let p = Problem {
-            suite: "kernelbench".into(),
-            level: 1,
-            id: 19,
-            name: "ReLU".into(),
-            file: "19_ReLU.py".into(),
-            source: String::new(),
-            origin: None,
-            sha256: "ab".into(),
-        };
+        let p = relu_problem();
         let mut a = ProblemAudit::new(&p);
         a.set_measured(relu_like(), ATOL);
         let mut b = ProblemAudit::new(&p);
@@ -2050,16 +2055,7 @@ mod tests {
 
     #[test]
     fn resume_reads_back_what_was_audited_with_the_same_settings() {
-        let p = Problem {
-            suite: "kernelbench".into(),
-            level: 1,
-            id: 19,
-            name: "ReLU".into(),
-            file: "19_ReLU.py".into(),
-            source: String::new(),
-            origin: None,
-            sha256: "ab".into(),
-        };
+        let p = relu_problem();
         let mut done = ProblemAudit::new(&p);
         done.set_measured(relu_like(), ATOL);
         let mut cut = ProblemAudit::new(&p);

@@ -1094,7 +1094,7 @@ pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome>
             exit_code,
         },
         WorkerFault::Protocol(m) => Outcome::Integrity {
-            flag: "protocol-violation".into(),
+            flag: crate::integrity::PROTOCOL_VIOLATION.into(),
             detail: m,
         },
         WorkerFault::Spawn(m) => Outcome::RuntimeError {
@@ -1509,11 +1509,6 @@ fn evaluate_candidate(
         }),
         Device::Cpu => None,
     };
-    // A time below the physical limit (reads and FLOPs at the GPU's peaks, L2 flushed before
-    // each call) is no kernel's honest result: work skipped, results kept across calls, or
-    // broken timing (issue 6, "excessive speedup").
-    let outcome =
-        faster_than_light(&outcome, timing.as_ref(), speed_of_light.as_ref()).unwrap_or(outcome);
     phases.reference_s = reference.made_s - made0;
     phases.inputs_s = reference.inputs_s - inputs0;
     // Case time includes making reference cases on demand; report the candidate's part.
@@ -1527,7 +1522,7 @@ fn evaluate_candidate(
         (Some(table), Some(t)) => table.ratios(&problem.to_ref(), &t.candidate),
         _ => Default::default(),
     };
-    Ok(Some(EvalRecord {
+    let mut record = EvalRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run_dir.manifest.run_id.clone(),
         problem: problem.to_ref(),
@@ -1554,36 +1549,35 @@ fn evaluate_candidate(
         baselines,
         speed_of_light,
         integrity: Some(integrity),
-    }))
+    };
+    // A time below the physical limit (reads and FLOPs at the GPU's peaks, L2 flushed before
+    // each call) is no kernel's honest result: work skipped, results kept across calls, or
+    // broken timing (issue 6, "excessive speedup").
+    if let Some(o) = faster_than_light(&record) {
+        record.outcome = o;
+    }
+    Ok(Some(record))
 }
 
-/// The integrity flag of a time below the problem's speed of light.
-pub const FASTER_THAN_LIGHT: &str = "faster-than-speed-of-light";
-
-/// The outcome replacing `Ok` when the candidate's median time (taken with the L2 flushed)
-/// is below the problem's strict speed of light by more than the slack.
-pub fn faster_than_light(
-    outcome: &Outcome,
-    timing: Option<&kbench_record::TimingSummary>,
-    sol: Option<&kbench_record::perf::SpeedOfLight>,
-) -> Option<Outcome> {
-    let (Outcome::Ok, Some(t), Some(sol)) = (outcome, timing, sol) else {
+/// The outcome replacing `Ok` when the record's median time, taken with the L2 flushed, is
+/// below the problem's strict speed of light by more than the slack
+/// ([`EvalRecord::below_speed_of_light`]).
+pub fn faster_than_light(r: &EvalRecord) -> Option<Outcome> {
+    if !r.outcome.is_ok() || !r.below_speed_of_light(kbench_reports::SOL_SLACK) {
         return None;
-    };
-    let median_s = t.candidate.median_ms / 1e3;
-    (t.l2_flush && sol.is_impossible(median_s, kbench_reports::SOL_SLACK)).then(|| {
-        Outcome::Integrity {
-            flag: FASTER_THAN_LIGHT.into(),
-            detail: format!(
-                "median {:.3} us per call, but reading the inputs and weights ({:.3} MB) and doing the FLOPs ({:.3} GFLOP at the {} peak) takes at least {:.3} us on {}",
-                median_s * 1e6,
-                (sol.cost.input_bytes + sol.cost.weight_bytes) / 1e6,
-                sol.cost.flops / 1e9,
-                sol.compute_peak,
-                sol.strict_min_s * 1e6,
-                sol.arch
-            ),
-        }
+    }
+    let (t, sol) = (r.timing.as_ref()?, r.speed_of_light.as_ref()?);
+    Some(Outcome::Integrity {
+        flag: crate::integrity::FASTER_THAN_LIGHT.into(),
+        detail: format!(
+            "median {:.3} us per call, but reading the inputs and weights ({:.3} MB) and doing the FLOPs ({:.3} GFLOP at the {} peak) takes at least {:.3} us on {}",
+            t.candidate.median_ms * 1e3,
+            (sol.cost.input_bytes + sol.cost.weight_bytes) / 1e6,
+            sol.cost.flops / 1e9,
+            sol.compute_peak,
+            sol.strict_min_s * 1e6,
+            sol.arch
+        ),
     })
 }
 
@@ -2141,23 +2135,15 @@ pub(crate) fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbench_record::perf::{speed_of_light, ArchRates, Peaks, ProblemCost};
-
-    const RECORDS: &str = include_str!("../../tests/fixtures/report_runs/one-shot/records.jsonl");
+    use crate::test_support::{h100, one_shot_records};
+    use kbench_record::perf::{speed_of_light, ProblemCost};
 
     #[test]
     fn a_time_below_the_speed_of_light_is_flagged_and_only_then() {
-        let mut record = RECORDS
-            .lines()
-            .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
+        let mut record = one_shot_records()
+            .into_iter()
             .find(|r| r.timing.is_some() && r.outcome == Outcome::Ok)
             .expect("a timed correct record in the fixture run");
-        let h100 = Peaks::from_rates(
-            &ArchRates::for_cc(9, 0).unwrap(),
-            132,
-            1980.0,
-            2.0 * 2619e6 * 5120.0 / 8.0,
-        );
         // 335.2 MB of inputs at 3352 GB/s: at least 100 us.
         let cost = ProblemCost {
             flops: 0.0,
@@ -2167,19 +2153,20 @@ mod tests {
             weight_bytes: 0.0,
             output_bytes: 335.2e6,
         };
-        let sol = speed_of_light(&cost, &h100);
+        let sol = speed_of_light(&cost, &h100());
         assert!(
             (sol.strict_min_s - 100e-6).abs() < 1e-7,
             "{}",
             sol.strict_min_s
         );
+        record.speed_of_light = Some(sol);
         let t = record.timing.as_mut().unwrap();
         t.l2_flush = true;
         t.candidate.median_ms = 0.050;
-        let flagged = faster_than_light(&Outcome::Ok, record.timing.as_ref(), Some(&sol));
+        let flagged = faster_than_light(&record);
         match flagged {
             Some(Outcome::Integrity { flag, detail }) => {
-                assert_eq!(flag, FASTER_THAN_LIGHT);
+                assert_eq!(flag, crate::integrity::FASTER_THAN_LIGHT);
                 assert!(detail.contains("takes at least 99.99"), "{detail}");
             }
             other => panic!("expected the flag, got {other:?}"),
@@ -2188,17 +2175,20 @@ mod tests {
         // already failed: no flag.
         let t = record.timing.as_mut().unwrap();
         t.candidate.median_ms = 0.095;
-        assert!(faster_than_light(&Outcome::Ok, record.timing.as_ref(), Some(&sol)).is_none());
+        assert!(faster_than_light(&record).is_none());
         let t = record.timing.as_mut().unwrap();
         t.candidate.median_ms = 0.050;
         t.l2_flush = false;
-        assert!(faster_than_light(&Outcome::Ok, record.timing.as_ref(), Some(&sol)).is_none());
+        assert!(faster_than_light(&record).is_none());
         record.timing.as_mut().unwrap().l2_flush = true;
-        assert!(faster_than_light(&Outcome::Ok, record.timing.as_ref(), None).is_none());
-        let failed = Outcome::Integrity {
+        let sol = record.speed_of_light.take();
+        assert!(faster_than_light(&record).is_none());
+        record.speed_of_light = sol;
+        assert!(faster_than_light(&record).is_some());
+        record.outcome = Outcome::Integrity {
             flag: "output-replayed".into(),
             detail: String::new(),
         };
-        assert!(faster_than_light(&failed, record.timing.as_ref(), Some(&sol)).is_none());
+        assert!(faster_than_light(&record).is_none());
     }
 }

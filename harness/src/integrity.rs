@@ -20,6 +20,14 @@ pub const OUTPUT_REPLAYED: &str = "output-replayed";
 pub const TIMED_OUTPUT_MISMATCH: &str = "timed-output-mismatch";
 pub const PRECISION_DOWNGRADE: &str = "precision-downgrade";
 pub const NO_CUSTOM_KERNEL: &str = "no-custom-kernel";
+/// A median time below the problem's speed of light (`engine::faster_than_light`).
+pub const FASTER_THAN_LIGHT: &str = "faster-than-speed-of-light";
+/// A frame on the results channel that is not the awaited, well-formed answer.
+pub const PROTOCOL_VIOLATION: &str = "protocol-violation";
+/// Timed calls claiming more time than the harness's own clock saw pass.
+pub const TIME_CLAIM_EXCEEDS_WALL_CLOCK: &str = "time-claim-exceeds-wall-clock";
+/// A timing reply the harness cannot read as samples.
+pub const MALFORMED_TIMING: &str = "malformed-timing";
 /// Advisory only (timing is already device-synchronized, so side-stream work is timed).
 pub const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.
@@ -36,10 +44,10 @@ pub const FLAGS: [&str; 13] = [
     TIMED_OUTPUT_MISMATCH,
     PRECISION_DOWNGRADE,
     NO_CUSTOM_KERNEL,
-    crate::engine::FASTER_THAN_LIGHT,
-    "protocol-violation",
-    "time-claim-exceeds-wall-clock",
-    "malformed-timing",
+    FASTER_THAN_LIGHT,
+    PROTOCOL_VIOLATION,
+    TIME_CLAIM_EXCEEDS_WALL_CLOCK,
+    MALFORMED_TIMING,
 ];
 
 /// The poison bit patterns the worker writes into free memory (PROTOCOL.md): quiet NaNs

@@ -30,3 +30,6 @@ pub mod shard;
 pub mod slurm;
 pub(crate) mod timing;
 pub mod worker;
+
+#[cfg(test)]
+mod test_support;

@@ -436,24 +436,22 @@ impl Llm {
         };
         let dir = self.record_dir.join(stream);
         if reused {
+            // Already saved by the run that made it.
             self.reused
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if let Ok(r) = &result {
-                self.total.lock().unwrap_or_else(|e| e.into_inner()).add(r);
+        } else {
+            let saved = std::fs::create_dir_all(&dir).and_then(|_| {
+                std::fs::write(
+                    dir.join(format!("{seq:04}_{label}.json")),
+                    serde_json::to_vec_pretty(&rec).unwrap_or_default(),
+                )
+            });
+            if let Err(e) = saved {
+                return Err(LlmError::Http(format!(
+                    "could not save the call in {}: {e}",
+                    dir.display()
+                )));
             }
-            return result;
-        }
-        let saved = std::fs::create_dir_all(&dir).and_then(|_| {
-            std::fs::write(
-                dir.join(format!("{seq:04}_{label}.json")),
-                serde_json::to_vec_pretty(&rec).unwrap_or_default(),
-            )
-        });
-        if let Err(e) = saved {
-            return Err(LlmError::Http(format!(
-                "could not save the call in {}: {e}",
-                dir.display()
-            )));
         }
         if let Ok(r) = &result {
             self.total.lock().unwrap_or_else(|e| e.into_inner()).add(r);

@@ -1043,16 +1043,9 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbench_record::perf::{ArchRates, Bound};
+    use kbench_record::perf::Bound;
 
-    fn h100() -> Peaks {
-        Peaks::from_rates(
-            &ArchRates::for_cc(9, 0).unwrap(),
-            132,
-            1980.0,
-            2.0 * 2619e6 * 5120.0 / 8.0,
-        )
-    }
+    use crate::test_support::h100;
 
     const ELEMENTWISE: &str = include_str!("../../tests/fixtures/ncu/elementwise_add.csv");
     const MATMUL: &str = include_str!("../../tests/fixtures/ncu/matmul_bf16.csv");

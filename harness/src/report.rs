@@ -185,12 +185,9 @@ mod ignore_flag_tests {
     use super::*;
     use kbench_record::{EvalRecord, Outcome};
 
-    const RECORDS: &str = include_str!("../../tests/fixtures/report_runs/one-shot/records.jsonl");
-
     fn run() -> RunInput {
-        let records: Vec<(EvalRecord, RecordExtras)> = RECORDS
-            .lines()
-            .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
+        let records: Vec<(EvalRecord, RecordExtras)> = crate::test_support::one_shot_records()
+            .into_iter()
             .filter(|r| r.outcome.is_ok() && !r.cases.is_empty())
             .take(2)
             .map(|r| (r, RecordExtras::default()))

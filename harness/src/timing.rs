@@ -174,7 +174,7 @@ pub fn time_pair(
                         let claimed: f64 = s.iter().sum::<f64>() / 1e3;
                         if claimed > wall * 1.01 + 1e-3 {
                             return Ok(TimingResult::Failed(Outcome::Integrity {
-                                flag: "time-claim-exceeds-wall-clock".into(),
+                                flag: crate::integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
                                 detail: format!(
                                     "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
                                 ),
@@ -185,7 +185,7 @@ pub fn time_pair(
                     }
                     Err(e) => {
                         return Ok(TimingResult::Failed(Outcome::Integrity {
-                            flag: "malformed-timing".into(),
+                            flag: crate::integrity::MALFORMED_TIMING.into(),
                             detail: e,
                         }))
                     }
@@ -208,7 +208,7 @@ pub fn time_pair(
         }
         (_, Err(e)) => {
             return Ok(TimingResult::Failed(Outcome::Integrity {
-                flag: "malformed-timing".into(),
+                flag: crate::integrity::MALFORMED_TIMING.into(),
                 detail: e.to_string(),
             }))
         }
@@ -227,7 +227,7 @@ pub fn time_pair(
     ) = (kbench_reports::speedup(&reference, &candidate), paired)
     else {
         return Ok(TimingResult::Failed(Outcome::Integrity {
-            flag: "malformed-timing".into(),
+            flag: crate::integrity::MALFORMED_TIMING.into(),
             detail: format!(
                 "no finite speedup from reference {} ms and candidate {} ms",
                 reference.median_ms, candidate.median_ms

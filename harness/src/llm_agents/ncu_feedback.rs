@@ -128,28 +128,19 @@ impl ProfileFeedback for NcuFeedback {
 mod tests {
     use super::*;
     use crate::profile::{aggregate, parse_ncu_raw_csv, ProfileReport};
-    use kbench_record::perf::{ArchRates, Peaks};
+    use crate::test_support::{h100, one_shot_records};
 
     const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");
-    const RECORDS: &str =
-        include_str!("../../../tests/fixtures/report_runs/one-shot/records.jsonl");
-
     fn timed_record() -> EvalRecord {
-        RECORDS
-            .lines()
-            .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
+        one_shot_records()
+            .into_iter()
             .find(|r| r.timing.is_some())
             .expect("a timed record in the fixture run")
     }
 
     #[test]
     fn the_judge_gets_cudaforge_metrics_roofline_and_timing_from_an_ncu_profile() {
-        let peaks = Peaks::from_rates(
-            &ArchRates::for_cc(9, 0).unwrap(),
-            132,
-            1980.0,
-            2.0 * 2619e6 * 5120.0 / 8.0,
-        );
+        let peaks = h100();
         let ncu = aggregate(&parse_ncu_raw_csv(MATMUL).unwrap(), 3, Some(&peaks));
         let gemm = ncu.kernels[0].name.clone();
         let report = ProfileReport {
