@@ -25,7 +25,7 @@ use crate::python::{self, PythonInfo};
 use crate::reference::{CaseData, DevTensorOwned, RefCase, RefFailure, ReferenceSession};
 use crate::runlog::{now_unix, RunDir};
 use crate::timing::{time_pair, TimingResult};
-use crate::worker::{Role, StartGate, Worker, WorkerFault, WorkerSpec};
+use crate::worker::{Gates, Role, Worker, WorkerFault, WorkerSpec};
 
 mod service;
 pub use service::{device_lock, Service, ServiceStats};
@@ -123,7 +123,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         stop: Arc::clone(&stop),
         cuda_arch,
         builds: None,
-        gate: Arc::new(StartGate::default()),
+        gates: Gates::default(),
     };
 
     // Write every pending candidate out and queue the ones with extensions for building.
@@ -818,8 +818,8 @@ pub(crate) struct Ctx<'a> {
     /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only, e.g. `9.0`.
     cuda_arch: Option<String>,
     builds: Option<BuildPool>,
-    /// Pauses workers still starting while any kernel is timed.
-    pub gate: Arc<StartGate>,
+    /// Pause workers still starting for a device while a kernel is timed on it.
+    pub gates: Gates,
 }
 
 impl<'a> Ctx<'a> {
@@ -839,7 +839,7 @@ impl<'a> Ctx<'a> {
             stop,
             cuda_arch: None,
             builds: None,
-            gate: Arc::new(StartGate::default()),
+            gates: Gates::default(),
         }
     }
 }
@@ -866,7 +866,7 @@ impl Ctx<'_> {
             log_path,
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),
-            gate: Some(Arc::clone(&self.gate)),
+            gate: Some(self.gates.of(device)),
         }
     }
 
@@ -1330,7 +1330,8 @@ fn evaluate_candidate(
                         Err(RefFailure::Interrupted) => return Ok(None),
                         Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
                         Ok(()) => {
-                            ctx.gate.begin_timing();
+                            let gate = ctx.gates.of(exec.device);
+                            gate.begin_timing();
                             let checks = crate::timing::TimedChecks {
                                 check_outputs: last_random
                                     .as_ref()
@@ -1342,7 +1343,7 @@ fn evaluate_candidate(
                             };
                             let r =
                                 time_pair(c, exec, &mut reference.worker, &mut worker, tc, checks);
-                            ctx.gate.end_timing();
+                            gate.end_timing();
                             r
                         }
                     };

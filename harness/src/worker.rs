@@ -120,6 +120,22 @@ impl StartGate {
     }
 }
 
+/// One [`StartGate`] per device. Timing on a GPU pauses only the workers starting for that
+/// GPU: its timing processes run pinned to a core kept free for them, and on a host with
+/// several GPUs one gate for all would keep workers paused whenever any GPU is timing
+/// (most of the time with 2 GPUs, nearly always with 8), so each GPU would wait for its
+/// next workers and the run would not scale. On the CPU every executor shares the one gate
+/// of `Device::Cpu`: CPU timing is disturbed by anything that runs.
+#[derive(Debug, Default)]
+pub struct Gates(Mutex<std::collections::HashMap<kbench_record::Device, Arc<StartGate>>>);
+
+impl Gates {
+    pub fn of(&self, device: kbench_record::Device) -> Arc<StartGate> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(m.entry(device).or_default())
+    }
+}
+
 /// See [`StartGate::hold`].
 pub struct GateHold<'a> {
     gate: &'a StartGate,
@@ -601,6 +617,39 @@ mod tests {
         gate.unregister(pid as i32);
         assert_eq!(wait_state(pid, 'S'), 'S');
         gate.end_timing();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn timing_on_one_gpu_leaves_workers_starting_for_another_running() {
+        use kbench_record::Device;
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let gates = Gates::default();
+        assert!(Arc::ptr_eq(
+            &gates.of(Device::Cuda(1)),
+            &gates.of(Device::Cuda(1))
+        ));
+        let starting_for_1 = gates.of(Device::Cuda(1));
+        starting_for_1.register(pid as i32);
+        gates.of(Device::Cuda(0)).begin_timing();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_ne!(
+            proc_state(pid),
+            'T',
+            "GPU 0's timing stopped a start for GPU 1"
+        );
+        gates.of(Device::Cuda(1)).begin_timing();
+        assert_eq!(wait_state(pid, 'T'), 'T', "GPU 1's own timing stops it");
+        gates.of(Device::Cuda(1)).end_timing();
+        assert_eq!(wait_state(pid, 'S'), 'S');
+        gates.of(Device::Cuda(0)).end_timing();
+        starting_for_1.unregister(pid as i32);
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -36,7 +36,7 @@ use crate::config::{materialize_problem, RunConfig};
 use crate::python;
 use crate::reference::{RefFailure, ReferenceSession};
 use crate::runlog::RunDir;
-use crate::worker::StartGate;
+use crate::worker::Gates;
 
 /// Reference sessions an executor keeps open on the CPU. Idle workers do not disturb CPU
 /// timing; the case-cache budget (`--case-cache-mb`) is shared among them.
@@ -331,7 +331,7 @@ fn serve(
         stop: Arc::clone(stop),
         cuda_arch: cuda_arch_of(config),
         builds: None,
-        gate: Arc::new(StartGate::default()),
+        gates: Gates::default(),
     };
     if config.build_jobs > 0 {
         ctx.builds = Some(start_build_pool(
