@@ -117,6 +117,30 @@ fn stress_families_catch_what_random_inputs_miss() {
         assert_eq!(got, order, "{name}");
     }
 
+    // The stress families' time is its own phase, their reference cases included; with
+    // the random trials', timing's and the rest it stays within the record's wall time.
+    // (A problem's reference cases are made for its first kernel and cached for the rest.)
+    let mut made = 0.0;
+    for name in ["1_honest", "5_honest", "2_honest", "3_honest"] {
+        let ph = &recs[name]["phases"];
+        let s = |k: &str| ph[k].as_f64().unwrap_or_else(|| panic!("{name}: no {k} in {ph}"));
+        assert!(s("stress_s") > 0.0, "{name}: {ph}");
+        assert!(s("stress_reference_s") < s("stress_s"), "{name}: {ph}");
+        made += s("stress_reference_s");
+        let sum: f64 = ["reference_s", "correctness_s", "timing_s", "stress_s", "compile_s"]
+            .iter()
+            .map(|k| s(k))
+            .sum();
+        let wall = recs[name]["wall_s"].as_f64().unwrap();
+        assert!(sum <= wall + 1e-6, "{name}: phases {sum} > wall {wall}: {ph}");
+    }
+    let made_all: f64 = recs
+        .values()
+        .map(|r| r["phases"]["stress_reference_s"].as_f64().unwrap())
+        .sum();
+    assert!(made_all > 0.0, "no stress reference case was made");
+    assert!(made <= made_all);
+
     // Honest kernels pass every family that applies to their problem.
     for name in [
         "1_honest",
@@ -222,6 +246,7 @@ fn stress_families_catch_what_random_inputs_miss() {
     let recs = by_candidate(&only);
     assert_eq!(recs["6_zeros"]["outcome"]["kind"], "ok");
     assert_eq!(recs["6_zeros"]["cases"].as_array().unwrap().len(), 5);
+    assert_eq!(recs["6_zeros"]["phases"]["stress_s"], 0.0);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 """Cold load_inline build times of one trivial CUDA extension, with and without torch's
-precompiled header for torch/extension.h (use_pch), each in a fresh build directory.
+precompiled header for torch/extension.h (use_pch), each in a fresh build directory, with
+ninja's time for each step (the binding, the kernel source, the link).
 
     python3 bench/throughput/build_probe.py OUT.json
 
@@ -40,7 +41,24 @@ def build(tag, use_pch, cuda_src=CUDA):
     dt = time.perf_counter() - t
     x = torch.arange(10, dtype=torch.float32, device="cuda")
     assert torch.equal(mod.add_one(x), x + 1)
-    return dt
+    return {"total_s": dt, "steps_s": ninja_steps(d)}
+
+
+def ninja_steps(build_dir):
+    """Seconds per build step from ninja's own log (v5: start ms, end ms, mtime, output,
+    hash): the binding (main.o), the kernel source (cuda.cuda.o), the PCH, the link."""
+    steps = {}
+    try:
+        with open(os.path.join(build_dir, ".ninja_log")) as f:
+            for line in f:
+                if line.startswith("#"):
+                    continue
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) >= 4:
+                    steps[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000.0
+    except OSError:
+        pass
+    return steps
 
 
 def main():

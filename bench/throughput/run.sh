@@ -9,8 +9,16 @@
 #   ref250   reference agent over SELECT (default all 250 problems) on GPU 0    -> $OUT/ref250
 #   ref250b  the same again, for run-to-run agreement                            -> $OUT/ref250b
 #   gpus2    with 2+ GPUs: SELECT on --gpus 0,1 and on --gpus 0                  -> $OUT/ref_2gpu, $OUT/ref_1gpu
+#   ref1, ref2, ref2b   the parts of gpus2 one by one (ref2b: --gpus 0,1 again, for
+#            run-to-run agreement)                                               -> $OUT/ref_1gpu, ref_2gpu, ref_2gpu_b
 #   compile  the replay kernels of tests/gpu/replay_bench_cuda (REPLAY), with a fresh build
 #            cache (cold), then the same cache again (warm)                      -> $OUT/compile_cold, $OUT/compile_warm
+#   probe    bench/throughput/build_probe.py: one trivial load_inline build, cold, with
+#            and without torch's precompiled header, per ninja step              -> $OUT/build_probe.json
+#   stress   reference agent with every stress family (--families all) over
+#            STRESS_SELECT on GPU STRESS_GPU (default 0): what the families cost -> $OUT/stress
+# The reference steps run with FAMILIES (default "random": KernelBench's check, the one
+# the throughput target is about; "all" adds the stress families).
 # Every step is resumable: a run cut off (e.g. by a 10-minute limit per command) continues
 # with --resume when the script is run again with the same OUT; a finished step is skipped
 # (its OUT/<run>.done marker). BUDGET_S (seconds, default 0 = none) stops the script before
@@ -25,6 +33,9 @@ KB=${KB:-$D/kernelbench}
 OUT=${OUT:-/tmp/bench}
 STEPS=${STEPS:-ref250 ref250b gpus2 compile}
 SELECT=${SELECT:-}
+FAMILIES=${FAMILIES:-random}
+STRESS_SELECT=${STRESS_SELECT:-1/19,1/23,1/40,2/17,3/9}
+STRESS_GPU=${STRESS_GPU:-0}
 REPLAY=${REPLAY:-tests/gpu/replay_bench_cuda}
 BUDGET_S=${BUDGET_S:-0}
 COPY_TO=${COPY_TO:-}
@@ -50,12 +61,18 @@ left_s() {
 copy_results() {
     [ -n "$COPY_TO" ] || return 0
     mkdir -p "$COPY_TO"
-    cp "$OUT"/*.txt "$OUT"/*.invocations "$OUT"/*.done "$COPY_TO"/ 2>/dev/null
+    cp "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.invocations "$OUT"/*.done "$COPY_TO"/ 2>/dev/null
     for d in "$OUT"/*/; do
         [ -f "$d/run.json" ] || continue
         n=$(basename "$d")
         mkdir -p "$COPY_TO/$n"
         cp -p "$d"/run.json "$d"/records.jsonl "$d"/gpu_samples.jsonl "$d"/secret "$COPY_TO/$n"/ 2>/dev/null
+        # The reference workers' logs: one line per case made (inputs, float64, forward,
+        # stability seconds).
+        if [ -d "$d/logs" ]; then
+            mkdir -p "$COPY_TO/$n/logs"
+            cp -p "$d"/logs/*__reference.log "$COPY_TO/$n/logs/" 2>/dev/null
+        fi
     done
     log "copied results to $COPY_TO"
 }
@@ -100,7 +117,9 @@ kb_run() {
     return 1
 }
 
-sel_args() { if [ -n "$SELECT" ]; then echo "--select $SELECT"; fi; }
+sel_args() {
+    if [ -n "$SELECT" ]; then echo "--select $SELECT --families $FAMILIES"; else echo "--families $FAMILIES"; fi
+}
 
 {
     echo "== kbench"; "$KBENCH" --version
@@ -133,6 +152,35 @@ for step in $STEPS; do
         kb_run ref_2gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1 &&
             kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
         ;;
+    ref1)
+        # shellcheck disable=SC2046
+        kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    ref2 | ref2b)
+        if [ "$NGPU" -lt 2 ]; then
+            log "$step: $NGPU GPU(s) visible, skipped"
+            continue
+        fi
+        name=ref_2gpu
+        [ "$step" = ref2b ] && name=ref_2gpu_b
+        # shellcheck disable=SC2046
+        kb_run "$name" --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1
+        ;;
+    probe)
+        if [ -f "$OUT/build_probe.json" ]; then
+            log "probe: done before, skipped"
+            continue
+        fi
+        log "probe: bench/throughput/build_probe.py"
+        s=$(date +%s)
+        timeout "$(left_s)" "$KBENCH_PYTHON" bench/throughput/build_probe.py "$OUT/build_probe.json" \
+            > "$OUT/build_probe.txt" 2>&1
+        log "probe: rc=$? in $(( $(date +%s) - s ))s"
+        ;;
+    stress)
+        kb_run stress --agent reference --kernelbench "$KB" --select "$STRESS_SELECT" \
+            --families all --gpus "$STRESS_GPU"
+        ;;
     compile)
         # Exactly the problems the replay kernels cover, e.g. 1/5,1/12,...
         KSEL=$(find "$REPLAY" -name '*.py' | sed -E 's#.*/level([0-9]+)/([0-9]+)_[^/]*$#\1/\2#' |
@@ -149,12 +197,12 @@ for step in $STEPS; do
             rm -f "$OUT"/compile_cold.* "$OUT"/compile_warm.*
         fi
         KBENCH_CACHE_DIR=$COLD_CACHE kb_run compile_cold --agent replay --replay-dir "$REPLAY" \
-            --kernelbench "$KB" --select "$KSEL" --gpus 0 &&
+            --kernelbench "$KB" --select "$KSEL" --families "$FAMILIES" --gpus 0 &&
             KBENCH_CACHE_DIR=$COLD_CACHE kb_run compile_warm --agent replay --replay-dir "$REPLAY" \
-                --kernelbench "$KB" --select "$KSEL" --gpus 0
+                --kernelbench "$KB" --select "$KSEL" --families "$FAMILIES" --gpus 0
         ;;
     *)
-        log "unknown step '$step' (known: ref250 ref250b gpus2 compile)"
+        log "unknown step '$step' (known: ref250 ref250b gpus2 ref1 ref2 ref2b compile probe stress)"
         ;;
     esac
 done

@@ -18,7 +18,8 @@ import statistics
 import sys
 import tempfile
 
-PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s")
+PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s",
+          "stress_s", "stress_reference_s")
 SELF_SPEEDUP_TOL = 0.01  # |speedup - 1| within 1%
 PAIR_TOL = 0.02  # |a / b - 1| within 2%
 # Pauses between records longer than this are taken for a run stopped and resumed later.
@@ -325,8 +326,8 @@ def markdown(result):
     runs = result["runs"]
     out = ["# kbench throughput", ""]
     out += [
-        "| run | problems | ok | wall s | s/problem | Σ problem wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | GPU busy | self-speedup ±1% | device | torch | kbench |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| run | problems | ok | wall s | s/problem | Σ problem wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | stress | stress ref | GPU busy | self-speedup ±1% | device | torch | kbench |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for r in runs:
         ph = r["mean_phases_s"]
@@ -340,7 +341,7 @@ def markdown(result):
         if r["pauses_s"]:
             wall += " ({} excl. pauses)".format(f(r["wall_excluding_pauses_s"], "{:.0f}"))
             spp += " ({})".format(f(r["s_per_problem_excluding_pauses"]))
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             r["name"], r["problems"], r["ok"], wall, spp, f(r["sum_problem_wall_s"], "{:.0f}"),
             *(f(ph[k]) for k in PHASES), pct(r["gpu_busy"]), self_sp,
             r["device_name"] or "–", r["torch"] or "–", r["kbench"] or "–"))
@@ -398,11 +399,11 @@ def markdown(result):
         if not slow:
             continue
         out += ["## {}: slowest {}".format(r["name"], len(slow)), "",
-                "| problem | name | outcome | wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | load s | speedup | GPU busy |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "| problem | name | outcome | wall s | ref open | worker wait | reference | inputs | compile | correctness | timing | stress | stress ref | load s | speedup | GPU busy |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for p in slow:
             ph = p["phases"] or {}
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 p["key"], p["name"], p["outcome"], f(p["wall_s"]), *(f(ph.get(k)) for k in PHASES),
                 f(p["load_s"]), f(p["speedup"], "{:.3f}"), pct(p["gpu_busy"])))
         out.append("")

@@ -253,6 +253,25 @@ class WorkerTestCase(unittest.TestCase):
         self.assertEqual(tensor_bytes(a), tensor_bytes(b))
 
 
+class PriorityTests(unittest.TestCase):
+    def niceness(self, env_extra):
+        w = Worker("candidate", env=dict(os.environ, **env_extra))
+        try:
+            hello, _ = w.recv()
+            self.assertEqual(hello["type"], "hello")
+            with open(f"/proc/{w.proc.pid}/stat") as f:
+                # Field 19 (1-based) after the command name, which is in parentheses.
+                return int(f.read().rsplit(")", 1)[1].split()[16])
+        finally:
+            self.assertEqual(w.close(), 0)
+
+    @unittest.skipUnless(os.path.exists("/proc/self/stat"), "needs /proc")
+    def test_build_jobs_run_at_the_niceness_they_are_given(self):
+        base = os.nice(0)
+        self.assertEqual(self.niceness({"KBENCH_NICE": "7"}), min(base + 7, 19))
+        self.assertEqual(self.niceness({}), base)
+
+
 class HelloAndReferenceTests(WorkerTestCase):
     def test_hello(self):
         for hello, role in ((self.ref_hello, "reference"), (self.cand_hello, "candidate")):

@@ -491,8 +491,9 @@ pub struct EvalArgs {
     /// Seconds allowed for one round of timed calls.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_time: f64,
-    /// Processes building candidate extensions ahead of evaluation (default: all cores on
-    /// cuda; 0 on cpu, where compiles would disturb CPU timing).
+    /// Processes building candidate extensions ahead of evaluation, at lowered priority
+    /// (default on cuda: half the cores, as each build runs two compilers; 0 on cpu, where
+    /// compiles would disturb CPU timing).
     #[arg(long, value_name = "N")]
     pub build_jobs: Option<usize>,
     /// Host memory (MiB) for keeping a problem's reference cases between its candidates;

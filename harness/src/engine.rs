@@ -263,6 +263,9 @@ fn cuda_arch_of(config: &RunConfig) -> Option<String> {
     })
 }
 
+/// Niceness of build-ahead jobs and their compilers.
+pub const BUILD_NICENESS: u32 = 10;
+
 /// The pool that builds candidate extensions ahead on the CPU.
 fn start_build_pool(
     config: &RunConfig,
@@ -280,8 +283,13 @@ fn start_build_pool(
         script: script.clone(),
         role: Role::Candidate,
         cwd: job.build_dir.clone(),
-        // No GPU: builds need only the compiler.
-        env: worker_env(&python, Device::Cpu, arch.as_deref(), &cache),
+        // No GPU: builds need only the compiler. Niced: the evaluation's own processes
+        // (and the timed ones above all) come first on a host whose cores the builds fill.
+        env: {
+            let mut env = worker_env(&python, Device::Cpu, arch.as_deref(), &cache);
+            env.push(("KBENCH_NICE".into(), BUILD_NICENESS.to_string()));
+            env
+        },
         log_path: Some(job.log_path.clone()),
         max_payload: 1 << 20,
         interrupt: Some(Arc::clone(&interrupt)),
@@ -1295,6 +1303,8 @@ fn evaluate_candidate(
         }
 
         let tc_all = Instant::now();
+        // When the stress families began, and the reference's case-making time by then.
+        let mut stress_began: Option<(Instant, f64)> = None;
         let mut stress_failure: Option<Outcome> = None;
         // Issue 6: the last random case (the inputs timing uses), the outputs of probed
         // timed calls, and each case's output hashes (candidate's, reference's) to recognise
@@ -1378,6 +1388,9 @@ fn evaluate_candidate(
             }
             let case = c.case_ref(t);
             let stress = case.family != CaseFamily::Random;
+            if stress && stress_began.is_none() {
+                stress_began = Some((Instant::now(), reference.made_s));
+            }
             let rc = match reference.case(ctx, exec, problem, run_dir, t) {
                 Ok(rc) => rc,
                 Err(RefFailure::Failed(message)) if stress => {
@@ -1489,7 +1502,12 @@ fn evaluate_candidate(
                 stress_failure.get_or_insert(o);
             }
         }
-        phases.correctness_s = (tc_all.elapsed().as_secs_f64() - phases.timing_s).max(0.0);
+        if let Some((began, made)) = stress_began {
+            phases.stress_s = began.elapsed().as_secs_f64();
+            phases.stress_reference_s = reference.made_s - made;
+        }
+        phases.correctness_s =
+            (tc_all.elapsed().as_secs_f64() - phases.timing_s - phases.stress_s).max(0.0);
         if let Some(o) = stress_failure {
             log_tail = worker.log_tail();
             worker.shutdown();
@@ -1510,7 +1528,7 @@ fn evaluate_candidate(
         }),
         Device::Cpu => None,
     };
-    phases.reference_s = reference.made_s - made0;
+    phases.reference_s = (reference.made_s - made0 - phases.stress_reference_s).max(0.0);
     phases.inputs_s = reference.inputs_s - inputs0;
     // Case time includes making reference cases on demand; report the candidate's part.
     phases.correctness_s = (phases.correctness_s - phases.reference_s).max(0.0);

@@ -317,6 +317,14 @@ pub struct PhaseTimes {
     pub correctness_s: f64,
     /// Interleaved timing of reference and candidate.
     pub timing_s: f64,
+    /// The stress families' cases after timing (`--families`), their reference cases
+    /// included; `reference_s` and `correctness_s` are the random trials' alone.
+    #[serde(default)]
+    pub stress_s: f64,
+    /// Of `stress_s`, making the stress families' reference cases (each with a float64
+    /// forward and a second working forward for the stability measurement).
+    #[serde(default)]
+    pub stress_reference_s: f64,
 }
 
 /// One evaluated candidate: a line of the run log.
