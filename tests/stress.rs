@@ -123,16 +123,29 @@ fn stress_families_catch_what_random_inputs_miss() {
     let mut made = 0.0;
     for name in ["1_honest", "5_honest", "2_honest", "3_honest"] {
         let ph = &recs[name]["phases"];
-        let s = |k: &str| ph[k].as_f64().unwrap_or_else(|| panic!("{name}: no {k} in {ph}"));
+        let s = |k: &str| {
+            ph[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: no {k} in {ph}"))
+        };
         assert!(s("stress_s") > 0.0, "{name}: {ph}");
         assert!(s("stress_reference_s") < s("stress_s"), "{name}: {ph}");
         made += s("stress_reference_s");
-        let sum: f64 = ["reference_s", "correctness_s", "timing_s", "stress_s", "compile_s"]
-            .iter()
-            .map(|k| s(k))
-            .sum();
+        let sum: f64 = [
+            "reference_s",
+            "correctness_s",
+            "timing_s",
+            "stress_s",
+            "compile_s",
+        ]
+        .iter()
+        .map(|k| s(k))
+        .sum();
         let wall = recs[name]["wall_s"].as_f64().unwrap();
-        assert!(sum <= wall + 1e-6, "{name}: phases {sum} > wall {wall}: {ph}");
+        assert!(
+            sum <= wall + 1e-6,
+            "{name}: phases {sum} > wall {wall}: {ph}"
+        );
     }
     let made_all: f64 = recs
         .values()

@@ -1718,6 +1718,11 @@ class IntegrityProbeTests(WorkerTestCase):
         self.assertEqual(reply["type"], "outputs", reply)
         bits = out["out:0"].view(torch.int32)
         self.assertEqual(int((bits == 0x7FC0DEAD).sum()), 64 * 64)
+        # The profile of a candidate that computes (empty_like launches no kernel).
+        loaded, _ = self.load_candidate(src.replace("torch.empty_like(x)", "x * x"), self.square, device="cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        (reply, _) = self.run_case(case, t)
+        self.assertEqual(reply["type"], "outputs", reply)
         reply, _ = self.cand.call({"cmd": "profile", "forward_seed": 0})
         self.assertEqual(reply["type"], "profile", reply)
         self.assertEqual(reply["default_stream"], 7)

@@ -369,8 +369,9 @@ impl RunConfig {
                 // the builds at the head of the queue finish in about the time of one
                 // build instead of all finishing together (12 at once on 15 cores took
                 // 97 s each on the H100 host, where one alone takes about 45 s).
-                Device::Cuda(_) => std::thread::available_parallelism()
-                    .map_or(1, |n| (n.get() / 2).max(1)),
+                Device::Cuda(_) => {
+                    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+                }
             }),
             case_cache_bytes: a
                 .case_cache_mb

@@ -988,6 +988,9 @@ fn worker_env(
                 .and_then(|v| v.split(',').nth(i as usize).map(str::to_string))
                 .unwrap_or_else(|| i.to_string());
             env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
+            // The CUDA context and the profiler are made while the worker starts (ahead,
+            // behind earlier problems), not in the evaluation (see worker.py, _warm_cuda).
+            env.push(("KBENCH_WARM_CUDA".into(), "1".into()));
         }
         Device::Cpu => env.push(("CUDA_VISIBLE_DEVICES".into(), String::new())),
     }

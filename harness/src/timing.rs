@@ -64,6 +64,7 @@ pub fn time_pair(
     let mut ref_clock = String::new();
     let mut cand_clock = String::new();
     let per_round = tc.timed_calls.div_ceil(tc.rounds);
+    let total_rounds = tc.timed_calls.div_ceil(per_round.max(1));
     let mut left = tc.timed_calls;
     let mut round = 0u32;
     while left > 0 {
@@ -84,9 +85,10 @@ pub fn time_pair(
         if let Some(cpu) = exec.timing_cpu {
             cmd["cpu"] = json!(cpu);
         }
-        if check_outputs {
-            // One timed call per round, the same index on both sides: the probes before it
-            // (input checksums, poisoned memory) touch caches and the allocator alike.
+        if check_outputs && checked_round(round, total_rounds) {
+            // One timed call in each checked round, the same index on both sides: the
+            // probes before it (input checksums, poisoned memory) touch caches and the
+            // allocator alike.
             cmd["check_calls"] = json!([round.wrapping_mul(2_654_435_761) % n]);
         }
         let order = if round.is_multiple_of(2) {
@@ -246,6 +248,20 @@ pub fn time_pair(
     }))
 }
 
+/// Rounds whose probed timed call is checked: [`CHECKED_ROUNDS`] spread evenly over the
+/// timing (every round when there are fewer).
+pub const CHECKED_ROUNDS: u32 = 6;
+
+/// Whether round `round` of `rounds` has a checked call. A checked call sends its outputs
+/// back and poisons free memory before it: on an H200 checking every round of 50 cost up to
+/// 150 ms a call where outputs are hundreds of MB (level-1 LayerNorm: 36 s of timing instead
+/// of 3), while a kernel that behaves differently under timing does so on every timed call.
+pub fn checked_round(round: u32, rounds: u32) -> bool {
+    rounds <= CHECKED_ROUNDS
+        || (u64::from(round) * u64::from(CHECKED_ROUNDS)) % u64::from(rounds)
+            < u64::from(CHECKED_ROUNDS)
+}
+
 /// Checks a timing answer: the right number of finite, positive samples.
 fn parse_samples(reply: &Frame, expected: u32) -> Result<(String, Vec<f64>), String> {
     if reply.kind() != "timing" {
@@ -270,4 +286,24 @@ fn parse_samples(reply: &Frame, expected: u32) -> Result<(String, Vec<f64>), Str
         return Err(format!("sample {bad} ms is not a positive time"));
     }
     Ok((str_field(&reply.header, "clock"), samples))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_few_rounds_spread_over_the_timing_are_checked() {
+        let picked: Vec<u32> = (0..50).filter(|&r| checked_round(r, 50)).collect();
+        assert_eq!(picked.len(), CHECKED_ROUNDS as usize, "{picked:?}");
+        assert_eq!(picked[0], 0);
+        assert!(*picked.last().unwrap() >= 40, "{picked:?}");
+        for w in picked.windows(2) {
+            assert!((7..=10).contains(&(w[1] - w[0])), "{picked:?}");
+        }
+        // Fewer rounds than checks: every round; one more: all but one.
+        assert!((0..4).all(|r| checked_round(r, 4)));
+        assert_eq!((0..7).filter(|&r| checked_round(r, 7)).count(), 6);
+        assert_eq!((0..1000).filter(|&r| checked_round(r, 1000)).count(), 6);
+    }
 }

@@ -6,6 +6,8 @@
 #           ninja step, with and without a precompiled header), then the worker's CUDA unit
 #           tests; beside them on GPU 1: the stress families' cost (run.sh step `stress`).
 #           Then, alone on the host, the subset below on GPU 0 (run.sh step `ref1`).
+#   CALL=3  (after the fixes call 1 led to) the worker's integrity tests on CUDA, then the subset
+#           on 2 GPUs, 1 GPU and 2 GPUs again; CALL=4 the compile pipeline alone.
 #   CALL=2  the subset on GPUs 0 and 1, twice (steps `ref2`, `ref2b`: scaling against
 #           CALL=1's `ref1`, and run-to-run agreement), then the compile pipeline cold and
 #           warm (step `compile`) with whatever time is left.
@@ -54,9 +56,26 @@ case $CALL in
     OUT=$B/main SELECT=$SUBSET STEPS="ref2 ref2b compile" COPY_TO=$L/main BUDGET_S=$(left) D=$D \
         bash bench/throughput/run.sh > "$L/main.log" 2>&1
     ;;
+3)
+    # After the fixes call 1 showed were needed (see tests/gpu/runs/2026-11-22-h200x2-issue3):
+    # the worker's integrity tests on CUDA again, then 2 GPUs first (so a run cut short by
+    # the limit still leaves a scaling pair), 1 GPU, and 2 GPUs again (agreement).
+    s=$(date +%s)
+    (cd harness/python && timeout 120 python3 -m unittest test_worker.IntegrityProbeTests \
+        test_worker.CudaTests) > "$L/pytests.txt" 2>&1
+    echo "pytests rc=$? in $(( $(date +%s) - s ))s" >> "$L/pytests.txt"
+    OUT=$B/main SELECT=$SUBSET STEPS="ref2 ref1 ref2b" COPY_TO=$L/main BUDGET_S=$(left) D=$D \
+        bash bench/throughput/run.sh > "$L/main.log" 2>&1
+    ;;
+4)
+    OUT=$B/main STEPS=compile COPY_TO=$L/main BUDGET_S=$(left) D=$D \
+        bash bench/throughput/run.sh > "$L/main.log" 2>&1
+    ;;
 *)
-    echo "CALL must be 1 or 2" >&2
+    echo "CALL must be 1, 2, 3 or 4" >&2
     exit 2
     ;;
 esac
 echo "call $CALL done in $(( $(date +%s) - T0 ))s" | tee -a "$L/env.txt"
+# One archive: the device tool brings back a bounded number of files and folder depth.
+tar czf "$OUT/call$CALL.tgz" -C "$OUT" "call$CALL" && rm -rf "${L:?}"
