@@ -67,12 +67,20 @@ case $CALL in
     OUT=$B/main SELECT=$SUBSET STEPS="ref2 ref1 ref2b" COPY_TO=$L/main BUDGET_S=$(left) D=$D \
         bash bench/throughput/run.sh > "$L/main.log" 2>&1
     ;;
+5)
+    # Call 3's 1-GPU run, cut by the limit, resumed from its run directory (carried in
+    # $D/resume) on a fresh machine, then the compile pipeline with the time left.
+    mkdir -p "$B/main"
+    cp -r "$D/resume/ref_1gpu" "$D/resume/ref_1gpu.invocations" "$D/resume/ref_1gpu.txt" "$B/main/"
+    OUT=$B/main SELECT=$SUBSET STEPS="ref1 compile" COPY_TO=$L/main BUDGET_S=$(left) D=$D \
+        bash bench/throughput/run.sh > "$L/main.log" 2>&1
+    ;;
 4)
     OUT=$B/main STEPS=compile COPY_TO=$L/main BUDGET_S=$(left) D=$D \
         bash bench/throughput/run.sh > "$L/main.log" 2>&1
     ;;
 *)
-    echo "CALL must be 1, 2, 3 or 4" >&2
+    echo "CALL must be 1 to 5" >&2
     exit 2
     ;;
 esac
