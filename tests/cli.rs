@@ -152,3 +152,16 @@ fn gpus_lists_devices_or_says_plainly_why_there_are_none() {
         assert!(text.contains("SMs") && text.contains("peak BW"), "{text}");
     }
 }
+
+/// The throughput benchmark's summarizer (run on the GPU machine, Python's standard library
+/// only) checks its own figures on synthetic runs: phases, pauses, agreement, scaling.
+#[test]
+fn throughput_summarizer_passes_its_self_test() {
+    let out = std::process::Command::new("python3")
+        .arg(common::repo_root().join("bench/throughput/summarize.py"))
+        .arg("--self-test")
+        .output()
+        .expect("python3 on PATH (kbench setup needs it too)");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
+}

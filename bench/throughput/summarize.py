@@ -580,6 +580,8 @@ def self_test():
             _record(2, 1, "Conv", t0 + 1002, 2.0, 1.02, gpu=1),
         ]
         _write(os.path.join(tmp, "runB"), b_recs)
+        with open(os.path.join(tmp, "runA.invocations"), "w") as fh:
+            fh.write("{} {} 0\n".format(t0 - 1, t0 + 8))
         with open(os.path.join(tmp, "runB.invocations"), "w") as fh:
             fh.write("{} {} 124\n{} {} 0\n".format(t0 - 1, t0 + 5, t0 + 1000, t0 + 1005))
         # Run C: a replay run (run.json names the agent), built ahead.
@@ -641,6 +643,10 @@ def self_test():
         check("pair fraction", p["agree_fraction"], 0.5)
         s = res["scaling"][0]
         check("scaling", s["speedup"], 8.0 / 6.0)
+        # By process wall A took 9 s and B 11 s (its restart counted, its pause not): the
+        # lower ratio is the one to quote.
+        check("scaling by process wall", s["speedup_by_process_wall"], 9.0 / 11.0)
+        check("scaling conservative", s["speedup_conservative"], 9.0 / 11.0)
         with open(out_md) as fh:
             md = fh.read()
         for needle in ("| runA | 4 | 4 | 8 | 2.00 |", "## Agreement runA vs runB", "2/4 problems agree",
