@@ -1045,7 +1045,7 @@ mod tests {
     use super::*;
     use kbench_record::perf::Bound;
 
-    use crate::test_support::h100;
+    use crate::test_support::{h100, h100_ncu_report};
 
     const ELEMENTWISE: &str = include_str!("../../tests/fixtures/ncu/elementwise_add.csv");
     const MATMUL: &str = include_str!("../../tests/fixtures/ncu/matmul_bf16.csv");
@@ -1211,23 +1211,7 @@ mod tests {
             (p.per_call.duration_s - (gemm.counters.duration_s + other.counters.duration_s)).abs()
                 < 1e-12
         );
-        let report = ProfileReport {
-            problem: "level1/1_Square_matrix_multiplication_.py".into(),
-            kernel: "k.py".into(),
-            device: "cuda:0".into(),
-            device_name: "NVIDIA H100 80GB HBM3".into(),
-            source: "ncu".into(),
-            fallback_reason: None,
-            calls: 3,
-            wall_s_per_call: Some(2e-3),
-            ncu: Some(p),
-            torch_events: vec![],
-            peaks: Some(h100()),
-            cost: None,
-            speed_of_light: None,
-            sol_ratio: None,
-            ncu_csv: None,
-        };
+        let report = h100_ncu_report("level1/1_Square_matrix_multiplication_.py", p);
         let text = render(&report);
         println!("{text}");
         assert!(text.contains("compute-bound"), "{text}");

@@ -21,3 +21,28 @@ pub fn one_shot_records() -> Vec<EvalRecord> {
         .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
         .collect()
 }
+
+/// An ncu profile of 3 calls on an H100 as `kbench profile` reports it (no cost, no speed of
+/// light); tests set what they need on top.
+pub fn h100_ncu_report(
+    problem: &str,
+    ncu: crate::profile::NcuProfile,
+) -> crate::profile::ProfileReport {
+    crate::profile::ProfileReport {
+        problem: problem.into(),
+        kernel: "k.py".into(),
+        device: "cuda:0".into(),
+        device_name: "NVIDIA H100 80GB HBM3".into(),
+        source: "ncu".into(),
+        fallback_reason: None,
+        calls: 3,
+        wall_s_per_call: Some(2e-3),
+        ncu: Some(ncu),
+        torch_events: vec![],
+        peaks: Some(h100()),
+        cost: None,
+        speed_of_light: None,
+        sol_ratio: None,
+        ncu_csv: None,
+    }
+}

@@ -128,7 +128,7 @@ impl ProfileFeedback for NcuFeedback {
 mod tests {
     use super::*;
     use crate::profile::{aggregate, parse_ncu_raw_csv, ProfileReport};
-    use crate::test_support::{h100, one_shot_records};
+    use crate::test_support::{h100, h100_ncu_report, one_shot_records};
 
     const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");
     fn timed_record() -> EvalRecord {
@@ -144,21 +144,8 @@ mod tests {
         let ncu = aggregate(&parse_ncu_raw_csv(MATMUL).unwrap(), 3, Some(&peaks));
         let gemm = ncu.kernels[0].name.clone();
         let report = ProfileReport {
-            problem: "p.py".into(),
-            kernel: "k.py".into(),
-            device: "cuda:0".into(),
-            device_name: "NVIDIA H100 80GB HBM3".into(),
-            source: "ncu".into(),
-            fallback_reason: None,
-            calls: 3,
-            wall_s_per_call: Some(2e-3),
-            ncu: Some(ncu),
-            torch_events: vec![],
-            peaks: Some(peaks),
-            cost: None,
-            speed_of_light: None,
             sol_ratio: Some(3.456),
-            ncu_csv: None,
+            ..h100_ncu_report("p.py", ncu)
         };
         let record = timed_record();
         let doc = feedback_json(&report, &record);
