@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{ensure_python, kbench, serial, show};
-use kbench::fakellm::FakeLlm;
+use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
 const BROKEN: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b +\n";
@@ -958,8 +958,8 @@ fn fake_llm_subcommand_serves_the_script() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let cfg = toml(tmp.path(), &url, &["m"]);
-    let file = kbench::llm::LlmFile::load(&cfg).unwrap();
-    let llm = kbench::llm::Llm::new(file, &cfg, tmp.path(), None, false).unwrap();
+    let file = kbench::llm::client::LlmFile::load(&cfg).unwrap();
+    let llm = kbench::llm::client::Llm::new(file, &cfg, tmp.path(), None, false).unwrap();
     let r = llm.chat(
         "m",
         "s",

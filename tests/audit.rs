@@ -226,7 +226,7 @@ fn the_committed_kernelbench_audit_finds_the_known_weak_problems() {
             w["detail"]
         );
         // The findings follow from the raw measurements kept beside them.
-        let recomputed = kbench::audit::findings_from_json(&p["families"], 1e-4);
+        let recomputed = kbench::commands::audit::findings_from_json(&p["families"], 1e-4);
         assert_eq!(
             serde_json::to_value(&recomputed).unwrap(),
             p["findings"],

@@ -271,7 +271,8 @@ fn replay_fixtures_get_the_expected_outcomes() {
 fn python_worker_unit_tests_pass() {
     let _guard = serial();
     ensure_python();
-    let choice = kbench::python::PythonChoice::resolve(None, &kbench::python::cache_dir());
+    let choice =
+        kbench::worker::python::PythonChoice::resolve(None, &kbench::worker::python::cache_dir());
     let out = std::process::Command::new(&choice.python)
         .args(["-m", "unittest", "test_worker"])
         .current_dir(repo_root().join("harness/python"))

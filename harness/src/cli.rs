@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::shard::Shard;
+use crate::config::shard::Shard;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -10,9 +10,11 @@ use kbench::cli::{
     ListArgs, MergeArgs, PickArg, ReportArgs, RunArgs, SetupArgs, SlurmArgs, SlurmCommand,
     TableArg,
 };
+use kbench::commands::baselines;
 use kbench::config::{self, RunConfig};
-use kbench::python::{self, PythonChoice};
-use kbench::{baselines, engine, exit};
+use kbench::exec as engine;
+use kbench::exit;
+use kbench::worker::python::{self, PythonChoice};
 
 fn main() {
     let cli = Cli::parse();
@@ -38,17 +40,20 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Slurm(a) => slurm(a),
         Command::Merge(a) => merge(a),
         Command::Baselines(a) => baselines_cmd(a),
-        Command::Check(a) => kbench::check::command(&a, install_stop_flag()),
-        Command::Audit(a) => kbench::audit::command(&a, install_stop_flag()),
-        Command::FakeLlm(a) => {
-            kbench::fakellm::command(&a.script, a.port, a.url_file.as_deref(), a.log.as_deref())
-        }
-        Command::Profile(a) => kbench::profile::command(&a),
+        Command::Check(a) => kbench::commands::check::command(&a, install_stop_flag()),
+        Command::Audit(a) => kbench::commands::audit::command(&a, install_stop_flag()),
+        Command::FakeLlm(a) => kbench::llm::fake_server::command(
+            &a.script,
+            a.port,
+            a.url_file.as_deref(),
+            a.log.as_deref(),
+        ),
+        Command::Profile(a) => kbench::measure::profile::command(&a),
     }
 }
 
 fn slurm(a: SlurmArgs) -> Result<i32> {
-    use kbench::slurm;
+    use kbench::commands::slurm;
     match a.command {
         SlurmCommand::Submit(a) => {
             let (dir, sub) = slurm::submit(&a)?;
@@ -107,11 +112,13 @@ fn slurm(a: SlurmArgs) -> Result<i32> {
 }
 
 fn merge(a: MergeArgs) -> Result<i32> {
-    if let Some(say) = kbench::slurm::merge_measure(&a.inputs, a.out.as_deref(), a.partial)? {
+    if let Some(say) =
+        kbench::commands::slurm::merge_measure(&a.inputs, a.out.as_deref(), a.partial)?
+    {
         println!("{say}");
         return Ok(exit::OK);
     }
-    let r = kbench::merge::merge(&a.inputs, a.out.as_deref(), a.partial)?;
+    let r = kbench::commands::merge::merge(&a.inputs, a.out.as_deref(), a.partial)?;
     println!(
         "merged {} run dir(s) into {}: {} record(s), {} new",
         r.inputs.len(),
@@ -138,7 +145,7 @@ fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {
 fn report(a: ReportArgs) -> Result<i32> {
     use kbench_reports::task::Pick;
     use kbench_reports::{export, papers, plot};
-    let mut runs = kbench::report::read_runs(&a.runs)?;
+    let mut runs = kbench::commands::report::read_runs(&a.runs)?;
     ignore_flags(&mut runs, &a.ignore_flags)?;
     let default = if a.table.is_some() {
         BasisArg::Mean
@@ -172,14 +179,14 @@ fn report(a: ReportArgs) -> Result<i32> {
     ];
     for (path, render) in exports {
         if let Some(path) = path {
-            kbench::report::write_file(&path, &render(&report))?;
+            kbench::commands::report::write_file(&path, &render(&report))?;
         }
     }
     if let Some(dir) = a.plots {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for p in plot::plots(&report) {
             let svg = plot::render_svg(&p)?;
-            kbench::report::write_file(&dir.join(format!("{}.svg", p.name)), &svg)?;
+            kbench::commands::report::write_file(&dir.join(format!("{}.svg", p.name)), &svg)?;
             plot::write_png(&p, &dir.join(format!("{}.png", p.name)))?;
         }
     }
@@ -187,11 +194,11 @@ fn report(a: ReportArgs) -> Result<i32> {
 }
 
 fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
-    let mut runs = kbench::report::read_runs(&a.runs)?;
+    let mut runs = kbench::commands::report::read_runs(&a.runs)?;
     ignore_flags(&mut runs, &a.ignore_flags)?;
     let report = kbench_reports::build_report(&runs, basis(a.basis));
     let page = kbench_reports::leaderboard::render_leaderboard(&report, &a.title)?;
-    kbench::report::write_file(&a.out, &page)?;
+    kbench::commands::report::write_file(&a.out, &page)?;
     println!("leaderboard: {}", a.out.display());
     Ok(exit::OK)
 }
@@ -201,7 +208,7 @@ fn ignore_flags(runs: &mut [kbench_reports::RunInput], flags: &[String]) -> Resu
     if flags.is_empty() {
         return Ok(());
     }
-    let n = kbench::report::ignore_flags(runs, flags)?;
+    let n = kbench::commands::report::ignore_flags(runs, flags)?;
     eprintln!(
         "kbench: --ignore-flag {}: {n} flagged kernel(s) counted as their cases and timing say",
         flags.join(",")
@@ -251,9 +258,9 @@ fn gpus(a: GpusArgs) -> Result<i32> {
             serde_json::json!({
                 "gpus": [],
                 "why": why.why_none(),
-                "driver_version": kbench::nvml::driver_version(),
+                "driver_version": kbench::gpu::nvml::driver_version(),
                 "cuda_driver_version": kbench::gpu::cuda_driver_version(),
-                "nvml_unavailable": kbench::nvml::unavailable_reason(),
+                "nvml_unavailable": kbench::gpu::nvml::unavailable_reason(),
             })
         ),
         Err(why) => println!("no GPU: {}", why.why_none()),
@@ -301,7 +308,7 @@ fn run(a: RunArgs) -> Result<i32> {
         if request.is_some() {
             anyhow::bail!("--baselines is not yet supported with the LLM agents");
         }
-        return kbench::llm_agents::run(&config, &opts, install_stop_flag());
+        return kbench::llm::run(&config, &opts, install_stop_flag());
     }
     if let Some(req) = &request {
         if config.timing.is_none() {

@@ -26,9 +26,9 @@ pub fn one_shot_records() -> Vec<EvalRecord> {
 /// light); tests set what they need on top.
 pub fn h100_ncu_report(
     problem: &str,
-    ncu: crate::profile::NcuProfile,
-) -> crate::profile::ProfileReport {
-    crate::profile::ProfileReport {
+    ncu: crate::measure::profile::NcuProfile,
+) -> crate::measure::profile::ProfileReport {
+    crate::measure::profile::ProfileReport {
         problem: problem.into(),
         kernel: "k.py".into(),
         device: "cuda:0".into(),

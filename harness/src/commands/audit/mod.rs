@@ -34,10 +34,10 @@ use sha2::{Digest, Sha256};
 
 use crate::cli::{AuditArgs, AuditProfileArg, EvalArgs, ProfileArg};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
-use crate::engine::{error_text, Ctx, Exec};
-use crate::python;
-use crate::reference::load_request;
-use crate::seed::RunSecret;
+use crate::exec::{error_text, Ctx, Exec};
+use crate::measure::reference::load_request;
+use crate::runlog::seed::RunSecret;
+use crate::worker::python;
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// The input families an audit measures: KernelBench's own, and the one that should remove
@@ -1195,7 +1195,7 @@ fn audit_one(
             Ok(p) => p,
             Err(e) => return Outcome::Failed(format!("{e:#}")),
         };
-        let log = logs.join(format!("{}.log", crate::engine::sanitize(&problem.key())));
+        let log = logs.join(format!("{}.log", crate::exec::sanitize(&problem.key())));
         let spec = ctx.spec(
             Role::Reference,
             &std::env::temp_dir(),
@@ -1267,7 +1267,7 @@ fn converse(
         Err(f) => Err(Outcome::Failed(fault_text(&f, phase, opts))),
     };
     match ask(worker, load_request(ctx, exec, path), "loading", "loaded") {
-        Ok(r) => pa.device_name = crate::engine::str_field(&r.header, "device_name"),
+        Ok(r) => pa.device_name = crate::exec::str_field(&r.header, "device_name"),
         Err(o) => return o,
     }
     let mut cmd = json!({
@@ -1292,7 +1292,7 @@ fn utc_now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = crate::baselines::civil_from_days(days as i64);
+    let (y, m, d) = crate::commands::baselines::civil_from_days(days as i64);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         rem / 3600,

@@ -1,6 +1,8 @@
 //! The evaluation loop: one trusted reference worker per problem, one fresh untrusted worker
 //! per candidate, verdicts computed here, one record appended per candidate.
 
+pub mod affinity;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,14 +19,14 @@ use kbench_suites::Problem;
 use serde_json::{json, Value};
 
 use crate::agents::{Agent, Candidate, ReferenceAgent, ReplayAgent};
-use crate::build::{BuildJob, BuildPool};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
-use crate::devcmp::DeviceComparator;
-use crate::devmem::Gpu;
-use crate::python::{self, PythonInfo};
-use crate::reference::{CaseData, DevTensorOwned, RefCase, RefFailure, ReferenceSession};
+use crate::gpu::compare::DeviceComparator;
+use crate::gpu::devmem::Gpu;
+use crate::measure::reference::{CaseData, DevTensorOwned, RefCase, RefFailure, ReferenceSession};
+use crate::measure::timing::{time_pair, TimingResult};
 use crate::runlog::{now_unix, RunDir};
-use crate::timing::{time_pair, TimingResult};
+use crate::worker::build::{BuildJob, BuildPool};
+use crate::worker::python::{self, PythonInfo};
 use crate::worker::{Gates, Role, Worker, WorkerFault, WorkerSpec};
 
 mod service;
@@ -81,7 +83,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             Box::new(a)
         }
         AgentConfig::Baselines { plan } => {
-            Box::new(crate::baselines::BaselineAgent { plan: plan.clone() })
+            Box::new(crate::commands::baselines::BaselineAgent { plan: plan.clone() })
         }
         AgentConfig::Given { agent, candidates } => Box::new(crate::agents::GivenAgent {
             agent,
@@ -134,7 +136,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         let mut list = Vec::with_capacity(candidates.len());
         for cand in candidates {
             let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
-            if crate::build::builds_extensions(&cand.source) {
+            if crate::worker::build::builds_extensions(&cand.source) {
                 to_build.push(build_job(&run_dir, &problem_path, &prep));
             }
             list.push((cand, prep));
@@ -278,7 +280,7 @@ fn start_build_pool(
     let script = worker_script.to_path_buf();
     let cache = config.cache.clone();
     let interrupt = Arc::clone(stop);
-    let spec_for: Arc<crate::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
+    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
         python: python.clone(),
         script: script.clone(),
         role: Role::Candidate,
@@ -313,7 +315,7 @@ fn timing_cores_of(config: &RunConfig) -> Vec<Option<usize>> {
     if config.gpus.is_empty() {
         vec![None]
     } else {
-        crate::affinity::reserve_timing_cores(config.gpus.len())
+        crate::exec::affinity::reserve_timing_cores(config.gpus.len())
     }
 }
 
@@ -332,7 +334,7 @@ fn open_execs(config: &RunConfig, timing_cores: Vec<Option<usize>>) -> Result<Ve
 }
 
 /// The GPU sampler of a CUDA run (`gpu_samples.jsonl`).
-fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::nvml::GpuSampler> {
+fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::gpu::nvml::GpuSampler> {
     // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
     // `gpu` field is the same number as a record's `gpu`.
     let gpu_uuids: Vec<String> = match crate::gpu::describe() {
@@ -350,7 +352,7 @@ fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::nvml::Gp
     };
     (!config.gpus.is_empty() && !gpu_uuids.is_empty())
         .then(|| {
-            crate::nvml::GpuSampler::start(
+            crate::gpu::nvml::GpuSampler::start(
                 gpu_uuids,
                 std::time::Duration::from_millis(100),
                 run_dir.root.join("gpu_samples.jsonl"),
@@ -500,7 +502,7 @@ fn executor<'p>(ctx: &Ctx, exec: &Exec, shared: &Shared<'_, 'p>) -> Result<()> {
                 Some(log),
                 exec.device,
             );
-            let load = crate::reference::load_request(ctx, exec, &item.1);
+            let load = crate::measure::reference::load_request(ctx, exec, &item.1);
             let reference =
                 Prestart::spawn_then(spec, c.timeouts.start, ahead, Some((load, c.timeouts.load)));
             let first_candidate = match item.2.first() {
@@ -1105,7 +1107,7 @@ pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome>
             exit_code,
         },
         WorkerFault::Protocol(m) => Outcome::Integrity {
-            flag: crate::integrity::PROTOCOL_VIOLATION.into(),
+            flag: crate::judge::integrity::PROTOCOL_VIOLATION.into(),
             detail: m,
         },
         WorkerFault::Spawn(m) => Outcome::RuntimeError {
@@ -1119,7 +1121,7 @@ pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome>
 pub(crate) fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
     let kind = str_field(&reply.header, "kind");
     let message = error_text(reply);
-    if let Some(o) = crate::integrity::non_plain_output(&reply.header, &message) {
+    if let Some(o) = crate::judge::integrity::non_plain_output(&reply.header, &message) {
         return o;
     }
     match kind.as_str() {
@@ -1299,7 +1301,8 @@ fn evaluate_candidate(
             log_tail = worker.log_tail();
             break 'eval error_outcome(&reply, Phase::Load);
         }
-        if let Some(o) = crate::integrity::probe_failure(reply.header.get("integrity"), &[], "load")
+        if let Some(o) =
+            crate::judge::integrity::probe_failure(reply.header.get("integrity"), &[], "load")
         {
             log_tail = worker.log_tail();
             break 'eval o;
@@ -1345,7 +1348,7 @@ fn evaluate_candidate(
                         Ok(()) => {
                             let gate = ctx.gates.of(exec.device);
                             gate.begin_timing();
-                            let checks = crate::timing::TimedChecks {
+                            let checks = crate::measure::timing::TimedChecks {
                                 check_outputs: last_random
                                     .as_ref()
                                     .is_some_and(|rc| timed_check_fits(rc)),
@@ -1448,12 +1451,12 @@ fn evaluate_candidate(
                         break 'eval o;
                     }
                     let what = format!("case {case}");
-                    if let Some(o) = crate::integrity::probe_failure(
+                    if let Some(o) = crate::judge::integrity::probe_failure(
                         reply.header.get("integrity"),
                         &rc.mutated_inputs,
                         &what,
                     )
-                    .or_else(|| crate::integrity::unwritten_outputs(outputs.iter(), &what))
+                    .or_else(|| crate::judge::integrity::unwritten_outputs(outputs.iter(), &what))
                     {
                         log_tail = worker.log_tail();
                         break 'eval o;
@@ -1467,8 +1470,13 @@ fn evaluate_candidate(
                     if let CaseData::Host { outputs: refs, .. } = &rc.data {
                         seen_outputs.push((
                             case.clone(),
-                            outputs.iter().map(crate::integrity::output_hash).collect(),
-                            refs.iter().map(crate::integrity::output_hash).collect(),
+                            outputs
+                                .iter()
+                                .map(crate::judge::integrity::output_hash)
+                                .collect(),
+                            refs.iter()
+                                .map(crate::judge::integrity::output_hash)
+                                .collect(),
                         ));
                     }
                     judged
@@ -1590,7 +1598,7 @@ pub fn faster_than_light(r: &EvalRecord) -> Option<Outcome> {
     }
     let (t, sol) = (r.timing.as_ref()?, r.speed_of_light.as_ref()?);
     Some(Outcome::Integrity {
-        flag: crate::integrity::FASTER_THAN_LIGHT.into(),
+        flag: crate::judge::integrity::FASTER_THAN_LIGHT.into(),
         detail: format!(
             "median {:.3} us per call, but reading the inputs and weights ({:.3} MB) and doing the FLOPs ({:.3} GFLOP at the {} peak) takes at least {:.3} us on {}",
             t.candidate.median_ms * 1e3,
@@ -1628,7 +1636,7 @@ fn judge_timed_calls(
     exec: &Exec,
     c: &RunConfig,
     rc: &RefCase,
-    checked: &[crate::timing::CheckedCall],
+    checked: &[crate::measure::timing::CheckedCall],
 ) -> Result<Option<Outcome>> {
     if checked.is_empty() {
         return Ok(None);
@@ -1662,7 +1670,7 @@ fn judge_timed_calls(
             "timed call {} of round {} (inputs of {})",
             call.call, call.round, rc.case
         );
-        if let Some(o) = crate::integrity::unwritten_outputs(call.outputs.iter(), &what) {
+        if let Some(o) = crate::judge::integrity::unwritten_outputs(call.outputs.iter(), &what) {
             return Ok(Some(o));
         }
         let failure = if call.outputs.len() != refs.len() {
@@ -1694,7 +1702,7 @@ fn judge_timed_calls(
         };
         if let Some(why) = failure {
             return Ok(Some(Outcome::Integrity {
-                flag: crate::integrity::TIMED_OUTPUT_MISMATCH.into(),
+                flag: crate::judge::integrity::TIMED_OUTPUT_MISMATCH.into(),
                 detail: format!(
                     "{what}: passed the correctness cases but under timing returned {why}"
                 ),
@@ -1715,12 +1723,18 @@ fn replayed_output(
     let CaseData::Host { outputs: refs, .. } = &rc.data else {
         return None;
     };
-    let cand: Vec<u64> = outputs.iter().map(crate::integrity::output_hash).collect();
-    let reference: Vec<u64> = refs.iter().map(crate::integrity::output_hash).collect();
+    let cand: Vec<u64> = outputs
+        .iter()
+        .map(crate::judge::integrity::output_hash)
+        .collect();
+    let reference: Vec<u64> = refs
+        .iter()
+        .map(crate::judge::integrity::output_hash)
+        .collect();
     seen.iter()
         .find(|(_, c, r)| *c == cand && *r != reference)
         .map(|(earlier, _, _)| Outcome::Integrity {
-            flag: crate::integrity::OUTPUT_REPLAYED.into(),
+            flag: crate::judge::integrity::OUTPUT_REPLAYED.into(),
             detail: format!(
                 "the outputs of case {} are bit for bit those returned for case {earlier}, whose inputs and reference outputs differ (a cached or stale result)",
                 rc.case
@@ -1751,7 +1765,7 @@ fn replayed_device_output(
             .is_ok_and(|cmp| cmp.passed())
         {
             return Ok(Some(Outcome::Integrity {
-                flag: crate::integrity::OUTPUT_REPLAYED.into(),
+                flag: crate::judge::integrity::OUTPUT_REPLAYED.into(),
                 detail: format!(
                     "output {k} of case {} is the answer to case {} (within tolerance), whose inputs differ (a cached or stale result)",
                     rc.case, e.case
@@ -1770,7 +1784,7 @@ fn profile_candidate(
     source: &str,
     integrity: &mut kbench_record::IntegrityReport,
 ) -> Result<Option<Outcome>, WorkerFault> {
-    use crate::integrity as ig;
+    use crate::judge::integrity as ig;
     let reply = worker.request(
         Frame::new(json!({"cmd": "profile", "forward_seed": 0})),
         c.timeouts.run,
@@ -1929,7 +1943,7 @@ fn run_device_case(
     if let Some(o) = count_mismatch(described.len(), outputs.len()) {
         return Ok(Err(o));
     }
-    if let Some(o) = crate::integrity::probe_failure(
+    if let Some(o) = crate::judge::integrity::probe_failure(
         reply.header.get("integrity"),
         &rc.mutated_inputs,
         &format!("case {}", rc.case),
@@ -2009,7 +2023,8 @@ fn run_device_case(
                 .map_err(harness)?;
             let t = HostTensor::new(slots[k].dtype, slots[k].shape.clone(), bytes)
                 .map_err(|e| harness(e.into()))?;
-            if let Some(o) = crate::integrity::unwritten_outputs(std::iter::once(&t), &what) {
+            if let Some(o) = crate::judge::integrity::unwritten_outputs(std::iter::once(&t), &what)
+            {
                 failure = Some(o);
                 break;
             }
@@ -2023,7 +2038,7 @@ fn run_device_case(
         // On the problem's own inputs only: a stress family may be ill-conditioned enough
         // for honest fp32 code to miss by that much, which is a mismatch, not a cheat.
         if let Some(o) = (rc.case.family == CaseFamily::Random)
-            .then(|| crate::integrity::precision_downgrade(c.precision, &comparisons, &what))
+            .then(|| crate::judge::integrity::precision_downgrade(c.precision, &comparisons, &what))
             .flatten()
         {
             failure = Some(o);
@@ -2130,7 +2145,7 @@ fn judge_host_case(c: &RunConfig, rc: &RefCase, outputs: &[HostTensor], wall_s: 
         // On the problem's own inputs only: a stress family may be ill-conditioned enough
         // for honest fp32 code to miss by that much, which is a mismatch, not a cheat.
         if let Some(o) = (rc.case.family == CaseFamily::Random)
-            .then(|| crate::integrity::precision_downgrade(c.precision, &comparisons, &what))
+            .then(|| crate::judge::integrity::precision_downgrade(c.precision, &comparisons, &what))
             .flatten()
         {
             failure = Some(o);
@@ -2188,7 +2203,7 @@ mod tests {
         let flagged = faster_than_light(&record);
         match flagged {
             Some(Outcome::Integrity { flag, detail }) => {
-                assert_eq!(flag, crate::integrity::FASTER_THAN_LIGHT);
+                assert_eq!(flag, crate::judge::integrity::FASTER_THAN_LIGHT);
                 assert!(detail.contains("takes at least 99.99"), "{detail}");
             }
             other => panic!("expected the flag, got {other:?}"),

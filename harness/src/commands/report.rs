@@ -141,7 +141,7 @@ pub fn read_runs(paths: &[PathBuf]) -> Result<Vec<RunInput>> {
 /// and its detail. Returns how many records changed. Flags not raised by any record are an
 /// error only when unknown to kbench, so a typo is not silently ignored.
 pub fn ignore_flags(runs: &mut [RunInput], flags: &[String]) -> Result<usize> {
-    let known = crate::integrity::FLAGS;
+    let known = crate::judge::integrity::FLAGS;
     for f in flags {
         if !known.contains(&f.as_str()) {
             anyhow::bail!(

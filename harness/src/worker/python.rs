@@ -15,7 +15,7 @@ use kbench_suites::sha256_hex;
 use serde::Deserialize;
 
 /// The worker script, embedded so that the binary is self-contained.
-pub const WORKER_SOURCE: &str = include_str!("../python/worker.py");
+pub const WORKER_SOURCE: &str = include_str!("../../python/worker.py");
 
 /// Packages `kbench setup` installs into the private environment.
 pub const PACKAGES: &[&str] = &["torch", "numpy", "safetensors", "ninja", "setuptools"];

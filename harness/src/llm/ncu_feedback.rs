@@ -33,7 +33,7 @@ impl NcuFeedback {
         &self,
         problem: &Problem,
         source: &str,
-    ) -> anyhow::Result<crate::profile::ProfileReport> {
+    ) -> anyhow::Result<crate::measure::profile::ProfileReport> {
         let dir = tempfile::tempdir()?;
         let problem_path = dir.path().join(&problem.file);
         std::fs::write(&problem_path, &problem.source)?;
@@ -60,14 +60,14 @@ impl NcuFeedback {
         };
         // The GPU to itself: no evaluation is timed while ncu replays this kernel (and ncu's
         // clocks are not disturbed by one).
-        let device = crate::engine::device_lock(self.device);
+        let device = crate::exec::device_lock(self.device);
         let _held = device.lock().unwrap_or_else(|e| e.into_inner());
-        crate::profile::profile(&args)
+        crate::measure::profile::profile(&args)
     }
 }
 
 /// The feedback document for one profile report: what an agent reads.
-pub fn feedback_json(r: &crate::profile::ProfileReport, record: &EvalRecord) -> Value {
+pub fn feedback_json(r: &crate::measure::profile::ProfileReport, record: &EvalRecord) -> Value {
     let source = match (&r.source[..], &r.fallback_reason) {
         ("ncu", _) => "Nsight Compute (kbench profile)".to_string(),
         (s, Some(why)) => format!("{s} (Nsight Compute not used: {why})"),
@@ -79,7 +79,7 @@ pub fn feedback_json(r: &crate::profile::ProfileReport, record: &EvalRecord) -> 
         "timing": TimingOnly.profile_record(record),
     });
     if let Some(n) = &r.ncu {
-        doc["metrics"] = crate::profile::cudaforge_metrics_json(n);
+        doc["metrics"] = crate::measure::profile::cudaforge_metrics_json(n);
         doc["kernels"] = n
             .kernels
             .iter()
@@ -127,7 +127,7 @@ impl ProfileFeedback for NcuFeedback {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{aggregate, parse_ncu_raw_csv, ProfileReport};
+    use crate::measure::profile::{aggregate, parse_ncu_raw_csv, ProfileReport};
     use crate::test_support::{h100, h100_ncu_report, one_shot_records};
 
     const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");

@@ -6,6 +6,9 @@
 //! a channel with the phase's time limit. stdout/stderr output of the worker (the worker routes
 //! anything user code prints there) is drained on a third thread and truncated.
 
+pub mod build;
+pub mod python;
+
 use std::collections::VecDeque;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};

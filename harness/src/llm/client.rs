@@ -751,7 +751,7 @@ pub fn parse_reply(text: &str, m: &ModelConfig) -> Result<ChatReply, LlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakellm::FakeLlm;
+    use crate::llm::fake_server::FakeLlm;
 
     fn setup(
         script: Value,

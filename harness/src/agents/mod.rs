@@ -44,7 +44,7 @@ pub trait Agent {
     fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>>;
 }
 
-/// Kernels handed over by an LLM agent (`crate::llm_agents`), by problem key.
+/// Kernels handed over by an LLM agent (`crate::llm`), by problem key.
 pub struct GivenAgent {
     pub agent: &'static str,
     pub candidates: Vec<(String, Candidate)>,

@@ -41,7 +41,7 @@ use kbench_adversarial::{
 };
 use kbench_record::{Dtype, Precision, ToleranceProfile};
 
-use crate::devmem::{DevBuf, Gpu};
+use crate::gpu::devmem::{DevBuf, Gpu};
 
 /// A tensor in device memory: `buf` holds at least `numel(shape)` elements of `dtype`,
 /// row-major, from its start.

@@ -62,7 +62,7 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     };
     std::fs::copy(&a.kernel, replay.join(format!("{name}.py")))
         .with_context(|| format!("reading {}", a.kernel.display()))?;
-    let result = crate::engine::run(&config, stop)?;
+    let result = crate::exec::run(&config, stop)?;
     let Some(record) = result.records.last() else {
         bail!("the run recorded nothing (interrupted?)");
     };

@@ -39,8 +39,8 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{BaselinesCommand, Cli, Command, SlurmSubmitArgs};
+use crate::runlog::seed::RunSecret;
 use crate::runlog::{now_unix, write_atomic, RECORDS, SECRET};
-use crate::seed::RunSecret;
 
 /// Version of `submission.json` and of `kbench slurm status --json`.
 pub const SUBMISSION_SCHEMA: u32 = 1;
@@ -268,7 +268,7 @@ fn shardable(argv: &[String]) -> Result<Shardable> {
             let store = match &m.store {
                 Some(s) => std::path::absolute(s)
                     .with_context(|| format!("resolving --store {}", s.display()))?,
-                None => crate::baselines::default_store(&crate::python::cache_dir()),
+                None => crate::commands::baselines::default_store(&crate::worker::python::cache_dir()),
             };
             let mut argv = without_flag(&without_flag(argv, "--work"), "--store");
             argv.push("--store".into());
@@ -1127,7 +1127,8 @@ mod tests {
         .unwrap();
         assert_eq!(m.out, PathBuf::from("/shared/w"));
         assert!(!m.on_cpu);
-        let default = crate::baselines::default_store(&crate::python::cache_dir());
+        let default =
+            crate::commands::baselines::default_store(&crate::worker::python::cache_dir());
         assert!(default.is_absolute(), "{}", default.display());
         assert_eq!(
             m.argv,

@@ -105,7 +105,10 @@ fn cpu_name() -> String {
 }
 
 /// The environment of the machine and torch a run uses, for a store file.
-pub fn environment(config: &RunConfig, info: &crate::python::PythonInfo) -> Result<BaselineEnv> {
+pub fn environment(
+    config: &RunConfig,
+    info: &crate::worker::python::PythonInfo,
+) -> Result<BaselineEnv> {
     let (torch, cuda) = (info.torch.as_str(), info.torch_cuda.clone());
     let gpu = device_name(config.device)?;
     let (driver, gpu_properties) = match config.device {
@@ -114,13 +117,13 @@ pub fn environment(config: &RunConfig, info: &crate::python::PythonInfo) -> Resu
                 g.get(i as usize)
                     .and_then(|g| serde_json::to_value(g).ok())
                     .map(|mut v| {
-                        if let Some(live) = crate::nvml::live(i as usize) {
+                        if let Some(live) = crate::gpu::nvml::live(i as usize) {
                             v["live_at_measure"] = serde_json::to_value(live).unwrap_or_default();
                         }
                         v
                     })
             });
-            (crate::nvml::driver_version(), props)
+            (crate::gpu::nvml::driver_version(), props)
         }
         Device::Cpu => (None, None),
     };
@@ -131,7 +134,7 @@ pub fn environment(config: &RunConfig, info: &crate::python::PythonInfo) -> Resu
         cuda,
         driver,
         gpu_properties,
-        hostname: Some(crate::engine::hostname()),
+        hostname: Some(crate::exec::hostname()),
         kbench: Some(env!("CARGO_PKG_VERSION").into()),
         python: Some(info.python.clone()),
     })
@@ -280,7 +283,7 @@ impl StoreFiles {
                 }
                 (Outcome::Ok, None) => {}
                 (outcome, _) => {
-                    let gpu_alone = r.notes.iter().any(|n| n == crate::engine::GPU_ALONE_NOTE);
+                    let gpu_alone = r.notes.iter().any(|n| n == crate::exec::GPU_ALONE_NOTE);
                     // A reference that failed (e.g. its float64 copy does not fit) leaves
                     // eager without a time too; recorded, so it is not retried every time.
                     let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });
@@ -477,7 +480,7 @@ pub fn measure(
         // stress families (which judge kernels, not torch) are not run.
         config.families.clear();
         config.out = work.join(format!("{}-{}", chrono_stamp(), std::process::id()));
-        let result = crate::engine::run(&config, Arc::clone(&stop))?;
+        let result = crate::exec::run(&config, Arc::clone(&stop))?;
         out.evaluated += result.added;
         files.commit(&result.records, settings(&config))?;
         if result.interrupted {
@@ -720,7 +723,7 @@ pub fn prepare_for_run(
     req: &BaselineRequest,
     stop: Arc<AtomicBool>,
 ) -> Result<Option<BaselineTable>> {
-    let info = crate::python::probe(&config.python)?;
+    let info = crate::worker::python::probe(&config.python)?;
     let env = environment(config, &info)?;
     let mut table = BaselineTable::default();
     let mut explicit: BTreeSet<Mode> = BTreeSet::new();
@@ -852,7 +855,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
         Path::new("."),
         m.shard,
     )?;
-    let info = crate::python::probe(&config.python)?;
+    let info = crate::worker::python::probe(&config.python)?;
     let env = environment(&config, &info)?;
     let root = store_root(m.store.as_ref(), &config.cache);
     let mut work = match &m.work {
@@ -940,7 +943,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
 
 /// `kbench baselines import`.
 pub fn import_command(a: &crate::cli::ImportArgs) -> Result<i32> {
-    let cache = crate::python::cache_dir();
+    let cache = crate::worker::python::cache_dir();
     let store = Store::new(store_root(a.store.as_ref(), &cache));
     let mut stale = Vec::new();
     for s in &a.stale {
@@ -995,7 +998,7 @@ pub fn import_command(a: &crate::cli::ImportArgs) -> Result<i32> {
 
 /// `kbench baselines show`.
 pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
-    let cache = crate::python::cache_dir();
+    let cache = crate::worker::python::cache_dir();
     let root = store_root(a.store.as_ref(), &cache);
     let mut rows = Vec::new();
     let mut paths: Vec<PathBuf> = Vec::new();

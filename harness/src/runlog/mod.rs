@@ -5,6 +5,8 @@
 //! Nothing recorded is ever lost: a run killed mid-write leaves at most one partial line, which
 //! `--resume` cuts off (and reports) before appending.
 
+pub mod seed;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use kbench_record::{EvalRecord, SCHEMA_VERSION};
 use serde::{Deserialize, Serialize};
 
 use crate::config::RunConfig;
-use crate::seed::RunSecret;
+use crate::runlog::seed::RunSecret;
 
 /// What a run was asked to do; a resumed run must ask for the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,8 +7,11 @@
 //! case families and timing as `kbench run`), under the agent's name, into the run's own
 //! `records.jsonl`; so `kbench report` picks the fastest correct kernel per task as
 //! CudaForge does. Tasks and their LLM calls run concurrently (`--jobs`) and submit their
-//! kernels to one evaluation service ([`crate::engine::Service`]): one evaluation at a time
+//! kernels to one evaluation service ([`crate::exec::Service`]): one evaluation at a time
 //! per device (CPU timing and a GPU are never shared), each GPU of `--gpus` in parallel.
+
+pub mod client;
+pub mod fake_server;
 
 pub mod coder_judge;
 pub mod command;
@@ -29,7 +32,7 @@ use serde_json::{json, Value};
 
 use crate::agents::Candidate;
 use crate::config::{AgentConfig, RunConfig};
-use crate::llm::{ChatReply, Llm, LlmError, Spend};
+use crate::llm::client::{ChatReply, Llm, LlmError, Spend};
 
 /// The agent kinds that produce kernels in a feedback loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,12 +140,12 @@ impl Budget {
     }
 }
 
-/// Evaluates kernels through the engine's evaluation service ([`crate::engine::Service`]),
+/// Evaluates kernels through the engine's evaluation service ([`crate::exec::Service`]),
 /// into the run directory. Tasks submit concurrently; the service evaluates one kernel at a
 /// time per device (the CPU, or each `--gpus` GPU, as `kbench run` does) and keeps each
 /// problem's reference worker and cases open between a task's rounds.
 pub struct Evaluator {
-    service: crate::engine::Service,
+    service: crate::exec::Service,
     agent: &'static str,
     stop: Arc<AtomicBool>,
 }
@@ -158,7 +161,7 @@ impl Evaluator {
         };
         c.resume = true;
         c.quiet = true;
-        let service = crate::engine::Service::start(&c, Arc::clone(&stop))?;
+        let service = crate::exec::Service::start(&c, Arc::clone(&stop))?;
         Ok(Self {
             service,
             agent,
@@ -181,7 +184,7 @@ impl Evaluator {
             bail!("interrupted");
         }
         let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
-        let key = crate::engine::record_key(problem, self.agent, &cand);
+        let key = crate::exec::record_key(problem, self.agent, &cand);
         let record = self.service.evaluate(problem, cand)?;
         if record.key() != key {
             bail!(
@@ -198,12 +201,12 @@ impl Evaluator {
         self.service.release(problem);
     }
 
-    pub fn stats(&self) -> crate::engine::ServiceStats {
+    pub fn stats(&self) -> crate::exec::ServiceStats {
         self.service.stats()
     }
 
     /// Waits for the service to stop; what it did.
-    pub fn finish(&self) -> Result<crate::engine::ServiceStats> {
+    pub fn finish(&self) -> Result<crate::exec::ServiceStats> {
         self.service.finish()
     }
 }
@@ -472,7 +475,7 @@ pub fn run_with_profiler(
                 .llm_config
                 .clone()
                 .unwrap_or_else(|| PathBuf::from("kbench.toml"));
-            let file = crate::llm::LlmFile::load(&path)?;
+            let file = crate::llm::client::LlmFile::load(&path)?;
             for role in model_roles(opts)? {
                 file.model(&role, &path)?;
             }

@@ -33,9 +33,9 @@ use super::{
 };
 use crate::agents::Candidate;
 use crate::config::{materialize_problem, RunConfig};
-use crate::python;
-use crate::reference::{RefFailure, ReferenceSession};
+use crate::measure::reference::{RefFailure, ReferenceSession};
 use crate::runlog::RunDir;
+use crate::worker::python;
 use crate::worker::Gates;
 
 /// Reference sessions an executor keeps open on the CPU. Idle workers do not disturb CPU
@@ -473,7 +473,7 @@ fn intake(ctx: &Ctx, shared: &Shared, rx: &mpsc::Receiver<Msg>) {
         };
         // Its extension builds on the CPU pool while it waits for an executor.
         if let Some(pool) = &ctx.builds {
-            if crate::build::builds_extensions(&cand.source) {
+            if crate::worker::build::builds_extensions(&cand.source) {
                 pool.submit(build_job(shared.run_dir, &problem_path, &prep));
             }
         }

@@ -10,9 +10,9 @@ use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
-use crate::devcmp::DevTensor;
-use crate::devmem::{DevBuf, Gpu};
-use crate::engine::{device_for_worker, error_text, sanitize, str_field, Ctx, Exec};
+use crate::exec::{device_for_worker, error_text, sanitize, str_field, Ctx, Exec};
+use crate::gpu::compare::DevTensor;
+use crate::gpu::devmem::{DevBuf, Gpu};
 use crate::runlog::RunDir;
 use crate::worker::{Role, Worker, WorkerFault};
 

@@ -8,7 +8,7 @@ use kbench_record::{Device, HostTensor, Outcome, Phase, TimingSummary};
 use serde_json::{json, Value};
 
 use crate::config::RunConfig;
-use crate::engine::{error_outcome, error_text, str_field};
+use crate::exec::{error_outcome, error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
 
 /// The integrity checks of a timing phase (issue 6).
@@ -46,7 +46,7 @@ pub enum TimingResult {
 /// differently under timing).
 pub fn time_pair(
     c: &RunConfig,
-    exec: &crate::engine::Exec,
+    exec: &crate::exec::Exec,
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
@@ -127,7 +127,7 @@ pub fn time_pair(
                     return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
                 }
                 let what = format!("timing round {round}");
-                if let Some(o) = crate::integrity::probe_failure(
+                if let Some(o) = crate::judge::integrity::probe_failure(
                     reply.header.get("integrity"),
                     allowed_mutations,
                     &what,
@@ -176,7 +176,7 @@ pub fn time_pair(
                         let claimed: f64 = s.iter().sum::<f64>() / 1e3;
                         if claimed > wall * 1.01 + 1e-3 {
                             return Ok(TimingResult::Failed(Outcome::Integrity {
-                                flag: crate::integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
+                                flag: crate::judge::integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
                                 detail: format!(
                                     "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
                                 ),
@@ -187,7 +187,7 @@ pub fn time_pair(
                     }
                     Err(e) => {
                         return Ok(TimingResult::Failed(Outcome::Integrity {
-                            flag: crate::integrity::MALFORMED_TIMING.into(),
+                            flag: crate::judge::integrity::MALFORMED_TIMING.into(),
                             detail: e,
                         }))
                     }
@@ -210,7 +210,7 @@ pub fn time_pair(
         }
         (_, Err(e)) => {
             return Ok(TimingResult::Failed(Outcome::Integrity {
-                flag: crate::integrity::MALFORMED_TIMING.into(),
+                flag: crate::judge::integrity::MALFORMED_TIMING.into(),
                 detail: e.to_string(),
             }))
         }
@@ -229,7 +229,7 @@ pub fn time_pair(
     ) = (kbench_reports::speedup(&reference, &candidate), paired)
     else {
         return Ok(TimingResult::Failed(Outcome::Integrity {
-            flag: crate::integrity::MALFORMED_TIMING.into(),
+            flag: crate::judge::integrity::MALFORMED_TIMING.into(),
             detail: format!(
                 "no finite speedup from reference {} ms and candidate {} ms",
                 reference.median_ms, candidate.median_ms

@@ -873,10 +873,10 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
         );
     }
     let device = crate::config::resolve_device(&a.device)?;
-    let cache = crate::python::cache_dir();
-    let choice = crate::python::PythonChoice::resolve(a.python.python.as_deref(), &cache);
-    let info = crate::python::probe(&choice)?;
-    let worker = crate::python::materialize_worker(&cache)?;
+    let cache = crate::worker::python::cache_dir();
+    let choice = crate::worker::python::PythonChoice::resolve(a.python.python.as_deref(), &cache);
+    let info = crate::worker::python::probe(&choice)?;
+    let worker = crate::worker::python::materialize_worker(&cache)?;
     let arch = match device {
         Device::Cuda(i) => crate::gpu::describe().ok().and_then(|g| {
             g.into_iter()
@@ -887,7 +887,7 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
     };
     let kernel_source = std::fs::read(&a.kernel)
         .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
-    let build_dir = crate::engine::extension_build_dir(
+    let build_dir = crate::exec::extension_build_dir(
         &cache,
         &kbench_suites::sha256_hex(&kernel_source),
         &info.torch,
@@ -1047,10 +1047,10 @@ mod tests {
 
     use crate::test_support::{h100, h100_ncu_report};
 
-    const ELEMENTWISE: &str = include_str!("../../tests/fixtures/ncu/elementwise_add.csv");
-    const MATMUL: &str = include_str!("../../tests/fixtures/ncu/matmul_bf16.csv");
-    const TINY: &str = include_str!("../../tests/fixtures/ncu/tiny_scale_scaled_units.csv");
-    const PERM: &str = include_str!("../../tests/fixtures/ncu/err_nvgpuctrperm.log");
+    const ELEMENTWISE: &str = include_str!("../../../tests/fixtures/ncu/elementwise_add.csv");
+    const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");
+    const TINY: &str = include_str!("../../../tests/fixtures/ncu/tiny_scale_scaled_units.csv");
+    const PERM: &str = include_str!("../../../tests/fixtures/ncu/err_nvgpuctrperm.log");
 
     #[test]
     fn numbers_and_units_as_ncu_prints_them() {
@@ -1091,7 +1091,7 @@ mod tests {
         };
         // A CUDA add of 2^26 floats: memory-bound at 76.6% of peak bandwidth, 2^26 FADDs.
         let e = rec(include_str!(
-            "../../tests/fixtures/ncu/recorded_h100_elementwise_add.csv"
+            "../../../tests/fixtures/ncu/recorded_h100_elementwise_add.csv"
         ));
         assert!(e.kernels[0].name.starts_with("elementwise_add_kernel"));
         let v = e.kernels[0].verdict.as_ref().unwrap();
@@ -1105,7 +1105,7 @@ mod tests {
         // A bf16 4096^3 matmul (cuBLAS): compute-bound, and the tensor pipe's ops are exactly
         // 2·N^3 FLOPs per call.
         let m = rec(include_str!(
-            "../../tests/fixtures/ncu/recorded_h100_matmul_bf16.csv"
+            "../../../tests/fixtures/ncu/recorded_h100_matmul_bf16.csv"
         ));
         assert!(
             m.kernels[0].name.starts_with("nvjet_sm90"),
@@ -1122,7 +1122,7 @@ mod tests {
         );
         // A 1024-element scale: 2.7 us, launch/latency-bound.
         let t = rec(include_str!(
-            "../../tests/fixtures/ncu/recorded_h100_tiny_scale.csv"
+            "../../../tests/fixtures/ncu/recorded_h100_tiny_scale.csv"
         ));
         assert_eq!(
             t.kernels[0].verdict.as_ref().unwrap().bound,

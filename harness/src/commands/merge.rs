@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use kbench_record::EvalRecord;
 
+use crate::commands::slurm;
+use crate::runlog::seed::RunSecret;
 use crate::runlog::{self, RunManifest, MANIFEST, RECORDS, SECRET};
-use crate::seed::RunSecret;
-use crate::slurm;
 
 /// What a merge did.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +128,7 @@ fn mismatch(a: &RunParts, b: &RunParts) -> Option<String> {
     }
     let count = |s: &Option<String>| {
         s.as_deref()
-            .and_then(|s| s.parse::<crate::shard::Shard>().ok())
+            .and_then(|s| s.parse::<crate::config::shard::Shard>().ok())
             .map(|s| s.count)
     };
     if let (Some(x), Some(y)) = (count(&a.manifest.shard), count(&b.manifest.shard)) {

@@ -3,6 +3,10 @@
 //! cudarc panics when it calls into a CUDA library that is not installed, so every use is
 //! guarded by the library-present check first. This module is kbench's cudarc boundary.
 
+pub mod compare;
+pub mod devmem;
+pub mod nvml;
+
 /// What the driver says about the machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GpuInventory {
@@ -327,7 +331,7 @@ pub fn cuda_driver_version() -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // `kbench gpus`: the driver's static properties with NVML's live state.
 
-use crate::nvml::LiveState;
+use crate::gpu::nvml::LiveState;
 
 /// One device as `kbench gpus` shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -356,12 +360,12 @@ pub struct GpuListing {
 /// Every visible device with its static properties and, where NVML works, its live state.
 pub fn listing() -> Result<GpuListing, GpuInventory> {
     let infos = describe()?;
-    let nvml_unavailable = crate::nvml::unavailable_reason();
+    let nvml_unavailable = crate::gpu::nvml::unavailable_reason();
     let gpus = infos
         .into_iter()
         .map(|info| {
             let live = if nvml_unavailable.is_none() {
-                crate::nvml::live(info.uuid.as_str())
+                crate::gpu::nvml::live(info.uuid.as_str())
             } else {
                 None
             };
@@ -371,7 +375,7 @@ pub fn listing() -> Result<GpuListing, GpuInventory> {
         .collect();
     Ok(GpuListing {
         gpus,
-        driver_version: crate::nvml::driver_version(),
+        driver_version: crate::gpu::nvml::driver_version(),
         cuda_driver_version: cuda_driver_version(),
         nvml_unavailable,
     })
@@ -517,14 +521,14 @@ fn verify_health(out: &[u32], seed: u32) -> Result<(), String> {
 /// (module load, launch, copy back, verification; not the one-time NVRTC compile). Any CUDA
 /// error, wrong value or panic in the CUDA bindings is an `Err` naming the GPU.
 pub fn health_check(
-    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+    gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
 ) -> anyhow::Result<std::time::Duration> {
     health_check_with(gpu, HealthKernel::Auto)
 }
 
 /// [`health_check`] with a choice of kernel (tests use it to exercise the built-in PTX).
 pub fn health_check_with(
-    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+    gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
     kernel: HealthKernel,
 ) -> anyhow::Result<std::time::Duration> {
     let ordinal = gpu.ordinal;
@@ -548,7 +552,7 @@ pub fn health_check_with(
 }
 
 fn health_check_inner(
-    gpu: &std::sync::Arc<crate::devmem::Gpu>,
+    gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
     kernel: HealthKernel,
 ) -> Result<std::time::Duration, String> {
     use cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -763,10 +767,10 @@ mod tests {
     fn health_check_passes_on_a_real_gpu() {
         if inventory().count() == 0 {
             println!("skipped: {}", inventory().why_none());
-            assert!(crate::devmem::Gpu::open(0).is_err());
+            assert!(crate::gpu::devmem::Gpu::open(0).is_err());
             return;
         }
-        let gpu = crate::devmem::Gpu::open(0).expect("open GPU 0");
+        let gpu = crate::gpu::devmem::Gpu::open(0).expect("open GPU 0");
         println!("NVRTC: {:?}", health_ptx_nvrtc().err());
         for kernel in [
             HealthKernel::Auto,

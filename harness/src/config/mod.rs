@@ -1,6 +1,8 @@
 //! Validated configuration: `Args` in, checked values and resolved paths out. Everything that
 //! can be wrong with the command line is reported here, before any worker starts.
 
+pub mod shard;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,9 +13,9 @@ use kbench_suites::Problem;
 use crate::cli::{
     AgentKind, BuiltinSuite, EvalArgs, PrecisionArg, ProfileArg, PythonArgs, RunArgs, SuiteArgs,
 };
+use crate::config::shard::Shard;
 use crate::gpu;
-use crate::python::{self, PythonChoice};
-use crate::shard::Shard;
+use crate::worker::python::{self, PythonChoice};
 
 /// Per-phase time limits.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +61,7 @@ impl AgentConfig {
         match self {
             AgentConfig::Reference => "reference",
             AgentConfig::Replay { .. } => "replay",
-            AgentConfig::Baselines { .. } => crate::baselines::AGENT,
+            AgentConfig::Baselines { .. } => crate::commands::baselines::AGENT,
             AgentConfig::Given { agent, .. } => agent,
         }
     }
@@ -100,7 +102,7 @@ pub struct RunConfig {
     pub weight_seed: u64,
     pub quiet: bool,
     /// Baselines each correct kernel's time is compared with (`--baselines`).
-    pub baselines: Option<std::sync::Arc<crate::baselines::BaselineTable>>,
+    pub baselines: Option<std::sync::Arc<crate::commands::baselines::BaselineTable>>,
     /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
     /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
     /// (baselines measured again after running out of memory beside loads sent ahead).
@@ -218,8 +220,8 @@ impl TryFrom<RunArgs> for RunConfig {
 }
 
 /// The LLM agent kind of `--agent`, for the agent kinds that loop with feedback.
-pub fn agent_kind(k: AgentKind) -> crate::llm_agents::Kind {
-    use crate::llm_agents::Kind;
+pub fn agent_kind(k: AgentKind) -> crate::llm::Kind {
+    use crate::llm::Kind;
     match k {
         AgentKind::Kevin => Kind::Kevin,
         AgentKind::CudaAgent => Kind::CudaAgent,
@@ -229,10 +231,7 @@ pub fn agent_kind(k: AgentKind) -> crate::llm_agents::Kind {
 }
 
 /// The options of an LLM or command agent run, checked.
-pub fn agent_options(
-    kind: AgentKind,
-    a: &crate::cli::AgentArgs,
-) -> Result<crate::llm_agents::Options> {
+pub fn agent_options(kind: AgentKind, a: &crate::cli::AgentArgs) -> Result<crate::llm::Options> {
     let kind = agent_kind(kind);
     for (name, v) in [
         ("--max-cost-usd", a.max_cost_usd),
@@ -254,7 +253,7 @@ pub fn agent_options(
             bail!("--llm-replay {}: no such run directory", r.display());
         }
     }
-    Ok(crate::llm_agents::Options {
+    Ok(crate::llm::Options {
         kind,
         llm_config: Some(a.llm_config.clone()),
         model: a.model.clone(),

@@ -1,0 +1,3 @@
+//! Verdicts from measurements: pure functions, no processes.
+
+pub mod integrity;
