@@ -5,12 +5,14 @@ pub mod agents;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod eval;
 pub mod exec;
 pub mod exit;
 pub mod gpu;
 pub mod judge;
 pub mod llm;
 pub mod measure;
+pub mod plan;
 pub mod runlog;
 pub mod worker;
 

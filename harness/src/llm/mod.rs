@@ -184,7 +184,7 @@ impl Evaluator {
             bail!("interrupted");
         }
         let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
-        let key = crate::exec::record_key(problem, self.agent, &cand);
+        let key = crate::plan::record_key(problem, self.agent, &cand);
         let record = self.service.evaluate(problem, cand)?;
         if record.key() != key {
             bail!(

@@ -1,5 +1,15 @@
-//! Raw measurements: reference sessions and their cases, interleaved timing, profiling.
+//! Raw measurements, no verdicts: the station (an executor's device), reference sessions
+//! and their cases, running a candidate on a case, interleaved timing, profiling.
+//!
+//! May import: `gpu`, `worker`, `config`, `runlog`, `agents` and the small crates. What it
+//! returns is data (outputs, samples, replies); `judge` turns it into outcomes.
 
+mod ctx;
+pub(crate) mod device_case;
 pub mod profile;
 pub(crate) mod reference;
+mod station;
 pub(crate) mod timing;
+
+pub use ctx::Ctx;
+pub use station::Station;

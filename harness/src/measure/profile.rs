@@ -887,7 +887,7 @@ pub fn profile(a: &ProfileArgs) -> Result<ProfileReport> {
     };
     let kernel_source = std::fs::read(&a.kernel)
         .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
-    let build_dir = crate::exec::extension_build_dir(
+    let build_dir = crate::worker::build::extension_build_dir(
         &cache,
         &kbench_suites::sha256_hex(&kernel_source),
         &info.torch,

@@ -10,10 +10,12 @@ use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
-use crate::exec::{device_for_worker, error_text, sanitize, str_field, Ctx, Exec};
+use super::{Ctx, Station};
 use crate::gpu::compare::DevTensor;
 use crate::gpu::devmem::{DevBuf, Gpu};
+use crate::runlog::sanitize;
 use crate::runlog::RunDir;
+use crate::worker::{device_for_worker, error_text, str_field};
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// A tensor in a harness-owned GPU buffer.
@@ -113,6 +115,40 @@ impl RefCase {
                 .sum(),
         }
     }
+    /// The case's reference outputs (and float64 outputs) on the host: read back from the
+    /// GPU for a device case.
+    pub fn host_outputs(
+        &self,
+        station: &Station,
+    ) -> anyhow::Result<(Vec<HostTensor>, Option<Vec<HostTensor>>)> {
+        Ok(match &self.data {
+            CaseData::Host {
+                outputs,
+                outputs_f64,
+                ..
+            } => (outputs.clone(), outputs_f64.clone()),
+            CaseData::Device {
+                outputs,
+                outputs_f64,
+                ..
+            } => {
+                let gpu = station.gpu.as_ref().expect("device case without a GPU");
+                let read = |t: &DevTensorOwned| -> anyhow::Result<HostTensor> {
+                    let bytes = gpu.read(&t.buf, 0, t.nbytes())?;
+                    Ok(HostTensor::new(t.dtype, t.shape.clone(), bytes)?)
+                };
+                let refs = outputs
+                    .iter()
+                    .map(read)
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let refs64 = match outputs_f64 {
+                    Some(v) => Some(v.iter().map(read).collect::<anyhow::Result<Vec<_>>>()?),
+                    None => None,
+                };
+                (refs, refs64)
+            }
+        })
+    }
 }
 
 pub enum RefFailure {
@@ -155,7 +191,7 @@ impl ReferenceSession {
     /// Opens the session, using `prestarted` (a worker started ahead) when given.
     pub fn open(
         ctx: &Ctx,
-        exec: &Exec,
+        exec: &Station,
         problem: &Problem,
         problem_path: &Path,
         run_dir: &RunDir,
@@ -199,7 +235,7 @@ impl ReferenceSession {
         Ok(s)
     }
 
-    fn load(&mut self, ctx: &Ctx, exec: &Exec) -> Result<(), RefFailure> {
+    fn load(&mut self, ctx: &Ctx, exec: &Station) -> Result<(), RefFailure> {
         let load = load_request(ctx, exec, &self.problem_path);
         let reply = self.worker.request(load, ctx.config.timeouts.load);
         self.loaded(ctx, reply)
@@ -245,7 +281,7 @@ impl ReferenceSession {
     }
 
     /// Replaces a dead or hung reference worker (at most twice per problem).
-    fn restart(&mut self, ctx: &Ctx, exec: &Exec, problem: &Problem) -> Result<(), RefFailure> {
+    fn restart(&mut self, ctx: &Ctx, exec: &Station, problem: &Problem) -> Result<(), RefFailure> {
         if self.restarts >= 2 {
             return Err(RefFailure::Failed(format!(
                 "reference worker for {} failed {} times; giving up on this problem",
@@ -264,7 +300,7 @@ impl ReferenceSession {
     pub fn case(
         &mut self,
         ctx: &Ctx,
-        exec: &Exec,
+        exec: &Station,
         problem: &Problem,
         run_dir: &RunDir,
         t: u32,
@@ -298,7 +334,7 @@ impl ReferenceSession {
     pub fn hold_case(
         &mut self,
         ctx: &Ctx,
-        exec: &Exec,
+        exec: &Station,
         problem: &Problem,
         run_dir: &RunDir,
         t: u32,
@@ -314,7 +350,7 @@ impl ReferenceSession {
     fn make_restarting(
         &mut self,
         ctx: &Ctx,
-        exec: &Exec,
+        exec: &Station,
         problem: &Problem,
         run_dir: &RunDir,
         t: u32,
@@ -636,7 +672,7 @@ fn take_host_case(
 /// Starts (or takes the prestarted) reference worker.
 fn start_reference(
     ctx: &Ctx,
-    exec: &Exec,
+    exec: &Station,
     problem: &Problem,
     log: &Path,
     prestarted: Option<Result<Worker, WorkerFault>>,
@@ -667,7 +703,7 @@ fn start_reference(
 /// The `load` command of a problem's reference worker. The executor sends it ahead, while
 /// earlier problems run, so that building the model (seconds on the CPU for large level-3
 /// models) is off the critical path.
-pub fn load_request(ctx: &Ctx, exec: &Exec, problem_path: &Path) -> Frame {
+pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Frame {
     let c = ctx.config;
     Frame::new(json!({
         "cmd": "load",

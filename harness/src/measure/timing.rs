@@ -4,19 +4,17 @@
 use std::time::Instant;
 
 use kbench_record::protocol::Frame;
-use kbench_record::{Device, HostTensor, Outcome, Phase, TimingSummary};
+use kbench_record::{HostTensor, Outcome};
 use serde_json::{json, Value};
 
 use crate::config::RunConfig;
-use crate::exec::{error_outcome, error_text, str_field};
+use crate::worker::{error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
 
 /// The integrity checks of a timing phase (issue 6).
 pub struct TimedChecks<'a> {
     /// Probe one timed call per round and send its outputs back.
     pub check_outputs: bool,
-    /// Inputs the reference itself writes to (not flagged `input-mutated`).
-    pub allowed_mutations: &'a [u64],
     /// Where the probed calls' outputs go.
     pub checked: &'a mut Vec<CheckedCall>,
 }
@@ -29,12 +27,39 @@ pub struct CheckedCall {
     pub outputs: Vec<HostTensor>,
 }
 
-pub enum TimingResult {
-    Measured(TimingSummary),
-    /// The candidate broke a timing rule.
-    Failed(Outcome),
+/// What the interleaved timing measured: every sample of both sides, the claimed clocks and
+/// the harness's own wall time of each side's requests. Raw: `judge::timing` makes the
+/// summary and any verdict.
+pub struct RawTiming {
+    pub reference_clock: String,
+    pub reference_samples: Vec<f64>,
+    pub reference_wall_s: f64,
+    pub candidate_clock: String,
+    pub candidate_samples: Vec<f64>,
+    pub candidate_wall_s: f64,
+    /// Timed calls per round (the pairing unit of the paired speedup).
+    pub per_round: u32,
+    pub rounds: u32,
+}
+
+/// How a timing phase ended.
+pub enum TimingRun {
+    Complete(RawTiming),
+    /// A candidate's round answer was judged failing; timing stopped there.
+    Stopped(Outcome),
     /// The reference could not be timed; the candidate keeps its verdict, untimed.
     ReferenceFailed(String),
+}
+
+/// The verdicts timing needs while it runs, supplied by the judge: a failing round stops the
+/// timing at once (the candidate is not timed further).
+pub trait RoundJudge {
+    /// The candidate's answer to timing round `round`, before its samples are read: an error
+    /// answer, or what its integrity probes found.
+    fn answer(&self, reply: &Frame, round: u32) -> Option<Outcome>;
+    /// The candidate's samples of `n` timed calls (or why they are malformed), against the
+    /// harness's wall time of the round.
+    fn samples(&self, samples: Result<&[f64], &str>, n: u32, wall_s: f64) -> Option<Outcome>;
 }
 
 /// Times reference and candidate in alternating rounds on the same inputs (the last case),
@@ -46,18 +71,17 @@ pub enum TimingResult {
 /// differently under timing).
 pub fn time_pair(
     c: &RunConfig,
-    exec: &crate::exec::Exec,
+    exec: &crate::measure::Station,
     reference: &mut Worker,
     candidate: &mut Worker,
     tc: &crate::config::TimingConfig,
     checks: TimedChecks<'_>,
-) -> Result<TimingResult, WorkerFault> {
+    judge: &dyn RoundJudge,
+) -> Result<TimingRun, WorkerFault> {
     let TimedChecks {
         check_outputs,
-        allowed_mutations,
         checked,
     } = checks;
-    let device = exec.device;
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
     let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
@@ -102,9 +126,7 @@ pub fn time_pair(
                 let reply = match reference.request(Frame::new(cmd.clone()), c.timeouts.time) {
                     Ok(r) => r,
                     Err(f) => {
-                        return Ok(TimingResult::ReferenceFailed(format!(
-                            "reference timing: {f}"
-                        )))
+                        return Ok(TimingRun::ReferenceFailed(format!("reference timing: {f}")))
                     }
                 };
                 ref_wall += t.elapsed().as_secs_f64();
@@ -114,25 +136,15 @@ pub fn time_pair(
                         ref_samples.extend(s);
                     }
                     Err(e) => {
-                        return Ok(TimingResult::ReferenceFailed(format!(
-                            "reference timing: {e}"
-                        )))
+                        return Ok(TimingRun::ReferenceFailed(format!("reference timing: {e}")))
                     }
                 }
             } else {
                 let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
                 let wall = t.elapsed().as_secs_f64();
                 cand_wall += wall;
-                if reply.kind() == "error" {
-                    return Ok(TimingResult::Failed(error_outcome(&reply, Phase::Time)));
-                }
-                let what = format!("timing round {round}");
-                if let Some(o) = crate::judge::integrity::probe_failure(
-                    reply.header.get("integrity"),
-                    allowed_mutations,
-                    &what,
-                ) {
-                    return Ok(TimingResult::Failed(o));
+                if let Some(o) = judge.answer(&reply, round) {
+                    return Ok(TimingRun::Stopped(o));
                 }
                 if check_outputs {
                     let tensors = reply
@@ -170,80 +182,30 @@ pub fn time_pair(
                         });
                     }
                 }
-                match parse_samples(&reply, n) {
-                    Ok((clock, s)) => {
-                        // The harness's own clock bounds what the candidate claims.
-                        let claimed: f64 = s.iter().sum::<f64>() / 1e3;
-                        if claimed > wall * 1.01 + 1e-3 {
-                            return Ok(TimingResult::Failed(Outcome::Integrity {
-                                flag: crate::judge::integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
-                                detail: format!(
-                                    "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
-                                ),
-                            }));
-                        }
-                        cand_clock = clock;
-                        cand_samples.extend(s);
-                    }
-                    Err(e) => {
-                        return Ok(TimingResult::Failed(Outcome::Integrity {
-                            flag: crate::judge::integrity::MALFORMED_TIMING.into(),
-                            detail: e,
-                        }))
-                    }
+                let parsed = parse_samples(&reply, n);
+                let verdict = match &parsed {
+                    Ok((_, s)) => judge.samples(Ok(s), n, wall),
+                    Err(e) => judge.samples(Err(e), n, wall),
+                };
+                if let Some(o) = verdict {
+                    return Ok(TimingRun::Stopped(o));
+                }
+                if let Ok((clock, s)) = parsed {
+                    cand_clock = clock;
+                    cand_samples.extend(s);
                 }
             }
         }
         round += 1;
     }
-    let stats =
-        |clock: String, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(&clock, s, wall);
-    let (reference, candidate) = match (
-        stats(ref_clock, ref_samples, ref_wall),
-        stats(cand_clock, cand_samples, cand_wall),
-    ) {
-        (Ok(r), Ok(c)) => (r, c),
-        (Err(e), _) => {
-            return Ok(TimingResult::ReferenceFailed(format!(
-                "reference samples: {e}"
-            )))
-        }
-        (_, Err(e)) => {
-            return Ok(TimingResult::Failed(Outcome::Integrity {
-                flag: crate::judge::integrity::MALFORMED_TIMING.into(),
-                detail: e.to_string(),
-            }))
-        }
-    };
-    let paired = kbench_reports::paired_speedup(
-        &reference.samples_ms,
-        &candidate.samples_ms,
-        per_round as usize,
-    );
-    let (
-        Some(kbench_reports::Speedup {
-            median: speedup_of_medians,
-            mean: speedup_mean,
-        }),
-        Some(speedup),
-    ) = (kbench_reports::speedup(&reference, &candidate), paired)
-    else {
-        return Ok(TimingResult::Failed(Outcome::Integrity {
-            flag: crate::judge::integrity::MALFORMED_TIMING.into(),
-            detail: format!(
-                "no finite speedup from reference {} ms and candidate {} ms",
-                reference.median_ms, candidate.median_ms
-            ),
-        }));
-    };
-    Ok(TimingResult::Measured(TimingSummary {
-        reference,
-        candidate,
-        speedup,
-        speedup_of_medians: Some(speedup_of_medians),
-        speedup_mean,
-        warmup: tc.warmup,
-        l2_flush: tc.l2_flush && matches!(device, Device::Cuda(_)),
+    Ok(TimingRun::Complete(RawTiming {
+        reference_clock: ref_clock,
+        reference_samples: ref_samples,
+        reference_wall_s: ref_wall,
+        candidate_clock: cand_clock,
+        candidate_samples: cand_samples,
+        candidate_wall_s: cand_wall,
+        per_round,
         rounds: round,
     }))
 }

@@ -5,7 +5,10 @@
 //! Nothing recorded is ever lost: a run killed mid-write leaves at most one partial line, which
 //! `--resume` cuts off (and reports) before appending.
 
+mod names;
 pub mod seed;
+
+pub use names::sanitize;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};

@@ -224,6 +224,31 @@ pub fn builds_extensions(source: &str) -> bool {
     source.contains("load_inline") || source.contains("cpp_extension")
 }
 
+/// The content-addressed build folder of a candidate's extensions: keyed by its source, the
+/// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
+/// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
+/// builds ahead, `kbench profile`).
+pub fn extension_build_dir(
+    cache: &Path,
+    source_sha256: &str,
+    torch: &str,
+    device: kbench_record::Device,
+    arch: Option<&str>,
+) -> PathBuf {
+    cache.join("torch_extensions").join(
+        &kbench_suites::sha256_hex(
+            format!(
+                "{}|{}|{}|{}",
+                source_sha256,
+                torch,
+                super::device_for_worker(device),
+                arch.unwrap_or("cpu")
+            )
+            .as_bytes(),
+        )[..16],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

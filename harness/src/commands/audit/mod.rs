@@ -34,9 +34,10 @@ use sha2::{Digest, Sha256};
 
 use crate::cli::{AuditArgs, AuditProfileArg, EvalArgs, ProfileArg};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
-use crate::exec::{error_text, Ctx, Exec};
 use crate::measure::reference::load_request;
+use crate::measure::{Ctx, Station};
 use crate::runlog::seed::RunSecret;
+use crate::worker::error_text;
 use crate::worker::python;
 use crate::worker::{Role, Worker, WorkerFault};
 
@@ -1177,7 +1178,7 @@ enum Outcome {
 
 fn audit_one(
     ctx: &Ctx,
-    exec: &Exec,
+    exec: &Station,
     problem: &Problem,
     opts: &Opts,
     guard: &MemoryGuard,
@@ -1195,7 +1196,7 @@ fn audit_one(
             Ok(p) => p,
             Err(e) => return Outcome::Failed(format!("{e:#}")),
         };
-        let log = logs.join(format!("{}.log", crate::exec::sanitize(&problem.key())));
+        let log = logs.join(format!("{}.log", crate::runlog::sanitize(&problem.key())));
         let spec = ctx.spec(
             Role::Reference,
             &std::env::temp_dir(),
@@ -1251,7 +1252,7 @@ fn audit_one(
 /// `load`, then `audit`, on a started reference worker.
 fn converse(
     ctx: &Ctx,
-    exec: &Exec,
+    exec: &Station,
     worker: &mut Worker,
     path: &Path,
     pa: &mut ProblemAudit,
@@ -1267,7 +1268,7 @@ fn converse(
         Err(f) => Err(Outcome::Failed(fault_text(&f, phase, opts))),
     };
     match ask(worker, load_request(ctx, exec, path), "loading", "loaded") {
-        Ok(r) => pa.device_name = crate::exec::str_field(&r.header, "device_name"),
+        Ok(r) => pa.device_name = crate::worker::str_field(&r.header, "device_name"),
         Err(o) => return o,
     }
     let mut cmd = json!({
@@ -1546,7 +1547,7 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     let stopped = || stop.load(Ordering::SeqCst) || interrupted.load(Ordering::SeqCst);
     // Audits problem i and records it, or puts it back at the head of the queue when it ran
     // out of memory beside another problem (it is then audited alone).
-    let audit_and_record = |i: usize, exec: &Exec| {
+    let audit_and_record = |i: usize, exec: &Station| {
         let problem = &config.problems[i];
         let Some(alone) = admission.enter(&stopped) else {
             return;
@@ -1611,7 +1612,7 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         let workers: Vec<_> = (0..jobs)
             .map(|_| {
                 scope.spawn(|| {
-                    let exec = Exec {
+                    let exec = Station {
                         device: config.device,
                         gpu: None,
                         cmp: None,

@@ -134,7 +134,7 @@ pub fn environment(
         cuda,
         driver,
         gpu_properties,
-        hostname: Some(crate::exec::hostname()),
+        hostname: Some(crate::eval::record::hostname()),
         kbench: Some(env!("CARGO_PKG_VERSION").into()),
         python: Some(info.python.clone()),
     })
@@ -283,7 +283,10 @@ impl StoreFiles {
                 }
                 (Outcome::Ok, None) => {}
                 (outcome, _) => {
-                    let gpu_alone = r.notes.iter().any(|n| n == crate::exec::GPU_ALONE_NOTE);
+                    let gpu_alone = r
+                        .notes
+                        .iter()
+                        .any(|n| n == crate::eval::candidate::GPU_ALONE_NOTE);
                     // A reference that failed (e.g. its float64 copy does not fit) leaves
                     // eager without a time too; recorded, so it is not retried every time.
                     let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });

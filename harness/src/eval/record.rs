@@ -1,0 +1,77 @@
+//! Assembling records: keys, the candidate's reference, the environment every record of a
+//! run carries, and the record of a problem whose reference failed.
+
+use kbench_record::{CandidateRef, Device, Environment, EvalRecord, Outcome, SCHEMA_VERSION};
+
+use super::Unit;
+use crate::agents::Candidate;
+use crate::config::RunConfig;
+use crate::runlog::{now_unix, RunDir};
+use crate::worker::python::PythonInfo;
+
+pub(crate) fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
+    CandidateRef {
+        agent: agent.into(),
+        name: c.name.clone(),
+        sample: c.sample,
+        source_path: c.source_path.as_ref().map(|p| p.display().to_string()),
+        sha256: c.sha256.clone(),
+    }
+}
+
+/// The record of a candidate whose problem's reference failed: nothing to judge it against.
+pub(crate) fn reference_error_record(
+    config: &RunConfig,
+    device: Device,
+    run_dir: &RunDir,
+    unit: &Unit,
+    message: &str,
+    env: Environment,
+) -> EvalRecord {
+    let now = now_unix();
+    EvalRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_dir.manifest.run_id.clone(),
+        problem: unit.problem.to_ref(),
+        candidate: candidate_ref(unit.agent, unit.cand),
+        device,
+        precision: config.precision,
+        profile: config.profile,
+        outcome: Outcome::ReferenceError {
+            message: message.to_string(),
+        },
+        cases: Vec::new(),
+        timing: None,
+        load_s: None,
+        build_ahead_s: None,
+        phases: None,
+        gpu: None,
+        wall_s: 0.0,
+        started_unix_s: now,
+        finished_unix_s: now,
+        log_tail: String::new(),
+        notes: Vec::new(),
+        env,
+        baselines: Default::default(),
+        speed_of_light: None,
+        integrity: None,
+    }
+}
+
+/// The environment every record of the run carries (its device name is filled per GPU).
+pub(crate) fn environment_base(info: &PythonInfo) -> Environment {
+    Environment {
+        kbench: env!("CARGO_PKG_VERSION").into(),
+        python: info.python.clone(),
+        torch: info.torch.clone(),
+        device_name: String::new(),
+        cuda: info.torch_cuda.clone(),
+        hostname: hostname(),
+    }
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,240 @@
+//! Setting an evaluation up, shared by `kbench run` and the agents' service: the Python
+//! worker and its environment, the run folder, the build-ahead pool, one station per device,
+//! the GPU sampler, and the executors run over a queue.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use kbench_record::Device;
+
+use super::executor::{executor, Depth, Shared};
+use crate::config::RunConfig;
+use crate::eval::prepare::Prepared;
+use crate::measure::{Ctx, Station};
+use crate::runlog::RunDir;
+use crate::worker::build::{BuildJob, BuildPool};
+use crate::worker::python::{self, PythonInfo};
+use crate::worker::{worker_env, Gates, Role, WorkerSpec, BUILD_NICENESS};
+
+/// What an evaluation sets up before anything runs.
+pub(crate) struct Engine {
+    pub info: PythonInfo,
+    pub worker_script: PathBuf,
+    /// The core each station's timing runs on (see `affinity`).
+    pub timing_cores: Vec<Option<usize>>,
+    /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only.
+    pub cuda_arch: Option<String>,
+}
+
+impl Engine {
+    /// Checks the Python environment and writes the worker out. Call it first, before any
+    /// thread or process is started: they inherit the mask that keeps them off the cores
+    /// reserved for timing. `cached_probe`: the environment was probed already in this
+    /// process (a service started per agent run).
+    pub fn prepare(config: &RunConfig, cached_probe: bool) -> Result<Engine> {
+        let timing_cores = timing_cores_of(config);
+        let info = if cached_probe {
+            python::probe_cached(&config.python)?
+        } else {
+            python::probe(&config.python)?
+        };
+        check_cuda(config, &info)?;
+        let worker_script = python::materialize_worker(&config.cache)?;
+        Ok(Engine {
+            info,
+            worker_script,
+            timing_cores,
+            cuda_arch: cuda_arch_of(config),
+        })
+    }
+
+    /// The context of the evaluations (no build pool yet).
+    pub fn ctx<'a>(&'a self, config: &'a RunConfig, stop: &Arc<AtomicBool>) -> Ctx<'a> {
+        Ctx {
+            config,
+            python: &config.python.python,
+            info: &self.info,
+            worker_script: &self.worker_script,
+            stop: Arc::clone(stop),
+            cuda_arch: self.cuda_arch.clone(),
+            builds: None,
+            gates: Gates::default(),
+        }
+    }
+
+    /// Starts the build-ahead pool with `jobs` processes.
+    pub fn build_pool(&self, config: &RunConfig, stop: &Arc<AtomicBool>, jobs: usize) -> BuildPool {
+        start_build_pool(
+            config,
+            &self.worker_script,
+            self.cuda_arch.clone(),
+            stop,
+            jobs,
+        )
+    }
+
+    /// One station per `--gpus` entry, or the CPU, with the GPU sampler of a CUDA run.
+    pub fn stations(
+        &self,
+        config: &RunConfig,
+        run_dir: &RunDir,
+    ) -> Result<(Vec<Station>, Option<crate::gpu::nvml::GpuSampler>)> {
+        let stations = open_stations(config, self.timing_cores.clone())?;
+        Ok((stations, start_sampler(config, run_dir)))
+    }
+}
+
+/// Runs one executor per station until the queue is done (or the run stops), with `beside`
+/// on the calling thread meanwhile (the service's intake). The first executor error stops
+/// every executor (`on_error` hears of it at once) and is returned.
+pub(crate) fn run_executors(
+    ctx: &Ctx,
+    stations: &[Station],
+    depth: Depth,
+    shared: &Shared,
+    on_error: &(dyn Fn(&anyhow::Error) + Sync),
+    beside: impl FnOnce(),
+) -> Option<anyhow::Error> {
+    let error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for (idx, station) in stations.iter().enumerate() {
+            let error = &error;
+            scope.spawn(move || {
+                if let Err(e) = executor(ctx, station, idx, depth, shared) {
+                    on_error(&e);
+                    super::queue::lock(error).get_or_insert(e);
+                    shared.queue.fail();
+                }
+                shared.alive.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+        beside();
+    });
+    error.into_inner().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A `--device cuda` run needs a torch that can use CUDA.
+fn check_cuda(config: &RunConfig, info: &PythonInfo) -> Result<()> {
+    if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
+        anyhow::bail!(
+            "--device {}: torch {} in {} cannot use CUDA (torch.cuda.is_available() is False); use --device cpu or an interpreter with a CUDA build of torch",
+            config.device,
+            info.torch,
+            info.executable
+        );
+    }
+    Ok(())
+}
+
+/// `TORCH_CUDA_ARCH_LIST` for the run's GPUs, e.g. `9.0`; `None` on the CPU.
+fn cuda_arch_of(config: &RunConfig) -> Option<String> {
+    if config.gpus.is_empty() {
+        return None;
+    }
+    crate::gpu::describe().ok().map(|gpus| {
+        let mut archs: Vec<String> = config
+            .gpus
+            .iter()
+            .filter_map(|g| gpus.get(*g as usize))
+            .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
+            .collect();
+        archs.sort();
+        archs.dedup();
+        archs.join(";")
+    })
+}
+
+/// The pool that builds candidate extensions ahead on the CPU.
+fn start_build_pool(
+    config: &RunConfig,
+    worker_script: &Path,
+    arch: Option<String>,
+    stop: &Arc<AtomicBool>,
+    jobs: usize,
+) -> BuildPool {
+    let python = config.python.python.clone();
+    let script = worker_script.to_path_buf();
+    let cache = config.cache.clone();
+    let interrupt = Arc::clone(stop);
+    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
+        python: python.clone(),
+        script: script.clone(),
+        role: Role::Candidate,
+        cwd: job.build_dir.clone(),
+        // No GPU: builds need only the compiler. Niced: the evaluation's own processes
+        // (and the timed ones above all) come first on a host whose cores the builds fill.
+        env: {
+            let mut env = worker_env(&python, Device::Cpu, arch.as_deref(), &cache);
+            env.push(("KBENCH_NICE".into(), BUILD_NICENESS.to_string()));
+            env
+        },
+        log_path: Some(job.log_path.clone()),
+        max_payload: 1 << 20,
+        interrupt: Some(Arc::clone(&interrupt)),
+        gate: None,
+    });
+    BuildPool::start(jobs, spec_for, config.timeouts.start, config.timeouts.load)
+}
+
+/// The build-ahead job of a prepared candidate whose source builds an extension.
+pub(crate) fn build_job(run_dir: &RunDir, problem_path: &Path, prep: &Prepared) -> BuildJob {
+    BuildJob {
+        build_dir: prep.build_dir.clone(),
+        problem_path: problem_path.to_path_buf(),
+        candidate_path: prep.source_path.clone(),
+        log_path: run_dir.logs_dir().join(format!("{}.build.log", prep.key)),
+    }
+}
+
+/// The timing cores of the run (before any thread or process starts; see `affinity`).
+fn timing_cores_of(config: &RunConfig) -> Vec<Option<usize>> {
+    if config.gpus.is_empty() {
+        vec![None]
+    } else {
+        crate::exec::affinity::reserve_timing_cores(config.gpus.len())
+    }
+}
+
+/// One executor device per `--gpus` entry, or the CPU.
+fn open_stations(config: &RunConfig, timing_cores: Vec<Option<usize>>) -> Result<Vec<Station>> {
+    let devices: Vec<Device> = if config.gpus.is_empty() {
+        vec![Device::Cpu]
+    } else {
+        config.gpus.iter().map(|g| Device::Cuda(*g)).collect()
+    };
+    let mut execs = Vec::with_capacity(devices.len());
+    for (d, core) in devices.into_iter().zip(timing_cores) {
+        execs.push(Station::open(d, core)?);
+    }
+    Ok(execs)
+}
+
+/// The GPU sampler of a CUDA run (`gpu_samples.jsonl`).
+fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::gpu::nvml::GpuSampler> {
+    // Position k of the sampler's list is CUDA ordinal k (empty: not sampled), so a sample's
+    // `gpu` field is the same number as a record's `gpu`.
+    let gpu_uuids: Vec<String> = match crate::gpu::describe() {
+        Ok(all) => all
+            .iter()
+            .map(|i| {
+                if config.gpus.contains(&i.index) {
+                    i.uuid.clone()
+                } else {
+                    String::new()
+                }
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    (!config.gpus.is_empty() && !gpu_uuids.is_empty())
+        .then(|| {
+            crate::gpu::nvml::GpuSampler::start(
+                gpu_uuids,
+                std::time::Duration::from_millis(100),
+                run_dir.root.join("gpu_samples.jsonl"),
+            )
+        })
+        .flatten()
+}

@@ -1,0 +1,473 @@
+//! The executor: one per device, the only code that drives workers concurrently. It takes
+//! batches from the queue, evaluates their candidates one at a time on its device (so a timed
+//! kernel never shares it), and keeps the next workers starting ahead:
+//!
+//! - `depth` batches are taken ahead, each with its reference worker started (and sent its
+//!   `load`) and its first candidate's worker started, on a GPU on threads of their own, so
+//!   Python's start-up and torch's import never hold the GPU up (`kbench run`); on the CPU a
+//!   start waits until the worker is needed, since a second process importing torch would
+//!   disturb CPU timing;
+//! - the next candidate's worker of a batch starts while the current one runs;
+//! - up to `keep` reference sessions stay open between batches of the same problem (the
+//!   agents' service: a task's later kernels skip the model load and the reference cases);
+//!   a batch marked `last` closes its session when done.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Result;
+use kbench_record::{Device, Environment, EvalRecord, Outcome};
+
+use super::progress::report_line;
+use super::queue::{lock, Batch, Queue, Taken};
+use crate::eval::candidate::{evaluate_candidate, start_candidate};
+use crate::eval::record::reference_error_record;
+use crate::eval::Unit;
+use crate::measure::reference::{load_request, RefFailure, ReferenceSession};
+use crate::measure::{Ctx, Station};
+use crate::runlog::{sanitize, RunDir};
+use crate::worker::{Prestart, Role};
+
+/// Where the executors' records go besides the run log (already appended and fsynced).
+pub(crate) trait Sink: Sync {
+    /// `record` of record key `key` was appended; `eval_s` is what its evaluation took.
+    fn recorded(&self, key: &str, record: &EvalRecord, eval_s: f64);
+}
+
+/// How deep an executor works ahead.
+#[derive(Clone, Copy)]
+pub(crate) struct Depth {
+    /// Batches taken ahead of the one running, their workers starting.
+    pub ahead: usize,
+    /// Reference sessions kept open between batches.
+    pub keep: usize,
+}
+
+/// What the executors share.
+pub(crate) struct Shared<'a> {
+    pub queue: &'a Queue,
+    pub run_dir: &'a RunDir,
+    pub env_base: &'a Environment,
+    pub agent: &'a str,
+    pub progress: &'a indicatif::ProgressBar,
+    pub sink: &'a dyn Sink,
+    /// Executors still running.
+    pub alive: AtomicUsize,
+    /// Reference sessions opened, and batches that found theirs open.
+    pub opened: &'a AtomicU64,
+    pub reused: &'a AtomicU64,
+}
+
+/// A batch taken ahead, with its workers already starting.
+struct Upcoming {
+    batch: Batch,
+    reference: Option<Prestart>,
+    first_candidate: Option<(tempfile::TempDir, Prestart)>,
+}
+
+impl Upcoming {
+    fn discard(self) {
+        if let Some(r) = self.reference {
+            r.discard();
+        }
+        if let Some((_, p)) = self.first_candidate {
+            p.discard();
+        }
+    }
+}
+
+/// A reference session an executor holds open.
+struct Open {
+    pkey: String,
+    session: std::result::Result<ReferenceSession, String>,
+    /// Time its opening took, carried by its first record (`reference_open_s`).
+    open_s: f64,
+}
+
+/// How a batch ended.
+enum Flow {
+    Next,
+    /// Stopped (interrupt): leave.
+    Stop,
+    /// The GPU failed its health check and the executor left the run: `Err` when no other
+    /// executor is left to take the work.
+    Unhealthy(Result<()>),
+}
+
+/// Crashes and timeouts kill a process that held a CUDA context in an unknown state.
+fn needs_health_check(o: &Outcome) -> bool {
+    matches!(o, Outcome::Crashed { .. } | Outcome::Timeout { .. })
+}
+
+/// One executor (`idx` among them) on `station`.
+pub(crate) fn executor(
+    ctx: &Ctx,
+    station: &Station,
+    idx: usize,
+    depth: Depth,
+    shared: &Shared,
+) -> Result<()> {
+    let mut ex = Executor {
+        ctx,
+        station,
+        idx,
+        depth,
+        shared,
+        sessions: Vec::new(),
+        upcoming: VecDeque::new(),
+    };
+    let result = ex.run();
+    for u in ex.upcoming.drain(..) {
+        u.discard();
+    }
+    for o in std::mem::take(&mut ex.sessions) {
+        ex.close(o);
+    }
+    result
+}
+
+struct Executor<'a> {
+    ctx: &'a Ctx<'a>,
+    station: &'a Station,
+    idx: usize,
+    depth: Depth,
+    shared: &'a Shared<'a>,
+    /// Open sessions, least recently used first.
+    sessions: Vec<Open>,
+    upcoming: VecDeque<Upcoming>,
+}
+
+impl Executor<'_> {
+    fn stopped(&self) -> bool {
+        self.ctx.stop.load(Ordering::SeqCst) || self.shared.queue.failed()
+    }
+
+    fn run(&mut self) -> Result<()> {
+        loop {
+            // Close the sessions of released problems with nothing queued.
+            let closable = self.shared.queue.closable();
+            if !closable.is_empty() {
+                let (gone, kept) = std::mem::take(&mut self.sessions)
+                    .into_iter()
+                    .partition(|o| closable.contains(&o.pkey));
+                self.sessions = kept;
+                for o in gone {
+                    self.close(o);
+                }
+            }
+            if self.stopped() {
+                return Ok(());
+            }
+            self.fill()?;
+            let current = match self.upcoming.pop_front() {
+                Some(u) => u,
+                None => match self.take(true) {
+                    Taken::Batch(b) => Upcoming {
+                        batch: *b,
+                        reference: None,
+                        first_candidate: None,
+                    },
+                    Taken::Nothing => continue,
+                    Taken::Leave => return Ok(()),
+                },
+            };
+            if self.stopped() {
+                current.discard();
+                return Ok(());
+            }
+            // Keep the lookahead full while this batch runs.
+            self.fill()?;
+            match self.batch(current)? {
+                Flow::Next => {}
+                Flow::Stop => return Ok(()),
+                Flow::Unhealthy(r) => return r,
+            }
+        }
+    }
+
+    fn take(&self, wait: bool) -> Taken {
+        let mine: Vec<&str> = self.sessions.iter().map(|o| o.pkey.as_str()).collect();
+        self.shared
+            .queue
+            .take(self.idx, &mine, wait, &self.ctx.stop)
+    }
+
+    /// Takes batches ahead up to the depth, starting their workers.
+    fn fill(&mut self) -> Result<()> {
+        let (ctx, station, run_dir) = (self.ctx, self.station, self.shared.run_dir);
+        let c = ctx.config;
+        let ahead = station.gpu.is_some();
+        while self.upcoming.len() < self.depth.ahead {
+            let Taken::Batch(batch) = self.take(false) else {
+                break;
+            };
+            let batch = *batch;
+            let reference = (!self.sessions.iter().any(|o| o.pkey == batch.pkey)).then(|| {
+                let log = run_dir.logs_dir().join(format!(
+                    "{}__reference.log",
+                    sanitize(&batch.problem.to_ref().key())
+                ));
+                let spec = ctx.spec(
+                    Role::Reference,
+                    &std::env::temp_dir(),
+                    Some(log),
+                    station.device,
+                );
+                let load = load_request(ctx, station, &batch.problem_path);
+                Prestart::spawn_then(spec, c.timeouts.start, ahead, Some((load, c.timeouts.load)))
+            });
+            let first_candidate = match batch.items.first() {
+                Some(item) => Some(start_candidate(
+                    ctx,
+                    station,
+                    run_dir,
+                    &batch.problem_path,
+                    &item.cand,
+                    &item.prep,
+                )?),
+                None => None,
+            };
+            self.upcoming.push_back(Upcoming {
+                batch,
+                reference,
+                first_candidate,
+            });
+        }
+        Ok(())
+    }
+
+    fn close(&self, o: Open) {
+        self.shared.queue.unhold(self.idx, &o.pkey);
+        if let Ok(s) = o.session {
+            s.worker.shutdown();
+        }
+    }
+
+    /// The batch's reference session: the one held open, or a new one (from the worker
+    /// started ahead, if any). `None`: interrupted.
+    fn session(&mut self, pkey: &str, reference: Option<Prestart>, batch: &Batch) -> Option<Open> {
+        if let Some(p) = self.sessions.iter().position(|o| o.pkey == pkey) {
+            if let Some(r) = reference {
+                r.discard();
+            }
+            self.shared.reused.fetch_add(1, Ordering::SeqCst);
+            return Some(self.sessions.remove(p));
+        }
+        while !self.sessions.is_empty() && self.sessions.len() >= self.depth.keep {
+            let o = self.sessions.remove(0);
+            self.close(o);
+        }
+        let opening = Instant::now();
+        let (started, load_reply) = match reference.map(Prestart::take_with_reply) {
+            Some((s, l)) => (Some(s), l),
+            None => (None, None),
+        };
+        let session = ReferenceSession::open(
+            self.ctx,
+            self.station,
+            &batch.problem,
+            &batch.problem_path,
+            self.shared.run_dir,
+            started,
+            load_reply,
+        );
+        self.shared.opened.fetch_add(1, Ordering::SeqCst);
+        let session = match session {
+            Ok(s) => Ok(s),
+            Err(RefFailure::Failed(m)) => Err(m),
+            Err(RefFailure::Interrupted) => return None,
+        };
+        self.shared.queue.hold(self.idx, pkey);
+        Some(Open {
+            pkey: pkey.to_string(),
+            session,
+            open_s: opening.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Evaluates a batch's candidates in order, the next one's worker starting ahead.
+    fn batch(&mut self, current: Upcoming) -> Result<Flow> {
+        let (ctx, station, shared) = (self.ctx, self.station, self.shared);
+        let c = ctx.config;
+        let run_dir = shared.run_dir;
+        let Upcoming {
+            batch,
+            reference,
+            first_candidate,
+        } = current;
+        let problem = &batch.problem;
+        let mut t0 = Instant::now();
+        shared.progress.set_message(format!(
+            "{} {} (reference)",
+            problem.to_ref().key(),
+            problem.name
+        ));
+        let Some(mut open) = self.session(&batch.pkey, reference, &batch) else {
+            if let Some((_, p)) = first_candidate {
+                p.discard();
+            }
+            return Ok(Flow::Stop);
+        };
+        let mut cand_ahead = first_candidate;
+        let n = batch.items.len();
+        let mut flow = Flow::Next;
+        for (k, item) in batch.items.iter().enumerate() {
+            if ctx.stop.load(Ordering::SeqCst) {
+                flow = Flow::Stop;
+                break;
+            }
+            shared.progress.set_message(format!(
+                "{} {} {}",
+                problem.to_ref().key(),
+                problem.name,
+                item.cand.name
+            ));
+            let mut env = shared.env_base.clone();
+            // The device is this evaluation's alone: a profile an agent asks for (ncu
+            // replays kernels) waits for it, and no evaluation starts while one runs.
+            let device = device_lock(station.device);
+            let held = lock(&device);
+            let evaluated = (|| -> Result<Option<EvalRecord>> {
+                let this = match cand_ahead.take() {
+                    Some(p) => p,
+                    None => start_candidate(
+                        ctx,
+                        station,
+                        run_dir,
+                        &batch.problem_path,
+                        &item.cand,
+                        &item.prep,
+                    )?,
+                };
+                // Start the next candidate's worker now; it imports torch while this one runs.
+                if k + 1 < n && open.session.is_ok() {
+                    let next = &batch.items[k + 1];
+                    cand_ahead = Some(start_candidate(
+                        ctx,
+                        station,
+                        run_dir,
+                        &batch.problem_path,
+                        &next.cand,
+                        &next.prep,
+                    )?);
+                }
+                let unit = Unit {
+                    problem,
+                    problem_path: &batch.problem_path,
+                    cand: &item.cand,
+                    prep: &item.prep,
+                    agent: shared.agent,
+                };
+                Ok(match &mut open.session {
+                    Ok(r) => {
+                        env.device_name = r.device_name.clone();
+                        evaluate_candidate(ctx, station, &unit, r, run_dir, env, this)?
+                    }
+                    Err(msg) => {
+                        this.1.discard();
+                        Some(reference_error_record(
+                            c,
+                            station.device,
+                            run_dir,
+                            &unit,
+                            msg,
+                            env,
+                        ))
+                    }
+                })
+            })();
+            drop(held);
+            let record = match evaluated {
+                Ok(Some(r)) => r,
+                // Interrupted before a verdict: nothing recorded.
+                Ok(None) => {
+                    flow = Flow::Stop;
+                    break;
+                }
+                Err(e) => {
+                    if let Some((_, p)) = cand_ahead.take() {
+                        p.discard();
+                    }
+                    self.close(open);
+                    return Err(e);
+                }
+            };
+            let mut record = record;
+            // A session's first record carries the time spent opening it (what the load
+            // ahead did not hide).
+            if let Some(ph) = record.phases.as_mut() {
+                ph.reference_open_s = std::mem::take(&mut open.open_s);
+            }
+            if let Err(e) = run_dir.append(&record) {
+                if let Some((_, p)) = cand_ahead.take() {
+                    p.discard();
+                }
+                self.close(open);
+                return Err(e);
+            }
+            report_line(c, shared.progress, &record);
+            shared.progress.inc(1);
+            shared
+                .sink
+                .recorded(&item.key, &record, t0.elapsed().as_secs_f64());
+            t0 = Instant::now();
+            // A worker that crashed or hung may have left the GPU in a bad state: check it
+            // before it takes new work.
+            if let (Some(gpu), true) = (&station.gpu, needs_health_check(&record.outcome)) {
+                if let Err(e) = crate::gpu::health_check(gpu) {
+                    // Nothing is lost: this batch's remaining candidates and the batches
+                    // taken ahead go back to the queue for the other GPUs (or a --resume).
+                    let mut back: Vec<Batch> = Vec::new();
+                    if k + 1 < n {
+                        let mut rest = batch.clone();
+                        rest.items = batch.items[k + 1..].to_vec();
+                        back.push(rest);
+                    }
+                    for u in self.upcoming.drain(..) {
+                        back.push(u.batch.clone());
+                        u.discard();
+                    }
+                    shared.queue.push_front(back);
+                    shared.progress.println(format!(
+                        "kbench: GPU {} taken out of the run after {}: {e:#}",
+                        gpu.ordinal,
+                        record.problem.key()
+                    ));
+                    if let Some((_, p)) = cand_ahead.take() {
+                        p.discard();
+                    }
+                    self.close(open);
+                    return Ok(Flow::Unhealthy(
+                        if shared.alive.load(Ordering::SeqCst) <= 1 {
+                            Err(e.context("no healthy GPU is left for this run; resume it with --resume once the GPU is reset"))
+                        } else {
+                            Ok(())
+                        },
+                    ));
+                }
+            }
+        }
+        if let Some((_, p)) = cand_ahead {
+            p.discard();
+        }
+        if batch.last || matches!(flow, Flow::Stop) {
+            self.close(open);
+        } else {
+            self.sessions.push(open);
+        }
+        Ok(flow)
+    }
+}
+
+/// One lock per device of this process: held by the executor for the whole of an evaluation
+/// on it, and by anything else that must have the device to itself (the agents' `kbench
+/// profile` feedback), so neither disturbs the other's timing.
+pub fn device_lock(device: Device) -> Arc<Mutex<()>> {
+    static LOCKS: std::sync::OnceLock<Mutex<std::collections::HashMap<Device, Arc<Mutex<()>>>>> =
+        std::sync::OnceLock::new();
+    let map = LOCKS.get_or_init(Default::default);
+    let mut m = lock(map);
+    Arc::clone(m.entry(device).or_default())
+}

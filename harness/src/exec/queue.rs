@@ -1,0 +1,245 @@
+//! The work queue the executors take from: batches of one problem's candidates, fed all at
+//! once (`kbench run`'s plan) or as submissions come (the agents' service), and which batch
+//! an executor takes next.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kbench_suites::Problem;
+
+use crate::agents::Candidate;
+use crate::eval::prepare::Prepared;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One candidate of a batch, written out and keyed.
+#[derive(Clone)]
+pub(crate) struct Item {
+    pub cand: Candidate,
+    pub prep: Prepared,
+    /// Its record key.
+    pub key: String,
+}
+
+/// Candidates of one problem, evaluated in order by one executor against one reference
+/// session.
+#[derive(Clone)]
+pub(crate) struct Batch {
+    pub problem: Problem,
+    /// `problem.key()`.
+    pub pkey: String,
+    pub problem_path: PathBuf,
+    pub items: Vec<Item>,
+    pub queued: Instant,
+    /// Nothing more of this problem will come (`kbench run`): its reference session closes
+    /// once the batch is done. Otherwise the session stays open for later batches until the
+    /// problem is released or the executor needs the room.
+    pub last: bool,
+}
+
+#[derive(Default)]
+struct State {
+    batches: VecDeque<Batch>,
+    /// No more batches: executors leave once the queue is empty.
+    closing: bool,
+}
+
+/// The queue, with what the executors tell each other about the problems they hold open.
+pub(crate) struct Queue {
+    state: Mutex<State>,
+    cv: Condvar,
+    /// Problems whose session each executor holds open.
+    held: Mutex<Vec<HashSet<String>>>,
+    /// Problems released by their tasks (the service): their sessions may close.
+    released: Mutex<HashSet<String>>,
+    /// An executor failed: every executor stops.
+    failed: AtomicBool,
+}
+
+impl Queue {
+    pub fn new(executors: usize) -> Self {
+        Queue {
+            state: Mutex::default(),
+            cv: Condvar::new(),
+            held: Mutex::new(vec![HashSet::new(); executors]),
+            released: Mutex::default(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    pub fn push(&self, batch: Batch) {
+        lock(&self.released).remove(&batch.pkey);
+        lock(&self.state).batches.push_back(batch);
+        self.cv.notify_all();
+    }
+
+    /// Puts batches taken but not evaluated back at the front, in their order.
+    pub fn push_front(&self, batches: Vec<Batch>) {
+        let mut s = lock(&self.state);
+        for b in batches.into_iter().rev() {
+            s.batches.push_front(b);
+        }
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    pub fn close(&self) {
+        lock(&self.state).closing = true;
+        self.cv.notify_all();
+    }
+
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.cv.notify_all();
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    pub fn release(&self, pkey: String) {
+        lock(&self.released).insert(pkey);
+        self.cv.notify_all();
+    }
+
+    /// Released problems with nothing queued: their sessions may close.
+    pub fn closable(&self) -> HashSet<String> {
+        let released = lock(&self.released).clone();
+        if released.is_empty() {
+            return released;
+        }
+        let s = lock(&self.state);
+        let queued: HashSet<&String> = s.batches.iter().map(|b| &b.pkey).collect();
+        released
+            .into_iter()
+            .filter(|k| !queued.contains(k))
+            .collect()
+    }
+
+    pub fn hold(&self, idx: usize, pkey: &str) {
+        lock(&self.held)[idx].insert(pkey.to_string());
+    }
+
+    pub fn unhold(&self, idx: usize, pkey: &str) {
+        lock(&self.held)[idx].remove(pkey);
+    }
+
+    /// The batch executor `idx` takes next ([`choose`]), holding `mine` open. With `wait`,
+    /// an empty queue is waited on for a while (then `Nothing`: the executor looks around
+    /// and asks again).
+    pub fn take(&self, idx: usize, mine: &[&str], wait: bool, stop: &AtomicBool) -> Taken {
+        if self.failed() || stop.load(Ordering::SeqCst) {
+            return Taken::Leave;
+        }
+        let mut s = lock(&self.state);
+        let picked = {
+            let held = lock(&self.held);
+            choose(
+                s.batches
+                    .iter()
+                    .map(|b| (b.pkey.as_str(), b.queued.elapsed())),
+                |k| mine.contains(&k),
+                |k| {
+                    held.iter()
+                        .enumerate()
+                        .any(|(e, set)| e != idx && set.contains(k))
+                },
+            )
+        };
+        if let Some(b) = picked.and_then(|i| s.batches.remove(i)) {
+            return Taken::Batch(Box::new(b));
+        }
+        if s.closing {
+            return Taken::Leave;
+        }
+        if wait {
+            let _ = self
+                .cv
+                .wait_timeout(s, Duration::from_millis(500))
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        Taken::Nothing
+    }
+
+    /// Batches still queued (stopped, or no executor left), taken out.
+    pub fn drain(&self) -> Vec<Batch> {
+        lock(&self.state).batches.drain(..).collect()
+    }
+}
+
+/// What [`Queue::take`] found.
+pub(crate) enum Taken {
+    Batch(Box<Batch>),
+    /// Nothing queued yet.
+    Nothing,
+    /// The queue is closed and empty, the run is stopping, or an executor failed.
+    Leave,
+}
+
+/// How long a batch may wait while batches of problems with open sessions go ahead of it.
+const MAX_BYPASS: Duration = Duration::from_secs(20);
+
+/// Which queued batch an executor takes, over `(problem key, time queued)`, oldest first: one
+/// of a problem it holds open, else one of a problem no other executor holds, else the
+/// oldest (an idle GPU opens a second session rather than wait). A batch that has waited
+/// `MAX_BYPASS` goes first, so a problem with many trajectories cannot hold a device for
+/// itself. With every problem queued once and nothing held (`kbench run`), this is first
+/// in, first out.
+fn choose<'k>(
+    jobs: impl Iterator<Item = (&'k str, Duration)> + Clone,
+    mine: impl Fn(&str) -> bool,
+    others: impl Fn(&str) -> bool,
+) -> Option<usize> {
+    let mut all = jobs.clone().peekable();
+    let (_, oldest) = *all.peek()?;
+    if oldest >= MAX_BYPASS {
+        return Some(0);
+    }
+    jobs.clone()
+        .position(|(k, _)| mine(k))
+        .or_else(|| jobs.clone().position(|(k, _)| !others(k)))
+        .or(Some(0))
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executors_take_their_own_problems_first_then_free_ones_then_the_oldest() {
+        let s = Duration::from_secs(1);
+        let jobs = [("p1", 3 * s), ("p2", 2 * s), ("p3", s)];
+        let held_by = |keys: &'static [&'static str]| move |k: &str| keys.contains(&k);
+        // Nothing open anywhere: first come, first served.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&[])),
+            Some(0)
+        );
+        // This executor holds p3 open: p3's job goes first.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&["p3"]), held_by(&[])),
+            Some(2)
+        );
+        // Another executor (GPU) holds p1: this one takes p2, leaving p1 to it.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&["p1"])),
+            Some(1)
+        );
+        // Every problem is held elsewhere: an idle device still takes the oldest.
+        assert_eq!(
+            choose(jobs.into_iter(), held_by(&[]), held_by(&["p1", "p2", "p3"])),
+            Some(0)
+        );
+        // A job waiting too long goes first, whatever is open.
+        let late = [("p1", MAX_BYPASS), ("p3", s)];
+        assert_eq!(
+            choose(late.into_iter(), held_by(&["p3"]), held_by(&[])),
+            Some(0)
+        );
+        assert_eq!(choose([].into_iter(), held_by(&[]), held_by(&[])), None);
+    }
+}

@@ -1,0 +1,187 @@
+//! `kbench run`'s evaluation: the whole plan queued at once, one executor per device.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Result;
+use kbench_record::EvalRecord;
+
+use super::engine::{build_job, run_executors, Engine};
+use super::executor::{Depth, Shared, Sink};
+use super::progress::progress_bar;
+use super::queue::{lock, Batch, Item, Queue};
+use crate::agents::{Agent, GivenAgent, ReferenceAgent, ReplayAgent};
+use crate::config::{materialize_problem, AgentConfig, RunConfig};
+use crate::eval::prepare::prepare_candidate;
+use crate::eval::record::environment_base;
+use crate::plan::record_key;
+use crate::runlog::RunDir;
+
+/// What a `kbench run` produced.
+#[derive(Debug)]
+pub struct RunResult {
+    /// Records in the log: the ones found on resume, then the ones added now.
+    pub records: Vec<EvalRecord>,
+    /// Records added by this invocation.
+    pub added: usize,
+    /// Candidates skipped because they were already recorded.
+    pub skipped: usize,
+    pub interrupted: bool,
+    pub run_dir: std::path::PathBuf,
+}
+
+/// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
+/// torch's import (4–5 s on the H100 host) are hidden behind problems of 2–3 s.
+pub(crate) const LOOKAHEAD: usize = 2;
+/// Problems taken ahead when measuring baselines.
+const BASELINE_LOOKAHEAD: usize = 4;
+
+/// The records of this invocation, in the order they were appended.
+struct Added(Mutex<Vec<EvalRecord>>);
+
+impl Sink for Added {
+    fn recorded(&self, _key: &str, record: &EvalRecord, _eval_s: f64) {
+        lock(&self.0).push(record.clone());
+    }
+}
+
+/// Runs the whole plan. `stop` is raised by the signal handler.
+pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    let engine = Engine::prepare(config, matches!(config.agent, AgentConfig::Given { .. }))?;
+    let mut run_dir = RunDir::open(config)?;
+    let say = |msg: &str| {
+        if !config.quiet {
+            eprintln!("kbench: {msg}");
+        }
+    };
+    if let Some(r) = &run_dir.repaired {
+        say(r);
+    }
+    let agent: Box<dyn Agent> = match &config.agent {
+        AgentConfig::Reference => Box::new(ReferenceAgent),
+        AgentConfig::Replay { dir } => {
+            let a = ReplayAgent::scan(dir, &config.problems)?;
+            for p in &a.unmatched {
+                say(&format!(
+                    "replay file {} matches no selected problem; skipped",
+                    p.display()
+                ));
+            }
+            Box::new(a)
+        }
+        AgentConfig::Baselines { plan } => {
+            Box::new(crate::commands::baselines::BaselineAgent { plan: plan.clone() })
+        }
+        AgentConfig::Given { agent, candidates } => Box::new(GivenAgent {
+            agent,
+            candidates: candidates.clone(),
+        }),
+    };
+
+    // The plan: every (problem, candidate) not yet recorded.
+    let plan = crate::plan::pending(&config.problems, agent.as_ref(), |k| run_dir.is_recorded(k))?;
+    let (total, skipped) = (plan.total(), plan.skipped);
+    if skipped > 0 {
+        say(&format!(
+            "resuming: {skipped} kernel(s) already recorded, {total} to go"
+        ));
+    }
+    let progress = progress_bar(total as u64, config.quiet);
+    let env_base = environment_base(&engine.info);
+    let mut ctx = engine.ctx(config, &stop);
+
+    // Write every pending candidate out and queue the ones with extensions for building.
+    let mut batches = Vec::with_capacity(plan.pending.len());
+    let mut to_build = Vec::new();
+    for (problem, candidates) in plan.pending {
+        let problem_path = materialize_problem(&config.cache, problem)?;
+        let mut items = Vec::with_capacity(candidates.len());
+        for cand in candidates {
+            let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
+            if crate::worker::build::builds_extensions(&cand.source) {
+                to_build.push(build_job(&run_dir, &problem_path, &prep));
+            }
+            let key = record_key(problem, agent.name(), &cand);
+            items.push(Item { cand, prep, key });
+        }
+        batches.push(Batch {
+            problem: problem.clone(),
+            pkey: problem.key(),
+            problem_path,
+            items,
+            queued: Instant::now(),
+            last: true,
+        });
+    }
+    if config.build_jobs > 0 && !to_build.is_empty() {
+        let jobs = config.build_jobs.min(to_build.len());
+        let pool = engine.build_pool(config, &stop, jobs);
+        say(&format!(
+            "building {} candidate extension(s) ahead on {} process(es)",
+            to_build.len(),
+            jobs
+        ));
+        for job in to_build {
+            pool.submit(job);
+        }
+        ctx.builds = Some(pool);
+    }
+    let ctx = ctx;
+
+    // One executor per GPU (or one for the CPU), each taking whole problems from the queue,
+    // so a problem's reference cases stay on the GPU that made them.
+    let (stations, sampler) = engine.stations(config, &run_dir)?;
+    let queue = Queue::new(stations.len());
+    for b in batches {
+        queue.push(b);
+    }
+    queue.close();
+    let added = Added(Mutex::new(Vec::new()));
+    let shared = Shared {
+        queue: &queue,
+        run_dir: &run_dir,
+        env_base: &env_base,
+        agent: agent.name(),
+        progress: &progress,
+        sink: &added,
+        alive: AtomicUsize::new(stations.len()),
+        opened: &AtomicU64::new(0),
+        reused: &AtomicU64::new(0),
+    };
+    // Baseline modes compile while they wait (their load is sent ahead): more of them ahead
+    // hide more of the compile.
+    let ahead = if config.gpus.is_empty() {
+        1
+    } else {
+        config.lookahead.unwrap_or(match config.agent {
+            AgentConfig::Baselines { .. } => BASELINE_LOOKAHEAD,
+            _ => LOOKAHEAD,
+        })
+    };
+    let depth = Depth { ahead, keep: 1 };
+    let error = run_executors(&ctx, &stations, depth, &shared, &|_| {}, || {});
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    if let Some(e) = error {
+        progress.finish_and_clear();
+        return Err(e);
+    }
+    let added = added.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    let interrupted = stop.load(Ordering::SeqCst);
+    progress.finish_and_clear();
+    if let Some(pool) = ctx.builds {
+        pool.shutdown();
+    }
+    let added_n = added.len();
+    let mut records = std::mem::take(&mut run_dir.existing);
+    records.extend(added);
+    Ok(RunResult {
+        records,
+        added: added_n,
+        skipped,
+        interrupted,
+        run_dir: run_dir.root.clone(),
+    })
+}

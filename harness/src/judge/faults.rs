@@ -1,0 +1,43 @@
+//! Worker faults and error answers as outcomes.
+
+use kbench_record::protocol::Frame;
+use kbench_record::{Outcome, Phase};
+
+use crate::worker::{error_text, str_field, WorkerFault};
+
+/// Maps a worker fault in `phase` to an outcome; `None` for an interrupt (nothing recorded).
+pub fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
+    Some(match fault {
+        WorkerFault::Interrupted => return None,
+        WorkerFault::Timeout { limit } => Outcome::Timeout {
+            phase,
+            limit_s: limit.as_secs_f64(),
+        },
+        WorkerFault::Died { signal, exit_code } => Outcome::Crashed {
+            phase,
+            signal,
+            exit_code,
+        },
+        WorkerFault::Protocol(m) => Outcome::Integrity {
+            flag: super::integrity::PROTOCOL_VIOLATION.into(),
+            detail: m,
+        },
+        WorkerFault::Spawn(m) => Outcome::RuntimeError {
+            phase: Phase::Start,
+            message: m,
+        },
+    })
+}
+
+/// Maps a worker's `error` answer to an outcome.
+pub fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
+    let kind = str_field(&reply.header, "kind");
+    let message = error_text(reply);
+    if let Some(o) = super::integrity::non_plain_output(&reply.header, &message) {
+        return o;
+    }
+    match kind.as_str() {
+        "compile_error" => Outcome::CompileError { message },
+        _ => Outcome::RuntimeError { phase, message },
+    }
+}

@@ -1,0 +1,84 @@
+//! What every measurement needs: the run's settings, the Python worker to start, the build
+//! pool, the stop flag and the start gates.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use kbench_record::Device;
+use serde_json::{json, Value};
+
+use crate::config::RunConfig;
+use crate::worker::build::BuildPool;
+use crate::worker::python::PythonInfo;
+use crate::worker::{worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD};
+
+/// Things every evaluation needs.
+pub struct Ctx<'a> {
+    pub config: &'a RunConfig,
+    pub python: &'a Path,
+    pub info: &'a PythonInfo,
+    pub worker_script: &'a Path,
+    pub stop: Arc<AtomicBool>,
+    /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only, e.g. `9.0`.
+    pub cuda_arch: Option<String>,
+    pub builds: Option<BuildPool>,
+    /// Pause workers still starting for a device while a kernel is timed on it.
+    pub gates: Gates,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of a command that starts only trusted reference workers, one problem at
+    /// a time (`kbench audit`): no candidate builds, no timing.
+    pub fn for_reference_workers(
+        config: &'a RunConfig,
+        info: &'a PythonInfo,
+        worker_script: &'a Path,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Ctx {
+            config,
+            python: &config.python.python,
+            info,
+            worker_script,
+            stop,
+            cuda_arch: None,
+            builds: None,
+            gates: Gates::default(),
+        }
+    }
+}
+
+impl Ctx<'_> {
+    pub fn spec(
+        &self,
+        role: Role,
+        cwd: &Path,
+        log_path: Option<PathBuf>,
+        device: Device,
+    ) -> WorkerSpec {
+        WorkerSpec {
+            python: self.python.to_path_buf(),
+            script: self.worker_script.to_path_buf(),
+            role,
+            cwd: cwd.to_path_buf(),
+            env: worker_env(
+                self.python,
+                device,
+                self.cuda_arch.as_deref(),
+                &self.config.cache,
+            ),
+            log_path,
+            max_payload: MAX_PAYLOAD,
+            interrupt: Some(Arc::clone(&self.stop)),
+            gate: Some(self.gates.of(device)),
+        }
+    }
+
+    pub fn num_threads(&self, device: Device) -> Value {
+        match device {
+            Device::Cpu => json!(self.config.cpu_threads),
+            Device::Cuda(_) => Value::Null,
+        }
+    }
+}

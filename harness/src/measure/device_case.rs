@@ -1,0 +1,94 @@
+//! Running one case with device I/O: the inputs are copied into buffers of the candidate's
+//! own (so whatever it writes there never reaches the reference's copy), and its outputs land
+//! in NaN-poisoned slots shaped like the reference's. What comes back is raw: the worker's
+//! answer and the slots, for `judge::device` to compare on the GPU.
+
+use std::time::Instant;
+
+use kbench_record::protocol::Frame;
+use serde_json::json;
+
+use super::reference::{CaseData, DevTensorOwned, RefCase};
+use super::{Ctx, Station};
+use crate::worker::{Worker, WorkerFault};
+
+/// Why a device case has no answer to judge.
+pub(crate) enum DeviceCaseError {
+    /// The candidate's worker failed (crash, timeout, protocol).
+    Fault(WorkerFault),
+    /// The harness failed (device memory).
+    Harness(anyhow::Error),
+}
+
+/// A device case the candidate answered: its reply, the output slots it wrote, and the
+/// case's wall time (request to answer).
+pub(crate) struct DeviceRun {
+    pub reply: Frame,
+    pub slots: Vec<DevTensorOwned>,
+    pub wall_s: f64,
+}
+
+/// Sends device case `rc` to the candidate. `tc` is when the case began (its wall time is
+/// counted from there).
+pub(crate) fn run_device_case(
+    ctx: &Ctx,
+    station: &Station,
+    worker: &mut Worker,
+    rc: &RefCase,
+    tc: Instant,
+) -> Result<DeviceRun, DeviceCaseError> {
+    let c = ctx.config;
+    let CaseData::Device {
+        args,
+        inputs,
+        outputs,
+        ..
+    } = &rc.data
+    else {
+        unreachable!("run_device_case on a host case")
+    };
+    let gpu = station.gpu.as_ref().expect("device case without a GPU");
+    let harness = |e: anyhow::Error| DeviceCaseError::Harness(e);
+    let mut dev_inputs = serde_json::Map::new();
+    let mut copies = Vec::with_capacity(inputs.len());
+    for (name, t) in inputs {
+        let buf = gpu.alloc(t.nbytes()).map_err(harness)?;
+        gpu.copy(&buf, &t.buf, t.nbytes()).map_err(harness)?;
+        let copy = DevTensorOwned {
+            buf,
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        };
+        dev_inputs.insert(name.clone(), copy.spec());
+        copies.push(copy);
+    }
+    let mut slots = Vec::with_capacity(outputs.len());
+    for o in outputs {
+        let buf = gpu.alloc(o.nbytes()).map_err(harness)?;
+        // NaN-filled (all ones bits) so an element the candidate never wrote cannot pass.
+        gpu.fill(&buf, 0xff).map_err(harness)?;
+        slots.push(DevTensorOwned {
+            buf,
+            dtype: o.dtype,
+            shape: o.shape.clone(),
+        });
+    }
+    let cmd = json!({
+        "cmd": "run_case",
+        "forward_seed": rc.forward_seed,
+        "inputs": args,
+        "device_inputs": dev_inputs,
+        "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
+        "poison": outputs.iter().map(|o| json!({"dtype": o.dtype.as_str(), "nbytes": o.nbytes()})).collect::<Vec<_>>(),
+    });
+    let reply = worker
+        .request(Frame::new(cmd), c.timeouts.run)
+        .map_err(DeviceCaseError::Fault)?;
+    let wall_s = tc.elapsed().as_secs_f64();
+    drop(copies);
+    Ok(DeviceRun {
+        reply,
+        slots,
+        wall_s,
+    })
+}

@@ -1,0 +1,43 @@
+//! One executor's device: the CPU, or one GPU with the harness's own CUDA context on it.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use kbench_record::Device;
+
+use crate::gpu::compare::DeviceComparator;
+use crate::gpu::devmem::Gpu;
+
+/// One executor's device: the CPU, or one GPU with the harness's own context on it (for
+/// buffers shared with workers and the comparison kernels).
+pub struct Station {
+    pub device: Device,
+    pub gpu: Option<Arc<Gpu>>,
+    pub cmp: Option<DeviceComparator>,
+    /// The core both timing workers run on while timing (see `affinity`).
+    pub timing_cpu: Option<usize>,
+}
+
+impl Station {
+    pub fn open(device: Device, timing_cpu: Option<usize>) -> Result<Self> {
+        match device {
+            Device::Cpu => Ok(Self {
+                device,
+                gpu: None,
+                cmp: None,
+                timing_cpu: None,
+            }),
+            Device::Cuda(i) => {
+                let gpu = Gpu::open(i as usize)?;
+                let cmp = DeviceComparator::new(&gpu)
+                    .with_context(|| format!("preparing the comparison kernels on GPU {i}"))?;
+                Ok(Self {
+                    device,
+                    gpu: Some(gpu),
+                    cmp: Some(cmp),
+                    timing_cpu,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! How worker processes are launched: the allow-listed environment, the payload bound and
+//! the niceness of build jobs.
+
+use std::path::Path;
+
+use kbench_record::Device;
+
+/// Largest payload accepted from a worker: generous, but bounded so that a hostile length
+/// prefix cannot make the harness allocate without limit.
+pub const MAX_PAYLOAD: u64 = 256 << 30;
+
+/// Niceness of build-ahead jobs and their compilers.
+pub const BUILD_NICENESS: u32 = 10;
+
+/// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
+/// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
+/// from kbench's environment is found by torch's extension builder.
+pub fn worker_env(
+    python: &Path,
+    device: Device,
+    cuda_arch: Option<&str>,
+    cache: &Path,
+) -> Vec<(String, String)> {
+    const PASS: &[&str] = &[
+        "HOME",
+        "USER",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "LD_LIBRARY_PATH",
+        "CC",
+        "CXX",
+        "MAX_JOBS",
+        "TORCH_CUDA_ARCH_LIST",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NCCL_NVLS_ENABLE",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "NVSHMEM_DISABLE_NVLS",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+    ];
+    let mut env: Vec<(String, String)> = PASS
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    let mut path = python
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Ok(p) = std::env::var("PATH") {
+        path = format!("{path}:{p}");
+    }
+    env.push(("PATH".into(), path));
+    env.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    if let Some(arch) = cuda_arch {
+        if std::env::var_os("TORCH_CUDA_ARCH_LIST").is_none() {
+            // Same value for build jobs and evaluating workers, so both produce the same
+            // ninja file and a build ahead is a cache hit.
+            env.push(("TORCH_CUDA_ARCH_LIST".into(), arch.to_string()));
+        }
+    }
+    env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+    // torch.compile's caches (baseline modes) in kbench's own cache, not a shared /tmp
+    // folder: inductor's FX graph and autotuning caches make a repeated compile a hit.
+    for (var, sub) in [
+        ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+        ("TRITON_CACHE_DIR", "triton"),
+    ] {
+        if std::env::var_os(var).is_none() {
+            env.push((var.into(), cache.join(sub).display().to_string()));
+        }
+    }
+    match device {
+        Device::Cuda(i) => {
+            // Each worker sees exactly its GPU, as cuda:0.
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                .ok()
+                .and_then(|v| v.split(',').nth(i as usize).map(str::to_string))
+                .unwrap_or_else(|| i.to_string());
+            env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
+            // The CUDA context and the profiler are made while the worker starts (ahead,
+            // behind earlier problems), not in the evaluation (see worker.py, _warm_cuda).
+            env.push(("KBENCH_WARM_CUDA".into(), "1".into()));
+        }
+        Device::Cpu => env.push(("CUDA_VISIBLE_DEVICES".into(), String::new())),
+    }
+    env
+}

@@ -1,0 +1,33 @@
+//! Reading a worker's answers: fields of a frame's JSON header, error texts, and the device
+//! name a worker is told (plain helpers that every box driving workers shares).
+
+use kbench_record::protocol::Frame;
+use kbench_record::Device;
+use serde_json::Value;
+
+pub fn device_for_worker(d: Device) -> &'static str {
+    match d {
+        Device::Cpu => "cpu",
+        // CUDA_VISIBLE_DEVICES narrows each worker to its one GPU.
+        Device::Cuda(_) => "cuda:0",
+    }
+}
+
+pub fn str_field(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// The message of an `error` frame (or a description of an unexpected one).
+pub fn error_text(reply: &Frame) -> String {
+    if reply.kind() == "error" {
+        let msg = str_field(&reply.header, "message");
+        let tb = str_field(&reply.header, "traceback");
+        if tb.is_empty() {
+            msg
+        } else {
+            format!("{msg}\n{tb}")
+        }
+    } else {
+        format!("unexpected answer {}", reply.header)
+    }
+}
