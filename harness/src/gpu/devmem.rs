@@ -6,8 +6,8 @@
 //! and keeps the reference's buffers in its own process, where no candidate can reach them.
 //! A candidate is only ever given the handles of its own input copies and output slots.
 //!
-//! Like `gpu.rs`, this module is part of kbench's cudarc boundary: the `unsafe` blocks here
-//! call the CUDA driver on pointers this module allocated and sized itself.
+//! Like the rest of `gpu/`, this module is part of kbench's cudarc boundary: the `unsafe`
+//! blocks here call the CUDA driver on pointers this module allocated and sized itself.
 
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ pub struct Gpu {
 impl Gpu {
     /// Opens device `ordinal` (an index among the devices the harness sees).
     pub fn open(ordinal: usize) -> Result<Arc<Self>> {
-        let inv = crate::gpu::inventory();
+        let inv = crate::gpu::inventory::inventory();
         if ordinal >= inv.count() {
             bail!(
                 "GPU {ordinal} is not available: {} (visible: {})",

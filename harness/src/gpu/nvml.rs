@@ -17,7 +17,8 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use crate::gpu::parse_uuid;
+use crate::gpu::inventory::cuda_uuid;
+use crate::gpu::uuid::{format_uuid, parse_uuid};
 
 /// NVML, initialised once per process, or why it cannot be used.
 pub fn nvml() -> Result<&'static Nvml, &'static str> {
@@ -88,7 +89,7 @@ impl GpuRef<'_> {
     /// The UUID's bytes: parsed, or asked of the CUDA driver for an ordinal.
     fn uuid(&self) -> Option<[u8; 16]> {
         match self {
-            GpuRef::Ordinal(i) => crate::gpu::cuda_uuid(*i),
+            GpuRef::Ordinal(i) => cuda_uuid(*i),
             GpuRef::Uuid(s) => parse_uuid(s),
         }
     }
@@ -142,7 +143,7 @@ pub fn live<'a>(gpu: impl Into<GpuRef<'a>>) -> Option<LiveState> {
     let util = d.utilization_rates().ok();
     let mem = d.memory_info().ok();
     Some(LiveState {
-        uuid: d.uuid().unwrap_or_else(|_| crate::gpu::format_uuid(&want)),
+        uuid: d.uuid().unwrap_or_else(|_| format_uuid(&want)),
         nvml_index,
         sm_clock_mhz: d.clock_info(Clock::SM).ok(),
         mem_clock_mhz: d.clock_info(Clock::Memory).ok(),
@@ -358,10 +359,7 @@ mod tests {
             0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7,
             0xf8, 0x09,
         ];
-        assert_eq!(
-            match_uuid(&crate::gpu::format_uuid(&cuda_bytes), &nvml_uuids),
-            Some(1)
-        );
+        assert_eq!(match_uuid(&format_uuid(&cuda_bytes), &nvml_uuids), Some(1));
         assert_eq!(match_uuid(&SAMPLE.to_uppercase(), &nvml_uuids), Some(1));
         // Never by index, never by prefix.
         assert_eq!(match_uuid("1", &nvml_uuids), None);
@@ -425,7 +423,7 @@ mod tests {
 
     #[test]
     fn live_state_matches_the_cuda_device_by_uuid() {
-        let Ok(gpus) = crate::gpu::describe() else {
+        let Ok(gpus) = crate::gpu::inventory::describe() else {
             println!("skipped: no CUDA device");
             return;
         };
@@ -454,7 +452,7 @@ mod tests {
 
     #[test]
     fn sampler_writes_lines_and_summarises() {
-        let Ok(gpus) = crate::gpu::describe() else {
+        let Ok(gpus) = crate::gpu::inventory::describe() else {
             println!("skipped: no CUDA device");
             return;
         };
