@@ -8,6 +8,7 @@
 pub(crate) mod candidate;
 pub(crate) mod prepare;
 pub mod record;
+pub(crate) mod start;
 
 use std::path::Path;
 

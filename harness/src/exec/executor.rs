@@ -22,7 +22,8 @@ use kbench_record::{Device, Environment, EvalRecord, Outcome};
 
 use super::progress::report_line;
 use super::queue::{lock, Batch, Queue, Taken};
-use crate::eval::candidate::{evaluate_candidate, start_candidate};
+use crate::eval::candidate::evaluate_candidate;
+use crate::eval::start::start_candidate;
 use crate::eval::record::reference_error_record;
 use crate::eval::Unit;
 use crate::measure::reference::{load_request, RefFailure, ReferenceSession};

@@ -286,7 +286,7 @@ impl StoreFiles {
                     let gpu_alone = r
                         .notes
                         .iter()
-                        .any(|n| n == crate::eval::candidate::GPU_ALONE_NOTE);
+                        .any(|n| n == crate::eval::start::GPU_ALONE_NOTE);
                     // A reference that failed (e.g. its float64 copy does not fit) leaves
                     // eager without a time too; recorded, so it is not retried every time.
                     let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });

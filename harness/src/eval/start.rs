@@ -1,0 +1,85 @@
+//! Starting a candidate's worker: in a private working folder, ahead on a GPU, and for a
+//! baseline mode with its `load` sent ahead.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use kbench_record::protocol::Frame;
+use serde_json::{json, Value};
+
+use super::prepare::Prepared;
+use crate::agents::Candidate;
+use crate::measure::{Ctx, Station};
+use crate::runlog::RunDir;
+use crate::worker::{device_for_worker, Prestart, Role, WorkerSpec};
+
+/// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 1): an
+/// out-of-memory failure there is the candidate's own.
+pub const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on its GPU";
+
+/// Starts a candidate's worker (ahead, on a GPU). A baseline mode (`warm_up`: PyTorch's own
+/// code, not untrusted) is also sent its `load` ahead, so its torch.compile runs while the
+/// problems before it are evaluated, paused while anything is timed.
+pub(crate) fn start_candidate(
+    ctx: &Ctx,
+    exec: &Station,
+    run_dir: &RunDir,
+    problem_path: &Path,
+    cand: &Candidate,
+    prep: &Prepared,
+) -> Result<(tempfile::TempDir, Prestart)> {
+    let cwd = tempfile::Builder::new()
+        .prefix("kbench-cand-")
+        .tempdir()
+        .context("creating a private working directory for the candidate")?;
+    let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), prep);
+    let ahead = exec.gpu.is_some();
+    let load = cand.warm_up.then(|| {
+        (
+            Frame::new(candidate_load(ctx, exec, problem_path, cand, prep)),
+            ctx.config.timeouts.load,
+        )
+    });
+    Ok((
+        cwd,
+        Prestart::spawn_then(spec, ctx.config.timeouts.start, ahead, load),
+    ))
+}
+
+/// How a candidate's worker is started: in `cwd`, its output in the candidate's log.
+pub(crate) fn candidate_spec(
+    ctx: &Ctx,
+    exec: &Station,
+    run_dir: &RunDir,
+    cwd: &Path,
+    prep: &Prepared,
+) -> WorkerSpec {
+    ctx.spec(
+        Role::Candidate,
+        cwd,
+        Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
+        exec.device,
+    )
+}
+
+pub(crate) fn candidate_load(
+    ctx: &Ctx,
+    exec: &Station,
+    problem_path: &Path,
+    cand: &Candidate,
+    prep: &Prepared,
+) -> Value {
+    let c = ctx.config;
+    json!({
+        "cmd": "load",
+        "problem_path": problem_path,
+        "candidate_path": prep.source_path,
+        "device": device_for_worker(exec.device),
+        "precision": c.precision.as_str(),
+        "weight_seed": c.weight_seed,
+        "num_threads": ctx.num_threads(exec.device),
+        "build_dir": prep.build_dir,
+        "warm_up": cand.warm_up,
+    })
+}
+
