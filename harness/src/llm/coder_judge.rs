@@ -15,10 +15,9 @@ use anyhow::Result;
 use kbench_record::EvalRecord;
 use serde_json::{json, Value};
 
-use super::{
-    coder_model, error_log, extract_code, extract_json, judge_model, seed_prompt, system, user,
-    KernelResult, Round, TaskCtx,
-};
+use super::options::{coder_model, judge_model};
+use super::prompt::{error_log, extract_code, extract_json, gpu_spec, seed_prompt, system, user};
+use super::task::{KernelResult, Round, TaskCtx};
 
 pub const DEFAULT_ROUNDS: u32 = 10;
 
@@ -78,7 +77,7 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
     let coder = coder_model(ctx.opts)?;
     let judge = judge_model(ctx.opts)?;
     let stream = ctx.stream("");
-    let gpu = super::gpu_spec(&ctx.gpu);
+    let gpu = gpu_spec(&ctx.gpu);
     let mut prev: Option<Prev> = None;
     for r in 0..rounds {
         if ctx.over_budget().is_some() {

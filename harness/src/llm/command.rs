@@ -19,7 +19,8 @@ use anyhow::{Context, Result};
 use kbench_record::EvalRecord;
 use serde_json::{json, Value};
 
-use super::{KernelResult, Round, TaskCtx};
+use super::prompt::error_log;
+use super::task::{KernelResult, Round, TaskCtx};
 
 /// Requests allowed per task unless `--max-rounds` says otherwise.
 pub const DEFAULT_REQUESTS: u32 = 50;
@@ -161,11 +162,11 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
             "speedup": if k.correct { k.speedup } else { None },
         });
         match kind.as_str() {
-            "compile" if !rec.outcome.compiled() => answer["log"] = json!(super::error_log(rec)),
+            "compile" if !rec.outcome.compiled() => answer["log"] = json!(error_log(rec)),
             "check" => {
                 answer["report"] = json!(crate::commands::check::render(rec));
                 if !k.correct {
-                    answer["log"] = json!(super::error_log(rec));
+                    answer["log"] = json!(error_log(rec));
                 }
             }
             "profile" => answer["profile"] = ctx.profiler.profile(ctx.problem, &src, rec),

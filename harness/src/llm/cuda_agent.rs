@@ -12,7 +12,8 @@ use anyhow::Result;
 use kbench_record::EvalRecord;
 use serde_json::{json, Value};
 
-use super::{system, user, KernelResult, Round, TaskCtx};
+use super::prompt::{error_log, system, user};
+use super::task::{KernelResult, Round, TaskCtx};
 
 pub const DEFAULT_STEPS: u32 = 200;
 pub const SKILLS: &str = include_str!("skills.md");
@@ -178,13 +179,13 @@ fn tool_answer(ctx: &TaskCtx, tool: &str, src: &str, r: &EvalRecord) -> String {
             if r.outcome.compiled() {
                 format!("compiled and loaded (load {:.2}s)", r.load_s.unwrap_or(0.0))
             } else {
-                format!("compilation failed:\n{}", super::error_log(r))
+                format!("compilation failed:\n{}", error_log(r))
             }
         }
         "check" => {
             let mut s = crate::commands::check::render(r);
             if !r.outcome.is_ok() {
-                s.push_str(&format!("\nlog tail:\n{}", super::error_log(r)));
+                s.push_str(&format!("\nlog tail:\n{}", error_log(r)));
             }
             s
         }

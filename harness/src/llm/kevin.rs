@@ -14,10 +14,11 @@
 use anyhow::Result;
 use serde_json::{json, Value};
 
-use super::{
-    extract_code, status_of, system, text_outside_code, user, Round, TaskCtx, EXAMPLE_MODEL,
+use super::prompt::{
+    error_log, extract_code, status_of, system, text_outside_code, user, EXAMPLE_MODEL,
     EXAMPLE_MODEL_NEW,
 };
+use super::task::{Round, TaskCtx};
 
 pub const DEFAULT_TRAJECTORIES: u32 = 16;
 pub const DEFAULT_TURNS: u32 = 8;
@@ -94,7 +95,7 @@ fn feedback_message(r: &kbench_record::EvalRecord) -> String {
             "{}{}: {}",
             status[..1].to_uppercase(),
             &status[1..],
-            super::error_log(r)
+            error_log(r)
                 .lines()
                 .rev()
                 .take(30)

@@ -1,0 +1,84 @@
+//! The agents' way into the engine: [`Evaluator`] submits each kernel to the evaluation
+//! service ([`crate::exec::Service`]) and checks that the record it gets back is that
+//! kernel's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use kbench_record::EvalRecord;
+use kbench_suites::Problem;
+
+use crate::agents::Candidate;
+use crate::config::{AgentConfig, RunConfig};
+
+/// Evaluates kernels through the engine's evaluation service ([`crate::exec::Service`]),
+/// into the run directory. Tasks submit concurrently; the service evaluates one kernel at a
+/// time per device (the CPU, or each `--gpus` GPU, as `kbench run` does) and keeps each
+/// problem's reference worker and cases open between a task's rounds.
+pub struct Evaluator {
+    service: crate::exec::Service,
+    agent: &'static str,
+    stop: Arc<AtomicBool>,
+}
+
+impl Evaluator {
+    /// Starts the service on the run's settings (device, GPUs, families, timing, run
+    /// directory), its records named after `agent`.
+    pub fn new(base: &RunConfig, agent: &'static str, stop: Arc<AtomicBool>) -> Result<Self> {
+        let mut c = base.clone();
+        c.agent = AgentConfig::Given {
+            agent,
+            candidates: Vec::new(),
+        };
+        c.resume = true;
+        c.quiet = true;
+        let service = crate::exec::Service::start(&c, Arc::clone(&stop))?;
+        Ok(Self {
+            service,
+            agent,
+            stop,
+        })
+    }
+
+    /// Correctness on every configured case family, then timing (when the run times).
+    /// A kernel already recorded under this name (a resumed run) is not evaluated again.
+    /// `sample` is the trajectory (kevin) or 0: `kbench report` takes each sample as one
+    /// independent trajectory for best@k / avg@k.
+    pub fn evaluate(
+        &self,
+        problem: &Problem,
+        name: &str,
+        sample: u32,
+        source: &str,
+    ) -> Result<EvalRecord> {
+        if self.stop.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
+        let key = crate::plan::record_key(problem, self.agent, &cand);
+        let record = self.service.evaluate(problem, cand)?;
+        if record.key() != key {
+            bail!(
+                "the engine answered kernel {name} of {} with the record of {}",
+                problem.key(),
+                record.key()
+            );
+        }
+        Ok(record)
+    }
+
+    /// The task of `problem` ended: its reference worker may close.
+    pub fn release(&self, problem: &Problem) {
+        self.service.release(problem);
+    }
+
+    pub fn stats(&self) -> crate::exec::ServiceStats {
+        self.service.stats()
+    }
+
+    /// Waits for the service to stop; what it did.
+    pub fn finish(&self) -> Result<crate::exec::ServiceStats> {
+        self.service.finish()
+    }
+}

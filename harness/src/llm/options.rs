@@ -1,0 +1,143 @@
+//! What an agent run is asked to do: the agent [`Kind`], its [`Options`] (from `kbench run`),
+//! the models each role calls, and the run-wide [`Budget`] (dollars and minutes, per task
+//! and per run).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::client::{Llm, Spend};
+
+/// The agent kinds that produce kernels in a feedback loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    CoderJudge,
+    Kevin,
+    CudaAgent,
+    Command,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::CoderJudge => "coder-judge",
+            Kind::Kevin => "kevin",
+            Kind::CudaAgent => "cuda-agent",
+            Kind::Command => "command",
+        }
+    }
+}
+
+/// Options of an agent run (from `kbench run`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub kind: Kind,
+    pub llm_config: Option<PathBuf>,
+    /// The model for kevin / cuda-agent, and the Coder's by default.
+    pub model: Option<String>,
+    pub coder: Option<String>,
+    pub judge: Option<String>,
+    /// Rounds (coder-judge), turns (kevin) or steps (cuda-agent); `None`: the paper's.
+    pub max_rounds: Option<u32>,
+    pub trajectories: u32,
+    /// kevin: trajectories of a task run at once.
+    pub trajectory_jobs: u32,
+    /// kevin: apply the paper's format / reward-hacking checks (a violation scores 0).
+    pub kevin_format_checks: bool,
+    /// cuda-agent: stop when a prompt grows past this many tokens.
+    pub context_tokens: u64,
+    pub max_cost_usd: Option<f64>,
+    pub max_task_cost_usd: Option<f64>,
+    pub max_minutes: Option<f64>,
+    pub max_task_minutes: Option<f64>,
+    pub jobs: usize,
+    pub llm_replay: Option<PathBuf>,
+    /// `command`: the program (run with `sh -c`).
+    pub command: Option<String>,
+    /// Name of the KernelBench `runs/<name>/` folder (default: the agent's name).
+    pub runs_name: Option<String>,
+    /// GPU named in the prompts (default: the run's GPU, or "CPU").
+    pub gpu: Option<String>,
+}
+
+/// Why a task stopped early, if it did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Stopped(pub String);
+
+/// Run-wide budgets and the clock.
+pub struct Budget {
+    pub started: Instant,
+    pub opts: Options,
+}
+
+impl Budget {
+    /// `Some(reason)` when this task (started at `task_started`, having spent `spent`) or the
+    /// run must stop before another model call or round.
+    pub fn exceeded(
+        &self,
+        llm: Option<&Llm>,
+        task_started: Instant,
+        spent: &Spend,
+    ) -> Option<String> {
+        let o = &self.opts;
+        if let (Some(max), Some(llm)) = (o.max_cost_usd, llm) {
+            let total = llm.spent().cost_usd;
+            if total >= max {
+                return Some(format!(
+                    "run budget: ${total:.4} spent of --max-cost-usd {max}"
+                ));
+            }
+        }
+        if let Some(max) = o.max_task_cost_usd {
+            if spent.cost_usd >= max {
+                return Some(format!(
+                    "task budget: ${:.4} spent of --max-task-cost-usd {max}",
+                    spent.cost_usd
+                ));
+            }
+        }
+        if let Some(max) = o.max_minutes {
+            let m = self.started.elapsed().as_secs_f64() / 60.0;
+            if m >= max {
+                return Some(format!("run budget: {m:.2} min of --max-minutes {max}"));
+            }
+        }
+        if let Some(max) = o.max_task_minutes {
+            let m = task_started.elapsed().as_secs_f64() / 60.0;
+            if m >= max {
+                return Some(format!(
+                    "task budget: {m:.2} min of --max-task-minutes {max}"
+                ));
+            }
+        }
+        None
+    }
+}
+
+pub(super) fn model_roles(opts: &Options) -> Result<Vec<String>> {
+    Ok(match opts.kind {
+        Kind::CoderJudge => vec![coder_model(opts)?, judge_model(opts)?],
+        Kind::Kevin | Kind::CudaAgent => vec![opts
+            .model
+            .clone()
+            .context("this agent needs --model NAME (a model of kbench.toml)")?],
+        Kind::Command => vec![],
+    })
+}
+
+pub(crate) fn coder_model(opts: &Options) -> Result<String> {
+    opts.coder
+        .clone()
+        .or_else(|| opts.model.clone())
+        .context("coder-judge needs --coder NAME (or --model NAME for both roles)")
+}
+
+pub(crate) fn judge_model(opts: &Options) -> Result<String> {
+    opts.judge
+        .clone()
+        .or_else(|| opts.coder.clone())
+        .or_else(|| opts.model.clone())
+        .context("coder-judge needs --judge NAME (or --model NAME for both roles)")
+}

@@ -1,0 +1,340 @@
+//! An agent run over the run's problems: checks the models, starts the LLM client and the
+//! evaluation service, runs the tasks `--jobs` at a time (each through its agent's loop),
+//! then writes `runs/<agent>/`, `agent_tasks.jsonl` and `agent_summary.json`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use kbench_suites::Problem;
+use serde_json::json;
+
+use super::client::{Llm, Spend};
+use super::evaluator::Evaluator;
+use super::feedback::{ProfileFeedback, TimingOnly};
+use super::options::{model_roles, Budget, Kind, Options};
+use super::task::{pick_final, TaskCtx, TaskResult};
+use super::{coder_judge, command, cuda_agent, kevin, ncu_feedback};
+use crate::config::RunConfig;
+
+/// Runs an agent over the run's problems; returns the exit code. On CUDA the profile
+/// feedback is `kbench profile`'s (Nsight Compute metrics, roofline, speed of light; the
+/// PyTorch profiler where ncu cannot be used); on the CPU it is the measured times.
+pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<i32> {
+    match config.device {
+        kbench_record::Device::Cuda(_) => {
+            let ncu = ncu_feedback::NcuFeedback::new(
+                config.device,
+                config.precision,
+                config.python.python.clone(),
+            );
+            run_with_profiler(config, opts, stop, &ncu)
+        }
+        kbench_record::Device::Cpu => run_with_profiler(config, opts, stop, &TimingOnly),
+    }
+}
+
+/// [`run`] with another source of profile feedback: issue 9's `kbench profile` (Nsight
+/// Compute metrics, roofline) plugs in here, and the Judge's optimisation mode, cuda-agent's
+/// `profile` tool and the command agent's `profile` request all receive its JSON.
+pub fn run_with_profiler(
+    config: &RunConfig,
+    opts: &Options,
+    stop: Arc<AtomicBool>,
+    profiler: &dyn ProfileFeedback,
+) -> Result<i32> {
+    let resuming = config.out.join(crate::runlog::MANIFEST).exists();
+    if resuming && !config.resume {
+        bail!(
+            "{} already holds a run: pass --resume to continue it (the model calls it recorded are answered from its llm/ folder and the kernels it evaluated are not evaluated again), or choose another --out",
+            config.out.display()
+        );
+    }
+    if resuming && opts.llm_replay.is_some() {
+        bail!(
+            "--resume continues {} from its own recorded calls: drop --llm-replay",
+            config.out.display()
+        );
+    }
+    if opts.kind == Kind::Command && opts.command.is_none() {
+        bail!("--agent command needs --command 'PROGRAM ARGS' (see README: the command agent protocol)");
+    }
+    // Check the models before anything is written.
+    let llm_file = match opts.kind {
+        Kind::Command => None,
+        _ => {
+            let path = opts
+                .llm_config
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("kbench.toml"));
+            let file = crate::llm::client::LlmFile::load(&path)?;
+            for role in model_roles(opts)? {
+                file.model(&role, &path)?;
+            }
+            Some((file, path))
+        }
+    };
+    std::fs::create_dir_all(&config.out)
+        .with_context(|| format!("creating {}", config.out.display()))?;
+    let llm = match llm_file {
+        None => None,
+        Some((file, path)) => Some(Llm::new(
+            file,
+            &path,
+            &config.out,
+            opts.llm_replay.as_deref(),
+            resuming,
+        )?),
+    };
+    let agent = opts.kind.name();
+    let eval = Evaluator::new(config, agent, Arc::clone(&stop))?;
+    let budget = Budget {
+        started: Instant::now(),
+        opts: opts.clone(),
+    };
+    let gpu = opts.gpu.clone().unwrap_or_else(|| gpu_label(config));
+    let queue = Mutex::new(
+        config
+            .problems
+            .iter()
+            .collect::<std::collections::VecDeque<_>>(),
+    );
+    let results: Mutex<Vec<TaskResult>> = Mutex::new(Vec::new());
+    let fatal: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let jobs = opts.jobs.max(1).min(config.problems.len().max(1));
+    let runs_name = opts.runs_name.clone().unwrap_or_else(|| agent.to_string());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                if stop.load(Ordering::SeqCst)
+                    || fatal.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+                {
+                    return;
+                }
+                let Some(problem) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+                else {
+                    return;
+                };
+                let r = run_task(
+                    config,
+                    opts,
+                    problem,
+                    llm.as_ref(),
+                    &eval,
+                    &budget,
+                    profiler,
+                    &gpu,
+                    &runs_name,
+                );
+                match r {
+                    Ok(t) => {
+                        if !config.quiet {
+                            eprintln!("kbench: {}", describe_task(&t));
+                        }
+                        results.lock().unwrap_or_else(|e| e.into_inner()).push(t)
+                    }
+                    Err(e) => {
+                        fatal
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(
+                                e.context(format!("agent {agent}, problem {}", problem.key())),
+                            );
+                    }
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by(|a, b| a.problem.cmp(&b.problem));
+    let mut lines = String::new();
+    for t in &results {
+        lines.push_str(&serde_json::to_string(t)?);
+        lines.push('\n');
+    }
+    crate::runlog::write_atomic(&config.out.join("agent_tasks.jsonl"), lines.as_bytes())?;
+    let total = llm.as_ref().map(|l| l.spent()).unwrap_or_default();
+    // Every task has ended: the service finishes (nothing is queued) and says what it did.
+    let evaluations = match eval.finish() {
+        Ok(s) => s,
+        Err(e) => {
+            fatal
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(e);
+            eval.stats()
+        }
+    };
+    let summary = json!({
+        "agent": agent,
+        "tasks": results.len(),
+        "solved": results.iter().filter(|t| t.final_kernel.as_ref().is_some_and(|k| k.correct)).count(),
+        "llm": total,
+        // Replayed runs report the recorded calls' tokens and dollars (nothing was spent now).
+        "llm_replayed_from": opts.llm_replay.as_ref().filter(|_| llm.as_ref().is_some_and(|l| l.replaying())),
+        // A resumed run: calls answered from this run's own records (their tokens and
+        // dollars are in `llm`, spent by the run before it was interrupted).
+        "llm_calls_resumed": llm.as_ref().map(|l| l.reused_calls()).unwrap_or(0),
+        "wall_s": budget.started.elapsed().as_secs_f64(),
+        "runs_dir": config.out.join("runs").join(&runs_name),
+        "evaluations": evaluations,
+    });
+    crate::runlog::write_atomic(
+        &config.out.join("agent_summary.json"),
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    if let Some(e) = fatal.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        if stop.load(Ordering::SeqCst) {
+            eprintln!(
+                "kbench: interrupted: {e:#}; what was recorded is kept in {}",
+                config.out.display()
+            );
+            return Ok(crate::exit::INTERRUPTED);
+        }
+        return Err(e);
+    }
+    println!(
+        "{agent}: {} task(s), {} with a correct kernel; {} model call(s), {} input + {} output tokens, ${:.4}; kernels in {}",
+        results.len(),
+        summary["solved"],
+        total.calls,
+        total.input_tokens,
+        total.output_tokens,
+        total.cost_usd,
+        config.out.join("runs").join(&runs_name).display()
+    );
+    println!(
+        "run log: {}",
+        config.out.join(crate::runlog::RECORDS).display()
+    );
+    if stop.load(Ordering::SeqCst) {
+        return Ok(crate::exit::INTERRUPTED);
+    }
+    Ok(
+        if results
+            .iter()
+            .all(|t| t.final_kernel.as_ref().is_some_and(|k| k.correct))
+        {
+            crate::exit::OK
+        } else {
+            crate::exit::KERNELS_FAILED
+        },
+    )
+}
+
+fn describe_task(t: &TaskResult) -> String {
+    let k = match &t.final_kernel {
+        Some(k) if k.correct => format!(
+            "{} correct{}",
+            k.name,
+            k.speedup.map(|s| format!(", {s:.3}x")).unwrap_or_default()
+        ),
+        Some(k) => format!("no correct kernel (last: {})", k.outcome),
+        None => "no kernel".into(),
+    };
+    format!(
+        "{} {}: {} kernel(s), {}; {} call(s), ${:.4}{}",
+        t.agent,
+        t.problem,
+        t.kernels.len(),
+        k,
+        t.spend.calls,
+        t.spend.cost_usd,
+        t.stopped
+            .as_deref()
+            .map(|s| format!("; stopped: {s}"))
+            .unwrap_or_default()
+    )
+}
+
+fn gpu_label(config: &RunConfig) -> String {
+    match config.device {
+        kbench_record::Device::Cpu => {
+            "CPU (no GPU: kernels run on the host, as PyTorch or C++ CPU extensions)".to_string()
+        }
+        kbench_record::Device::Cuda(g) => crate::gpu::describe()
+            .ok()
+            .and_then(|all| all.into_iter().find(|i| i.index == g))
+            .map(|i| i.name)
+            .unwrap_or_else(|| "NVIDIA GPU".to_string()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_task(
+    config: &RunConfig,
+    opts: &Options,
+    problem: &Problem,
+    llm: Option<&Llm>,
+    eval: &Evaluator,
+    budget: &Budget,
+    profiler: &dyn ProfileFeedback,
+    gpu: &str,
+    runs_name: &str,
+) -> Result<TaskResult> {
+    let dir = config
+        .out
+        .join("agent")
+        .join(format!("level{}_problem{}", problem.level, problem.id));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _ = std::fs::remove_file(dir.join("rounds.jsonl"));
+    let ctx = TaskCtx {
+        problem,
+        opts,
+        llm,
+        eval,
+        budget,
+        profiler,
+        dir,
+        started: Instant::now(),
+        spend: Mutex::new(Spend::default()),
+        gpu: gpu.to_string(),
+        rounds_log: Mutex::new(Vec::new()),
+        sources: Mutex::new(Vec::new()),
+        stopped: Mutex::new(None),
+    };
+    let extra = match opts.kind {
+        Kind::CoderJudge => coder_judge::run(&ctx),
+        Kind::Kevin => kevin::run(&ctx),
+        Kind::CudaAgent => cuda_agent::run(&ctx),
+        Kind::Command => command::run(&ctx),
+    };
+    // No more kernels of this problem: the service may close its reference worker.
+    eval.release(problem);
+    let extra = extra?;
+    let sources = ctx.sources.into_inner().unwrap_or_else(|e| e.into_inner());
+    let rounds = ctx
+        .rounds_log
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    let final_pick = match opts.kind {
+        // The command agent submits its own final kernel (last in the list).
+        Kind::Command => command::submitted(&extra, &sources),
+        _ => pick_final(&sources),
+    };
+    if let Some((_, src)) = &final_pick {
+        let d = config.out.join("runs").join(runs_name);
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(
+            d.join(format!(
+                "level_{}_problem_{}_sample_0_kernel.py",
+                problem.level, problem.id
+            )),
+            src,
+        )?;
+    }
+    Ok(TaskResult {
+        problem: problem.key(),
+        agent: opts.kind.name().to_string(),
+        kernels: sources.iter().map(|(k, _)| k.clone()).collect(),
+        final_kernel: final_pick.map(|(k, _)| k),
+        rounds: rounds.len() as u32,
+        failed_rounds: rounds.iter().filter(|r| r.failed.is_some()).count() as u32,
+        spend: ctx.spend.into_inner().unwrap_or_else(|e| e.into_inner()),
+        wall_s: ctx.started.elapsed().as_secs_f64(),
+        stopped: ctx.stopped.into_inner().unwrap_or_else(|e| e.into_inner()),
+        extra,
+    })
+}
