@@ -281,8 +281,8 @@ fn install_stop_flag() -> Arc<AtomicBool> {
 
 fn run(a: RunArgs) -> Result<i32> {
     let request = match &a.baselines {
-        Some(spec) => Some(baselines::BaselineRequest::parse(spec)?),
-        None if !a.baseline_file.is_empty() => Some(baselines::BaselineRequest::default()),
+        Some(spec) => Some(kbench_baselines::BaselineRequest::parse(spec)?),
+        None if !a.baseline_file.is_empty() => Some(kbench_baselines::BaselineRequest::default()),
         None => None,
     };
     let request = request.map(|mut r| -> Result<_> {
