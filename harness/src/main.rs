@@ -48,7 +48,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             a.url_file.as_deref(),
             a.log.as_deref(),
         ),
-        Command::Profile(a) => kbench::measure::profile::command(&a),
+        Command::Profile(a) => kbench::commands::profile::command(&a),
     }
 }
 
