@@ -15,6 +15,7 @@
 
 mod codec;
 mod compare;
+mod rule;
 mod scan;
 mod stress;
 mod tolerance;
@@ -25,8 +26,9 @@ mod tests;
 
 pub use compare::{
     compare, float64_check_of, unravel_index, CompareError, Comparison, ElementMismatch,
-    Float64Check, Float64Status, GateMeasure, Rule, ValueReport,
+    Float64Check, Float64Status, GateMeasure, ValueReport,
 };
+pub use rule::Rule;
 pub use scan::GateSums;
 pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability, STRESS_FAMILIES};
 pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};

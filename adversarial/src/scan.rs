@@ -18,7 +18,7 @@ use crate::codec::{
     decode_partial, decode_partial_f64, Bf16Codec, F16Codec, F32Codec, F64Codec, FloatCodec,
     NarrowCodec, BLOCK,
 };
-use crate::compare::Rule;
+use crate::rule::Rule;
 use crate::tolerance::Tolerance;
 
 /// Elements per parallel chunk: 256 KiB of fp32 per input, large enough that rayon's

@@ -2,7 +2,8 @@
 
 use kbench_record::{CaseRef, CaseResult, Outcome};
 
-use crate::compare::{Comparison, Float64Status, Rule};
+use crate::compare::{Comparison, Float64Status};
+use crate::rule::Rule;
 
 /// JSON has no infinity (serde_json writes `null`, which does not read back as f64), so
 /// records carry `f64::MAX` where a statistic is `+inf` (e.g. `max_rel` against a zero).

@@ -1,12 +1,14 @@
 //! Baseline times that candidate kernels are compared against: PyTorch eager,
 //! `torch.compile` and its modes. The modes and the candidate sources that run them
 //! ([`Mode`]), the per-GPU, per-torch-version store ([`Store`], [`BaselineFile`]), and the
-//! importer of KernelBench's published baseline JSON ([`KernelBenchBaselines`], [`import`]).
+//! importer of KernelBench's published baseline JSON ([`KernelBenchBaselines`], [`import`]),
+//! and the baselines a run compares against ([`BaselineTable`], [`BaselineRequest`]).
 
 mod import;
 mod kernelbench;
 mod mode;
 mod store;
+mod table;
 
 pub use import::{import_kernelbench, known_caveats, ImportOptions};
 pub use kernelbench::{BaselineError, KernelBenchBaselines, KernelBenchMode, KernelBenchTiming};
@@ -15,3 +17,4 @@ pub use store::{
     gpu_slug, BaselineEnv, BaselineFile, Entry, ErrorEntry, Lookup, Origin, Store, StoreError,
     StoreMeta, TimingSettings, FORMAT,
 };
+pub use table::{BaselineRequest, BaselineTable, RequestError, UsedFile, AGENT};

@@ -47,7 +47,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             a.url_file.as_deref(),
             a.log.as_deref(),
         ),
-        Command::Profile(a) => kbench::measure::profile::command(&a),
+        Command::Profile(a) => kbench::commands::profile::command(&a),
     }
 }
 
@@ -221,8 +221,8 @@ fn install_stop_flag() -> Arc<AtomicBool> {
 
 fn run(a: RunArgs) -> Result<i32> {
     let request = match &a.baselines {
-        Some(spec) => Some(baselines::BaselineRequest::parse(spec)?),
-        None if !a.baseline_file.is_empty() => Some(baselines::BaselineRequest::default()),
+        Some(spec) => Some(kbench_baselines::BaselineRequest::parse(spec)?),
+        None if !a.baseline_file.is_empty() => Some(kbench_baselines::BaselineRequest::default()),
         None => None,
     };
     let request = request.map(|mut r| -> Result<_> {

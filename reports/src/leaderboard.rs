@@ -401,8 +401,8 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::basis::SpeedupBasis;
     use crate::report::{build_report, RunInput};
-    use crate::summary::SpeedupBasis;
     use crate::tests::record;
     use kbench_record::Outcome;
 

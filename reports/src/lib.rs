@@ -13,6 +13,8 @@
 //! - [`stats`]: Wilson intervals, fixed-seed bootstrap intervals, geometric means.
 //! - [`task`] / [`metrics`]: tasks from records and each paper's metric by name.
 
+mod basis;
+mod case_table;
 mod error;
 pub mod export;
 pub mod extras;
@@ -33,6 +35,8 @@ mod task_tests;
 #[cfg(test)]
 mod tests;
 
+pub use basis::SpeedupBasis;
+pub use case_table::render_case_table;
 pub use error::SampleError;
 pub use extras::RecordExtras;
 pub use report::{
@@ -40,7 +44,7 @@ pub use report::{
     RunInput, RunReport, REPORT_VERSION,
 };
 pub use sample::Sample;
-pub use summary::{fast_p, summarize, RunSummary, SpeedupBasis, SOL_SLACK};
+pub use summary::{fast_p, summarize, RunSummary, SOL_SLACK};
 pub use table::render_summary;
 pub use task::correct_on_random;
 pub use timing::{

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use kbench_record::EvalRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::basis::SpeedupBasis;
 use crate::extras::RecordExtras;
 use crate::metrics::{metrics_by_level, pass_at_k_over, ScopeMetrics};
 use crate::stats::{
     speedup_interval, Estimate, Rate, RatioOf, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
     SPEEDUP_RESAMPLES,
 };
-use crate::summary::SpeedupBasis;
 use crate::task::{group_tasks_picking, Baseline, Pick, Task};
 
 /// Version of the report's JSON shape. Bump on any incompatible change.

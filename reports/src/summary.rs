@@ -5,50 +5,8 @@ use std::collections::BTreeMap;
 use kbench_record::EvalRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::basis::SpeedupBasis;
 use crate::sample::percentile_sorted;
-
-/// Which speedup of a record's [`kbench_record::TimingSummary`] the metrics use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SpeedupBasis {
-    /// `TimingSummary::speedup`, kbench's default: the median over interleaved rounds of the
-    /// round's reference / candidate time (records from before the paired speedup: reference
-    /// median / candidate median).
-    #[default]
-    Median,
-    /// reference mean / candidate mean (`TimingSummary::speedup_mean`), KernelBench's.
-    Mean,
-}
-
-impl SpeedupBasis {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpeedupBasis::Median => "median",
-            SpeedupBasis::Mean => "mean",
-        }
-    }
-
-    /// How this basis's speedup is computed, for report footers.
-    pub fn describe(self) -> &'static str {
-        match self {
-            SpeedupBasis::Median => {
-                "the median over interleaved timing rounds of reference time / candidate time \
-                 (paired; older records: reference median / candidate median)"
-            }
-            SpeedupBasis::Mean => "reference mean / candidate mean",
-        }
-    }
-
-    /// The record's speedup on this basis, if it was timed and the ratio is finite.
-    pub fn speedup_of(self, record: &EvalRecord) -> Option<f64> {
-        let t = record.timing.as_ref()?;
-        let s = match self {
-            SpeedupBasis::Median => t.speedup,
-            SpeedupBasis::Mean => t.speedup_mean,
-        };
-        s.is_finite().then_some(s)
-    }
-}
 
 /// Headline numbers of a run. Counts are over the records given: one record per evaluated
 /// candidate (deduplicating a log that was resumed is the reader's job).

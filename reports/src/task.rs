@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use kbench_record::{CaseFamily, EvalRecord, Outcome};
 use serde::{Deserialize, Serialize};
 
+use crate::basis::SpeedupBasis;
 use crate::extras::{Cost, RecordExtras};
-use crate::summary::SpeedupBasis;
 
 /// Which candidates of a problem a report considers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

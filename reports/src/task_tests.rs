@@ -3,8 +3,8 @@
 
 use kbench_record::{CaseFamily, CaseRef, CaseResult, Outcome, Phase};
 
+use crate::basis::SpeedupBasis;
 use crate::extras::RecordExtras;
-use crate::summary::SpeedupBasis;
 use crate::task::{correct_on_random, group_tasks, Baseline};
 use crate::tests::record;
 

@@ -150,7 +150,7 @@ cp "$W/kevin/agent_tasks.jsonl" "$OUT/kevin_tasks.jsonl" 2>/dev/null
 (cd $W && tar czf "$OUT/runs.tar.gz" --ignore-failed-read script.json kbench.toml requests.jsonl \
   cj/agent cj/llm cj/runs cj/records.jsonl cj/agent_tasks.jsonl \
   kevin/agent kevin/llm kevin/runs kevin/records.jsonl kevin/agent_tasks.jsonl 2>/dev/null)
-$HPY - "$W" "$DEVICE" harness/src/profile.rs "$PART" <<'PY'
+$HPY - "$W" "$DEVICE" harness/src/measure/profile/ncu.rs "$PART" <<'PY'
 import json, os, re, sys
 w, device, profile_rs, part = sys.argv[1:5]
 cuda = device == "cuda"

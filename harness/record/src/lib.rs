@@ -4,17 +4,19 @@
 //! Everything here is a contract: eval records are written to JSONL run logs and read back
 //! by `kbench report` and `--resume`, so every record carries [`SCHEMA_VERSION`].
 
+mod case;
 mod outcome;
 pub mod perf;
 pub mod protocol;
 mod record;
 mod tensor;
 
-pub use outcome::{CaseRef, Outcome, Phase};
+pub use case::{CaseFamily, CaseRef};
+pub use outcome::{Outcome, Phase};
 pub use record::{
-    eval_key, BaselineRatio, CandidateRef, CaseFamily, CaseResult, Device, Environment, EvalRecord,
-    FlushCount, IntegrityReport, KernelProfile, PhaseTimes, Precision, ProblemRef, TimingStats,
-    TimingSummary, ToleranceProfile,
+    eval_key, BaselineRatio, CandidateRef, CaseResult, Device, Environment, EvalRecord, FlushCount,
+    IntegrityReport, KernelProfile, PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary,
+    ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

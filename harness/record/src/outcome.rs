@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use crate::record::CaseFamily;
+use crate::case::CaseRef;
 
 /// The phase of an evaluation in which something happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -24,20 +24,6 @@ impl std::fmt::Display for Phase {
             Phase::Run => "run",
             Phase::Time => "time",
         })
-    }
-}
-
-/// Which input case of a problem.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CaseRef {
-    pub family: CaseFamily,
-    /// 0-based index within the family.
-    pub index: u32,
-}
-
-impl std::fmt::Display for CaseRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}#{}", self.family, self.index)
     }
 }
 

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::outcome::{CaseRef, Outcome};
+use crate::case::CaseRef;
+use crate::outcome::Outcome;
 
 /// Where kernels run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -100,71 +101,6 @@ impl ToleranceProfile {
 impl std::fmt::Display for ToleranceProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A family of input cases. Open: names kbench does not know yet survive a round trip.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CaseFamily {
-    /// KernelBench-compatible: the problem's own `get_inputs`, fresh per trial.
-    Random,
-    Signed,
-    NanInf,
-    Denormal,
-    Fp16Saturation,
-    Large,
-    Small,
-    Cancellation,
-    Other(String),
-}
-
-impl CaseFamily {
-    pub fn as_str(&self) -> &str {
-        match self {
-            CaseFamily::Random => "random",
-            CaseFamily::Signed => "signed",
-            CaseFamily::NanInf => "nan-inf",
-            CaseFamily::Denormal => "denormal",
-            CaseFamily::Fp16Saturation => "fp16-saturation",
-            CaseFamily::Large => "large",
-            CaseFamily::Small => "small",
-            CaseFamily::Cancellation => "cancellation",
-            CaseFamily::Other(s) => s,
-        }
-    }
-}
-
-impl From<&str> for CaseFamily {
-    fn from(s: &str) -> Self {
-        match s {
-            "random" => CaseFamily::Random,
-            "signed" => CaseFamily::Signed,
-            "nan-inf" => CaseFamily::NanInf,
-            "denormal" => CaseFamily::Denormal,
-            "fp16-saturation" => CaseFamily::Fp16Saturation,
-            "large" => CaseFamily::Large,
-            "small" => CaseFamily::Small,
-            "cancellation" => CaseFamily::Cancellation,
-            other => CaseFamily::Other(other.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for CaseFamily {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for CaseFamily {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for CaseFamily {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(CaseFamily::from(String::deserialize(d)?.as_str()))
     }
 }
 
@@ -484,17 +420,6 @@ pub fn eval_key(problem_key: &str, agent: &str, candidate: &str, sample: u32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn open_case_family_round_trips() {
-        for s in ["random", "nan-inf", "fp16-saturation", "my-new-family"] {
-            let f = CaseFamily::from(s);
-            let j = serde_json::to_string(&f).unwrap();
-            assert_eq!(j, format!("\"{s}\""));
-            assert_eq!(serde_json::from_str::<CaseFamily>(&j).unwrap(), f);
-        }
-        assert_eq!(CaseFamily::from("x"), CaseFamily::Other("x".into()));
-    }
 
     #[test]
     fn device_parses() {

@@ -1,5 +1,8 @@
 //! Agents produce candidate kernels for a problem. This agents need no model:
-//! `reference` (the problem's own code as `ModelNew`) and `replay` (kernels already on disk).
+//! `reference` (the problem's own code as `ModelNew`) and `replay` (kernels already on disk);
+//! [`baseline`] proposes the baseline modes (eager, `torch.compile`) still to measure.
+
+pub mod baseline;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

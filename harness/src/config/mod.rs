@@ -61,7 +61,7 @@ impl AgentConfig {
         match self {
             AgentConfig::Reference => "reference",
             AgentConfig::Replay { .. } => "replay",
-            AgentConfig::Baselines { .. } => crate::commands::baselines::AGENT,
+            AgentConfig::Baselines { .. } => kbench_baselines::AGENT,
             AgentConfig::Given { agent, .. } => agent,
         }
     }
@@ -102,7 +102,7 @@ pub struct RunConfig {
     pub weight_seed: u64,
     pub quiet: bool,
     /// Baselines each correct kernel's time is compared with (`--baselines`).
-    pub baselines: Option<std::sync::Arc<crate::commands::baselines::BaselineTable>>,
+    pub baselines: Option<std::sync::Arc<kbench_baselines::BaselineTable>>,
     /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
     /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
     /// (baselines measured again after running out of memory beside loads sent ahead).

@@ -71,7 +71,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             Box::new(a)
         }
         AgentConfig::Baselines { plan } => {
-            Box::new(crate::commands::baselines::BaselineAgent { plan: plan.clone() })
+            Box::new(crate::agents::baseline::BaselineAgent { plan: plan.clone() })
         }
         AgentConfig::Given { agent, candidates } => Box::new(GivenAgent {
             agent,

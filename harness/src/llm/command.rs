@@ -164,7 +164,7 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
         match kind.as_str() {
             "compile" if !rec.outcome.compiled() => answer["log"] = json!(error_log(rec)),
             "check" => {
-                answer["report"] = json!(crate::commands::check::render(rec));
+                answer["report"] = json!(kbench_reports::render_case_table(rec));
                 if !k.correct {
                     answer["log"] = json!(error_log(rec));
                 }

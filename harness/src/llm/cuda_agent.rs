@@ -183,7 +183,7 @@ fn tool_answer(ctx: &TaskCtx, tool: &str, src: &str, r: &EvalRecord) -> String {
             }
         }
         "check" => {
-            let mut s = crate::commands::check::render(r);
+            let mut s = kbench_reports::render_case_table(r);
             if !r.outcome.is_ok() {
                 s.push_str(&format!("\nlog tail:\n{}", error_log(r)));
             }

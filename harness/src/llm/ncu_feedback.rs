@@ -11,7 +11,7 @@ use kbench_suites::Problem;
 use serde_json::{json, Value};
 
 use super::{ProfileFeedback, TimingOnly};
-use crate::cli::{PrecisionArg, ProfileArgs, PythonArgs};
+use crate::measure::profile::ProfileConfig;
 
 /// Profiles correct kernels with `kbench profile` on the run's device.
 pub struct NcuFeedback {
@@ -39,24 +39,17 @@ impl NcuFeedback {
         std::fs::write(&problem_path, &problem.source)?;
         let kernel_path = dir.path().join("kernel.py");
         std::fs::write(&kernel_path, source)?;
-        let args = ProfileArgs {
+        let args = ProfileConfig {
             problem: problem_path,
             kernel: kernel_path,
             device: self.device.to_string(),
-            precision: match self.precision {
-                Precision::Fp32 => PrecisionArg::Fp32,
-                Precision::Fp16 => PrecisionArg::Fp16,
-                Precision::Bf16 => PrecisionArg::Bf16,
-            },
+            precision: self.precision,
             calls: 3,
             warmup: 2,
             ncu: None,
             no_ncu: false,
             keep: None,
-            json: true,
-            python: PythonArgs {
-                python: Some(self.python.clone()),
-            },
+            python: Some(self.python.clone()),
         };
         // The GPU to itself: no evaluation is timed while ncu replays this kernel (and ncu's
         // clocks are not disturbed by one).

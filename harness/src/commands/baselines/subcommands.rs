@@ -1,0 +1,271 @@
+//! `kbench baselines measure`, `import` and `show`, and the lines `kbench run --baselines`
+//! ends its summary with: what they print.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use kbench_baselines::{BaselineFile, BaselineTable, Lookup, Mode, Store};
+use kbench_record::EvalRecord;
+
+use super::measuring::measure;
+use super::store::{environment, store_root, StoreFiles};
+use crate::agents::read_dir_sorted;
+use crate::config::{AgentConfig, RunConfig};
+
+/// Per baseline mode: how the run's correct kernels compare with it.
+pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<String> {
+    let mut out = Vec::new();
+    for u in &table.used {
+        let name = u.mode.as_str();
+        let speedups: Vec<f64> = records
+            .iter()
+            .filter(|r| r.outcome.is_ok())
+            .filter_map(|r| r.baselines.get(name).map(|b| b.speedup))
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .collect();
+        if speedups.is_empty() {
+            out.push(format!(
+                "vs {name:<12} no correct kernel has a {name} time to compare with"
+            ));
+            continue;
+        }
+        let geomean = (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp();
+        let fast1 = speedups.iter().filter(|s| **s > 1.0).count();
+        out.push(format!(
+            "vs {name:<12} {} of {} kernel(s) compared; geomean speedup {geomean:.3}x; fast_1 {fast1}/{} ({:.1}%)",
+            speedups.len(),
+            records.len(),
+            records.len(),
+            100.0 * fast1 as f64 / records.len().max(1) as f64
+        ));
+    }
+    out
+}
+
+/// `kbench baselines measure`.
+pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Result<i32> {
+    let modes = Mode::parse_list(&m.modes).map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
+    // `out` is set per measuring run below.
+    let config = RunConfig::build(
+        &m.suite,
+        &m.python,
+        &m.eval,
+        AgentConfig::Reference,
+        Path::new("."),
+        m.shard,
+    )?;
+    let info = crate::worker::python::probe(&config.python)?;
+    let env = environment(&config, &info)?;
+    let root = store_root(m.store.as_ref(), &config.cache);
+    let mut work = match &m.work {
+        Some(w) => std::path::absolute(w).unwrap_or_else(|_| w.clone()),
+        None => config
+            .cache
+            .join("baseline-runs")
+            .join(&env.gpu_slug)
+            .join(format!("torch-{}", env.torch)),
+    };
+    if let Some(shard) = m.shard {
+        // Shards of one measurement keep their logs apart; the store is shared (locked).
+        work = work.join(format!("shard-{}-of-{}", shard.index, shard.count));
+    }
+    let mut files = StoreFiles::open(Store::new(&root), env.clone(), &modes)?;
+    let before = files.missing(&config.problems, &modes, m.retry_failed);
+    let todo: usize = before.values().map(Vec::len).sum();
+    if !config.quiet {
+        eprintln!(
+            "kbench: baselines {} for {} problem(s) on {} with torch {}: {todo} to measure, the rest stored in {}",
+            modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
+            config.problems.len(),
+            env.gpu,
+            env.torch,
+            files.store.dir(&env.gpu, &env.torch).display()
+        );
+    }
+    let r = measure(&config, &mut files, &modes, &work, m.retry_failed, stop)?;
+    if r.recovered > 0 {
+        println!(
+            "recovered {} entr(ies) recorded by an earlier, interrupted measurement",
+            r.recovered
+        );
+    }
+    if r.retried_alone > 0 {
+        println!(
+            "{} mode(s) had run out of GPU memory beside loads sent ahead and were measured again with the GPU to themselves",
+            r.retried_alone
+        );
+    }
+    for &mode in &modes {
+        let f = &files.files[&mode];
+        let (mut ok, mut failed) = (0, Vec::new());
+        for p in &config.problems {
+            let pr = p.to_ref();
+            match f.lookup(pr.level, &pr.file, &pr.sha256) {
+                Lookup::Usable(_) => ok += 1,
+                Lookup::Failed(e) => failed.push(format!("{} ({})", pr.key(), e.outcome)),
+                _ => {}
+            }
+        }
+        println!(
+            "{:<12} {ok}/{} timed, {} failed: {}",
+            mode.as_str(),
+            config.problems.len(),
+            failed.len(),
+            files.path(mode).display()
+        );
+        for f in failed.iter().take(20) {
+            println!("    failed: {f}");
+        }
+        if failed.len() > 20 {
+            println!(
+                "    ... and {} more (see the file's \"errors\")",
+                failed.len() - 20
+            );
+        }
+    }
+    if r.interrupted {
+        eprintln!(
+            "kbench: interrupted; what was measured is kept: rerun the same command to continue"
+        );
+        return Ok(crate::exit::INTERRUPTED);
+    }
+    if !r.still_missing.is_empty() {
+        eprintln!(
+            "kbench: {} problem(s) still lack a time or a recorded failure (e.g. {}); rerun to continue",
+            r.still_missing.len(),
+            r.still_missing.keys().next().map_or("", String::as_str)
+        );
+        return Ok(crate::exit::KERNELS_FAILED);
+    }
+    Ok(crate::exit::OK)
+}
+
+/// `kbench baselines import`.
+pub fn import_command(a: &crate::cli::ImportArgs) -> Result<i32> {
+    let cache = crate::worker::python::cache_dir();
+    let store = Store::new(store_root(a.store.as_ref(), &cache));
+    let mut stale = Vec::new();
+    for s in &a.stale {
+        let (l, i) = s
+            .split_once('/')
+            .and_then(|(l, i)| Some((l.parse::<u8>().ok()?, i.parse::<u32>().ok()?)))
+            .with_context(|| format!("--stale {s:?}: expected LEVEL/ID, e.g. 1/12"))?;
+        stale.push((l, i));
+    }
+    let opts = kbench_baselines::ImportOptions {
+        mode: a
+            .mode
+            .as_deref()
+            .map(Mode::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--mode: {e}"))?,
+        torch: a.torch.clone(),
+        gpu: a.gpu.clone(),
+        caveats: a.caveat.clone(),
+        stale,
+    };
+    for path in &a.files {
+        let f = kbench_baselines::import_kernelbench(path, &opts).map_err(anyhow::Error::msg)?;
+        let mode = f.mode().context("imported file has a mode")?;
+        let env = &f.meta.environment;
+        let dest = store.path(&env.gpu, &env.torch, mode);
+        if dest.exists() && !a.force {
+            bail!(
+                "{} already exists; pass --force to replace it with {}",
+                dest.display(),
+                path.display()
+            );
+        }
+        f.save(&dest)?;
+        let stale_n = f.stale_count();
+        println!(
+            "imported {} {} time(s) ({} marked stale) of {} (torch {}) from {} into {}",
+            f.len(),
+            mode,
+            stale_n,
+            env.gpu,
+            env.torch,
+            path.display(),
+            dest.display()
+        );
+        for c in &f.meta.caveats {
+            println!("    caveat: {c}");
+        }
+    }
+    Ok(crate::exit::OK)
+}
+
+/// `kbench baselines show`.
+pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
+    let cache = crate::worker::python::cache_dir();
+    let root = store_root(a.store.as_ref(), &cache);
+    let mut rows = Vec::new();
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for gpu in sorted_dirs(&root)? {
+        for torch in sorted_dirs(&gpu)? {
+            let mut files = read_dir_sorted(&torch, "baseline store folder")?;
+            files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+            paths.extend(files);
+        }
+    }
+    for path in paths {
+        let f = BaselineFile::load(&path)?;
+        let stale = f.stale_count();
+        let per_level: Vec<String> = f
+            .levels
+            .iter()
+            .map(|(l, m)| format!("L{l}:{}", m.len()))
+            .collect();
+        rows.push(serde_json::json!({
+            "path": path.display().to_string(),
+            "gpu": f.meta.environment.gpu,
+            "torch": f.meta.environment.torch,
+            "mode": f.meta.mode,
+            "origin": f.meta.origin,
+            "timed": f.len(),
+            "per_level": per_level.join(" "),
+            "failed": f.error_count(),
+            "stale": stale,
+            "caveats": f.meta.caveats,
+        }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(crate::exit::OK);
+    }
+    if rows.is_empty() {
+        println!("no baseline files in {}", root.display());
+        return Ok(crate::exit::OK);
+    }
+    println!("store: {}", root.display());
+    println!(
+        "{:<28} {:<16} {:<27} {:<9} {:>6} {:>6} {:>6}  per level",
+        "gpu", "torch", "mode", "origin", "timed", "failed", "stale"
+    );
+    for r in &rows {
+        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        println!(
+            "{:<28} {:<16} {:<27} {:<9} {:>6} {:>6} {:>6}  {}",
+            s("gpu"),
+            s("torch"),
+            s("mode"),
+            s("origin"),
+            r["timed"].to_string(),
+            r["failed"].to_string(),
+            r["stale"].to_string(),
+            s("per_level")
+        );
+    }
+    Ok(crate::exit::OK)
+}
+
+fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut v = read_dir_sorted(dir, "baseline store folder")?;
+    v.retain(|p| p.is_dir());
+    Ok(v)
+}
