@@ -2,6 +2,7 @@
 //! per candidate, verdicts computed here, one record appended per candidate.
 
 pub mod affinity;
+pub mod run_dir;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,7 +62,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     };
     check_cuda(config, &info)?;
     let worker_script = python::materialize_worker(&config.cache)?;
-    let mut run_dir = RunDir::open(config)?;
+    let mut run_dir = run_dir::open(config)?;
     let say = |msg: &str| {
         if !config.quiet {
             eprintln!("kbench: {msg}");

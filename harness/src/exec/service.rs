@@ -321,7 +321,7 @@ fn serve(
     let mut config = config.clone();
     config.case_cache_bytes /= keep as u64;
     let config = &config;
-    let run_dir = RunDir::open(config)?;
+    let run_dir = super::run_dir::open(config)?;
     let env_base = environment_base(&info);
     let mut ctx = Ctx {
         config,

@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::cli::{AuditArgs, AuditProfileArg, EvalArgs, ProfileArg};
-use crate::config::{materialize_problem, AgentConfig, RunConfig};
+use crate::config::{materialize_problem, AgentConfig};
 use crate::exec::{error_text, Ctx, Exec};
 use crate::measure::reference::load_request;
 use crate::runlog::seed::RunSecret;
@@ -1440,7 +1440,7 @@ pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     };
     let eval = eval_args(a, profile, cpu_threads)?;
     let out_dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));
-    let config = RunConfig::build(
+    let config = crate::commands::run_config::build(
         &a.suite,
         &a.python,
         &eval,

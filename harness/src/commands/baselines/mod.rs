@@ -847,7 +847,7 @@ fn store_root(given: Option<&PathBuf>, cache: &Path) -> PathBuf {
 pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     let modes = Mode::parse_list(&m.modes).map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
     // `out` is set per measuring run below.
-    let config = RunConfig::build(
+    let config = crate::commands::run_config::build(
         &m.suite,
         &m.python,
         &m.eval,
