@@ -1,4 +1,5 @@
-//! Command-line arguments: plain values, no I/O. `config.rs` validates them.
+//! Command-line arguments: plain values, no I/O. `commands::run_config` turns them into the
+//! plain values `config/` validates.
 
 use std::path::PathBuf;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use crate::cli::{CheckArgs, SuiteArgs};
-use crate::config::{AgentConfig, RunConfig};
+use crate::config::AgentConfig;
 
 /// Runs the check; exit code 0 when the kernel is correct under every family that applies,
 /// 3 (kernels failed, as for `kbench run`) otherwise.
@@ -35,7 +35,7 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     // The replay agent takes `<id>_<label>.py`: the kernel is copied under that name.
     let replay = temp.path().join("kernel");
     std::fs::create_dir_all(&replay)?;
-    let mut config = RunConfig::build(
+    let mut config = crate::commands::run_config::build(
         &suite,
         &a.python,
         &a.eval,

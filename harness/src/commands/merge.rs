@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use kbench_record::EvalRecord;
 
+use crate::cli::MergeArgs;
 use crate::commands::slurm;
 use crate::runlog::seed::RunSecret;
 use crate::runlog::{self, RunManifest, MANIFEST, RECORDS, SECRET};
@@ -139,6 +140,30 @@ fn mismatch(a: &RunParts, b: &RunParts) -> Option<String> {
         }
     }
     None
+}
+
+/// `kbench merge`: a `baselines measure` submission's shards into its store, or the shards
+/// of a run into one run directory.
+pub fn command(a: &MergeArgs) -> Result<i32> {
+    if let Some(say) = slurm::merge_measure(&a.inputs, a.out.as_deref(), a.partial)? {
+        println!("{say}");
+        return Ok(crate::exit::OK);
+    }
+    let r = merge(&a.inputs, a.out.as_deref(), a.partial)?;
+    println!(
+        "merged {} run dir(s) into {}: {} record(s), {} new",
+        r.inputs.len(),
+        r.out.display(),
+        r.records,
+        r.added
+    );
+    if !r.unfinished.is_empty() {
+        eprintln!(
+            "kbench: left out unfinished shard(s) {:?} (--partial): merge again once they finish",
+            r.unfinished
+        );
+    }
+    Ok(crate::exit::OK)
 }
 
 /// Merges `inputs` into `out` (default: the one submission directory given).

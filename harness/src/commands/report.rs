@@ -11,6 +11,8 @@ use kbench_record::{EvalRecord, SCHEMA_VERSION};
 use kbench_reports::{RecordExtras, RunInput};
 use serde_json::Value;
 
+use crate::cli::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
+use crate::exit;
 use crate::runlog::{MANIFEST, RECORDS};
 
 /// Reads one run: a run directory (its `records.jsonl`, and `run.json` when present) or a
@@ -178,6 +180,90 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
             .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `kbench report`: the table of the runs (or one of a paper's), and the exports and plots
+/// asked for.
+pub fn command(a: ReportArgs) -> Result<i32> {
+    use kbench_reports::task::Pick;
+    use kbench_reports::{export, papers, plot};
+    let mut runs = read_runs(&a.runs)?;
+    ignore_flags_said(&mut runs, &a.ignore_flags)?;
+    let default = if a.table.is_some() {
+        BasisArg::Mean
+    } else {
+        BasisArg::Median
+    };
+    let pick = match a.pick {
+        Some(PickArg::First) => Pick::FirstSample,
+        Some(PickArg::Best) => Pick::BestCorrect,
+        None if a.table == Some(TableArg::Kernelbench) => Pick::FirstSample,
+        None => Pick::BestCorrect,
+    };
+    let report =
+        kbench_reports::build_report_picking(&runs, basis(a.basis.unwrap_or(default)), pick);
+    match a.table {
+        Some(t) => {
+            let table = match t {
+                TableArg::Cudaforge => papers::PaperTable::CudaForge,
+                TableArg::CudaAgent => papers::PaperTable::CudaAgent,
+                TableArg::Kevin => papers::PaperTable::Kevin,
+                TableArg::Kernelbench => papers::PaperTable::KernelBench,
+            };
+            print!("{}", papers::render_paper_table(&report, table, false));
+        }
+        None => print!("{}", export::render_terminal(&report)),
+    }
+    let exports = [
+        (a.export_csv, export::render_csv as fn(&_) -> String),
+        (a.export_json, export::render_json),
+        (a.export_markdown, export::render_markdown),
+    ];
+    for (path, render) in exports {
+        if let Some(path) = path {
+            write_file(&path, &render(&report))?;
+        }
+    }
+    if let Some(dir) = a.plots {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for p in plot::plots(&report) {
+            let svg = plot::render_svg(&p)?;
+            write_file(&dir.join(format!("{}.svg", p.name)), &svg)?;
+            plot::write_png(&p, &dir.join(format!("{}.png", p.name)))?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `kbench leaderboard`: the runs as one HTML page.
+pub fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
+    let mut runs = read_runs(&a.runs)?;
+    ignore_flags_said(&mut runs, &a.ignore_flags)?;
+    let report = kbench_reports::build_report(&runs, basis(a.basis));
+    let page = kbench_reports::leaderboard::render_leaderboard(&report, &a.title)?;
+    write_file(&a.out, &page)?;
+    println!("leaderboard: {}", a.out.display());
+    Ok(exit::OK)
+}
+
+fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {
+    match b {
+        BasisArg::Median => kbench_reports::SpeedupBasis::Median,
+        BasisArg::Mean => kbench_reports::SpeedupBasis::Mean,
+    }
+}
+
+/// `--ignore-flag`, said on stderr so a table is never silently more generous.
+fn ignore_flags_said(runs: &mut [RunInput], flags: &[String]) -> Result<()> {
+    if flags.is_empty() {
+        return Ok(());
+    }
+    let n = ignore_flags(runs, flags)?;
+    eprintln!(
+        "kbench: --ignore-flag {}: {n} flagged kernel(s) counted as their cases and timing say",
+        flags.join(",")
+    );
+    Ok(())
 }
 
 #[cfg(test)]

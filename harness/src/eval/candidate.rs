@@ -161,7 +161,13 @@ pub(crate) fn evaluate_candidate(
         inputs0,
     };
     let build_ahead_s = built_ahead.map(|b| b.seconds);
-    Ok(Some(ev.record(outcome, clock, build_ahead_s, env, log_tail)))
+    Ok(Some(ev.record(
+        outcome,
+        clock,
+        build_ahead_s,
+        env,
+        log_tail,
+    )))
 }
 
 impl Evaluation<'_, '_> {
@@ -256,8 +262,7 @@ impl Evaluation<'_, '_> {
             // Sent ahead: what the wait for the worker did not hide is in worker_wait_s.
             Some(r) => r,
             None => {
-                let load =
-                    candidate_load(ctx, self.exec, unit.problem_path, unit.cand, unit.prep);
+                let load = candidate_load(ctx, self.exec, unit.problem_path, unit.cand, unit.prep);
                 worker.request(Frame::new(load), c.timeouts.load)
             }
         }
@@ -306,9 +311,9 @@ impl Evaluation<'_, '_> {
         let (ctx, exec, c) = (self.ctx, self.exec, self.ctx.config);
         let Some(tc) = &c.timing else { return Ok(()) };
         let tt = Instant::now();
-        let held = self
-            .reference
-            .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
+        let held =
+            self.reference
+                .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
         let result = match held {
             Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
             Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
@@ -345,13 +350,9 @@ impl Evaluation<'_, '_> {
         if let (Ok(TimingResult::Measured(_)), Some(rc)) = (&result, &self.last_random) {
             if !self.checked_calls.is_empty() {
                 let (refs, refs64) = rc.host_outputs(exec).map_err(Stop::Harness)?;
-                if let Some(o) = judge_timed_calls(
-                    self.tol,
-                    rc,
-                    &refs,
-                    refs64.as_deref(),
-                    &self.checked_calls,
-                ) {
+                if let Some(o) =
+                    judge_timed_calls(self.tol, rc, &refs, refs64.as_deref(), &self.checked_calls)
+                {
                     return Err(Stop::Verdict(o));
                 }
             }
@@ -443,7 +444,13 @@ impl Evaluation<'_, '_> {
     }
 
     /// The candidate's answer to a host case, judged.
-    fn host_case(&mut self, rc: &RefCase, case: &CaseRef, reply: &Frame, wall_s: f64) -> Step<Judged> {
+    fn host_case(
+        &mut self,
+        rc: &RefCase,
+        case: &CaseRef,
+        reply: &Frame,
+        wall_s: f64,
+    ) -> Step<Judged> {
         if reply.kind() != "outputs" {
             return Err(Stop::Verdict(error_outcome(reply, Phase::Run)));
         }

@@ -82,4 +82,3 @@ pub(crate) fn candidate_load(
         "warm_up": cand.warm_up,
     })
 }
-

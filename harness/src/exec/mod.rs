@@ -10,6 +10,7 @@ mod executor;
 mod progress;
 mod queue;
 mod run;
+pub mod run_dir;
 mod service;
 
 pub use executor::device_lock;

@@ -16,7 +16,6 @@ use crate::config::{materialize_problem, AgentConfig, RunConfig};
 use crate::eval::prepare::prepare_candidate;
 use crate::eval::record::environment_base;
 use crate::plan::record_key;
-use crate::runlog::RunDir;
 
 /// What a `kbench run` produced.
 #[derive(Debug)]
@@ -49,7 +48,7 @@ impl Sink for Added {
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     let engine = Engine::prepare(config, matches!(config.agent, AgentConfig::Given { .. }))?;
-    let mut run_dir = RunDir::open(config)?;
+    let mut run_dir = super::run_dir::open(config)?;
     let say = |msg: &str| {
         if !config.quiet {
             eprintln!("kbench: {msg}");

@@ -32,7 +32,6 @@ use crate::eval::prepare::prepare_candidate;
 use crate::eval::record::environment_base;
 use crate::measure::Ctx;
 use crate::plan::record_key;
-use crate::runlog::RunDir;
 
 /// Reference sessions an executor keeps open on the CPU. Idle workers do not disturb CPU
 /// timing; the case-cache budget (`--case-cache-mb`) is shared among them.
@@ -273,7 +272,7 @@ fn serve(
     let mut config = config.clone();
     config.case_cache_bytes /= keep as u64;
     let config = &config;
-    let run_dir = RunDir::open(config)?;
+    let run_dir = super::run_dir::open(config)?;
     let env_base = environment_base(&engine.info);
     let mut ctx = engine.ctx(config, stop);
     if config.build_jobs > 0 {

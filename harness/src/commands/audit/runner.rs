@@ -18,9 +18,9 @@ use super::report::{is_oom_text, one_line, ProblemAudit};
 use super::setup::Setup;
 use super::{FAMILIES, MAX_WEIGHTS};
 use crate::config::materialize_problem;
+use crate::measure::reference::load_request;
 use crate::measure::{Ctx, Station};
 use crate::worker::error_text;
-use crate::measure::reference::load_request;
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// Watches host memory while workers run: when less than a reserve is left, the worker

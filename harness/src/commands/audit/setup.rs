@@ -56,7 +56,7 @@ impl Setup {
         };
         let eval = eval_args(a, profile, cpu_threads)?;
         let out_dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));
-        let config = RunConfig::build(
+        let config = crate::commands::run_config::build(
             &a.suite,
             &a.python,
             &eval,

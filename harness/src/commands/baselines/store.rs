@@ -222,7 +222,10 @@ impl StoreFiles {
                 }
                 (Outcome::Ok, None) => {}
                 (outcome, _) => {
-                    let gpu_alone = r.notes.iter().any(|n| n == crate::eval::start::GPU_ALONE_NOTE);
+                    let gpu_alone = r
+                        .notes
+                        .iter()
+                        .any(|n| n == crate::eval::start::GPU_ALONE_NOTE);
                     // A reference that failed (e.g. its float64 copy does not fit) leaves
                     // eager without a time too; recorded, so it is not retried every time.
                     let reference_failed = matches!(outcome, Outcome::ReferenceError { .. });

@@ -12,7 +12,7 @@ use kbench_record::EvalRecord;
 use super::measuring::measure;
 use super::store::{environment, store_root, StoreFiles};
 use crate::agents::read_dir_sorted;
-use crate::config::{AgentConfig, RunConfig};
+use crate::config::AgentConfig;
 
 /// Per baseline mode: how the run's correct kernels compare with it.
 pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<String> {
@@ -48,7 +48,7 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
 pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     let modes = Mode::parse_list(&m.modes).map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
     // `out` is set per measuring run below.
-    let config = RunConfig::build(
+    let config = crate::commands::run_config::build(
         &m.suite,
         &m.python,
         &m.eval,

@@ -49,7 +49,7 @@ pub(super) fn shardable(argv: &[String]) -> Result<Shardable> {
                 (run.resume, "--resume", "every task resumes its shard"),
                 (run.eval.gpus.is_some(), "--gpus", GPUS_WHY),
             ])?;
-            let problems = crate::config::load_suite(&run.suite)?.len();
+            let problems = crate::commands::run_config::load_suite(&run.suite)?.len();
             let out = std::path::absolute(&run.out)
                 .with_context(|| format!("resolving --out {}", run.out.display()))?;
             Ok(Shardable {
@@ -84,7 +84,7 @@ pub(super) fn shardable(argv: &[String]) -> Result<Shardable> {
                     "give `baselines measure` a --work DIR that compute nodes share: it gets the submission and each shard's measuring runs (DIR/shards/i), as --out does for `kbench run`"
                 );
             };
-            let problems = crate::config::load_suite(&m.suite)?.len();
+            let problems = crate::commands::run_config::load_suite(&m.suite)?.len();
             let out = std::path::absolute(work)
                 .with_context(|| format!("resolving --work {}", work.display()))?;
             // Every task commits into the one store: the one a local measure here would use,

@@ -1,0 +1,89 @@
+//! `kbench run`: evaluate an agent's kernels over a suite, optionally against baseline
+//! times; the LLM agents go through `llm::run`.
+
+use anyhow::{Context, Result};
+
+use crate::cli::{AgentKind, RunArgs};
+use crate::commands::baselines;
+use crate::commands::run_config::{agent_options, run_config};
+use crate::commands::stop::install_stop_flag;
+use crate::config::RunConfig;
+use crate::exit;
+
+pub fn command(a: RunArgs) -> Result<i32> {
+    let request = match &a.baselines {
+        Some(spec) => Some(kbench_baselines::BaselineRequest::parse(spec)?),
+        None if !a.baseline_file.is_empty() => Some(kbench_baselines::BaselineRequest::default()),
+        None => None,
+    };
+    let request = request.map(|mut r| -> Result<_> {
+        for f in &a.baseline_file {
+            let (mode, path) = f.split_once('=').with_context(|| {
+                format!("--baseline-file {f:?}: expected MODE=FILE, e.g. compile=baselines/data/x/torch-2.11.0/compile.json")
+            })?;
+            let mode = kbench_baselines::Mode::parse(mode)
+                .map_err(|e| anyhow::anyhow!("--baseline-file {f:?}: {e}"))?;
+            r.files.push((mode, std::path::PathBuf::from(path)));
+        }
+        r.force = a.force_baselines;
+        r.store = a.baseline_store.clone();
+        Ok(r)
+    });
+    let request = request.transpose()?;
+    let agent_opts = match a.agent {
+        AgentKind::Reference | AgentKind::Replay => None,
+        k => Some(agent_options(k, &a.agent_args)?),
+    };
+    let mut config = run_config(a)?;
+    if let Some(opts) = agent_opts {
+        if request.is_some() {
+            anyhow::bail!("--baselines is not yet supported with the LLM agents");
+        }
+        return crate::llm::run(&config, &opts, install_stop_flag());
+    }
+    if let Some(req) = &request {
+        if config.timing.is_none() {
+            anyhow::bail!("--baselines compares times: drop --no-timing");
+        }
+        config.baselines =
+            baselines::prepare_for_run(&config, req, install_stop_flag())?.map(std::sync::Arc::new);
+    }
+    evaluate(&config)
+}
+
+/// Runs `config` through the engine and prints its summary; the exit code says whether
+/// every kernel came out `ok`.
+pub fn evaluate(config: &RunConfig) -> Result<i32> {
+    let stop = install_stop_flag();
+    let result = crate::exec::run(config, stop)?;
+    let summary = kbench_reports::summarize(&result.records);
+    println!("{}", kbench_reports::render_summary(&summary));
+    if let Some(table) = &config.baselines {
+        for line in table.describe(&config.problems) {
+            println!("{line}");
+        }
+        for line in baselines::summary_lines(&result.records, table) {
+            println!("{line}");
+        }
+        let used = result.run_dir.join("baselines_used.json");
+        crate::runlog::write_atomic(
+            &used,
+            serde_json::to_string_pretty(&table.manifest(&config.problems))?.as_bytes(),
+        )?;
+    }
+    println!(
+        "run log: {}",
+        result.run_dir.join(crate::runlog::RECORDS).display()
+    );
+    if result.interrupted {
+        eprintln!(
+            "kbench: interrupted; what was recorded is kept: rerun with --resume to continue"
+        );
+        return Ok(exit::INTERRUPTED);
+    }
+    Ok(if result.records.iter().all(|r| r.outcome.is_ok()) {
+        exit::OK
+    } else {
+        exit::KERNELS_FAILED
+    })
+}

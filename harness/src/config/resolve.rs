@@ -1,0 +1,219 @@
+//! Reading the values of the command line that name devices, GPUs, case families and
+//! problems: plain strings in, checked values out (the error texts name the flags).
+
+use anyhow::{bail, Result};
+use kbench_record::Device;
+
+use crate::gpu;
+
+/// `--families`: `all`, `random` or a list of stress families (`random` may be named in a
+/// list; it always runs).
+pub fn parse_families(spec: &str) -> Result<Vec<kbench_record::CaseFamily>> {
+    use kbench_record::CaseFamily;
+    let known = kbench_adversarial::STRESS_FAMILIES;
+    let names = || {
+        known
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec.trim() {
+        "all" => return Ok(known.to_vec()),
+        "random" | "none" => return Ok(Vec::new()),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let f = CaseFamily::from(name);
+        if f == CaseFamily::Random {
+            continue;
+        }
+        if !known.contains(&f) {
+            bail!(
+                "--families: unknown case family `{name}`; known: random, {}, or `all`",
+                names()
+            );
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// A quarter of physical memory (`MemTotal` in /proc/meminfo), or 4 GiB when unknown.
+pub fn default_case_cache_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(4 << 30, |kb| kb * 1024 / 4)
+}
+
+/// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
+pub fn resolve_device(spec: &str) -> Result<Device> {
+    if spec == "auto" {
+        let inv = gpu::inventory();
+        return Ok(if inv.count() > 0 {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        });
+    }
+    let device: Device = spec.parse().map_err(anyhow::Error::msg)?;
+    if let Device::Cuda(i) = device {
+        let inv = gpu::inventory();
+        if inv.count() == 0 {
+            bail!("--device {spec}: {}", inv.why_none());
+        }
+        if i as usize >= inv.count() {
+            bail!(
+                "--device {spec}: only {} GPU(s) are visible (cuda:0..cuda:{})",
+                inv.count(),
+                inv.count() - 1
+            );
+        }
+    }
+    Ok(device)
+}
+
+/// The GPUs of a run: `--gpus` when given, else every visible GPU for `cuda`/`auto`, else
+/// the one of `cuda:N`; nothing on CPU.
+pub fn resolve_gpus(spec: &str, device: Device, gpus: Option<&str>) -> Result<Vec<u32>> {
+    let Device::Cuda(first) = device else {
+        if gpus.is_some() {
+            bail!("--gpus needs a CUDA device (--device cuda), but the run is on the CPU");
+        }
+        return Ok(Vec::new());
+    };
+    let visible = gpu::inventory().count() as u32;
+    let list: Vec<u32> = match gpus {
+        Some(list) => {
+            let mut v = Vec::new();
+            for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let g: u32 = part.parse().map_err(|_| {
+                    anyhow::anyhow!("--gpus {list}: {part:?} is not a GPU number (e.g. --gpus 0,1)")
+                })?;
+                if g >= visible {
+                    bail!(
+                        "--gpus {list}: GPU {g} does not exist ({visible} visible; see `kbench gpus`)"
+                    );
+                }
+                if v.contains(&g) {
+                    bail!("--gpus {list}: GPU {g} is named twice");
+                }
+                v.push(g);
+            }
+            if v.is_empty() {
+                bail!("--gpus {list:?} names no GPU");
+            }
+            v
+        }
+        None if spec.starts_with("cuda:") => vec![first],
+        None => (0..visible).collect(),
+    };
+    Ok(list)
+}
+
+/// A parsed `--select` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection(Vec<(Option<u8>, u32, u32)>);
+
+impl Selection {
+    pub fn parse(spec: &str) -> Result<Self> {
+        let mut items = Vec::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bad =
+                || anyhow::anyhow!("--select: cannot read '{part}'; use ID, A-B, L/ID or L/A-B");
+            let (level, range) = match part.split_once('/') {
+                Some((l, r)) => (Some(l.trim().parse::<u8>().map_err(|_| bad())?), r),
+                None => (None, part),
+            };
+            let (a, b) = match range.split_once('-') {
+                Some((a, b)) => (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                ),
+                None => {
+                    let v = range.trim().parse().map_err(|_| bad())?;
+                    (v, v)
+                }
+            };
+            if a > b {
+                return Err(bad());
+            }
+            items.push((level, a, b));
+        }
+        if items.is_empty() {
+            bail!("--select is empty");
+        }
+        Ok(Self(items))
+    }
+
+    pub fn matches(&self, level: u8, id: u32) -> bool {
+        self.0
+            .iter()
+            .any(|&(l, a, b)| l.is_none_or(|l| l == level) && (a..=b).contains(&id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_parses_and_matches() {
+        let s = Selection::parse("1/19, 2/1-5,7").unwrap();
+        assert!(s.matches(1, 19));
+        assert!(!s.matches(2, 19));
+        assert!(s.matches(2, 3));
+        assert!(s.matches(3, 7));
+        assert!(!s.matches(1, 6));
+        for bad in ["", "x", "1/", "5-2", "a/3"] {
+            assert!(Selection::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn gpus_are_checked_against_the_device() {
+        // On the CPU no GPU list is made, and asking for one is a clear error.
+        assert_eq!(
+            resolve_gpus("cpu", Device::Cpu, None).unwrap(),
+            Vec::<u32>::new()
+        );
+        let e = resolve_gpus("cpu", Device::Cpu, Some("0")).unwrap_err();
+        assert!(e.to_string().contains("--gpus needs a CUDA device"), "{e}");
+        let visible = crate::gpu::inventory().count() as u32;
+        let e = resolve_gpus("cuda", Device::Cuda(0), Some("x")).unwrap_err();
+        assert!(e.to_string().contains("is not a GPU number"), "{e}");
+        let e = resolve_gpus("cuda", Device::Cuda(0), Some(&visible.to_string())).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        if visible > 0 {
+            assert_eq!(
+                resolve_gpus("cuda", Device::Cuda(0), Some("0")).unwrap(),
+                vec![0]
+            );
+            let e = resolve_gpus("cuda", Device::Cuda(0), Some("0,0")).unwrap_err();
+            assert!(e.to_string().contains("named twice"), "{e}");
+            assert_eq!(
+                resolve_gpus("cuda", Device::Cuda(0), None).unwrap(),
+                (0..visible).collect::<Vec<_>>()
+            );
+            assert_eq!(
+                resolve_gpus("cuda:0", Device::Cuda(0), None).unwrap(),
+                vec![0]
+            );
+        }
+    }
+
+    #[test]
+    fn cpu_device_needs_no_gpu() {
+        assert_eq!(resolve_device("cpu").unwrap(), Device::Cpu);
+        assert!(resolve_device("tpu").is_err());
+    }
+}

@@ -1,0 +1,265 @@
+//! The configuration of a run: [`RunConfig`] and its parts, checked and built from plain
+//! values ([`EvalSpec`], [`SuiteSpec`](super::SuiteSpec)), with every flag error reported
+//! before any worker starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use kbench_record::{Device, Precision, ToleranceProfile};
+use kbench_suites::Problem;
+
+use crate::config::resolve::{
+    default_case_cache_bytes, parse_families, resolve_device, resolve_gpus,
+};
+use crate::config::shard::Shard;
+use crate::config::suite::{load_suite, SuiteSpec};
+use crate::worker::python::{self, PythonChoice};
+
+/// Per-phase time limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    pub start: Duration,
+    pub load: Duration,
+    pub run: Duration,
+    pub time: Duration,
+}
+
+/// How kernels are timed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimingConfig {
+    /// Timed calls per kernel, for the reference and the candidate each.
+    pub timed_calls: u32,
+    pub warmup: u32,
+    /// Interleaving rounds between reference and candidate.
+    pub rounds: u32,
+    pub l2_flush: bool,
+}
+
+/// Where candidate kernels come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentConfig {
+    Reference,
+    Replay {
+        dir: PathBuf,
+    },
+    /// Baseline modes to measure, by problem key (`kbench baselines measure`).
+    Baselines {
+        plan: std::collections::BTreeMap<String, Vec<kbench_baselines::Mode>>,
+    },
+    /// Kernels an LLM agent produced, evaluated one call at a time under the agent's name
+    /// (`coder-judge`, `kevin`, `cuda-agent`, `command`): (problem key, candidate).
+    Given {
+        agent: &'static str,
+        candidates: Vec<(String, crate::agents::Candidate)>,
+    },
+}
+
+impl AgentConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            AgentConfig::Reference => "reference",
+            AgentConfig::Replay { .. } => "replay",
+            AgentConfig::Baselines { .. } => kbench_baselines::AGENT,
+            AgentConfig::Given { agent, .. } => agent,
+        }
+    }
+}
+
+/// Everything `kbench run` needs, validated.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub problems: Vec<Problem>,
+    /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
+    pub suite_label: String,
+    pub agent: AgentConfig,
+    /// The first device of the run: `Cuda(g)` for the first of `gpus`, or `Cpu`.
+    pub device: Device,
+    /// GPU ordinals the run spreads over (one executor each); empty on CPU.
+    pub gpus: Vec<u32>,
+    pub precision: Precision,
+    pub profile: ToleranceProfile,
+    /// Correctness trials of the `random` family.
+    pub trials: u32,
+    /// Stress families, one case each after the random trials (`--families`).
+    pub families: Vec<kbench_record::CaseFamily>,
+    pub timing: Option<TimingConfig>,
+    pub timeouts: Timeouts,
+    pub out: PathBuf,
+    pub resume: bool,
+    /// Only this shard of the suite's problems (already applied to `problems`).
+    pub shard: Option<Shard>,
+    /// The run's secret seed comes from this file (shared by the shards of one run).
+    pub secret_from: Option<PathBuf>,
+    pub python: PythonChoice,
+    pub cache: PathBuf,
+    pub cpu_threads: u32,
+    /// Build processes of the compile pipeline (0: build when loading).
+    pub build_jobs: usize,
+    /// Host memory for keeping a problem's reference cases between its candidates.
+    pub case_cache_bytes: u64,
+    pub weight_seed: u64,
+    pub quiet: bool,
+    /// Baselines each correct kernel's time is compared with (`--baselines`).
+    pub baselines: Option<std::sync::Arc<kbench_baselines::BaselineTable>>,
+    /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
+    /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
+    /// (baselines measured again after running out of memory beside loads sent ahead).
+    pub lookahead: Option<usize>,
+    /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
+    /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
+    pub require_custom_kernels: bool,
+}
+
+impl RunConfig {
+    /// Cases per candidate: the random trials, then one per stress family.
+    pub fn cases_total(&self) -> u32 {
+        self.trials + self.families.len() as u32
+    }
+
+    /// Case `t` of [`cases_total`](Self::cases_total), in the order they run.
+    pub fn case_ref(&self, t: u32) -> kbench_record::CaseRef {
+        if t < self.trials {
+            kbench_record::CaseRef {
+                family: kbench_record::CaseFamily::Random,
+                index: t,
+            }
+        } else {
+            kbench_record::CaseRef {
+                family: self.families[(t - self.trials) as usize].clone(),
+                index: 0,
+            }
+        }
+    }
+}
+
+/// How kernels are evaluated and timed, as asked: shared by `run` and `baselines measure`,
+/// checked by [`RunConfig::build`]. The fields are those of the flags of the same names.
+#[derive(Debug, Clone)]
+pub struct EvalSpec {
+    /// auto, cpu, cuda or cuda:N.
+    pub device: String,
+    /// `--gpus`: a comma-separated list of GPU ordinals.
+    pub gpus: Option<String>,
+    pub precision: Precision,
+    pub profile: ToleranceProfile,
+    pub trials: u32,
+    /// `--families`: `all`, `random` or a comma-separated list.
+    pub families: String,
+    pub timed_calls: u32,
+    pub warmup: u32,
+    pub rounds: u32,
+    pub no_timing: bool,
+    pub require_custom_kernels: bool,
+    pub no_l2_flush: bool,
+    /// Seconds.
+    pub timeout_start: f64,
+    pub timeout_load: f64,
+    pub timeout_run: f64,
+    pub timeout_time: f64,
+    pub build_jobs: Option<usize>,
+    pub case_cache_mb: Option<u64>,
+    pub cpu_threads: u32,
+    pub weight_seed: u64,
+    pub quiet: bool,
+}
+
+impl RunConfig {
+    /// The checked configuration of an evaluation of `agent` over `suite` into `out`.
+    pub fn build(
+        suite: &SuiteSpec,
+        python: Option<&Path>,
+        a: &EvalSpec,
+        agent: AgentConfig,
+        out: &Path,
+        shard: Option<Shard>,
+    ) -> Result<Self> {
+        let mut problems = load_suite(suite)?;
+        if let Some(shard) = shard {
+            // A shard may be left with no problem (more shards than problems): it records
+            // nothing, which merges fine.
+            problems = shard.select(problems);
+        }
+        let suite_label = suite.label();
+        let device = resolve_device(&a.device)?;
+        let gpus = resolve_gpus(&a.device, device, a.gpus.as_deref())?;
+        let device = gpus.first().map_or(device, |g| Device::Cuda(*g));
+        for (name, v) in [
+            ("--timeout-start", a.timeout_start),
+            ("--timeout-load", a.timeout_load),
+            ("--timeout-run", a.timeout_run),
+            ("--timeout-time", a.timeout_time),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{name} must be a positive number of seconds, got {v}");
+            }
+        }
+        if a.trials == 0 {
+            bail!("--trials must be at least 1");
+        }
+        let timing = if a.no_timing {
+            None
+        } else {
+            if a.timed_calls == 0 || a.rounds == 0 {
+                bail!("--timed-calls and --rounds must be at least 1 (or pass --no-timing)");
+            }
+            Some(TimingConfig {
+                timed_calls: a.timed_calls,
+                warmup: a.warmup,
+                rounds: a.rounds.min(a.timed_calls),
+                l2_flush: !a.no_l2_flush,
+            })
+        };
+        if a.cpu_threads == 0 {
+            bail!("--cpu-threads must be at least 1");
+        }
+        let cache = python::cache_dir();
+        Ok(RunConfig {
+            problems,
+            suite_label,
+            agent,
+            device,
+            gpus,
+            precision: a.precision,
+            profile: a.profile,
+            trials: a.trials,
+            families: parse_families(&a.families)?,
+            timing,
+            timeouts: Timeouts {
+                start: Duration::from_secs_f64(a.timeout_start),
+                load: Duration::from_secs_f64(a.timeout_load),
+                run: Duration::from_secs_f64(a.timeout_run),
+                time: Duration::from_secs_f64(a.timeout_time),
+            },
+            // Workers run in private working directories: every path handed to them, and so
+            // the run directory holding candidate sources, must be absolute.
+            out: std::path::absolute(out)
+                .with_context(|| format!("resolving --out {}", out.display()))?,
+            resume: false,
+            shard,
+            secret_from: None,
+            python: PythonChoice::resolve(python, &cache),
+            cache,
+            cpu_threads: a.cpu_threads,
+            build_jobs: a.build_jobs.unwrap_or(match device {
+                Device::Cpu => 0,
+                // Each load_inline build runs two compilers at once (the binding and the
+                // kernel source): half as many builds as cores keeps every core busy, and
+                // the builds at the head of the queue finish in about the time of one
+                // build instead of all finishing together (12 at once on 15 cores took
+                // 97 s each on the H100 host, where one alone takes about 45 s).
+                Device::Cuda(_) => {
+                    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+                }
+            }),
+            case_cache_bytes: a
+                .case_cache_mb
+                .map_or_else(default_case_cache_bytes, |mb| mb.saturating_mul(1 << 20)),
+            weight_seed: a.weight_seed,
+            quiet: a.quiet,
+            baselines: None,
+            lookahead: None,
+            require_custom_kernels: a.require_custom_kernels,
+        })
+    }
+}

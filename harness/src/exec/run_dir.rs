@@ -1,0 +1,39 @@
+//! The run directory of a run configuration: `run.json` says what the [`RunConfig`] asks
+//! for, and the directory is opened (or resumed) from it.
+
+use anyhow::Result;
+use kbench_record::SCHEMA_VERSION;
+
+use crate::config::RunConfig;
+use crate::runlog::{now_unix, RunDir, RunManifest};
+
+/// Creates the run directory of `config`, or reopens it with `config.resume`.
+pub fn open(config: &RunConfig) -> Result<RunDir> {
+    RunDir::open(
+        &config.out,
+        config.resume,
+        config.secret_from.as_deref(),
+        manifest_of(config),
+    )
+}
+
+/// What `config` asks for, as `run.json` records it; the run id is left empty for
+/// [`RunDir::open`] to fill in.
+pub fn manifest_of(c: &RunConfig) -> RunManifest {
+    RunManifest {
+        schema_version: SCHEMA_VERSION,
+        kbench_version: env!("CARGO_PKG_VERSION").into(),
+        run_id: String::new(),
+        created_unix_s: now_unix(),
+        agent: c.agent.name().into(),
+        suite: c.suite_label.clone(),
+        device: c.device.to_string(),
+        precision: c.precision.to_string(),
+        profile: c.profile.to_string(),
+        trials: c.trials,
+        families: c.families.iter().map(|f| f.to_string()).collect(),
+        timed_calls: c.timing.as_ref().map(|t| t.timed_calls),
+        weight_seed: c.weight_seed,
+        shard: c.shard.map(|s| s.to_string()),
+    }
+}
