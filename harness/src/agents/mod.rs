@@ -1,6 +1,10 @@
-//! Agents produce candidate kernels for a problem. This agents need no model:
+//! Agents produce candidate kernels for a problem. The built-in agents need no model:
 //! `reference` (the problem's own code as `ModelNew`) and `replay` (kernels already on disk);
-//! [`baseline`] proposes the baseline modes (eager, `torch.compile`) still to measure.
+//! [`baseline`] proposes the baseline modes (eager, `torch.compile`) still to measure. The
+//! LLM agents are in `llm/`.
+//!
+//! May import: `exit`, `gpu/`, `worker/` and the small crates (today only `suites` and
+//! `baselines`): a candidate is plain data that `config/` and every box above it carry.
 
 pub mod baseline;
 

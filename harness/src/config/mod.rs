@@ -5,8 +5,8 @@
 //!
 //! Owns [`RunConfig`] and its parts (`run`), the reading of device, GPU, case-family and
 //! `--select` values (`resolve`), problem loading (`suite`) and shards (`shard`). May import
-//! `exit`, `gpu/` and `worker/`. Still named upward, until they move: the baseline table and
-//! agent name of `commands::baselines`, and `agents::Candidate` (in `AgentConfig::Given`).
+//! `exit`, `gpu/`, `worker/` and `agents/` (the candidates of `AgentConfig::Given`), and the
+//! small crates (the baseline table is the baselines crate's).
 
 pub mod resolve;
 pub mod run;

@@ -18,7 +18,7 @@
 //!
 //! `llm` is the last box before `commands/`: it may import any box below it (`exec`, `eval`,
 //! `judge`, `measure`, `plan`, `agents`, `runlog`, `config`, `worker`, `gpu`, `exit`), and
-//! no box below it should import it (`config` still builds [`Options`] and names [`Kind`]).
+//! no box below it imports it (`commands::run_config` builds [`Options`] from the flags).
 
 pub mod client;
 pub mod fake_server;

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::progress::Progress;
 use super::report::{is_oom_text, one_line, ProblemAudit};
-use super::setup::Setup;
+use super::setup::{Measured, Opts, Setup};
 use super::{FAMILIES, MAX_WEIGHTS};
 use crate::config::materialize_problem;
 use crate::measure::reference::load_request;
@@ -207,14 +207,6 @@ impl Admission {
     }
 }
 
-/// What one audit needs besides the context.
-pub(super) struct Opts {
-    pub atol: f64,
-    pub rtol: f64,
-    pub timeout: Duration,
-    pub max_rows: Option<u64>,
-}
-
 fn fault_text(f: &WorkerFault, phase: &str, opts: &Opts) -> String {
     match f {
         WorkerFault::Timeout { .. } => format!(
@@ -371,16 +363,6 @@ fn converse(
         Ok(r) => Outcome::Measured(r.header.get("families").cloned().unwrap_or(Value::Null)),
         Err(o) => o,
     }
-}
-
-/// What the job threads measured.
-pub(super) struct Measured {
-    /// Per problem, in the suite's order: its audit, or `None` when it was never reached.
-    pub results: Vec<Option<ProblemAudit>>,
-    /// The device the workers ran on, as the first that named it said (empty: none did).
-    pub device_name: String,
-    /// A worker was interrupted (the stop flag is the caller's to read as well).
-    pub interrupted: bool,
 }
 
 /// Audits every problem not in `prefilled` on `setup.jobs` job threads, recording each in

@@ -10,7 +10,7 @@ use kbench_record::{Device, Precision, ToleranceProfile};
 use serde_json::{json, Value};
 
 use super::report::{count, AuditReport, ProblemAudit};
-use super::runner::{Measured, Opts};
+
 use super::{FAMILIES, MAX_WEIGHTS, SCHEMA};
 use crate::cli::{AuditArgs, AuditProfileArg, EvalArgs, ProfileArg};
 use crate::config::{AgentConfig, RunConfig};
@@ -254,4 +254,22 @@ fn profile_name(p: ToleranceProfile) -> &'static str {
         ToleranceProfile::KernelBenchV01 => "kernelbench-v0.1",
         ToleranceProfile::Strict => "strict",
     }
+}
+
+/// What one audit needs besides the context.
+pub(super) struct Opts {
+    pub atol: f64,
+    pub rtol: f64,
+    pub timeout: Duration,
+    pub max_rows: Option<u64>,
+}
+
+/// What the job threads measured.
+pub(super) struct Measured {
+    /// Per problem, in the suite's order: its audit, or `None` when it was never reached.
+    pub results: Vec<Option<ProblemAudit>>,
+    /// The device the workers ran on, as the first that named it said (empty: none did).
+    pub device_name: String,
+    /// A worker was interrupted (the stop flag is the caller's to read as well).
+    pub interrupted: bool,
 }
