@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use super::record::candidate_ref;
 use super::start::{candidate_load, candidate_spec, GPU_ALONE_NOTE};
 use super::Unit;
+use crate::config::AgentConfig;
 use crate::judge::case::{
     count_mismatch, judge_host_case, not_applicable_case, replayed_output, Judged,
 };
@@ -30,7 +31,7 @@ use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::judge::{integrity, Tolerance};
 use crate::measure::device_case::{run_device_case, DeviceCaseError};
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
-use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun};
+use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::{Prestart, Worker, WorkerFault};
@@ -328,12 +329,17 @@ impl Evaluation<'_, '_> {
                 let rounds = CandidateRounds {
                     allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),
                 };
+                let settings = TimingSettings {
+                    config: tc,
+                    timeout: c.timeouts.time,
+                    // The harness's own baselines are trusted: see `time_pair`.
+                    fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                };
                 let r = time_pair(
-                    c,
+                    settings,
                     exec,
                     &mut self.reference.worker,
                     worker,
-                    tc,
                     checks,
                     &rounds,
                 )

@@ -5,7 +5,7 @@ use kbench_record::{CandidateRef, Device, Environment, EvalRecord, Outcome, SCHE
 
 use super::Unit;
 use crate::agents::Candidate;
-use crate::config::RunConfig;
+use crate::judge::Tolerance;
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::python::PythonInfo;
 
@@ -21,7 +21,7 @@ pub(crate) fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
 
 /// The record of a candidate whose problem's reference failed: nothing to judge it against.
 pub(crate) fn reference_error_record(
-    config: &RunConfig,
+    tol: Tolerance,
     device: Device,
     run_dir: &RunDir,
     unit: &Unit,
@@ -35,8 +35,8 @@ pub(crate) fn reference_error_record(
         problem: unit.problem.to_ref(),
         candidate: candidate_ref(unit.agent, unit.cand),
         device,
-        precision: config.precision,
-        profile: config.profile,
+        precision: tol.precision,
+        profile: tol.profile,
         outcome: Outcome::ReferenceError {
             message: message.to_string(),
         },

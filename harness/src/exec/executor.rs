@@ -26,6 +26,7 @@ use crate::eval::candidate::evaluate_candidate;
 use crate::eval::record::reference_error_record;
 use crate::eval::start::start_candidate;
 use crate::eval::Unit;
+use crate::judge::Tolerance;
 use crate::measure::reference::{load_request, RefFailure, ReferenceSession};
 use crate::measure::{Ctx, Station};
 use crate::runlog::{sanitize, RunDir};
@@ -368,8 +369,12 @@ impl Executor<'_> {
                     }
                     Err(msg) => {
                         this.1.discard();
+                        let tol = Tolerance {
+                            profile: c.profile,
+                            precision: c.precision,
+                        };
                         Some(reference_error_record(
-                            c,
+                            tol,
                             station.device,
                             run_dir,
                             &unit,
@@ -408,7 +413,7 @@ impl Executor<'_> {
                 self.close(open);
                 return Err(e);
             }
-            report_line(c, shared.progress, &record);
+            report_line(c.quiet, shared.progress, &record);
             shared.progress.inc(1);
             shared
                 .sink

@@ -2,10 +2,8 @@
 
 use kbench_record::EvalRecord;
 
-use crate::config::RunConfig;
-
-pub(crate) fn report_line(c: &RunConfig, progress: &indicatif::ProgressBar, record: &EvalRecord) {
-    if c.quiet {
+pub(crate) fn report_line(quiet: bool, progress: &indicatif::ProgressBar, record: &EvalRecord) {
+    if quiet {
         return;
     }
     let line = format!(

@@ -7,9 +7,19 @@ use kbench_record::protocol::Frame;
 use kbench_record::{HostTensor, Outcome};
 use serde_json::{json, Value};
 
-use crate::config::RunConfig;
+use crate::config::TimingConfig;
 use crate::worker::{error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
+
+/// How a timing phase runs.
+#[derive(Clone, Copy)]
+pub struct TimingSettings<'a> {
+    pub config: &'a TimingConfig,
+    /// Limit of each side's request of a round.
+    pub timeout: std::time::Duration,
+    /// Fresh input copies for every timed call (off for the harness's own baselines).
+    pub fresh_inputs: bool,
+}
 
 /// The integrity checks of a timing phase (issue 6).
 pub struct TimedChecks<'a> {
@@ -70,14 +80,18 @@ pub trait RoundJudge {
 /// outputs) for the caller to compare with the reference (issue 6: a kernel must not behave
 /// differently under timing).
 pub fn time_pair(
-    c: &RunConfig,
+    settings: TimingSettings<'_>,
     exec: &crate::measure::Station,
     reference: &mut Worker,
     candidate: &mut Worker,
-    tc: &crate::config::TimingConfig,
     checks: TimedChecks<'_>,
     judge: &dyn RoundJudge,
 ) -> Result<TimingRun, WorkerFault> {
+    let TimingSettings {
+        config: tc,
+        timeout,
+        fresh_inputs,
+    } = settings;
     let TimedChecks {
         check_outputs,
         checked,
@@ -103,7 +117,7 @@ pub fn time_pair(
         // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
         // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
         // time a copy into their static inputs, so they keep KernelBench's reused inputs.
-        if matches!(c.agent, crate::config::AgentConfig::Baselines { .. }) {
+        if !fresh_inputs {
             cmd["fresh_inputs"] = json!(false);
         }
         if let Some(cpu) = exec.timing_cpu {
@@ -123,7 +137,7 @@ pub fn time_pair(
         for is_ref in order {
             let t = Instant::now();
             if is_ref {
-                let reply = match reference.request(Frame::new(cmd.clone()), c.timeouts.time) {
+                let reply = match reference.request(Frame::new(cmd.clone()), timeout) {
                     Ok(r) => r,
                     Err(f) => {
                         return Ok(TimingRun::ReferenceFailed(format!("reference timing: {f}")))
@@ -140,7 +154,7 @@ pub fn time_pair(
                     }
                 }
             } else {
-                let reply = candidate.request(Frame::new(cmd.clone()), c.timeouts.time)?;
+                let reply = candidate.request(Frame::new(cmd.clone()), timeout)?;
                 let wall = t.elapsed().as_secs_f64();
                 cand_wall += wall;
                 if let Some(o) = judge.answer(&reply, round) {
