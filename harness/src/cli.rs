@@ -480,6 +480,11 @@ pub struct EvalArgs {
     /// Skip the L2 flush before each timed call (CUDA only).
     #[arg(long)]
     pub no_l2_flush: bool,
+    /// Run candidates without the bubblewrap sandbox (every record and report then says the
+    /// run was not contained). Without it, a run of untrusted kernels on a host where no
+    /// sandbox can be made is refused.
+    #[arg(long)]
+    pub no_sandbox: bool,
     /// Seconds allowed for starting a worker (python and torch import).
     #[arg(long, default_value_t = 120.0)]
     pub timeout_start: f64,

@@ -52,6 +52,9 @@ pub struct RunSummary {
     /// Of those, how many claim a time more than 10% below the speed of light.
     #[serde(default)]
     pub below_sol: usize,
+    /// Records whose candidate ran without a sandbox (`containment: none`).
+    #[serde(default)]
+    pub uncontained: usize,
 }
 
 /// Slack of [`RunSummary::below_sol`]: timing noise allowed below the speed of light.
@@ -68,7 +71,9 @@ impl RunSummary {
         let mut flagged: BTreeMap<String, usize> = BTreeMap::new();
         let mut sol_ratios = Vec::new();
         let mut below_sol = 0;
+        let mut uncontained = 0;
         for r in records {
+            uncontained += usize::from(r.env.containment.as_deref() == Some("none"));
             correct_random += usize::from(crate::task::correct_on_random(r));
             let mut failed: Vec<String> = r
                 .cases
@@ -105,6 +110,7 @@ impl RunSummary {
             median_sol_ratio: (!sol_ratios.is_empty())
                 .then(|| percentile_sorted(&sol_ratios, 50.0)),
             below_sol,
+            uncontained,
             basis,
             evaluated: records.len(),
             compiled,

@@ -89,6 +89,12 @@ pub fn render_summary(s: &RunSummary) -> String {
             named.join(", ")
         ));
     }
+    if s.uncontained > 0 {
+        out.push_str(&format!(
+            "NOT CONTAINED: {} of {} record(s) ran their candidate without a sandbox (--no-sandbox, or no bubblewrap for trusted code): such a candidate could reach the harness, the run folder and the other workers\n",
+            s.uncontained, s.evaluated
+        ));
+    }
     if !s.outcomes.is_empty() {
         out.push('\n');
         let mut outcome_rows = vec![("outcome".to_string(), "count".to_string(), String::new())];

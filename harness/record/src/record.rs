@@ -232,6 +232,11 @@ pub struct Environment {
     pub device_name: String,
     pub cuda: Option<String>,
     pub hostname: String,
+    /// How the candidate's worker was contained: `bubblewrap`, or `none` (`--no-sandbox`,
+    /// or trusted code on a host without a sandbox). Absent in records written before kbench
+    /// contained candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// Seconds per phase of one evaluation, as the harness measured them.

@@ -109,6 +109,8 @@ pub struct RunConfig {
     /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
     /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
     pub require_custom_kernels: bool,
+    /// Candidates run uncontained (`--no-sandbox`).
+    pub no_sandbox: bool,
 }
 
 impl RunConfig {
@@ -152,6 +154,7 @@ pub struct EvalSpec {
     pub no_timing: bool,
     pub require_custom_kernels: bool,
     pub no_l2_flush: bool,
+    pub no_sandbox: bool,
     /// Seconds.
     pub timeout_start: f64,
     pub timeout_load: f64,
@@ -260,6 +263,7 @@ impl RunConfig {
             baselines: None,
             lookahead: None,
             require_custom_kernels: a.require_custom_kernels,
+            no_sandbox: a.no_sandbox,
         })
     }
 }

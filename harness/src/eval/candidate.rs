@@ -196,7 +196,16 @@ impl Evaluation<'_, '_> {
             self.notes.push(
                 "the load sent ahead failed beside other work; loaded again on its own".into(),
             );
-            let spec = candidate_spec(self.ctx, self.exec, self.run_dir, cwd, self.unit.prep);
+            let unit = self.unit;
+            let spec = candidate_spec(
+                self.ctx,
+                self.exec,
+                self.run_dir,
+                cwd,
+                unit.problem_path,
+                unit.cand,
+                unit.prep,
+            );
             started_worker = Worker::start(&spec, c.timeouts.start);
             load_ahead = None;
         }

@@ -8,6 +8,7 @@ use crate::agents::Candidate;
 use crate::judge::Tolerance;
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::python::PythonInfo;
+use crate::worker::sandbox::Containment;
 
 pub(crate) fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
     CandidateRef {
@@ -59,7 +60,7 @@ pub(crate) fn reference_error_record(
 }
 
 /// The environment every record of the run carries (its device name is filled per GPU).
-pub(crate) fn environment_base(info: &PythonInfo) -> Environment {
+pub(crate) fn environment_base(info: &PythonInfo, containment: &Containment) -> Environment {
     Environment {
         kbench: env!("CARGO_PKG_VERSION").into(),
         python: info.python.clone(),
@@ -67,6 +68,7 @@ pub(crate) fn environment_base(info: &PythonInfo) -> Environment {
         device_name: String::new(),
         cuda: info.torch_cuda.clone(),
         hostname: hostname(),
+        containment: Some(containment.name().to_string()),
     }
 }
 

@@ -32,7 +32,7 @@ pub(crate) fn start_candidate(
         .prefix("kbench-cand-")
         .tempdir()
         .context("creating a private working directory for the candidate")?;
-    let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), prep);
+    let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), problem_path, cand, prep);
     let ahead = exec.gpu.is_some();
     let load = cand.warm_up.then(|| {
         (
@@ -46,20 +46,33 @@ pub(crate) fn start_candidate(
     ))
 }
 
-/// How a candidate's worker is started: in `cwd`, its output in the candidate's log.
+/// How a candidate's worker is started: in `cwd`, its output in the candidate's log, inside
+/// the run's sandbox seeing the problem file and its own source (read-only) and its build
+/// folder (writable).
 pub(crate) fn candidate_spec(
     ctx: &Ctx,
     exec: &Station,
     run_dir: &RunDir,
     cwd: &Path,
+    problem_path: &Path,
+    cand: &Candidate,
     prep: &Prepared,
 ) -> WorkerSpec {
-    ctx.spec(
+    let mut spec = ctx.spec(
         Role::Candidate,
         cwd,
         Some(run_dir.logs_dir().join(format!("{}.log", prep.key))),
         exec.device,
-    )
+    );
+    ctx.jail.apply(
+        &mut spec,
+        &[problem_path, &prep.source_path],
+        &[&prep.build_dir],
+        // Baseline modes are PyTorch's own code (`warm_up`), not a candidate's.
+        cand.warm_up,
+        exec.gpu.is_some(),
+    );
+    spec
 }
 
 pub(crate) fn candidate_load(

@@ -10,12 +10,13 @@ use anyhow::Result;
 use kbench_record::Device;
 
 use super::executor::{executor, Depth, Shared};
-use crate::config::RunConfig;
+use crate::config::{AgentConfig, RunConfig};
 use crate::eval::prepare::Prepared;
 use crate::measure::{Ctx, Station};
 use crate::runlog::RunDir;
 use crate::worker::build::{BuildJob, BuildPool};
 use crate::worker::python::{self, PythonInfo};
+use crate::worker::sandbox::{self, Containment, Jail, View};
 use crate::worker::{worker_env, Gates, Role, WorkerSpec, BUILD_NICENESS};
 
 /// What an evaluation sets up before anything runs.
@@ -26,6 +27,8 @@ pub(crate) struct Engine {
     pub timing_cores: Vec<Option<usize>>,
     /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only.
     pub cuda_arch: Option<String>,
+    /// The sandbox untrusted workers run in.
+    pub jail: Jail,
 }
 
 impl Engine {
@@ -42,11 +45,13 @@ impl Engine {
         };
         check_cuda(config, &info)?;
         let worker_script = python::materialize_worker(&config.cache)?;
+        let jail = jail_of(config, &info)?;
         Ok(Engine {
             info,
             worker_script,
             timing_cores,
             cuda_arch: cuda_arch_of(config),
+            jail,
         })
     }
 
@@ -61,12 +66,14 @@ impl Engine {
             cuda_arch: self.cuda_arch.clone(),
             builds: None,
             gates: Gates::default(),
+            jail: self.jail.clone(),
         }
     }
 
     /// Starts the build-ahead pool with `jobs` processes.
     pub fn build_pool(&self, config: &RunConfig, stop: &Arc<AtomicBool>, jobs: usize) -> BuildPool {
         start_build_pool(
+            &self.jail,
             config,
             &self.worker_script,
             self.cuda_arch.clone(),
@@ -148,6 +155,7 @@ fn cuda_arch_of(config: &RunConfig) -> Option<String> {
 
 /// The pool that builds candidate extensions ahead on the CPU.
 fn start_build_pool(
+    jail: &Jail,
     config: &RunConfig,
     worker_script: &Path,
     arch: Option<String>,
@@ -158,22 +166,35 @@ fn start_build_pool(
     let script = worker_script.to_path_buf();
     let cache = config.cache.clone();
     let interrupt = Arc::clone(stop);
-    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob| WorkerSpec {
-        python: python.clone(),
-        script: script.clone(),
-        role: Role::Candidate,
-        cwd: job.build_dir.clone(),
-        // No GPU: builds need only the compiler. Niced: the evaluation's own processes
-        // (and the timed ones above all) come first on a host whose cores the builds fill.
-        env: {
-            let mut env = worker_env(&python, Device::Cpu, arch.as_deref(), &cache);
-            env.push(("KBENCH_NICE".into(), BUILD_NICENESS.to_string()));
-            env
-        },
-        log_path: Some(job.log_path.clone()),
-        max_payload: 1 << 20,
-        interrupt: Some(Arc::clone(&interrupt)),
-        gate: None,
+    let jail = jail.clone();
+    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob| {
+        let mut spec = WorkerSpec {
+            python: python.clone(),
+            script: script.clone(),
+            role: Role::Candidate,
+            cwd: job.build_dir.clone(),
+            // No GPU: builds need only the compiler. Niced: the evaluation's own processes
+            // (and the timed ones above all) come first on a host whose cores the builds fill.
+            env: {
+                let mut env = worker_env(&python, Device::Cpu, arch.as_deref(), &cache);
+                env.push(("KBENCH_NICE".into(), BUILD_NICENESS.to_string()));
+                env
+            },
+            log_path: Some(job.log_path.clone()),
+            max_payload: 1 << 20,
+            interrupt: Some(Arc::clone(&interrupt)),
+            gate: None,
+            sandbox: None,
+        };
+        // A build job imports the candidate's code: it is contained like the candidate.
+        jail.apply(
+            &mut spec,
+            &[&job.problem_path, &job.candidate_path],
+            &[],
+            false,
+            false,
+        );
+        spec
     });
     BuildPool::start(jobs, spec_for, config.timeouts.start, config.timeouts.load)
 }
@@ -237,4 +258,48 @@ fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::gpu::nvm
             )
         })
         .flatten()
+}
+
+/// The sandbox of a run's untrusted workers. Without `--no-sandbox`, a run of untrusted
+/// kernels (replayed files, an agent's) on a host where bubblewrap cannot make a sandbox is
+/// refused; a run of trusted code only (the reference agent, baseline modes) goes on
+/// uncontained, and its records say so.
+fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
+    if config.no_sandbox {
+        return Ok(Jail::none(&config.cache));
+    }
+    let untrusted = matches!(
+        config.agent,
+        AgentConfig::Replay { .. } | AgentConfig::Given { .. }
+    );
+    let bwrap = sandbox::find_bwrap(&info.paths)
+        .ok_or_else(|| "bubblewrap (bwrap) was not found".to_string())
+        .and_then(|b| sandbox::check(&b).map(|()| b));
+    let bwrap = match bwrap {
+        Ok(b) => b,
+        Err(why) if untrusted => anyhow::bail!(
+            "candidates must run in a sandbox and none can be made: {why}; {}",
+            sandbox::INSTALL_HINT
+        ),
+        Err(_) => return Ok(Jail::none(&config.cache)),
+    };
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut read_only = sandbox::python_roots(&info.paths);
+    // Libraries and the CUDA toolkit the worker's environment names.
+    for var in ["LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"] {
+        if let Some(v) = std::env::var_os(var) {
+            read_only.extend(std::env::split_paths(&v).filter(|p| p.is_absolute()));
+        }
+    }
+    let mut hidden = vec![abs(&config.out), abs(&config.cache)];
+    hidden.extend(config.secret_from.as_deref().map(abs));
+    Ok(Jail {
+        containment: Containment::Bubblewrap(bwrap),
+        base: View {
+            read_only,
+            hidden,
+            ..View::default()
+        },
+        cache: config.cache.clone(),
+    })
 }

@@ -87,7 +87,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         ));
     }
     let progress = progress_bar(total as u64, config.quiet);
-    let env_base = environment_base(&engine.info);
+    let env_base = environment_base(&engine.info, &engine.jail.containment);
     let mut ctx = engine.ctx(config, &stop);
 
     // Write every pending candidate out and queue the ones with extensions for building.

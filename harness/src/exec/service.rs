@@ -273,7 +273,7 @@ fn serve(
     config.case_cache_bytes /= keep as u64;
     let config = &config;
     let run_dir = super::run_dir::open(config)?;
-    let env_base = environment_base(&engine.info);
+    let env_base = environment_base(&engine.info, &engine.jail.containment);
     let mut ctx = engine.ctx(config, stop);
     if config.build_jobs > 0 {
         ctx.builds = Some(engine.build_pool(config, stop, config.build_jobs));

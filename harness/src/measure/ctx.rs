@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::config::RunConfig;
 use crate::worker::build::BuildPool;
 use crate::worker::python::PythonInfo;
+use crate::worker::sandbox::Jail;
 use crate::worker::{worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD};
 
 /// Things every evaluation needs.
@@ -25,6 +26,8 @@ pub struct Ctx<'a> {
     pub builds: Option<BuildPool>,
     /// Pause workers still starting for a device while a kernel is timed on it.
     pub gates: Gates,
+    /// The sandbox untrusted workers run in.
+    pub jail: Jail,
 }
 
 impl<'a> Ctx<'a> {
@@ -45,6 +48,7 @@ impl<'a> Ctx<'a> {
             cuda_arch: None,
             builds: None,
             gates: Gates::default(),
+            jail: Jail::none(&config.cache),
         }
     }
 }
@@ -72,6 +76,7 @@ impl Ctx<'_> {
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),
             gate: Some(self.gates.of(device)),
+            sandbox: None,
         }
     }
 

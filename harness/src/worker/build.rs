@@ -274,6 +274,7 @@ mod tests {
             max_payload: 1 << 20,
             interrupt: None,
             gate: None,
+            sandbox: None,
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         assert_eq!(pool.claim(Path::new("/never/submitted")), None);
@@ -314,6 +315,7 @@ mod tests {
             max_payload: 1 << 20,
             interrupt: None,
             gate: None,
+            sandbox: None,
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         pool.submit(BuildJob {

@@ -10,6 +10,7 @@ mod launch;
 mod prestart;
 mod process;
 pub mod python;
+pub mod sandbox;
 mod wire;
 
 pub use launch::{worker_env, BUILD_NICENESS, MAX_PAYLOAD};

