@@ -22,7 +22,8 @@ import unittest
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "worker.py")
+# The worker package is started as `python -m kbench_worker` from its parent folder.
+WORKER = ["-m", "kbench_worker"]
 PYTHON = os.environ.get("KBENCH_TEST_PYTHON", sys.executable)
 # A worker that does not answer within this many seconds is killed and the test fails.
 WATCHDOG_S = 60
@@ -69,9 +70,9 @@ class Worker:
 
     def __init__(self, role, env=None, args=None):
         self.stderr = tempfile.TemporaryFile()
-        argv = [PYTHON, "-u", WORKER] + ([role] if args is None else args)
+        argv = [PYTHON, "-u", *WORKER] + ([role] if args is None else args)
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=HERE
         )
         self.watchdog = threading.Timer(WATCHDOG_S, self.proc.kill)
         self.watchdog.start()
@@ -492,7 +493,7 @@ class CandidateTests(WorkerTestCase):
                 self.assertIn(path, reply["message"])
                 self.assertIn(needle, reply["message"])
                 # the traceback starts in the candidate, not in the worker
-                self.assertNotIn("worker.py", reply["traceback"])
+                self.assertNotIn("kbench_worker", reply["traceback"])
 
     def test_warm_up_calls_the_model_once_at_load(self):
         counting = """
@@ -1502,7 +1503,7 @@ class CostAndProfileTests(WorkerTestCase):
         if os.path.exists(out):
             os.remove(out)
         spec_path = self.files.write("profile.spec.json", json.dumps(dict(spec, out_path=out)))
-        code = subprocess.run([PYTHON, WORKER, "profile", spec_path], timeout=WATCHDOG_S).returncode
+        code = subprocess.run([PYTHON, *WORKER, "profile", spec_path], cwd=HERE, timeout=WATCHDOG_S).returncode
         with open(out) as f:
             return code, json.load(f)
 

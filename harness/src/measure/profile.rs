@@ -1,9 +1,9 @@
 //! `kbench profile --problem P --kernel K`: hardware feedback for one kernel.
 //!
-//! The candidate runs in kbench's own worker (`worker.py profile SPEC`, see PROTOCOL.md,
-//! "Profiling script mode"): it loads the problem and the kernel as an evaluation does, makes
-//! inputs, warms up, and runs `--calls` forwards between cudaProfilerStart/Stop inside an
-//! NVTX range, so `ncu --profile-from-start off` captures only the candidate's calls.
+//! The candidate runs in kbench's own worker (`python -m kbench_worker profile SPEC`, see
+//! PROTOCOL.md, "Profiling script mode"): it loads the problem and the kernel as an evaluation
+//! does, makes inputs, warms up, and runs `--calls` forwards between cudaProfilerStart/Stop
+//! inside an NVTX range, so `ncu --profile-from-start off` captures only the candidate's calls.
 //!
 //! ncu is run with `--csv --page raw --print-units base`: one CSV row per kernel launch, one
 //! column per metric (ncu sorts them by name), a second row giving each metric's unit, and
@@ -725,7 +725,9 @@ impl Spec<'_> {
 
     fn worker_cmd(&self, spec: &Path) -> Command {
         let mut c = Command::new(self.python);
-        c.arg(self.worker).arg("profile").arg(spec);
+        c.args(crate::worker::python::worker_args(self.worker))
+            .arg("profile")
+            .arg(spec);
         self.env(&mut c);
         c
     }
@@ -805,7 +807,7 @@ fn run_ncu(
         .arg("--log-file")
         .arg(&csv)
         .arg(spec.python)
-        .arg(spec.worker)
+        .args(crate::worker::python::worker_args(spec.worker))
         .arg("profile")
         .arg(&spec_path);
         let o = match c.output() {
@@ -1297,7 +1299,7 @@ fi
         let dir = tempfile::tempdir().unwrap();
         let spec = Spec {
             python: Path::new("/nonexistent/python"),
-            worker: Path::new("/nonexistent/worker.py"),
+            worker: Path::new("/nonexistent/worker"),
             dir: dir.path(),
             problem: Path::new("/nonexistent/1_Add.py"),
             kernel: Some(Path::new("/nonexistent/k.py")),

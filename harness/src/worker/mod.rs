@@ -43,6 +43,8 @@ impl Role {
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
     pub python: PathBuf,
+    /// The worker package's folder, from [`python::materialize_worker`]: the worker runs as
+    /// `python -u` with [`python::worker_args`] of it and the role.
     pub script: PathBuf,
     pub role: Role,
     /// Working directory (a private temporary directory for candidates).
@@ -246,7 +248,7 @@ impl Worker {
     pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
         let mut cmd = Command::new(&spec.python);
         cmd.arg("-u")
-            .arg(&spec.script)
+            .args(python::worker_args(&spec.script))
             .arg(spec.role.as_str())
             .current_dir(&spec.cwd)
             .env_clear()
