@@ -1,4 +1,5 @@
-//! The framed protocol between the harness and its Python workers (`harness/python/worker.py`).
+//! The framed protocol between the harness and its Python workers
+//! (`harness/python/kbench_worker/`).
 //!
 //! A frame is `b"KBF1"`, a little-endian `u32` header length, a little-endian `u64` payload
 //! length, the header (one UTF-8 JSON object) and the payload (raw tensor bytes). A header may

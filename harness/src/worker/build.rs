@@ -266,7 +266,7 @@ mod tests {
         // A pool whose workers cannot start: jobs finish quickly as not loaded.
         let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
             python: PathBuf::from("/nonexistent/python"),
-            script: PathBuf::from("/nonexistent/worker.py"),
+            script: PathBuf::from("/nonexistent/worker"),
             role: crate::worker::Role::Candidate,
             cwd: std::env::temp_dir(),
             env: vec![],
@@ -307,7 +307,7 @@ mod tests {
         // A pool whose workers could not even start: the marked job never reaches one.
         let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
             python: PathBuf::from("/nonexistent/python"),
-            script: PathBuf::from("/nonexistent/worker.py"),
+            script: PathBuf::from("/nonexistent/worker"),
             role: crate::worker::Role::Candidate,
             cwd: std::env::temp_dir(),
             env: vec![],

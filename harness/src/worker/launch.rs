@@ -81,7 +81,7 @@ pub fn worker_env(
                 .unwrap_or_else(|| i.to_string());
             env.push(("CUDA_VISIBLE_DEVICES".into(), visible));
             // The CUDA context and the profiler are made while the worker starts (ahead,
-            // behind earlier problems), not in the evaluation (see worker.py, _warm_cuda).
+            // behind earlier problems), not in the evaluation (see kbench_worker/integrity.py, _warm_cuda).
             env.push(("KBENCH_WARM_CUDA".into(), "1".into()));
         }
         Device::Cpu => env.push(("CUDA_VISIBLE_DEVICES".into(), String::new())),

@@ -40,6 +40,8 @@ impl Role {
 #[derive(Debug, Clone)]
 pub struct WorkerSpec {
     pub python: PathBuf,
+    /// The worker package's folder, from [`super::python::materialize_worker`]: the worker
+    /// runs as `python -u` with [`super::python::worker_args`] of it and the role.
     pub script: PathBuf,
     pub role: Role,
     /// Working directory (a private temporary directory for candidates).
@@ -252,7 +254,7 @@ impl Worker {
             None => Command::new(&spec.python),
         };
         cmd.arg("-u")
-            .arg(&spec.script)
+            .args(super::python::worker_args(&spec.script))
             .arg(spec.role.as_str())
             .current_dir(&spec.cwd)
             .env_clear()

@@ -1,10 +1,11 @@
 //! The Python environment kbench owns: where it lives, how it is created (`kbench setup`), and
-//! how the embedded worker script is written out.
+//! how the embedded worker package is written out and started.
 //!
 //! Resolution order for the interpreter: `--python`, then `KBENCH_PYTHON`, then the private
 //! virtual environment under the cache directory (`KBENCH_CACHE_DIR`, default
 //! `<user cache dir>/kbench`).
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,8 +15,55 @@ use anyhow::{bail, Context, Result};
 use kbench_suites::sha256_hex;
 use serde::Deserialize;
 
-/// The worker script, embedded so that the binary is self-contained.
-pub const WORKER_SOURCE: &str = include_str!("../../python/worker.py");
+/// The worker package's name (`harness/python/kbench_worker/`).
+pub const WORKER_PACKAGE: &str = "kbench_worker";
+
+/// One embedded file of the worker package: (file name, source).
+macro_rules! worker_file {
+    ($name:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../python/kbench_worker/", $name)),
+        )
+    };
+}
+
+/// The worker package's files, embedded so that the binary is self-contained: (file name in
+/// the package, source).
+pub const WORKER_FILES: &[(&str, &str)] = &[
+    worker_file!("__init__.py"),
+    worker_file!("__main__.py"),
+    worker_file!("audit.py"),
+    worker_file!("cases.py"),
+    worker_file!("cost.py"),
+    worker_file!("families.py"),
+    worker_file!("integrity.py"),
+    worker_file!("ipc.py"),
+    worker_file!("loading.py"),
+    worker_file!("measure.py"),
+    worker_file!("profiling.py"),
+    worker_file!("protocol.py"),
+    worker_file!("server.py"),
+    worker_file!("session.py"),
+    worker_file!("startup.py"),
+    worker_file!("tensors.py"),
+    worker_file!("timing.py"),
+];
+
+/// `python -c` code that runs the worker package as `python -m kbench_worker` would, from the
+/// folder given as its first argument. `-m` (like `-c`) would put the working directory first
+/// on `sys.path`, and workers run in the temporary folder or a build folder, where a stray
+/// `torch.py` or `kbench_worker/` must not be imported: that entry is replaced by the
+/// package's folder, which is where a worker script's own folder used to be.
+const WORKER_BOOTSTRAP: &str = "import sys
+root = sys.argv.pop(1)
+if sys.path[:1] == [\"\"]:
+    sys.path[0] = root
+else:
+    sys.path.insert(0, root)
+import runpy
+runpy.run_module(\"kbench_worker\", run_name=\"__main__\", alter_sys=True)
+";
 
 /// Packages `kbench setup` installs into the private environment.
 pub const PACKAGES: &[&str] = &[
@@ -349,10 +397,18 @@ fn run_logged(
     Ok(())
 }
 
-/// Writes the embedded worker to `<cache>/worker/<sha>/worker.py` (content-addressed, written
-/// atomically) and returns its path.
+/// Writes the embedded worker package to `<cache>/worker/<sha>/kbench_worker/`
+/// (content-addressed over all its files, each written atomically) and returns
+/// `<cache>/worker/<sha>`, the folder to start it from (see [`worker_args`]).
 pub fn materialize_worker(cache: &Path) -> Result<PathBuf> {
-    write_content_addressed(&cache.join("worker"), "worker.py", WORKER_SOURCE.as_bytes())
+    write_content_addressed_package(&cache.join("worker"), WORKER_PACKAGE, WORKER_FILES)
+}
+
+/// The interpreter's arguments that start the worker package in `root` (what
+/// [`materialize_worker`] returned); the worker's own arguments follow: `reference` or
+/// `candidate` (a protocol session), or `profile SPEC`.
+pub fn worker_args(root: &Path) -> [OsString; 3] {
+    ["-c".into(), WORKER_BOOTSTRAP.into(), root.into()]
 }
 
 /// Writes `bytes` to `<root>/<sha256 prefix>/<name>` unless it is already there.
@@ -360,14 +416,45 @@ pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<
     let sha = sha256_hex(bytes);
     let dir = root.join(&sha[..16]);
     let path = dir.join(name);
-    if std::fs::read(&path).map(|b| b == bytes).unwrap_or(false) {
-        return Ok(path);
+    write_unless_there(&dir, name, bytes)?;
+    Ok(path)
+}
+
+/// Writes `files` into `<root>/<sha256 prefix>/<package>/`, each unless it is already there;
+/// the hash covers every file's name and bytes. Returns `<root>/<sha256 prefix>`.
+pub fn write_content_addressed_package(
+    root: &Path,
+    package: &str,
+    files: &[(&str, &str)],
+) -> Result<PathBuf> {
+    let mut all = Vec::new();
+    for (name, source) in files {
+        all.extend_from_slice(name.as_bytes());
+        all.push(0);
+        all.extend_from_slice(&(source.len() as u64).to_le_bytes());
+        all.extend_from_slice(source.as_bytes());
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let sha = sha256_hex(&all);
+    let dir = root.join(&sha[..16]);
+    let package_dir = dir.join(package);
+    for (name, source) in files {
+        write_unless_there(&package_dir, name, source.as_bytes())?;
+    }
+    Ok(dir)
+}
+
+/// Writes `bytes` to `<dir>/<name>` (atomically: a temporary file renamed) unless that file
+/// already holds them.
+fn write_unless_there(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    if std::fs::read(&path).map(|b| b == bytes).unwrap_or(false) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(path)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -421,5 +508,84 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(std::fs::read(&c).unwrap(), b"print(2)");
+    }
+
+    #[test]
+    fn every_file_of_the_worker_package_is_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("python")
+            .join(WORKER_PACKAGE);
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = WORKER_FILES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(on_disk, embedded);
+        for (name, source) in WORKER_FILES {
+            assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), *source);
+        }
+    }
+
+    #[test]
+    fn the_worker_package_is_content_addressed_as_a_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write_content_addressed_package(dir.path(), "p", &[("a.py", "1"), ("b.py", "2")])
+            .unwrap();
+        let b = write_content_addressed_package(dir.path(), "p", &[("a.py", "1"), ("b.py", "2")])
+            .unwrap();
+        // One file changed: a new folder, with every file in it.
+        let c = write_content_addressed_package(dir.path(), "p", &[("a.py", "1"), ("b.py", "3")])
+            .unwrap();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(std::fs::read(a.join("p/b.py")).unwrap(), b"2");
+        assert_eq!(std::fs::read(c.join("p/a.py")).unwrap(), b"1");
+        assert_eq!(std::fs::read(c.join("p/b.py")).unwrap(), b"3");
+        // A file removed from a written folder is written again.
+        std::fs::remove_file(a.join("p/a.py")).unwrap();
+        write_content_addressed_package(dir.path(), "p", &[("a.py", "1"), ("b.py", "2")]).unwrap();
+        assert_eq!(std::fs::read(a.join("p/a.py")).unwrap(), b"1");
+        let real = materialize_worker(dir.path()).unwrap();
+        assert!(real.join(WORKER_PACKAGE).join("__main__.py").is_file());
+    }
+
+    /// The package starts from its own folder whatever the working directory holds: a decoy
+    /// `kbench_worker` there is never imported. Standard library only up to the usage error,
+    /// so any `python3` will do.
+    #[test]
+    fn the_worker_package_starts_from_its_folder_not_the_working_directory() {
+        let cache = tempfile::tempdir().unwrap();
+        let root = materialize_worker(cache.path()).unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let decoy = cwd.path().join(WORKER_PACKAGE);
+        std::fs::create_dir_all(&decoy).unwrap();
+        std::fs::write(decoy.join("__init__.py"), "raise SystemExit(99)\n").unwrap();
+        std::fs::write(decoy.join("__main__.py"), "raise SystemExit(99)\n").unwrap();
+        let out = match Command::new("python3")
+            .arg("-u")
+            .args(worker_args(&root))
+            .arg("judge")
+            .current_dir(cwd.path())
+            .env_remove("PYTHONPATH")
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => panic!("{e}"),
+        };
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // Exit code 2 and a usage error frame on stdout (PROTOCOL.md, "Exit codes").
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let frame = kbench_record::protocol::read_frame(&mut out.stdout.as_slice(), 1 << 20)
+            .unwrap_or_else(|e| panic!("{e:?}; stderr: {stderr}"));
+        assert_eq!(frame.header["type"], "error");
+        assert_eq!(frame.header["kind"], "protocol");
+        assert_eq!(
+            frame.header["message"],
+            "usage: worker.py reference|candidate"
+        );
     }
 }

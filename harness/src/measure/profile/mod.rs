@@ -1,7 +1,7 @@
 //! Hardware feedback for one kernel (`kbench profile --problem P --kernel K`, printed by
 //! `commands::profile`).
 //!
-//! The candidate runs in kbench's own worker (`worker.py profile SPEC`, see PROTOCOL.md,
+//! The candidate runs in kbench's own worker (`python -m kbench_worker profile SPEC`, see PROTOCOL.md,
 //! "Profiling script mode"): it loads the problem and the kernel as an evaluation does, makes
 //! inputs, warms up, and runs `--calls` forwards between cudaProfilerStart/Stop inside an
 //! NVTX range, so `ncu --profile-from-start off` captures only the candidate's calls.

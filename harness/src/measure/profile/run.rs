@@ -1,4 +1,4 @@
-//! Running a profile: the worker's profiling modes (`worker.py profile SPEC`: the problem's
+//! Running a profile: the worker's profiling modes (`python -m kbench_worker profile SPEC`: the problem's
 //! cost, loading the kernel, the PyTorch profiler) and the candidate under ncu, retried
 //! without the metrics this ncu does not know, into a [`ProfileReport`].
 
@@ -152,7 +152,9 @@ impl Spec<'_> {
 
     fn worker_cmd(&self, spec: &Path) -> Command {
         let mut c = Command::new(self.python);
-        c.arg(self.worker).arg("profile").arg(spec);
+        c.args(crate::worker::python::worker_args(self.worker))
+            .arg("profile")
+            .arg(spec);
         self.env(&mut c);
         c
     }
@@ -232,7 +234,7 @@ fn run_ncu(
         .arg("--log-file")
         .arg(&csv)
         .arg(spec.python)
-        .arg(spec.worker)
+        .args(crate::worker::python::worker_args(spec.worker))
         .arg("profile")
         .arg(&spec_path);
         let o = match c.output() {
@@ -507,7 +509,7 @@ fi
         let dir = tempfile::tempdir().unwrap();
         let spec = Spec {
             python: Path::new("/nonexistent/python"),
-            worker: Path::new("/nonexistent/worker.py"),
+            worker: Path::new("/nonexistent/worker"),
             dir: dir.path(),
             problem: Path::new("/nonexistent/1_Add.py"),
             kernel: Some(Path::new("/nonexistent/k.py")),

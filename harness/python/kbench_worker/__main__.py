@@ -1,0 +1,122 @@
+"""Entry point: `python -u -m kbench_worker reference|candidate` (a protocol session, see
+PROTOCOL.md) or `python -m kbench_worker profile SPEC` (the profiling script mode).
+
+Imports only the standard-library modules of the package: the protocol's fds are taken
+before torch is imported, and the modules that use torch are imported once it has loaded.
+"""
+
+import os
+import platform
+import sys
+import traceback
+
+from .profiling import profile_main
+from .protocol import (
+    EXIT_ENVIRONMENT,
+    EXIT_PROTOCOL,
+    EXIT_USAGE,
+    HELLO_MAGIC,
+    PROTOCOL_VERSION,
+    Channel,
+    ProtocolViolation,
+    _cache_own_source,
+    _describe,
+    _error_header,
+    _format_tb,
+)
+from .startup import _lower_priority, _put_interpreter_bin_on_path, _take_protocol_fds
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "profile":
+        return profile_main(argv[2])
+    proto_in, proto_out = _take_protocol_fds()
+    channel = Channel(proto_in, proto_out)
+    role = argv[1] if len(argv) == 2 else None
+    if role not in ("reference", "candidate"):
+        channel.write_frame(_error_header("protocol", "start", "usage: worker.py reference|candidate"))
+        return EXIT_USAGE
+
+    _put_interpreter_bin_on_path()
+    _lower_priority()
+    try:
+        if sys.byteorder != "little":
+            raise ImportError("the kbench wire format is little-endian; this host is big-endian")
+        import numpy as np
+        import torch
+    except BaseException as exc:  # noqa: BLE001 (any failure here means: no usable torch)
+        header = _error_header(
+            "environment", "start",
+            f"cannot import torch and numpy with {sys.executable}: {_describe(exc)}",
+            _format_tb(exc),
+        )
+        header["python_executable"] = sys.executable
+        channel.write_frame(header)
+        return EXIT_ENVIRONMENT
+    # The modules that use torch, now that it has loaded.
+    from .integrity import _capture_watched, _malloc_reuses_freed_blocks, _warm_cuda
+    from .server import Worker
+    from .tensors import _init_dtype_tables
+
+    _cache_own_source()
+    _init_dtype_tables()
+    # Before any problem or candidate code: what the timing code calls, and what is watched.
+    _capture_watched()
+    _malloc_reuses_freed_blocks()
+
+    try:
+        cuda_available = bool(torch.cuda.is_available())
+        device_count = int(torch.cuda.device_count()) if cuda_available else 0
+    except Exception:  # noqa: BLE001 (a broken driver still gets a hello, with no GPUs)
+        cuda_available, device_count = False, 0
+    warm_s = _warm_cuda() if cuda_available and os.environ.get("KBENCH_WARM_CUDA") == "1" else None
+    channel.write_frame(
+        {
+            "type": "hello",
+            "magic": HELLO_MAGIC,
+            "protocol": PROTOCOL_VERSION,
+            "role": role,
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "python_executable": sys.executable,
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "numpy": np.__version__,
+            "cuda_available": cuda_available,
+            "device_count": device_count,
+            "warm_cuda_s": warm_s,
+        }
+    )
+
+    worker = Worker(role, channel)
+    try:
+        return worker.serve()
+    except ProtocolViolation as exc:
+        try:
+            channel.write_frame(_error_header("protocol", None, f"bad frame: {exc}"))
+        except OSError:
+            pass
+        return EXIT_PROTOCOL
+    except (BrokenPipeError, ConnectionResetError):
+        return EXIT_PROTOCOL  # the harness is gone
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv)
+    except (BrokenPipeError, ConnectionResetError):
+        code = EXIT_PROTOCOL  # the harness went away while we were writing
+    except BaseException:  # noqa: BLE001 (a worker bug or a signal: report it, die non-zero)
+        traceback.print_exc()
+        code = 1
+    if len(sys.argv) == 3 and sys.argv[1] == "profile":
+        # Profiling script mode: a normal interpreter shutdown, so that the CUDA context is
+        # torn down and a profiler injected into this process (ncu) finalises its data; the
+        # result file is already written.
+        sys.exit(code)
+    try:
+        sys.stderr.flush()
+    finally:
+        # os._exit: interpreter shutdown would run candidate atexit hooks and finalisers
+        # that could print, hang or change the exit code; every answer is already sent.
+        os._exit(code)

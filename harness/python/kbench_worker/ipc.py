@@ -1,0 +1,263 @@
+"""Device I/O (PROTOCOL.md, "Device I/O"): harness-owned GPU buffers, mapped through CUDA
+IPC, and the case commands' device variants (make_case and run_case with device I/O,
+`export`)."""
+
+import ctypes
+import time
+
+import torch
+
+from .cases import _json_value
+from .integrity import _changed_inputs, input_checksums
+from .protocol import (
+    _ITEMSIZE,
+    MAX_MESSAGE_CHARS,
+    WorkerError,
+    _clean_text,
+    _describe,
+    _field,
+    _is_uint,
+)
+from .tensors import _TORCH_OF, _check_sendable, _to_f64, _wire_dtype, flatten_outputs
+
+
+class _Ipc:
+    """cuIpcOpenMemHandle / cuIpcCloseMemHandle from the driver library, through ctypes.
+
+    The harness allocates every buffer a worker fills or reads and sends its 64-byte IPC
+    handle as 128 hex digits. A mapping lives only for the command that uses it."""
+
+    _lib = None
+
+    class Handle(ctypes.Structure):
+        _fields_ = [("reserved", ctypes.c_char * 64)]
+
+    @classmethod
+    def lib(cls):
+        if cls._lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
+            opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), cls.Handle, ctypes.c_uint]
+            opener.restype = ctypes.c_int
+            lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+            lib.cuIpcCloseMemHandle.restype = ctypes.c_int
+            cls._open = opener
+            cls._lib = lib
+        return cls._lib
+
+    @classmethod
+    def open(cls, hex_handle, phase):
+        cls.lib()
+        if not (isinstance(hex_handle, str) and len(hex_handle) == 128):
+            raise WorkerError("protocol", phase, f"bad IPC handle {hex_handle!r}")
+        try:
+            raw = bytes.fromhex(hex_handle)
+        except ValueError:
+            raise WorkerError("protocol", phase, "IPC handle is not hex")
+        handle = cls.Handle()
+        ctypes.memmove(ctypes.addressof(handle), raw, 64)
+        ptr = ctypes.c_uint64(0)
+        rc = cls._open(ctypes.byref(ptr), handle, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+        if rc != 0:
+            raise WorkerError("environment", phase, f"cuIpcOpenMemHandle failed with CUDA error {rc}")
+        return ptr.value
+
+    @classmethod
+    def close(cls, ptr):
+        cls.lib().cuIpcCloseMemHandle(ctypes.c_uint64(ptr))
+
+
+class _DeviceBytes:
+    """A raw device range as `__cuda_array_interface__`, so torch can view it without a copy."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None,
+        }  # fmt: skip
+
+
+class _Mapped:
+    """Harness buffers mapped for one command; unmapped (after a device sync) on exit."""
+
+    def __init__(self, device, phase):
+        self.device = device
+        self.phase = phase
+        self.ptrs = []
+
+    def __enter__(self):
+        return self
+
+    def view(self, spec):
+        """The buffer of `spec` ({handle, dtype, shape, nbytes}) as a tensor of its dtype."""
+        dtype, shape, nbytes = spec.get("dtype"), spec.get("shape"), spec.get("nbytes")
+        if dtype not in _ITEMSIZE or not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
+            raise WorkerError("protocol", self.phase, f"bad device tensor spec {spec!r}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if not _is_uint(nbytes) or numel * _ITEMSIZE[dtype] != nbytes:
+            raise WorkerError("protocol", self.phase, f"device tensor spec {spec!r}: size does not match shape")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=_TORCH_OF[dtype], device=self.device)
+        ptr = _Ipc.open(spec.get("handle"), self.phase)
+        self.ptrs.append(ptr)
+        raw = torch.as_tensor(_DeviceBytes(ptr, nbytes), device=self.device)
+        return raw.view(_TORCH_OF[dtype]).view(shape)
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize(self.device)
+        for ptr in self.ptrs:
+            _Ipc.close(ptr)
+        self.ptrs = []
+        return False
+
+
+def _device_spec(name, t):
+    return {"name": name, "dtype": _wire_dtype(t), "shape": list(t.shape), "nbytes": t.numel() * t.element_size()}
+
+
+class DeviceCaseCommands:
+    """The Worker's cases through harness buffers: `export`, and the device I/O variants of
+    `make_case` and `run_case`."""
+
+    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s, stability_rtol=None):
+        """make_case with device I/O: the case stays on the GPU, described by specs, until
+        `export` copies it into the harness's buffers."""
+        args, pending, specs = [], {}, []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                _check_sendable(x, f"input {i}")
+                name = f"in:{i}"
+                # A snapshot before any forward: an in-place write by the model must not
+                # change what candidates are given.
+                pending[name] = x.detach().contiguous().clone()
+                specs.append(_device_spec(name, pending[name]))
+                args.append({"tensor": name})
+            else:
+                args.append({"value": _json_value(x, i)})
+        sums = input_checksums(inputs)
+        outs64, f64_error = [], None
+        t64 = time.perf_counter()
+        if self.model64 is not None:
+            try:
+                args64 = [_to_f64(x) for x in inputs]
+                out64, _ = self._forward(self.model64, args64, forward_seed, "run")
+                del args64
+                outs64 = [t.detach().contiguous() for t in flatten_outputs(out64)]
+                del out64
+            except WorkerError as exc:
+                f64_error = exc.message
+            except (Exception, SystemExit) as exc:
+                f64_error = _describe(exc)
+        f64_s = time.perf_counter() - t64  # _forward synchronized the device
+        out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
+        if stability_rtol is None:
+            outs = [t.detach().contiguous() for t in flatten_outputs(out)]
+        else:
+            # Copies of their own: an output may alias an input, which is restored before
+            # the second run, or a buffer the model reuses.
+            outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
+        del out
+        self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
+        for k, t in enumerate(outs):
+            pending[f"out:{k}"] = t
+            specs.append(_device_spec(f"out:{k}", t))
+        for k, t in enumerate(outs64):
+            pending[f"out64:{k}"] = t
+            specs.append(_device_spec(f"out64:{k}", t))
+        self.pending = pending
+        reply = {
+            "type": "case",
+            "inputs": args,
+            "outputs": len(outs),
+            "outputs_f64": len(outs64),
+            "run_s": run_s,
+            "f64_s": f64_s,
+            "inputs_s": inputs_s,
+            "inputs_on": inputs_on,
+            "device_tensors": specs,
+            "inputs_changed": changed,
+        }
+        if f64_error is not None:
+            reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
+        if stability_rtol is not None:
+            pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+            has64 = self.model64 is not None and f64_error is None
+            self._measure_stability(reply, inputs, pristine, outs, outs64 if has64 else None, forward_seed, stability_rtol)
+        return reply, []
+
+    def cmd_export(self, cmd, payload):
+        """Copies the pending device case into the harness buffers named by `targets`."""
+        if self.role != "reference":
+            raise WorkerError("protocol", "run", "export is for the reference role only")
+        if not self.pending:
+            raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
+        targets = _field(cmd, "targets", list, "run")
+        # "partial": drop only the exported tensors and keep the rest pending, so the harness
+        # can move a case one tensor at a time (the GPU then holds the case plus one tensor,
+        # not two copies of it: multi-GB level-1 cases did not fit twice on an 80 GB H100).
+        partial = bool(cmd.get("partial", False))
+        with _Mapped(self.device, "run") as m:
+            for spec in targets:
+                name = spec.get("name") if isinstance(spec, dict) else None
+                t = self.pending.get(name)
+                if t is None:
+                    raise WorkerError("protocol", "run", f"export target {name!r} is not in the pending case")
+                dst = m.view(spec)
+                if dst.shape != t.shape or dst.dtype != t.dtype:
+                    raise WorkerError("protocol", "run", f"export target {name!r} does not match the tensor")
+                dst.copy_(t)
+                if partial:
+                    del dst, t
+                    del self.pending[name]
+        if not partial or not self.pending:
+            self.pending = None
+        self._release_device_memory()
+        return {"type": "exported"}, []
+
+    def _run_device_case(self, cmd, arg_specs, forward_seed):
+        """run_case with device I/O: inputs are copied out of harness buffers into fresh
+        tensors; each output goes into the harness's slot for it when its dtype and shape
+        are the reference's (otherwise only its description is sent, which decides)."""
+        if self.device.type != "cuda":
+            raise WorkerError("protocol", "run", "device_inputs need a CUDA device")
+        dev_in = _field(cmd, "device_inputs", dict, "run")
+        slots = _field(cmd, "device_outputs", list, "run")
+        args = []
+        with _Mapped(self.device, "run") as m:
+            for i, a in enumerate(arg_specs):
+                if isinstance(a, dict) and len(a) == 1 and "tensor" in a:
+                    spec = dev_in.get(a["tensor"])
+                    if not isinstance(spec, dict):
+                        raise WorkerError("protocol", "run", f"input {i} names tensor {a['tensor']!r}, not in device_inputs")
+                    src = m.view(spec)
+                    args.append(torch.empty_like(src).copy_(src))
+                elif isinstance(a, dict) and len(a) == 1 and "value" in a:
+                    args.append(a["value"])
+                else:
+                    raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
+        self.case = args
+        out, run_s, probes = self._probed_forward(args, forward_seed)
+        outs = flatten_outputs(out)
+        del out
+        described = []
+        with _Mapped(self.device, "run") as m:
+            for k, t in enumerate(outs):
+                d = {"dtype": _wire_dtype(t), "shape": list(t.shape), "device": t.device.type, "copied": False}
+                slot = slots[k] if k < len(slots) else None
+                if (
+                    isinstance(slot, dict)
+                    and t.device == self.device
+                    and d["dtype"] == slot.get("dtype")
+                    and d["shape"] == slot.get("shape")
+                ):
+                    m.view(slot).copy_(t.detach())
+                    d["copied"] = True
+                described.append(d)
+        del outs
+        self._release_device_memory()
+        return {
+            "type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described,
+            "integrity": probes,
+        }, []

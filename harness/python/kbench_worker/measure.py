@@ -1,0 +1,154 @@
+"""Measurements (stability, audit): reductions in float64, chunk by chunk on the device of
+the first tensor, never deciding anything."""
+
+import math
+import sys
+
+import torch
+
+from .tensors import _wire_dtype
+
+
+# Elements per chunk when comparing outputs in float64 (128 MiB per float64 temporary).
+COMPARE_CHUNK = 1 << 24
+
+
+def _json_float(v):
+    """A float JSON can carry: +-inf becomes +-the largest float (a NaN cannot occur here)."""
+    if v is None:
+        return None
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return math.copysign(sys.float_info.max, v)
+    return v
+
+
+def _flat(t):
+    t = t.detach()
+    return t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+
+
+class Excess:
+    """max over elements finite in both a and b of (|a - b| - rtol*|b|), the count of
+    elements where a and b disagree about being finite (one NaN, an Inf against a finite
+    value or against the opposite Inf), and the number of elements compared."""
+
+    def __init__(self, rtol):
+        self.rtol = float(rtol)
+        self.max = None
+        self.nan_mismatch = 0
+        self.elements = 0
+
+    def add(self, a, b):
+        """Adds one pair of tensors; a shape mismatch counts every element as a mismatch."""
+        if tuple(a.shape) != tuple(b.shape):
+            n = max(a.numel(), b.numel())
+            self.nan_mismatch += n
+            self.elements += n
+            return
+        fa, fb = _flat(a), _flat(b)
+        dev = fa.device
+        n = fa.numel()
+        self.elements += n
+        for s in range(0, n, COMPARE_CHUNK):
+            # copy=True: a float64 input (the float64 reference's outputs) would otherwise be
+            # returned as is, and the in-place arithmetic below would overwrite it.
+            x = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+            y = fb[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+            both = torch.isfinite(x) & torch.isfinite(y)
+            mism = (~both) & (x != y) & ~(torch.isnan(x) & torch.isnan(y))
+            self.nan_mismatch += int(mism.sum())
+            del mism
+            d = (x - y).abs_().sub_(y.abs_().mul_(self.rtol))
+            del x, y
+            if bool(both.any()):
+                m = float(d.masked_fill_(~both, -math.inf).max())
+                self.max = m if self.max is None else max(self.max, m)
+            del d, both
+
+    def add_all(self, outs_a, outs_b):
+        """Pairs of outputs by position; an output present on one side only is all mismatch."""
+        for k in range(max(len(outs_a), len(outs_b))):
+            if k < len(outs_a) and k < len(outs_b):
+                self.add(outs_a[k], outs_b[k])
+            else:
+                n = (outs_a[k] if k < len(outs_a) else outs_b[k]).numel()
+                self.nan_mismatch += n
+                self.elements += n
+
+    def json(self, elements=True):
+        d = {"max_excess": _json_float(self.max), "nan_mismatch": self.nan_mismatch}
+        if elements:
+            d["elements"] = self.elements
+        return d
+
+
+def output_stats(o, rtol):
+    """The audit's per-output measurements that need only the output itself."""
+    flat = _flat(o)
+    n = flat.numel()
+    dev = flat.device
+    max_abs = lo = hi = zeros = None
+    nonfinite = 0
+
+    def upd(cur, v, fn):
+        return v if cur is None else fn(cur, v)
+
+    for s in range(0, n, COMPARE_CHUNK):
+        x = flat[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64)
+        fin = torch.isfinite(x)
+        nf = int((~fin).sum())
+        nonfinite += nf
+        if nf == x.numel():
+            continue
+        if nf:
+            x = x[fin]
+        ax = x.abs()
+        max_abs = upd(max_abs, float(ax.max()), max)
+        zeros = upd(zeros, float(ax.sub(ax.mul(rtol)).max()), max)
+        lo = upd(lo, float(x.min()), min)
+        hi = upd(hi, float(x.max()), max)
+        del x, ax, fin
+    constant = None
+    if lo is not None:
+        c = (lo + hi) / 2.0
+        for s in range(0, n, COMPARE_CHUNK):
+            x = flat[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64)
+            fin = torch.isfinite(x)
+            if not bool(fin.any()):
+                continue
+            x = x[fin]
+            e = float((c - x).abs_().sub_(x.abs().mul_(rtol)).max())
+            constant = upd(constant, e, max)
+            del x, fin
+    return {
+        "shape": list(o.shape),
+        "dtype": _wire_dtype(o),
+        "elements": n,
+        "max_abs": _json_float(max_abs),
+        "nonfinite": nonfinite,
+        "zeros_excess": _json_float(zeros),
+        "constant_excess": _json_float(constant),
+    }
+
+
+def input_excess(x, o, rtol):
+    """max over elements finite in both of (|x - o| - rtol*|o|), x taken in o's shape;
+    None when x is not a floating tensor of o's element count (or nothing is finite)."""
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or x.numel() != o.numel():
+        return None
+    fx, fo = _flat(x), _flat(o)
+    dev = fo.device
+    best = None
+    for s in range(0, fo.numel(), COMPARE_CHUNK):
+        # copy=True: float64 tensors would be returned as they are and overwritten below.
+        a = fx[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+        b = fo[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+        both = torch.isfinite(a) & torch.isfinite(b)
+        if bool(both.any()):
+            e = float((a - b).abs_().sub_(b.abs_().mul_(rtol)).masked_fill_(~both, -math.inf).max())
+            best = e if best is None else max(best, e)
+        del a, b, both
+    return _json_float(best)

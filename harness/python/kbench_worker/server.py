@@ -1,0 +1,84 @@
+"""The command loop: one Worker, every command group (a mixin each) over one Session,
+answering frames until `exit` or the end of the channel."""
+
+import torch
+
+from .audit import AuditCommands
+from .cases import CaseCommands
+from .cost import CostCommands
+from .integrity import IntegrityCommands
+from .ipc import DeviceCaseCommands
+from .loading import LoadCommands
+from .protocol import EXIT_OK, Channel, WorkerError, _describe, _error_header, _format_tb
+from .session import Session
+from .timing import TimingCommands
+
+
+class Worker(
+    LoadCommands,
+    CaseCommands,
+    DeviceCaseCommands,
+    CostCommands,
+    AuditCommands,
+    TimingCommands,
+    IntegrityCommands,
+    Session,
+):
+    """A worker process's one session: every command group, a mixin each, over the state
+    they share (session.Session)."""
+
+    # -- loop ---------------------------------------------------------------------------
+
+    PHASES = {
+        "load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run",
+        "profile": "run", "cost": "run",
+    }  # fmt: skip
+
+    def serve(self):
+        handlers = {
+            "load": self.cmd_load,
+            "make_case": self.cmd_make_case,
+            "run_case": self.cmd_run_case,
+            "time": self.cmd_time,
+            "export": self.cmd_export,
+            "audit": self.cmd_audit,
+            "cost": self.cmd_cost,
+            "profile": self.cmd_profile,
+        }
+        while True:
+            frame = self.channel.read_frame()
+            if frame is None:
+                return EXIT_OK  # the harness closed the channel: nothing left to answer
+            cmd, payload = frame
+            name = cmd.get("cmd")
+            req_id = cmd.get("id")  # echoed so the harness can match answers to commands
+            if name == "exit":
+                self.channel.write_frame({"type": "bye", "id": req_id})
+                return EXIT_OK
+            handler = handlers.get(name)
+            phase = self.PHASES.get(name)
+            del frame
+            if handler is None:
+                header = _error_header("protocol", None, f"unknown command {name!r}")
+                header["id"] = req_id
+                buffers = Channel.encode(header)
+            else:
+                buffers = self._answer(handler, cmd, payload, phase)
+            del payload
+            self.channel.send(buffers)
+
+    def _answer(self, handler, cmd, payload, phase):
+        """Runs one command and encodes its reply; every failure becomes an error frame."""
+        try:
+            with torch.no_grad():
+                reply, tensors = handler(cmd, payload)
+            reply["id"] = cmd.get("id")
+            return Channel.encode(reply, tensors)
+        except WorkerError as exc:
+            header = _error_header(exc.kind, exc.phase or phase, exc.message, exc.tb)
+            if exc.integrity:
+                header["integrity"] = exc.integrity
+        except (Exception, SystemExit) as exc:
+            header = _error_header("runtime_error", phase, _describe(exc), _format_tb(exc))
+        header["id"] = cmd.get("id")
+        return Channel.encode(header)

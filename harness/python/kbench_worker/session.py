@@ -1,0 +1,76 @@
+"""The state one worker process keeps between commands, and the helpers every command
+group uses. The command groups are mixins over this class (server.Worker puts them
+together)."""
+
+import gc
+import time
+
+import torch
+
+from .protocol import WorkerError, _error_from
+from .tensors import _sync, seed_all
+
+
+class Session:
+    """What a worker keeps between commands: the loaded model, its device and dtype, the
+    current case."""
+
+    def __init__(self, role, channel):
+        self.role = role
+        self.channel = channel
+        self.model = None
+        self.model64 = None
+        self.f64_error = None
+        self.get_inputs = None
+        self.device = None
+        self.dtype = None
+        self.num_threads = None
+        self.case = None  # the current case: the argument list of the last make/run_case
+        self.flush_buffer = None  # allocated once, on first use
+        self.pending = None  # a device case made but not yet exported (name -> tensor)
+        self.l2_bytes = None
+        # The reference's outputs ({dtype, nbytes}) of the current case: the sizes the
+        # integrity probes poison before a candidate call (run_case's `poison`).
+        self.poison = None
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _require_model(self, phase):
+        if self.model is None:
+            raise WorkerError("protocol", phase, "no model is loaded (send a successful load first)")
+
+    def _pin_threads(self):
+        # A candidate may call torch.set_num_threads itself (or patch get_num_threads), so
+        # every call is made after setting the count the harness asked for.
+        if self.num_threads is not None:
+            torch.set_num_threads(self.num_threads)
+
+    def _forward(self, model, args, seed, phase):
+        self._pin_threads()
+        seed_all(seed)
+        t0 = time.perf_counter()
+        try:
+            out = model(*args)
+            _sync(self.device)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", phase)
+        return out, time.perf_counter() - t0
+
+    def _restore_inputs(self, inputs, pristine):
+        """Writes the pristine values (host or device copies, by input index) back into the
+        case's tensors, which the model may have written to; a tensor that cannot be written
+        (an expanded view) is replaced by a fresh copy."""
+        for i, src in pristine.items():
+            x = inputs[i]
+            try:
+                x.copy_(src)
+            except RuntimeError:
+                inputs[i] = src.to(device=x.device, copy=True)
+
+    def _release_device_memory(self):
+        """Returns the caching allocator's free blocks to the driver. The reference and a
+        candidate share one GPU: memory cached here (float64 copies, old outputs) would make a
+        correct candidate fail with an out-of-memory error that is not its fault."""
+        if self.device is not None and self.device.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()

@@ -1,0 +1,316 @@
+"""The candidate role: loading candidate code (its errors), running and timing it, and
+building extensions."""
+
+import os
+import textwrap
+import unittest
+
+import torch
+
+from .support import LINEAR_PROBLEM, MIXED_PROBLEM, WorkerTestCase, as_candidate
+
+
+class CandidateTests(WorkerTestCase):
+    def test_candidate_matches_reference_bit_for_bit(self):
+        self.load_reference(self.linear)
+        loaded, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        self.assertFalse(loaded["f64_available"])
+        case, t = self.make_case(seed=3, forward_seed=9)
+        # pad=1: every tensor lies at an odd payload offset.
+        reply, out = self.run_case(case, t, forward_seed=9, pad=1)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assertEqual(reply["outputs"], 1)
+        self.assertEqual(set(out), {"out:0"})
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_candidate_fp16_mixed_inputs_and_tuple_outputs(self):
+        self.load_reference(self.mixed, precision="fp16")
+        loaded, _ = self.load_candidate(as_candidate(MIXED_PROBLEM), self.mixed, precision="fp16")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t, pad=3)
+        self.assertEqual(reply["outputs"], 2, reply)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+        self.assert_bit_identical(out["out:1"], t["out:1"])
+
+    def test_bf16_round_trip(self):
+        self.load_reference(self.linear, precision="bf16")
+        loaded, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM), precision="bf16")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        self.assertEqual(t["in:0"].dtype, torch.bfloat16)
+        self.assertEqual(t["out:0"].dtype, torch.bfloat16)
+        # Send the bf16 input back through an identity candidate: the bit pattern survives.
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    return x.clone()
+        """, precision="bf16")
+        reply, out = self.run_case(case, t, pad=1)
+        self.assert_bit_identical(out["out:0"], t["in:0"])
+        # A hand-made bf16 with awkward values (subnormal, inf, nan) round-trips exactly.
+        special = torch.tensor([1.0, -0.0, 1e-40, float("inf"), float("nan"), 3.14159], dtype=torch.bfloat16)
+        reply, out = self.cand.call({"cmd": "run_case", "forward_seed": 0, "inputs": [{"tensor": "x"}]},
+                                    [("x", special)], pad=1)  # fmt: skip
+        self.assert_bit_identical(out["out:0"], special)
+
+    def test_syntax_error_is_compile_error_naming_the_file(self):
+        reply, path = self.load_candidate("import torch\nclass ModelNew(torch.nn.Module)\n    pass\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("SyntaxError", reply["message"])
+
+    def test_missing_model_new_is_compile_error(self):
+        reply, path = self.load_candidate("import torch\nclass Something(torch.nn.Module):\n    pass\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("ModelNew", reply["message"])
+
+    def test_import_error_is_compile_error(self):
+        reply, path = self.load_candidate("import kbench_no_such_module_xyz\n")
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn(path, reply["message"])
+        self.assertIn("ModuleNotFoundError", reply["message"])
+
+    def test_build_failures_and_exits_while_loading_are_compile_errors(self):
+        sources = {
+            "import subprocess\nraise subprocess.CalledProcessError(1, ['ninja', '-v'])\n":
+                "extension build failed",
+            "raise RuntimeError(\"Error building extension 'k': nvcc fatal\")\n":
+                "extension build failed",
+            "import sys\nsys.exit(3)\n": "SystemExit",
+        }  # fmt: skip
+        for source, needle in sources.items():
+            with self.subTest(source=source):
+                reply, path = self.load_candidate(source)
+                self.assert_error(reply, "compile_error", "load")
+                self.assertIn(path, reply["message"])
+                self.assertIn(needle, reply["message"])
+                # the traceback starts in the candidate, not in the worker
+                self.assertNotIn("kbench_worker", reply["traceback"])
+
+    def test_warm_up_calls_the_model_once_at_load(self):
+        counting = """
+            import torch
+            CALLS = []
+            class ModelNew(Model):
+                def forward(self, x):
+                    CALLS.append(tuple(x.shape))
+                    if len(CALLS) > 1:
+                        raise RuntimeError(f"called {len(CALLS)} times")
+                    return super().forward(x)
+        """
+        reply, _ = self.load_candidate(counting, warm_up=True)
+        self.assertEqual(reply["type"], "loaded", reply)
+        self.assertIsInstance(reply["warm_s"], float)
+        # the warm-up call used up the one call this ModelNew allows
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        reply, _ = self.run_case(case, t)
+        self.assert_error(reply, "runtime_error", "run")
+        self.assertIn("called 2 times", reply["message"])
+        # without warm_up, no call at load
+        reply, _ = self.load_candidate(counting)
+        self.assertIsNone(reply["warm_s"])
+        failing = """
+            import torch
+            class ModelNew(Model):
+                def forward(self, x):
+                    raise RuntimeError("inductor exploded")
+        """
+        reply, _ = self.load_candidate(failing, warm_up=True)
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn("inductor exploded", reply["message"])
+
+    def test_constructor_failure_is_runtime_error_at_load(self):
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    raise ValueError("bad init")
+        """)
+        self.assert_error(reply, "runtime_error", "load")
+        self.assertIn("ValueError: bad init", reply["message"])
+
+    def test_raising_forward_is_runtime_error(self):
+        self.load_reference(self.linear)
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    raise RuntimeError("kernel exploded")
+        """)
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        reply, _ = self.run_case(case, t)
+        self.assert_error(reply, "runtime_error", "run")
+        self.assertIn("RuntimeError: kernel exploded", reply["message"])
+        self.assertIn("kernel exploded", reply["traceback"])
+        # the time command reports the same failure in its own phase
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "l2_flush": True, "forward_seed": 0})
+        self.assert_error(reply, "runtime_error", "time")
+
+    def test_printing_candidate_does_not_corrupt_the_protocol(self):
+        self.load_reference(self.linear)
+        reply, _ = self.load_candidate(as_candidate(LINEAR_PROBLEM) + textwrap.dedent("""
+            import ctypes, os, sys
+            print("KBF1 python print at import")
+            os.write(1, b"KBF1\\xff\\xff\\xff\\xff raw fd 1 write at import\\n")
+            _libc = ctypes.CDLL(None)
+            _libc.printf(b"KBF1 C printf at import\\n")
+            _libc.fflush(None)
+            _forward = ModelNew.forward
+            def _chatty_forward(self, x):
+                print("KBF1 python print in forward")
+                sys.__stdout__.write("KBF1 via sys.__stdout__\\n")
+                sys.__stdout__.flush()
+                os.write(1, b"KBF1 raw write in forward\\n")
+                return _forward(self, x)
+            ModelNew.forward = _chatty_forward
+        """))
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+        err = self.cand.stderr_text()
+        for text in ("python print at import", "raw fd 1 write at import", "C printf at import",
+                     "python print in forward", "via sys.__stdout__", "raw write in forward"):  # fmt: skip
+            self.assertIn(text, err)
+
+    def _forward_returning(self, expr):
+        return self.load_candidate(f"""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    return {expr}
+        """)
+
+    def test_bad_outputs(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        cases = {
+            "None": "NoneType",
+            "x.sum().item()": "float",
+            "{'y': x}": "dict",
+            "torch.nn.Parameter(x)": "Parameter",
+            "x.to(torch.complex64)": "complex64",
+            "x.to(torch.uint16)": "uint16",
+            "(x, [x, 3])": "int",
+            "x.to_sparse()": "sparse",
+            "torch.empty(3, device='meta')": "meta",
+        }
+        for expr, needle in cases.items():
+            with self.subTest(expr=expr):
+                reply, _ = self._forward_returning(expr)
+                self.assertEqual(reply["type"], "loaded", reply)
+                reply, _ = self.run_case(case, t)
+                self.assert_error(reply, "bad_output", "run")
+                self.assertIn(needle, reply["message"])
+
+    def test_nested_outputs_flatten_in_order(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        self._forward_returning("(x, [x * 2, (x.int(),)], x > 0)")
+        reply, out = self.run_case(case, t)
+        self.assertEqual(reply["outputs"], 4, reply)
+        x = t["in:0"]
+        self.assert_bit_identical(out["out:0"], x)
+        self.assert_bit_identical(out["out:1"], x * 2)
+        self.assert_bit_identical(out["out:2"], x.int())
+        self.assert_bit_identical(out["out:3"], x > 0)
+
+    def test_return_inputs_shows_in_place_writes(self):
+        self.load_reference(self.linear)
+        case, t = self.make_case()
+        self._forward_returning("x.mul_(0)")
+        reply, out = self.run_case(case, t, return_inputs=True)
+        self.assertEqual(reply["type"], "outputs", reply)
+        self.assertEqual(set(out), {"out:0", "in:0"})
+        self.assertTrue(torch.equal(out["in:0"], torch.zeros_like(t["in:0"])))
+
+    def test_candidate_sees_problem_namespace_and_dataclasses_work(self):
+        self.load_reference(self.linear)
+        reply, path = self.load_candidate("""
+            import dataclasses, typing
+            @dataclasses.dataclass
+            class Config:
+                scale: float = 1.0
+                tags: typing.List[str] = dataclasses.field(default_factory=list)
+            class ModelNew(Model):  # Model and the size constants come from the problem
+                def __init__(self, *args):
+                    super().__init__(*args)
+                    self.cfg = Config()
+                    assert in_features == 16 and __name__ == "kbench_problem"
+                    assert __file__.endswith(".py")
+        """)
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        _, out = self.run_case(case, t)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_candidate_time(self):
+        self.load_reference(self.linear)
+        self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": True, "forward_seed": 0})
+        self.assert_error(reply, "protocol", "time")  # no current case yet
+        case, t = self.make_case()
+        self.run_case(case, t)
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 3, "trials": 5, "l2_flush": True, "forward_seed": 0})
+        self.assertEqual(reply["type"], "timing", reply)
+        self.assertEqual(reply["clock"], "perf_counter")
+        self.assertEqual(len(reply["samples_ms"]), 5)
+        self.assertTrue(all(s > 0 for s in reply["samples_ms"]))
+
+    def test_candidate_cannot_make_cases(self):
+        self.load_candidate(as_candidate(LINEAR_PROBLEM))
+        reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
+        self.assert_error(reply, "protocol")
+
+
+EXTENSION_CANDIDATE = """
+import torch
+from torch.utils.cpp_extension import load_inline
+
+cpp = "torch::Tensor relu2(torch::Tensor x) { BODY }"
+ext = load_inline(name="kbench_test_relu_NAME", cpp_sources=cpp, functions=["relu2"], verbose=True)
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = torch.nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return ext.relu2(self.linear(x))
+"""
+
+
+@unittest.skipUnless(os.environ.get("KBENCH_TEST_EXTENSIONS") == "1", "set KBENCH_TEST_EXTENSIONS=1 (slow: builds C++)")
+class ExtensionBuildTests(WorkerTestCase):
+    """Real torch.utils.cpp_extension builds (about a minute); off by default."""
+
+    def test_built_extension_runs_and_its_log_goes_to_stderr(self):
+        self.load_reference(self.linear)
+        source = EXTENSION_CANDIDATE.replace("BODY", "return torch::relu(x);").replace("NAME", "ok")
+        reply, _ = self.load_candidate(source)
+        self.assertEqual(reply["type"], "loaded", reply)
+        self.assertTrue(os.path.isdir(os.path.join(self.files.dir.name, "build", "kbench_test_relu_ok")))
+        case, t = self.make_case()
+        reply, out = self.run_case(case, t)
+        self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_failed_build_is_compile_error(self):
+        source = EXTENSION_CANDIDATE.replace("BODY", "return not_a_function(x);").replace("NAME", "bad")
+        reply, path = self.load_candidate(source)
+        self.assert_error(reply, "compile_error", "load")
+        self.assertIn("extension build failed", reply["message"])
+        self.assertIn(path, reply["message"])
+        self.assertIn("not_a_function", self.cand.stderr_text())  # the compiler's own log

@@ -1,0 +1,232 @@
+"""On a CUDA GPU: cases and timing, and device I/O through CUDA IPC."""
+
+import ctypes
+import math
+import sys
+import unittest
+
+import torch
+
+from .support import LINEAR_PROBLEM, WorkerTestCase, as_candidate, simple_problem
+
+
+CUDA_PROBLEM = LINEAR_PROBLEM.replace("batch_size = 4", "batch_size = 4096").replace(
+    "in_features = 16", "in_features = 1024").replace("out_features = 8", "out_features = 1024")
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class CudaTests(WorkerTestCase):
+    def test_cuda_case_run_and_time(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        for precision in ("fp32", "bf16"):
+            with self.subTest(precision=precision):
+                reply = self.load_reference(problem, precision, device="cuda:0")
+                self.assertTrue(reply["f64_available"])
+                self.assertGreater(reply["l2_bytes"], 1 << 20)
+                loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, precision, "cuda:0")
+                self.assertEqual(loaded["type"], "loaded", loaded)
+                case, t = self.make_case()
+                self.assertEqual(list(t["out64:0"].shape), [4096, 1024])
+                reply, out = self.run_case(case, t, pad=1)
+                self.assert_bit_identical(out["out:0"], t["out:0"])
+                for w in (self.ref, self.cand):
+                    reply, _ = w.call({"cmd": "time", "warmup": 3, "trials": 20, "l2_flush": True, "forward_seed": 0})
+                    self.assertEqual(reply["type"], "timing", reply)
+                    self.assertEqual(reply["clock"], "cuda_event")
+                    self.assertEqual(len(reply["samples_ms"]), 20)
+                    self.assertTrue(all(s > 0 for s in reply["samples_ms"]))
+                    print(f"\n{precision} {w is self.ref and 'reference' or 'candidate'} "
+                          f"median {sorted(reply['samples_ms'])[10]:.4f} ms", file=sys.stderr)
+
+    def test_side_stream_work_is_timed(self):
+        # The candidate leaves its work on a side stream; the device-wide synchronize
+        # before the end event must still count it.
+        self.load_reference(self.linear, device="cuda:0")
+        reply, _ = self.load_candidate("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                    self.side = torch.cuda.Stream()
+                def forward(self, x):
+                    with torch.cuda.stream(self.side):
+                        a = torch.randn(4096, 4096, device=x.device)
+                        for _ in range(20):
+                            a = a @ a
+                            a = a / a.abs().max()
+                    return x.clone()
+        """, device="cuda:0")
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        self.run_case(case, t)
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": False, "forward_seed": 0})
+        # 20 fp32 4096^3 matmuls: well over a millisecond on any GPU
+        self.assertGreater(min(reply["samples_ms"]), 1.0, reply)
+
+
+class _DeviceBytes:
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3, "strides": None,
+        }  # fmt: skip
+
+
+class _HarnessBuffers:
+    """What the Rust harness does for device I/O, from this test process: cuMemAlloc'd
+    buffers with IPC handles, read back through __cuda_array_interface__."""
+
+    def __init__(self):
+        torch.cuda.init()
+        torch.zeros(1, device="cuda:0")  # make the primary context current here
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.ptrs = []
+
+    def alloc(self, dtype, shape):
+        nbytes = max(1, math.prod(shape) * torch.tensor([], dtype=dtype).element_size())
+        ptr = ctypes.c_uint64(0)
+        self.assertOk(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)))
+        handle = (ctypes.c_char * 64)()
+        self.assertOk(self.lib.cuIpcGetMemHandle(handle, ctypes.c_uint64(ptr.value)))
+        self.ptrs.append(ptr.value)
+        wire = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16"}[dtype]
+        spec = {"handle": bytes(handle).hex(), "dtype": wire, "shape": list(shape),
+                "nbytes": math.prod(shape) * torch.tensor([], dtype=dtype).element_size()}
+        view = torch.as_tensor(_DeviceBytes(ptr.value, spec["nbytes"]), device="cuda:0")
+        return spec, view.view(dtype).view(list(shape))
+
+    @staticmethod
+    def assertOk(rc):
+        if rc != 0:
+            raise AssertionError(f"CUDA driver error {rc}")
+
+    def free(self):
+        torch.cuda.synchronize()
+        for p in self.ptrs:
+            self.lib.cuMemFree_v2(ctypes.c_uint64(p))
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class DeviceIoTests(WorkerTestCase):
+    def test_case_made_exported_and_run_through_ipc(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, "fp32", "cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        reply, tensors = self.ref.call({"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True})
+        self.assertEqual(reply["type"], "case", reply)
+        self.assertEqual(tensors, {})
+        self.assertEqual(reply["inputs_on"], "cuda")
+        specs = {d["name"]: d for d in reply["device_tensors"]}
+        self.assertEqual(set(specs), {"in:0", "out:0", "out64:0"})
+        self.assertEqual(specs["out64:0"]["dtype"], "f64")
+        bufs = _HarnessBuffers()
+        try:
+            targets, views = [], {}
+            for name, d in specs.items():
+                dtype = {"f32": torch.float32, "f64": torch.float64}[d["dtype"]]
+                spec, view = bufs.alloc(dtype, d["shape"])
+                views[name] = view
+                targets.append(dict(spec, name=name))
+            reply, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(reply["type"], "exported", reply)
+            x, out, out64 = views["in:0"].clone(), views["out:0"].clone(), views["out64:0"].clone()
+            self.assertTrue((x < 0).any())  # randn made on the GPU
+            torch.testing.assert_close(out.double(), out64, atol=1e-4, rtol=1e-4)
+            # A second export has nothing left to send.
+            reply, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(reply["type"], "error")
+
+            # The candidate: inputs from a copy, outputs into a NaN-filled slot.
+            in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))
+            in_view.copy_(x)
+            slot_spec, slot = bufs.alloc(torch.float32, list(out.shape))
+            slot.fill_(float("nan"))
+            cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
+                   "device_inputs": {"in:0": in_spec}, "device_outputs": [slot_spec]}
+            reply, tensors = self.cand.call(cmd)
+            self.assertEqual(reply["type"], "outputs", reply)
+            self.assertEqual(reply["device_outputs"], [{"dtype": "f32", "shape": list(out.shape), "device": "cuda", "copied": True}])
+            self.assert_bit_identical(slot.cpu(), out.cpu())
+            # A slot of the wrong shape is described, not written.
+            bad_spec, bad = bufs.alloc(torch.float32, [3])
+            bad.fill_(1.0)
+            reply, _ = self.cand.call(dict(cmd, device_outputs=[bad_spec]))
+            self.assertFalse(reply["device_outputs"][0]["copied"])
+            self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
+        finally:
+            bufs.free()
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class CudaStressTests(WorkerTestCase):
+    """Case families, stability and audit with inputs made on the GPU."""
+
+    def export(self, reply):
+        """Copies the pending device case into harness buffers; {name: host tensor}."""
+        bufs = _HarnessBuffers()
+        try:
+            targets, views = [], {}
+            for d in reply["device_tensors"]:
+                dtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16}[d["dtype"]]
+                spec, view = bufs.alloc(dtype, d["shape"])
+                views[d["name"]] = view
+                targets.append(dict(spec, name=d["name"]))
+            done, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(done["type"], "exported", done)
+            return {name: v.cpu() for name, v in views.items()}
+        finally:
+            bufs.free()
+
+    def test_device_io_family_and_stability(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        cmd = {"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True,
+               "family": "nan-inf", "stability_rtol": 1e-4}  # fmt: skip
+        reply, _ = self.ref.call(cmd)
+        self.assertEqual(reply["type"], "case", reply)
+        self.assertEqual((reply["family"], reply["transformed"], reply["inputs_on"]), ("nan-inf", 1, "cuda"))
+        st = reply["stability"]
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+        self.assertEqual(st["repeat"]["elements"], 4096 * 1024)
+        self.assertIsInstance(st["f64"]["nan_mismatch"], int)
+        self.assertIsInstance(st["f64"]["max_excess"], float)
+        a = self.export(reply)
+        x = a["in:0"]
+        self.assertEqual(int(torch.isnan(x).sum()), 1)
+        self.assertEqual(int((x == math.inf).sum()), 1)
+        self.assertEqual(int((x == -math.inf).sum()), 1)
+        # same seed, same case on the same device
+        reply, _ = self.ref.call(cmd)
+        b = self.export(reply)
+        for name in a:
+            self.assert_bit_identical(a[name], b[name])
+
+    def test_device_io_repeat_on_pristine_inputs(self):
+        problem = self.files.write("14_InPlace.py", simple_problem("x.mul_(2)", "[torch.rand(1000, 1000)]"))
+        self.load_reference(problem, device="cuda:0")
+        for family in ("signed", "denormal", "cancellation"):
+            with self.subTest(family=family):
+                reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 2, "device_io": True,
+                                          "family": family, "stability_rtol": 0.0})  # fmt: skip
+                self.assertEqual(reply["type"], "case", reply)
+                self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+                self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+                t = self.export(reply)
+                self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+
+    def test_audit_on_cuda(self):
+        problem = self.files.write("21_ReLU.py", simple_problem("torch.relu(x)", "[torch.rand(256, 4096)]"))
+        self.load_reference(problem, device="cuda:0", want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4,
+                                  "families": ["random", "signed"], "rtol": 1e-4})  # fmt: skip
+        self.assertEqual(reply["type"], "audit", reply)
+        fams = reply["families"]
+        self.assertLessEqual(fams["random"]["outputs"][0]["input_excess"][0], 0)
+        self.assertGreater(fams["signed"]["outputs"][0]["input_excess"][0], 1e-4)
+        self.assertGreater(fams["signed"]["outputs"][0]["input_sensitivity"][0]["max_excess"], 1e-4)
+        params = "self.w = nn.Parameter(torch.ones(4096))"
+        problem = self.files.write("24_AddW.py", simple_problem("x + 0 * self.w", "[torch.rand(256, 4096)]", params=params))
+        self.load_reference(problem, device="cuda:0", want_f64=False)
+        reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4, "families": ["signed"], "rtol": 1e-4})
+        self.assertLessEqual(reply["families"]["signed"]["outputs"][0]["weight_sensitivity"]["w"]["max_excess"], 0)

@@ -1,0 +1,221 @@
+"""Start-up, the hello, the reference role's commands, exit codes and broken channels."""
+
+import json
+import os
+import struct
+import tempfile
+import unittest
+
+import torch
+
+from .support import LINEAR_PROBLEM, PYTHON, Worker, WorkerTestCase
+
+
+class PriorityTests(unittest.TestCase):
+    def niceness(self, env_extra):
+        w = Worker("candidate", env=dict(os.environ, **env_extra))
+        try:
+            hello, _ = w.recv()
+            self.assertEqual(hello["type"], "hello")
+            with open(f"/proc/{w.proc.pid}/stat") as f:
+                # Field 19 (1-based) after the command name, which is in parentheses.
+                return int(f.read().rsplit(")", 1)[1].split()[16])
+        finally:
+            self.assertEqual(w.close(), 0)
+
+    @unittest.skipUnless(os.path.exists("/proc/self/stat"), "needs /proc")
+    def test_build_jobs_run_at_the_niceness_they_are_given(self):
+        base = os.nice(0)
+        self.assertEqual(self.niceness({"KBENCH_NICE": "7"}), min(base + 7, 19))
+        self.assertEqual(self.niceness({}), base)
+
+
+class HelloAndReferenceTests(WorkerTestCase):
+    def test_hello(self):
+        for hello, role in ((self.ref_hello, "reference"), (self.cand_hello, "candidate")):
+            self.assertEqual(hello["type"], "hello")
+            self.assertEqual(hello["magic"], "kbench-worker")
+            self.assertEqual(hello["protocol"], 1)
+            self.assertEqual(hello["role"], role)
+            self.assertEqual(hello["torch"], torch.__version__)
+            self.assertIsInstance(hello["pid"], int)
+            self.assertRegex(hello["python"], r"^\d+\.\d+\.\d+")
+            self.assertIsInstance(hello["cuda_available"], bool)
+            self.assertIsInstance(hello["device_count"], int)
+
+    def test_load_and_make_case(self):
+        loaded = self.load_reference(self.linear)
+        self.assertTrue(loaded["f64_available"], loaded)
+        self.assertIsNone(loaded["f64_error"])
+        self.assertIsNone(loaded["l2_bytes"])
+        self.assertEqual(loaded["torch"], torch.__version__)
+        reply, t = self.make_case()
+        self.assertEqual(reply["inputs"], [{"tensor": "in:0"}])
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (1, 1))
+        self.assertGreaterEqual(reply["run_s"], 0)
+        self.assertNotIn("f64_error", reply)
+        self.assertEqual(set(t), {"in:0", "out:0", "out64:0"})
+        self.assertEqual((t["in:0"].dtype, list(t["in:0"].shape)), (torch.float32, [4, 16]))
+        self.assertEqual((t["out:0"].dtype, list(t["out:0"].shape)), (torch.float32, [4, 8]))
+        self.assertEqual((t["out64:0"].dtype, list(t["out64:0"].shape)), (torch.float64, [4, 8]))
+        # randn inputs: some negative values, so the seed really drove torch.randn.
+        self.assertTrue((t["in:0"] < 0).any())
+        torch.testing.assert_close(t["out:0"].double(), t["out64:0"], atol=1e-5, rtol=1e-5)
+        # What the reference computed is what this process computes from the same seeds.
+        torch.manual_seed(42)
+        model = torch.nn.Linear(16, 8)
+        self.assert_bit_identical(torch.relu(model(t["in:0"])).detach(), t["out:0"])
+
+    def test_same_seed_same_case(self):
+        self.load_reference(self.linear)
+        a, ta = self.make_case(seed=123, forward_seed=5)
+        b, tb = self.make_case(seed=123, forward_seed=5)
+        _, tc = self.make_case(seed=124, forward_seed=5)
+        self.assertEqual(a["inputs"], b["inputs"])
+        for name in ("in:0", "out:0", "out64:0"):
+            self.assert_bit_identical(ta[name], tb[name])
+        self.assertFalse(torch.equal(ta["in:0"], tc["in:0"]))
+
+    def test_fp16_casts_floats_only(self):
+        self.load_reference(self.mixed, precision="fp16")
+        reply, t = self.make_case()
+        self.assertEqual(reply["inputs"], [{"tensor": "in:0"}, {"tensor": "in:1"}, {"value": 0.5}])
+        self.assertEqual(t["in:0"].dtype, torch.int64)  # integer inputs are never cast
+        self.assertEqual(t["in:1"].dtype, torch.float16)
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (2, 2))
+        self.assertEqual(t["out:0"].dtype, torch.float16)
+        self.assertEqual(t["out:1"].dtype, torch.int64)
+        self.assertEqual(t["out64:0"].dtype, torch.float64)
+        self.assert_bit_identical(t["out:1"], t["in:0"] * 2)
+
+    def test_reference_time(self):
+        self.load_reference(self.linear)
+        self.make_case()
+        reply, _ = self.ref.call({"cmd": "time", "warmup": 2, "trials": 7, "l2_flush": True, "forward_seed": 1})
+        self.assertEqual(reply["type"], "timing", reply)
+        self.assertEqual(reply["clock"], "perf_counter")
+        self.assertEqual(len(reply["samples_ms"]), 7)
+        self.assertTrue(all(isinstance(s, float) and s > 0 for s in reply["samples_ms"]))
+
+    def test_f64_forward_failure_is_reported_not_fatal(self):
+        path = self.files.write("3_NoF64.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    if x.dtype == torch.float64:
+                        raise TypeError("no float64 here")
+                    return x * 2
+            def get_inputs(): return [torch.rand(3)]
+            def get_init_inputs(): return []
+        """)
+        self.assertTrue(self.load_reference(path)["f64_available"])
+        reply, t = self.make_case()
+        self.assertEqual((reply["outputs"], reply["outputs_f64"]), (1, 0))
+        self.assertIn("no float64 here", reply["f64_error"])
+        self.assertEqual(set(t), {"in:0", "out:0"})
+
+    def test_f64_copy_failure_is_reported_at_load(self):
+        path = self.files.write("4_NoCopy.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.gen = (i for i in range(3))  # deepcopy cannot copy a generator
+                def forward(self, x):
+                    return x + 1
+            def get_inputs(): return [torch.rand(3)]
+            def get_init_inputs(): return []
+        """)
+        loaded = self.load_reference(path)
+        self.assertFalse(loaded["f64_available"])
+        self.assertIn("generator", loaded["f64_error"])
+        reply, _ = self.make_case()
+        self.assertEqual(reply["outputs_f64"], 0)
+
+    def test_inputs_are_sent_as_they_were_before_the_forward(self):
+        path = self.files.write("6_InPlace.py", """
+            import torch
+            class Model(torch.nn.Module):
+                def forward(self, x):
+                    return x.mul_(2)  # writes to its input
+            def get_inputs(): return [torch.rand(5)]
+            def get_init_inputs(): return []
+        """)
+        self.load_reference(path)
+        _, t = self.make_case()
+        self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+        self.assert_bit_identical(t["out64:0"], t["in:0"].double() * 2)
+
+    def test_reference_never_loads_candidate_code(self):
+        reply, _ = self.ref.call({"cmd": "load", "problem_path": self.linear, "candidate_path": self.linear})
+        self.assert_error(reply, "protocol", "load")
+        reply, _ = self.ref.call({"cmd": "run_case", "forward_seed": 0, "inputs": []})
+        self.assert_error(reply, "protocol")
+
+    def test_bad_commands_are_errors_and_the_loop_goes_on(self):
+        reply, _ = self.ref.call({"cmd": "frobnicate"})
+        self.assert_error(reply, "protocol")
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": "x", "forward_seed": 1})
+        self.assert_error(reply, "protocol")
+        reply, _ = self.ref.call({"cmd": "load", "problem_path": self.linear, "precision": "fp8"})
+        self.assert_error(reply, "protocol", "load")
+        self.load_reference(self.linear)
+        self.make_case()
+
+    def test_problem_printing_does_not_corrupt_the_channel(self):
+        path = self.files.write("5_Chatty.py", LINEAR_PROBLEM + "\nprint('KBF1 hello from the problem')\n")
+        self.load_reference(path)
+        self.make_case()
+        self.assertIn("KBF1 hello from the problem", self.ref.stderr_text())
+
+
+class ProcessTests(unittest.TestCase):
+    """Exit codes and broken channels; each test starts its own worker."""
+
+    def test_bad_magic_exits_4(self):
+        w = Worker("candidate")
+        w.recv()
+        w.send_raw(b"XXXX" + bytes(12))
+        reply, _ = w.recv()
+        self.assertEqual((reply["type"], reply["kind"]), ("error", "protocol"))
+        self.assertEqual(w.wait(), 4)
+        w.close()
+
+    def test_tensor_outside_payload_exits_4(self):
+        w = Worker("reference")
+        w.recv()
+        header = json.dumps({"cmd": "run_case", "tensors": [
+            {"name": "x", "dtype": "f32", "shape": [4], "offset": 0, "nbytes": 16}]}).encode()
+        w.send_raw(b"KBF1" + struct.pack("<IQ", len(header), 8) + header + bytes(8))
+        reply, _ = w.recv()
+        self.assertIn("outside the payload", reply["message"])
+        self.assertEqual(w.wait(), 4)
+        w.close()
+
+    def test_missing_torch_is_environment_error_exit_3(self):
+        with tempfile.TemporaryDirectory() as fake:
+            with open(os.path.join(fake, "torch.py"), "w") as f:
+                f.write("raise ImportError('libtorch is broken')\n")
+            env = dict(os.environ, PYTHONPATH=fake)
+            w = Worker("candidate", env=env)
+            reply, _ = w.recv()
+            self.assertEqual((reply["type"], reply["kind"]), ("error", "environment"))
+            self.assertIn("libtorch is broken", reply["message"])
+            self.assertEqual(reply["python_executable"], PYTHON)
+            self.assertEqual(w.wait(), 3)
+            w.close()
+
+    def test_closed_channel_exits_0(self):
+        w = Worker("reference")
+        w.recv()
+        w.proc.stdin.close()
+        self.assertEqual(w.wait(), 0)
+        w.proc.stdout.close()
+        w.stderr.close()
+
+    def test_usage_error_exits_2(self):
+        w = Worker("", args=["judge"])
+        reply, _ = w.recv()
+        self.assertEqual(reply["kind"], "protocol")
+        self.assertEqual(w.wait(), 2)
+        w.close()

@@ -1,0 +1,90 @@
+"""The stability measurements of make_case."""
+
+
+import torch
+
+from .support import WorkerTestCase, simple_problem
+
+
+class StabilityTests(WorkerTestCase):
+    """make_case with `stability_rtol` (PROTOCOL.md, "Reference stability")."""
+
+    def load(self, source, name, **kw):
+        path = self.files.write(name, source)
+        self.load_reference(path, **kw)
+        return path
+
+    def test_deterministic_model_repeats_exactly(self):
+        self.load_reference(self.linear)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        st = reply["stability"]
+        self.assertEqual(set(st), {"repeat", "f64"})
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertEqual(st["repeat"]["elements"], 32)
+        self.assertLess(st["f64"]["max_excess"], 1e-4)
+        self.assertEqual(st["f64"]["nan_mismatch"], 0)
+        self.assertEqual(st["f64"]["elements"], 32)
+        self.assertIsInstance(reply["stability_s"], float)
+        # not for random, and not without stability_rtol
+        reply, _ = self.make_case(family="random", stability_rtol=1e-4)
+        self.assertNotIn("stability", reply)
+        reply, _ = self.make_case(family="signed")
+        self.assertNotIn("stability", reply)
+
+    def test_unseeded_noise_shows_in_repeat(self):
+        self.load(simple_problem(
+            "x + torch.randn(x.shape, generator=torch.Generator().manual_seed(time.perf_counter_ns())) * 1e-2"
+        ), "11_Noise.py")  # fmt: skip
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertGreater(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+
+    def test_fp32_overflow_against_float64(self):
+        self.load(simple_problem("torch.exp(x)", "[torch.rand(256)]"), "12_Exp.py")
+        reply, t = self.make_case(family="large", stability_rtol=1e-4)
+        st = reply["stability"]
+        self.assertTrue(torch.isinf(t["out:0"]).any())
+        self.assertGreater(st["f64"]["nan_mismatch"], 0)
+        self.assertEqual(st["f64"]["elements"], 256)
+        # the working precision agrees with itself
+        self.assertEqual(st["repeat"]["nan_mismatch"], 0)
+        self.assertLessEqual(st["repeat"]["max_excess"], 0)
+
+    def test_without_float64_model_f64_is_null(self):
+        self.load_reference(self.linear, want_f64=False)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertIsNone(reply["stability"]["f64"])
+        self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+        path = self.files.write("13_NoF64.py", simple_problem(
+            "x * 2 if x.dtype != torch.float64 else torch.zeros(1).bad_call()"))  # fmt: skip
+        self.load_reference(path)
+        reply, _ = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertIn("f64_error", reply)
+        self.assertIsNone(reply["stability"]["f64"])
+
+    def test_repeat_runs_on_pristine_inputs(self):
+        # A reference that writes to its input: the second run must see the case's inputs,
+        # not the first run's leftovers.
+        self.load(simple_problem("x.mul_(2)"), "14_InPlace.py")
+        reply, t = self.make_case(family="signed", stability_rtol=0.0)
+        self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+        self.assertLessEqual(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertLessEqual(reply["stability"]["f64"]["max_excess"], 0)
+
+    def test_repeat_is_not_fooled_by_an_output_that_aliases_its_input(self):
+        # The first run's output is the input tensor itself; restoring the inputs for the
+        # second run must not overwrite it (or the repeat would compare a run with itself).
+        self.load(simple_problem(
+            "x.add_(torch.randn(x.shape, generator=torch.Generator().manual_seed(time.perf_counter_ns())) * 1e-2)"
+        ), "15_InPlaceNoise.py")  # fmt: skip
+        reply, t = self.make_case(family="signed", stability_rtol=1e-4)
+        self.assertGreater(reply["stability"]["repeat"]["max_excess"], 0)
+        self.assertLess(float((t["out:0"] - t["in:0"]).abs().max()), 0.1)
+
+    def test_nan_inf_outputs_agree_with_themselves(self):
+        self.load_reference(self.linear)
+        reply, t = self.make_case(family="nan-inf", stability_rtol=1e-4)
+        self.assertFalse(torch.isfinite(t["out:0"]).all())
+        self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
+        self.assertEqual(reply["stability"]["f64"]["nan_mismatch"], 0)
