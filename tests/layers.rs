@@ -20,7 +20,7 @@ use common::repo_root;
 /// The boxes of the pipeline, lowest first. A box may import from itself and from the
 /// boxes before it.
 const BOXES: &[&str] = &[
-    "exit", "gpu", "worker", "config", "cli", "runlog", "agents", "plan", "measure", "judge",
+    "exit", "gpu", "worker", "agents", "config", "cli", "runlog", "plan", "measure", "judge",
     "eval", "exec", "llm", "commands", "lib", "main",
 ];
 
