@@ -160,14 +160,34 @@ impl View {
             a.push("--tmpfs".into());
             a.push(home.into());
         }
+        // Real paths: a bind whose source or target is a symbolic link (`/usr/local/cuda ->
+        // cuda-13.0`) fails. A read-only path the system folders already show is left out.
+        let real = |ps: &[PathBuf]| -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = ps
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect();
+            v.dedup();
+            v
+        };
+        let hidden = real(&self.hidden);
+        let shown_by_system = |p: &Path| {
+            SYSTEM.iter().any(|s| p.starts_with(Path::new("/").join(s)))
+                && !hidden.iter().any(|h| p.starts_with(h))
+        };
+        let read_only: Vec<PathBuf> = real(&self.read_only)
+            .into_iter()
+            .filter(|p| !shown_by_system(p))
+            .collect();
+        let writable = real(&self.writable);
         let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) =
-            self.read_only.iter().partition(|p| p.is_dir());
-        for p in dirs {
+            read_only.iter().partition(|p| p.is_dir());
+        for p in &dirs {
             a.push("--ro-bind-try".into());
             a.push(p.into());
             a.push(p.into());
         }
-        for p in &self.hidden {
+        for p in &hidden {
             if p.is_dir() {
                 a.push("--tmpfs".into());
                 a.push(p.into());
@@ -179,8 +199,8 @@ impl View {
         }
         // A read-only folder inside a hidden one (the Python environment in kbench's cache)
         // is bound again on top.
-        for p in self.read_only.iter().filter(|p| p.is_dir()) {
-            if self.hidden.iter().any(|h| p.starts_with(h) && p != h) {
+        for p in &dirs {
+            if hidden.iter().any(|h| p.starts_with(h) && *p != h) {
                 a.push("--ro-bind".into());
                 a.push(p.into());
                 a.push(p.into());
@@ -191,7 +211,7 @@ impl View {
             a.push(p.into());
             a.push(p.into());
         }
-        for p in &self.writable {
+        for p in &writable {
             a.push("--bind-try".into());
             a.push(p.into());
             a.push(p.into());
