@@ -263,7 +263,12 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
+        let spawned = if spec.sandbox.is_some() {
+            super::sandbox::spawn_from_lasting_thread(cmd)
+        } else {
+            cmd.spawn()
+        };
+        let mut child = spawned.map_err(|e| {
             WorkerFault::Spawn(format!(
                 "{} {}: {e}",
                 spec.python.display(),

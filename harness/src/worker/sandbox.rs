@@ -310,6 +310,36 @@ impl Jail {
     }
 }
 
+/// Spawns `cmd` from one thread that lives as long as the harness. bwrap's
+/// `--die-with-parent` is the kernel's parent-death signal, which fires when the *thread*
+/// that forked the child exits: workers started ahead on short-lived threads (on a GPU)
+/// would be killed as soon as their start-up thread ended.
+pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<std::process::Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<std::process::Child>>);
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("kbench-sandbox-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("starting the sandbox spawner thread");
+        std::sync::Mutex::new(tx)
+    });
+    let (reply, answer) = std::sync::mpsc::channel();
+    tx.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?;
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?
+}
+
 /// The NVIDIA device nodes of this host (`/dev/nvidia*`, `/dev/nvidia-caps/*`).
 fn gpu_nodes() -> Vec<PathBuf> {
     let mut nodes = Vec::new();
@@ -400,5 +430,25 @@ mod tests {
             "/does/not/exist".into(),
         ]);
         assert_eq!(roots, vec![base]);
+    }
+
+    /// Regression (issue 20, H100): a sandboxed worker started on a thread that then ends
+    /// (workers started ahead on a GPU) must outlive that thread.
+    #[test]
+    fn a_worker_started_on_a_short_lived_thread_outlives_it() {
+        let Some(bwrap) = find_bwrap(&[]) else {
+            eprintln!("skipped: no bwrap here");
+            return;
+        };
+        let mut cmd = Command::new(&bwrap);
+        cmd.args(["--ro-bind", "/", "/", "--die-with-parent", "--", "sleep", "5"]);
+        let mut child = std::thread::spawn(move || spawn_from_lasting_thread(cmd))
+            .join()
+            .unwrap()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(child.try_wait().unwrap().is_none(), "killed with its starting thread");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
