@@ -32,7 +32,7 @@ step "CUDA inside bubblewrap"
 timeout 120 "${BW[@]}" python3 -c 'import torch; x = torch.ones(1024, device="cuda"); print("cuda in sandbox:", torch.cuda.get_device_name(0), float((x * 2).sum()))'
 echo "cuda-in-sandbox rc=$?"
 step "sandbox cost per worker start (python -c 'import torch', 5 each)"
-python3 - "${BW[@]}" <<'PY'
+[ -n "${SKIP_COST:-}" ] || python3 - "${BW[@]}" <<'PY'
 import statistics, subprocess, sys, time
 bw = sys.argv[1:]
 def t(cmd):
@@ -45,7 +45,7 @@ PY
 COMMON=(--device cuda --gpus 0 --timed-calls 20 --rounds 4 --warmup 2 --secret-from "$L/secret" --quiet)
 SEL=1/1,1/12,1/19,1/23,1/40,1/88
 step "issue 23: before vs after, reference agent, $SEL, every family"
-for b in old new; do
+for b in ${RUNS:-old new}; do
   bin=$D/kbench; [ $b = old ] && bin=$D/kbench-old
   S=$(date +%s)
   timeout 200 $bin run --agent reference --kernelbench "$KB" --select $SEL "${COMMON[@]}" --out "$L/ref-$b" > "$L/ref-$b.txt" 2>&1
@@ -58,7 +58,7 @@ S=$(date +%s)
 timeout 200 $D/kbench run --agent replay --suite smoke --replay-dir tests/gpu/replay_smoke_cuda "${COMMON[@]}" --out "$L/smoke-cuda" > "$L/smoke-cuda.txt" 2>&1
 echo "smoke cuda rc=$? $(( $(date +%s)-S ))s"; tail -12 "$L/smoke-cuda.txt"
 step "issue 20: exploit corpus on CUDA in the sandbox"
-rm -rf "$L/corpus" && mkdir -p "$L/corpus/level1" && cp $EX/cpu/level1/*.py $EX/cuda/level1/*.py "$L/corpus/level1/"
+rm -rf "$L/corpus" && mkdir -p "$L/corpus/level1" && cp $EX/cpu/level1/*.py $EX/cuda/level1/*.py "$L/corpus/level1/"; cp $D/attacks/*.py "$L/corpus/level1/" 2>/dev/null
 S=$(date +%s)
 timeout 240 $D/kbench run --agent replay --kernelbench $EX/problems --levels 1 --replay-dir "$L/corpus" --families signed "${COMMON[@]}" --out "$L/corpus-run" > "$L/corpus.txt" 2>&1
 echo "corpus rc=$? (3: some kernels failed, as they should) $(( $(date +%s)-S ))s"; tail -14 "$L/corpus.txt"
@@ -70,4 +70,13 @@ for p in sys.argv[1:]:
     print(p, "containment:", sorted({r["env"].get("containment") for r in rs}),
           "worker_wait_s median:", sorted(r["phases"]["worker_wait_s"] for r in rs if r.get("phases"))[len(rs)//2])
 PY
+# Every record of the corpus run (the attack kernels S1-S6 included) and anything an attack
+# left running (their markers name them).
+python3 - "$L"/corpus-run/records.jsonl <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l); o = r["outcome"]
+    print(f'{r["candidate"]["name"]:30} {o["kind"]:12} {o.get("flag") or o.get("rule") or "":24} speedup {(r.get("timing") or {}).get("speedup")}')
+PY
+ps -eo pid,ppid,args | grep -iE "kbench-s4|setsid|attack" | grep -v grep | head
 tar czf "$OUT/issue23_20.tar.gz" -C /tmp i2320 2>/dev/null; ls -la "$OUT"
