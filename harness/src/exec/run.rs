@@ -54,8 +54,8 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             eprintln!("kbench: {msg}");
         }
     };
-    if let Some(r) = &run_dir.repaired {
-        say(r);
+    for note in &run_dir.notes {
+        say(note);
     }
     let agent: Box<dyn Agent> = match &config.agent {
         AgentConfig::Reference => Box::new(ReferenceAgent),
