@@ -209,3 +209,56 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::one_shot_records;
+
+    fn asked() -> RunManifest {
+        RunManifest {
+            schema_version: SCHEMA_VERSION,
+            kbench_version: "0.1.0".into(),
+            run_id: String::new(),
+            created_unix_s: 0.0,
+            agent: "one-shot".into(),
+            suite: "smoke".into(),
+            device: "cpu".into(),
+            precision: "fp32".into(),
+            profile: "strict".into(),
+            trials: 5,
+            families: Vec::new(),
+            timed_calls: None,
+            weight_seed: 42,
+            shard: None,
+            record_mac: None,
+        }
+    }
+
+    #[test]
+    fn a_line_left_unfinished_in_the_log_costs_only_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("run");
+        let recs = one_shot_records();
+        let run = RunDir::open(&root, false, None, asked()).unwrap();
+        assert_eq!(run.manifest.record_mac.as_deref(), Some(RECORD_MAC));
+        run.append(&recs[0]).unwrap();
+        // Something else appends half a line while the run goes on.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join(RECORDS))
+            .unwrap();
+        f.write_all(b"{\"mac\":\"0000").unwrap();
+        run.append(&recs[1]).unwrap();
+        assert!(
+            RunDir::open(&root, true, None, asked()).is_err(),
+            "a second writer while the first is open"
+        );
+        drop(run);
+        let run = RunDir::open(&root, true, None, asked()).unwrap();
+        assert_eq!(run.existing.len(), 2, "{:?}", run.notes);
+        assert!(run.is_recorded(&recs[1].key()));
+        assert_eq!(run.notes.len(), 1, "{:?}", run.notes);
+        assert!(run.notes[0].contains("line 2: not JSON"), "{:?}", run.notes);
+    }
+}
