@@ -13,5 +13,6 @@ pub const KERNELS_FAILED: i32 = 3;
 pub const SHARDS_ACTIVE: i32 = 4;
 /// `kbench slurm status`: some shards stopped unfinished; `kbench slurm resubmit` continues them.
 pub const SHARDS_STOPPED: i32 = 5;
-/// Stopped by SIGINT/SIGTERM; what was recorded is kept and `--resume` continues.
+/// Stopped by SIGINT, SIGTERM or SIGHUP: the workers were ended, what was recorded is kept,
+/// and `--resume` continues.
 pub const INTERRUPTED: i32 = 130;

@@ -62,6 +62,10 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     std::fs::copy(&a.kernel, replay.join(format!("{name}.py")))
         .with_context(|| format!("reading {}", a.kernel.display()))?;
     let result = crate::exec::run(&config, stop)?;
+    if result.interrupted && result.added == 0 {
+        eprintln!("kbench: interrupted before the kernel's verdict");
+        return Ok(crate::exit::INTERRUPTED);
+    }
     let Some(record) = result.records.last() else {
         bail!("the run recorded nothing (interrupted?)");
     };

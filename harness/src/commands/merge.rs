@@ -15,7 +15,9 @@ use kbench_record::EvalRecord;
 use crate::cli::MergeArgs;
 use crate::commands::slurm;
 use crate::runlog::seed::RunSecret;
-use crate::runlog::{self, RunManifest, MANIFEST, RECORDS, SECRET};
+use crate::runlog::{
+    self, RecordLog, RunManifest, Verifier, WriterLock, MANIFEST, RECORDS, SECRET,
+};
 
 /// What a merge did.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,9 @@ pub struct MergeReport {
     pub added: usize,
     /// Shards of a submission left out because they have not finished (`--partial`).
     pub unfinished: Vec<u32>,
+    /// Lines of the inputs (or of the output's previous content) that did not verify and
+    /// were left out, each naming its file, line and why; records read unverified.
+    pub warnings: Vec<String>,
 }
 
 /// One run directory's parts.
@@ -36,8 +41,10 @@ struct RunParts {
     dir: PathBuf,
     manifest: RunManifest,
     secret: RunSecret,
-    /// Each record with its line exactly as in the log.
+    /// Each record with its line exactly as in the log, lines that did not verify left out.
     records: Vec<(String, EvalRecord)>,
+    /// What reading the log found: lines left out, records read unverified.
+    warnings: Vec<String>,
 }
 
 fn read_run(dir: &Path) -> Result<RunParts> {
@@ -52,17 +59,17 @@ fn read_run(dir: &Path) -> Result<RunParts> {
     let manifest: RunManifest = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench run manifest", path.display()))?;
     let secret = RunSecret::load(&dir.join(SECRET))?;
-    let records_path = dir.join(RECORDS);
-    let records = if records_path.exists() {
-        runlog::read_record_lines(&records_path)?
-    } else {
-        Vec::new()
-    };
+    // Each run's lines are checked against its own secret (shards of one run share it).
+    let verifier = Verifier::new(secret.clone(), manifest.record_mac.is_some());
+    let log = RecordLog::read(&dir.join(RECORDS), &verifier)?;
+    let warnings = log.warnings();
+    let records = log.lines.into_iter().map(|l| (l.text, l.record)).collect();
     Ok(RunParts {
         dir: dir.to_path_buf(),
         manifest,
         secret,
         records,
+        warnings,
     })
 }
 
@@ -150,6 +157,9 @@ pub fn command(a: &MergeArgs) -> Result<i32> {
         return Ok(crate::exit::OK);
     }
     let r = merge(&a.inputs, a.out.as_deref(), a.partial)?;
+    for w in &r.warnings {
+        eprintln!("kbench: warning: {w}");
+    }
     println!(
         "merged {} run dir(s) into {}: {} record(s), {} new",
         r.inputs.len(),
@@ -261,6 +271,8 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
         std::fs::create_dir_all(out.join(sub))
             .with_context(|| format!("creating {}", out.join(sub).display()))?;
     }
+    // The output is written like a run: never while a kbench run writes it.
+    let _lock = WriterLock::acquire(&out)?;
     if !out.join(SECRET).exists() {
         first.secret.save(&out.join(SECRET))?;
     }
@@ -293,6 +305,11 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
         records: lines.len(),
         added: lines.len() - before,
         unfinished,
+        warnings: previous
+            .iter()
+            .chain(runs.iter())
+            .flat_map(|r| r.warnings.iter().cloned())
+            .collect(),
     })
 }
 
@@ -350,6 +367,7 @@ mod tests {
             timed_calls: None,
             weight_seed: 42,
             shard: shard.map(Into::into),
+            record_mac: None,
         }
     }
 

@@ -3,21 +3,22 @@
 //! nothing else is read.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use kbench_record::{EvalRecord, SCHEMA_VERSION};
+use kbench_record::EvalRecord;
 use kbench_reports::{RecordExtras, RunInput};
 use serde_json::Value;
 
 use crate::cli::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
 use crate::exit;
-use crate::runlog::{MANIFEST, RECORDS};
+use crate::runlog::{RecordLog, Verifier, MANIFEST, RECORDS};
 
 /// Reads one run: a run directory (its `records.jsonl`, and `run.json` when present) or a
 /// records file itself. Records are deduplicated by their key, the last one winning (a log
-/// that was resumed after a crash may repeat a key); a partial last line is skipped.
+/// that was resumed after a crash may repeat a key). Each line is verified against the run's
+/// secret (`runlog::records`): a line that fails (bad or missing MAC, not JSON, truncated) is
+/// named in a warning and skipped, never the whole run.
 pub fn read_run(path: &Path) -> Result<RunInput> {
     let (records_path, manifest_path) = if path.is_dir() {
         (path.join(RECORDS), Some(path.join(MANIFEST)))
@@ -30,41 +31,38 @@ pub fn read_run(path: &Path) -> Result<RunInput> {
             path.display()
         );
     }
-    let (run_id, agent) = match manifest_path.filter(|m| m.exists()) {
-        Some(m) => {
-            let text =
-                std::fs::read_to_string(&m).with_context(|| format!("reading {}", m.display()))?;
-            let v: Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a kbench run manifest (JSON)", m.display()))?;
-            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-            (s("run_id"), s("agent"))
-        }
-        None => (None, None),
+    // A manifest that cannot be read costs its two names only: the records carry them too.
+    let manifest = manifest_path.filter(|m| m.exists()).and_then(|m| {
+        let v = std::fs::read(&m)
+            .map_err(anyhow::Error::from)
+            .and_then(|b| Ok(serde_json::from_slice::<Value>(&b)?));
+        v.map_err(|e| eprintln!("kbench: warning: {} is not a readable run manifest ({e}); the run's id and agent are taken from its records", m.display()))
+            .ok()
+    });
+    let name = |k: &str| {
+        manifest
+            .as_ref()
+            .and_then(|v| v.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
     };
-    let f = std::fs::File::open(&records_path)
-        .with_context(|| format!("opening {}", records_path.display()))?;
-    let lines: Vec<String> = BufReader::new(f)
-        .lines()
-        .collect::<std::io::Result<_>>()
-        .with_context(|| format!("reading {}", records_path.display()))?;
+    let (run_id, agent) = (name("run_id"), name("agent"));
+    let verifier = if path.is_dir() {
+        Verifier::of_run(path)
+    } else {
+        Verifier::of_records_file(&records_path)
+    };
+    let log = RecordLog::read(&records_path, &verifier)?;
+    for w in log.warnings() {
+        eprintln!("kbench: warning: {w}");
+    }
     let mut by_key: HashMap<String, usize> = HashMap::new();
     let mut records: Vec<(EvalRecord, RecordExtras)> = Vec::new();
-    let n = lines.len();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed = parse(line);
-        let (record, extras) = match parsed {
-            Ok(r) => r,
-            // A run killed mid-write leaves a partial last line.
-            Err(_) if i + 1 == n => break,
-            Err(e) => bail!(
-                "{} line {}: {e:#}; fix or remove the line and report again",
-                records_path.display(),
-                i + 1
-            ),
-        };
+    for line in log.lines {
+        // The line parsed when it was read; only the optional fields are read again.
+        let value: Value = serde_json::from_str(&line.text).unwrap_or(Value::Null);
+        let extras = RecordExtras::from_json(&value);
+        let record = line.record;
         let key = record.key();
         match by_key.get(&key) {
             Some(&at) => records[at] = (record, extras),
@@ -83,17 +81,6 @@ pub fn read_run(path: &Path) -> Result<RunInput> {
         agent,
         records,
     })
-}
-
-fn parse(line: &str) -> Result<(EvalRecord, RecordExtras)> {
-    let v: Value = serde_json::from_str(line).context("not JSON")?;
-    let version = v.get("schema_version").and_then(Value::as_u64).unwrap_or(0);
-    if version > u64::from(SCHEMA_VERSION) {
-        bail!("record has schema_version {version}; this kbench reads up to {SCHEMA_VERSION}: use a newer kbench");
-    }
-    let extras = RecordExtras::from_json(&v);
-    let record = serde_json::from_value(v).context("not an eval record")?;
-    Ok((record, extras))
 }
 
 /// A run's short name: the directory's name, or a records file's stem (`x_records.jsonl`

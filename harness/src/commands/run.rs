@@ -11,6 +11,8 @@ use crate::config::RunConfig;
 use crate::exit;
 
 pub fn command(a: RunArgs) -> Result<i32> {
+    // From the start: a SIGTERM while the run is being set up stops it like one later.
+    install_stop_flag();
     let request = match &a.baselines {
         Some(spec) => Some(kbench_baselines::BaselineRequest::parse(spec)?),
         None if !a.baseline_file.is_empty() => Some(kbench_baselines::BaselineRequest::default()),

@@ -386,9 +386,12 @@ impl Executor<'_> {
             })();
             drop(held);
             let record = match evaluated {
-                Ok(Some(r)) => r,
+                // A verdict reached once a stop was asked for may come from workers the same
+                // signal killed (Slurm signals every process of the job): it is not
+                // recorded, and `--resume` evaluates the kernel again.
+                Ok(Some(r)) if !ctx.stop.load(Ordering::SeqCst) => r,
                 // Interrupted before a verdict: nothing recorded.
-                Ok(None) => {
+                Ok(_) => {
                     flow = Flow::Stop;
                     break;
                 }

@@ -17,8 +17,8 @@ pub fn open(config: &RunConfig) -> Result<RunDir> {
     )
 }
 
-/// What `config` asks for, as `run.json` records it; the run id is left empty for
-/// [`RunDir::open`] to fill in.
+/// What `config` asks for, as `run.json` records it; the run id and how records are signed
+/// are left for [`RunDir::open`] to fill in.
 pub fn manifest_of(c: &RunConfig) -> RunManifest {
     RunManifest {
         schema_version: SCHEMA_VERSION,
@@ -35,5 +35,6 @@ pub fn manifest_of(c: &RunConfig) -> RunManifest {
         timed_calls: c.timing.as_ref().map(|t| t.timed_calls),
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
+        record_mac: None,
     }
 }

@@ -273,6 +273,10 @@ fn serve(
     config.case_cache_bytes /= keep as u64;
     let config = &config;
     let run_dir = super::run_dir::open(config)?;
+    // Said even with --quiet: a line skipped may be a forgery.
+    for note in &run_dir.notes {
+        eprintln!("kbench: {note}");
+    }
     let env_base = environment_base(&engine.info, &engine.jail.containment);
     let mut ctx = engine.ctx(config, stop);
     if config.build_jobs > 0 {

@@ -24,6 +24,11 @@ pub struct RunManifest {
     /// merged run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    /// How the lines of `records.jsonl` are signed (`hmac-sha256`, keyed by the run's
+    /// secret; see `runlog::records`). Absent in runs written before records were signed,
+    /// whose lines are read unverified; a resumed run keeps what it recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_mac: Option<String>,
 }
 
 impl RunManifest {

@@ -3,16 +3,18 @@
 //! Candidate processes never see the secret: the trusted reference worker receives derived
 //! input seeds, and candidates receive only the tensors those seeds produced. Derived seeds are
 //! sha256(secret ‖ label) truncated to 63 bits, so one derived seed reveals nothing about
-//! another or about the secret.
+//! another or about the secret. The secret also keys the MAC of every record line
+//! (`runlog::records`), so that a line the harness did not write is recognised.
 
 use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// 32 random bytes, kept in the run directory (mode 0600) so that `--resume` reproduces the
-/// same inputs.
+/// same inputs and record lines can be verified.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RunSecret([u8; 32]);
 
@@ -40,18 +42,13 @@ impl RunSecret {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the run secret {}", path.display()))?;
-        let text = text.trim();
-        if text.len() != 64 || !text.bytes().all(|c| c.is_ascii_hexdigit()) {
-            bail!(
+        match decode_hex::<32>(text.trim()) {
+            Some(b) => Ok(Self(b)),
+            None => bail!(
                 "run secret {} is corrupt (expected 64 hex digits); start a new run with another --out",
                 path.display()
-            );
+            ),
         }
-        let mut b = [0u8; 32];
-        for (i, byte) in b.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap_or(0);
-        }
-        Ok(Self(b))
     }
 
     /// Saves the secret with owner-only permissions.
@@ -78,6 +75,43 @@ impl RunSecret {
         let d = h.finalize();
         u64::from_le_bytes(d[..8].try_into().unwrap_or_default()) & (u64::MAX >> 1)
     }
+
+    /// HMAC-SHA256 of `bytes` keyed by the secret, as 64 lowercase hex digits.
+    pub fn mac_hex(&self, bytes: &[u8]) -> String {
+        self.hmac(bytes)
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Whether `mac_hex` (64 hex digits) is the HMAC of `bytes`; compared in constant time.
+    pub fn verify_mac(&self, bytes: &[u8], mac_hex: &str) -> bool {
+        let Some(mac) = decode_hex::<32>(mac_hex) else {
+            return false;
+        };
+        self.hmac(bytes).verify_slice(&mac).is_ok()
+    }
+
+    fn hmac(&self, bytes: &[u8]) -> Hmac<Sha256> {
+        // HMAC takes a key of any length: this cannot fail.
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key");
+        m.update(bytes);
+        m
+    }
+}
+
+/// `N` bytes from exactly `2N` hex digits.
+fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N || !text.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut b = [0u8; N];
+    for (i, byte) in b.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(b)
 }
 
 #[cfg(test)]
@@ -105,5 +139,25 @@ mod tests {
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(format!("{s:?}").contains("hidden"));
+    }
+
+    #[test]
+    fn a_mac_verifies_only_its_bytes_under_its_secret() {
+        let s = RunSecret::from_bytes([7; 32]);
+        let mac = s.mac_hex(b"record");
+        assert_eq!(mac.len(), 64);
+        assert!(s.verify_mac(b"record", &mac));
+        assert!(!s.verify_mac(b"recorD", &mac));
+        assert!(!RunSecret::from_bytes([8; 32]).verify_mac(b"record", &mac));
+        assert!(!s.verify_mac(b"record", &mac[..62]));
+        assert!(!s.verify_mac(b"record", "zz"));
+        // RFC 4231 test case 2: HMAC pads a short key with zeros, so "Jefe" and 28 zero
+        // bytes is that case's key; the MAC is HMAC-SHA256 itself, not a look-alike.
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(b"Jefe");
+        assert_eq!(
+            RunSecret::from_bytes(key).mac_hex(b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

@@ -315,7 +315,10 @@ impl Jail {
 /// that forked the child exits: workers started ahead on short-lived threads (on a GPU)
 /// would be killed as soon as their start-up thread ended.
 pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<std::process::Child> {
-    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<std::process::Child>>);
+    type Job = (
+        Command,
+        std::sync::mpsc::Sender<std::io::Result<std::process::Child>>,
+    );
     static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> =
         std::sync::OnceLock::new();
     let tx = SPAWNER.get_or_init(|| {
@@ -441,13 +444,24 @@ mod tests {
             return;
         };
         let mut cmd = Command::new(&bwrap);
-        cmd.args(["--ro-bind", "/", "/", "--die-with-parent", "--", "sleep", "5"]);
+        cmd.args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--die-with-parent",
+            "--",
+            "sleep",
+            "5",
+        ]);
         let mut child = std::thread::spawn(move || spawn_from_lasting_thread(cmd))
             .join()
             .unwrap()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(500));
-        assert!(child.try_wait().unwrap().is_none(), "killed with its starting thread");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "killed with its starting thread"
+        );
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -59,8 +59,11 @@ pub fn measure(
     let mut out = Measured::default();
     // First what earlier, interrupted measurements recorded.
     for dir in run_dirs(work)? {
-        let records = crate::runlog::read_records(&dir.join(crate::runlog::RECORDS))?;
-        out.recovered += files.commit(&records, None)?;
+        let log = crate::runlog::RecordLog::of_run(&dir)?;
+        for w in log.warnings() {
+            eprintln!("kbench: warning: {w}");
+        }
+        out.recovered += files.commit(&log.records(), None)?;
     }
     // Up to three passes. The eager time comes with a compile mode's record, so when that
     // mode failed for a problem, eager is measured on its own in a second pass. A mode that
