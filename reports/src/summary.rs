@@ -52,6 +52,15 @@ pub struct RunSummary {
     /// Of those, how many claim a time more than 10% below the speed of light.
     #[serde(default)]
     pub below_sol: usize,
+    /// Problems the agent gave no kernel for (`no_kernel`): a missing answer, counted as not
+    /// compiled and not correct in every rate.
+    #[serde(default)]
+    pub no_kernel: usize,
+    /// Kernels that could not be judged because their problem failed (`reference_error`,
+    /// `problem_error`, [`kbench_record::Outcome::unjudged`]): in the denominators, never
+    /// correct, and neither compiled nor failing to compile.
+    #[serde(default)]
+    pub unjudged: usize,
 }
 
 /// Slack of [`RunSummary::below_sol`]: timing noise allowed below the speed of light.
@@ -68,6 +77,7 @@ impl RunSummary {
         let mut flagged: BTreeMap<String, usize> = BTreeMap::new();
         let mut sol_ratios = Vec::new();
         let mut below_sol = 0;
+        let (mut no_kernel, mut unjudged) = (0, 0);
         for r in records {
             correct_random += usize::from(crate::task::correct_on_random(r));
             let mut failed: Vec<String> = r
@@ -88,6 +98,8 @@ impl RunSummary {
                 *flagged.entry(flag.clone()).or_insert(0) += 1;
             }
             compiled += usize::from(r.outcome.compiled());
+            no_kernel += usize::from(matches!(r.outcome, kbench_record::Outcome::NoKernel { .. }));
+            unjudged += usize::from(r.outcome.unjudged());
             if r.outcome.is_ok() {
                 correct += 1;
                 speedups.extend(basis.speedup_of(r));
@@ -118,6 +130,8 @@ impl RunSummary {
             family_failures,
             not_applicable,
             flagged,
+            no_kernel,
+            unjudged,
         }
     }
 
