@@ -3,12 +3,15 @@
 //! command line's small faults are named once and plainly. Real `kbench` processes on the
 //! CPU, over a KernelBench-layout folder made from real level-1 problems (shrunk to fit).
 
+mod agents_common;
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use agents_common::{reply, run_agent, toml, FAST};
 use common::{ensure_python, kbench, kernelbench_dir, key, records, serial, show};
+use kbench::llm::fake_server::FakeLlm;
 
 /// `level1/` holding shrunk copies of KernelBench's level-1 problems `files` (same code,
 /// `batch_size` and `dim` small enough for a CPU test).
@@ -303,6 +306,115 @@ fn a_problem_returning_no_tensor_is_a_clear_reference_error_on_its_own_line() {
     let summary = String::from_utf8_lossy(&o.stdout);
     assert!(summary.contains("not judged       2 (100.0%)"), "{summary}");
     assert!(summary.contains("of 0 judged; 2 not judged"), "{summary}");
+}
+
+/// An agent task that ends without any kernel is a recorded wrong answer too: no worker is
+/// started for it, and a resumed run finds it recorded.
+#[test]
+fn an_agent_task_without_a_kernel_gets_a_no_kernel_record() {
+    let _guard = serial();
+    ensure_python();
+    // No model call at all: the run's time budget is spent before the first.
+    let server = FakeLlm::start(
+        &serde_json::json!({"models": {"m": [reply(FAST, "")]}}),
+        0,
+        None,
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = toml(tmp.path(), &server.base_url(), &["m"]);
+    let out = tmp.path().join("run");
+    let o = run_agent(
+        &out,
+        &cfg,
+        "kevin",
+        &["--model", "m", "--trajectories", "1", "--max-minutes", "0"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let got = outcomes(&out);
+    assert_eq!(got.len(), 1, "{}", show(&o));
+    assert_eq!(got[0].1, "no_kernel");
+    assert!(
+        got[0]
+            .2
+            .contains("agent kevin gave no kernel for smoke/L1/1"),
+        "{}",
+        got[0].2
+    );
+    // Resumed, the task again ends without a kernel: its record is found, not written twice.
+    let o = run_agent(
+        &out,
+        &cfg,
+        "kevin",
+        &[
+            "--model",
+            "m",
+            "--trajectories",
+            "1",
+            "--max-minutes",
+            "0",
+            "--resume",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert_eq!(records(&out).len(), 1);
+
+    // A program whose only submission is whitespace (refused as a round) ends with none.
+    let out = tmp.path().join("blank");
+    let o = run_agent(
+        &out,
+        &cfg,
+        "command",
+        &[
+            "--command",
+            r#"read task; printf '%s\n' '{"type": "submit", "source": "  \n\t\n"}'; read done"#,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let got = outcomes(&out);
+    assert_eq!(got.len(), 1, "{}", show(&o));
+    assert_eq!(got[0].1, "no_kernel");
+    assert!(
+        got[0]
+            .2
+            .contains("agent command gave no kernel for smoke/L1/1"),
+        "{}",
+        got[0].2
+    );
+    // No worker ran for it.
+    assert_eq!(std::fs::read_dir(out.join("logs")).unwrap().count(), 0);
+
+    // A broken problem file of an agent run: one problem_error record, the other tasks run.
+    let kb = kernelbench_folder(&tmp.path().join("kb"), &["19_ReLU.py"]);
+    std::fs::write(
+        kb.join("level1/7_Broken.py"),
+        "def get_inputs():\n    return []\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("agent-kb");
+    let o = kbench()
+        .args([
+            "run", "--levels", "1", "--device", "cpu", "--agent", "kevin", "--model", "m",
+        ])
+        .args(["--trajectories", "1", "--max-minutes", "0", "--llm-config"])
+        .arg(&cfg)
+        .arg("--kernelbench")
+        .arg(&kb)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let got = outcomes(&out);
+    assert_eq!(
+        got.iter()
+            .map(|(id, k, _)| (*id, k.as_str()))
+            .collect::<Vec<_>>(),
+        [(7, "problem_error"), (19, "no_kernel")],
+        "{}",
+        show(&o)
+    );
+    assert!(got[0].2.contains("7_Broken.py"), "{}", got[0].2);
 }
 
 /// The command line's faults: named once, with what to do.
