@@ -488,9 +488,11 @@ pub struct EvalArgs {
     /// Seconds allowed for starting a worker (python and torch import).
     #[arg(long, default_value_t = 120.0)]
     pub timeout_start: f64,
-    /// Seconds allowed for loading a candidate (including extension builds).
-    #[arg(long, default_value_t = 900.0)]
-    pub timeout_load: f64,
+    /// Seconds allowed for loading a candidate, including its extension builds (default
+    /// 300: three times the slowest `load_inline` build measured on a loaded GPU host), or a
+    /// problem's reference; for a baseline mode, its torch.compile (default 900).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout_load: Option<f64>,
     /// Seconds allowed for one correctness case.
     #[arg(long, default_value_t = 120.0)]
     pub timeout_run: f64,

@@ -1,24 +1,43 @@
 //! The plan of a run: every (problem, candidate) its agent proposes, less those the run log
-//! already holds (the resume filter), keyed as records are.
+//! already holds (the resume filter), keyed as records are; and the records whose verdict
+//! is known without running anything (a problem with no kernel, an empty kernel, a broken
+//! problem file).
 //!
 //! May import: `agents` and the small crates.
 
 use anyhow::Result;
-use kbench_suites::Problem;
+use kbench_record::{Outcome, ProblemRef};
+use kbench_suites::{BrokenProblem, Problem};
 
-use crate::agents::{Agent, Candidate};
+use crate::agents::{Agent, Candidate, NO_KERNEL};
 
 /// The key a candidate's record has in the run log (`problem::agent::name::sample`).
 pub fn record_key(p: &Problem, agent: &str, c: &Candidate) -> String {
     kbench_record::eval_key(&p.key(), agent, &c.name, c.sample)
 }
 
-/// What is left to evaluate.
+/// The candidate name of a broken problem file's `problem_error` record.
+pub const PROBLEM_ERROR: &str = "problem_error";
+
+/// A record written without starting any worker: its verdict is known from the plan alone.
+#[derive(Debug, Clone)]
+pub struct Unjudged {
+    pub problem: ProblemRef,
+    pub cand: Candidate,
+    /// `no_kernel` or `problem_error`.
+    pub outcome: Outcome,
+    /// Its record key.
+    pub key: String,
+}
+
+/// What is left to do.
 pub struct Plan<'p> {
     /// Each problem with its candidates not yet recorded, in the suite's order (problems
     /// with nothing left are omitted).
     pub pending: Vec<(&'p Problem, Vec<Candidate>)>,
-    /// Candidates skipped because they were already recorded.
+    /// Records to write without a worker, not yet recorded.
+    pub unjudged: Vec<Unjudged>,
+    /// Candidates skipped because they were already recorded (unjudged ones included).
     pub skipped: usize,
 }
 
@@ -29,27 +48,188 @@ impl Plan<'_> {
     }
 }
 
-/// The candidates of `agent` for `problems` whose record key `is_recorded` does not know.
+/// The `no_kernel` record of a blank candidate (empty or whitespace-only source), if it is
+/// one: a placeholder file, or the stand-in of a problem that got no kernel at all.
+pub fn blank_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
+    if !c.is_blank() {
+        return None;
+    }
+    let message = match &c.source_path {
+        Some(path) => format!(
+            "kernel file {} is empty (whitespace only): nothing to evaluate for {}",
+            path.display(),
+            p.key()
+        ),
+        None if c.name == NO_KERNEL => format!("agent {agent} gave no kernel for {}", p.key()),
+        None => format!(
+            "agent {agent} gave an empty kernel ({}) for {}",
+            c.name,
+            p.key()
+        ),
+    };
+    Some(Unjudged {
+        problem: p.to_ref(),
+        cand: c.clone(),
+        outcome: Outcome::NoKernel { message },
+        key: record_key(p, agent, c),
+    })
+}
+
+/// The `problem_error` record of a broken problem file.
+pub fn broken_problem(b: &BrokenProblem, agent: &str) -> Unjudged {
+    let cand = Candidate::new(PROBLEM_ERROR.into(), 0, String::new(), None);
+    Unjudged {
+        problem: b.to_ref(),
+        key: kbench_record::eval_key(&b.key(), agent, &cand.name, cand.sample),
+        cand,
+        outcome: Outcome::ProblemError {
+            message: b.to_string(),
+        },
+    }
+}
+
+/// The candidates of `agent` for `problems` whose record key `is_recorded` does not know,
+/// and, for an agent that answers every problem, the `no_kernel` records of the problems it
+/// gave no kernel for and the `problem_error` records of the `broken` problem files.
 pub fn pending<'p>(
     problems: &'p [Problem],
+    broken: &[BrokenProblem],
     agent: &dyn Agent,
     is_recorded: impl Fn(&str) -> bool,
 ) -> Result<Plan<'p>> {
     let mut pending = Vec::new();
+    let mut unjudged = Vec::new();
     let mut skipped = 0;
+    let answers = agent.answers_every_problem();
+    let name = agent.name();
     for p in problems {
-        let left: Vec<Candidate> = agent
-            .candidates(p)?
-            .into_iter()
-            .filter(|c| {
-                let done = is_recorded(&record_key(p, agent.name(), c));
-                skipped += usize::from(done);
-                !done
-            })
-            .collect();
+        let cands = agent.candidates(p)?;
+        if cands.is_empty() && answers {
+            let c = Candidate::missing();
+            unjudged.push(Unjudged {
+                problem: p.to_ref(),
+                key: record_key(p, name, &c),
+                cand: c,
+                outcome: Outcome::NoKernel {
+                    message: agent.why_no_kernel(p),
+                },
+            });
+        }
+        let mut left = Vec::new();
+        for c in cands {
+            match blank_kernel(p, name, &c) {
+                Some(u) => unjudged.push(u),
+                None => left.push(c),
+            }
+        }
+        left.retain(|c| {
+            let done = is_recorded(&record_key(p, name, c));
+            skipped += usize::from(done);
+            !done
+        });
         if !left.is_empty() {
             pending.push((p, left));
         }
     }
-    Ok(Plan { pending, skipped })
+    if answers {
+        unjudged.extend(broken.iter().map(|b| broken_problem(b, name)));
+    }
+    unjudged.retain(|u| {
+        let done = is_recorded(&u.key);
+        skipped += usize::from(done);
+        !done
+    });
+    Ok(Plan {
+        pending,
+        unjudged,
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::{GivenAgent, ReferenceAgent};
+
+    fn broken() -> BrokenProblem {
+        BrokenProblem {
+            suite: "kernelbench".into(),
+            level: 1,
+            id: 7,
+            name: "Broken".into(),
+            file: "7_Broken.py".into(),
+            path: "kb/level1/7_Broken.py".into(),
+            sha256: String::new(),
+            reason: "does not define `class Model`".into(),
+        }
+    }
+
+    #[test]
+    fn missing_and_blank_kernels_and_broken_problems_are_planned_as_records() {
+        let problems = kbench_suites::smoke();
+        let (p1, p2) = (&problems[0], &problems[1]);
+        let blank = Candidate::new("blank".into(), 0, " \n\t".into(), Some("k/2_x.py".into()));
+        let agent = GivenAgent {
+            agent: "replay",
+            candidates: vec![
+                (
+                    p1.key(),
+                    Candidate::new("a".into(), 0, "class ModelNew: pass".into(), None),
+                ),
+                (p2.key(), blank),
+            ],
+        };
+        let plan = pending(&problems, &[broken()], &agent, |_| false).unwrap();
+        assert_eq!(plan.total(), 1);
+        assert_eq!(plan.pending[0].0.key(), p1.key());
+        let kinds: Vec<(String, &str, &str)> = plan
+            .unjudged
+            .iter()
+            .map(|u| (u.problem.key(), u.cand.name.as_str(), u.outcome.kind()))
+            .collect();
+        // p2's blank file, then every other smoke problem's missing kernel, then the broken file.
+        assert_eq!(kinds[0], (p2.key(), "blank", "no_kernel"));
+        assert_eq!(kinds.len(), problems.len());
+        assert!(kinds[1..problems.len() - 1]
+            .iter()
+            .all(|(_, n, k)| *n == NO_KERNEL && *k == "no_kernel"));
+        assert_eq!(
+            kinds.last().unwrap(),
+            &(
+                "kernelbench/L1/7".to_string(),
+                PROBLEM_ERROR,
+                "problem_error"
+            )
+        );
+        let msg = plan.unjudged[0].outcome.to_string();
+        assert!(msg.contains("k/2_x.py") && msg.contains("empty"), "{msg}");
+        let msg = plan.unjudged.last().unwrap().outcome.to_string();
+        assert!(
+            msg.contains("7_Broken.py") && msg.contains("class Model"),
+            "{msg}"
+        );
+
+        // Resumed: what is recorded is skipped, unjudged records included.
+        let keys: Vec<String> = plan.unjudged.iter().map(|u| u.key.clone()).collect();
+        let again = pending(&problems, &[broken()], &agent, |k| {
+            keys.iter().any(|x| x == k)
+        })
+        .unwrap();
+        assert!(again.unjudged.is_empty());
+        assert_eq!((again.total(), again.skipped), (1, keys.len()));
+
+        // The reference agent answers everything: nothing missing.
+        let plan = pending(&problems, &[], &ReferenceAgent, |_| false).unwrap();
+        assert_eq!((plan.total(), plan.unjudged.len()), (problems.len(), 0));
+    }
+
+    #[test]
+    fn an_agent_that_measures_owes_no_kernel() {
+        let problems = kbench_suites::smoke();
+        let agent = crate::agents::baseline::BaselineAgent {
+            plan: Default::default(),
+        };
+        let plan = pending(&problems, &[broken()], &agent, |_| false).unwrap();
+        assert_eq!((plan.total(), plan.unjudged.len()), (0, 0));
+    }
 }

@@ -55,6 +55,15 @@ pub struct RunSummary {
     /// Records whose candidate ran without a sandbox (`containment: none`).
     #[serde(default)]
     pub uncontained: usize,
+    /// Problems the agent gave no kernel for (`no_kernel`): a missing answer, counted as not
+    /// compiled and not correct in every rate.
+    #[serde(default)]
+    pub no_kernel: usize,
+    /// Kernels that could not be judged because their problem failed (`reference_error`,
+    /// `problem_error`, [`kbench_record::Outcome::unjudged`]): in the denominators, never
+    /// correct, and neither compiled nor failing to compile.
+    #[serde(default)]
+    pub unjudged: usize,
 }
 
 /// Slack of [`RunSummary::below_sol`]: timing noise allowed below the speed of light.
@@ -72,6 +81,7 @@ impl RunSummary {
         let mut sol_ratios = Vec::new();
         let mut below_sol = 0;
         let mut uncontained = 0;
+        let (mut no_kernel, mut unjudged) = (0, 0);
         for r in records {
             uncontained += usize::from(r.env.containment.as_deref() == Some("none"));
             correct_random += usize::from(crate::task::correct_on_random(r));
@@ -93,6 +103,8 @@ impl RunSummary {
                 *flagged.entry(flag.clone()).or_insert(0) += 1;
             }
             compiled += usize::from(r.outcome.compiled());
+            no_kernel += usize::from(matches!(r.outcome, kbench_record::Outcome::NoKernel { .. }));
+            unjudged += usize::from(r.outcome.unjudged());
             if r.outcome.is_ok() {
                 correct += 1;
                 speedups.extend(basis.speedup_of(r));
@@ -124,6 +136,8 @@ impl RunSummary {
             family_failures,
             not_applicable,
             flagged,
+            no_kernel,
+            unjudged,
         }
     }
 

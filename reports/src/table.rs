@@ -67,6 +67,27 @@ pub fn render_summary(s: &RunSummary) -> String {
         // `correct` then holds every case family: say so, and which families failed.
         rows[2].2 = "under every case family that applies".into();
     }
+    if s.unjudged > 0 {
+        // Kernels never judged did not fail to compile either: say how many were judged.
+        rows[1].2 = format!(
+            "of {} judged; {} not judged (below)",
+            s.evaluated - s.unjudged,
+            s.unjudged
+        );
+        rows.push((
+            "not judged".into(),
+            count_of(s.unjudged, s.evaluated),
+            "the problem failed (reference_error, problem_error): kernel not run, not correct"
+                .into(),
+        ));
+    }
+    if s.no_kernel > 0 {
+        rows.push((
+            "no kernel".into(),
+            count_of(s.no_kernel, s.evaluated),
+            "the agent gave none: counted not compiled, not correct".into(),
+        ));
+    }
     let mut out = String::new();
     push_rows(&mut out, &rows);
     if !s.family_failures.is_empty() {

@@ -12,7 +12,9 @@
 //! task face the same baselines, the fastest kernel is the same for every baseline up to
 //! timing noise between records, which is where the two rules can differ.
 //! Tasks are the problems that have at least one record: a problem the run never recorded
-//! is not in any denominator, since the logs cannot know it was asked for.
+//! is not in any denominator, since the logs cannot know it was asked for. `kbench run`
+//! records a selected problem its agent gave no kernel for (`no_kernel`) and a broken
+//! problem file (`problem_error`), so those are in every denominator, never correct.
 
 use std::collections::BTreeMap;
 

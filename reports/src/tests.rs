@@ -258,6 +258,55 @@ fn timeouts_in_load_do_not_count_as_compiled() {
     assert_eq!((s.evaluated, s.compiled, s.correct), (2, 1, 0));
 }
 
+/// A missing kernel is a wrong answer; a kernel whose problem failed is on a line of its own,
+/// not among those that failed to compile; both are in every denominator.
+#[test]
+fn missing_kernels_and_unjudged_problems_count_as_not_correct_on_lines_of_their_own() {
+    let mut r = run();
+    r.push(record(
+        Outcome::NoKernel {
+            message: "replay folder r has no kernel for smoke/L1/1".into(),
+        },
+        None,
+    ));
+    r.push(record(
+        Outcome::ReferenceError {
+            message: "reference failed".into(),
+        },
+        None,
+    ));
+    r.push(record(
+        Outcome::ProblemError {
+            message: "problem file level1/7_X.py: no class Model".into(),
+        },
+        None,
+    ));
+    let s = summarize(&r);
+    assert_eq!((s.evaluated, s.compiled, s.correct, s.timed), (9, 5, 4, 3));
+    assert_eq!((s.no_kernel, s.unjudged), (1, 2));
+    assert_eq!(s.correct_rate(), Some(4.0 / 9.0));
+    assert_eq!(fast_p(&r, 1.0, SpeedupBasis::Median), Some(2.0 / 9.0));
+    assert_eq!(
+        render_summary(&s),
+        "evaluated                 9\n\
+         compiled          5 (55.6%)  of 7 judged; 2 not judged (below)\n\
+         correct           4 (44.4%)\n\
+         correct random    4 (44.4%)  KernelBench's check: the random family alone\n\
+         fast_1            2 (22.2%)  correct and speedup > 1, over all evaluated\n\
+         median speedup        2.00x  median basis, over 3 timed correct\n\
+         not judged        2 (22.2%)  the problem failed (reference_error, problem_error): kernel not run, not correct\n\
+         no kernel         1 (11.1%)  the agent gave none: counted not compiled, not correct\n\
+         \n\
+         outcome               count\n\
+         compile_error             1\n\
+         mismatch                  1\n\
+         no_kernel                 1\n\
+         ok                        4\n\
+         problem_error             1\n\
+         reference_error            1\n"
+    );
+}
+
 /// Percentile straight from the definition, in exact-ish f64, for comparison.
 fn percentile_by_definition(v: &[f64], p: f64) -> f64 {
     let mut x = v.to_vec();

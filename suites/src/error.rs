@@ -4,12 +4,15 @@ use std::path::PathBuf;
 /// folder at fault and says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
-    #[error("reading {path}: {source}")]
+    /// The cause is in the message, not in `source()`: `{:#}` would print it twice.
+    #[error("reading {path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
+
+    #[error("problem file {path} is not UTF-8 text ({detail}): save it as UTF-8")]
+    NotUtf8 { path: PathBuf, detail: String },
 
     #[error(
         "KernelBench folder {path} does not exist: pass a KernelBench checkout \
@@ -41,14 +44,19 @@ pub enum SuiteError {
         second: PathBuf,
     },
 
-    #[error(
-        "problem file {file} does not define {} at top level: a KernelBench problem must \
-         define `class Model(nn.Module)`, `def get_inputs()` and `def get_init_inputs()` \
-         at column 0",
-        missing.join(", ")
-    )]
+    #[error("problem file {file} {}", missing_definitions(missing))]
     InvalidProblem {
         file: String,
         missing: Vec<&'static str>,
     },
+}
+
+/// What a problem source lacking `missing` is told: which definitions, and what a problem
+/// must define.
+pub(crate) fn missing_definitions(missing: &[&str]) -> String {
+    format!(
+        "does not define {} at top level: a KernelBench problem must define \
+         `class Model(nn.Module)`, `def get_inputs()` and `def get_init_inputs()` at column 0",
+        missing.join(", ")
+    )
 }

@@ -3,22 +3,26 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::SuiteError;
-use crate::problem::{parse_problem_file_name, Problem};
+use crate::broken::{BrokenProblem, Loaded};
+use crate::error::{missing_definitions, SuiteError};
+use crate::problem::{parse_problem_file_name, sha256_hex, Problem};
 use crate::validate::validate_problem_source;
 
 /// The KernelBench levels kbench loads. Level 4 (HuggingFace models) needs downloaded
 /// weights and has no baselines; it is not supported.
 pub const KERNELBENCH_LEVELS: [u8; 3] = [1, 2, 3];
 
-/// Loads KernelBench problems of `levels`, sorted by (level, id).
+/// Loads KernelBench problems of `levels`, sorted by (level, id): per problem file, the
+/// problem or, for a file that cannot be one, a [`BrokenProblem`] naming it and what is wrong.
 ///
 /// `dir` is either a KernelBench checkout (holding `KernelBench/level1/`..) or a folder
-/// holding `level1/ level2/ level3/` directly. Each level folder must exist. Files not
-/// ending in `.py` and hidden files are ignored; every `.py` file must be named
-/// `<id>_<Name>.py` and pass [`validate_problem_source`]. Ids must be unique per level.
-/// Repeated levels are loaded once; an empty `levels` loads nothing.
-pub fn load_kernelbench(dir: &Path, levels: &[u8]) -> Result<Vec<Problem>, SuiteError> {
+/// holding `level1/ level2/ level3/` directly. Each level folder must exist. Only files
+/// named like KernelBench's problems, `<id>_<Name>.py`, are problems: `__init__.py`, helper
+/// modules, other files and hidden files are ignored. A problem file that cannot be read,
+/// is not UTF-8 or fails [`validate_problem_source`] is broken, and so is an id that two
+/// files share (one entry naming both). Only a missing folder or an unknown level fails the
+/// whole load. Repeated levels are loaded once; an empty `levels` loads nothing.
+pub fn load_kernelbench(dir: &Path, levels: &[u8]) -> Result<Vec<Loaded>, SuiteError> {
     if !dir.is_dir() {
         return Err(SuiteError::MissingRoot {
             path: dir.to_path_buf(),
@@ -48,52 +52,100 @@ fn kernelbench_root(dir: &Path) -> PathBuf {
     }
 }
 
-fn load_level(level_dir: &Path, level: u8) -> Result<Vec<Problem>, SuiteError> {
+fn load_level(level_dir: &Path, level: u8) -> Result<Vec<Loaded>, SuiteError> {
     if !level_dir.is_dir() {
         return Err(SuiteError::MissingLevelDir {
             level,
             path: level_dir.to_path_buf(),
         });
     }
-    let io = |source| SuiteError::Io {
+    let io = |error| SuiteError::Io {
         path: level_dir.to_path_buf(),
-        source,
+        error,
     };
-    let mut paths = Vec::new();
+    // Problem files by id; sorted so that a shared id always names its files in one order.
+    let mut by_id: BTreeMap<u32, Vec<(PathBuf, String)>> = BTreeMap::new();
     for entry in std::fs::read_dir(level_dir).map_err(io)? {
         let path = entry.map_err(io)?.path();
         let hidden = path
             .file_name()
             .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
-        let is_py = path.extension().is_some_and(|e| e == "py");
         // `is_file` follows symlinks, so a linked problem file still loads.
-        if is_py && !hidden && path.is_file() {
-            paths.push(path);
+        if hidden || !path.is_file() {
+            continue;
+        }
+        // Not named like a problem (`__init__.py`, a helper, a README): not a problem.
+        if let Ok((id, name)) = parse_problem_file_name(&path) {
+            by_id.entry(id).or_default().push((path, name));
         }
     }
-    // Sorted so that a duplicate-id error always names the same pair of files.
-    paths.sort();
+    Ok(by_id
+        .into_iter()
+        .map(|(id, mut files)| {
+            files.sort();
+            load_entry(level, id, &files)
+        })
+        .collect())
+}
 
-    let mut by_id: BTreeMap<u32, Problem> = BTreeMap::new();
-    for path in paths {
-        let (id, name) = parse_problem_file_name(&path)?;
-        if let Some(first) = by_id.get(&id) {
-            return Err(SuiteError::DuplicateId {
-                level,
-                id,
-                first: first.origin.clone().unwrap_or_default(),
-                second: path,
-            });
-        }
-        let source = read_source(&path)?;
-        validate_problem_source(&path.display().to_string(), &source)?;
-        // parse_problem_file_name has checked that the name is UTF-8.
-        let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
-        let file = file.unwrap_or_default();
-        let problem = Problem::new("kernelbench", level, id, &name, &file, source, Some(path));
-        by_id.insert(id, problem);
+/// The problem of `id` in `level` from its files (one, unless the id is shared).
+fn load_entry(level: u8, id: u32, files: &[(PathBuf, String)]) -> Loaded {
+    let (path, name) = &files[0];
+    // parse_problem_file_name has checked that the name is UTF-8.
+    let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+    let file = file.unwrap_or_default();
+    let broken = |sha256: String, reason: String| BrokenProblem {
+        suite: "kernelbench".into(),
+        level,
+        id,
+        name: name.clone(),
+        file: file.clone(),
+        path: path.clone(),
+        sha256,
+        reason,
+    };
+    if files.len() > 1 {
+        let all: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
+        return Loaded::Broken(broken(
+            String::new(),
+            format!(
+                "problem id {id} of level {level} is shared by {}; remove or renumber all but one",
+                all.join(" and ")
+            ),
+        ));
     }
-    Ok(by_id.into_values().collect())
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Loaded::Broken(broken(String::new(), format!("cannot be read: {e}"))),
+    };
+    let sha256 = sha256_hex(&bytes);
+    let source = match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => return Loaded::Broken(broken(sha256, not_utf8(&e))),
+    };
+    if let Err(SuiteError::InvalidProblem { missing, .. }) =
+        validate_problem_source(&path.display().to_string(), &source)
+    {
+        return Loaded::Broken(broken(sha256, missing_definitions(&missing)));
+    }
+    Loaded::Problem(Problem::new(
+        "kernelbench",
+        level,
+        id,
+        name,
+        &file,
+        source,
+        Some(path.clone()),
+    ))
+}
+
+/// Why bytes are not UTF-8 and what to do, e.g. `not UTF-8 text (invalid byte at offset
+/// 3): save it as UTF-8`.
+fn not_utf8(e: &std::string::FromUtf8Error) -> String {
+    format!(
+        "is not UTF-8 text (invalid byte at offset {}): save it as UTF-8",
+        e.utf8_error().valid_up_to()
+    )
 }
 
 /// Loads one problem file given on the command line (`--problem FILE`), suite `file`.
@@ -140,8 +192,12 @@ pub fn load_problem_file(path: &Path) -> Result<Problem, SuiteError> {
 }
 
 fn read_source(path: &Path) -> Result<String, SuiteError> {
-    std::fs::read_to_string(path).map_err(|source| SuiteError::Io {
+    let bytes = std::fs::read(path).map_err(|error| SuiteError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
+    })?;
+    String::from_utf8(bytes).map_err(|e| SuiteError::NotUtf8 {
+        path: path.to_path_buf(),
+        detail: format!("invalid byte at offset {}", e.utf8_error().valid_up_to()),
     })
 }

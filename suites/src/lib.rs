@@ -12,12 +12,14 @@ macro_rules! smoke_file {
     };
 }
 
+mod broken;
 mod error;
 mod kernelbench;
 mod problem;
 mod smoke;
 mod validate;
 
+pub use broken::{BrokenProblem, Loaded};
 pub use error::SuiteError;
 pub use kernelbench::{load_kernelbench, load_problem_file, KERNELBENCH_LEVELS};
 pub use problem::{sha256_hex, Problem};

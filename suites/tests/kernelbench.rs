@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kbench_suites::{load_kernelbench, load_problem_file, sha256_hex, SuiteError};
+use kbench_suites::{load_kernelbench, load_problem_file, sha256_hex, Loaded, Problem, SuiteError};
 
 /// `shared/kernelbench` beside the repository root, or `$KBENCH_KERNELBENCH_DIR`.
 fn kernelbench_dir() -> PathBuf {
@@ -24,6 +24,18 @@ fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
     path
 }
 
+/// The loaded problems of a suite, every file of it a good one.
+fn all_good(dir: &Path, levels: &[u8]) -> Vec<Problem> {
+    load_kernelbench(dir, levels)
+        .unwrap_or_else(|e| panic!("{e} (set KBENCH_KERNELBENCH_DIR to a KernelBench checkout)"))
+        .into_iter()
+        .map(|l| match l {
+            Loaded::Problem(p) => p,
+            Loaded::Broken(b) => panic!("{b}"),
+        })
+        .collect()
+}
+
 /// A folder with level1..3, each holding one good problem.
 fn tiny_suite() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
@@ -40,8 +52,7 @@ fn tiny_suite() -> tempfile::TempDir {
 #[test]
 fn loads_all_250_kernelbench_problems() {
     let dir = kernelbench_dir();
-    let problems = load_kernelbench(&dir, &[1, 2, 3])
-        .unwrap_or_else(|e| panic!("{e} (set KBENCH_KERNELBENCH_DIR to a KernelBench checkout)"));
+    let problems = all_good(&dir, &[1, 2, 3]);
     assert_eq!(problems.len(), 250);
     for (level, count) in [(1u8, 100u32), (2, 100), (3, 50)] {
         let ids: Vec<u32> = problems
@@ -91,7 +102,7 @@ fn loads_all_250_kernelbench_problems() {
 #[test]
 fn loads_a_subset_of_levels_in_order() {
     let dir = kernelbench_dir();
-    let problems = load_kernelbench(&dir, &[3, 2, 3]).unwrap();
+    let problems = all_good(&dir, &[3, 2, 3]);
     assert_eq!(problems.len(), 150);
     assert_eq!((problems[0].level, problems[0].id), (2, 1));
     assert_eq!((problems[149].level, problems[149].id), (3, 50));
@@ -116,7 +127,7 @@ fn accepts_a_checkout_layout() {
     write(tmp.path(), "KernelBench/level1/README.md", "not a problem");
     write(tmp.path(), "KernelBench/level1/.hidden.py", "not a problem");
     fs::create_dir(tmp.path().join("KernelBench/level1/sub.py")).unwrap();
-    let problems = load_kernelbench(tmp.path(), &[1, 2, 3]).unwrap();
+    let problems = all_good(tmp.path(), &[1, 2, 3]);
     let got: Vec<(u8, u32, &str)> = problems
         .iter()
         .map(|p| (p.level, p.id, p.name.as_str()))
@@ -135,47 +146,69 @@ fn accepts_a_checkout_layout() {
 }
 
 #[test]
-fn bad_file_name_is_named() {
+fn files_not_named_like_problems_are_ignored() {
     let tmp = tiny_suite();
     write(tmp.path(), "level2/helpers.py", GOOD_SOURCE);
-    let err = load_kernelbench(tmp.path(), &[1, 2, 3]).unwrap_err();
-    assert!(matches!(err, SuiteError::BadFileName { .. }), "{err:?}");
-    let text = err.to_string();
-    assert!(text.contains("helpers.py"), "{text}");
-    assert!(text.contains("<id>_<Name>.py"), "{text}");
+    write(tmp.path(), "level2/__init__.py", "");
+    write(tmp.path(), "level2/1ReLU.py", "not python at all (");
+    write(tmp.path(), "level2/99999999999_Huge.py", GOOD_SOURCE);
+    let got: Vec<(u8, u32)> = all_good(tmp.path(), &[1, 2, 3])
+        .iter()
+        .map(|p| (p.level, p.id))
+        .collect();
+    assert_eq!(got, [(1, 1), (2, 1), (3, 1)]);
 }
 
+/// A broken file costs its own problem: the others of its level still load, in order.
 #[test]
-fn duplicate_ids_name_both_files() {
-    let tmp = tiny_suite();
-    write(tmp.path(), "level3/01_Other.py", GOOD_SOURCE);
-    let err = load_kernelbench(tmp.path(), &[3]).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            SuiteError::DuplicateId {
-                level: 3,
-                id: 1,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    let text = err.to_string();
-    assert!(text.contains("01_Other.py"), "{text}");
-    assert!(text.contains("1_Identity.py"), "{text}");
-}
-
-#[test]
-fn missing_class_model_is_named() {
+fn a_broken_problem_file_is_one_entry_naming_the_file_and_the_fault() {
     let tmp = tiny_suite();
     let src = GOOD_SOURCE.replace("class Model(", "class Net(");
-    write(tmp.path(), "level1/2_NoModel.py", &src);
-    let err = load_kernelbench(tmp.path(), &[1]).unwrap_err();
-    let text = err.to_string();
+    let no_model = write(tmp.path(), "level1/2_NoModel.py", &src);
+    write(tmp.path(), "level1/3_Good.py", GOOD_SOURCE);
+    let latin1 = tmp.path().join("level1/4_Latin1.py");
+    fs::write(&latin1, b"# caf\xe9\nclass Model:\n").unwrap();
+    let loaded = load_kernelbench(tmp.path(), &[1]).unwrap();
+    let ids: Vec<(u32, bool)> = loaded
+        .iter()
+        .map(|l| (l.level_id().1, matches!(l, Loaded::Problem(_))))
+        .collect();
+    assert_eq!(ids, [(1, true), (2, false), (3, true), (4, false)]);
+
+    let b = loaded[1].broken().unwrap();
+    assert_eq!(
+        (b.level, b.name.as_str(), b.file.as_str()),
+        (1, "NoModel", "2_NoModel.py")
+    );
+    assert_eq!(b.path, no_model);
+    assert_eq!(b.key(), "kernelbench/L1/2");
+    assert_eq!(b.sha256, sha256_hex(src.as_bytes()));
+    let text = b.to_string();
     assert!(text.contains("2_NoModel.py"), "{text}");
     assert!(text.contains("`class Model`"), "{text}");
     assert!(!text.contains("get_inputs`,"), "{text}");
+
+    let text = loaded[3].broken().unwrap().to_string();
+    assert!(
+        text.contains("4_Latin1.py") && text.contains("not UTF-8") && text.contains("offset 5"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_shared_id_is_one_broken_entry_naming_both_files() {
+    let tmp = tiny_suite();
+    write(tmp.path(), "level3/01_Other.py", GOOD_SOURCE);
+    write(tmp.path(), "level3/2_Fine.py", GOOD_SOURCE);
+    let loaded = load_kernelbench(tmp.path(), &[3]).unwrap();
+    assert_eq!(loaded.len(), 2);
+    assert!(loaded[1].problem().is_some_and(|p| p.id == 2));
+    let b = loaded[0].broken().unwrap();
+    assert_eq!((b.level, b.id), (3, 1));
+    let text = b.to_string();
+    assert!(text.contains("01_Other.py"), "{text}");
+    assert!(text.contains("1_Identity.py"), "{text}");
+    assert!(text.contains("renumber"), "{text}");
 }
 
 #[test]
@@ -245,4 +278,20 @@ fn single_problem_file() {
         .unwrap_err()
         .to_string();
     assert!(text.contains("absent.py"), "{text}");
+
+    // Said once: the cause is in the message, not repeated as its source.
+    let err = load_problem_file(&tmp.path().join("absent.py")).unwrap_err();
+    assert!(std::error::Error::source(&err).is_none(), "{err:?}");
+    let latin1 = tmp.path().join("5_Latin1.py");
+    fs::write(&latin1, b"x = 1\n# caf\xe9\n").unwrap();
+    let err = load_problem_file(&latin1).unwrap_err();
+    assert!(matches!(err, SuiteError::NotUtf8 { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("5_Latin1.py")
+            && text.contains("offset 11")
+            && text.contains("save it as UTF-8"),
+        "{text}"
+    );
+    assert!(std::error::Error::source(&err).is_none());
 }

@@ -135,15 +135,30 @@ def flatten_outputs(out):
         walk(out, "output")
     else:
         flat.append((out, "output"))
+    must = "forward must return a torch.Tensor or a tuple/list of tensors"
+    if not any(isinstance(x, torch.Tensor) for x, _ in flat):
+        # Said plainly: a Python or numpy number is no tensor, whatever its dtype is called.
+        if not flat:
+            what = f"an empty {type(out).__name__}" if len(out) == 0 else f"a {type(out).__name__} of empty containers"
+        elif isinstance(out, (tuple, list)):
+            what = ", ".join(f"{_kind_of(x)} as {path}" for x, path in flat[:4]) + (", ..." if len(flat) > 4 else "")
+        else:
+            what = _kind_of(out)
+        raise WorkerError("bad_output", None, f"forward returned no tensor, only {what}: {must}")
     for x, path in flat:
         if not isinstance(x, torch.Tensor):
-            raise WorkerError(
-                "bad_output", None,
-                f"forward returned {type(x).__module__}.{type(x).__qualname__} as {path}; "
-                "expected a tensor or a tuple/list of tensors",
-            )
+            raise WorkerError("bad_output", None, f"forward returned {_kind_of(x)} as {path}, not a tensor: {must}")
         _check_sendable(x, path)
     return [x for x, _ in flat]
+
+
+def _kind_of(x):
+    """`a Python float (builtins.float)`: what a non-tensor value is, by its type's name."""
+    if x is None:
+        return "None"
+    t = type(x)
+    origin = "Python" if t.__module__ == "builtins" else t.__module__.split(".")[0]
+    return f"a {origin} {t.__qualname__} ({t.__module__}.{t.__qualname__})"
 
 
 def _sync(device):

@@ -198,7 +198,7 @@ class CandidateTests(WorkerTestCase):
         self.load_reference(self.linear)
         case, t = self.make_case()
         cases = {
-            "None": "NoneType",
+            "None": "only None",
             "x.sum().item()": "float",
             "{'y': x}": "dict",
             "torch.nn.Parameter(x)": "Parameter",

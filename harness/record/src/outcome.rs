@@ -76,6 +76,13 @@ pub enum Outcome {
     Integrity { flag: String, detail: String },
     /// The problem's own reference could not be run; the candidate was not judged.
     ReferenceError { message: String },
+    /// The agent gave no kernel for a selected problem (none at all, or an empty or
+    /// whitespace-only source): a missing answer, counted as a wrong one. Recorded without
+    /// starting any worker.
+    NoKernel { message: String },
+    /// The problem file could not be loaded as a problem (the message names the file and
+    /// what is wrong with it); nothing was run. Recorded without starting any worker.
+    ProblemError { message: String },
 }
 
 impl Outcome {
@@ -83,12 +90,16 @@ impl Outcome {
         matches!(self, Outcome::Ok)
     }
 
-    /// Whether the candidate got as far as running (KernelBench's `compiled`).
+    /// Whether the candidate got as far as running (KernelBench's `compiled`). False, too,
+    /// where no candidate ran at all (`no_kernel`, and the unjudged `reference_error` and
+    /// `problem_error`, which the run summary counts on a line of their own).
     pub fn compiled(&self) -> bool {
         !matches!(
             self,
             Outcome::CompileError { .. }
                 | Outcome::ReferenceError { .. }
+                | Outcome::NoKernel { .. }
+                | Outcome::ProblemError { .. }
                 | Outcome::Timeout {
                     phase: Phase::Load | Phase::Start,
                     ..
@@ -113,7 +124,18 @@ impl Outcome {
             Outcome::Mismatch { .. } => "mismatch",
             Outcome::Integrity { .. } => "integrity",
             Outcome::ReferenceError { .. } => "reference_error",
+            Outcome::NoKernel { .. } => "no_kernel",
+            Outcome::ProblemError { .. } => "problem_error",
         }
+    }
+
+    /// Whether the candidate could not be judged because the problem itself failed (its
+    /// file, or its reference): not the candidate's failure, though it is never correct.
+    pub fn unjudged(&self) -> bool {
+        matches!(
+            self,
+            Outcome::ReferenceError { .. } | Outcome::ProblemError { .. }
+        )
     }
 }
 
@@ -164,6 +186,10 @@ impl std::fmt::Display for Outcome {
             Outcome::ReferenceError { message } => {
                 write!(f, "reference_error: {}", first_line(message))
             }
+            Outcome::NoKernel { message } => write!(f, "no_kernel: {}", first_line(message)),
+            Outcome::ProblemError { message } => {
+                write!(f, "problem_error: {}", first_line(message))
+            }
         }
     }
 }
@@ -199,5 +225,38 @@ mod tests {
             message: "x".into()
         }
         .compiled());
+    }
+
+    #[test]
+    fn missing_kernels_and_broken_problems_are_tagged_and_never_compiled() {
+        let o = Outcome::NoKernel {
+            message: "no kernel file".into(),
+        };
+        let s = serde_json::to_string(&o).unwrap();
+        assert_eq!(s, r#"{"kind":"no_kernel","message":"no kernel file"}"#);
+        assert_eq!(serde_json::from_str::<Outcome>(&s).unwrap(), o);
+        assert_eq!(
+            (o.kind(), o.compiled(), o.is_ok(), o.unjudged()),
+            ("no_kernel", false, false, false)
+        );
+        assert_eq!(o.to_string(), "no_kernel: no kernel file");
+        let p = Outcome::ProblemError {
+            message: "problem file level1/7_X.py: no class Model".into(),
+        };
+        let s = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            s,
+            r#"{"kind":"problem_error","message":"problem file level1/7_X.py: no class Model"}"#
+        );
+        assert_eq!(serde_json::from_str::<Outcome>(&s).unwrap(), p);
+        assert_eq!(
+            (p.kind(), p.compiled(), p.unjudged()),
+            ("problem_error", false, true)
+        );
+        assert!(Outcome::ReferenceError {
+            message: "x".into()
+        }
+        .unjudged());
+        assert!(!Outcome::Ok.unjudged());
     }
 }

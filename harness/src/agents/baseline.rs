@@ -23,6 +23,11 @@ impl Agent for BaselineAgent {
         AGENT
     }
 
+    /// It measures, it does not answer: a problem whose modes are all stored proposes none.
+    fn answers_every_problem(&self) -> bool {
+        false
+    }
+
     fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>> {
         let Some(modes) = self.plan.get(&problem.to_ref().key()) else {
             return Ok(Vec::new());

@@ -41,7 +41,22 @@ impl Candidate {
             warm_up: false,
         }
     }
+
+    /// No kernel at all: an empty or whitespace-only source (a placeholder file, an agent
+    /// that gave nothing). Recorded as `no_kernel` without starting a worker.
+    pub fn is_blank(&self) -> bool {
+        self.source.trim().is_empty()
+    }
+
+    /// The candidate standing for a problem its agent gave no kernel for: named
+    /// [`NO_KERNEL`], with an empty source.
+    pub fn missing() -> Self {
+        Candidate::new(NO_KERNEL.into(), 0, String::new(), None)
+    }
 }
+
+/// The candidate name of the `no_kernel` record of a problem that got no kernel at all.
+pub const NO_KERNEL: &str = "no_kernel";
 
 /// Something that proposes kernels for problems.
 pub trait Agent {
@@ -49,6 +64,21 @@ pub trait Agent {
     fn name(&self) -> &str;
     /// The candidates for one problem (possibly none).
     fn candidates(&self, problem: &Problem) -> Result<Vec<Candidate>>;
+    /// Whether the agent answers every selected problem, so that a problem it proposes no
+    /// kernel for is a wrong answer (a `no_kernel` record) and a broken problem file gets a
+    /// `problem_error` record. False for agents that measure rather than answer.
+    fn answers_every_problem(&self) -> bool {
+        true
+    }
+    /// Why `problem` has no kernel, for its `no_kernel` record.
+    fn why_no_kernel(&self, problem: &Problem) -> String {
+        format!(
+            "agent {} gave no kernel for {} ({})",
+            self.name(),
+            problem.key(),
+            problem.file
+        )
+    }
 }
 
 /// Kernels handed over by an LLM agent (`crate::llm`), by problem key.
@@ -111,6 +141,8 @@ pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
 /// - `<dir>/level<L>/<P>_<anything>.py`;
 /// - `<dir>/<P>_<anything>.py`, when problem ids are unique in the selected suite.
 pub struct ReplayAgent {
+    /// The replay folder.
+    dir: PathBuf,
     /// (level, id) → candidates.
     by_problem: BTreeMap<(u8, u32), Vec<Candidate>>,
     /// Files that matched no selected problem.
@@ -173,6 +205,7 @@ impl ReplayAgent {
             list.push(Candidate::new(name, sample, source, Some(path)));
         }
         Ok(Self {
+            dir: dir.to_path_buf(),
             by_problem,
             unmatched,
         })
@@ -198,6 +231,20 @@ impl Agent for ReplayAgent {
             .get(&(problem.level, problem.id))
             .cloned()
             .unwrap_or_default())
+    }
+
+    fn why_no_kernel(&self, p: &Problem) -> String {
+        format!(
+            "replay folder {} has no kernel for {} ({}): expected level_{}_problem_{}_sample_<S>_kernel.py, level{}/{}_<name>.py or {}_<name>.py",
+            self.dir.display(),
+            p.key(),
+            p.file,
+            p.level,
+            p.id,
+            p.level,
+            p.id,
+            p.id
+        )
     }
 }
 

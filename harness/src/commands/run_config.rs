@@ -6,13 +6,12 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use kbench_record::{Precision, ToleranceProfile};
-use kbench_suites::Problem;
 
 use crate::cli::{
     AgentArgs, AgentKind, EvalArgs, PrecisionArg, ProfileArg, PythonArgs, RunArgs, SuiteArgs,
 };
 use crate::config::shard::Shard;
-use crate::config::{self, AgentConfig, EvalSpec, RunConfig, SuiteSpec};
+use crate::config::{self, AgentConfig, EvalSpec, RunConfig, Suite, SuiteSpec};
 
 /// The suite the arguments name (the built-in suite is the smoke suite, taken when no file
 /// or KernelBench checkout is given).
@@ -25,8 +24,9 @@ pub fn suite_spec(s: &SuiteArgs) -> SuiteSpec {
     }
 }
 
-/// Loads the problems the suite arguments name, filtered by `--select`.
-pub fn load_suite(s: &SuiteArgs) -> Result<Vec<Problem>> {
+/// Loads the problems the suite arguments name, filtered by `--select`: those that loaded
+/// and the broken problem files.
+pub fn load_suite(s: &SuiteArgs) -> Result<Suite> {
     config::load_suite(&suite_spec(s))
 }
 

@@ -16,5 +16,8 @@ pub mod suite;
 pub use resolve::{
     default_case_cache_bytes, parse_families, resolve_device, resolve_gpus, Selection,
 };
-pub use run::{AgentConfig, EvalSpec, RunConfig, Timeouts, TimingConfig};
-pub use suite::{load_suite, materialize_problem, SuiteSpec};
+pub use run::{
+    AgentConfig, EvalSpec, RunConfig, Timeouts, TimingConfig, DEFAULT_COMPILE_LOAD_S,
+    DEFAULT_LOAD_S,
+};
+pub use suite::{load_suite, materialize_problem, Suite, SuiteSpec};

@@ -127,7 +127,16 @@ pub struct Selection(Vec<(Option<u8>, u32, u32)>);
 impl Selection {
     pub fn parse(spec: &str) -> Result<Self> {
         let mut items = Vec::new();
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if spec.trim().is_empty() {
+            bail!("--select is empty: name problems as ID, A-B, L/ID or L/A-B, e.g. 1/19,2/1-5");
+        }
+        for (i, part) in spec.split(',').map(str::trim).enumerate() {
+            if part.is_empty() {
+                bail!(
+                    "--select {spec}: element {} is empty; separate problems with one comma, e.g. 1,2 or 1/19,2/1-5",
+                    i + 1
+                );
+            }
             let bad =
                 || anyhow::anyhow!("--select: cannot read '{part}'; use ID, A-B, L/ID or L/A-B");
             let (level, range) = match part.split_once('/') {
@@ -148,9 +157,6 @@ impl Selection {
                 return Err(bad());
             }
             items.push((level, a, b));
-        }
-        if items.is_empty() {
-            bail!("--select is empty");
         }
         Ok(Self(items))
     }
@@ -174,8 +180,20 @@ mod tests {
         assert!(s.matches(2, 3));
         assert!(s.matches(3, 7));
         assert!(!s.matches(1, 6));
-        for bad in ["", "x", "1/", "5-2", "a/3"] {
+        for bad in ["", " ", "x", "1/", "5-2", "a/3"] {
             assert!(Selection::parse(bad).is_err(), "{bad}");
+        }
+        // An empty element is a typo, not nothing: it is named, never skipped.
+        for (bad, element) in [
+            ("1,,2", "element 2"),
+            ("1,", "element 2"),
+            (",1", "element 1"),
+        ] {
+            let e = Selection::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(bad) && e.contains(element) && e.contains("empty"),
+                "{bad}: {e}"
+            );
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kbench_record::{Device, Precision, ToleranceProfile};
-use kbench_suites::Problem;
+use kbench_suites::{BrokenProblem, Problem};
 
 use crate::config::resolve::{
     default_case_cache_bytes, parse_families, resolve_device, resolve_gpus,
@@ -23,7 +23,21 @@ pub struct Timeouts {
     pub load: Duration,
     pub run: Duration,
     pub time: Duration,
+    /// The load of a baseline mode, which is `torch.compile`'s compile: `--timeout-load`
+    /// when given, else [`DEFAULT_COMPILE_LOAD_S`].
+    pub compile: Duration,
 }
+
+/// Default `--timeout-load`, seconds: a candidate's load is the import of its module,
+/// including a `load_inline` extension's build when it was not built ahead. Such builds took
+/// 49-90 s on the H100 host under load (97 s each with 12 at once on 15 cores); 300 s is three
+/// times the slowest, while a candidate that hangs at import costs 5 minutes, not 15.
+pub const DEFAULT_LOAD_S: f64 = 300.0;
+
+/// Default load limit of a baseline mode (`torch.compile`, `max-autotune` included), seconds:
+/// compiling a level-3 model with autotuning takes many minutes, and the code is PyTorch's
+/// own, not a candidate's.
+pub const DEFAULT_COMPILE_LOAD_S: f64 = 900.0;
 
 /// How kernels are timed.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +84,9 @@ impl AgentConfig {
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub problems: Vec<Problem>,
+    /// Problem files of the suite (after `--select` and `--shard`) that could not be loaded:
+    /// each gets one `problem_error` record, no worker.
+    pub broken: Vec<BrokenProblem>,
     /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
     pub suite_label: String,
     pub agent: AgentConfig,
@@ -157,7 +174,8 @@ pub struct EvalSpec {
     pub no_sandbox: bool,
     /// Seconds.
     pub timeout_start: f64,
-    pub timeout_load: f64,
+    /// `None`: [`DEFAULT_LOAD_S`] for kernels, [`DEFAULT_COMPILE_LOAD_S`] for baseline modes.
+    pub timeout_load: Option<f64>,
     pub timeout_run: f64,
     pub timeout_time: f64,
     pub build_jobs: Option<usize>,
@@ -177,11 +195,17 @@ impl RunConfig {
         out: &Path,
         shard: Option<Shard>,
     ) -> Result<Self> {
-        let mut problems = load_suite(suite)?;
+        let mut loaded = load_suite(suite)?;
         if let Some(shard) = shard {
             // A shard may be left with no problem (more shards than problems): it records
             // nothing, which merges fine.
-            problems = shard.select(problems);
+            loaded = shard.select_suite(loaded);
+        }
+        if out.exists() && !out.is_dir() {
+            bail!(
+                "--out {} is a file, not a run folder: choose another --out (a new folder, or a run folder with --resume), or remove the file",
+                out.display()
+            );
         }
         let suite_label = suite.label();
         let device = resolve_device(&a.device)?;
@@ -189,7 +213,7 @@ impl RunConfig {
         let device = gpus.first().map_or(device, |g| Device::Cuda(*g));
         for (name, v) in [
             ("--timeout-start", a.timeout_start),
-            ("--timeout-load", a.timeout_load),
+            ("--timeout-load", a.timeout_load.unwrap_or(DEFAULT_LOAD_S)),
             ("--timeout-run", a.timeout_run),
             ("--timeout-time", a.timeout_time),
         ] {
@@ -218,7 +242,8 @@ impl RunConfig {
         }
         let cache = python::cache_dir();
         Ok(RunConfig {
-            problems,
+            problems: loaded.problems,
+            broken: loaded.broken,
             suite_label,
             agent,
             device,
@@ -230,7 +255,8 @@ impl RunConfig {
             timing,
             timeouts: Timeouts {
                 start: Duration::from_secs_f64(a.timeout_start),
-                load: Duration::from_secs_f64(a.timeout_load),
+                load: Duration::from_secs_f64(a.timeout_load.unwrap_or(DEFAULT_LOAD_S)),
+                compile: Duration::from_secs_f64(a.timeout_load.unwrap_or(DEFAULT_COMPILE_LOAD_S)),
                 run: Duration::from_secs_f64(a.timeout_run),
                 time: Duration::from_secs_f64(a.timeout_time),
             },
@@ -265,5 +291,76 @@ impl RunConfig {
             require_custom_kernels: a.require_custom_kernels,
             no_sandbox: a.no_sandbox,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(timeout_load: Option<f64>) -> EvalSpec {
+        EvalSpec {
+            device: "cpu".into(),
+            gpus: None,
+            precision: Precision::Fp32,
+            profile: ToleranceProfile::Strict,
+            trials: 5,
+            families: "all".into(),
+            timed_calls: 10,
+            warmup: 1,
+            rounds: 2,
+            no_timing: false,
+            require_custom_kernels: false,
+            no_l2_flush: false,
+            no_sandbox: false,
+            timeout_start: 120.0,
+            timeout_load,
+            timeout_run: 120.0,
+            timeout_time: 300.0,
+            build_jobs: None,
+            case_cache_mb: None,
+            cpu_threads: 1,
+            weight_seed: 42,
+            quiet: true,
+        }
+    }
+
+    /// A candidate hanging at import costs 5 minutes by default, not 15; a baseline mode's
+    /// torch.compile keeps its longer limit; `--timeout-load` sets both.
+    #[test]
+    fn load_timeouts_default_short_for_kernels_and_long_for_compiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let build = |load| {
+            let suite = SuiteSpec::default();
+            RunConfig::build(
+                &suite,
+                None,
+                &spec(load),
+                AgentConfig::Reference,
+                &out,
+                None,
+            )
+            .unwrap()
+            .timeouts
+        };
+        let t = build(None);
+        assert_eq!(t.load, Duration::from_secs(300));
+        assert_eq!(t.compile, Duration::from_secs(900));
+        let t = build(Some(60.0));
+        assert_eq!(
+            (t.load, t.compile),
+            (Duration::from_secs(60), Duration::from_secs(60))
+        );
+        let e = RunConfig::build(
+            &SuiteSpec::default(),
+            None,
+            &spec(Some(0.0)),
+            AgentConfig::Reference,
+            &out,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--timeout-load"), "{e}");
     }
 }

@@ -10,7 +10,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use kbench_suites::Problem;
+use kbench_suites::{Loaded, Problem};
+
+use crate::config::suite::Suite;
 
 /// Shard `index` of `count` (0-based), written `i/N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -24,11 +26,39 @@ impl Shard {
     /// file). Sorting first makes the split independent of the order the suite was read in;
     /// round-robin over the sorted list spreads each level (and so the heavy level-3
     /// problems) evenly.
-    pub fn select(&self, mut problems: Vec<Problem>) -> Vec<Problem> {
-        problems.sort_by(|a, b| {
-            (a.level, a.id, &a.suite, &a.file).cmp(&(b.level, b.id, &b.suite, &b.file))
-        });
-        problems
+    pub fn select(&self, problems: Vec<Problem>) -> Vec<Problem> {
+        self.select_by(problems, |p| {
+            (p.level, p.id, p.suite.clone(), p.file.clone())
+        })
+    }
+
+    /// This shard's part of a suite: its problems and its broken problem files together,
+    /// split as [`select`](Self::select) splits problems, so that the shards of one command
+    /// line record each broken file once.
+    pub fn select_suite(&self, suite: Suite) -> Suite {
+        let all: Vec<Loaded> = suite
+            .problems
+            .into_iter()
+            .map(Loaded::Problem)
+            .chain(suite.broken.into_iter().map(Loaded::Broken))
+            .collect();
+        let mut out = Suite::default();
+        let key = |e: &Loaded| match e {
+            Loaded::Problem(p) => (p.level, p.id, p.suite.clone(), p.file.clone()),
+            Loaded::Broken(b) => (b.level, b.id, b.suite.clone(), b.file.clone()),
+        };
+        for e in self.select_by(all, key) {
+            match e {
+                Loaded::Problem(p) => out.problems.push(p),
+                Loaded::Broken(b) => out.broken.push(b),
+            }
+        }
+        out
+    }
+
+    fn select_by<T, K: Ord>(&self, mut items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+        items.sort_by_key(|x| key(x));
+        items
             .into_iter()
             .enumerate()
             .filter(|(i, _)| *i as u64 % u64::from(self.count) == u64::from(self.index))
@@ -102,5 +132,35 @@ mod tests {
             seen, all,
             "the shards must cover every problem exactly once"
         );
+    }
+
+    /// A broken problem file falls in exactly one shard, as a problem does.
+    #[test]
+    fn broken_problem_files_are_sharded_with_the_problems() {
+        use kbench_suites::BrokenProblem;
+        let broken = |id: u32| BrokenProblem {
+            suite: "kernelbench".into(),
+            level: 1,
+            id,
+            name: "Broken".into(),
+            file: format!("{id}_Broken.py"),
+            path: format!("level1/{id}_Broken.py").into(),
+            sha256: String::new(),
+            reason: "no class Model".into(),
+        };
+        let suite = Suite {
+            problems: kbench_suites::smoke(),
+            broken: vec![broken(100), broken(101)],
+        };
+        let total = suite.problems.len() + suite.broken.len();
+        let mut seen = Vec::new();
+        for index in 0..3 {
+            let part = Shard { index, count: 3 }.select_suite(suite.clone());
+            seen.extend(part.problems.iter().map(Problem::key));
+            seen.extend(part.broken.iter().map(BrokenProblem::key));
+        }
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), total);
     }
 }

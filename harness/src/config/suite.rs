@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use kbench_suites::Problem;
+use kbench_suites::{BrokenProblem, Loaded, Problem};
 
 use crate::config::resolve::Selection;
 use crate::worker::python;
@@ -36,28 +36,53 @@ impl SuiteSpec {
     }
 }
 
-/// Loads the problems the suite names, filtered by `--select`.
-pub fn load_suite(s: &SuiteSpec) -> Result<Vec<Problem>> {
-    let mut problems = if let Some(p) = &s.problem {
-        vec![kbench_suites::load_problem_file(p)?]
+/// The problems a suite names, after `--select`: those that loaded, and the problem files
+/// that could not be loaded as problems (each costs its own problem a `problem_error`
+/// record, never the run).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Suite {
+    pub problems: Vec<Problem>,
+    pub broken: Vec<BrokenProblem>,
+}
+
+/// Loads the problems the suite names, filtered by `--select`. A single `--problem FILE` that
+/// cannot be loaded is an error (it is the whole suite); a broken file of a KernelBench level
+/// is one entry of [`Suite::broken`].
+pub fn load_suite(s: &SuiteSpec) -> Result<Suite> {
+    let mut suite = if let Some(p) = &s.problem {
+        Suite {
+            problems: vec![kbench_suites::load_problem_file(p)?],
+            broken: Vec::new(),
+        }
     } else if let Some(d) = &s.kernelbench {
         for l in &s.levels {
             if !(1..=3).contains(l) {
                 bail!("--levels: level {l} is not one of 1, 2, 3");
             }
         }
-        kbench_suites::load_kernelbench(d, &s.levels)?
+        let mut suite = Suite::default();
+        for entry in kbench_suites::load_kernelbench(d, &s.levels)? {
+            match entry {
+                Loaded::Problem(p) => suite.problems.push(p),
+                Loaded::Broken(b) => suite.broken.push(b),
+            }
+        }
+        suite
     } else {
-        kbench_suites::smoke()
+        Suite {
+            problems: kbench_suites::smoke(),
+            broken: Vec::new(),
+        }
     };
     if let Some(spec) = &s.select {
         let sel = Selection::parse(spec)?;
-        problems.retain(|p| sel.matches(p.level, p.id));
-        if problems.is_empty() {
+        suite.problems.retain(|p| sel.matches(p.level, p.id));
+        suite.broken.retain(|b| sel.matches(b.level, b.id));
+        if suite.problems.is_empty() && suite.broken.is_empty() {
             bail!("--select {spec} matches no problem of the suite");
         }
     }
-    Ok(problems)
+    Ok(suite)
 }
 
 /// The problem file handed to workers: the exact bytes that were hashed, in the cache.

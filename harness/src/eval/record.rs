@@ -1,11 +1,15 @@
 //! Assembling records: keys, the candidate's reference, the environment every record of a
-//! run carries, and the record of a problem whose reference failed.
+//! run carries, and the records of candidates that never ran (a problem whose reference
+//! failed, a plan entry decided without a worker).
 
-use kbench_record::{CandidateRef, Device, Environment, EvalRecord, Outcome, SCHEMA_VERSION};
+use kbench_record::{
+    CandidateRef, Device, Environment, EvalRecord, Outcome, ProblemRef, SCHEMA_VERSION,
+};
 
 use super::Unit;
 use crate::agents::Candidate;
 use crate::judge::Tolerance;
+use crate::plan::Unjudged;
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::python::PythonInfo;
 use crate::worker::sandbox::Containment;
@@ -29,18 +33,62 @@ pub(crate) fn reference_error_record(
     message: &str,
     env: Environment,
 ) -> EvalRecord {
+    let outcome = Outcome::ReferenceError {
+        message: message.to_string(),
+    };
+    let candidate = candidate_ref(unit.agent, unit.cand);
+    bare_record(
+        tol,
+        device,
+        run_dir,
+        unit.problem.to_ref(),
+        candidate,
+        outcome,
+        env,
+    )
+}
+
+/// The record of a plan entry decided without any worker (`no_kernel`, `problem_error`).
+pub(crate) fn unjudged_record(
+    tol: Tolerance,
+    device: Device,
+    run_dir: &RunDir,
+    agent: &str,
+    u: &Unjudged,
+    env: Environment,
+) -> EvalRecord {
+    let candidate = candidate_ref(agent, &u.cand);
+    bare_record(
+        tol,
+        device,
+        run_dir,
+        u.problem.clone(),
+        candidate,
+        u.outcome.clone(),
+        env,
+    )
+}
+
+/// A record of a candidate that never ran: its outcome and nothing measured.
+fn bare_record(
+    tol: Tolerance,
+    device: Device,
+    run_dir: &RunDir,
+    problem: ProblemRef,
+    candidate: CandidateRef,
+    outcome: Outcome,
+    env: Environment,
+) -> EvalRecord {
     let now = now_unix();
     EvalRecord {
         schema_version: SCHEMA_VERSION,
         run_id: run_dir.manifest.run_id.clone(),
-        problem: unit.problem.to_ref(),
-        candidate: candidate_ref(unit.agent, unit.cand),
+        problem,
+        candidate,
         device,
         precision: tol.precision,
         profile: tol.profile,
-        outcome: Outcome::ReferenceError {
-            message: message.to_string(),
-        },
+        outcome,
         cases: Vec::new(),
         timing: None,
         load_s: None,

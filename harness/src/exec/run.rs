@@ -9,12 +9,13 @@ use kbench_record::EvalRecord;
 
 use super::engine::{build_job, run_executors, Engine};
 use super::executor::{Depth, Shared, Sink};
-use super::progress::progress_bar;
+use super::progress::{progress_bar, report_line};
 use super::queue::{lock, Batch, Item, Queue};
 use crate::agents::{Agent, GivenAgent, ReferenceAgent, ReplayAgent};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
 use crate::eval::prepare::prepare_candidate;
-use crate::eval::record::environment_base;
+use crate::eval::record::{environment_base, unjudged_record};
+use crate::judge::Tolerance;
 use crate::plan::record_key;
 
 /// What a `kbench run` produced.
@@ -80,7 +81,9 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     };
 
     // The plan: every (problem, candidate) not yet recorded.
-    let plan = crate::plan::pending(&config.problems, agent.as_ref(), |k| run_dir.is_recorded(k))?;
+    let plan = crate::plan::pending(&config.problems, &config.broken, agent.as_ref(), |k| {
+        run_dir.is_recorded(k)
+    })?;
     let (total, skipped) = (plan.total(), plan.skipped);
     if skipped > 0 {
         say(&format!(
@@ -89,6 +92,19 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     }
     let progress = progress_bar(total as u64, config.quiet);
     let env_base = environment_base(&engine.info, &engine.jail.containment);
+    let added = Added(Mutex::new(Vec::new()));
+    // Missing kernels and broken problem files: recorded now, no worker started.
+    let tol = Tolerance {
+        profile: config.profile,
+        precision: config.precision,
+    };
+    for u in &plan.unjudged {
+        let env = env_base.clone();
+        let record = unjudged_record(tol, config.device, &run_dir, agent.name(), u, env);
+        run_dir.append(&record)?;
+        report_line(config.quiet, &progress, &record);
+        added.recorded(&u.key, &record, 0.0);
+    }
     let mut ctx = engine.ctx(config, &stop);
 
     // Write every pending candidate out and queue the ones with extensions for building.
@@ -137,7 +153,6 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         queue.push(b);
     }
     queue.close();
-    let added = Added(Mutex::new(Vec::new()));
     let shared = Shared {
         queue: &queue,
         run_dir: &run_dir,

@@ -29,9 +29,10 @@ use super::run::LOOKAHEAD;
 use crate::agents::Candidate;
 use crate::config::{materialize_problem, RunConfig};
 use crate::eval::prepare::prepare_candidate;
-use crate::eval::record::environment_base;
+use crate::eval::record::{environment_base, unjudged_record};
+use crate::judge::Tolerance;
 use crate::measure::Ctx;
-use crate::plan::record_key;
+use crate::plan::{blank_kernel, record_key, Unjudged};
 
 /// Reference sessions an executor keeps open on the CPU. Idle workers do not disturb CPU
 /// timing; the case-cache budget (`--case-cache-mb`) is shared among them.
@@ -96,6 +97,9 @@ enum Msg {
     },
     /// The caller will not submit this problem again (soon): its session may close.
     Release(String),
+    /// A record decided without a worker (a task that produced no kernel, a broken problem
+    /// file): written as it is.
+    Unjudged { u: Box<Unjudged>, reply: Reply },
 }
 
 /// A running evaluation service. Dropping it (or [`finish`](Self::finish)) lets the queued
@@ -180,6 +184,21 @@ impl Service {
         }
     }
 
+    /// Records `u` (a problem that got no kernel, a broken problem file) without a worker,
+    /// or returns its record when one of the same key is already in the log.
+    pub fn record_unjudged(&self, u: Unjudged) -> Result<EvalRecord> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Msg::Unjudged {
+            u: Box::new(u),
+            reply,
+        })?;
+        match answer.recv() {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(msg)) => Err(anyhow!(msg)),
+            Err(_) => Err(self.why_stopped()),
+        }
+    }
+
     /// Says that no more kernels of `problem` will come (its task ended): its reference
     /// session is closed once nothing of it is queued.
     pub fn release(&self, problem: &Problem) {
@@ -244,6 +263,13 @@ impl Sink for Answers<'_> {
         self.counters
             .evaluation_us
             .fetch_add((eval_s * 1e6) as u64, Ordering::SeqCst);
+        self.settle(key, record);
+    }
+}
+
+impl Answers<'_> {
+    /// `record` of `key` is in the log: known from now on, and sent to whoever waits for it.
+    fn settle(&self, key: &str, record: &EvalRecord) {
         lock(&self.recorded).insert(key.to_string(), record.clone());
         let waiters = lock(&self.waiting).remove(key).unwrap_or_default();
         for w in waiters {
@@ -358,6 +384,10 @@ fn intake(ctx: &Ctx, shared: &Shared, answers: &Answers, state: &State, rx: &mps
                 shared.queue.release(pkey);
                 continue;
             }
+            Msg::Unjudged { u, reply } => {
+                let _ = reply.send(unjudged(ctx, shared, answers, &u));
+                continue;
+            }
             Msg::Submit {
                 problem,
                 cand,
@@ -365,6 +395,11 @@ fn intake(ctx: &Ctx, shared: &Shared, answers: &Answers, state: &State, rx: &mps
             } => (*problem, *cand, reply),
         };
         answers.counters.submitted.fetch_add(1, Ordering::SeqCst);
+        // An empty kernel is no kernel: recorded as such, no worker started.
+        if let Some(u) = blank_kernel(&problem, shared.agent, &cand) {
+            let _ = reply.send(unjudged(ctx, shared, answers, &u));
+            continue;
+        }
         let key = record_key(&problem, shared.agent, &cand);
         if let Some(r) = lock(&answers.recorded).get(&key) {
             answers
@@ -412,4 +447,33 @@ fn intake(ctx: &Ctx, shared: &Shared, answers: &Answers, state: &State, rx: &mps
             last: false,
         });
     }
+}
+
+/// Writes the record of `u` (or finds it in the log) and answers with it.
+fn unjudged(
+    ctx: &Ctx,
+    shared: &Shared,
+    answers: &Answers,
+    u: &Unjudged,
+) -> std::result::Result<EvalRecord, String> {
+    if let Some(r) = lock(&answers.recorded).get(&u.key) {
+        answers
+            .counters
+            .already_recorded
+            .fetch_add(1, Ordering::SeqCst);
+        return Ok(r.clone());
+    }
+    let c = ctx.config;
+    let tol = Tolerance {
+        profile: c.profile,
+        precision: c.precision,
+    };
+    let env = shared.env_base.clone();
+    let record = unjudged_record(tol, c.device, shared.run_dir, shared.agent, u, env);
+    shared
+        .run_dir
+        .append(&record)
+        .map_err(|e| format!("{e:#}"))?;
+    answers.settle(&u.key, &record);
+    Ok(record)
 }

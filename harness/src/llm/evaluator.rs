@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use kbench_record::EvalRecord;
 use kbench_suites::Problem;
 
@@ -68,9 +68,29 @@ impl Evaluator {
         Ok(record)
     }
 
+    /// Records that the task of `problem` ended without producing any kernel (`no_kernel`,
+    /// no worker started); a resumed run finds the record already there.
+    pub fn no_kernel(&self, problem: &Problem) -> Result<EvalRecord> {
+        let cand = Candidate::missing();
+        let u = crate::plan::blank_kernel(problem, self.agent, &cand)
+            .context("the stand-in of a missing kernel is blank")?;
+        self.service.record_unjudged(u)
+    }
+
+    /// Records a broken problem file of the run (`problem_error`, no worker started).
+    pub fn problem_error(&self, broken: &kbench_suites::BrokenProblem) -> Result<EvalRecord> {
+        self.service
+            .record_unjudged(crate::plan::broken_problem(broken, self.agent))
+    }
+
     /// The task of `problem` ended: its reference worker may close.
     pub fn release(&self, problem: &Problem) {
         self.service.release(problem);
+    }
+
+    /// Whether the run was told to stop.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
     }
 
     pub fn stats(&self) -> crate::exec::ServiceStats {

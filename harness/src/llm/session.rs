@@ -90,6 +90,13 @@ pub fn run_with_profiler(
     };
     let agent = opts.kind.name();
     let eval = Evaluator::new(config, agent, Arc::clone(&stop))?;
+    // A broken problem file is a task no agent can answer: one `problem_error` record each.
+    for b in &config.broken {
+        eval.problem_error(b)?;
+        if !config.quiet {
+            eprintln!("kbench: {b}; recorded as problem_error");
+        }
+    }
     let budget = Budget {
         started: Instant::now(),
         opts: opts.clone(),
@@ -305,6 +312,11 @@ fn run_task(
     eval.release(problem);
     let extra = extra?;
     let sources = ctx.sources.into_inner().unwrap_or_else(|e| e.into_inner());
+    // A task that ended without any kernel gave a wrong answer: it is recorded, so the
+    // problem counts in every rate (an interrupted task is continued by --resume instead).
+    if sources.is_empty() && !eval.stopped() {
+        eval.no_kernel(problem)?;
+    }
     let rounds = ctx
         .rounds_log
         .into_inner()

@@ -97,6 +97,9 @@ pub fn measure(
             config.lookahead = Some(1);
         }
         config.agent = AgentConfig::Baselines { plan };
+        // A baseline mode's load is torch.compile's compile (PyTorch's code, not a
+        // candidate's): its own, longer limit.
+        config.timeouts.load = config.timeouts.compile;
         config.resume = false;
         config.shard = None;
         config.secret_from = None;

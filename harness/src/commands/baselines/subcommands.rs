@@ -56,6 +56,9 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
         Path::new("."),
         m.shard,
     )?;
+    for b in &config.broken {
+        eprintln!("kbench: {b}; not measured");
+    }
     let info = crate::worker::python::probe(&config.python)?;
     let env = environment(&config, &info)?;
     let root = store_root(m.store.as_ref(), &config.cache);

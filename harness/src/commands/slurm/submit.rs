@@ -49,7 +49,9 @@ pub(super) fn shardable(argv: &[String]) -> Result<Shardable> {
                 (run.resume, "--resume", "every task resumes its shard"),
                 (run.eval.gpus.is_some(), "--gpus", GPUS_WHY),
             ])?;
-            let problems = crate::commands::run_config::load_suite(&run.suite)?.len();
+            // A broken problem file gets its record in a shard, as a problem does.
+            let suite = crate::commands::run_config::load_suite(&run.suite)?;
+            let problems = suite.problems.len() + suite.broken.len();
             let out = std::path::absolute(&run.out)
                 .with_context(|| format!("resolving --out {}", run.out.display()))?;
             Ok(Shardable {
@@ -84,7 +86,9 @@ pub(super) fn shardable(argv: &[String]) -> Result<Shardable> {
                     "give `baselines measure` a --work DIR that compute nodes share: it gets the submission and each shard's measuring runs (DIR/shards/i), as --out does for `kbench run`"
                 );
             };
-            let problems = crate::commands::run_config::load_suite(&m.suite)?.len();
+            let problems = crate::commands::run_config::load_suite(&m.suite)?
+                .problems
+                .len();
             let out = std::path::absolute(work)
                 .with_context(|| format!("resolving --work {}", work.display()))?;
             // Every task commits into the one store: the one a local measure here would use,
