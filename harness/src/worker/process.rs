@@ -240,6 +240,8 @@ pub struct Worker {
     hello: serde_json::Value,
     dead: Option<WorkerFault>,
     interrupt: Option<Arc<AtomicBool>>,
+    /// Runs under bwrap: a signal that ended the worker comes back as bwrap's exit code.
+    sandboxed: bool,
 }
 
 impl Worker {
@@ -328,6 +330,7 @@ impl Worker {
             hello: serde_json::Value::Null,
             dead: None,
             interrupt: spec.interrupt.clone(),
+            sandboxed: spec.sandbox.is_some(),
         };
         let hello = worker.receive(timeout);
         if let Some(g) = &spec.gate {
@@ -476,10 +479,16 @@ impl Worker {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => {
-                    return Some(WorkerFault::Died {
-                        signal: status.signal(),
-                        exit_code: status.code(),
-                    })
+                    return Some(match (status.signal(), status.code()) {
+                        // bwrap exits 128 + N when the process it ran died of signal N.
+                        (None, Some(code)) if self.sandboxed && (129..=192).contains(&code) => {
+                            WorkerFault::Died {
+                                signal: Some(code - 128),
+                                exit_code: None,
+                            }
+                        }
+                        (signal, exit_code) => WorkerFault::Died { signal, exit_code },
+                    });
                 }
                 Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
                 _ => return None,
