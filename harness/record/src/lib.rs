@@ -5,6 +5,7 @@
 //! by `kbench report` and `--resume`, so every record carries [`SCHEMA_VERSION`].
 
 mod case;
+pub mod claims;
 mod outcome;
 pub mod perf;
 pub mod protocol;
