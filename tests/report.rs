@@ -245,3 +245,119 @@ fn report_reads_a_resumed_log_once_per_key_and_skips_a_partial_last_line() {
     assert_eq!(runs[0].label, "resumed");
     assert_eq!(runs[0].agent.as_deref(), Some("one-shot"));
 }
+
+/// `--claims`: a claims file against the one-shot run; the terminal table, the three files
+/// of `--claims-out`, and the leaderboard's claims section.
+#[test]
+fn claims_report_prints_and_exports_every_row_with_its_reason() {
+    use kbench_record::claims::{
+        Claim, ClaimSet, ClaimedKernel, ClaimsFile, CLAIMS_SCHEMA_VERSION,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let kernel = |level: u8, problem: u32, speedup: f64| ClaimedKernel {
+        level,
+        problem,
+        sample: 0,
+        name: format!("level_{level}_problem_{problem}_sample_0_kernel"),
+        kernel: None,
+        label: Some("m".into()),
+        claims: vec![Claim {
+            speedup,
+            baseline: "eager".into(),
+            field: "score".into(),
+        }],
+        claimed_correct: Some(true),
+        reference: None,
+        no_kernel: None,
+    };
+    let claims = ClaimsFile {
+        schema_version: CLAIMS_SCHEMA_VERSION,
+        set: ClaimSet {
+            name: "published".into(),
+            format: "jsonl".into(),
+            source: "x.jsonl".into(),
+            tolerance: None,
+            model_mode: None,
+        },
+        // 1/1 is correct at 0.8x (claimed 5x), 1/19 at 2x (claimed 2x), 2/40 timed out,
+        // 3/35 crashed; 1/2 was never run.
+        kernels: vec![
+            kernel(1, 1, 5.0),
+            kernel(1, 19, 2.0),
+            kernel(2, 40, 3.0),
+            kernel(3, 35, 1.1),
+            kernel(1, 2, 1.5),
+        ],
+        errors: vec![],
+    };
+    let path = tmp.path().join("claims.json");
+    std::fs::write(&path, serde_json::to_string(&claims).unwrap()).unwrap();
+    let run = repo_root().join("tests/fixtures/report_runs/one-shot");
+    let out = kbench()
+        .arg("report")
+        .arg(&run)
+        .args(["--claims", "claims.json", "--claims-out", "out"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("claims of published (jsonl) against run one-shot: 5 kernels, 4 evaluated"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("speedup not reproduced: claimed 5.00x"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("not evaluated: no record in the run"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/claims.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        json["rows"][1]["reason"],
+        serde_json::Value::Null,
+        "1/19 agrees"
+    );
+    assert_eq!(
+        json["rows"][2]["reason"]["category"],
+        "fails-kernelbench-check"
+    );
+    let csv = std::fs::read_to_string(tmp.path().join("out/claims.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+    assert!(std::fs::read_to_string(tmp.path().join("out/claims.md"))
+        .unwrap()
+        .starts_with("# Claims: published"));
+    let page = tmp.path().join("lb.html");
+    let out = kbench()
+        .arg("leaderboard")
+        .arg(&run)
+        .args(["--claims", "claims.json", "--out"])
+        .arg(&page)
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Claims: published</h2>"));
+    assert_eq!(html.matches("class=\"disagrees\"").count(), 4);
+    // A file that is not a claims file is named, with what to do.
+    std::fs::write(tmp.path().join("bad.json"), "{}").unwrap();
+    let out = kbench()
+        .arg("report")
+        .arg(&run)
+        .args(["--claims", "bad.json"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json is not a kbench claims file") && err.contains("kbench import"),
+        "{err}"
+    );
+}

@@ -245,6 +245,14 @@ pub struct ReportArgs {
     /// analysis reads sample 0 only).
     #[arg(long, value_enum)]
     pub pick: Option<PickArg>,
+    /// A claims file from `kbench import`: adds, for each run, the claims report (claimed vs
+    /// measured per kernel, a reason for every disagreement, the set-level table).
+    #[arg(long, value_name = "FILE")]
+    pub claims: Option<PathBuf>,
+    /// With --claims: write claims.md, claims.csv and claims.json into DIR (one set of files
+    /// per run, prefixed with the run's label when there are several).
+    #[arg(long, value_name = "DIR", requires = "claims")]
+    pub claims_out: Option<PathBuf>,
 }
 
 /// Which candidates of each problem a report considers.
@@ -275,6 +283,9 @@ pub struct LeaderboardArgs {
     /// such record says so in its notes. Kernels that failed a case stay failed.
     #[arg(long = "ignore-flag", value_name = "FLAG", value_delimiter = ',')]
     pub ignore_flags: Vec<String>,
+    /// A claims file from `kbench import`: adds a claims section (claimed vs measured) per run.
+    #[arg(long, value_name = "FILE")]
+    pub claims: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -85,19 +85,19 @@ document.querySelectorAll('.tabs button').forEach(function(b){b.addEventListener
 "#;
 
 /// A header cell: the sort key and label.
-fn th(key: &str, label: &str) -> String {
+pub(crate) fn th(key: &str, label: &str) -> String {
     format!("<th data-key=\"{}\">{}</th>", escape(key), escape(label))
 }
 
 /// A numeric cell sorted by `value`, showing `text`.
-fn td_num(value: Option<f64>, text: &str) -> String {
+pub(crate) fn td_num(value: Option<f64>, text: &str) -> String {
     match value {
         Some(v) if v.is_finite() => format!("<td data-v=\"{v}\">{text}</td>"),
         _ => "<td data-v=\"\">-</td>".to_string(),
     }
 }
 
-fn td_text(text: &str) -> String {
+pub(crate) fn td_text(text: &str) -> String {
     format!(
         "<td class=\"text\" data-v=\"{}\">{}</td>",
         escape(text),
@@ -292,6 +292,16 @@ fn problems_section(run: &RunReport) -> String {
 
 /// The leaderboard page for `report`: one HTML document, nothing external.
 pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotError> {
+    render_leaderboard_with(report, title, &[])
+}
+
+/// The page with extra sections (already HTML, e.g. [`crate::claims::render_claims_html`])
+/// placed before the per-problem tables.
+pub fn render_leaderboard_with(
+    report: &Report,
+    title: &str,
+    sections: &[String],
+) -> Result<String, PlotError> {
     let mut scopes: Vec<String> = report
         .runs
         .iter()
@@ -388,6 +398,9 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
             }
         }
         h.push_str("</tbody></table>\n");
+    }
+    for section in sections {
+        h.push_str(section);
     }
     h.push_str("<h2>Problems</h2>\n");
     for run in &report.runs {

@@ -12,9 +12,11 @@
 //! - [`summarize`] / [`RunSummary`]: the summary `kbench run` ends with.
 //! - [`stats`]: Wilson intervals, fixed-seed bootstrap intervals, geometric means.
 //! - [`task`] / [`metrics`]: tasks from records and each paper's metric by name.
+//! - [`claims`]: a published set's claims against a run's records, every gap explained.
 
 mod basis;
 mod case_table;
+pub mod claims;
 mod error;
 pub mod export;
 pub mod extras;

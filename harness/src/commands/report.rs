@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use kbench_record::claims::ClaimsFile;
 use kbench_record::EvalRecord;
+use kbench_reports::claims::build_claims_report;
 use kbench_reports::{RecordExtras, RunInput};
 use serde_json::Value;
 
@@ -211,6 +213,9 @@ pub fn command(a: ReportArgs) -> Result<i32> {
             write_file(&path, &render(&report))?;
         }
     }
+    if let Some(path) = &a.claims {
+        claims_reports(&runs, path, report.basis, a.claims_out.as_deref())?;
+    }
     if let Some(dir) = a.plots {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for p in plot::plots(&report) {
@@ -227,10 +232,60 @@ pub fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
     let mut runs = read_runs(&a.runs)?;
     ignore_flags_said(&mut runs, &a.ignore_flags)?;
     let report = kbench_reports::build_report(&runs, basis(a.basis));
-    let page = kbench_reports::leaderboard::render_leaderboard(&report, &a.title)?;
+    let sections = match &a.claims {
+        Some(path) => {
+            let claims = read_claims(path)?;
+            runs.iter()
+                .map(|run| {
+                    let c = build_claims_report(&claims, &run.label, &run.records, report.basis);
+                    kbench_reports::claims::render_claims_html(&c)
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let page = kbench_reports::leaderboard::render_leaderboard_with(&report, &a.title, &sections)?;
     write_file(&a.out, &page)?;
     println!("leaderboard: {}", a.out.display());
     Ok(exit::OK)
+}
+
+fn read_claims(path: &Path) -> Result<ClaimsFile> {
+    ClaimsFile::read(path).map_err(anyhow::Error::msg)
+}
+
+/// `--claims`: each run's claims report on stdout, and its files in `out` when asked.
+fn claims_reports(
+    runs: &[RunInput],
+    path: &Path,
+    basis: kbench_reports::SpeedupBasis,
+    out: Option<&Path>,
+) -> Result<()> {
+    use kbench_reports::claims::{render_claims_csv, render_claims_markdown, render_claims_text};
+    let claims = read_claims(path)?;
+    for run in runs {
+        let c = build_claims_report(&claims, &run.label, &run.records, basis);
+        print!("{}", render_claims_text(&c));
+        if let Some(dir) = out {
+            let prefix = if runs.len() > 1 {
+                format!("{}.", crate::runlog::sanitize(&run.label))
+            } else {
+                String::new()
+            };
+            let json = serde_json::to_string_pretty(&c)? + "\n";
+            for (ext, text) in [
+                ("md", render_claims_markdown(&c)),
+                ("csv", render_claims_csv(&c)),
+                ("json", json),
+            ] {
+                write_file(&dir.join(format!("{prefix}claims.{ext}")), &text)?;
+            }
+        }
+    }
+    if let Some(dir) = out {
+        eprintln!("kbench: claims report written to {}", dir.display());
+    }
+    Ok(())
 }
 
 fn basis(b: BasisArg) -> kbench_reports::SpeedupBasis {

@@ -2,7 +2,7 @@
 //! report to a string. They format numbers; they compute none.
 
 mod csv;
-mod fmt;
+pub(crate) mod fmt;
 mod json;
 mod markdown;
 mod terminal;

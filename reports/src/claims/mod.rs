@@ -1,0 +1,465 @@
+//! Claimed vs measured: a published kernel set's claims (`kbench_record::claims`) against
+//! the records of a run that evaluated its kernels, one row per kernel with a reason for
+//! every disagreement, and the set-level table (fast_1, geomean, median, claims that
+//! survive).
+//!
+//! Pure functions over plain data, like the rest of this crate: [`build_claims_report`]
+//! reads the claims and the records and decides; `render` only formats. May import
+//! `kbench_record`, and this crate's `stats`, `task`, `basis` and `extras`.
+
+mod render;
+
+use std::collections::HashMap;
+
+use kbench_record::claims::{Claim, ClaimedKernel, ClaimsFile};
+use kbench_record::{CaseFamily, EvalRecord, Outcome};
+use serde::{Deserialize, Serialize};
+
+use crate::basis::SpeedupBasis;
+use crate::extras::RecordExtras;
+use crate::stats::{geomean, speedup_interval, RatioOf, Statistic};
+use crate::task::{correct_on_random, Baseline, Candidate};
+
+pub use render::{
+    render_claims_csv, render_claims_html, render_claims_markdown, render_claims_text,
+};
+
+/// KernelBench's tolerance (`atol = rtol = 1e-2`), the one a set that claims KernelBench
+/// correctness passed when it declares none.
+pub const KERNELBENCH_TOLERANCE: f64 = 1e-2;
+
+/// Why a kernel's claim and kbench's measurement disagree. Every disagreement gets one; the
+/// first that applies, in this order, is the one reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "category", rename_all = "kebab-case")]
+pub enum Reason {
+    /// Nothing to compare: no kernel in the set, no record in the run, or the evaluation
+    /// did not reach a verdict.
+    NotEvaluated { why: String },
+    /// An integrity check failed the kernel (which one).
+    IntegrityFlag { flag: String },
+    /// The kernel switches its modules to inference behaviour and is correct only with both
+    /// models in `.eval()` (the set's convention, not KernelBench's).
+    ModelMode,
+    /// Fails kbench's tolerance on the problem's own inputs but passes the set's declared
+    /// tolerance (KernelBench's when it declares none).
+    ToleranceDependent { needed: f64, declared: f64 },
+    /// Fails KernelBench's own check: the `random` cases at KernelBench's tolerance, or does
+    /// not build or run.
+    FailsKernelbenchCheck { outcome: String },
+    /// Passes the `random` cases and fails only stress families (which).
+    StressOnly {
+        families: Vec<String>,
+        /// The rule the first failing case broke, e.g. `drops-nan`.
+        rule: Option<String>,
+    },
+    /// Correct, but the measured interval excludes the claimed speedup.
+    SpeedupNotReproduced { claimed: f64, low: f64, high: f64 },
+}
+
+impl Reason {
+    /// The category's name, as tables print it.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Reason::NotEvaluated { .. } => "not evaluated",
+            Reason::IntegrityFlag { .. } => "integrity flag",
+            Reason::ModelMode => "model-mode dependent",
+            Reason::ToleranceDependent { .. } => "tolerance-dependent",
+            Reason::FailsKernelbenchCheck { .. } => "fails KernelBench's check",
+            Reason::StressOnly { .. } => "fails only a stress family",
+            Reason::SpeedupNotReproduced { .. } => "speedup not reproduced",
+        }
+    }
+
+    /// The category with its particulars, e.g. `integrity flag: output-replayed`.
+    pub fn describe(&self) -> String {
+        match self {
+            Reason::NotEvaluated { why } => format!("not evaluated: {why}"),
+            Reason::IntegrityFlag { flag } => format!("integrity flag: {flag}"),
+            Reason::ModelMode => "model-mode dependent: correct only in eval mode".into(),
+            Reason::ToleranceDependent { needed, declared } => format!(
+                "tolerance-dependent: needs atol=rtol={needed:.2e}, passes at {declared:.0e}"
+            ),
+            Reason::FailsKernelbenchCheck { outcome } => {
+                format!("fails KernelBench's check: {outcome}")
+            }
+            Reason::StressOnly { families, rule } => format!(
+                "fails only a stress family: {}{}",
+                families.join(", "),
+                rule.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+            ),
+            Reason::SpeedupNotReproduced { claimed, low, high } => format!(
+                "speedup not reproduced: claimed {claimed:.2}x, measured [{low:.2}, {high:.2}]"
+            ),
+        }
+    }
+}
+
+/// One kernel of the set: what was claimed, what kbench measured, and why they differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimRow {
+    pub level: u8,
+    pub problem: u32,
+    pub sample: u32,
+    pub name: String,
+    pub label: Option<String>,
+    /// The claim the row compares (eager first, else the first the set makes).
+    pub claim: Option<Claim>,
+    pub claimed_correct: Option<bool>,
+    /// kbench's outcome (`ok`, `mismatch`, ...); `None` when there is no record.
+    pub verdict: Option<String>,
+    /// The record's outcome message, shortened.
+    pub detail: Option<String>,
+    /// Correct under kbench (every case family, every integrity check).
+    pub correct: bool,
+    /// Measured speedup on the claim's baseline, and its 95% interval where samples exist.
+    pub measured: Option<f64>,
+    pub interval: Option<(f64, f64)>,
+    /// `None` when claim and measurement agree.
+    pub reason: Option<Reason>,
+}
+
+impl ClaimRow {
+    /// The claim stands: the kernel is correct under kbench and its measured speedup
+    /// reaches the claim (the interval contains it or lies above it). A kernel the set
+    /// claims no speedup for survives when it is correct.
+    pub fn survives(&self) -> bool {
+        self.correct
+            && !matches!(
+                self.reason,
+                Some(Reason::SpeedupNotReproduced { high, claimed, .. }) if high < claimed
+            )
+    }
+}
+
+/// Claimed vs measured over the whole set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetTable {
+    pub kernels: usize,
+    pub evaluated: usize,
+    pub claimed_correct: usize,
+    pub measured_correct: usize,
+    pub claimed_fast_1: f64,
+    pub measured_fast_1: f64,
+    pub claimed_geomean: Option<f64>,
+    pub measured_geomean: Option<f64>,
+    pub claimed_median: Option<f64>,
+    pub measured_median: Option<f64>,
+    /// Kernels with a claim, and how many of those claims survive.
+    pub claims: usize,
+    pub surviving: usize,
+    /// Rows per reason category, in [`Reason`]'s order.
+    pub by_reason: Vec<(String, usize)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimsReport {
+    pub set_name: String,
+    pub set_format: String,
+    pub run: String,
+    pub basis: SpeedupBasis,
+    /// The tolerance the tolerance-dependent category is judged at, and where it came from.
+    pub declared_tolerance: f64,
+    pub tolerance_source: String,
+    pub rows: Vec<ClaimRow>,
+    pub table: SetTable,
+    /// Entries of the source the importer could not read (not kernels, not counted).
+    pub import_errors: usize,
+    /// Records of the run that match no claimed kernel.
+    pub unclaimed_records: usize,
+}
+
+/// Optional parts of a record the categories need, read leniently from its JSON so records
+/// written before these fields existed still report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClaimEvidence {
+    /// Per case of `record.cases`: the smallest `atol = rtol` at which it passes.
+    pub tol_needed: Vec<Option<f64>>,
+    /// `mode-switch` advisory, and whether the kernel was correct with both models in
+    /// `.eval()`.
+    pub mode_switch: bool,
+    pub eval_mode_correct: Option<bool>,
+}
+
+impl ClaimEvidence {
+    pub fn from_json(v: &serde_json::Value) -> ClaimEvidence {
+        let tol_needed = v
+            .get("cases")
+            .and_then(|c| c.as_array())
+            .map(|cases| {
+                cases
+                    .iter()
+                    .map(|c| c.get("tol_needed").and_then(|t| t.as_f64()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let integrity = v.get("integrity");
+        let mode_switch = integrity
+            .and_then(|i| i.get("advisories"))
+            .and_then(|a| a.as_array())
+            .is_some_and(|a| a.iter().any(|s| s.as_str() == Some("mode-switch")));
+        let eval_mode_correct = integrity
+            .and_then(|i| i.get("eval_mode_correct"))
+            .and_then(|b| b.as_bool());
+        ClaimEvidence {
+            tol_needed,
+            mode_switch,
+            eval_mode_correct,
+        }
+    }
+}
+
+/// Matches every claimed kernel with the run's record of it (by level, problem and sample)
+/// and decides each row.
+pub fn build_claims_report(
+    claims: &ClaimsFile,
+    run_label: &str,
+    records: &[(EvalRecord, RecordExtras)],
+    basis: SpeedupBasis,
+) -> ClaimsReport {
+    let (declared, source) = match claims.set.tolerance {
+        Some(t) => (
+            t.atol.min(t.rtol),
+            "the set's declared tolerance".to_string(),
+        ),
+        None => (
+            KERNELBENCH_TOLERANCE,
+            "KernelBench's (the set declares none)".to_string(),
+        ),
+    };
+    let by_key: HashMap<(u8, u32, u32), &(EvalRecord, RecordExtras)> = records
+        .iter()
+        .map(|r| ((r.0.problem.level, r.0.problem.id, r.0.candidate.sample), r))
+        .collect();
+    let rows: Vec<ClaimRow> = claims
+        .kernels
+        .iter()
+        .map(|k| {
+            let rec = by_key.get(&(k.level, k.problem, k.sample)).copied();
+            claim_row(k, rec, basis, declared)
+        })
+        .collect();
+    let claimed: std::collections::HashSet<(u8, u32, u32)> = claims
+        .kernels
+        .iter()
+        .map(|k| (k.level, k.problem, k.sample))
+        .collect();
+    let unclaimed_records = by_key.keys().filter(|k| !claimed.contains(k)).count();
+    let table = set_table(&rows);
+    ClaimsReport {
+        set_name: claims.set.name.clone(),
+        set_format: claims.set.format.clone(),
+        run: run_label.to_string(),
+        basis,
+        declared_tolerance: declared,
+        tolerance_source: source,
+        rows,
+        table,
+        import_errors: claims.errors.len(),
+        unclaimed_records,
+    }
+}
+
+/// The claim a row compares: eager first (what kbench times live), else the first.
+fn primary_claim(k: &ClaimedKernel) -> Option<&Claim> {
+    k.claims
+        .iter()
+        .find(|c| c.baseline == "eager")
+        .or_else(|| k.claims.first())
+}
+
+fn claim_row(
+    k: &ClaimedKernel,
+    rec: Option<&(EvalRecord, RecordExtras)>,
+    basis: SpeedupBasis,
+    declared: f64,
+) -> ClaimRow {
+    let claim = primary_claim(k).cloned();
+    let mut row = ClaimRow {
+        level: k.level,
+        problem: k.problem,
+        sample: k.sample,
+        name: k.name.clone(),
+        label: k.label.clone(),
+        claim: claim.clone(),
+        claimed_correct: k.claimed_correct,
+        verdict: None,
+        detail: None,
+        correct: false,
+        measured: None,
+        interval: None,
+        reason: None,
+    };
+    let Some((r, extras)) = rec else {
+        row.reason = Some(Reason::NotEvaluated {
+            why: match &k.no_kernel {
+                Some(why) => format!("no kernel in the set ({why})"),
+                None => "no record in the run".into(),
+            },
+        });
+        return row;
+    };
+    let cand = Candidate::from_record(r, extras, basis);
+    row.verdict = Some(r.outcome.kind().to_string());
+    if !r.outcome.is_ok() {
+        row.detail = Some(shorten(&r.outcome.to_string(), 160));
+    }
+    row.correct = cand.correct;
+    let baseline = match claim.as_ref().map(|c| c.baseline.as_str()) {
+        Some("compile") => Baseline::Compile,
+        _ => Baseline::Eager,
+    };
+    row.measured = cand.speedups.get(&baseline).copied();
+    if baseline == Baseline::Eager && cand.correct {
+        row.interval = cand.samples.as_ref().and_then(|(reference, candidate)| {
+            let of = match (basis, cand.paired_per_round) {
+                (SpeedupBasis::Median, Some(n)) => RatioOf::Paired(n),
+                (SpeedupBasis::Median, None) => RatioOf::Median,
+                (SpeedupBasis::Mean, _) => RatioOf::Mean,
+            };
+            speedup_interval(reference, candidate, of).map(|e| (e.low, e.high))
+        });
+    }
+    row.reason = failure_reason(r, &cand, &extras.evidence, declared)
+        .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval));
+    row
+}
+
+/// Why a record that is not `ok` disagrees with a claim of correctness; `None` for `ok`.
+fn failure_reason(
+    r: &EvalRecord,
+    cand: &Candidate,
+    ev: &ClaimEvidence,
+    declared: f64,
+) -> Option<Reason> {
+    match &r.outcome {
+        Outcome::Ok => return None,
+        Outcome::Integrity { flag, .. } => {
+            return Some(Reason::IntegrityFlag { flag: flag.clone() })
+        }
+        o if o.unjudged() || matches!(o, Outcome::NoKernel { .. }) => {
+            return Some(Reason::NotEvaluated {
+                why: format!("no verdict ({})", shorten(&o.to_string(), 120)),
+            })
+        }
+        _ => {}
+    }
+    if ev.mode_switch && ev.eval_mode_correct == Some(true) {
+        return Some(Reason::ModelMode);
+    }
+    if !correct_on_random(r) {
+        // Failing random cases within the declared tolerance: the verdict depends on the
+        // tolerance, not on a defect KernelBench's check would see. Only an elementwise
+        // miss qualifies (a shape, dtype or NaN/Inf failure is not a tolerance matter).
+        let elementwise =
+            matches!(&r.outcome, Outcome::Mismatch { rule, .. } if rule == "elementwise");
+        let needed = r
+            .cases
+            .iter()
+            .zip(ev.tol_needed.iter().chain(std::iter::repeat(&None)))
+            .filter(|(c, _)| c.case.family == CaseFamily::Random && !c.passed)
+            .map(|(_, t)| *t)
+            .try_fold(0.0f64, |acc, t| t.map(|t| acc.max(t)));
+        return Some(match needed {
+            Some(needed) if elementwise && needed > 0.0 && needed <= declared => {
+                Reason::ToleranceDependent { needed, declared }
+            }
+            _ => Reason::FailsKernelbenchCheck {
+                outcome: shorten(&r.outcome.to_string(), 120),
+            },
+        });
+    }
+    let families: Vec<String> = cand
+        .families
+        .iter()
+        .filter(|(f, ok)| !**ok && f.as_str() != "random")
+        .map(|(f, _)| f.clone())
+        .collect();
+    let rule = match &r.outcome {
+        Outcome::Mismatch { rule, .. } => Some(rule.clone()),
+        o => Some(o.kind().to_string()),
+    };
+    Some(Reason::StressOnly { families, rule })
+}
+
+/// A correct kernel's claim against its measured interval (or value when no samples).
+fn speed_reason(
+    claim: Option<&Claim>,
+    measured: Option<f64>,
+    interval: Option<(f64, f64)>,
+) -> Option<Reason> {
+    let claimed = claim?.speedup;
+    let (low, high) = interval.or(measured.map(|m| (m, m)))?;
+    (claimed < low || claimed > high).then_some(Reason::SpeedupNotReproduced { claimed, low, high })
+}
+
+fn set_table(rows: &[ClaimRow]) -> SetTable {
+    let n = rows.len();
+    let frac = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let claimed_ok = |r: &&ClaimRow| r.claimed_correct != Some(false);
+    let claimed_speedups: Vec<f64> = rows
+        .iter()
+        .filter(claimed_ok)
+        .filter_map(|r| r.claim.as_ref().map(|c| c.speedup))
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    let measured_speedups: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.correct)
+        .filter_map(|r| r.measured)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    let mut by_reason: Vec<(String, usize)> = Vec::new();
+    for r in rows.iter().filter_map(|r| r.reason.as_ref()) {
+        match by_reason.iter_mut().find(|(c, _)| c == r.category()) {
+            Some((_, k)) => *k += 1,
+            None => by_reason.push((r.category().to_string(), 1)),
+        }
+    }
+    SetTable {
+        kernels: n,
+        evaluated: rows.iter().filter(|r| r.verdict.is_some()).count(),
+        claimed_correct: rows
+            .iter()
+            .filter(|r| r.claimed_correct == Some(true))
+            .count(),
+        measured_correct: rows.iter().filter(|r| r.correct).count(),
+        claimed_fast_1: frac(
+            rows.iter()
+                .filter(claimed_ok)
+                .filter(|r| r.claim.as_ref().is_some_and(|c| c.speedup > 1.0))
+                .count(),
+        ),
+        measured_fast_1: frac(
+            rows.iter()
+                .filter(|r| r.correct && r.measured.is_some_and(|s| s > 1.0))
+                .count(),
+        ),
+        claimed_geomean: (!claimed_speedups.is_empty()).then(|| geomean(&claimed_speedups)),
+        measured_geomean: (!measured_speedups.is_empty()).then(|| geomean(&measured_speedups)),
+        claimed_median: median(&claimed_speedups),
+        measured_median: median(&measured_speedups),
+        claims: rows.iter().filter(|r| r.claim.is_some()).count(),
+        surviving: rows
+            .iter()
+            .filter(|r| r.claim.is_some() && r.survives())
+            .count(),
+        by_reason,
+    }
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| Statistic::Median.of(&mut v.to_vec()))
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! Every reason category on hand-made records, the set table, and a golden Markdown/CSV
+//! rendering (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites it).
+
+use kbench_record::claims::{Claim, ClaimSet, ClaimedKernel, ClaimsFile, ImportError};
+use kbench_record::{CaseFamily, CaseRef, CaseResult, EvalRecord, IntegrityReport, Outcome};
+
+use super::*;
+use crate::tests::record;
+
+fn kernel(problem: u32, claim: Option<f64>) -> ClaimedKernel {
+    ClaimedKernel {
+        level: 1,
+        problem,
+        sample: 0,
+        name: format!("level_1_problem_{problem}_sample_0_kernel"),
+        kernel: Some(format!("level_1_problem_{problem}_sample_0_kernel.py")),
+        label: Some("model-a".into()),
+        claims: claim
+            .map(|speedup| Claim {
+                speedup,
+                baseline: "eager".into(),
+                field: "torch_speedup".into(),
+            })
+            .into_iter()
+            .collect(),
+        claimed_correct: Some(true),
+        reference: None,
+        no_kernel: None,
+    }
+}
+
+fn case(family: CaseFamily, passed: bool) -> CaseResult {
+    CaseResult {
+        case: CaseRef { family, index: 0 },
+        passed,
+        max_abs: 0.0,
+        max_rel: 0.0,
+        mismatches: u64::from(!passed),
+        elements: 8,
+        rel_l2_vs_f64: None,
+        wall_s: 0.0,
+        not_applicable: None,
+        flush: None,
+    }
+}
+
+fn mismatch(family: CaseFamily, rule: &str) -> Outcome {
+    Outcome::Mismatch {
+        case: CaseRef { family, index: 0 },
+        output: 0,
+        max_abs: 0.003,
+        max_rel: 0.01,
+        count: 1,
+        total: 8,
+        first_index: vec![2],
+        rule: rule.into(),
+    }
+}
+
+/// A record of problem `id` with `outcome`, timed at `speedup` with a little noise (20
+/// paired samples, so the interval is narrow but real).
+fn rec(id: u32, outcome: Outcome, speedup: Option<f64>, cases: Vec<CaseResult>) -> EvalRecord {
+    let mut r = record(outcome, speedup.map(|s| (s, s)));
+    r.problem.id = id;
+    r.cases = cases;
+    if let (Some(s), Some(t)) = (speedup, r.timing.as_mut()) {
+        let noise = |i: usize| 1.0 + 0.002 * ((i * 7 % 5) as f64 - 2.0);
+        t.reference.samples_ms = (0..20).map(|i| s * noise(i)).collect();
+        t.candidate.samples_ms = (0..20).map(|i| noise(i + 1)).collect();
+        t.speedup_of_medians = None;
+    }
+    r
+}
+
+fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
+    use CaseFamily::*;
+    let mut kernels: Vec<ClaimedKernel> = (1..=9).map(|p| kernel(p, Some(2.0))).collect();
+    kernels[8].claims.clear();
+    let mut missing = kernel(10, Some(3.0));
+    missing.kernel = None;
+    missing.no_kernel = Some("custom_code is empty".into());
+    kernels.push(missing);
+    kernels.push(kernel(11, Some(1.5)));
+    let claims = ClaimsFile {
+        schema_version: kbench_record::claims::CLAIMS_SCHEMA_VERSION,
+        set: ClaimSet {
+            name: "fixture".into(),
+            format: "jsonl".into(),
+            source: "fixture.jsonl".into(),
+            tolerance: None,
+            model_mode: None,
+        },
+        kernels,
+        errors: vec![ImportError {
+            at: "line 4".into(),
+            message: "task_id is missing".into(),
+        }],
+    };
+    let ok = || vec![case(Random, true), case(Signed, true)];
+    let none = RecordExtras::default;
+    let mut mode = rec(
+        5,
+        mismatch(Random, "elementwise"),
+        None,
+        vec![case(Random, false)],
+    );
+    mode.integrity = Some(IntegrityReport {
+        advisories: vec!["mode-switch".into()],
+        ..Default::default()
+    });
+    let records = vec![
+        // 1: agrees.
+        (rec(1, Outcome::Ok, Some(2.0), ok()), none()),
+        // 2: correct, but slower than claimed.
+        (rec(2, Outcome::Ok, Some(1.2), ok()), none()),
+        // 3: a cached output.
+        (
+            rec(
+                3,
+                Outcome::Integrity {
+                    flag: "output-replayed".into(),
+                    detail: "cases 1 and 2".into(),
+                },
+                None,
+                ok(),
+            ),
+            none(),
+        ),
+        // 4: fails the random cases by far.
+        (
+            rec(
+                4,
+                mismatch(Random, "elementwise"),
+                None,
+                vec![case(Random, false)],
+            ),
+            ev(ClaimEvidence {
+                tol_needed: vec![Some(0.5)],
+                ..Default::default()
+            }),
+        ),
+        // 5: folds BatchNorm after self.eval(); correct in eval mode.
+        (
+            mode,
+            ev(ClaimEvidence {
+                tol_needed: vec![Some(0.5)],
+                mode_switch: true,
+                eval_mode_correct: Some(true),
+            }),
+        ),
+        // 6: misses kbench's tolerance, within KernelBench's.
+        (
+            rec(
+                6,
+                mismatch(Random, "elementwise"),
+                None,
+                vec![case(Random, false)],
+            ),
+            ev(ClaimEvidence {
+                tol_needed: vec![Some(0.003)],
+                ..Default::default()
+            }),
+        ),
+        // 7: drops NaN on the nan-inf family only.
+        (
+            rec(
+                7,
+                mismatch(NanInf, "drops-nan"),
+                None,
+                vec![case(Random, true), case(NanInf, false)],
+            ),
+            none(),
+        ),
+        // 8: does not build.
+        (
+            rec(
+                8,
+                Outcome::CompileError {
+                    message: "nvcc: error".into(),
+                },
+                None,
+                vec![],
+            ),
+            none(),
+        ),
+        // 9: correct, no claim made.
+        (rec(9, Outcome::Ok, Some(0.8), ok()), none()),
+        // 11 has no record; a record of problem 12 matches no claim.
+        (rec(12, Outcome::Ok, Some(1.0), ok()), none()),
+    ];
+    (claims, records)
+}
+
+fn ev(evidence: ClaimEvidence) -> RecordExtras {
+    RecordExtras {
+        evidence,
+        ..Default::default()
+    }
+}
+
+fn report() -> ClaimsReport {
+    let (claims, records) = fixture();
+    build_claims_report(&claims, "run-a", &records, SpeedupBasis::Median)
+}
+
+#[test]
+fn every_disagreement_gets_its_category() {
+    let r = report();
+    let cat = |p: u32| {
+        r.rows
+            .iter()
+            .find(|x| x.problem == p)
+            .unwrap()
+            .reason
+            .as_ref()
+            .map(|x| x.category())
+    };
+    assert_eq!(cat(1), None);
+    assert_eq!(cat(2), Some("speedup not reproduced"));
+    assert_eq!(cat(3), Some("integrity flag"));
+    assert_eq!(cat(4), Some("fails KernelBench's check"));
+    assert_eq!(cat(5), Some("model-mode dependent"));
+    assert_eq!(cat(6), Some("tolerance-dependent"));
+    assert_eq!(cat(7), Some("fails only a stress family"));
+    assert_eq!(cat(8), Some("fails KernelBench's check"));
+    assert_eq!(cat(9), None);
+    assert_eq!(cat(10), Some("not evaluated"));
+    assert_eq!(cat(11), Some("not evaluated"));
+    let row7 = r.rows.iter().find(|x| x.problem == 7).unwrap();
+    assert_eq!(
+        row7.reason.as_ref().unwrap().describe(),
+        "fails only a stress family: nan-inf (drops-nan)"
+    );
+    let row10 = r.rows.iter().find(|x| x.problem == 10).unwrap();
+    assert!(row10
+        .reason
+        .as_ref()
+        .unwrap()
+        .describe()
+        .contains("custom_code is empty"));
+}
+
+#[test]
+fn the_set_table_counts_claims_that_survive() {
+    let t = report().table;
+    assert_eq!((t.kernels, t.evaluated), (11, 9));
+    assert_eq!((t.claimed_correct, t.measured_correct), (11, 3));
+    // Claims: every kernel but 9; surviving: 1 only (2 is slower, the rest incorrect).
+    assert_eq!((t.claims, t.surviving), (10, 1));
+    assert!((t.claimed_fast_1 - 10.0 / 11.0).abs() < 1e-12);
+    assert!((t.measured_fast_1 - 2.0 / 11.0).abs() < 1e-12);
+    let g = t.measured_geomean.unwrap();
+    assert!(
+        (g - (2.0f64 * 1.2 * 0.8).powf(1.0 / 3.0)).abs() < 1e-9,
+        "{g}"
+    );
+    assert_eq!(t.measured_median, Some(1.2));
+}
+
+#[test]
+fn a_faster_than_claimed_kernel_still_survives() {
+    let (claims, _) = fixture();
+    let r = rec(
+        1,
+        Outcome::Ok,
+        Some(5.0),
+        vec![case(CaseFamily::Random, true)],
+    );
+    let rep = build_claims_report(
+        &claims,
+        "x",
+        &[(r, RecordExtras::default())],
+        SpeedupBasis::Median,
+    );
+    let row = &rep.rows[0];
+    assert_eq!(
+        row.reason.as_ref().map(|x| x.category()),
+        Some("speedup not reproduced")
+    );
+    assert!(row.survives());
+}
+
+#[test]
+fn golden_renderings() {
+    let r = report();
+    let text = format!(
+        "{}\n---- csv ----\n{}",
+        render_claims_markdown(&r),
+        render_claims_csv(&r)
+    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/claims/golden.md");
+    if std::env::var_os("KBENCH_UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(
+        text, want,
+        "claims rendering changed; if intended, rerun with KBENCH_UPDATE_GOLDEN=1 and review the diff"
+    );
+    let html = render_claims_html(&r);
+    assert!(html.contains("<h2>Claims: fixture</h2>"));
+    assert_eq!(html.matches("class=\"disagrees\"").count(), 9);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["rows"][2]["reason"]["category"], "integrity-flag");
+    assert_eq!(json["rows"][2]["reason"]["flag"], "output-replayed");
+}
