@@ -210,7 +210,9 @@ pub fn render_claims_html(report: &ClaimsReport) -> String {
         h.push_str(&th(k, k));
     }
     h.push_str("</tr></thead><tbody>");
-    let rows: [(&str, Option<f64>, String, Option<f64>, String); 4] = [
+    // (row, claimed value and text, measured value and text)
+    type SetRow<'a> = (&'a str, Option<f64>, String, Option<f64>, String);
+    let rows: [SetRow; 4] = [
         (
             "fast_1",
             Some(t.claimed_fast_1),
