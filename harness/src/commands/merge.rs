@@ -299,6 +299,8 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
     // log that is not there.
     runlog::write_atomic(&out.join(RECORDS), text.as_bytes())?;
     runlog::write_atomic(&out.join(MANIFEST), &serde_json::to_vec_pretty(&manifest)?)?;
+    let merged: Vec<EvalRecord> = lines.iter().map(|(_, r)| (*r).clone()).collect();
+    runlog::write_eval_results(&out, &merged)?;
     Ok(MergeReport {
         out,
         inputs: dirs,
