@@ -67,8 +67,15 @@ fn boolean(v: &Value) -> Option<bool> {
 }
 
 fn entry(line: &str, at: &str) -> Result<Entry, String> {
-    let value: Value =
-        serde_json::from_str(line).map_err(|e| format!("not a JSON object ({e})"))?;
+    let value: Value = serde_json::from_str(line).map_err(|e| {
+        let what = e.to_string();
+        let what = what
+            .split(" at line ")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        format!("not JSON: {what} at column {}", e.column())
+    })?;
     let Value::Object(obj) = value else {
         return Err("not a JSON object".into());
     };

@@ -48,6 +48,7 @@ pub fn read(src: &Path) -> Result<Parsed> {
         );
     };
     let mut out = Parsed::default();
+    let mut empty = 0;
     for (key, list) in &map {
         let at = format!("key {key:?}");
         let Some((level, problem)) = parse_key(key) else {
@@ -58,6 +59,10 @@ pub fn read(src: &Path) -> Result<Parsed> {
             out.error(at, "expected a list of {display_name, torch_speedup, file}");
             continue;
         };
+        if items.is_empty() {
+            empty += 1;
+            continue;
+        }
         let ref_path = assets
             .join("problems")
             .join(format!("l{level}_p{problem}.py"));
@@ -115,6 +120,11 @@ pub fn read(src: &Path) -> Result<Parsed> {
                 reference: reference.clone(),
             });
         }
+    }
+    if empty > 0 {
+        out.notes.push(format!(
+            "{empty} problem(s) of data.json list no entries (the leaderboard has no kernel for them): nothing to import for those"
+        ));
     }
     Ok(out)
 }

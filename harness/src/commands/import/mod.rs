@@ -46,6 +46,8 @@ pub struct Entry {
 pub struct Parsed {
     pub entries: Vec<Entry>,
     pub errors: Vec<ImportError>,
+    /// Worth saying, not wrong (printed, not in the claims file).
+    pub notes: Vec<String>,
 }
 
 impl Parsed {

@@ -139,8 +139,8 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
     let Parsed {
         entries,
         mut errors,
+        mut notes,
     } = parsed;
-    let mut notes = Vec::new();
     // Samples: the source's own, else the next free one of the problem, in source order.
     let mut taken: HashMap<(u8, u32, u32), String> = HashMap::new();
     let mut next: HashMap<(u8, u32), u32> = HashMap::new();
