@@ -44,3 +44,57 @@ pub fn write_eval_results(dir: &Path, records: &[EvalRecord]) -> Result<Vec<Path
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::one_shot_records;
+    use kbench_record::eval_results::KbEvalResults;
+    use kbench_record::Outcome;
+
+    fn read(path: &Path) -> KbEvalResults {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn one_file_per_level_last_record_wins_and_samples_stay_unique() {
+        let mut records = one_shot_records();
+        // Resumed log: the same key again, now a compile error; it wins.
+        let mut again = records[0].clone();
+        again.outcome = Outcome::CompileError {
+            message: "boom".into(),
+        };
+        again.timing = None;
+        // Another candidate with the same sample number: kept out, named in metadata.
+        let mut other = records[1].clone();
+        other.candidate.name = "round02".into();
+        records.extend([again, other]);
+        let t = tempfile::tempdir().unwrap();
+        // A top-level file of an earlier single-level run is removed: this one spans levels.
+        std::fs::write(t.path().join(EVAL_RESULTS), "{}").unwrap();
+        let written = write_eval_results(t.path(), &records).unwrap();
+        assert_eq!(written.len(), 3, "{written:?}");
+        assert!(!t.path().join(EVAL_RESULTS).exists());
+        let l1 = read(&t.path().join("kernelbench/level_1/eval_results.json"));
+        let p1 = &l1[&1];
+        assert_eq!(p1.len(), 1);
+        assert!(!p1[0].compiled && !p1[0].correctness && p1[0].runtime == -1.0);
+        assert!(p1[0].metadata["compilation_error"]
+            .as_str()
+            .unwrap()
+            .contains("boom"));
+        let p19 = &l1[&19];
+        assert_eq!(p19.len(), 1);
+        assert!(p19[0].correctness && p19[0].runtime > 0.0);
+        assert_eq!(
+            p19[0].metadata["kbench_same_sample_candidates"],
+            serde_json::json!(["round02"])
+        );
+        let l2 = read(&t.path().join("kernelbench/level_2/eval_results.json"));
+        assert!(l2[&40][0].metadata.contains_key("runtime_error"));
+        assert!(t
+            .path()
+            .join("kernelbench/level_3/eval_results.json")
+            .exists());
+    }
+}
