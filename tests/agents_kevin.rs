@@ -83,6 +83,18 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert_eq!(x["best_of_t_correct"], true);
     assert_eq!(x["avg_of_t_correct"].as_f64().unwrap(), 0.5);
     assert_eq!(t["failed_rounds"], 1);
+    // KernelBench's eval_results.json: the task's final kernel (of trajectory 0) as sample 0.
+    let kb = read_json(&out.join("eval_results.json"));
+    let p1 = kb["1"].as_array().unwrap();
+    assert_eq!(p1.len(), 1, "{kb}");
+    assert_eq!(
+        (&p1[0]["sample_id"], &p1[0]["correctness"]),
+        (&json!(0), &json!(true))
+    );
+    assert_eq!(
+        p1[0]["metadata"]["kbench_candidate"],
+        t["final_kernel"]["name"]
+    );
     // `kbench report --table kevin` reads each trajectory as a sample: the same best/avg.
     let o = kbench()
         .args(["report", "--table", "kevin"])

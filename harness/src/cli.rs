@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::shard::Shard;
 
+mod import_set;
+pub use import_set::{ImportFormat, ImportSetArgs, ModelModeArg};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kbench",
@@ -40,6 +43,9 @@ pub enum Command {
     Leaderboard(LeaderboardArgs),
     /// Shard a kbench command over a Slurm job array; follow and resubmit its shards.
     Slurm(SlurmArgs),
+    /// A published kernel set (KernelBench runs, JSON lines, the leaderboard) into the replay
+    /// layout and a claims file.
+    Import(ImportSetArgs),
     /// Combine run directories (the shards of one run) into one run directory.
     Merge(MergeArgs),
     /// Measure, import and show baseline times (eager, torch.compile, max-autotune).

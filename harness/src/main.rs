@@ -31,6 +31,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Leaderboard(a) => commands::report::leaderboard(a),
         Command::Slurm(a) => commands::slurm::command(&a),
         Command::Merge(a) => commands::merge::command(&a),
+        Command::Import(a) => commands::import::command(&a),
         Command::Baselines(a) => match a.command {
             BaselinesCommand::Measure(m) => baselines::measure_command(&m, install_stop_flag()),
             BaselinesCommand::Import(i) => baselines::import_command(&i),

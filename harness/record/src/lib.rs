@@ -6,6 +6,7 @@
 
 mod case;
 pub mod claims;
+pub mod eval_results;
 mod outcome;
 pub mod perf;
 pub mod protocol;

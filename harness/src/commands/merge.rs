@@ -299,6 +299,8 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
     // log that is not there.
     runlog::write_atomic(&out.join(RECORDS), text.as_bytes())?;
     runlog::write_atomic(&out.join(MANIFEST), &serde_json::to_vec_pretty(&manifest)?)?;
+    let merged: Vec<EvalRecord> = lines.iter().map(|(_, r)| (*r).clone()).collect();
+    runlog::write_eval_results(&out, &merged)?;
     Ok(MergeReport {
         out,
         inputs: dirs,
@@ -462,6 +464,12 @@ mod tests {
             std::fs::read_to_string(out.join("kernels/k.py")).unwrap(),
             "kernel"
         );
+        // KernelBench's eval_results.json of the merged records (one level: also on top).
+        let kb: kbench_record::eval_results::KbEvalResults =
+            serde_json::from_slice(&std::fs::read(out.join("eval_results.json")).unwrap()).unwrap();
+        assert_eq!(kb.keys().copied().collect::<Vec<_>>(), [2, 3, 10]);
+        assert!(kb[&10][0].correctness && kb[&10][0].compiled);
+        assert!(out.join("kernelbench/level_1/eval_results.json").exists());
         let m: RunManifest =
             serde_json::from_slice(&std::fs::read(out.join(MANIFEST)).unwrap()).unwrap();
         assert_eq!(m, manifest("r", None));

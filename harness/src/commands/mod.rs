@@ -8,6 +8,7 @@ pub mod baselines;
 pub mod check;
 pub mod demo;
 pub mod gpus;
+pub mod import;
 pub mod list;
 pub mod merge;
 pub mod profile;

@@ -73,6 +73,8 @@ pub fn evaluate(config: &RunConfig) -> Result<i32> {
             serde_json::to_string_pretty(&table.manifest(&config.problems))?.as_bytes(),
         )?;
     }
+    // KernelBench's layout of the same records, for its analysis scripts.
+    crate::runlog::write_eval_results(&result.run_dir, &result.records)?;
     println!(
         "run log: {}",
         result.run_dir.join(crate::runlog::RECORDS).display()

@@ -192,6 +192,7 @@ pub fn run_with_profiler(
         &config.out.join("agent_summary.json"),
         serde_json::to_string_pretty(&summary)?.as_bytes(),
     )?;
+    write_final_eval_results(&config.out, &results)?;
     if let Some(e) = fatal.into_inner().unwrap_or_else(|e| e.into_inner()) {
         if stop.load(Ordering::SeqCst) {
             eprintln!(
@@ -229,6 +230,32 @@ pub fn run_with_profiler(
             crate::exit::KERNELS_FAILED
         },
     )
+}
+
+/// KernelBench's `eval_results.json` of an agent run: each task's final kernel as its sample
+/// 0 (the sample KernelBench's analysis reads), from the run's records; a task with no final
+/// kernel is left out, which that analysis counts as not compiled.
+fn write_final_eval_results(out: &std::path::Path, results: &[TaskResult]) -> Result<()> {
+    let log = crate::runlog::RecordLog::of_run(out)?;
+    let mut finals = Vec::new();
+    for t in results {
+        let Some(k) = &t.final_kernel else { continue };
+        let found = log.lines.iter().rev().find(|l| {
+            let c = &l.record.candidate;
+            l.record.problem.key() == t.problem && c.name == k.name && c.sha256 == k.sha256
+        });
+        if let Some(line) = found {
+            let mut r = line.record.clone();
+            r.notes.push(format!(
+                "{}'s final kernel {} (sample {}), written as sample 0",
+                t.agent, k.name, r.candidate.sample
+            ));
+            r.candidate.sample = 0;
+            finals.push(r);
+        }
+    }
+    crate::runlog::write_eval_results(out, &finals)?;
+    Ok(())
 }
 
 fn describe_task(t: &TaskResult) -> String {

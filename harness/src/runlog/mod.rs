@@ -2,7 +2,7 @@
 //! signed with a MAC keyed by the run's secret, appended and fsynced as each kernel
 //! finishes), `secret` (the run's seed, mode 0600), `lock` (held by the one kbench writing the
 //! folder, with its pid), `kernels/` (every candidate source evaluated), `logs/` (worker
-//! output, capped).
+//! output, capped), `eval_results.json` (KernelBench's layout of the records, per level).
 //!
 //! Nothing recorded is ever lost: a run killed mid-write leaves at most one partial line, which
 //! `--resume` cuts off (and reports) before appending. A line that does not verify (changed,
@@ -16,6 +16,7 @@
 //! `cli.rs`); today it needs none of them, only `kbench_record`.
 
 mod dir;
+mod eval_results;
 mod lock;
 mod manifest;
 mod names;
@@ -23,6 +24,7 @@ mod records;
 pub mod seed;
 
 pub use dir::{write_atomic, RunDir, MANIFEST, RECORDS, SECRET};
+pub use eval_results::{write_eval_results, EVAL_RESULTS};
 pub use lock::{WriterLock, LOCK};
 pub use manifest::{now_unix, RunManifest};
 pub use names::sanitize;

@@ -1,0 +1,204 @@
+//! `kbench import`: a published kernel set into kbench's replay layout
+//! (`level_<L>_problem_<P>_sample_<S>_kernel.py` in --out, which `kbench run --agent replay`
+//! evaluates), the set's own reference code under `refs/`, and `claims.json`
+//! (`kbench_record::claims`: what the set says of each kernel).
+//!
+//! One file per source layout reads it into [`Entry`]s (`kernelbench_runs`, `jsonl`,
+//! `leaderboard`); `write` turns entries into files. A bad entry costs itself only: it is
+//! an `errors` entry of the claims file naming its line, key or file. Empty and placeholder
+//! kernels get no file and a `no_kernel` reason. The command fails only when SRC cannot be
+//! read or nothing in it could be imported.
+
+mod jsonl;
+mod kernelbench_runs;
+mod leaderboard;
+mod write;
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use kbench_record::claims::{Claim, ClaimSet, DeclaredTolerance, ImportError};
+
+use crate::cli::{ImportFormat, ImportSetArgs, ModelModeArg};
+use crate::exit;
+
+/// One kernel as a source describes it, before it gets its sample and files.
+#[derive(Debug, Clone, Default)]
+pub struct Entry {
+    /// Where in the source, for messages: `line 3`, `key "Level 1: 3_X" [0]`, a file name.
+    pub at: String,
+    pub level: u8,
+    pub problem: u32,
+    /// The source's own sample number; `None`: the next free one of its problem, in order.
+    pub sample: Option<u32>,
+    pub label: Option<String>,
+    /// The kernel's source; `None` with `missing` saying why.
+    pub kernel: Option<String>,
+    pub missing: Option<String>,
+    pub claims: Vec<Claim>,
+    pub claimed_correct: Option<bool>,
+    /// The set's own reference code for the problem, when it ships one.
+    pub reference: Option<String>,
+}
+
+/// What a reader got from a source.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub entries: Vec<Entry>,
+    pub errors: Vec<ImportError>,
+    /// Worth saying, not wrong (printed, not in the claims file).
+    pub notes: Vec<String>,
+}
+
+impl Parsed {
+    pub fn error(&mut self, at: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ImportError {
+            at: at.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// The baseline a claimed-speedup field is against, from its name: `compile` → compile,
+/// `eager` or `torch` → eager, else unknown.
+pub fn baseline_of(field: &str) -> &'static str {
+    let f = field.to_ascii_lowercase();
+    if f.contains("compile") {
+        "compile"
+    } else if f.contains("eager") || f.contains("torch") {
+        "eager"
+    } else {
+        "unknown"
+    }
+}
+
+pub fn command(a: &ImportSetArgs) -> Result<i32> {
+    let tolerance = a.tolerance.as_deref().map(parse_tolerance).transpose()?;
+    if a.baseline_json.is_some() && a.format != ImportFormat::KernelbenchRuns {
+        bail!("--baseline-json is for kernelbench-runs only: the other formats carry their own speedups");
+    }
+    let parsed = match a.format {
+        ImportFormat::KernelbenchRuns => {
+            kernelbench_runs::read(&a.src, a.baseline_json.as_deref())?
+        }
+        ImportFormat::Jsonl => jsonl::read(&a.src)?,
+        ImportFormat::Leaderboard => leaderboard::read(&a.src)?,
+    };
+    let source =
+        std::path::absolute(&a.src).with_context(|| format!("resolving {}", a.src.display()))?;
+    let set = ClaimSet {
+        name: a
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(a.format, &source)),
+        format: a.format.as_str().into(),
+        source: source.display().to_string(),
+        tolerance,
+        model_mode: a.model_mode.map(|m| match m {
+            ModelModeArg::Train => "train".into(),
+            ModelModeArg::Eval => "eval".into(),
+        }),
+    };
+    let removed = write::prepare_out(&a.out, a.force)?;
+    let done = write::write(&a.out, set, parsed)?;
+    let claims = &done.claims;
+    let kernels = claims.kernels.iter().filter(|k| k.kernel.is_some()).count();
+    let no_kernel = claims.kernels.len() - kernels;
+    if removed > 0 {
+        println!(
+            "replaced {removed} kernel file(s) of the earlier import in {}",
+            a.out.display()
+        );
+    }
+    for e in claims.errors.iter().take(20) {
+        eprintln!("kbench: import: {}: {}", e.at, e.message);
+    }
+    if claims.errors.len() > 20 {
+        eprintln!(
+            "kbench: import: ... and {} more error(s), all in claims.json",
+            claims.errors.len() - 20
+        );
+    }
+    for n in &done.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "imported {} ({}): {kernels} kernel(s), {no_kernel} no_kernel, {} error(s); wrote {} and {}",
+        claims.set.name,
+        claims.set.format,
+        claims.errors.len(),
+        a.out.display(),
+        a.out.join(write::CLAIMS).display()
+    );
+    if claims.kernels.is_empty() {
+        eprintln!(
+            "kbench: error: nothing could be imported from {}: see the errors above",
+            a.src.display()
+        );
+        return Ok(exit::HARNESS_ERROR);
+    }
+    println!(
+        "evaluate it: kbench run --kernelbench KernelBench --agent replay --replay-dir {} --out RUN_DIR",
+        a.out.display()
+    );
+    Ok(exit::OK)
+}
+
+/// `ATOL,RTOL`, both finite and non-negative.
+fn parse_tolerance(s: &str) -> Result<DeclaredTolerance> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let nums: Option<Vec<f64>> = parts.iter().map(|p| p.parse::<f64>().ok()).collect();
+    match nums.as_deref() {
+        Some(&[atol, rtol]) if [atol, rtol].iter().all(|x| x.is_finite() && *x >= 0.0) => {
+            Ok(DeclaredTolerance { atol, rtol })
+        }
+        _ => {
+            bail!("--tolerance {s:?}: expected ATOL,RTOL, two non-negative numbers, e.g. 1e-2,1e-2")
+        }
+    }
+}
+
+/// The set's name from its source: the folder's name (the repository's, for a leaderboard
+/// given as its docs/assets folder), or a file's stem.
+fn default_name(format: ImportFormat, source: &Path) -> String {
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    match format {
+        ImportFormat::Jsonl => source
+            .file_stem()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| name(source)),
+        ImportFormat::Leaderboard if source.ends_with("docs/assets") => source
+            .parent()
+            .and_then(Path::parent)
+            .map(name)
+            .unwrap_or_else(|| name(source)),
+        _ => name(source),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn baselines_are_named_from_fields() {
+        assert_eq!(baseline_of("score_compile"), "compile");
+        assert_eq!(baseline_of("score_eager"), "eager");
+        assert_eq!(baseline_of("torch_speedup"), "eager");
+        assert_eq!(baseline_of("score_default"), "unknown");
+    }
+
+    #[test]
+    fn tolerance_parses_or_says_what_it_wants() {
+        let t = parse_tolerance("1e-2, 0.001").unwrap();
+        assert_eq!((t.atol, t.rtol), (0.01, 0.001));
+        for bad in ["0.01", "a,b", "-1,1", "1,2,3"] {
+            let e = parse_tolerance(bad).unwrap_err().to_string();
+            assert!(e.contains("ATOL,RTOL"), "{e}");
+        }
+    }
+}
