@@ -235,6 +235,14 @@ fn leaderboard_reads_the_site_layout_from_the_repository_root() {
     assert!(error_at(&c, "key \"Level one: 4_Softmax\"").contains("Level L: ID_Name"));
     assert_eq!(c.kernels.len(), 4);
     assert!(String::from_utf8_lossy(&o.stdout).contains("list no entries"));
+    // The references again in KernelBench's layout, named from the data's keys, so the
+    // kernels can run on the problems they were written for.
+    assert_eq!(
+        std::fs::read_to_string(out.join("problems/level1/1_Elementwise_Multiply_Add.py")).unwrap(),
+        std::fs::read_to_string(out.join("refs/level_1_problem_1.py")).unwrap()
+    );
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains(&format!("--kernelbench {}", out.join("problems").display())));
 }
 
 #[test]

@@ -123,6 +123,10 @@ fn entry(line: &str, at: &str) -> Result<Entry, String> {
                 Some(boolean(v).ok_or_else(|| format!("{name} is {v}, not true or false"))?);
         }
     }
+    let problem_name = ["problem_name", "task_name"]
+        .iter()
+        .find_map(|n| field(&obj, n).and_then(Value::as_str))
+        .map(str::to_string);
     let label = ["model", "label", "display_name"]
         .iter()
         .find_map(|n| field(&obj, n).and_then(Value::as_str))
@@ -138,6 +142,7 @@ fn entry(line: &str, at: &str) -> Result<Entry, String> {
         claims,
         claimed_correct,
         reference,
+        problem_name,
     })
 }
 

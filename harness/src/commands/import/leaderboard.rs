@@ -118,6 +118,10 @@ pub fn read(src: &Path) -> Result<Parsed> {
                 claims,
                 claimed_correct: Some(true),
                 reference: reference.clone(),
+                problem_name: key
+                    .split_once(':')
+                    .and_then(|(_, r)| r.trim().split_once('_'))
+                    .map(|(_, name)| name.to_string()),
             });
         }
     }

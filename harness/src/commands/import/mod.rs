@@ -39,6 +39,9 @@ pub struct Entry {
     pub claimed_correct: Option<bool>,
     /// The set's own reference code for the problem, when it ships one.
     pub reference: Option<String>,
+    /// The problem's name (`Square_matrix_multiplication_`), when the source gives it: names
+    /// the reference's copy in the suite layout (`problems/level<L>/<P>_<name>.py`).
+    pub problem_name: Option<String>,
 }
 
 /// What a reader got from a source.
@@ -141,6 +144,14 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
         "evaluate it: kbench run --kernelbench KernelBench --agent replay --replay-dir {} --out RUN_DIR",
         a.out.display()
     );
+    let problems = a.out.join("problems");
+    if problems.is_dir() {
+        println!(
+            "or on the problems the set was written for (its own references): kbench run --kernelbench {} --agent replay --replay-dir {} --out RUN_DIR",
+            problems.display(),
+            a.out.display()
+        );
+    }
     Ok(exit::OK)
 }
 

@@ -16,6 +16,10 @@ use crate::runlog::write_atomic;
 /// The claims file's name in --out.
 pub const CLAIMS: &str = "claims.json";
 const REFS: &str = "refs";
+/// The set's references again in KernelBench's layout (`level<L>/<P>_<name>.py`), so
+/// `kbench run --kernelbench DIR/problems` evaluates the kernels on the problems they were
+/// written for.
+const PROBLEMS: &str = "problems";
 
 /// What was written.
 pub struct Written {
@@ -52,7 +56,7 @@ pub fn prepare_out(out: &Path, force: bool) -> Result<usize> {
     let earlier = ClaimsFile::read(&out.join(CLAIMS)).is_ok();
     if !earlier && !force {
         bail!(
-            "--out {} is not empty and is not an earlier `kbench import` (it has no readable {CLAIMS}): choose a new or empty folder, or pass --force to import into it (its level_*_problem_*_sample_*_kernel.py files and {REFS}/ are replaced)",
+            "--out {} is not empty and is not an earlier `kbench import` (it has no readable {CLAIMS}): choose a new or empty folder, or pass --force to import into it (its level_*_problem_*_sample_*_kernel.py files, {REFS}/ and {PROBLEMS}/ are replaced)",
             out.display()
         );
     }
@@ -63,7 +67,7 @@ pub fn prepare_out(out: &Path, force: bool) -> Result<usize> {
         if is_replay_file(&name) && path.is_file() {
             std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             removed += 1;
-        } else if name == REFS && path.is_dir() {
+        } else if (name == REFS || name == PROBLEMS) && path.is_dir() {
             std::fs::remove_dir_all(&path)
                 .with_context(|| format!("removing {}", path.display()))?;
         } else if name == CLAIMS {
@@ -185,11 +189,20 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
             .with_context(|| format!("creating {}", refs_dir.display()))?;
     }
     let mut shared_ref: HashMap<(u8, u32), String> = HashMap::new();
+    let names: HashMap<(u8, u32), &str> = numbered
+        .iter()
+        .filter_map(|(_, e)| Some(((e.level, e.problem), e.problem_name.as_deref()?)))
+        .collect();
     for ((level, problem), list) in &refs {
         if let [only] = list.as_slice() {
             let rel = format!("{REFS}/level_{level}_problem_{problem}.py");
             write_atomic(&out.join(&rel), only.as_bytes())?;
             shared_ref.insert((*level, *problem), rel);
+            let name =
+                crate::runlog::sanitize(names.get(&(*level, *problem)).unwrap_or(&"problem"));
+            let dir = out.join(PROBLEMS).join(format!("level{level}"));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            write_atomic(&dir.join(format!("{problem}_{name}.py")), only.as_bytes())?;
         } else {
             notes.push(format!(
                 "level {level} problem {problem}: the set ships {} different reference codes; each sample's is kept in {REFS}/level_{level}_problem_{problem}_sample_<S>.py",
