@@ -137,3 +137,38 @@ fn integrity_flags_come_from_the_outcome_and_the_flags_field() {
     assert_eq!(c.flags, vec!["side-stream", "excessive-speedup"]);
     assert!(!c.correct && c.compiled);
 }
+
+#[test]
+fn an_agents_fresh_final_measurement_is_the_tasks_result_not_the_maximum() {
+    use kbench_record::{Selection, SelectionRole};
+    let named = |name: &str, speedup: f64, role: Option<SelectionRole>| {
+        let mut r = record(Outcome::Ok, Some((speedup, speedup)));
+        r.candidate.name = name.into();
+        r.candidate.selection = role.map(|role| Selection {
+            role,
+            of: "round01".into(),
+            finalists: 2,
+            session: Vec::new(),
+        });
+        (r, RecordExtras::default())
+    };
+    // Noise made round01 look fastest twice (1.33x, then 1.40x when re-timed to choose);
+    // its fresh measurement after the choice says 1.05x, and that is what the task reports.
+    let records = vec![
+        named("round00", 1.10, None),
+        named("round01", 1.33, None),
+        named("select_round00", 1.02, Some(SelectionRole::Finalist)),
+        named("select_round01", 1.40, Some(SelectionRole::Finalist)),
+        named("final_round01", 1.05, Some(SelectionRole::Final)),
+    ];
+    let t = &group_tasks(&records, SpeedupBasis::Median)[0];
+    assert_eq!(t.best(Baseline::Eager), Some((4, 1.05)));
+    // Kevin's trajectories count the kernels the agent wrote, not the re-measurements.
+    assert_eq!(t.trajectories(), vec![(true, 1.33)]);
+    // A final record that is not correct leaves the rule to the agent's own kernels: the
+    // finalists' re-timings never count.
+    let mut failed = records.clone();
+    failed[4].0.outcome = mismatch_on("random");
+    let t = &group_tasks(&failed, SpeedupBasis::Median)[0];
+    assert_eq!(t.best(Baseline::Eager), Some((1, 1.33)));
+}

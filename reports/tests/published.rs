@@ -26,6 +26,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         cost: None,
         eval_s: 1.0,
         sol_ratio: None,
+        selection: None,
     }
 }
 

@@ -183,5 +183,6 @@ pub fn agent_options(kind: AgentKind, a: &AgentArgs) -> Result<crate::llm::Optio
         command: a.command.clone(),
         runs_name: a.runs_name.clone(),
         gpu: a.target_gpu.clone(),
+        finalists: a.finalists,
     })
 }

@@ -66,8 +66,14 @@ pub struct TaskResult {
     pub problem: String,
     pub agent: String,
     pub kernels: Vec<KernelResult>,
-    /// The kernel written to `runs/`: the fastest correct one, else the last one produced.
+    /// The kernel written to `runs/`, chosen as [`super::select`] says: with a selection,
+    /// the result of its fresh measurement (record `final_<name>`); else the fastest
+    /// correct one, else the last one produced.
     pub final_kernel: Option<KernelResult>,
+    /// How the final kernel was chosen (absent without a selection: no correct timed kernel,
+    /// a run without timing, `--finalists 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<super::select::SelectionReport>,
     pub rounds: u32,
     pub failed_rounds: u32,
     pub spend: Spend,
