@@ -56,6 +56,7 @@ fn tasks() -> impl Strategy<Value = Vec<Task>> {
                         .into_iter()
                         .map(|(s, c, t)| candidate(s, c, t))
                         .collect(),
+                    remeasured: Vec::new(),
                 })
                 .collect()
         },

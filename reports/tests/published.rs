@@ -37,6 +37,7 @@ fn task(level: u8, id: u32, candidates: Vec<Candidate>) -> Task {
         id,
         name: format!("p{id}"),
         candidates,
+        remeasured: Vec::new(),
     }
 }
 

@@ -45,6 +45,6 @@ pub use prompt::{
     error_log, extract_code, extract_json, gpu_spec, seed_prompt, status_of, system,
     text_outside_code, user, EXAMPLE_MODEL, EXAMPLE_MODEL_NEW,
 };
-pub use select::{Finalist, SelectionReport, DEFAULT_FINALISTS};
+pub use select::DEFAULT_FINALISTS;
 pub use session::{run, run_with_profiler};
-pub use task::{read_tasks, KernelResult, Round, TaskCtx, TaskResult};
+pub use task::{read_tasks, Finalist, KernelResult, Round, SelectionReport, TaskCtx, TaskResult};

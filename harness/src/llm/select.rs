@@ -25,39 +25,12 @@
 
 use anyhow::{Context, Result};
 use kbench_record::{EvalRecord, Selection, SelectionRole};
-use serde::{Deserialize, Serialize};
 
-use super::task::{pick_final, KernelResult, TaskCtx};
+use super::task::{pick_final, Finalist, KernelResult, SelectionReport, TaskCtx};
 
 /// Finalists re-timed by default: enough that a kernel measured slow once by noise can still
 /// win, few enough that the re-timing costs a handful of evaluations per task.
 pub const DEFAULT_FINALISTS: u32 = 4;
-
-/// How a task's final kernel was chosen, in `agent_tasks.jsonl`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SelectionReport {
-    /// Correct, timed kernels with distinct sources the agent wrote.
-    pub distinct_correct: u32,
-    /// The finalists, in the order they were re-timed.
-    pub finalists: Vec<Finalist>,
-    /// The agent's kernel chosen.
-    pub chosen: String,
-    /// The record of the fresh measurement taken after the choice: the task's result.
-    pub final_record: String,
-    /// That fresh measurement's speedup (`None` when it was not correct or not timed).
-    pub final_speedup: Option<f64>,
-}
-
-/// One finalist: its speedup as the agent measured it and in the selection batch.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finalist {
-    pub name: String,
-    pub sha256: String,
-    /// Mean over the agent's measurements of this source.
-    pub agent_speedup: f64,
-    /// In the selection batch (`None` for a lone finalist, or when it failed there).
-    pub selection_speedup: Option<f64>,
-}
 
 /// What the task reports: its final kernel (the fresh record's result when there was a
 /// selection), its source, and how it was chosen.
