@@ -154,6 +154,8 @@ fn the_final_kernel_is_chosen_among_retimed_finalists_and_measured_afresh() {
     let row = &read_json(&report)["runs"][0]["problems"][0];
     assert_eq!(row["candidate"], fresh["candidate"]["name"], "{row}");
     assert_eq!(row["speedup"].as_f64().unwrap(), reported);
+    // The re-measurements are not more kernels: the task has the four the agent wrote.
+    assert_eq!(row["candidates"], 4, "{row}");
     // runs/ holds the chosen source (trajectory t wrote variant t).
     let t_chosen: usize = of(fastest)[1..3].parse().unwrap();
     assert_eq!(
