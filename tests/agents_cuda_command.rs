@@ -143,12 +143,19 @@ fn command_agent_runs_the_shipped_example() {
     assert!(stderr.contains("submitted: correct=True"), "{stderr}");
     let k = std::fs::read_to_string(out.join("runs/command").join(FINAL)).unwrap();
     assert!(k.contains("class ModelNew"));
-    // Two tasks ran (at once, --jobs 2), each with one evaluation: compile, check, time and
-    // submit of one source share it.
+    // Two tasks ran (at once, --jobs 2), each with one evaluation (compile, check, time and
+    // submit of one source share it) and the fresh measurement of the submitted kernel
+    // that the task reports (`final_<name>`).
     let k2 = std::fs::read_to_string(out.join("runs/command/level_1_problem_2_sample_0_kernel.py"))
         .unwrap();
     assert!(k2.contains("class ModelNew") && k2 != k);
-    assert_eq!(common::records(&out).len(), 2);
+    let records = common::records(&out);
+    assert_eq!(records.len(), 4);
+    let fresh = records
+        .iter()
+        .filter(|r| r["candidate"]["selection"]["role"] == "final")
+        .count();
+    assert_eq!(fresh, 2, "{records:?}");
     assert_eq!(jsonl(&out.join("agent_tasks.jsonl")).len(), 2);
     // A misbehaving program.
     let bad = tmp.path().join("bad.sh");

@@ -113,6 +113,11 @@ pub struct AgentArgs {
     /// earliest turns from the prompt past it (about 4 characters a token).
     #[arg(long, value_name = "N", default_value_t = 128_000)]
     pub context_tokens: u64,
+    /// Agents: re-time this many of a task's fastest correct kernels together, choose there,
+    /// and report a fresh measurement of the choice (0: keep the fastest measurement).
+    // The default is llm::DEFAULT_FINALISTS (cli may not import llm).
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    pub finalists: u32,
     /// Stop starting model calls once the run has spent this many dollars.
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<f64>,

@@ -123,8 +123,11 @@ fn distinct(values: impl Iterator<Item = String>) -> Vec<String> {
 
 fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
     let best = t.best(Baseline::Eager);
-    let shown = best.map_or(t.candidates.len() - 1, |(i, _)| i);
-    let c = &t.candidates[shown];
+    let c = best
+        .map(|(c, _)| c)
+        .or(t.candidates.last())
+        .or(t.remeasured.last())
+        .expect("a task has at least one record");
     let mut flags: Vec<String> = t
         .candidates
         .iter()

@@ -9,7 +9,8 @@ use crate::basis::SpeedupBasis;
 use crate::sample::percentile_sorted;
 
 /// Headline numbers of a run. Counts are over the records given: one record per evaluated
-/// candidate (deduplicating a log that was resumed is the reader's job).
+/// candidate (deduplicating a log that was resumed is the reader's job), less an LLM agent's
+/// re-measurements of its own kernels (`candidate.selection`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub basis: SpeedupBasis,
@@ -72,6 +73,12 @@ pub const SOL_SLACK: f64 = 0.1;
 impl RunSummary {
     /// Summarises `records` with speedups on `basis`.
     pub fn from_records(records: &[EvalRecord], basis: SpeedupBasis) -> Self {
+        // An LLM agent's re-measurements of its own kernels (choosing its final one) are not
+        // more kernels: left out of every count.
+        let records: Vec<&EvalRecord> = records
+            .iter()
+            .filter(|r| r.candidate.selection.is_none())
+            .collect();
         let mut outcomes = BTreeMap::new();
         let mut speedups = Vec::new();
         let (mut compiled, mut correct, mut correct_random) = (0, 0, 0);
@@ -82,7 +89,7 @@ impl RunSummary {
         let mut below_sol = 0;
         let mut uncontained = 0;
         let (mut no_kernel, mut unjudged) = (0, 0);
-        for r in records {
+        for &r in &records {
             uncontained += usize::from(r.env.containment.as_deref() == Some("none"));
             correct_random += usize::from(crate::task::correct_on_random(r));
             let mut failed: Vec<String> = r
@@ -160,14 +167,19 @@ pub fn summarize(records: &[EvalRecord]) -> RunSummary {
 /// KernelBench's fast_p: `#{correct and speedup > p} / #records`, strict `>`, over every
 /// record (`scripts/benchmark_eval_analysis.py`). A correct record without a speedup (not
 /// timed) is correct but not fast, so fast_0 equals the correctness rate only when every
-/// correct record was timed, as in KernelBench. `None` when there are no records.
+/// correct record was timed, as in KernelBench. `None` when there are no records. An LLM
+/// agent's re-measurements of its own kernels (`candidate.selection`) are not records here.
 pub fn fast_p(records: &[EvalRecord], p: f64, basis: SpeedupBasis) -> Option<f64> {
-    let fast = records
+    let kernels: Vec<&EvalRecord> = records
+        .iter()
+        .filter(|r| r.candidate.selection.is_none())
+        .collect();
+    let fast = kernels
         .iter()
         .filter(|r| r.outcome.is_ok())
         .filter(|r| basis.speedup_of(r).is_some_and(|s| s > p))
         .count();
-    ratio(fast, records.len())
+    ratio(fast, kernels.len())
 }
 
 fn ratio(num: usize, den: usize) -> Option<f64> {

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use kbench_record::{CaseFamily, EvalRecord, Outcome};
+use kbench_record::{CaseFamily, EvalRecord, Outcome, SelectionRole};
 use serde::{Deserialize, Serialize};
 
 use crate::basis::SpeedupBasis;
@@ -109,6 +109,10 @@ pub struct Candidate {
     /// timed candidate on a GPU in kbench's spec table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sol_ratio: Option<f64>,
+    /// An LLM agent's re-measurement of one of its kernels while choosing its final one:
+    /// a finalist's re-timing, or the chosen kernel's fresh measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionRole>,
 }
 
 impl Candidate {
@@ -182,6 +186,7 @@ impl Candidate {
             cost: extras.cost.clone(),
             eval_s: r.wall_s,
             sol_ratio: if correct { r.sol_ratio() } else { None },
+            selection: r.candidate.selection.as_ref().map(|s| s.role),
         }
     }
 }
@@ -237,7 +242,13 @@ pub struct Task {
     pub level: u8,
     pub id: u32,
     pub name: String,
+    /// The kernels the run wrote: every count, rate and pass@k is over these.
     pub candidates: Vec<Candidate>,
+    /// An LLM agent's re-measurements of its own kernels while choosing its final one
+    /// (finalists' re-timings, then the chosen kernel's fresh measurement), in log order:
+    /// not more kernels, so counted nowhere but in [`Task::best`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remeasured: Vec<Candidate>,
 }
 
 impl Task {
@@ -253,14 +264,28 @@ impl Task {
         self.candidates.iter().any(|c| c.correct_random)
     }
 
-    /// The best correct candidate against `baseline`: index and speedup. Ties go to the
+    /// The best correct candidate against `baseline` and its speedup. Ties go to the
     /// earlier candidate (the first round that reached the speed).
-    pub fn best(&self, baseline: Baseline) -> Option<(usize, f64)> {
-        let mut best: Option<(usize, f64)> = None;
-        for (i, c) in self.candidates.iter().enumerate() {
+    ///
+    /// Where an LLM agent chose its final kernel (README, "Agents"), the fresh measurement
+    /// of its choice ([`SelectionRole::Final`], in `remeasured`) is the task's result when
+    /// it is correct and timed against `baseline`: the maximum over the agent's measurements
+    /// would reward timing noise. The finalists' re-timings, used to choose, never count;
+    /// without a usable final record the rule above applies to the agent's own kernels.
+    pub fn best(&self, baseline: Baseline) -> Option<(&Candidate, f64)> {
+        let fresh = self.remeasured.iter().rev().find_map(|c| {
+            (c.selection == Some(SelectionRole::Final))
+                .then(|| c.speedups.get(&baseline).map(|&s| (c, s)))
+                .flatten()
+        });
+        if fresh.is_some() {
+            return fresh;
+        }
+        let mut best: Option<(&Candidate, f64)> = None;
+        for c in &self.candidates {
             if let Some(&s) = c.speedups.get(&baseline) {
                 if best.is_none_or(|(_, b)| s > b) {
-                    best = Some((i, s));
+                    best = Some((c, s));
                 }
             }
         }
@@ -274,7 +299,9 @@ impl Task {
     }
 
     /// Kevin's trajectories: per trajectory (in id order), whether any of its kernels is
-    /// correct and its best correct eager speedup (0 when none).
+    /// correct and its best correct eager speedup (0 when none). The paper's metric, over
+    /// the kernels the trajectories wrote (not the re-measurements that choose a task's
+    /// final kernel).
     pub fn trajectories(&self) -> Vec<(bool, f64)> {
         let mut by: BTreeMap<u32, (bool, f64)> = BTreeMap::new();
         for c in &self.candidates {
@@ -306,11 +333,16 @@ pub fn group_tasks_picking(
     }
     let mut tasks: BTreeMap<(u8, u32, String), Task> = BTreeMap::new();
     for (r, x) in records {
-        if pick == Pick::FirstSample && first_sample[&r.problem.key()] != r.candidate.sample {
+        // The first sample alone: an agent's re-measurements while choosing its final kernel
+        // (which may come from any sample) are not part of it.
+        if pick == Pick::FirstSample
+            && (first_sample[&r.problem.key()] != r.candidate.sample
+                || r.candidate.selection.is_some())
+        {
             continue;
         }
         let key = r.problem.key();
-        tasks
+        let t = tasks
             .entry((r.problem.level, r.problem.id, key.clone()))
             .or_insert_with(|| Task {
                 key,
@@ -318,9 +350,14 @@ pub fn group_tasks_picking(
                 id: r.problem.id,
                 name: r.problem.name.clone(),
                 candidates: Vec::new(),
-            })
-            .candidates
-            .push(Candidate::from_record(r, x, basis));
+                remeasured: Vec::new(),
+            });
+        let c = Candidate::from_record(r, x, basis);
+        if c.selection.is_some() {
+            t.remeasured.push(c);
+        } else {
+            t.candidates.push(c);
+        }
     }
     tasks.into_values().collect()
 }

@@ -5,7 +5,7 @@ use kbench_record::{CaseFamily, CaseRef, CaseResult, Outcome, Phase};
 
 use crate::basis::SpeedupBasis;
 use crate::extras::RecordExtras;
-use crate::task::{correct_on_random, group_tasks, Baseline};
+use crate::task::{correct_on_random, group_tasks, Baseline, Pick};
 use crate::tests::record;
 
 fn case(family: &str, index: u32, passed: bool) -> CaseResult {
@@ -24,6 +24,11 @@ fn case(family: &str, index: u32, passed: bool) -> CaseResult {
         not_applicable: None,
         flush: None,
     }
+}
+
+/// A task's best candidate by name, with its speedup.
+fn best(t: &crate::task::Task, baseline: Baseline) -> Option<(&str, f64)> {
+    t.best(baseline).map(|(c, s)| (c.name.as_str(), s))
 }
 
 fn mismatch_on(family: &str) -> Outcome {
@@ -105,14 +110,14 @@ fn a_task_reports_its_fastest_correct_candidate_per_baseline() {
     let t = &tasks[0];
     assert_eq!(t.candidates.len(), 3);
     // The incorrect candidate's 9x never counts; each baseline picks its own fastest.
-    assert_eq!(t.best(Baseline::Eager), Some((1, 2.0)));
-    assert_eq!(t.best(Baseline::Compile), Some((0, 1.5)));
-    assert_eq!(t.best(Baseline::MaxAutotune), None);
+    assert_eq!(best(t, Baseline::Eager), Some(("fast", 2.0)));
+    assert_eq!(best(t, Baseline::Compile), Some(("slow", 1.5)));
+    assert_eq!(best(t, Baseline::MaxAutotune), None);
     assert_eq!(t.score(Baseline::MaxAutotune), 0.0);
     // Without a `speedup_mean`, a baseline has no speedup on the mean basis.
     let mean = group_tasks(&records, SpeedupBasis::Mean);
-    assert_eq!(mean[0].best(Baseline::Eager), Some((1, 1.9)));
-    assert_eq!(mean[0].best(Baseline::Compile), None);
+    assert_eq!(best(&mean[0], Baseline::Eager), Some(("fast", 1.9)));
+    assert_eq!(best(&mean[0], Baseline::Compile), None);
     // Trajectories default to the sample number: three, one correct-and-fast each.
     assert_eq!(
         t.trajectories(),
@@ -136,4 +141,45 @@ fn integrity_flags_come_from_the_outcome_and_the_flags_field() {
     let c = &tasks[0].candidates[0];
     assert_eq!(c.flags, vec!["side-stream", "excessive-speedup"]);
     assert!(!c.correct && c.compiled);
+}
+
+#[test]
+fn an_agents_fresh_final_measurement_is_the_tasks_result_not_the_maximum() {
+    use kbench_record::{Selection, SelectionRole};
+    let named = |name: &str, speedup: f64, role: Option<SelectionRole>| {
+        let mut r = record(Outcome::Ok, Some((speedup, speedup)));
+        r.candidate.name = name.into();
+        r.candidate.selection = role.map(|role| Selection {
+            role,
+            of: "round01".into(),
+            finalists: 2,
+            session: Vec::new(),
+        });
+        (r, RecordExtras::default())
+    };
+    // Noise made round01 look fastest twice (1.33x, then 1.40x when re-timed to choose);
+    // its fresh measurement after the choice says 1.05x, and that is what the task reports.
+    let records = vec![
+        named("round00", 1.10, None),
+        named("round01", 1.33, None),
+        named("select_round00", 1.02, Some(SelectionRole::Finalist)),
+        named("select_round01", 1.40, Some(SelectionRole::Finalist)),
+        named("final_round01", 1.05, Some(SelectionRole::Final)),
+    ];
+    let t = &group_tasks(&records, SpeedupBasis::Median)[0];
+    assert_eq!(best(t, Baseline::Eager), Some(("final_round01", 1.05)));
+    // The re-measurements are not more kernels: counts, rates, pass@k and Kevin's
+    // trajectories are over the two the agent wrote.
+    assert_eq!((t.candidates.len(), t.remeasured.len()), (2, 3));
+    assert_eq!(t.trajectories(), vec![(true, 1.33)]);
+    // A final record that is not correct leaves the rule to the agent's own kernels: the
+    // finalists' re-timings never count.
+    let mut failed = records.clone();
+    failed[4].0.outcome = mismatch_on("random");
+    let t = &group_tasks(&failed, SpeedupBasis::Median)[0];
+    assert_eq!(best(t, Baseline::Eager), Some(("round01", 1.33)));
+    // KernelBench's first-sample rule reads the first sample's own kernels only.
+    let first =
+        &crate::task::group_tasks_picking(&records, SpeedupBasis::Median, Pick::FirstSample)[0];
+    assert_eq!((first.candidates.len(), first.remeasured.len()), (2, 0));
 }

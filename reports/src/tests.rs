@@ -31,6 +31,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
             sample: 0,
             source_path: None,
             sha256: "0".into(),
+            selection: None,
         },
         device: Device::Cpu,
         precision: Precision::Fp32,

@@ -32,6 +32,7 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         cost: None,
         eval_s: 0.0,
         sol_ratio: None,
+        selection: None,
     }
 }
 
@@ -55,6 +56,7 @@ fn tasks() -> impl Strategy<Value = Vec<Task>> {
                         .into_iter()
                         .map(|(s, c, t)| candidate(s, c, t))
                         .collect(),
+                    remeasured: Vec::new(),
                 })
                 .collect()
         },

@@ -26,6 +26,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         cost: None,
         eval_s: 1.0,
         sol_ratio: None,
+        selection: None,
     }
 }
 
@@ -36,6 +37,7 @@ fn task(level: u8, id: u32, candidates: Vec<Candidate>) -> Task {
         id,
         name: format!("p{id}"),
         candidates,
+        remeasured: Vec::new(),
     }
 }
 

@@ -138,6 +138,37 @@ pub struct CandidateRef {
     pub source_path: Option<String>,
     /// sha256 of the candidate source, hex.
     pub sha256: String,
+    /// Set on the records an LLM agent makes while choosing its final kernel: a finalist
+    /// re-timed to choose, or the chosen kernel measured afresh (README, "Agents").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+}
+
+/// Why a record re-measures a kernel an agent already wrote: the choice of its final
+/// kernel. Picking the fastest of noisy measurements rewards noise (the winner's curse), so
+/// the finalists are re-timed together, the fastest there is chosen, and the speedup that
+/// counts is a further, fresh measurement of the chosen kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Selection {
+    pub role: SelectionRole,
+    /// The candidate name of the agent's kernel this record measures again.
+    pub of: String,
+    /// Finalists (distinct sources) re-timed together to choose.
+    pub finalists: u32,
+    /// On the final record: what the finalists' re-timing gave, one `name speedup` each
+    /// (e.g. `round03 1.021x`), for people reading the record; the finalists' own records
+    /// hold the measurements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub session: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectionRole {
+    /// A finalist's re-timing: used to choose, never the speedup a report shows.
+    Finalist,
+    /// The chosen kernel's fresh measurement, taken after the choice: the task's result.
+    Final,
 }
 
 /// Result of one correctness case.

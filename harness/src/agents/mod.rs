@@ -27,6 +27,8 @@ pub struct Candidate {
     pub sha256: String,
     /// Call the model once while loading (baseline modes: torch.compile compiles there).
     pub warm_up: bool,
+    /// An LLM agent's re-measurement of one of its kernels while choosing its final one.
+    pub selection: Option<kbench_record::Selection>,
 }
 
 impl Candidate {
@@ -39,6 +41,7 @@ impl Candidate {
             source_path,
             sha256,
             warm_up: false,
+            selection: None,
         }
     }
 

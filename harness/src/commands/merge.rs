@@ -393,6 +393,7 @@ mod tests {
                 sample: 0,
                 source_path: None,
                 sha256: "0".into(),
+                selection: None,
             },
             device: Device::Cpu,
             precision: Precision::Fp32,

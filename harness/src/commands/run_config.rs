@@ -183,5 +183,21 @@ pub fn agent_options(kind: AgentKind, a: &AgentArgs) -> Result<crate::llm::Optio
         command: a.command.clone(),
         runs_name: a.runs_name.clone(),
         gpu: a.target_gpu.clone(),
+        finalists: a.finalists,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    /// `--finalists` defaults to the agents' own default (cli.rs may not import llm).
+    #[test]
+    fn the_finalists_default_is_the_agents() {
+        let cli = crate::cli::Cli::try_parse_from(["kbench", "run", "--out", "x"]).unwrap();
+        let crate::cli::Command::Run(a) = cli.command else {
+            panic!("parsed as another command");
+        };
+        assert_eq!(a.agent_args.finalists, crate::llm::DEFAULT_FINALISTS);
+    }
 }

@@ -21,6 +21,7 @@ pub(crate) fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
         sample: c.sample,
         source_path: c.source_path.as_ref().map(|p| p.display().to_string()),
         sha256: c.sha256.clone(),
+        selection: c.selection.clone(),
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use kbench_record::EvalRecord;
 use kbench_suites::Problem;
 use serde::Serialize;
@@ -90,10 +90,11 @@ struct State {
 type Reply = mpsc::Sender<std::result::Result<EvalRecord, String>>;
 
 enum Msg {
+    /// Candidates of one problem, evaluated as one batch: back to back, in order, in the
+    /// problem's one reference session (the same reference worker and cached cases).
     Submit {
         problem: Box<Problem>,
-        cand: Box<Candidate>,
-        reply: Reply,
+        cands: Vec<(Candidate, Reply)>,
     },
     /// The caller will not submit this problem again (soon): its session may close.
     Release(String),
@@ -168,20 +169,43 @@ impl Service {
     /// Evaluates one candidate of `problem` (or returns its record, when a kernel of the same
     /// key is already in the log); blocks until the record is written.
     pub fn evaluate(&self, problem: &Problem, cand: Candidate) -> Result<EvalRecord> {
+        let mut records = self.evaluate_together(problem, vec![cand])?;
+        records
+            .pop()
+            .context("the evaluation service answered with no record")
+    }
+
+    /// Evaluates several candidates of `problem` as one batch: back to back on one device,
+    /// in the given order, against the same open reference session (one reference worker,
+    /// the same cached inputs), nothing else evaluated on that device in between. Records
+    /// come back in the order given; a candidate already in the log is answered from it.
+    pub fn evaluate_together(
+        &self,
+        problem: &Problem,
+        cands: Vec<Candidate>,
+    ) -> Result<Vec<EvalRecord>> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let (reply, answer) = mpsc::channel();
+        let mut answers = Vec::new();
+        let mut pairs = Vec::new();
+        for cand in cands {
+            let (reply, answer) = mpsc::channel();
+            pairs.push((cand, reply));
+            answers.push(answer);
+        }
         self.send(Msg::Submit {
             problem: Box::new(problem.clone()),
-            cand: Box::new(cand),
-            reply,
+            cands: pairs,
         })?;
-        match answer.recv() {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(msg)) => Err(anyhow!(msg)),
-            Err(_) => Err(self.why_stopped()),
-        }
+        answers
+            .into_iter()
+            .map(|answer| match answer.recv() {
+                Ok(Ok(r)) => Ok(r),
+                Ok(Err(msg)) => Err(anyhow!(msg)),
+                Err(_) => Err(self.why_stopped()),
+            })
+            .collect()
     }
 
     /// Records `u` (a problem that got no kernel, a broken problem file) without a worker,
@@ -379,7 +403,7 @@ fn intake(ctx: &Ctx, shared: &Shared, answers: &Answers, state: &State, rx: &mps
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         };
-        let (problem, cand, reply) = match msg {
+        let (problem, cands) = match msg {
             Msg::Release(pkey) => {
                 shared.queue.release(pkey);
                 continue;
@@ -388,65 +412,91 @@ fn intake(ctx: &Ctx, shared: &Shared, answers: &Answers, state: &State, rx: &mps
                 let _ = reply.send(unjudged(ctx, shared, answers, &u));
                 continue;
             }
-            Msg::Submit {
-                problem,
-                cand,
-                reply,
-            } => (*problem, *cand, reply),
+            Msg::Submit { problem, cands } => (*problem, cands),
         };
-        answers.counters.submitted.fetch_add(1, Ordering::SeqCst);
-        // An empty kernel is no kernel: recorded as such, no worker started.
-        if let Some(u) = blank_kernel(&problem, shared.agent, &cand) {
-            let _ = reply.send(unjudged(ctx, shared, answers, &u));
-            continue;
-        }
-        let key = record_key(&problem, shared.agent, &cand);
-        if let Some(r) = lock(&answers.recorded).get(&key) {
-            answers
-                .counters
-                .already_recorded
-                .fetch_add(1, Ordering::SeqCst);
-            let _ = reply.send(Ok(r.clone()));
-            continue;
-        }
-        {
-            let mut waiting = lock(&answers.waiting);
-            if let Some(w) = waiting.get_mut(&key) {
-                // The same kernel is queued or being evaluated: one evaluation answers both.
-                w.push(reply);
-                continue;
-            }
-            waiting.insert(key.clone(), vec![reply]);
-        }
-        let prepared = materialize_problem(&c.cache, &problem).and_then(|problem_path| {
-            let prep = prepare_candidate(ctx, &problem, &cand, shared.agent, shared.run_dir)?;
-            Ok((problem_path, prep))
-        });
-        let (problem_path, prep) = match prepared {
+        let problem_path = match materialize_problem(&c.cache, &problem) {
             Ok(p) => p,
             Err(e) => {
-                let waiters = lock(&answers.waiting).remove(&key).unwrap_or_default();
-                for w in waiters {
-                    let _ = w.send(Err(format!("{e:#}")));
+                for (_, reply) in cands {
+                    let _ = reply.send(Err(format!("{e:#}")));
                 }
                 continue;
             }
         };
-        // Its extension builds on the CPU pool while it waits for an executor.
-        if let Some(pool) = &ctx.builds {
-            if crate::worker::build::builds_extensions(&cand.source) {
-                pool.submit(build_job(shared.run_dir, &problem_path, &prep));
+        let mut items = Vec::new();
+        for (cand, reply) in cands {
+            if let Some(item) = take_in(ctx, shared, answers, &problem, &problem_path, cand, reply)
+            {
+                items.push(item);
             }
+        }
+        if items.is_empty() {
+            continue;
         }
         shared.queue.push(Batch {
             pkey: problem.key(),
             problem,
             problem_path,
-            items: vec![Item { cand, prep, key }],
+            items,
             queued: Instant::now(),
             last: false,
         });
     }
+}
+
+/// One submitted candidate: answered at once (a blank kernel, a record already in the log,
+/// a failed preparation), joined to the same kernel's evaluation already under way, or
+/// prepared as an item of its batch.
+fn take_in(
+    ctx: &Ctx,
+    shared: &Shared,
+    answers: &Answers,
+    problem: &Problem,
+    problem_path: &std::path::Path,
+    cand: Candidate,
+    reply: Reply,
+) -> Option<Item> {
+    answers.counters.submitted.fetch_add(1, Ordering::SeqCst);
+    // An empty kernel is no kernel: recorded as such, no worker started.
+    if let Some(u) = blank_kernel(problem, shared.agent, &cand) {
+        let _ = reply.send(unjudged(ctx, shared, answers, &u));
+        return None;
+    }
+    let key = record_key(problem, shared.agent, &cand);
+    if let Some(r) = lock(&answers.recorded).get(&key) {
+        answers
+            .counters
+            .already_recorded
+            .fetch_add(1, Ordering::SeqCst);
+        let _ = reply.send(Ok(r.clone()));
+        return None;
+    }
+    {
+        let mut waiting = lock(&answers.waiting);
+        if let Some(w) = waiting.get_mut(&key) {
+            // The same kernel is queued or being evaluated: one evaluation answers both.
+            w.push(reply);
+            return None;
+        }
+        waiting.insert(key.clone(), vec![reply]);
+    }
+    let prep = match prepare_candidate(ctx, problem, &cand, shared.agent, shared.run_dir) {
+        Ok(p) => p,
+        Err(e) => {
+            let waiters = lock(&answers.waiting).remove(&key).unwrap_or_default();
+            for w in waiters {
+                let _ = w.send(Err(format!("{e:#}")));
+            }
+            return None;
+        }
+    };
+    // Its extension builds on the CPU pool while it waits for an executor.
+    if let Some(pool) = &ctx.builds {
+        if crate::worker::build::builds_extensions(&cand.source) {
+            pool.submit(build_job(shared.run_dir, problem_path, &prep));
+        }
+    }
+    Some(Item { cand, prep, key })
 }
 
 /// Writes the record of `u` (or finds it in the log) and answers with it.

@@ -5,7 +5,8 @@
 //! [`super::ProfileFeedback`] when available, timing otherwise) → Judge optimisation mode
 //! (GPU spec, reference, code, metrics → one bottleneck/method/plan) then Coder
 //! optimisation. Each call sees only the latest kernel and feedback (no conversation). The
-//! task's result is the fastest correct kernel over all rounds.
+//! task's result is the fastest correct kernel over all rounds, chosen by re-timing the
+//! finalists and measured afresh ([`super::select`]).
 //!
 //! Unlike the released code, a reply without a code block or without parseable Judge JSON
 //! does not abort the run: the round fails with that reason and the next round starts from

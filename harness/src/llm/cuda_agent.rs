@@ -1,6 +1,7 @@
 //! `cuda-agent`: one ReAct agent with tools called through the API's function calling
 //! (agents.md §2.8: a tool-using loop, compile / verify / profile skills, a skills document,
-//! up to 200 turns; the result is the fastest verified kernel). Tools: read_problem,
+//! up to 200 turns; the result is the fastest verified kernel, chosen by re-timing the
+//! finalists and measured afresh as [`super::select`] says). Tools: read_problem,
 //! read_skills, write_kernel, compile, check (every case family), time, profile, finish.
 //! A step budget (`--max-rounds`, default 200) and a context budget (`--context-tokens`:
 //! the run stops when a prompt grows past it). A tool call with bad arguments, an unknown

@@ -68,6 +68,42 @@ impl Evaluator {
         Ok(record)
     }
 
+    /// Re-measures kernels the agent already wrote, to choose its final one
+    /// ([`super::select`]): each `(name, source, selection)` is evaluated under its new
+    /// name, all of them as one batch (back to back in the problem's one reference session),
+    /// in the order given. Records come back in that order.
+    pub fn remeasure(
+        &self,
+        problem: &Problem,
+        kernels: Vec<(String, String, kbench_record::Selection)>,
+    ) -> Result<Vec<EvalRecord>> {
+        if self.stop.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        let cands: Vec<Candidate> = kernels
+            .into_iter()
+            .map(|(name, source, selection)| {
+                let mut c = Candidate::new(name, 0, source, None);
+                c.selection = Some(selection);
+                c
+            })
+            .collect();
+        let keys: Vec<String> = cands
+            .iter()
+            .map(|c| crate::plan::record_key(problem, self.agent, c))
+            .collect();
+        let records = self.service.evaluate_together(problem, cands)?;
+        for (record, key) in records.iter().zip(&keys) {
+            if &record.key() != key {
+                bail!(
+                    "the engine answered kernel {key} with the record of {}",
+                    record.key()
+                );
+            }
+        }
+        Ok(records)
+    }
+
     /// Records that the task of `problem` ended without producing any kernel (`no_kernel`,
     /// no worker started); a resumed run finds the record already there.
     pub fn no_kernel(&self, problem: &Problem) -> Result<EvalRecord> {

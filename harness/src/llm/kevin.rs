@@ -9,7 +9,9 @@
 //!
 //! Scores: a trajectory's performance is the speedup of its fastest correct kernel (0 when
 //! none is correct); best@T is the maximum over trajectories and avg@T the mean, and the
-//! same for correctness (agents.md §3.4).
+//! same for correctness (agents.md §3.4). These are the paper's figures, over the turns' own
+//! measurements (a maximum, so noise lifts them); the task's final kernel is chosen and
+//! measured afresh as [`super::select`] says.
 
 use anyhow::Result;
 use serde_json::{json, Value};

@@ -12,7 +12,8 @@
 //!
 //! What lives where: `options` (the agent kind, options, models per role and budgets),
 //! `session` (the run over the problems), `task` (one task's context and results),
-//! `evaluator` (kernels into the engine), `feedback` and [`ncu_feedback`] (profile
+//! `evaluator` (kernels into the engine), `select` (the final kernel, chosen without rewarding
+//! timing noise and measured afresh), `feedback` and [`ncu_feedback`] (profile
 //! feedback), `prompt` (shared prompt pieces and reply parsing), [`client`] (the LLM client)
 //! and [`fake_server`] (a scripted server for tests); one module per agent.
 //!
@@ -33,6 +34,7 @@ mod evaluator;
 mod feedback;
 mod options;
 mod prompt;
+mod select;
 mod session;
 mod task;
 
@@ -43,5 +45,6 @@ pub use prompt::{
     error_log, extract_code, extract_json, gpu_spec, seed_prompt, status_of, system,
     text_outside_code, user, EXAMPLE_MODEL, EXAMPLE_MODEL_NEW,
 };
+pub use select::DEFAULT_FINALISTS;
 pub use session::{run, run_with_profiler};
-pub use task::{read_tasks, KernelResult, Round, TaskCtx, TaskResult};
+pub use task::{read_tasks, Finalist, KernelResult, Round, SelectionReport, TaskCtx, TaskResult};

@@ -60,6 +60,9 @@ pub struct Options {
     pub runs_name: Option<String>,
     /// GPU named in the prompts (default: the run's GPU, or "CPU").
     pub gpu: Option<String>,
+    /// Finalists re-timed together to choose a task's final kernel (0: keep the fastest
+    /// measurement, as the papers do); see [`super::select`].
+    pub finalists: u32,
 }
 
 /// Why a task stopped early, if it did.

@@ -15,7 +15,7 @@ use super::client::{Llm, Spend};
 use super::evaluator::Evaluator;
 use super::feedback::{ProfileFeedback, TimingOnly};
 use super::options::{model_roles, Budget, Kind, Options};
-use super::task::{pick_final, TaskCtx, TaskResult};
+use super::task::{TaskCtx, TaskResult};
 use super::{coder_judge, command, cuda_agent, kevin, ncu_feedback};
 use crate::config::RunConfig;
 
@@ -335,10 +335,27 @@ fn run_task(
         Kind::CudaAgent => cuda_agent::run(&ctx),
         Kind::Command => command::run(&ctx),
     };
+    let sources = ctx
+        .sources
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    // The final kernel: chosen without rewarding timing noise, its speedup measured afresh
+    // after the choice (`select`); the command agent chose its own, measured afresh too.
+    let chosen = match &extra {
+        Err(_) => Ok(None),
+        Ok(extra) => match opts.kind {
+            Kind::Command => match command::submitted(extra, &sources) {
+                Some(s) => super::select::choose(&ctx, opts.finalists.min(1), &[s]),
+                None => Ok(None),
+            },
+            _ => super::select::choose(&ctx, opts.finalists, &sources),
+        },
+    };
     // No more kernels of this problem: the service may close its reference worker.
     eval.release(problem);
     let extra = extra?;
-    let sources = ctx.sources.into_inner().unwrap_or_else(|e| e.into_inner());
+    let chosen = chosen?;
     // A task that ended without any kernel gave a wrong answer: it is recorded, so the
     // problem counts in every rate (an interrupted task is continued by --resume instead).
     if sources.is_empty() && !eval.stopped() {
@@ -348,12 +365,11 @@ fn run_task(
         .rounds_log
         .into_inner()
         .unwrap_or_else(|e| e.into_inner());
-    let final_pick = match opts.kind {
-        // The command agent submits its own final kernel (last in the list).
-        Kind::Command => command::submitted(&extra, &sources),
-        _ => pick_final(&sources),
+    let (final_kernel, selection) = match chosen {
+        Some((k, src, selection)) => (Some((k, src)), selection),
+        None => (None, None),
     };
-    if let Some((_, src)) = &final_pick {
+    if let Some((_, src)) = &final_kernel {
         let d = config.out.join("runs").join(runs_name);
         std::fs::create_dir_all(&d)?;
         std::fs::write(
@@ -368,7 +384,8 @@ fn run_task(
         problem: problem.key(),
         agent: opts.kind.name().to_string(),
         kernels: sources.iter().map(|(k, _)| k.clone()).collect(),
-        final_kernel: final_pick.map(|(k, _)| k),
+        final_kernel: final_kernel.map(|(k, _)| k),
+        selection,
         rounds: rounds.len() as u32,
         failed_rounds: rounds.iter().filter(|r| r.failed.is_some()).count() as u32,
         spend: ctx.spend.into_inner().unwrap_or_else(|e| e.into_inner()),

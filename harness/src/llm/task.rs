@@ -1,6 +1,7 @@
 //! One task (one problem) of an agent run: the [`TaskCtx`] each agent's loop gets (model
 //! calls charged to the task, kernels evaluated and kept, rounds logged), what the task
-//! produced ([`KernelResult`], [`Round`], [`TaskResult`]) and the final pick.
+//! produced ([`KernelResult`], [`Round`], [`TaskResult`], [`SelectionReport`]) and the old
+//! final pick (the fastest measurement), which [`super::select`] falls back on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -66,8 +67,14 @@ pub struct TaskResult {
     pub problem: String,
     pub agent: String,
     pub kernels: Vec<KernelResult>,
-    /// The kernel written to `runs/`: the fastest correct one, else the last one produced.
+    /// The kernel written to `runs/`, chosen as [`super::select`] says: with a selection,
+    /// the result of its fresh measurement (record `final_<name>`); else the fastest
+    /// correct one, else the last one produced.
     pub final_kernel: Option<KernelResult>,
+    /// How the final kernel was chosen (absent without a selection: no correct timed kernel,
+    /// a run without timing, `--finalists 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionReport>,
     pub rounds: u32,
     pub failed_rounds: u32,
     pub spend: Spend,
@@ -75,6 +82,32 @@ pub struct TaskResult {
     pub stopped: Option<String>,
     /// Agent-specific numbers (kevin: best-of-T and average-of-T).
     pub extra: Value,
+}
+
+/// How a task's final kernel was chosen ([`super::select`]), in `agent_tasks.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SelectionReport {
+    /// Correct, timed kernels with distinct sources the agent wrote.
+    pub distinct_correct: u32,
+    /// The finalists, in the order they were re-timed.
+    pub finalists: Vec<Finalist>,
+    /// The agent's kernel chosen.
+    pub chosen: String,
+    /// The record of the fresh measurement taken after the choice: the task's result.
+    pub final_record: String,
+    /// That fresh measurement's speedup (`None` when it was not correct or not timed).
+    pub final_speedup: Option<f64>,
+}
+
+/// One finalist: its speedup as the agent measured it and in the selection batch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finalist {
+    pub name: String,
+    pub sha256: String,
+    /// Mean over the agent's measurements of this source.
+    pub agent_speedup: f64,
+    /// In the selection batch (`None` for a lone finalist, or when it failed there).
+    pub selection_speedup: Option<f64>,
 }
 
 /// What each agent's task function gets.
