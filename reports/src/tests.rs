@@ -35,6 +35,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         device: Device::Cpu,
         precision: Precision::Fp32,
         profile: ToleranceProfile::Strict,
+        model_mode: Default::default(),
         outcome,
         cases: vec![],
         timing: speedups.map(|(median, mean)| TimingSummary {

@@ -16,7 +16,7 @@ pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
     eval_key, BaselineRatio, CandidateRef, CaseResult, Device, Environment, EvalRecord, FlushCount,
-    IntegrityReport, KernelProfile, PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary,
+    IntegrityReport, KernelProfile, ModelMode, PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary,
     ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};

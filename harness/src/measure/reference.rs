@@ -710,6 +710,7 @@ pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Frame {
         "problem_path": problem_path,
         "device": device_for_worker(exec.device),
         "precision": c.precision.as_str(),
+        "model_mode": c.model_mode.as_str(),
         "weight_seed": c.weight_seed,
         "want_f64": c.profile == ToleranceProfile::Strict,
         "num_threads": ctx.num_threads(exec.device),
