@@ -94,11 +94,12 @@ class ModeCommands:
         self.initial_buffers = {n: b.detach().to("cpu", copy=True) for n, b in _buffers(self.model, TRACKED_NAMES)}
 
     def mode_observations(self):
-        """What the module tree says, for an `integrity` report (train mode only)."""
+        """What the module tree says, for an `integrity` report: the modules in eval mode,
+        when there are any in a train-mode run (nothing otherwise)."""
         if self.model_mode != "train":
             return {}
         names, count = eval_modules(self.model)
-        return {"eval_modules": names, "eval_module_count": count}
+        return {"eval_modules": names, "eval_module_count": count} if count else {}
 
     def _stats_probe_inputs(self, args):
         """Copies of a case's inputs for the running-statistics probe, taken before the call
