@@ -183,7 +183,7 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
     let o = check("train");
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("mode-switch"),
+        String::from_utf8_lossy(&o.stdout).contains("correct only in eval mode"),
         "{}",
         show(&o)
     );
