@@ -151,7 +151,12 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
 
     // One report over both runs says they mix conventions, and which kernels are correct
     // only in eval mode.
-    let o = kbench().arg("report").arg(&train).arg(&eval).output().unwrap();
+    let o = kbench()
+        .arg("report")
+        .arg(&train)
+        .arg(&eval)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -161,7 +166,9 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
         "{text}"
     );
     assert!(
-        text.contains("mode-switch: 2 kernel(s) fail in train mode but are correct only in eval mode"),
+        text.contains(
+            "mode-switch: 2 kernel(s) fail in train mode but are correct only in eval mode"
+        ),
         "{text}"
     );
 

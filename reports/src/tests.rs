@@ -164,7 +164,9 @@ fn mixed_model_modes_and_eval_only_kernels_are_named() {
         "{text}"
     );
     assert!(
-        text.contains("mode-switch: 1 kernel(s) fail in train mode but are correct only in eval mode"),
+        text.contains(
+            "mode-switch: 1 kernel(s) fail in train mode but are correct only in eval mode"
+        ),
         "{text}"
     );
 }

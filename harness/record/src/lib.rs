@@ -16,8 +16,8 @@ pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
     eval_key, BaselineRatio, CandidateRef, CaseResult, Device, Environment, EvalRecord, FlushCount,
-    IntegrityReport, KernelProfile, ModelMode, PhaseTimes, Precision, ProblemRef, TimingStats, TimingSummary,
-    ToleranceProfile,
+    IntegrityReport, KernelProfile, ModelMode, PhaseTimes, Precision, ProblemRef, TimingStats,
+    TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -336,9 +336,8 @@ impl Evaluation<'_, '_> {
             secret.derive(&format!("forward/{sha}/random/0")),
             self.ctx.config.timeouts.run,
         );
-        self.eval_check = Some(
-            outputs.map(|o| mode::eval_outputs_match(self.tol, &o.candidate, &o.reference)),
-        );
+        self.eval_check =
+            Some(outputs.map(|o| mode::eval_outputs_match(self.tol, &o.candidate, &o.reference)));
     }
 
     /// Profiles one call and records which kernels it launched.

@@ -19,7 +19,12 @@ pub const WRONG_IN_EVAL: &str = "mode-switch: also wrong in eval mode";
 fn names(r: &Value, key: &str) -> Vec<String> {
     r.get(key)
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -49,7 +54,11 @@ pub fn evidence(report: Option<&Value>, what: &str) -> Option<String> {
 
 /// Whether the candidate's outputs of the eval-mode case match the reference's at the run's
 /// tolerance (no float64 gate: the eval-mode case has no float64 reference).
-pub fn eval_outputs_match(tol: Tolerance, candidate: &[HostTensor], reference: &[HostTensor]) -> bool {
+pub fn eval_outputs_match(
+    tol: Tolerance,
+    candidate: &[HostTensor],
+    reference: &[HostTensor],
+) -> bool {
     candidate.len() == reference.len()
         && candidate.iter().zip(reference).all(|(c, r)| {
             kbench_adversarial::compare(c, r, None, tol.profile, tol.precision)
@@ -72,9 +81,18 @@ pub fn record(
     match checked {
         Some(Ok(correct)) => {
             integrity.eval_mode_correct = Some(correct);
-            notes.push(if correct { CORRECT_IN_EVAL } else { WRONG_IN_EVAL }.to_string());
+            notes.push(
+                if correct {
+                    CORRECT_IN_EVAL
+                } else {
+                    WRONG_IN_EVAL
+                }
+                .to_string(),
+            );
         }
-        Some(Err(why)) => notes.push(format!("{MODE_SWITCH}: the eval-mode re-check failed: {why}")),
+        Some(Err(why)) => notes.push(format!(
+            "{MODE_SWITCH}: the eval-mode re-check failed: {why}"
+        )),
         None => {}
     }
 }
@@ -88,7 +106,10 @@ mod tests {
     fn modules_in_eval_or_running_statistics_read_are_evidence() {
         let r = json!({"eval_modules": ["ModelNew", "bn"], "eval_module_count": 2});
         let d = evidence(Some(&r), "after load").unwrap();
-        assert!(d.starts_with("after load: 2 module(s)") && d.contains("ModelNew, bn"), "{d}");
+        assert!(
+            d.starts_with("after load: 2 module(s)") && d.contains("ModelNew, bn"),
+            "{d}"
+        );
         let r = json!({"eval_module_count": 0, "running_stats_read": ["bn.running_mean"]});
         let d = evidence(Some(&r), "case random#0").unwrap();
         assert!(d.contains("running statistics (bn.running_mean)"), "{d}");
@@ -107,7 +128,12 @@ mod tests {
         assert_eq!(ig.eval_mode_correct, Some(true));
         assert_eq!(notes, vec!["mode-switch: seen", CORRECT_IN_EVAL]);
         let mut ig = IntegrityReport::default();
-        record(&mut ig, &mut notes, "seen".into(), Some(Err("timeout".into())));
+        record(
+            &mut ig,
+            &mut notes,
+            "seen".into(),
+            Some(Err("timeout".into())),
+        );
         assert_eq!(ig.eval_mode_correct, None);
         assert!(notes.last().unwrap().contains("re-check failed: timeout"));
     }

@@ -41,7 +41,10 @@ pub(crate) fn eval_mode_case(
         }
     };
     if reply.kind() != "eval_case" {
-        return Err(format!("the reference: {}", first_line(&error_text(&reply))));
+        return Err(format!(
+            "the reference: {}",
+            first_line(&error_text(&reply))
+        ));
     }
     let tensors = reply
         .tensors()
