@@ -317,13 +317,19 @@ impl Evaluation<'_, '_> {
         }
     }
 
-    /// A `mode-switch` candidate's first mismatch: is it correct with both models as
+    /// A `mode-switch` candidate's first wrong answer: is it correct with both models as
     /// constructed in eval mode? (The first random case, once.)
     fn recheck_in_eval_mode(&mut self, worker: &mut Worker, step: &Step<Option<Outcome>>) {
-        let mismatch = matches!(
-            step,
-            Err(Stop::Verdict(Outcome::Mismatch { .. })) | Ok(Some(Outcome::Mismatch { .. }))
-        );
+        // A mismatch, or one small enough to read as a precision downgrade.
+        let wrong = |o: &Outcome| match o {
+            Outcome::Mismatch { .. } => true,
+            Outcome::Integrity { flag, .. } => flag == integrity::PRECISION_DOWNGRADE,
+            _ => false,
+        };
+        let mismatch = match step {
+            Err(Stop::Verdict(o)) | Ok(Some(o)) => wrong(o),
+            _ => false,
+        };
         if !mismatch || self.mode_switch.is_none() || self.eval_check.is_some() {
             return;
         }
