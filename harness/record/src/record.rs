@@ -370,9 +370,9 @@ pub struct IntegrityReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode_switch: Option<String>,
     /// For a `mode-switch` candidate that failed in train mode (`mismatch`, or an error small
-    /// enough to read as `precision-downgrade`): whether it
-    /// matches the reference with both models in `.eval()` (the first random case, at the
-    /// run's tolerance, without the float64 gate). None when not checked or the check failed.
+    /// enough to read as `precision-downgrade`): whether it matches the reference with both
+    /// models in `.eval()` (the first random case, at the run's tolerance, without the
+    /// float64 gate). None when not checked or the check failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_mode_correct: Option<bool>,
 }
