@@ -472,6 +472,10 @@ pub struct EvalArgs {
     /// Tolerance profile for verdicts.
     #[arg(long, value_enum, default_value = "strict")]
     pub profile: ProfileArg,
+    /// Module mode of both models: `train` (KernelBench: as constructed) or `eval` (`.eval()`
+    /// on both right after construction, as some published sets evaluate).
+    #[arg(long, value_name = "MODE", default_value = "train", value_parser = ["train", "eval"])]
+    pub model_mode: String,
     /// Correctness trials of the `random` case family (KernelBench: 5).
     #[arg(long, default_value_t = 5)]
     pub trials: u32,

@@ -151,6 +151,14 @@ pub fn render_case_table(r: &EvalRecord) -> String {
                 ig.advisories.join(", ")
             ));
         }
+        if let Some(d) = &ig.mode_switch {
+            out.push_str(&format!("mode-switch: {d}\n"));
+            out.push_str(match ig.eval_mode_correct {
+                Some(true) => "with both models in eval mode (.eval()) it is correct: correct only in eval mode (kbench run --model-mode eval)\n",
+                Some(false) => "with both models in eval mode (.eval()) it is wrong too\n",
+                None => "",
+            });
+        }
         if let Some(k) = &ig.kernels {
             out.push_str(&format!(
                 "device time of one call: {:.0}% own kernels, {:.0}% library ({}), {:.0}% other\n",

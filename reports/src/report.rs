@@ -92,6 +92,10 @@ pub struct RunReport {
     pub problems: Vec<ProblemRow>,
     pub families: Vec<FamilyRow>,
     pub integrity: Vec<IntegrityRow>,
+    /// How its records were judged, where a reader must know: module modes that differ
+    /// (`--model-mode`), kernels correct only in eval mode (`mode-switch`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl RunReport {
@@ -225,7 +229,38 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunRepor
             rows
         },
         integrity,
+        notes: mode_notes(records()),
     }
+}
+
+/// Notes on module modes: records of both modes in one run, and `mode-switch` kernels that
+/// failed in train mode but are correct with both models in eval mode.
+fn mode_notes<'a>(records: impl Iterator<Item = &'a EvalRecord>) -> Vec<String> {
+    let mut modes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut eval_only = 0;
+    for r in records {
+        *modes.entry(r.model_mode.to_string()).or_insert(0) += 1;
+        eval_only += usize::from(
+            !r.outcome.is_ok()
+                && r.integrity
+                    .as_ref()
+                    .is_some_and(|ig| ig.eval_mode_correct == Some(true)),
+        );
+    }
+    let mut notes = Vec::new();
+    if modes.len() > 1 {
+        let named: Vec<String> = modes.iter().map(|(m, n)| format!("{n} in {m}")).collect();
+        notes.push(format!(
+            "MIXED MODEL MODES: {} (--model-mode): these records were not judged under one convention",
+            named.join(", ")
+        ));
+    }
+    if eval_only > 0 {
+        notes.push(format!(
+            "mode-switch: {eval_only} kernel(s) fail in train mode but are correct only in eval mode (both models in .eval())"
+        ));
+    }
+    notes
 }
 
 /// Builds the report of every run, speedups on `basis`, every candidate considered.
@@ -242,6 +277,29 @@ pub fn build_report_picking(inputs: &[RunInput], basis: SpeedupBasis, pick: Pick
         bootstrap_resamples: BOOTSTRAP_RESAMPLES,
         speedup_resamples: SPEEDUP_RESAMPLES,
         bootstrap_seed: BOOTSTRAP_SEED,
-        runs: inputs.iter().map(|i| run_report(i, basis, pick)).collect(),
+        runs: with_report_modes(
+            inputs,
+            inputs.iter().map(|i| run_report(i, basis, pick)).collect(),
+        ),
     }
+}
+
+/// Runs each in one module mode, but not all in the same one: each says so.
+fn with_report_modes(inputs: &[RunInput], mut runs: Vec<RunReport>) -> Vec<RunReport> {
+    let modes_of = |i: &RunInput| distinct(i.records.iter().map(|(r, _)| r.model_mode.to_string()));
+    let all = distinct(inputs.iter().flat_map(modes_of));
+    if all.len() > 1 {
+        for (run, input) in runs.iter_mut().zip(inputs) {
+            if let [mine] = &modes_of(input)[..] {
+                run.notes.insert(
+                    0,
+                    format!(
+                        "MIXED MODEL MODES: this report holds {} records (--model-mode); this run's are {mine}",
+                        all.join(" and ")
+                    ),
+                );
+            }
+        }
+    }
+    runs
 }

@@ -65,6 +65,14 @@ pub struct RunSummary {
     /// correct, and neither compiled nor failing to compile.
     #[serde(default)]
     pub unjudged: usize,
+    /// Records per module mode (`train`, `eval`: `kbench run --model-mode`); more than one
+    /// key means the records were not judged under one convention.
+    #[serde(default)]
+    pub model_modes: BTreeMap<String, usize>,
+    /// Train-mode kernels with the `mode-switch` advisory that failed but are correct with
+    /// both models in eval mode (`integrity.eval_mode_correct`): correct only in eval mode.
+    #[serde(default)]
+    pub eval_mode_only: usize,
 }
 
 /// Slack of [`RunSummary::below_sol`]: timing noise allowed below the speed of light.
@@ -89,7 +97,16 @@ impl RunSummary {
         let mut below_sol = 0;
         let mut uncontained = 0;
         let (mut no_kernel, mut unjudged) = (0, 0);
+        let mut model_modes: BTreeMap<String, usize> = BTreeMap::new();
+        let mut eval_mode_only = 0;
         for &r in &records {
+            *model_modes.entry(r.model_mode.to_string()).or_insert(0) += 1;
+            eval_mode_only += usize::from(
+                !r.outcome.is_ok()
+                    && r.integrity
+                        .as_ref()
+                        .is_some_and(|ig| ig.eval_mode_correct == Some(true)),
+            );
             uncontained += usize::from(r.env.containment.as_deref() == Some("none"));
             correct_random += usize::from(crate::task::correct_on_random(r));
             let mut failed: Vec<String> = r
@@ -145,6 +162,8 @@ impl RunSummary {
             flagged,
             no_kernel,
             unjudged,
+            model_modes,
+            eval_mode_only,
         }
     }
 

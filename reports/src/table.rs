@@ -116,6 +116,23 @@ pub fn render_summary(s: &RunSummary) -> String {
             s.uncontained, s.evaluated
         ));
     }
+    if s.model_modes.len() > 1 {
+        let named: Vec<String> = s
+            .model_modes
+            .iter()
+            .map(|(m, n)| format!("{n} in {m}"))
+            .collect();
+        out.push_str(&format!(
+            "MIXED MODEL MODES: {} (--model-mode): these records were not judged under one convention\n",
+            named.join(", ")
+        ));
+    }
+    if s.eval_mode_only > 0 {
+        out.push_str(&format!(
+            "mode-switch: {} kernel(s) fail in train mode but are correct only in eval mode (both models in .eval())\n",
+            s.eval_mode_only
+        ));
+    }
     if !s.outcomes.is_empty() {
         out.push('\n');
         let mut outcome_rows = vec![("outcome".to_string(), "count".to_string(), String::new())];

@@ -36,6 +36,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         device: Device::Cpu,
         precision: Precision::Fp32,
         profile: ToleranceProfile::Strict,
+        model_mode: Default::default(),
         outcome,
         cases: vec![],
         timing: speedups.map(|(median, mean)| TimingSummary {
@@ -139,6 +140,35 @@ fn empty_runs_have_no_rates() {
          correct random            0  KernelBench's check: the random family alone\n\
          fast_1                    0  correct and speedup > 1, over all evaluated\n\
          median speedup            -  median basis, over 0 timed correct\n"
+    );
+}
+
+#[test]
+fn mixed_model_modes_and_eval_only_kernels_are_named() {
+    let mut r = run();
+    let s = summarize(&r);
+    assert_eq!(s.model_modes.len(), 1);
+    assert!(!render_summary(&s).contains("MIXED MODEL MODES"));
+    let mut eval_only = r.iter().find(|x| !x.outcome.is_ok()).unwrap().clone();
+    eval_only.integrity = Some(kbench_record::IntegrityReport {
+        advisories: vec!["mode-switch".into()],
+        eval_mode_correct: Some(true),
+        ..Default::default()
+    });
+    r.push(eval_only);
+    r[0].model_mode = kbench_record::ModelMode::Eval;
+    let s = summarize(&r);
+    assert_eq!(s.eval_mode_only, 1);
+    let text = render_summary(&s);
+    assert!(
+        text.contains("MIXED MODEL MODES: 1 in eval, 6 in train (--model-mode)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "mode-switch: 1 kernel(s) fail in train mode but are correct only in eval mode"
+        ),
+        "{text}"
     );
 }
 

@@ -213,19 +213,7 @@ class CaseCommands:
         self._take_poison(cmd)
         if "device_inputs" in cmd:
             return self._run_device_case(cmd, arg_specs, forward_seed)
-        specs = {s["name"]: s for s in cmd["tensors"]}
-        args = []
-        for i, a in enumerate(arg_specs):
-            if isinstance(a, dict) and len(a) == 1 and "tensor" in a:
-                spec = specs.get(a["tensor"])
-                if spec is None:
-                    raise WorkerError("protocol", "run", f"input {i} names tensor {a['tensor']!r}, not in the frame")
-                # dtype as sent: the reference already applied the casting rule.
-                args.append(_tensor_from_payload(payload, spec, self.device))
-            elif isinstance(a, dict) and len(a) == 1 and "value" in a:
-                args.append(a["value"])
-            else:
-                raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
+        args = self._host_args(cmd, payload, arg_specs)
         del payload
         self.case = args
         out, run_s, probes = self._probed_forward(args, forward_seed)
@@ -243,6 +231,23 @@ class CaseCommands:
                     _check_sendable(x, f"input {i}")
                     tensors.append((f"in:{i}", _host_copy(x, snapshot=False)))
         return {"type": "outputs", "outputs": len(outs), "run_s": run_s, "integrity": probes}, tensors
+
+    def _host_args(self, cmd, payload, arg_specs):
+        """A case's argument list from a frame's tensors (`{tensor}`) and JSON values (`{value}`)."""
+        specs = {s["name"]: s for s in cmd.get("tensors") or []}
+        args = []
+        for i, a in enumerate(arg_specs):
+            if isinstance(a, dict) and len(a) == 1 and "tensor" in a:
+                spec = specs.get(a["tensor"])
+                if spec is None:
+                    raise WorkerError("protocol", "run", f"input {i} names tensor {a['tensor']!r}, not in the frame")
+                # dtype as sent: the reference already applied the casting rule.
+                args.append(_tensor_from_payload(payload, spec, self.device))
+            elif isinstance(a, dict) and len(a) == 1 and "value" in a:
+                args.append(a["value"])
+            else:
+                raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
+        return args
 
 
 def _cut_rows(inputs, n):

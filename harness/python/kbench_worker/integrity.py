@@ -248,7 +248,9 @@ class IntegrityCommands:
 
     def _probed_forward(self, args, forward_seed):
         """The candidate's forward with the integrity probes around it: free memory
-        poisoned before, inputs checksummed before and after, Python threads counted."""
+        poisoned before, inputs checksummed before and after, Python threads counted, and
+        the mode observations (modes.py) after."""
+        stats_args = self._stats_probe_inputs(args)
         before = input_checksums(args)
         threads = _thread_idents()
         # Last before the call, so no temporary of the probes takes the poisoned blocks.
@@ -278,6 +280,11 @@ class IntegrityCommands:
                     t.join(max(0.0, deadline - time.perf_counter()))
                 _sync(self.device)
                 report["output_changed_after_return"] = bool(_changed_inputs(at_return, outs))
+        # Last: the probe calls the model again (modes.py).
+        if stats_args is not None:
+            report["running_stats_read"] = self._running_stats_read(stats_args, out, forward_seed)
+            del stats_args
+        report.update(self.mode_observations())
         return out, run_s, report
 
     def _check_output_devices(self, outs):

@@ -14,6 +14,7 @@ import types
 import torch
 
 from .integrity import tampered_names
+from .modes import check_mode
 from .protocol import (
     MAX_MESSAGE_CHARS,
     WorkerError,
@@ -118,6 +119,8 @@ class LoadCommands:
         if self.role == "candidate" and not isinstance(candidate_path, str):
             raise WorkerError("protocol", "load", "load in the candidate role needs candidate_path")
         self.dtype = _precision_dtype(cmd.get("precision", "fp32"))
+        mode = check_mode(cmd)
+        self.stats_probed = False
         self.device = self._parse_device(cmd.get("device", "cpu"))
         weight_seed = cmd.get("weight_seed", 42)
         if weight_seed is None:
@@ -164,6 +167,8 @@ class LoadCommands:
             model = factory(*init)
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "load", f"constructing {name} failed: ")
+        # Right after construction, before the float64 copy (which keeps the mode) is made.
+        self._apply_mode(model, mode)
         if want_f64:
             # Copied before the cast, so the float64 model holds the weights as constructed.
             try:
@@ -179,6 +184,7 @@ class LoadCommands:
             raise _error_from(exc, "runtime_error", "load", f"moving {name} to {self.device} failed: ")
         if self.model is None:
             raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
+        self._snapshot_buffers()
 
         warm_s = None
         if cmd.get("warm_up") and self.role == "candidate":
@@ -206,7 +212,7 @@ class LoadCommands:
             "f64_available": self.model64 is not None,
             "f64_error": None if self.model64 is not None or not want_f64 else self.f64_error,
             "warm_s": warm_s,
-            "integrity": {"tampered": tampered_names()},
+            "integrity": {"tampered": tampered_names(), **self.mode_observations()},
         }, []
 
     def _warm_up(self, seed):

@@ -9,6 +9,7 @@ from .cost import CostCommands
 from .integrity import IntegrityCommands
 from .ipc import DeviceCaseCommands
 from .loading import LoadCommands
+from .modes import ModeCommands
 from .protocol import EXIT_OK, Channel, WorkerError, _describe, _error_header, _format_tb
 from .session import Session
 from .timing import TimingCommands
@@ -22,6 +23,7 @@ class Worker(
     AuditCommands,
     TimingCommands,
     IntegrityCommands,
+    ModeCommands,
     Session,
 ):
     """A worker process's one session: every command group, a mixin each, over the state
@@ -31,7 +33,7 @@ class Worker(
 
     PHASES = {
         "load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run",
-        "profile": "run", "cost": "run",
+        "profile": "run", "cost": "run", "eval_case": "run",
     }  # fmt: skip
 
     def serve(self):
@@ -44,6 +46,7 @@ class Worker(
             "audit": self.cmd_audit,
             "cost": self.cmd_cost,
             "profile": self.cmd_profile,
+            "eval_case": self.cmd_eval_case,
         }
         while True:
             frame = self.channel.read_frame()

@@ -32,6 +32,11 @@ class Session:
         # The reference's outputs ({dtype, nbytes}) of the current case: the sizes the
         # integrity probes poison before a candidate call (run_case's `poison`).
         self.poison = None
+        # `load`'s model_mode, the BatchNorm buffers as constructed (for `eval_case`), and
+        # whether the running-statistics probe has run (modes.py).
+        self.model_mode = "train"
+        self.initial_buffers = {}
+        self.stats_probed = False
 
     # -- helpers ------------------------------------------------------------------------
 

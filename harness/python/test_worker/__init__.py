@@ -16,6 +16,7 @@ from .test_cost import CostAndProfileTests
 from .test_cuda import CudaStressTests, CudaTests, DeviceIoTests
 from .test_families import CaseFamilyTests
 from .test_integrity import IntegrityProbeTests
+from .test_modes import ModeTests
 from .test_protocol import HelloAndReferenceTests, PriorityTests, ProcessTests
 from .test_stability import StabilityTests
 
@@ -30,6 +31,7 @@ __all__ = [
     "ExtensionBuildTests",
     "HelloAndReferenceTests",
     "IntegrityProbeTests",
+    "ModeTests",
     "PriorityTests",
     "ProcessTests",
     "StabilityTests",

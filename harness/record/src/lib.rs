@@ -17,8 +17,8 @@ pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
     eval_key, BaselineRatio, CandidateRef, CaseResult, Device, Environment, EvalRecord, FlushCount,
-    IntegrityReport, KernelProfile, PhaseTimes, Precision, ProblemRef, Selection, SelectionRole,
-    TimingStats, TimingSummary, ToleranceProfile,
+    IntegrityReport, KernelProfile, ModelMode, PhaseTimes, Precision, ProblemRef, Selection,
+    SelectionRole, TimingStats, TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -104,6 +104,32 @@ impl std::fmt::Display for ToleranceProfile {
     }
 }
 
+/// The module mode both models run in (`kbench run --model-mode`): `train`, KernelBench's
+/// convention (modules as constructed), or `eval` (`.eval()` on both right after
+/// construction, as some published sets evaluate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelMode {
+    #[default]
+    Train,
+    Eval,
+}
+
+impl ModelMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelMode::Train => "train",
+            ModelMode::Eval => "eval",
+        }
+    }
+}
+
+impl std::fmt::Display for ModelMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which problem was evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProblemRef {
@@ -309,6 +335,10 @@ pub struct EvalRecord {
     pub device: Device,
     pub precision: Precision,
     pub profile: ToleranceProfile,
+    /// The module mode both models ran in; records written before it was recorded ran in
+    /// `train` and read as such.
+    #[serde(default)]
+    pub model_mode: ModelMode,
     pub outcome: Outcome,
     pub cases: Vec<CaseResult>,
     pub timing: Option<TimingSummary>,
@@ -365,6 +395,17 @@ pub struct IntegrityReport {
     /// The device kernels of one profiled call (CUDA runs).
     #[serde(default)]
     pub kernels: Option<KernelProfile>,
+    /// `mode-switch` (in `advisories`): what showed that the candidate runs in inference
+    /// mode while the reference trains (a module with `training == False`, or an output
+    /// that depends on BatchNorm running statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_switch: Option<String>,
+    /// For a `mode-switch` candidate that failed in train mode (`mismatch`, or an error small
+    /// enough to read as `precision-downgrade`): whether it matches the reference with both
+    /// models in `.eval()` (the first random case, at the run's tolerance, without the
+    /// float64 gate). None when not checked or the check failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_mode_correct: Option<bool>,
 }
 
 /// Device time of one profiled call, split by whose kernels ran.
@@ -467,6 +508,12 @@ mod tests {
             serde_json::to_string(&Device::Cuda(1)).unwrap(),
             "\"cuda:1\""
         );
+    }
+
+    #[test]
+    fn model_mode_defaults_to_train_and_is_always_written() {
+        assert_eq!(serde_json::to_string(&ModelMode::Eval).unwrap(), "\"eval\"");
+        assert_eq!(ModelMode::default(), ModelMode::Train);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use kbench_record::{Precision, ToleranceProfile};
+use kbench_record::{ModelMode, Precision, ToleranceProfile};
 
 use crate::cli::{
     AgentArgs, AgentKind, EvalArgs, PrecisionArg, ProfileArg, PythonArgs, RunArgs, SuiteArgs,
@@ -44,6 +44,11 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
             ProfileArg::Strict => ToleranceProfile::Strict,
             ProfileArg::Kernelbench => ToleranceProfile::KernelBench,
             ProfileArg::KernelbenchV01 => ToleranceProfile::KernelBenchV01,
+        },
+        model_mode: if a.model_mode == "eval" {
+            ModelMode::Eval
+        } else {
+            ModelMode::Train
         },
         trials: a.trials,
         families: a.families.clone(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use kbench_record::{Device, Precision, ToleranceProfile};
+use kbench_record::{Device, ModelMode, Precision, ToleranceProfile};
 use kbench_suites::{BrokenProblem, Problem};
 
 use crate::config::resolve::{
@@ -96,6 +96,8 @@ pub struct RunConfig {
     pub gpus: Vec<u32>,
     pub precision: Precision,
     pub profile: ToleranceProfile,
+    /// The module mode both models run in (`--model-mode`).
+    pub model_mode: ModelMode,
     /// Correctness trials of the `random` family.
     pub trials: u32,
     /// Stress families, one case each after the random trials (`--families`).
@@ -162,6 +164,7 @@ pub struct EvalSpec {
     pub gpus: Option<String>,
     pub precision: Precision,
     pub profile: ToleranceProfile,
+    pub model_mode: ModelMode,
     pub trials: u32,
     /// `--families`: `all`, `random` or a comma-separated list.
     pub families: String,
@@ -250,6 +253,7 @@ impl RunConfig {
             gpus,
             precision: a.precision,
             profile: a.profile,
+            model_mode: a.model_mode,
             trials: a.trials,
             families: parse_families(&a.families)?,
             timing,
@@ -304,6 +308,7 @@ mod tests {
             gpus: None,
             precision: Precision::Fp32,
             profile: ToleranceProfile::Strict,
+            model_mode: ModelMode::Train,
             trials: 5,
             families: "all".into(),
             timed_calls: 10,

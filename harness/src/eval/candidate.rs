@@ -10,8 +10,8 @@ use std::time::Instant;
 use anyhow::Result;
 use kbench_record::protocol::Frame;
 use kbench_record::{
-    CaseFamily, CaseRef, Device, Environment, EvalRecord, HostTensor, IntegrityReport, Outcome,
-    Phase, PhaseTimes, TimingSummary, SCHEMA_VERSION,
+    CaseFamily, CaseRef, Device, Environment, EvalRecord, HostTensor, IntegrityReport, ModelMode,
+    Outcome, Phase, PhaseTimes, TimingSummary, SCHEMA_VERSION,
 };
 use serde_json::{json, Value};
 
@@ -28,8 +28,9 @@ use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::timed::{judge_timed_calls, timed_check_fits};
 use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
-use crate::judge::{integrity, Tolerance};
+use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{run_device_case, DeviceCaseError};
+use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
 use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
 use crate::measure::{Ctx, Station};
@@ -88,6 +89,10 @@ struct Evaluation<'a, 'c> {
     /// Each host case's output hashes (candidate's, reference's), to recognise an output
     /// replayed from an earlier case.
     seen_outputs: Vec<(CaseRef, Vec<u64>, Vec<u64>)>,
+    /// `mode-switch`: the first evidence of inference mode, and the eval-mode re-check of a
+    /// mismatch (`judge::mode`).
+    mode_switch: Option<String>,
+    eval_check: Option<std::result::Result<bool, String>>,
 }
 
 /// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
@@ -124,6 +129,8 @@ pub(crate) fn evaluate_candidate(
         earlier_random: Vec::new(),
         checked_calls: Vec::new(),
         seen_outputs: Vec::new(),
+        mode_switch: None,
+        eval_check: None,
     };
     // A build ahead still running is waited for (it is this candidate's compile anyway).
     let tb = Instant::now();
@@ -246,7 +253,9 @@ impl Evaluation<'_, '_> {
             if case.family != CaseFamily::Random && stress_began.is_none() {
                 stress_began = Some((Instant::now(), self.reference.made_s));
             }
-            if let Some(o) = self.case(worker, t, case)? {
+            let step = self.case(worker, t, case);
+            self.recheck_in_eval_mode(worker, &step);
+            if let Some(o) = step? {
                 stress_failure.get_or_insert(o);
             }
         }
@@ -290,8 +299,51 @@ impl Evaluation<'_, '_> {
         }
         match integrity::probe_failure(reply.header.get("integrity"), &[], "load") {
             Some(o) => Err(Stop::Verdict(o)),
-            None => Ok(()),
+            None => {
+                self.observe_mode(reply.header.get("integrity"), "after load");
+                Ok(())
+            }
         }
+    }
+
+    /// Keeps the first evidence of inference mode in a worker report (train runs whose
+    /// reference trains only).
+    fn observe_mode(&mut self, report: Option<&Value>, what: &str) {
+        if self.mode_switch.is_none()
+            && self.ctx.config.model_mode == ModelMode::Train
+            && self.reference.trains
+        {
+            self.mode_switch = mode::evidence(report, what);
+        }
+    }
+
+    /// A `mode-switch` candidate's first wrong answer: is it correct with both models as
+    /// constructed in eval mode? (The first random case, once.)
+    fn recheck_in_eval_mode(&mut self, worker: &mut Worker, step: &Step<Option<Outcome>>) {
+        // A mismatch, or one small enough to read as a precision downgrade.
+        let wrong = |o: &Outcome| match o {
+            Outcome::Mismatch { .. } => true,
+            Outcome::Integrity { flag, .. } => flag == integrity::PRECISION_DOWNGRADE,
+            _ => false,
+        };
+        let mismatch = match step {
+            Err(Stop::Verdict(o)) | Ok(Some(o)) => wrong(o),
+            _ => false,
+        };
+        if !mismatch || self.mode_switch.is_none() || self.eval_check.is_some() {
+            return;
+        }
+        let sha = &self.unit.problem.sha256;
+        let secret = &self.run_dir.secret;
+        let outputs = eval_mode_case(
+            self.reference,
+            worker,
+            secret.derive(&format!("input/{sha}/random/0")),
+            secret.derive(&format!("forward/{sha}/random/0")),
+            self.ctx.config.timeouts.run,
+        );
+        self.eval_check =
+            Some(outputs.map(|o| mode::eval_outputs_match(self.tol, &o.candidate, &o.reference)));
     }
 
     /// Profiles one call and records which kernels it launched.
@@ -430,6 +482,7 @@ impl Evaluation<'_, '_> {
             }
             CaseData::Device { .. } => {
                 let judged = run_device_case(ctx, exec, worker, &rc, tc).and_then(|run| {
+                    self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
                     judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random)
                 });
                 match judged {
@@ -481,6 +534,7 @@ impl Evaluation<'_, '_> {
             return Err(Stop::Verdict(o));
         }
         let what = format!("case {case}");
+        self.observe_mode(reply.header.get("integrity"), &what);
         if let Some(o) =
             integrity::probe_failure(reply.header.get("integrity"), &rc.mutated_inputs, &what)
                 .or_else(|| integrity::unwritten_outputs(outputs.iter(), &what))
@@ -530,7 +584,9 @@ impl Evaluation<'_, '_> {
             cases,
             load_s,
             timing,
-            integrity,
+            mut integrity,
+            mode_switch,
+            eval_check,
             ..
         } = self;
         let c = ctx.config;
@@ -550,6 +606,9 @@ impl Evaluation<'_, '_> {
         phases.correctness_s = (phases.correctness_s - phases.reference_s).max(0.0);
         let mut all_notes = reference.notes.clone();
         all_notes.append(&mut notes);
+        if let Some(detail) = mode_switch {
+            mode::record(&mut integrity, &mut all_notes, detail, eval_check);
+        }
         // Timed only when every random case passed: the ratios serve the random-only
         // (KernelBench-comparable) figures even when a stress family failed.
         let baselines = match (&c.baselines, &timing) {
@@ -564,6 +623,7 @@ impl Evaluation<'_, '_> {
             device: exec.device,
             precision: c.precision,
             profile: c.profile,
+            model_mode: c.model_mode,
             outcome,
             cases,
             timing,

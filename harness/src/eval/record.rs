@@ -89,6 +89,7 @@ fn bare_record(
         device,
         precision: tol.precision,
         profile: tol.profile,
+        model_mode: run_dir.manifest.model_mode(),
         outcome,
         cases: Vec::new(),
         timing: None,

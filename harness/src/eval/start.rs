@@ -89,6 +89,7 @@ pub(crate) fn candidate_load(
         "candidate_path": prep.source_path,
         "device": device_for_worker(exec.device),
         "precision": c.precision.as_str(),
+        "model_mode": c.model_mode.as_str(),
         "weight_seed": c.weight_seed,
         "num_threads": ctx.num_threads(exec.device),
         "build_dir": prep.build_dir,

@@ -30,6 +30,7 @@ pub fn manifest_of(c: &RunConfig) -> RunManifest {
         device: c.device.to_string(),
         precision: c.precision.to_string(),
         profile: c.profile.to_string(),
+        model_mode: c.model_mode.to_string(),
         trials: c.trials,
         families: c.families.iter().map(|f| f.to_string()).collect(),
         timed_calls: c.timing.as_ref().map(|t| t.timed_calls),

@@ -32,6 +32,9 @@ pub const MALFORMED_TIMING: &str = "malformed-timing";
 pub const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.
 pub const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
+/// Advisory: the candidate runs in inference mode (a module with `training == False`, or
+/// BatchNorm running statistics read) while the reference trains (`judge::mode`).
+pub const MODE_SWITCH: &str = "mode-switch";
 
 /// Every flag that can fail a kernel (`Outcome::Integrity`), for `--ignore-flag`.
 pub const FLAGS: [&str; 13] = [

@@ -10,6 +10,7 @@ pub(crate) mod device;
 pub mod faults;
 pub mod integrity;
 pub(crate) mod kernels;
+pub mod mode;
 pub mod speed;
 pub(crate) mod timed;
 pub mod timing;

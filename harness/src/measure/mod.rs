@@ -6,6 +6,7 @@
 
 mod ctx;
 pub(crate) mod device_case;
+pub(crate) mod mode_check;
 pub mod profile;
 pub(crate) mod reference;
 mod station;

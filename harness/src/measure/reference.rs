@@ -185,6 +185,9 @@ pub struct ReferenceSession {
     pub inputs_s: f64,
     /// The problem's cost (FLOPs, bytes), asked once per session (see [`Self::cost`]).
     cost: Option<Option<kbench_record::perf::ProblemCost>>,
+    /// Every module of the reference is in training mode (its load reply names none with
+    /// `training == False`): the condition of the `mode-switch` advisory.
+    pub trains: bool,
 }
 
 impl ReferenceSession {
@@ -227,6 +230,7 @@ impl ReferenceSession {
             made_s: 0.0,
             inputs_s: 0.0,
             cost: None,
+            trains: true,
         };
         match load_reply {
             Some(reply) => s.loaded(ctx, reply)?,
@@ -253,6 +257,12 @@ impl ReferenceSession {
             )));
         }
         self.device_name = str_field(&reply.header, "device_name");
+        self.trains = reply
+            .header
+            .pointer("/integrity/eval_module_count")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            == 0;
         if c.profile == ToleranceProfile::Strict
             && reply.header.get("f64_available").and_then(Value::as_bool) != Some(true)
         {
@@ -710,6 +720,7 @@ pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Frame {
         "problem_path": problem_path,
         "device": device_for_worker(exec.device),
         "precision": c.precision.as_str(),
+        "model_mode": c.model_mode.as_str(),
         "weight_seed": c.weight_seed,
         "want_f64": c.profile == ToleranceProfile::Strict,
         "num_threads": ctx.num_threads(exec.device),

@@ -226,6 +226,7 @@ mod tests {
             device: "cpu".into(),
             precision: "fp32".into(),
             profile: "strict".into(),
+            model_mode: "train".into(),
             trials: 5,
             families: Vec::new(),
             timed_calls: None,

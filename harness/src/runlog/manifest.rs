@@ -14,6 +14,9 @@ pub struct RunManifest {
     pub device: String,
     pub precision: String,
     pub profile: String,
+    /// `train` or `eval` (`--model-mode`); runs made before it was recorded ran in `train`.
+    #[serde(default = "train")]
+    pub model_mode: String,
     pub trials: u32,
     /// Stress case families after the random trials (absent in runs made before them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -32,6 +35,16 @@ pub struct RunManifest {
 }
 
 impl RunManifest {
+    /// The module mode the run's records were made in (`eval` only when it says so).
+    pub fn model_mode(&self) -> kbench_record::ModelMode {
+        if self.model_mode == "eval" {
+            kbench_record::ModelMode::Eval
+        } else {
+            kbench_record::ModelMode::Train
+        }
+    }
+
+    /// The first setting that differs from `other`'s, described (the suite may differ: a
     /// resumed run may select a different subset of problems).
     pub fn conflict(&self, other: &RunManifest) -> Option<String> {
         let pairs = [
@@ -39,6 +52,7 @@ impl RunManifest {
             ("device", &self.device, &other.device),
             ("precision", &self.precision, &other.precision),
             ("profile", &self.profile, &other.profile),
+            ("--model-mode", &self.model_mode, &other.model_mode),
         ];
         for (name, a, b) in pairs {
             if a != b {
@@ -87,6 +101,10 @@ impl RunManifest {
         }
         None
     }
+}
+
+fn train() -> String {
+    "train".into()
 }
 
 /// Seconds since the Unix epoch.

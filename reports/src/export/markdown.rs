@@ -26,6 +26,9 @@ pub fn render_markdown(report: &Report) -> String {
             run.label,
             views::run_line(run)
         ));
+        for note in &run.notes {
+            out.push_str(&format!("> {note}\n\n"));
+        }
         out.push_str("### Correctness\n\n");
         out.push_str(&views::correctness(run).markdown());
         out.push_str("\n### Speedups\n\n");

@@ -11,7 +11,11 @@ pub fn render_terminal(report: &Report) -> String {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("== {}: {}\n\n", run.label, views::run_line(run)));
+        out.push_str(&format!("== {}: {}\n", run.label, views::run_line(run)));
+        for note in &run.notes {
+            out.push_str(&format!("{note}\n"));
+        }
+        out.push('\n');
         out.push_str(&views::correctness(run).text());
         out.push('\n');
         out.push_str(&views::speedups(run).text());
