@@ -165,6 +165,30 @@ pub struct CaseResult {
     /// `denormal` family: how the candidate treated subnormal reference values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush: Option<FlushCount>,
+    /// The smallest `t` for which `atol = rtol = t` passes every element where candidate
+    /// and reference are both finite: `max |c − r|/(1 + |r|)` over the outputs. `None` where
+    /// no tolerance makes the case pass (wrong shape or dtype, a NaN/Inf rule failure) or
+    /// nothing was compared. Not a verdict: the strict profile's float64 gate is apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tol_needed: Option<f64>,
+    /// `nan-inf` family: finite candidate elements accepted where the reference is NaN/±Inf
+    /// only through its own algorithm (README, "NaN and Inf"). `None` when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artefacts: Option<ArtefactCount>,
+    /// Why the case failed a NaN/Inf rule, in words: the rule, the first element, the
+    /// values there (for `kbench check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Elements accepted as reference artefacts in one case (see `CaseResult::artefacts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtefactCount {
+    /// Over all outputs.
+    pub count: u64,
+    /// The first output that has any, and the multi-index of its first one.
+    pub output: u32,
+    pub first_index: Vec<u64>,
 }
 
 /// Subnormal values in the reference's outputs (at the working precision) and how many of

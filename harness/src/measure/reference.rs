@@ -56,6 +56,8 @@ pub enum CaseData {
         run_frame: Arc<Frame>,
         outputs: Vec<HostTensor>,
         outputs_f64: Option<Vec<HostTensor>>,
+        /// `nan-inf` cases: per output, the probe reference (see [`probe_slots`]).
+        outputs_alt: Option<Vec<Option<HostTensor>>>,
     },
     /// CUDA runs: everything in harness-owned GPU buffers; only the argument list is JSON.
     Device {
@@ -63,7 +65,30 @@ pub enum CaseData {
         inputs: Vec<(String, DevTensorOwned)>,
         outputs: Vec<DevTensorOwned>,
         outputs_f64: Option<Vec<DevTensorOwned>>,
+        outputs_alt: Option<Vec<Option<DevTensorOwned>>>,
     },
+}
+
+/// The probe references of a `nan-inf` case (PROTOCOL.md, `make_case`: tensors
+/// `outalt:<k>`, one per floating output): the reference's outputs with the injected
+/// non-finite inputs replaced by finite probes, NaN where an element depends on them. Placed
+/// by output index; `None` when the worker sent none (every other family).
+pub fn probe_slots<T>(alts: Vec<(usize, T)>, outputs: usize) -> Option<Vec<Option<T>>> {
+    if alts.is_empty() {
+        return None;
+    }
+    let mut slots: Vec<Option<T>> = (0..outputs).map(|_| None).collect();
+    for (k, t) in alts {
+        if let Some(s) = slots.get_mut(k) {
+            *s = Some(t);
+        }
+    }
+    Some(slots)
+}
+
+/// `k` of a tensor named `outalt:<k>`.
+fn alt_index(name: &str) -> Option<usize> {
+    name.strip_prefix("outalt:")?.parse().ok()
 }
 
 /// One correctness case as the reference produced it.
@@ -92,12 +117,13 @@ impl RefCase {
                 run_frame,
                 outputs,
                 outputs_f64,
+                outputs_alt,
             } => {
                 run_frame.payload.len() as u64
-                    + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
-                    + outputs_f64
+                    + outputs
                         .iter()
-                        .flatten()
+                        .chain(outputs_f64.iter().flatten())
+                        .chain(outputs_alt.iter().flatten().flatten())
                         .map(|o| o.data().len() as u64)
                         .sum::<u64>()
             }
@@ -105,12 +131,14 @@ impl RefCase {
                 inputs,
                 outputs,
                 outputs_f64,
+                outputs_alt,
                 ..
             } => inputs
                 .iter()
                 .map(|(_, t)| t)
                 .chain(outputs)
                 .chain(outputs_f64.iter().flatten())
+                .chain(outputs_alt.iter().flatten().flatten())
                 .map(|t| t.nbytes() as u64)
                 .sum(),
         }
@@ -563,6 +591,7 @@ impl ReferenceSession {
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         let mut outputs_f64 = Vec::new();
+        let mut alts = Vec::new();
         for spec in specs {
             let bad = |why: &str| {
                 RefFailure::Failed(format!(
@@ -602,12 +631,15 @@ impl ReferenceSession {
                 inputs.push((name, t));
             } else if name.starts_with("out64:") {
                 outputs_f64.push(t);
+            } else if let Some(k) = alt_index(&name) {
+                alts.push((k, t));
             } else if name.starts_with("out:") {
                 outputs.push(t);
             }
         }
         let outputs_f64 =
             (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+        let outputs_alt = probe_slots(alts, outputs.len());
         Ok(RefCase {
             case,
             forward_seed,
@@ -618,6 +650,7 @@ impl ReferenceSession {
                 inputs,
                 outputs,
                 outputs_f64,
+                outputs_alt,
             },
         })
     }
@@ -635,11 +668,14 @@ fn take_host_case(
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     let mut outputs_f64 = Vec::new();
+    let mut alts = Vec::new();
     for (name, t) in tensors {
         if name.starts_with("in:") {
             inputs.push((name, t));
         } else if name.starts_with("out64:") {
             outputs_f64.push(t);
+        } else if let Some(k) = alt_index(&name) {
+            alts.push((k, t));
         } else if name.starts_with("out:") {
             outputs.push(t);
         }
@@ -656,6 +692,7 @@ fn take_host_case(
     ));
     let outputs_f64 =
         (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+    let outputs_alt = probe_slots(alts, outputs.len());
     Ok(RefCase {
         case,
         forward_seed,
@@ -665,6 +702,7 @@ fn take_host_case(
             run_frame,
             outputs,
             outputs_f64,
+            outputs_alt,
         },
     })
 }
