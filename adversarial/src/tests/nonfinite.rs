@@ -116,7 +116,11 @@ fn tol_needed_is_the_smallest_passing_tolerance() {
     let r = f64s(&[3], &[2.0, 0.0, f64::NAN]);
     let c = f64s(&[3], &[2.03, 0.004, f64::NAN]);
     let v = values(&c, &r, None, KB, FP32);
-    assert!((v.tol_needed - 0.03 / 3.0).abs() < 1e-15, "{}", v.tol_needed);
+    assert!(
+        (v.tol_needed - 0.03 / 3.0).abs() < 1e-15,
+        "{}",
+        v.tol_needed
+    );
     // At that tolerance every element passes, just below it one fails.
     let t = v.tol_needed;
     for (scale, passes) in [(1.0 + 1e-12, true), (1.0 - 1e-9, false)] {
@@ -151,7 +155,10 @@ fn case_result_reports_artefacts_detail_and_tol_needed() {
 
     let invented = Comparison::Values(judge(INF, 1.5, None));
     let d = case_result(&case, &[invented], 0.0).detail.unwrap();
-    assert!(d.starts_with("nonfinite-invented: the reference is finite (1.5)"), "{d}");
+    assert!(
+        d.starts_with("nonfinite-invented: the reference is finite (1.5)"),
+        "{d}"
+    );
     assert!(d.contains("returned +Inf"), "{d}");
 
     // An elementwise failure keeps its tolerance figure.

@@ -6,6 +6,7 @@
 
 mod ctx;
 pub(crate) mod device_case;
+mod probe;
 pub mod profile;
 pub(crate) mod reference;
 mod station;

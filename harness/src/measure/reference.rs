@@ -10,6 +10,7 @@ use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
+use super::probe::{alt_index, probe_slots};
 use super::{Ctx, Station};
 use crate::gpu::compare::DevTensor;
 use crate::gpu::devmem::{DevBuf, Gpu};
@@ -56,7 +57,7 @@ pub enum CaseData {
         run_frame: Arc<Frame>,
         outputs: Vec<HostTensor>,
         outputs_f64: Option<Vec<HostTensor>>,
-        /// `nan-inf` cases: per output, the probe reference (see [`probe_slots`]).
+        /// `nan-inf` cases: per output, the probe reference (see `measure/probe.rs`).
         outputs_alt: Option<Vec<Option<HostTensor>>>,
     },
     /// CUDA runs: everything in harness-owned GPU buffers; only the argument list is JSON.
@@ -67,28 +68,6 @@ pub enum CaseData {
         outputs_f64: Option<Vec<DevTensorOwned>>,
         outputs_alt: Option<Vec<Option<DevTensorOwned>>>,
     },
-}
-
-/// The probe references of a `nan-inf` case (PROTOCOL.md, `make_case`: tensors
-/// `outalt:<k>`, one per floating output): the reference's outputs with the injected
-/// non-finite inputs replaced by finite probes, NaN where an element depends on them. Placed
-/// by output index; `None` when the worker sent none (every other family).
-pub fn probe_slots<T>(alts: Vec<(usize, T)>, outputs: usize) -> Option<Vec<Option<T>>> {
-    if alts.is_empty() {
-        return None;
-    }
-    let mut slots: Vec<Option<T>> = (0..outputs).map(|_| None).collect();
-    for (k, t) in alts {
-        if let Some(s) = slots.get_mut(k) {
-            *s = Some(t);
-        }
-    }
-    Some(slots)
-}
-
-/// `k` of a tensor named `outalt:<k>`.
-fn alt_index(name: &str) -> Option<usize> {
-    name.strip_prefix("outalt:")?.parse().ok()
 }
 
 /// One correctness case as the reference produced it.
@@ -467,6 +446,10 @@ impl ReferenceSession {
             request["family"] = json!(case.family.to_string());
             request["stability_rtol"] = json!(tol.rtol);
         }
+        if case.family == CaseFamily::NanInf {
+            request["probe_rtol"] = json!(tol.rtol);
+            request["probe_atol"] = json!(tol.atol);
+        }
         let reply = match self.worker.request(Frame::new(request), c.timeouts.run) {
             Ok(r) => r,
             Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
@@ -493,6 +476,12 @@ impl ReferenceSession {
             .unwrap_or(0.0);
         if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
             let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        if let Some(e) = reply.header.get("probe_error").and_then(Value::as_str) {
+            let note = format!("case {case}: the reference's probe runs failed ({e}); the strict NaN/Inf rules applied");
             if !self.notes.contains(&note) {
                 self.notes.push(note);
             }
