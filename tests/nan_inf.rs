@@ -84,8 +84,16 @@ fn nan_inf_rules_pass_rewrites_and_name_real_bugs() {
     // (b)–(d): each wrong kernel fails the nan-inf case under the rule named for its bug.
     for (name, rule, detail) in [
         ("1_inf_sign", "inf-sign", "the reference is -Inf"),
-        ("2_mask_multiply", "nonfinite-invented", "the reference is finite (0.0)"),
-        ("2_where", "drops-nan", "where the output depends on an injected NaN/Inf input"),
+        (
+            "2_mask_multiply",
+            "nonfinite-invented",
+            "the reference is finite (0.0)",
+        ),
+        (
+            "2_where",
+            "drops-nan",
+            "where the output depends on an injected NaN/Inf input",
+        ),
         ("3_nan_to_num", "drops-nan", "the reference is NaN"),
     ] {
         let r = &recs[name];
@@ -97,7 +105,9 @@ fn nan_inf_rules_pass_rewrites_and_name_real_bugs() {
         assert_eq!(case["passed"], false);
         // No tolerance makes a NaN/Inf failure pass.
         assert!(case.get("tol_needed").is_none(), "{name}: {case}");
-        let d = case["detail"].as_str().unwrap_or_else(|| panic!("{name}: {case}"));
+        let d = case["detail"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {case}"));
         assert!(d.starts_with(rule) && d.contains(detail), "{name}: {d}");
     }
     assert_eq!(recs["2_honest"]["outcome"]["kind"], "ok");

@@ -137,7 +137,7 @@ fn tol_needed_is_the_smallest_passing_tolerance() {
 fn case_result_reports_artefacts_detail_and_tol_needed() {
     let case = nan_inf_case();
     let pass = Comparison::Values(judge(2.0, NAN, Some(2.0)));
-    let res = case_result(&case, &[pass.clone()], 0.0);
+    let res = case_result(&case, std::slice::from_ref(&pass), 0.0);
     assert!(res.passed);
     let a = res.artefacts.expect("artefacts recorded");
     assert_eq!((a.count, a.output, a.first_index.clone()), (1, 0, vec![70]));
