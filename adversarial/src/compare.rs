@@ -424,7 +424,7 @@ pub(crate) fn compare_chunked(
         Some(t) => {
             let mut check = float64_check(&stats, gate, strict);
             if !check.passed {
-                let worst = scan::worst_vs_f64(
+                let worst = crate::worst::worst_vs_f64(
                     dtype,
                     candidate.data(),
                     reference.data(),

@@ -21,6 +21,7 @@ mod scan;
 mod stress;
 mod tolerance;
 mod verdict;
+mod worst;
 
 #[cfg(test)]
 mod tests;
