@@ -367,7 +367,7 @@ proptest! {
         );
         prop_assert_eq!(v64.first_mismatch.map(|m| (m.flat_index, m.rule)), v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)));
         // Chunk size changes nothing but the order of float sums.
-        let whole = values_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), profile, FP32, 1 << 16);
+        let whole = values_alt_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), alt_t.as_ref(), profile, FP32, 1 << 16);
         prop_assert_eq!(whole.failed_rule(), v.failed_rule());
         let first = |v: &crate::ValueReport| v.first_mismatch.as_ref().map(|m| (m.flat_index, m.index.clone()));
         prop_assert_eq!(first(&whole), first(&v));
