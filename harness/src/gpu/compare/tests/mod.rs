@@ -21,6 +21,7 @@ use super::*;
 use crate::gpu::devmem::{DevBuf, Gpu};
 
 mod float_rules;
+mod host_emulation;
 mod sizes_and_dtypes;
 
 const KB: ToleranceProfile = ToleranceProfile::KernelBench;
