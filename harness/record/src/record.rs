@@ -463,6 +463,32 @@ mod tests {
     }
 
     #[test]
+    fn case_results_without_the_issue_21_fields_still_read() {
+        let old = r#"{"case":{"family":"nan-inf","index":0},"passed":false,"max_abs":0.0,"max_rel":0.0,"mismatches":1,"elements":8,"rel_l2_vs_f64":null,"wall_s":0.1}"#;
+        let c: CaseResult = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (c.tol_needed, c.artefacts.clone(), c.detail.clone()),
+            (None, None, None)
+        );
+        // ...and are left out when empty, written when set.
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            !text.contains("tol_needed") && !text.contains("artefacts") && !text.contains("detail")
+        );
+        let c = CaseResult {
+            tol_needed: Some(1e-3),
+            artefacts: Some(ArtefactCount {
+                count: 4,
+                output: 0,
+                first_index: vec![0, 3],
+            }),
+            ..c
+        };
+        let back: CaseResult = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
     fn profile_names() {
         assert_eq!(
             serde_json::to_string(&ToleranceProfile::KernelBenchV01).unwrap(),
