@@ -57,7 +57,9 @@ def probe_alt(a, b, rtol, atol):
     finite and agree within `AGREE_SCALE` of the tolerance, else NaN; `a`'s dtype."""
     if tuple(a.shape) != tuple(b.shape):
         return torch.full_like(a, math.nan)
-    x, y = a.float() if a.dtype != torch.float64 else a, b.float() if b.dtype != torch.float64 else b
+    # fp16/bf16 compared in fp32, fp32 and fp64 as they are
+    x = a if a.dtype == torch.float64 else a.float()
+    y = b if b.dtype == torch.float64 else b.float()
     bound = y.abs().mul_(rtol).add_(atol).mul_(AGREE_SCALE)
     agree = torch.isfinite(x) & torch.isfinite(y) & ((x - y).abs_() <= bound)
     del bound
