@@ -133,10 +133,11 @@ class CaseCommands:
 
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
         changed = _changed_inputs(sums, inputs)
-        # With stability measurements the outputs are copies of their own even on the CPU:
+        # With stability measurements or probes the outputs are copies of their own even on the CPU:
         # an output may alias an input (which is restored before the second run) or a
         # buffer the model reuses.
-        outs = [_host_copy(t, snapshot=stability_rtol is not None) for t in flatten_outputs(out)]
+        own = stability_rtol is not None or probe_tol is not None
+        outs = [_host_copy(t, snapshot=own) for t in flatten_outputs(out)]
         del out
         self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
@@ -215,7 +216,7 @@ class CaseCommands:
             return self._forward(self.model, args, forward_seed, "run")[0]
 
         try:
-            alts = probe_references(forward, inputs, pristine, outs, rtol, atol)
+            alts = probe_references(forward, inputs, pristine, outs, rtol, atol, self._restore_inputs)
         except WorkerError as exc:
             reply["probe_error"] = _clean_text(exc.message, MAX_MESSAGE_CHARS)
             alts = []

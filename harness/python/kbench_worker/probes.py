@@ -28,28 +28,17 @@ PROBES = (1024.0, -768.0)
 AGREE_SCALE = 0.01
 
 
-def nonfinite_masks(pristine):
-    """{input index: bool mask of its non-finite elements}, for the floating inputs (by
-    index, as `pristine` holds them) that have any."""
-    masks = {}
+def nonfinite_positions(pristine):
+    """{input index: indices (a tuple per dimension) of its non-finite elements}, for the
+    floating inputs (by index, as `pristine` holds them) that have any: three per tensor
+    in the nan-inf family, so they cost nothing to keep."""
+    positions = {}
     for i, x in pristine.items():
         if isinstance(x, torch.Tensor) and x.is_floating_point():
-            m = ~torch.isfinite(x)
-            if bool(m.any()):
-                masks[i] = m
-    return masks
-
-
-def _probe_args(inputs, pristine, masks, value):
-    """The case's arguments with the pristine values, the masked elements set to `value`
-    (fresh copies: the probe forward may write to them)."""
-    args = list(inputs)
-    for i, src in pristine.items():
-        x = src.to(device=inputs[i].device, copy=True)
-        if i in masks:
-            x.masked_fill_(masks[i].to(x.device), value)
-        args[i] = x
-    return args
+            nz = (~torch.isfinite(x)).nonzero(as_tuple=True)
+            if nz and nz[0].numel():
+                positions[i] = nz
+    return positions
 
 
 def probe_alt(a, b, rtol, atol):
@@ -66,28 +55,45 @@ def probe_alt(a, b, rtol, atol):
     return torch.where(agree, a, torch.full_like(a, math.nan))
 
 
-def probe_references(forward, inputs, pristine, outs, rtol, atol):
+def probe_references(forward, inputs, pristine, outs, rtol, atol, restore):
     """[(k, probe reference of output k)] for the floating outputs `outs` (the reference's)
-    that hold a NaN or Inf (elsewhere the rules need no probe); `forward(args)` runs the
-    reference on `args` (seeded as the case's forward). Empty when no input has a
-    non-finite element."""
+    that hold a NaN or Inf (elsewhere the rules need no probe). `forward(args)` runs the
+    reference (seeded as the case's forward); `restore(inputs, pristine)` writes the
+    pristine values back into the case's tensors. The probes are written into the case's own
+    tensors (no copy of a possibly multi-GB input) and the pristine values restored after
+    each run. Empty when no input has a non-finite element."""
     need = [
         k for k, o in enumerate(outs)
         if isinstance(o, torch.Tensor) and o.is_floating_point() and not bool(torch.isfinite(o).all())
     ]
-    masks = nonfinite_masks(pristine)
-    if not need or not masks:
+    positions = nonfinite_positions(pristine)
+    if not need or not positions:
         return []
     runs = []
-    for value in PROBES:
-        out = forward(_probe_args(inputs, pristine, masks, value))
-        runs.append([t.detach() for t in flatten_outputs(out)])
-        del out
+    try:
+        for value in PROBES:
+            restore(inputs, pristine)
+            for i, nz in positions.items():
+                x = inputs[i]
+                x[tuple(p.to(x.device) for p in nz)] = value
+            out = forward(inputs)
+            flat = flatten_outputs(out)
+            del out
+            # Only the outputs that need a probe reference are kept, as copies of their own:
+            # an output may alias an input, which the next restore overwrites.
+            runs.append({k: flat[k].detach().clone() for k in need if k < len(flat)})
+            del flat
+    finally:
+        restore(inputs, pristine)
     alts = []
     for k in need:
-        if k < len(runs[0]) and k < len(runs[1]) and runs[0][k].dtype == outs[k].dtype:
-            alt = probe_alt(runs[0][k], runs[1][k], rtol, atol)
+        a, b = runs[0].get(k), runs[1].get(k)
+        if a is not None and b is not None and a.dtype == outs[k].dtype:
+            alt = probe_alt(a, b, rtol, atol)
         else:
             alt = torch.full_like(outs[k], math.nan)
+        runs[0].pop(k, None)
+        runs[1].pop(k, None)
+        del a, b
         alts.append((k, alt.to(device=outs[k].device).contiguous()))
     return alts

@@ -10,6 +10,7 @@ from .support import WorkerTestCase, simple_problem
 
 DIAG_MATMUL = simple_problem("torch.diag(x) @ rest[0]", inputs="[torch.rand(24), torch.rand(24, 40)]")
 RELU = simple_problem("torch.relu(x)", inputs="[torch.rand(8, 50)]")
+IN_PLACE = simple_problem("x.mul_(2)", inputs="[torch.rand(30, 20)]")
 TOL = {"probe_rtol": 1e-4, "probe_atol": 1e-4}
 
 
@@ -21,6 +22,7 @@ class ProbeReferenceTests(WorkerTestCase):
         super().setUpClass()
         cls.diag = cls.files.write("12_Diag.py", DIAG_MATMUL)
         cls.relu = cls.files.write("19_Relu.py", RELU)
+        cls.in_place = cls.files.write("14_InPlace.py", IN_PLACE)
 
     def test_probe_alt_keeps_only_agreeing_finite_elements(self):
         a = torch.tensor([1.0, 2.0, math.nan, math.inf, 5.0, 1.0])
@@ -66,6 +68,18 @@ class ProbeReferenceTests(WorkerTestCase):
         self.assertTrue(torch.isnan(alt[~torch.isfinite(x)]).all())
         kept = torch.isfinite(x)
         self.assertTrue(torch.equal(alt[kept], out[kept]))
+
+    def test_in_place_reference_probes_its_pristine_inputs(self):
+        # The probes are written into the case's tensors, restored before and after each
+        # run: a reference that doubles its input in place doubles the pristine values once.
+        self.load_reference(self.in_place)
+        reply, t = self.make_case(family="nan-inf", **TOL)
+        x, out, alt = t["in:0"], t["out:0"], t["outalt:0"]
+        self.assertEqual(reply["inputs_changed"], [0])
+        kept = torch.isfinite(x)
+        self.assertTrue(torch.equal(alt[kept], x[kept] * 2))
+        self.assertTrue(torch.isnan(alt[~kept]).all())
+        self.assert_bit_identical(out, x * 2)
 
     def test_only_nan_inf_cases_with_a_tolerance_get_probes(self):
         self.load_reference(self.diag)
