@@ -198,8 +198,9 @@ fn stress_families_catch_what_random_inputs_miss() {
             "{name} should fail {family}; failed {failed:?}"
         );
     }
-    // The max that drops NaN is right everywhere else.
+    // The max that drops NaN is right everywhere else, and the rule says what it did.
     assert_eq!(families(&recs["2_fmax_cpp"]).0, ["nan-inf"]);
+    assert_eq!(recs["2_fmax_cpp"]["outcome"]["rule"], "drops-nan");
     // Flush-to-zero: the subnormal results came back as zeros, and the strict profile says so.
     let ftz = &recs["5_ftz"];
     assert_eq!(ftz["outcome"]["rule"], "flush-to-zero");

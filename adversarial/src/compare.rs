@@ -16,6 +16,13 @@ pub enum CompareError {
     ReferenceF64Shape { expected: Vec<u64>, got: Vec<u64> },
     #[error("tensor of {0} elements does not fit this machine's address space")]
     TooLarge(u64),
+    #[error("probe reference (nan-inf) is {got_dtype} {got:?}, the reference output {expected_dtype} {expected:?}")]
+    ProbeReference {
+        expected_dtype: Dtype,
+        expected: Vec<u64>,
+        got_dtype: Dtype,
+        got: Vec<u64>,
+    },
 }
 
 /// The first element outside tolerance (lowest flat index).
@@ -81,10 +88,22 @@ pub struct ValueReport {
     /// Elements compared.
     pub elements: u64,
     /// Elements outside tolerance: elementwise failures not rescued by the float64 gate plus
-    /// NaN/Inf position mismatches.
+    /// NaN/Inf rule failures.
     pub mismatches: u64,
-    /// Of `mismatches`, those under the NaN/Inf position rule.
+    /// Of `mismatches`, those under a NaN/Inf rule ([`Rule::is_nonfinite`]).
     pub nonfinite_mismatches: u64,
+    /// `nan-inf` family: elements where the reference is NaN/±Inf only through its own
+    /// algorithm (the probe reference is finite there: the element does not depend on the
+    /// injected values) and the candidate is finite and within tolerance of the probe value.
+    pub artefacts: u64,
+    /// The first of those (lowest flat index), as a multi-index.
+    pub first_artefact: Option<Vec<u64>>,
+    /// `max |c − r|/(1 + |r|)` over elements where both are finite (and `|c − a|/(1 + |a|)`
+    /// over the artefacts, `a` the probe value): the smallest `t` for which
+    /// `atol = rtol = t` passes every finite element. 0 when there is none.
+    pub tol_needed: f64,
+    /// Whether a probe reference (`nan-inf` family) was given: the relaxed NaN/Inf rules.
+    pub probed: bool,
     /// Elements outside the elementwise tolerance that the strict float64 gate accepted.
     pub rescued: u64,
     /// Largest `|c − r|` over elements where both are finite.
@@ -133,6 +152,12 @@ impl ValueReport {
             notes.push(format!(
                 "{} of {} elements outside the elementwise tolerance were accepted by the float64 gate (no further from float64 than the reference)",
                 self.rescued, self.elements
+            ));
+        }
+        if let Some(at) = &self.first_artefact {
+            notes.push(format!(
+                "{} of {} elements accepted as reference artefacts (first at {at:?}): the reference is NaN/Inf there only through its own algorithm (e.g. 0·NaN in a matmul); the element does not depend on the injected NaN/Inf inputs and the candidate matches the reference run on finite probes",
+                self.artefacts, self.elements
             ));
         }
         notes
@@ -241,9 +266,12 @@ pub fn unravel_index(flat: u64, shape: &[u64]) -> Vec<u64> {
 ///   (the candidate must return the reference's dtype), then values.
 /// - Floats: `|c − r| ≤ atol + rtol·|r|` (`torch.allclose`), evaluated in f64 after exact
 ///   decoding, with the [`tolerance`] of `profile` at `precision`. NaN and ±Inf must match in
-///   position and sign: NaN against NaN passes, NaN against anything else fails, +Inf passes
-///   only against +Inf. Unlike `torch.allclose` (`equal_nan=False`), matching NaNs pass: a
-///   reference that produces NaN is judged by the case rules, not made unsolvable here.
+///   position and sign: NaN against NaN passes; a finite candidate against NaN fails
+///   (`drops-nan`), against ±Inf too (`drops-inf`); the other infinity fails (`inf-sign`),
+///   NaN against ±Inf too (`nan-inf-kind`), and NaN/±Inf against a finite reference fails
+///   (`nonfinite-invented`). Unlike `torch.allclose` (`equal_nan=False`), matching NaNs
+///   pass: a reference that produces NaN is judged by the case rules, not made unsolvable
+///   here. [`compare_with_alt`] relaxes this for `nan-inf` cases.
 /// - Integers and bools: exact.
 /// - `reference_f64` (the reference computed in float64, same shape, dtype f64) feeds the
 ///   strict profile's float64 gate ([`Float64Gate`]); under other profiles it is measured and
@@ -267,6 +295,33 @@ pub fn compare(
         candidate,
         reference,
         reference_f64,
+        None,
+        profile,
+        precision,
+        CHUNK_ELEMS,
+    )
+}
+
+/// [`compare`] for a `nan-inf` case, with its probe reference `alt` (same dtype and shape
+/// as `reference`): the reference's value at each element with the injected non-finite
+/// inputs replaced by finite probes, NaN where the element depends on them. With it the
+/// NaN/Inf rules are those of the README's "NaN and Inf": a finite candidate where the
+/// reference is NaN/±Inf passes when `alt` is finite there and the candidate within
+/// tolerance of it (a reference artefact, counted in [`ValueReport::artefacts`]); NaN
+/// against ±Inf passes. `alt = None` is exactly [`compare`].
+pub fn compare_with_alt(
+    candidate: &HostTensor,
+    reference: &HostTensor,
+    reference_f64: Option<&HostTensor>,
+    alt: Option<&HostTensor>,
+    profile: ToleranceProfile,
+    precision: Precision,
+) -> Result<Comparison, CompareError> {
+    compare_chunked(
+        candidate,
+        reference,
+        reference_f64,
+        alt,
         profile,
         precision,
         CHUNK_ELEMS,
@@ -277,10 +332,21 @@ pub(crate) fn compare_chunked(
     candidate: &HostTensor,
     reference: &HostTensor,
     reference_f64: Option<&HostTensor>,
+    alt: Option<&HostTensor>,
     profile: ToleranceProfile,
     precision: Precision,
     chunk_elems: usize,
 ) -> Result<Comparison, CompareError> {
+    if let Some(a) = alt {
+        if a.dtype() != reference.dtype() || a.shape() != reference.shape() {
+            return Err(CompareError::ProbeReference {
+                expected_dtype: reference.dtype(),
+                expected: reference.shape().to_vec(),
+                got_dtype: a.dtype(),
+                got: a.shape().to_vec(),
+            });
+        }
+    }
     if let Some(r64) = reference_f64 {
         if r64.dtype() != Dtype::F64 {
             return Err(CompareError::ReferenceF64Dtype(r64.dtype()));
@@ -316,6 +382,7 @@ pub(crate) fn compare_chunked(
     let gate = float64_gate(precision);
     let strict = profile == ToleranceProfile::Strict;
     let truth = reference_f64.filter(|_| is_float);
+    let alt = alt.filter(|_| is_float);
     let mut params = ScanParams {
         tol,
         rescue: (strict && truth.is_some()).then_some(Rescue {
@@ -331,6 +398,7 @@ pub(crate) fn compare_chunked(
             candidate.data(),
             reference.data(),
             truth.map(HostTensor::data),
+            alt.map(HostTensor::data),
             numel,
             params,
             chunk_elems,
@@ -356,7 +424,7 @@ pub(crate) fn compare_chunked(
         Some(t) => {
             let mut check = float64_check(&stats, gate, strict);
             if !check.passed {
-                let worst = scan::worst_vs_f64(
+                let worst = crate::worst::worst_vs_f64(
                     dtype,
                     candidate.data(),
                     reference.data(),
@@ -379,6 +447,10 @@ pub(crate) fn compare_chunked(
         elements: stats.elements,
         mismatches: stats.elementwise_failures + stats.nonfinite_mismatches,
         nonfinite_mismatches: stats.nonfinite_mismatches,
+        artefacts: stats.artefacts,
+        first_artefact: stats.first_artefact.map(|f| unravel_index(f, shape)),
+        tol_needed: stats.tol_needed,
+        probed: alt.is_some(),
         rescued: stats.rescued,
         max_abs: stats.max_abs,
         max_rel: stats.max_rel,

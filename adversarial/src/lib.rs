@@ -5,8 +5,9 @@
 //! f16/bf16 with `half`, and compares in parallel with `rayon`.
 //!
 //! - [`tolerance`]: the `kernelbench`, `kernelbench-v0.1` and `strict` profiles.
-//! - [`compare`]: shape, dtype, then values (elementwise `allclose`, NaN/Inf positions, the
-//!   strict profile's float64 gate), into a [`Comparison`].
+//! - [`compare`]: shape, dtype, then values (elementwise `allclose`, the NaN/Inf rules, the
+//!   strict profile's float64 gate), into a [`Comparison`]; [`compare_with_alt`] for
+//!   `nan-inf` cases, with the reference's run on finite probes.
 //! - [`failure_outcome`] and [`case_result`]: comparisons into record types.
 //! - [`not_applicable`] and [`flush_count`]: the stress families' applicability rule and
 //!   flush-to-zero detection.
@@ -20,13 +21,14 @@ mod scan;
 mod stress;
 mod tolerance;
 mod verdict;
+mod worst;
 
 #[cfg(test)]
 mod tests;
 
 pub use compare::{
-    compare, float64_check_of, unravel_index, CompareError, Comparison, ElementMismatch,
-    Float64Check, Float64Status, GateMeasure, ValueReport,
+    compare, compare_with_alt, float64_check_of, unravel_index, CompareError, Comparison,
+    ElementMismatch, Float64Check, Float64Status, GateMeasure, ValueReport,
 };
 pub use rule::Rule;
 pub use scan::GateSums;

@@ -18,7 +18,7 @@ use crate::codec::{
     decode_partial, decode_partial_f64, Bf16Codec, F16Codec, F32Codec, F64Codec, FloatCodec,
     NarrowCodec, BLOCK,
 };
-use crate::rule::Rule;
+use crate::rule::{judge_nonfinite, Nonfinite, Rule};
 use crate::tolerance::Tolerance;
 
 /// Elements per parallel chunk: 256 KiB of fp32 per input, large enough that rayon's
@@ -106,8 +106,16 @@ pub(crate) struct ChunkStats {
     pub elements: u64,
     /// Finite pairs outside the elementwise tolerance and not rescued.
     pub elementwise_failures: u64,
-    /// NaN/±Inf in one tensor but not the same value in the other.
+    /// Elements failing a NaN/Inf rule ([`Rule::is_nonfinite`]).
     pub nonfinite_mismatches: u64,
+    /// Elements where the reference is NaN/±Inf only through its own algorithm and the
+    /// candidate is finite, within tolerance of the probe reference (`nan-inf` family).
+    pub artefacts: u64,
+    /// The lowest flat index of those.
+    pub first_artefact: Option<u64>,
+    /// `max |c − r|/(1 + |r|)` over finite pairs (and `|c − a|/(1 + |a|)` over artefacts):
+    /// the smallest `t` with which `atol = rtol = t` would pass them all.
+    pub tol_needed: f64,
     /// Finite pairs outside the elementwise tolerance, accepted by the float64 element rescue.
     pub rescued: u64,
     /// Over finite pairs only.
@@ -125,6 +133,9 @@ impl ChunkStats {
             elementwise_failures: self.elementwise_failures + later.elementwise_failures,
             nonfinite_mismatches: self.nonfinite_mismatches + later.nonfinite_mismatches,
             rescued: self.rescued + later.rescued,
+            artefacts: self.artefacts + later.artefacts,
+            first_artefact: self.first_artefact.or(later.first_artefact),
+            tol_needed: self.tol_needed.max(later.tol_needed),
             max_abs: self.max_abs.max(later.max_abs),
             max_rel: self.max_rel.max(later.max_rel),
             first: self.first.or(later.first),
@@ -133,9 +144,10 @@ impl ChunkStats {
     }
 
     fn fail(&mut self, flat: u64, rule: Rule, c: f64, r: f64) {
-        match rule {
-            Rule::NanInfPosition => self.nonfinite_mismatches += 1,
-            _ => self.elementwise_failures += 1,
+        if rule.is_nonfinite() {
+            self.nonfinite_mismatches += 1;
+        } else {
+            self.elementwise_failures += 1;
         }
         if self.first.is_none() {
             self.first = Some((flat, rule, c, r));
@@ -153,6 +165,19 @@ fn update_rel(max_rel: &mut f64, diff: f64, ref_abs: f64) {
         let rel = diff / ref_abs;
         if rel > *max_rel {
             *max_rel = rel;
+        }
+    }
+}
+
+/// `tol_needed` update: `m = max(m, fl(d/fl(1 + |r|)))`, dividing only where it may grow
+/// (the filter is [`update_rel`]'s, with `1 + |r|` for `|r|`).
+#[inline(always)]
+fn update_tol_needed(m: &mut f64, diff: f64, ref_abs: f64) {
+    let q = 1.0 + ref_abs;
+    if diff * REL_SLACK > *m * q {
+        let t = diff / q;
+        if t > *m {
+            *m = t;
         }
     }
 }
@@ -257,6 +282,7 @@ impl<'p> Scanner<'p> {
         const W: usize = 4;
         let (atol, rtol, exact_from) = (self.atol32, self.rtol32, self.sterbenz32);
         let max_rel = f32_at_or_below(self.max_rel);
+        let tol_needed = f32_at_or_below(self.s.tol_needed);
         let mut max_abs = [0.0f32; W];
         let mut bad = [0u32; W];
         for j in 0..BLOCK / W {
@@ -267,7 +293,10 @@ impl<'p> Scanner<'p> {
                 let ra = rv.abs();
                 let within = d <= atol + rtol * ra.min(f32::MAX);
                 let grows = d * GROW_32 > max_rel * ra;
-                bad[k] |= u32::from(!within | grows);
+                // `tol_needed` may grow: the same margins as `max_rel`'s (1 + |r| rounds
+                // once more, far inside GROW_32).
+                let needs = d * GROW_32 > tol_needed * (1.0 + ra);
+                bad[k] |= u32::from(!within | grows | needs);
                 max_abs[k] = if d > max_abs[k] { d } else { max_abs[k] };
             }
         }
@@ -374,7 +403,7 @@ impl<'p> Scanner<'p> {
         t: Option<&[u8; 8 * BLOCK]>,
     ) -> bool {
         let (atol, rtol) = (self.p.tol.atol, self.p.tol.rtol);
-        let max_rel = self.max_rel;
+        let (max_rel, tol_needed) = (self.max_rel, self.s.tol_needed);
         let mut max_abs = [0.0f64; LANES];
         // Count rather than branch, so that the loop vectorises. NaN compares false, so a
         // NaN anywhere counts as bad; r = ±inf is bad because inf ≤ atol + rtol·inf would
@@ -388,7 +417,8 @@ impl<'p> Scanner<'p> {
                 let ra = rv.abs();
                 let within = d <= atol + rtol * ra;
                 let grows = d * REL_SLACK > max_rel * ra;
-                bad[k] |= u64::from(!within | (ra == f64::INFINITY) | grows);
+                let needs = d * REL_SLACK > tol_needed * (1.0 + ra);
+                bad[k] |= u64::from(!within | (ra == f64::INFINITY) | grows | needs);
                 max_abs[k] = if d > max_abs[k] { d } else { max_abs[k] };
             }
         }
@@ -417,49 +447,48 @@ impl<'p> Scanner<'p> {
         true
     }
 
-    /// The full rules for one element.
+    /// The full rules for one element; `a` is the probe reference's value (`nan-inf`).
     #[inline(always)]
-    fn element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>) {
+    fn element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>, a: Option<f64>) {
         let diff = (c - r).abs();
         let ra = r.abs();
         let t_finite = t.map(f64::is_finite).unwrap_or(true);
         if diff <= self.p.tol.atol + self.p.tol.rtol * ra && ra != f64::INFINITY && t_finite {
             self.max_abs = self.max_abs.max(diff);
             update_rel(&mut self.max_rel, diff, ra);
+            update_tol_needed(&mut self.s.tol_needed, diff, ra);
             if let Some(t) = t {
                 self.s.gate.add(c, r, t);
             }
         } else {
-            self.slow_element(flat, c, r, t);
+            self.slow_element(flat, c, r, t, a);
         }
     }
 
-    /// Everything the fast checks do not take: non-finite values, elements outside
-    /// tolerance, and a non-finite float64 reference.
+    /// Everything the fast checks do not take: non-finite values (the NaN/Inf rules,
+    /// [`judge_nonfinite`]), elements outside tolerance, and a non-finite float64 reference.
     #[cold]
     #[inline(never)]
-    fn slow_element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>) {
+    fn slow_element(&mut self, flat: u64, c: f64, r: f64, t: Option<f64>, a: Option<f64>) {
         let s = &mut self.s;
-        if r.is_nan() {
-            if !c.is_nan() {
-                s.fail(flat, Rule::NanInfPosition, c, r);
+        if !r.is_finite() || !c.is_finite() {
+            let tol = self.p.tol;
+            match judge_nonfinite(c, r, a, |c, a| (c - a).abs() <= tol.bound(a)) {
+                Nonfinite::Pass => {}
+                Nonfinite::Artefact => {
+                    let a = a.expect("an artefact has a probe value");
+                    s.artefacts += 1;
+                    s.first_artefact.get_or_insert(flat);
+                    update_tol_needed(&mut s.tol_needed, (c - a).abs(), a.abs());
+                }
+                Nonfinite::Fail(rule) => s.fail(flat, rule, c, r),
             }
-            return;
-        }
-        if r.is_infinite() {
-            // Same infinity passes; the other infinity, NaN or a finite value fails.
-            if c != r {
-                s.fail(flat, Rule::NanInfPosition, c, r);
-            }
-            return;
-        }
-        if !c.is_finite() {
-            s.fail(flat, Rule::NanInfPosition, c, r);
             return;
         }
         let diff = (c - r).abs();
         self.max_abs = self.max_abs.max(diff);
         update_rel(&mut self.max_rel, diff, r.abs());
+        update_tol_needed(&mut s.tol_needed, diff, r.abs());
         let within = diff <= self.p.tol.bound(r);
         match t {
             Some(t) if t.is_finite() => {
@@ -543,12 +572,14 @@ fn scan_float<C: FastPath>(
     cand: &[u8],
     refr: &[u8],
     truth: Option<&[u8]>,
+    alt: Option<&[u8]>,
     base: u64,
     p: &ScanParams,
 ) -> ChunkStats {
     let n = cand.len() / C::SIZE;
     let mut sc = Scanner::new(p);
     let (mut c, mut r, mut t) = ([0.0f64; BLOCK], [0.0f64; BLOCK], [0.0f64; BLOCK]);
+    let mut a = [0.0f64; BLOCK];
     let (w, wt) = (C::SIZE * BLOCK, 8 * BLOCK);
     for b in 0..n.div_ceil(BLOCK) {
         let len = BLOCK.min(n - b * BLOCK);
@@ -568,9 +599,20 @@ fn scan_float<C: FastPath>(
         if let Some(tb) = tb {
             decode_partial_f64(tb, &mut t);
         }
+        // The probe reference matters only where c or r is not finite: slow blocks only.
+        let ab = alt.map(|a| &a[b * w..b * w + len * C::SIZE]);
+        if let Some(ab) = ab {
+            decode_partial::<C>(ab, &mut a);
+        }
         let first = base + (b * BLOCK) as u64;
         for i in 0..len {
-            sc.element(first + i as u64, c[i], r[i], tb.map(|_| t[i]));
+            sc.element(
+                first + i as u64,
+                c[i],
+                r[i],
+                tb.map(|_| t[i]),
+                ab.map(|_| a[i]),
+            );
         }
     }
     sc.finish(n as u64)
@@ -598,6 +640,7 @@ fn scan_int<const N: usize, D: Fn([u8; N]) -> i64>(
             let ra = r.unsigned_abs() as f64;
             s.max_abs = s.max_abs.max(diff);
             update_rel(&mut s.max_rel, diff, ra);
+            update_tol_needed(&mut s.tol_needed, diff, ra);
             s.fail(base + i as u64, Rule::Elementwise, c as f64, r as f64);
         }
     }
@@ -605,11 +648,13 @@ fn scan_int<const N: usize, D: Fn([u8; N]) -> i64>(
 }
 
 /// Scans elements `start..end` of tensors of `dtype` (byte slices cover the whole tensors).
+#[allow(clippy::too_many_arguments)]
 fn scan_range(
     dtype: Dtype,
     cand: &[u8],
     refr: &[u8],
     truth: Option<&[u8]>,
+    alt: Option<&[u8]>,
     start: usize,
     end: usize,
     p: &ScanParams,
@@ -617,12 +662,13 @@ fn scan_range(
     let w = dtype.size();
     let (c, r) = (&cand[start * w..end * w], &refr[start * w..end * w]);
     let t = truth.map(|t| &t[start * 8..end * 8]);
+    let a = alt.map(|a| &a[start * w..end * w]);
     let base = start as u64;
     match dtype {
-        Dtype::F64 => scan_float::<F64Codec>(c, r, t, base, p),
-        Dtype::F32 => scan_float::<F32Codec>(c, r, t, base, p),
-        Dtype::F16 => scan_float::<F16Codec>(c, r, t, base, p),
-        Dtype::Bf16 => scan_float::<Bf16Codec>(c, r, t, base, p),
+        Dtype::F64 => scan_float::<F64Codec>(c, r, t, a, base, p),
+        Dtype::F32 => scan_float::<F32Codec>(c, r, t, a, base, p),
+        Dtype::F16 => scan_float::<F16Codec>(c, r, t, a, base, p),
+        Dtype::Bf16 => scan_float::<Bf16Codec>(c, r, t, a, base, p),
         Dtype::I64 => scan_int(c, r, base, i64::from_le_bytes),
         Dtype::I32 => scan_int(c, r, base, |b| i64::from(i32::from_le_bytes(b))),
         Dtype::I16 => scan_int(c, r, base, |b| i64::from(i16::from_le_bytes(b))),
@@ -635,7 +681,7 @@ fn scan_range(
 
 /// Runs `f` over chunks `start..end` of `numel` elements, in parallel when there is more
 /// than one chunk, and returns the results in index order.
-fn chunked<T: Send, F: Fn(usize, usize) -> T + Sync>(
+pub(crate) fn chunked<T: Send, F: Fn(usize, usize) -> T + Sync>(
     numel: usize,
     chunk_elems: usize,
     f: F,
@@ -654,12 +700,15 @@ fn chunked<T: Send, F: Fn(usize, usize) -> T + Sync>(
 }
 
 /// Scans whole tensors of `numel` elements in chunks of `chunk_elems`. `truth`, when
-/// present, holds `numel` little-endian f64 values.
+/// present, holds `numel` little-endian f64 values; `alt` (the probe reference of a
+/// `nan-inf` case) `numel` values of `dtype`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scan(
     dtype: Dtype,
     cand: &[u8],
     refr: &[u8],
     truth: Option<&[u8]>,
+    alt: Option<&[u8]>,
     numel: usize,
     p: &ScanParams,
     chunk_elems: usize,
@@ -667,65 +716,12 @@ pub(crate) fn scan(
     debug_assert_eq!(cand.len(), numel * dtype.size());
     debug_assert_eq!(refr.len(), numel * dtype.size());
     debug_assert!(truth.map(|t| t.len() == numel * 8).unwrap_or(true));
+    debug_assert!(alt.map(|a| a.len() == numel * dtype.size()).unwrap_or(true));
     chunked(numel, chunk_elems, |start, end| {
-        scan_range(dtype, cand, refr, truth, start, end, p)
+        scan_range(dtype, cand, refr, truth, alt, start, end, p)
     })
     .into_iter()
     .fold(ChunkStats::default(), ChunkStats::merge)
-}
-
-/// The element farthest from the float64 reference, `|c − r64|`, over elements where
-/// candidate, reference and float64 reference are all finite: (flat index, error), the
-/// lowest index among equals. A second pass, run only to explain a failed float64 gate.
-pub(crate) fn worst_vs_f64(
-    dtype: Dtype,
-    cand: &[u8],
-    refr: &[u8],
-    truth: &[u8],
-    numel: usize,
-    chunk_elems: usize,
-) -> Option<(u64, f64)> {
-    fn worst<C: FloatCodec>(c: &[u8], r: &[u8], t: &[u8], base: u64) -> Option<(u64, f64)> {
-        let (mut cv, mut rv, mut tv) = ([0.0f64; BLOCK], [0.0f64; BLOCK], [0.0f64; BLOCK]);
-        let mut best: Option<(u64, f64)> = None;
-        let n = c.len() / C::SIZE;
-        for b in 0..n.div_ceil(BLOCK) {
-            let (s, e) = (b * BLOCK, ((b + 1) * BLOCK).min(n));
-            decode_partial::<C>(&c[s * C::SIZE..e * C::SIZE], &mut cv);
-            decode_partial::<C>(&r[s * C::SIZE..e * C::SIZE], &mut rv);
-            decode_partial_f64(&t[s * 8..e * 8], &mut tv);
-            for i in 0..e - s {
-                if cv[i].is_finite() && rv[i].is_finite() && tv[i].is_finite() {
-                    let err = (cv[i] - tv[i]).abs();
-                    if best.map(|(_, e)| err > e).unwrap_or(true) {
-                        best = Some((base + (s + i) as u64, err));
-                    }
-                }
-            }
-        }
-        best
-    }
-    let w = dtype.size();
-    chunked(numel, chunk_elems, |start, end| {
-        let (c, r, t) = (
-            &cand[start * w..end * w],
-            &refr[start * w..end * w],
-            &truth[start * 8..end * 8],
-        );
-        match dtype {
-            Dtype::F64 => worst::<F64Codec>(c, r, t, start as u64),
-            Dtype::F32 => worst::<F32Codec>(c, r, t, start as u64),
-            Dtype::F16 => worst::<F16Codec>(c, r, t, start as u64),
-            Dtype::Bf16 => worst::<Bf16Codec>(c, r, t, start as u64),
-            _ => None,
-        }
-    })
-    .into_iter()
-    .fold(None, |best, next| match (best, next) {
-        (Some(b), Some(n)) if n.1 > b.1 => Some(n),
-        (None, n) => n,
-        (b, _) => b,
-    })
 }
 
 #[cfg(test)]

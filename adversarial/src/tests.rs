@@ -1,6 +1,7 @@
 //! Unit tests of the comparison rules, profiles and the float64 gate.
 
 mod gate;
+mod nonfinite;
 mod proptests;
 mod rules;
 
@@ -115,7 +116,20 @@ pub(crate) fn values_chunked(
     precision: Precision,
     chunk: usize,
 ) -> ValueReport {
-    match compare_chunked(c, r, r64, profile, precision, chunk).unwrap() {
+    values_alt_chunked(c, r, r64, None, profile, precision, chunk)
+}
+
+/// [`values_chunked`] with a `nan-inf` probe reference.
+pub(crate) fn values_alt_chunked(
+    c: &HostTensor,
+    r: &HostTensor,
+    r64: Option<&HostTensor>,
+    alt: Option<&HostTensor>,
+    profile: ToleranceProfile,
+    precision: Precision,
+    chunk: usize,
+) -> ValueReport {
+    match compare_chunked(c, r, r64, alt, profile, precision, chunk).unwrap() {
         Comparison::Values(v) => v,
         other => panic!("expected a value comparison, got {other:?}"),
     }

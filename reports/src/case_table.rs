@@ -1,7 +1,9 @@
 //! One eval record as a per-case table (`kbench check`'s output, and what the agents show a
-//! model of one checked kernel): each case with its verdict, error statistics and, where a
-//! case did not apply or a denormal result was flushed, why; then the verdicts under `random`
-//! alone and under every family. Formats only: every number is already in the record.
+//! model of one checked kernel): each case with its verdict, error statistics, the
+//! tolerance it needs and, where a case did not apply or a denormal result was flushed, why;
+//! the NaN/Inf rulings (a failed rule's element and values, reference artefacts accepted);
+//! then the verdicts under `random` alone and under every family. Formats only: every
+//! number is already in the record.
 
 use kbench_record::{CaseFamily, EvalRecord};
 
@@ -15,14 +17,17 @@ fn yes_no(b: bool) -> &'static str {
 
 /// The per-case table and the verdicts under `random` alone and under every family.
 pub fn render_case_table(r: &EvalRecord) -> String {
-    let mut rows: Vec<[String; 6]> = vec![[
+    let mut rows: Vec<[String; 7]> = vec![[
         "case".into(),
         "verdict".into(),
         "max abs".into(),
         "max rel".into(),
+        "tol needed".into(),
         "rel L2 vs f64".into(),
         "note".into(),
     ]];
+    // The NaN/Inf rulings, below the table: one line each.
+    let mut rulings = Vec::new();
     let sci = |x: f64| {
         if x >= f64::MAX {
             "inf".to_string()
@@ -60,17 +65,27 @@ pub fn render_case_table(r: &EvalRecord) -> String {
                 note = format!("{rule}{}", if note.is_empty() { "" } else { "; " }) + &note;
             }
         }
+        if let Some(d) = &c.detail {
+            rulings.push(format!("{}: {d}", c.case));
+        }
+        if let Some(a) = &c.artefacts {
+            rulings.push(format!(
+                "{}: {} element(s) accepted as reference artefacts, first at {:?} of output {}: the reference is NaN/Inf there only through its own algorithm (e.g. 0·NaN in a matmul); the element does not depend on the injected NaN/Inf inputs and the candidate matches the reference run with finite probes in their place",
+                c.case, a.count, a.first_index, a.output
+            ));
+        }
         let measured = c.not_applicable.is_none() && c.elements > 0;
         rows.push([
             c.case.to_string(),
             verdict.into(),
             if measured { sci(c.max_abs) } else { "-".into() },
             if measured { sci(c.max_rel) } else { "-".into() },
+            c.tol_needed.filter(|_| measured).map_or("-".into(), sci),
             c.rel_l2_vs_f64.filter(|_| measured).map_or("-".into(), sci),
             note,
         ]);
     }
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = format!(
@@ -84,7 +99,7 @@ pub fn render_case_table(r: &EvalRecord) -> String {
     for row in &rows {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
-            if i < 5 {
+            if i < 6 {
                 line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
             } else {
                 line.push_str(cell);
@@ -92,6 +107,13 @@ pub fn render_case_table(r: &EvalRecord) -> String {
         }
         out.push_str(line.trim_end());
         out.push('\n');
+    }
+    if !rulings.is_empty() {
+        out.push('\n');
+        for line in &rulings {
+            out.push_str(line);
+            out.push('\n');
+        }
     }
     let random_ok = crate::task::correct_on_random(r);
     let mut failing: Vec<String> = r

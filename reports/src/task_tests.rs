@@ -23,6 +23,9 @@ fn case(family: &str, index: u32, passed: bool) -> CaseResult {
         wall_s: 0.0,
         not_applicable: None,
         flush: None,
+        tol_needed: None,
+        artefacts: None,
+        detail: None,
     }
 }
 

@@ -216,6 +216,9 @@ fn summary_separates_random_from_every_family_and_names_failing_ones() {
         wall_s: 0.0,
         not_applicable: na.map(Into::into),
         flush: None,
+        tol_needed: None,
+        artefacts: None,
+        detail: None,
     };
     let mut runs = run();
     // A kernel that passes the random cases and fails `signed`; one where `large` does not

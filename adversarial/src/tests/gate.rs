@@ -225,7 +225,7 @@ fn nan_positions_are_not_rescued() {
     let r64 = f64s(&[2], &[0.5, 1.0]);
     let c = f32s(&[2], &[0.5, 1.0]);
     let v = values(&c, &r, Some(&r64), STRICT, FP32);
-    assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition));
+    assert_eq!(v.failed_rule(), Some(Rule::DropsNan));
 }
 
 #[test]

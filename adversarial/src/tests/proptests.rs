@@ -15,9 +15,46 @@ struct Plain {
     max_abs: f64,
     max_rel: f64,
     first: Option<(u64, Rule)>,
+    artefacts: u64,
+    tol_needed: f64,
 }
 
-fn plain(c: &[f64], r: &[f64], t: Option<&[f64]>, tol: Tolerance, rescue: bool) -> Plain {
+/// The NaN/Inf rules as the README states them (`a`: the probe value, if a probe
+/// reference is given): `Ok(true)` for an accepted artefact, `Err` for a failed rule.
+fn plain_nonfinite(c: f64, r: f64, a: Option<f64>, tol: Tolerance) -> Result<bool, Rule> {
+    let close_to_probe = a.is_some_and(|a| {
+        a.is_finite() && c.is_finite() && (c - a).abs() <= tol.atol + tol.rtol * a.abs()
+    });
+    if r.is_finite() {
+        Err(Rule::NonfiniteInvented)
+    } else if r.is_nan() && c.is_nan() || r.is_infinite() && c == r {
+        Ok(false)
+    } else if r.is_infinite() && c == -r {
+        Err(Rule::InfSign)
+    } else if !c.is_finite() {
+        // NaN against ±Inf.
+        if a.is_some() {
+            Ok(false)
+        } else {
+            Err(Rule::NanInfKind)
+        }
+    } else if close_to_probe {
+        Ok(true)
+    } else if r.is_nan() {
+        Err(Rule::DropsNan)
+    } else {
+        Err(Rule::DropsInf)
+    }
+}
+
+fn plain(
+    c: &[f64],
+    r: &[f64],
+    t: Option<&[f64]>,
+    a: Option<&[f64]>,
+    tol: Tolerance,
+    rescue: bool,
+) -> Plain {
     // The reference's typical error against float64, over elements where all are finite.
     let (mut n, mut ref_err2, mut truth2) = (0.0, 0.0, 0.0);
     for i in 0..c.len() {
@@ -45,20 +82,30 @@ fn plain(c: &[f64], r: &[f64], t: Option<&[f64]>, tol: Tolerance, rescue: bool) 
         max_abs: 0.0,
         max_rel: 0.0,
         first: None,
+        artefacts: 0,
+        tol_needed: 0.0,
     };
     for i in 0..c.len() {
         let (c, r) = (c[i], r[i]);
         if !c.is_finite() || !r.is_finite() {
-            let same = (c.is_nan() && r.is_nan()) || (r.is_infinite() && c == r);
-            if !same {
-                p.mismatches += 1;
-                p.nonfinite += 1;
-                p.first.get_or_insert((i as u64, Rule::NanInfPosition));
+            match plain_nonfinite(c, r, a.map(|a| a[i]), tol) {
+                Ok(true) => {
+                    let a = a.unwrap()[i];
+                    p.artefacts += 1;
+                    p.tol_needed = p.tol_needed.max((c - a).abs() / (1.0 + a.abs()));
+                }
+                Ok(false) => {}
+                Err(rule) => {
+                    p.mismatches += 1;
+                    p.nonfinite += 1;
+                    p.first.get_or_insert((i as u64, rule));
+                }
             }
             continue;
         }
         let d = (c - r).abs();
         p.max_abs = p.max_abs.max(d);
+        p.tol_needed = p.tol_needed.max(d / (1.0 + r.abs()));
         let rel = if r == 0.0 {
             if d == 0.0 {
                 0.0
@@ -281,14 +328,24 @@ proptest! {
         chunk in chunk_size(),
         profile in profile(),
         with_truth in any::<bool>(),
+        with_alt in any::<bool>(),
     ) {
         let n = r.len() as u64;
         let truth: Vec<f64> = r.iter().zip(&truth_noise).map(|(&x, e)| f64::from(x) + e).collect();
         let r64 = with_truth.then(|| f64s(&[n], &truth));
-        let v = values_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), profile, FP32, chunk);
+        // A probe reference: the candidate's own value (an artefact where the reference is
+        // not finite), NaN (the element depends on the injected values), or far off.
+        let alt: Vec<f32> = c.iter().enumerate().map(|(i, &x)| match i % 3 {
+            0 => x,
+            1 => f32::NAN,
+            _ => x + 1.0,
+        }).collect();
+        let alt_t = with_alt.then(|| f32s(&[n], &alt));
+        let v = values_alt_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), alt_t.as_ref(), profile, FP32, chunk);
         let tol = tolerance(profile, FP32);
         let rescue = with_truth && profile == STRICT;
-        let expected = plain(&widen(&c), &widen(&r), with_truth.then_some(&truth[..]), tol, rescue);
+        let alt64 = widen(&alt);
+        let expected = plain(&widen(&c), &widen(&r), with_truth.then_some(&truth[..]), with_alt.then_some(&alt64[..]), tol, rescue);
         let got = Plain {
             mismatches: v.mismatches,
             nonfinite: v.nonfinite_mismatches,
@@ -296,18 +353,21 @@ proptest! {
             max_abs: v.max_abs,
             max_rel: v.max_rel,
             first: v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)),
+            artefacts: v.artefacts,
+            tol_needed: v.tol_needed,
         };
         prop_assert_eq!(got, expected);
         prop_assert_eq!(v.elements, n);
         // The same values stored as f64 take the f64 fast path, with the same verdicts.
-        let v64 = values_chunked(&f64s(&[n], &widen(&c)), &f64s(&[n], &widen(&r)), r64.as_ref(), profile, FP32, chunk);
+        let alt_t64 = with_alt.then(|| f64s(&[n], &alt64));
+        let v64 = values_alt_chunked(&f64s(&[n], &widen(&c)), &f64s(&[n], &widen(&r)), r64.as_ref(), alt_t64.as_ref(), profile, FP32, chunk);
         prop_assert_eq!(
-            (v64.mismatches, v64.nonfinite_mismatches, v64.rescued, v64.max_abs, v64.max_rel),
-            (v.mismatches, v.nonfinite_mismatches, v.rescued, v.max_abs, v.max_rel)
+            (v64.mismatches, v64.nonfinite_mismatches, v64.rescued, v64.max_abs, v64.max_rel, v64.artefacts, v64.tol_needed),
+            (v.mismatches, v.nonfinite_mismatches, v.rescued, v.max_abs, v.max_rel, v.artefacts, v.tol_needed)
         );
         prop_assert_eq!(v64.first_mismatch.map(|m| (m.flat_index, m.rule)), v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)));
         // Chunk size changes nothing but the order of float sums.
-        let whole = values_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), profile, FP32, 1 << 16);
+        let whole = values_alt_chunked(&f32s(&[n], &c), &f32s(&[n], &r), r64.as_ref(), alt_t.as_ref(), profile, FP32, 1 << 16);
         prop_assert_eq!(whole.failed_rule(), v.failed_rule());
         let first = |v: &crate::ValueReport| v.first_mismatch.as_ref().map(|m| (m.flat_index, m.index.clone()));
         prop_assert_eq!(first(&whole), first(&v));
@@ -392,10 +452,10 @@ proptest! {
             (Precision::Fp16, f16_bits(&c), f16_bits(&r), decode_f16(&c), decode_f16(&r))
         };
         let v = values_chunked(&ct, &rt, None, profile, precision, chunk);
-        let expected = plain(&cd, &rd, None, tolerance(profile, precision), false);
+        let expected = plain(&cd, &rd, None, None, tolerance(profile, precision), false);
         prop_assert_eq!(
-            (v.mismatches, v.nonfinite_mismatches, v.max_abs, v.max_rel),
-            (expected.mismatches, expected.nonfinite, expected.max_abs, expected.max_rel)
+            (v.mismatches, v.nonfinite_mismatches, v.max_abs, v.max_rel, v.tol_needed),
+            (expected.mismatches, expected.nonfinite, expected.max_abs, expected.max_rel, expected.tol_needed)
         );
         prop_assert_eq!(v.first_mismatch.map(|m| (m.flat_index, m.rule)), expected.first);
     }
@@ -407,10 +467,10 @@ proptest! {
     ) {
         let n = [r.len() as u64];
         let v = values_chunked(&f32s(&n, &c), &f32s(&n, &r), None, KB, FP32, chunk);
-        let expected = plain(&widen(&c), &widen(&r), None, tolerance(KB, FP32), false);
+        let expected = plain(&widen(&c), &widen(&r), None, None, tolerance(KB, FP32), false);
         prop_assert_eq!(
-            (v.mismatches, v.max_abs, v.max_rel),
-            (expected.mismatches, expected.max_abs, expected.max_rel)
+            (v.mismatches, v.max_abs, v.max_rel, v.tol_needed),
+            (expected.mismatches, expected.max_abs, expected.max_rel, expected.tol_needed)
         );
         prop_assert_eq!(v.first_mismatch.map(|m| (m.flat_index, m.rule)), expected.first);
     }
@@ -423,10 +483,10 @@ proptest! {
         let n = [r.len() as u64];
         for profile in [KB, V01] {
             let v = values_chunked(&f32s(&n, &c), &f32s(&n, &r), None, profile, FP32, chunk);
-            let expected = plain(&widen(&c), &widen(&r), None, tolerance(profile, FP32), false);
+            let expected = plain(&widen(&c), &widen(&r), None, None, tolerance(profile, FP32), false);
             prop_assert_eq!(
-                (v.mismatches, v.max_abs, v.max_rel),
-                (expected.mismatches, expected.max_abs, expected.max_rel)
+                (v.mismatches, v.max_abs, v.max_rel, v.tol_needed),
+                (expected.mismatches, expected.max_abs, expected.max_rel, expected.tol_needed)
             );
             prop_assert_eq!(v.first_mismatch.map(|m| (m.flat_index, m.rule)), expected.first);
         }
@@ -455,8 +515,8 @@ proptest! {
             }).collect()
         };
         let v = values_chunked(&ct, &rt, None, KB, precision, chunk);
-        let expected = plain(&decode(&ct), &decode(&rt), None, tolerance(KB, precision), false);
+        let expected = plain(&decode(&ct), &decode(&rt), None, None, tolerance(KB, precision), false);
         prop_assert_eq!(v.mismatches, 0);
-        prop_assert_eq!((v.max_abs, v.max_rel), (expected.max_abs, expected.max_rel));
+        prop_assert_eq!((v.max_abs, v.max_rel, v.tol_needed), (expected.max_abs, expected.max_rel, expected.tol_needed));
     }
 }

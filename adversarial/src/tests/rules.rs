@@ -101,26 +101,27 @@ fn nan_and_inf_must_match_position_and_sign() {
     let nan = f32::NAN;
     let inf = f32::INFINITY;
     let pass = |c: f32, r: f32| values(&f32s(&[1], &[c]), &f32s(&[1], &[r]), None, KB, FP32);
-    for (c, r, ok) in [
-        (nan, nan, true),
-        (-nan, nan, true),
-        (inf, inf, true),
-        (-inf, -inf, true),
-        (nan, 1.0, false),
-        (1.0, nan, false),
-        (inf, -inf, false),
-        (-inf, inf, false),
-        (inf, 1.0, false),
-        (1.0, inf, false),
-        (-inf, f32::MAX, false),
-        (f32::MAX, inf, false),
-        (nan, inf, false),
-        (inf, nan, false),
+    use Rule::*;
+    for (c, r, rule) in [
+        (nan, nan, None),
+        (-nan, nan, None),
+        (inf, inf, None),
+        (-inf, -inf, None),
+        (nan, 1.0, Some(NonfiniteInvented)),
+        (1.0, nan, Some(DropsNan)),
+        (inf, -inf, Some(InfSign)),
+        (-inf, inf, Some(InfSign)),
+        (inf, 1.0, Some(NonfiniteInvented)),
+        (1.0, inf, Some(DropsInf)),
+        (-inf, f32::MAX, Some(NonfiniteInvented)),
+        (f32::MAX, inf, Some(DropsInf)),
+        (nan, inf, Some(NanInfKind)),
+        (inf, nan, Some(NanInfKind)),
     ] {
         let v = pass(c, r);
-        assert_eq!(v.passed(), ok, "candidate {c} vs reference {r}");
-        if !ok {
-            assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition), "{c} vs {r}");
+        assert_eq!(v.failed_rule(), rule, "candidate {c} vs reference {r}");
+        assert!(!v.probed && v.artefacts == 0);
+        if rule.is_some() {
             assert_eq!(v.nonfinite_mismatches, 1);
         }
     }
@@ -176,11 +177,11 @@ fn f16_decoding_covers_subnormals_inf_and_nan() {
     // ±Inf: 0x7C00 / 0xFC00.
     assert!(values(&f16_bits(&[0x7C00]), &f16_bits(&[0x7C00]), None, KB, p).passed());
     let v = values(&f16_bits(&[0xFC00]), &f16_bits(&[0x7C00]), None, KB, p);
-    assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition));
+    assert_eq!(v.failed_rule(), Some(Rule::InfSign));
     // NaNs with different payloads and signs match each other, not infinity.
     assert!(values(&f16_bits(&[0x7E00]), &f16_bits(&[0xFC01]), None, KB, p).passed());
     let v = values(&f16_bits(&[0x7C01]), &f16_bits(&[0x7C00]), None, KB, p);
-    assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition));
+    assert_eq!(v.failed_rule(), Some(Rule::NanInfKind));
 }
 
 #[test]
@@ -196,10 +197,10 @@ fn bf16_decoding_covers_subnormals_inf_and_nan() {
     assert_eq!(v.max_abs, f64::from(f32::from_bits(0x7F7F_0000)));
     assert!(values(&bf16_bits(&[0xFF80]), &bf16_bits(&[0xFF80]), None, KB, p).passed());
     let v = values(&bf16_bits(&[0x7F80]), &bf16_bits(&[0xFF80]), None, KB, p);
-    assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition));
+    assert_eq!(v.failed_rule(), Some(Rule::InfSign));
     assert!(values(&bf16_bits(&[0x7FC0]), &bf16_bits(&[0xFFC1]), None, KB, p).passed());
     let v = values(&bf16_bits(&[0x7FC0]), &bf16_bits(&[0x3F80]), None, KB, p);
-    assert_eq!(v.failed_rule(), Some(Rule::NanInfPosition));
+    assert_eq!(v.failed_rule(), Some(Rule::NonfiniteInvented));
 }
 
 #[test]

@@ -90,6 +90,9 @@ class CaseCommands:
         stability_rtol = _rtol_field(cmd, "stability_rtol", "run", required=False)
         if family == "random":
             stability_rtol = None  # the problem's own inputs: nothing to measure
+        probe_tol = None
+        if family == "nan-inf" and cmd.get("probe_rtol") is not None:
+            probe_tol = (_rtol_field(cmd, "probe_rtol", "run"), _rtol_field(cmd, "probe_atol", "run"))
         # Drop the previous case first: on a GPU shared with a candidate process, whatever
         # this trusted process keeps is memory the candidate cannot have.
         self.case = None
@@ -100,7 +103,9 @@ class CaseCommands:
         inputs, inputs_on, inputs_s, transformed = self._make_inputs(seed, family, device_io)
         self.case = inputs
         if device_io:
-            reply, tensors = self._make_device_case(inputs, forward_seed, inputs_on, inputs_s, stability_rtol)
+            reply, tensors = self._make_device_case(
+                inputs, forward_seed, inputs_on, inputs_s, stability_rtol, probe_tol
+            )
             reply["family"] = family
             reply["transformed"] = transformed
             self._log_case_times(reply, t_case)
@@ -128,10 +133,11 @@ class CaseCommands:
 
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
         changed = _changed_inputs(sums, inputs)
-        # With stability measurements the outputs are copies of their own even on the CPU:
+        # With stability measurements or probes the outputs are copies of their own even on the CPU:
         # an output may alias an input (which is restored before the second run) or a
         # buffer the model reuses.
-        outs = [_host_copy(t, snapshot=stability_rtol is not None) for t in flatten_outputs(out)]
+        own = stability_rtol is not None or probe_tol is not None
+        outs = [_host_copy(t, snapshot=own) for t in flatten_outputs(out)]
         del out
         self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         tensors += [(f"out:{k}", t) for k, t in enumerate(outs)]
@@ -156,6 +162,10 @@ class CaseCommands:
                 reply, inputs, pristine, outs, outs64 if self.model64 is not None and f64_error is None else None,
                 forward_seed, stability_rtol,
             )
+        if probe_tol is not None:
+            alts = self._probe_references(reply, inputs, pristine, outs, forward_seed, probe_tol)
+            tensors += [(name, _host_copy(t, snapshot=False)) for name, t in alts]
+            del alts
         self._release_device_memory()
         self._log_case_times(reply, t_case)
         return reply, tensors
@@ -164,7 +174,7 @@ class CaseCommands:
     def _log_case_times(reply, t_case):
         """One line per case in the worker's log: where making it went (inputs, float64
         forward, working forward, stability measurement)."""
-        parts = [f"{k[:-2]} {reply[k]:.3f}s" for k in ("inputs_s", "f64_s", "run_s", "stability_s")
+        parts = [f"{k[:-2]} {reply[k]:.3f}s" for k in ("inputs_s", "f64_s", "run_s", "stability_s", "probe_s")
                  if isinstance(reply.get(k), (int, float))]
         print(f"kbench worker: make_case {reply.get('family', 'random')}: {time.perf_counter() - t_case:.3f}s "
               f"({', '.join(parts)})", file=sys.stderr, flush=True)
@@ -189,6 +199,33 @@ class CaseCommands:
             f64 = m.json()
         reply["stability"] = {"repeat": repeat.json(), "f64": f64}
         reply["stability_s"] = time.perf_counter() - t0
+
+    def _probe_references(self, reply, inputs, pristine, outs, forward_seed, probe_tol):
+        """nan-inf cases: the probe references (probes.py) as [(`outalt:K`, tensor)], and
+        `outputs_alt`, `probe_s` in the reply. A probe run that fails is reported as
+        `probe_error` and the case keeps the strict NaN/Inf rules."""
+        # Imported on first use, by the reference only: imported at start-up it shifted the
+        # candidate worker's CPU heap enough that the free-memory poisoning (integrity.py)
+        # missed torch.empty_like's block in test_integrity, 3 runs of 3.
+        from .probes import probe_references
+
+        t0 = time.perf_counter()
+        rtol, atol = probe_tol
+
+        def forward(args):
+            return self._forward(self.model, args, forward_seed, "run")[0]
+
+        try:
+            alts = probe_references(forward, inputs, pristine, outs, rtol, atol, self._restore_inputs)
+        except WorkerError as exc:
+            reply["probe_error"] = _clean_text(exc.message, MAX_MESSAGE_CHARS)
+            alts = []
+        except (Exception, SystemExit) as exc:
+            reply["probe_error"] = _clean_text(_describe(exc), MAX_MESSAGE_CHARS)
+            alts = []
+        reply["outputs_alt"] = len(alts)
+        reply["probe_s"] = time.perf_counter() - t0
+        return [(f"outalt:{k}", t) for k, t in alts]
 
     def _run_f64(self, inputs, forward_seed):
         """(host outputs of the float64 model, None) or ([], why it failed). The float64

@@ -120,7 +120,7 @@ class DeviceCaseCommands:
     """The Worker's cases through harness buffers: `export`, and the device I/O variants of
     `make_case` and `run_case`."""
 
-    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s, stability_rtol=None):
+    def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s, stability_rtol=None, probe_tol=None):
         """make_case with device I/O: the case stays on the GPU, described by specs, until
         `export` copies it into the harness's buffers."""
         args, pending, specs = [], {}, []
@@ -152,7 +152,7 @@ class DeviceCaseCommands:
         f64_s = time.perf_counter() - t64  # _forward synchronized the device
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
         changed = _changed_inputs(sums, inputs)
-        if stability_rtol is None:
+        if stability_rtol is None and probe_tol is None:
             outs = [t.detach().contiguous() for t in flatten_outputs(out)]
         else:
             # Copies of their own: an output may alias an input, which is restored before
@@ -185,6 +185,11 @@ class DeviceCaseCommands:
             pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
             has64 = self.model64 is not None and f64_error is None
             self._measure_stability(reply, inputs, pristine, outs, outs64 if has64 else None, forward_seed, stability_rtol)
+        if probe_tol is not None:
+            pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
+            for name, t in self._probe_references(reply, inputs, pristine, outs, forward_seed, probe_tol):
+                pending[name] = t
+                specs.append(_device_spec(name, t))
         return reply, []
 
     def cmd_export(self, cmd, payload):

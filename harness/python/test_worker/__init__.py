@@ -15,6 +15,7 @@ from .test_candidate import CandidateTests, ExtensionBuildTests
 from .test_cost import CostAndProfileTests
 from .test_cuda import CudaStressTests, CudaTests, DeviceIoTests
 from .test_families import CaseFamilyTests
+from .test_probes import ProbeReferenceTests
 from .test_integrity import IntegrityProbeTests
 from .test_modes import ModeTests
 from .test_protocol import HelloAndReferenceTests, PriorityTests, ProcessTests

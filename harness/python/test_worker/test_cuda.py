@@ -202,6 +202,22 @@ class CudaStressTests(WorkerTestCase):
         for name in a:
             self.assert_bit_identical(a[name], b[name])
 
+    def test_device_io_probe_references(self):
+        # diag(A) @ B on the GPU: the probe reference is pending beside the outputs.
+        problem = self.files.write("12_CudaDiag.py", simple_problem(
+            "torch.diag(x) @ rest[0]", "[torch.rand(64), torch.rand(64, 48)]"))  # fmt: skip
+        self.load_reference(problem, device="cuda:0", want_f64=False)
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": 3, "forward_seed": 4, "device_io": True,
+                                  "family": "nan-inf", "probe_rtol": 1e-4, "probe_atol": 1e-4})  # fmt: skip
+        self.assertEqual(reply["type"], "case", reply)
+        self.assertEqual(reply["outputs_alt"], 1, reply)
+        t = self.export(reply)
+        a, b, out, alt = t["in:0"], t["in:1"], t["out:0"], t["outalt:0"]
+        depends = ~torch.isfinite(a).unsqueeze(1) | ~torch.isfinite(b)
+        self.assertTrue(torch.isnan(alt[depends]).all())
+        torch.testing.assert_close(alt[~depends], (a.unsqueeze(1) * b)[~depends])
+        self.assertGreater(int((~torch.isfinite(out) & torch.isfinite(alt)).sum()), 20)
+
     def test_device_io_repeat_on_pristine_inputs(self):
         problem = self.files.write("14_InPlace.py", simple_problem("x.mul_(2)", "[torch.rand(1000, 1000)]"))
         self.load_reference(problem, device="cuda:0")

@@ -69,7 +69,8 @@ pub enum Outcome {
         total: u64,
         /// Multi-index of the first element outside tolerance.
         first_index: Vec<u64>,
-        /// Which rule failed, e.g. "elementwise", "nan/inf position", "float64 gate".
+        /// Which rule failed, e.g. "elementwise", "drops-nan", "nonfinite-invented", "float64 gate"
+        /// (README, "NaN and Inf"; records before issue 21 say "nan/inf position").
         rule: String,
     },
     /// The candidate broke an integrity rule (see `flag`).

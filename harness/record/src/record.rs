@@ -222,6 +222,30 @@ pub struct CaseResult {
     /// `denormal` family: how the candidate treated subnormal reference values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flush: Option<FlushCount>,
+    /// The smallest `t` for which `atol = rtol = t` passes every element where candidate
+    /// and reference are both finite: `max |c − r|/(1 + |r|)` over the outputs. `None` where
+    /// no tolerance makes the case pass (wrong shape or dtype, a NaN/Inf rule failure) or
+    /// nothing was compared. Not a verdict: the strict profile's float64 gate is apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tol_needed: Option<f64>,
+    /// `nan-inf` family: finite candidate elements accepted where the reference is NaN/±Inf
+    /// only through its own algorithm (README, "NaN and Inf"). `None` when there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artefacts: Option<ArtefactCount>,
+    /// Why the case failed a NaN/Inf rule, in words: the rule, the first element, the
+    /// values there (for `kbench check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Elements accepted as reference artefacts in one case (see `CaseResult::artefacts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtefactCount {
+    /// Over all outputs.
+    pub count: u64,
+    /// The first output that has any, and the multi-index of its first one.
+    pub output: u32,
+    pub first_index: Vec<u64>,
 }
 
 /// Subnormal values in the reference's outputs (at the working precision) and how many of
@@ -514,6 +538,32 @@ mod tests {
     fn model_mode_defaults_to_train_and_is_always_written() {
         assert_eq!(serde_json::to_string(&ModelMode::Eval).unwrap(), "\"eval\"");
         assert_eq!(ModelMode::default(), ModelMode::Train);
+    }
+
+    #[test]
+    fn case_results_without_the_issue_21_fields_still_read() {
+        let old = r#"{"case":{"family":"nan-inf","index":0},"passed":false,"max_abs":0.0,"max_rel":0.0,"mismatches":1,"elements":8,"rel_l2_vs_f64":null,"wall_s":0.1}"#;
+        let c: CaseResult = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (c.tol_needed, c.artefacts.clone(), c.detail.clone()),
+            (None, None, None)
+        );
+        // ...and are left out when empty, written when set.
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            !text.contains("tol_needed") && !text.contains("artefacts") && !text.contains("detail")
+        );
+        let c = CaseResult {
+            tol_needed: Some(1e-3),
+            artefacts: Some(ArtefactCount {
+                count: 4,
+                output: 0,
+                first_index: vec![0, 3],
+            }),
+            ..c
+        };
+        let back: CaseResult = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]

@@ -504,6 +504,12 @@ impl Evaluation<'_, '_> {
                 self.earlier_random.push(Arc::clone(&rc));
             }
         }
+        if let Some(a) = &judged.result.artefacts {
+            self.notes.push(format!(
+                "case {case}: {} element(s) accepted as reference artefacts (first at {:?} of output {}): the reference is NaN/Inf there only through its own algorithm (e.g. 0·NaN in a matmul), and the candidate matches the reference run with finite probes in place of the injected NaN/Inf",
+                a.count, a.first_index, a.output
+            ));
+        }
         self.cases.push(judged.result);
         match judged.failure {
             Some(o) if !stress => Err(Stop::Verdict(o)),

@@ -20,6 +20,9 @@ pub(crate) fn not_applicable_case(case: kbench_record::CaseRef, why: String) -> 
         wall_s: 0.0,
         not_applicable: Some(why),
         flush: None,
+        tol_needed: None,
+        artefacts: None,
+        detail: None,
     }
 }
 
@@ -34,6 +37,12 @@ pub(crate) fn count_mismatch(got: usize, expected: usize) -> Option<Outcome> {
 /// an integer output (argmax, argmin) is compared exactly and its float64 run is integer too.
 pub(crate) fn gated_f64<T>(outputs_f64: Option<&[T]>, k: usize, dtype: Dtype) -> Option<&T> {
     outputs_f64.filter(|_| dtype.is_float()).map(|v| &v[k])
+}
+
+/// The probe reference of output `k` (`nan-inf` cases only): with it the NaN/Inf rules
+/// accept reference artefacts (README, "NaN and Inf").
+pub(crate) fn probe_of<T>(outputs_alt: Option<&[Option<T>]>, k: usize) -> Option<&T> {
+    outputs_alt.and_then(|v| v.get(k)).and_then(Option::as_ref)
 }
 
 pub(crate) struct Judged {
@@ -82,6 +91,7 @@ pub(crate) fn judge_host_case(
     let CaseData::Host {
         outputs: ref_outputs,
         outputs_f64,
+        outputs_alt,
         ..
     } = &rc.data
     else {
@@ -91,7 +101,15 @@ pub(crate) fn judge_host_case(
     let mut failure = None;
     for (k, (cand, reference)) in outputs.iter().zip(ref_outputs).enumerate() {
         let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype());
-        match kbench_adversarial::compare(cand, reference, ref64, tol.profile, tol.precision) {
+        let alt = probe_of(outputs_alt.as_deref(), k);
+        match kbench_adversarial::compare_with_alt(
+            cand,
+            reference,
+            ref64,
+            alt,
+            tol.profile,
+            tol.precision,
+        ) {
             Ok(cmp) => {
                 if failure.is_none() {
                     failure = cmp.failure_outcome(&rc.case, k as u32);

@@ -8,7 +8,7 @@ use kbench_adversarial::Comparison;
 use kbench_record::{CaseFamily, Dtype, HostTensor, Outcome, Phase};
 use serde_json::Value;
 
-use super::case::{count_mismatch, gated_f64, judge_flush, Judged};
+use super::case::{count_mismatch, gated_f64, judge_flush, probe_of, Judged};
 use super::faults::error_outcome;
 use super::{integrity, Tolerance};
 use crate::gpu::devmem::Gpu;
@@ -29,6 +29,7 @@ pub(crate) fn judge_device_case(
     let CaseData::Device {
         outputs,
         outputs_f64,
+        outputs_alt,
         ..
     } = &rc.data
     else {
@@ -98,10 +99,12 @@ pub(crate) fn judge_device_case(
             }));
         } else {
             let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype).map(|t| t.view());
-            cmp.compare(
+            let alt = probe_of(outputs_alt.as_deref(), k).map(|t| t.view());
+            cmp.compare_with_alt(
                 &slots[k].view(),
                 &reference.view(),
                 ref64.as_ref(),
+                alt.as_ref(),
                 tol.profile,
                 tol.precision,
             )

@@ -7,6 +7,7 @@
 mod ctx;
 pub(crate) mod device_case;
 pub(crate) mod mode_check;
+mod probe;
 pub mod profile;
 pub(crate) mod reference;
 mod station;

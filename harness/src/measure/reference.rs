@@ -10,6 +10,7 @@ use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
+use super::probe::{alt_index, probe_slots};
 use super::{Ctx, Station};
 use crate::gpu::compare::DevTensor;
 use crate::gpu::devmem::{DevBuf, Gpu};
@@ -56,6 +57,8 @@ pub enum CaseData {
         run_frame: Arc<Frame>,
         outputs: Vec<HostTensor>,
         outputs_f64: Option<Vec<HostTensor>>,
+        /// `nan-inf` cases: per output, the probe reference (see `measure/probe.rs`).
+        outputs_alt: Option<Vec<Option<HostTensor>>>,
     },
     /// CUDA runs: everything in harness-owned GPU buffers; only the argument list is JSON.
     Device {
@@ -63,6 +66,7 @@ pub enum CaseData {
         inputs: Vec<(String, DevTensorOwned)>,
         outputs: Vec<DevTensorOwned>,
         outputs_f64: Option<Vec<DevTensorOwned>>,
+        outputs_alt: Option<Vec<Option<DevTensorOwned>>>,
     },
 }
 
@@ -92,12 +96,13 @@ impl RefCase {
                 run_frame,
                 outputs,
                 outputs_f64,
+                outputs_alt,
             } => {
                 run_frame.payload.len() as u64
-                    + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
-                    + outputs_f64
+                    + outputs
                         .iter()
-                        .flatten()
+                        .chain(outputs_f64.iter().flatten())
+                        .chain(outputs_alt.iter().flatten().flatten())
                         .map(|o| o.data().len() as u64)
                         .sum::<u64>()
             }
@@ -105,12 +110,14 @@ impl RefCase {
                 inputs,
                 outputs,
                 outputs_f64,
+                outputs_alt,
                 ..
             } => inputs
                 .iter()
                 .map(|(_, t)| t)
                 .chain(outputs)
                 .chain(outputs_f64.iter().flatten())
+                .chain(outputs_alt.iter().flatten().flatten())
                 .map(|t| t.nbytes() as u64)
                 .sum(),
         }
@@ -449,6 +456,10 @@ impl ReferenceSession {
             request["family"] = json!(case.family.to_string());
             request["stability_rtol"] = json!(tol.rtol);
         }
+        if case.family == CaseFamily::NanInf {
+            request["probe_rtol"] = json!(tol.rtol);
+            request["probe_atol"] = json!(tol.atol);
+        }
         let reply = match self.worker.request(Frame::new(request), c.timeouts.run) {
             Ok(r) => r,
             Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
@@ -475,6 +486,12 @@ impl ReferenceSession {
             .unwrap_or(0.0);
         if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
             let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        if let Some(e) = reply.header.get("probe_error").and_then(Value::as_str) {
+            let note = format!("case {case}: the reference's probe runs failed ({e}); the strict NaN/Inf rules applied");
             if !self.notes.contains(&note) {
                 self.notes.push(note);
             }
@@ -573,6 +590,7 @@ impl ReferenceSession {
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         let mut outputs_f64 = Vec::new();
+        let mut alts = Vec::new();
         for spec in specs {
             let bad = |why: &str| {
                 RefFailure::Failed(format!(
@@ -612,12 +630,15 @@ impl ReferenceSession {
                 inputs.push((name, t));
             } else if name.starts_with("out64:") {
                 outputs_f64.push(t);
+            } else if let Some(k) = alt_index(&name) {
+                alts.push((k, t));
             } else if name.starts_with("out:") {
                 outputs.push(t);
             }
         }
         let outputs_f64 =
             (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+        let outputs_alt = probe_slots(alts, outputs.len());
         Ok(RefCase {
             case,
             forward_seed,
@@ -628,6 +649,7 @@ impl ReferenceSession {
                 inputs,
                 outputs,
                 outputs_f64,
+                outputs_alt,
             },
         })
     }
@@ -645,11 +667,14 @@ fn take_host_case(
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     let mut outputs_f64 = Vec::new();
+    let mut alts = Vec::new();
     for (name, t) in tensors {
         if name.starts_with("in:") {
             inputs.push((name, t));
         } else if name.starts_with("out64:") {
             outputs_f64.push(t);
+        } else if let Some(k) = alt_index(&name) {
+            alts.push((k, t));
         } else if name.starts_with("out:") {
             outputs.push(t);
         }
@@ -666,6 +691,7 @@ fn take_host_case(
     ));
     let outputs_f64 =
         (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
+    let outputs_alt = probe_slots(alts, outputs.len());
     Ok(RefCase {
         case,
         forward_seed,
@@ -675,6 +701,7 @@ fn take_host_case(
             run_frame,
             outputs,
             outputs_f64,
+            outputs_alt,
         },
     })
 }

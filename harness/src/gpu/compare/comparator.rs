@@ -9,7 +9,7 @@ use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use kbench_adversarial::{
     float64_gate, tolerance, unravel_index, CompareError, Comparison, ElementMismatch,
-    Float64Status, Rule, Tolerance, ValueReport,
+    Float64Status, Tolerance, ValueReport,
 };
 use kbench_record::{Dtype, Precision, ToleranceProfile};
 
@@ -124,6 +124,37 @@ impl DeviceComparator {
         profile: ToleranceProfile,
         precision: Precision,
     ) -> Result<std::result::Result<Comparison, CompareError>> {
+        self.compare_with_alt(
+            candidate,
+            reference,
+            reference_f64,
+            None,
+            profile,
+            precision,
+        )
+    }
+
+    /// [`Self::compare`] with a `nan-inf` case's probe reference, exactly as
+    /// [`kbench_adversarial::compare_with_alt`].
+    pub fn compare_with_alt(
+        &self,
+        candidate: &DevTensor,
+        reference: &DevTensor,
+        reference_f64: Option<&DevTensor>,
+        alt: Option<&DevTensor>,
+        profile: ToleranceProfile,
+        precision: Precision,
+    ) -> Result<std::result::Result<Comparison, CompareError>> {
+        if let Some(a) = alt {
+            if a.dtype != reference.dtype || a.shape != reference.shape {
+                return Ok(Err(CompareError::ProbeReference {
+                    expected_dtype: reference.dtype,
+                    expected: reference.shape.clone(),
+                    got_dtype: a.dtype,
+                    got: a.shape.clone(),
+                }));
+            }
+        }
         if let Some(r64) = reference_f64 {
             if r64.dtype != Dtype::F64 {
                 return Ok(Err(CompareError::ReferenceF64Dtype(r64.dtype)));
@@ -165,10 +196,14 @@ impl DeviceComparator {
         let gate = float64_gate(precision);
         let strict = profile == ToleranceProfile::Strict;
         let truth = reference_f64.filter(|_| is_float);
+        let alt = alt.filter(|_| is_float);
         self.check_buffer("candidate", candidate, numel)?;
         self.check_buffer("reference", reference, numel)?;
         if let Some(t) = truth {
             self.check_buffer("float64 reference", t, numel)?;
+        }
+        if let Some(a) = alt {
+            self.check_buffer("probe reference", a, numel)?;
         }
         let mut params = Params {
             tol,
@@ -185,6 +220,7 @@ impl DeviceComparator {
                 candidate.buf,
                 reference.buf,
                 truth.map(|t| t.buf),
+                alt.map(|a| a.buf),
                 numel,
                 params,
             )
@@ -216,14 +252,10 @@ impl DeviceComparator {
         };
         let first_mismatch = match stats.first {
             None => None,
-            Some((flat, nonfinite)) => Some(ElementMismatch {
+            Some((flat, rule)) => Some(ElementMismatch {
                 flat_index: flat,
                 index: unravel_index(flat, shape),
-                rule: if nonfinite {
-                    Rule::NanInfPosition
-                } else {
-                    Rule::Elementwise
-                },
+                rule,
                 candidate: self.element(candidate, flat)?,
                 reference: self.element(reference, flat)?,
             }),
@@ -236,6 +268,10 @@ impl DeviceComparator {
             elements: numel,
             mismatches: stats.elementwise_failures + stats.nonfinite_mismatches,
             nonfinite_mismatches: stats.nonfinite_mismatches,
+            artefacts: stats.artefacts,
+            first_artefact: stats.first_artefact.map(|f| unravel_index(f, shape)),
+            tol_needed: stats.tol_needed,
+            probed: alt.is_some(),
             rescued: stats.rescued,
             max_abs: stats.max_abs,
             max_rel: stats.max_rel,
@@ -282,12 +318,14 @@ impl DeviceComparator {
     }
 
     /// One pass over the tensors: a kernel, then the partials folded on the host.
+    #[allow(clippy::too_many_arguments)]
     fn scan(
         &self,
         dtype: Dtype,
         cand: &DevBuf,
         refr: &DevBuf,
         truth: Option<&DevBuf>,
+        alt: Option<&DevBuf>,
         numel: u64,
         p: &Params,
     ) -> Result<Stats> {
@@ -312,10 +350,11 @@ impl DeviceComparator {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (c, r, t, out) = (
+        let (c, r, t, a, out) = (
             cand.ptr(),
             refr.ptr(),
             truth.map_or(0, DevBuf::ptr),
+            alt.map_or(0, DevBuf::ptr),
             partials.ptr(),
         );
         let rescue = p.rescue.unwrap_or(Rescue {
@@ -332,6 +371,7 @@ impl DeviceComparator {
                 .arg(&c)
                 .arg(&r)
                 .arg(&t)
+                .arg(&a)
                 .arg(&numel)
                 .arg(&p.tol.atol)
                 .arg(&p.tol.rtol)
@@ -345,11 +385,12 @@ impl DeviceComparator {
             launch.arg(&c).arg(&r).arg(&numel).arg(&out);
         }
         // SAFETY: the float kernels take (const void* c, const void* r, const double* t,
-        // u64 n, double atol, double rtol, int rescue, double factor, double slack,
-        // double rel_scale, double abs_scale, Acc* out) and the integer kernels
+        // const void* alt, u64 n, double atol, double rtol, int rescue, double factor,
+        // double slack, double rel_scale, double abs_scale, Acc* out) and the integer kernels
         // (c, r, n, out), pushed above in that order with matching types. `c` and `r` hold
-        // `numel` elements of `dtype` and `t` (float kernels with a float64 reference only)
-        // `numel` f64s, 16-byte aligned (check_buffer); `out` holds one 96-byte Acc per block
+        // `numel` elements of `dtype`, `t` (float kernels with a float64 reference only)
+        // `numel` f64s, `alt` (0 without a probe reference) `numel` elements of `dtype`,
+        // 16-byte aligned (check_buffer); `out` holds one 120-byte Acc per block
         // of this grid (blocks ≤ max_blocks, the buffer was sized for the largest). The
         // partials lock is held until the results are read back.
         #[allow(unsafe_code)]

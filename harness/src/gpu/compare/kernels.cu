@@ -8,22 +8,36 @@ typedef long long i64;
 // The CPU scan's REL_SLACK.
 #define REL_SLACK (1.0 + 1e-12)
 
-// One thread's (then one block's) statistics. Layout read by the host: 6 u64, 6 double.
+// Element rule codes packed beside the flat index (the adversarial crate's Rule::code):
+// 0 elementwise, 1 nonfinite-invented, 2 drops-nan, 3 drops-inf, 4 inf-sign, 5 nan-inf-kind.
+#define R_INVENTED 1
+#define R_DROPS_NAN 2
+#define R_DROPS_INF 3
+#define R_INF_SIGN 4
+#define R_NAN_INF_KIND 5
+// nonfinite_rule's answers besides those: passes, or accepted as a reference artefact.
+#define R_PASS 0
+#define R_ARTEFACT 8
+
+// One thread's (then one block's) statistics. Layout read by the host: 8 u64, 7 double.
 struct Acc {
     u64 fails;      // finite pairs outside tolerance, not rescued
-    u64 nonfinite;  // NaN/Inf position mismatches
+    u64 nonfinite;  // NaN/Inf rule failures
     u64 rescued;
-    u64 first;      // lowest failing flat index * 2 + (1 if NaN/Inf rule), NONE if none
+    u64 first;      // lowest failing flat index * 8 + rule code, NONE if none
     u64 gate_n;     // elements where c, r and r64 are all finite
     u64 worst_idx;  // argmax |c - r64| over those, lowest index among equals
+    u64 artefacts;  // nan-inf: finite candidates accepted against the probe reference
+    u64 first_art;  // lowest flat index of those, NONE if none
     double max_abs;
     double max_rel;
     double ce2;     // sum (c - r64)^2
     double re2;     // sum (r - r64)^2
     double t2;      // sum r64^2
     double worst_err;
+    double tol_needed;  // max |c - r| / (1 + |r|) over finite pairs (and artefacts vs probe)
 };
-static_assert(sizeof(Acc) == 96, "Acc layout");
+static_assert(sizeof(Acc) == 120, "Acc layout");
 
 struct P {
     double atol, rtol, factor, slack, rel_scale, abs_scale;
@@ -88,12 +102,14 @@ __device__ __forceinline__ bool is_finite(double x) { return fabs(x) < INF; }
 
 __device__ __forceinline__ void acc_init(Acc& a) {
     a.fails = 0; a.nonfinite = 0; a.rescued = 0; a.first = NONE; a.gate_n = 0; a.worst_idx = NONE;
+    a.artefacts = 0; a.first_art = NONE;
     a.max_abs = 0.0; a.max_rel = 0.0; a.ce2 = 0.0; a.re2 = 0.0; a.t2 = 0.0; a.worst_err = -1.0;
+    a.tol_needed = 0.0;
 }
 
-__device__ __forceinline__ void fail(Acc& a, u64 i, bool nonfinite) {
-    if (nonfinite) a.nonfinite++; else a.fails++;
-    u64 key = (i << 1) | (nonfinite ? 1ULL : 0ULL);
+__device__ __forceinline__ void fail(Acc& a, u64 i, int rule) {
+    if (rule != 0) a.nonfinite++; else a.fails++;
+    u64 key = (i << 3) | (u64)rule;
     if (key < a.first) a.first = key;
 }
 
@@ -103,6 +119,35 @@ __device__ __forceinline__ void upd_rel(double& m, double d, double ra) {
         double rel = d / ra;
         if (rel > m) m = rel;
     }
+}
+
+// The CPU's update_tol_needed: max fl(d / fl(1 + |r|)), dividing only where it may grow.
+__device__ __forceinline__ void upd_tn(double& m, double d, double ra) {
+    double q = 1.0 + ra;
+    if (d * REL_SLACK > m * q) {
+        double tn = d / q;
+        if (tn > m) m = tn;
+    }
+}
+
+// The NaN/Inf rules (the CPU's judge_nonfinite), for an element where c or r is not
+// finite: R_PASS, R_ARTEFACT, or a failed rule's code. `has_alt`: a probe reference is
+// given (nan-inf family), `al` its value here (NaN where the element depends on the
+// injected non-finite inputs).
+__device__ __forceinline__ int nonfinite_rule(double c, double r, bool has_alt, double al,
+                                              const P& p) {
+    if (is_finite(r)) return R_INVENTED;
+    bool by_alt = has_alt && is_finite(al) && is_finite(c) &&
+                  fabs(c - al) <= p.atol + p.rtol * fabs(al);
+    if (is_nan(r)) {
+        if (is_nan(c)) return R_PASS;
+        if (!is_finite(c)) return has_alt ? R_PASS : R_NAN_INF_KIND;
+        return by_alt ? R_ARTEFACT : R_DROPS_NAN;
+    }
+    if (c == r) return R_PASS;
+    if (c == -r) return R_INF_SIGN;
+    if (is_nan(c)) return has_alt ? R_PASS : R_NAN_INF_KIND;
+    return by_alt ? R_ARTEFACT : R_DROPS_INF;
 }
 
 __device__ __forceinline__ void gate_add(Acc& a, u64 i, double c, double r, double t) {
@@ -119,11 +164,13 @@ __device__ __forceinline__ void gate_add(Acc& a, u64 i, double c, double r, doub
 }
 
 // The common case, decided without a division: both finite, within tolerance, no new
-// max_rel, finite float64 reference. Returns false, having changed nothing, otherwise.
+// max_rel or tol_needed, finite float64 reference. Returns false, having changed nothing,
+// otherwise.
 template <bool T>
 __device__ __forceinline__ bool fast(Acc& a, u64 i, double c, double r, double t, const P& p) {
     double d = fabs(c - r), ra = fabs(r);
-    bool ok = (d <= p.atol + p.rtol * ra) & (ra != INF) & !(d * REL_SLACK > a.max_rel * ra);
+    bool ok = (d <= p.atol + p.rtol * ra) & (ra != INF) & !(d * REL_SLACK > a.max_rel * ra) &
+              !(d * REL_SLACK > a.tol_needed * (1.0 + ra));
     if (T) ok = ok & is_finite(t);
     if (ok) {
         a.max_abs = fmax(a.max_abs, d);
@@ -132,24 +179,26 @@ __device__ __forceinline__ bool fast(Acc& a, u64 i, double c, double r, double t
     return ok;
 }
 
-// The full rules for one element (the CPU's Scanner::element and slow_element).
+// The full rules for one element (the CPU's Scanner::element and slow_element); `al` is
+// the probe reference's value when `has_alt`.
 template <bool T>
-__device__ void slow(Acc& a, u64 i, double c, double r, double t, const P& p) {
-    if (is_nan(r)) {
-        if (!is_nan(c)) fail(a, i, true);
-        return;
-    }
-    if (fabs(r) == INF) {
-        if (c != r) fail(a, i, true);
-        return;
-    }
-    if (!is_finite(c)) {
-        fail(a, i, true);
+__device__ void slow(Acc& a, u64 i, double c, double r, double t, bool has_alt, double al,
+                     const P& p) {
+    if (!is_finite(r) || !is_finite(c)) {
+        int rule = nonfinite_rule(c, r, has_alt, al, p);
+        if (rule == R_ARTEFACT) {
+            a.artefacts++;
+            if (i < a.first_art) a.first_art = i;
+            upd_tn(a.tol_needed, fabs(c - al), fabs(al));
+        } else if (rule != R_PASS) {
+            fail(a, i, rule);
+        }
         return;
     }
     double d = fabs(c - r), ra = fabs(r);
     a.max_abs = fmax(a.max_abs, d);
     upd_rel(a.max_rel, d, ra);
+    upd_tn(a.tol_needed, d, ra);
     bool within = d <= p.atol + p.rtol * ra;
     if (T && is_finite(t)) {
         gate_add(a, i, c, r, t);
@@ -160,9 +209,9 @@ __device__ void slow(Acc& a, u64 i, double c, double r, double t, const P& p) {
             double typical = p.rel_scale * fabs(t) + p.abs_scale;
             rescued = fabs(c - t) <= p.factor * fmax(own, typical) + p.slack;
         }
-        if (rescued) a.rescued++; else fail(a, i, false);
+        if (rescued) a.rescued++; else fail(a, i, 0);
     } else if (!within) {
-        fail(a, i, false);
+        fail(a, i, 0);
     }
 }
 
@@ -173,7 +222,8 @@ __device__ __forceinline__ void int_mismatch(Acc& a, u64 i, i64 c, i64 r) {
     double d = (double)diff, ra = (double)rabs;
     a.max_abs = fmax(a.max_abs, d);
     upd_rel(a.max_rel, d, ra);
-    fail(a, i, false);
+    upd_tn(a.tol_needed, d, ra);
+    fail(a, i, 0);
 }
 
 __device__ __forceinline__ void combine(Acc& a, const Acc& b) {
@@ -182,12 +232,15 @@ __device__ __forceinline__ void combine(Acc& a, const Acc& b) {
     a.rescued += b.rescued;
     a.first = b.first < a.first ? b.first : a.first;
     a.gate_n += b.gate_n;
+    a.artefacts += b.artefacts;
+    a.first_art = b.first_art < a.first_art ? b.first_art : a.first_art;
     if (b.worst_err > a.worst_err || (b.worst_err == a.worst_err && b.worst_idx < a.worst_idx)) {
         a.worst_err = b.worst_err;
         a.worst_idx = b.worst_idx;
     }
     a.max_abs = fmax(a.max_abs, b.max_abs);
     a.max_rel = fmax(a.max_rel, b.max_rel);
+    a.tol_needed = fmax(a.tol_needed, b.tol_needed);
     a.ce2 += b.ce2;
     a.re2 += b.re2;
     a.t2 += b.t2;
@@ -202,12 +255,15 @@ __device__ __forceinline__ Acc shfl_down(const Acc& a, int off) {
     b.first = __shfl_down_sync(m, a.first, off);
     b.gate_n = __shfl_down_sync(m, a.gate_n, off);
     b.worst_idx = __shfl_down_sync(m, a.worst_idx, off);
+    b.artefacts = __shfl_down_sync(m, a.artefacts, off);
+    b.first_art = __shfl_down_sync(m, a.first_art, off);
     b.max_abs = __shfl_down_sync(m, a.max_abs, off);
     b.max_rel = __shfl_down_sync(m, a.max_rel, off);
     b.ce2 = __shfl_down_sync(m, a.ce2, off);
     b.re2 = __shfl_down_sync(m, a.re2, off);
     b.t2 = __shfl_down_sync(m, a.t2, off);
     b.worst_err = __shfl_down_sync(m, a.worst_err, off);
+    b.tol_needed = __shfl_down_sync(m, a.tol_needed, off);
     return b;
 }
 
@@ -228,9 +284,12 @@ __device__ __forceinline__ void block_store(Acc a, Acc* out) {
     }
 }
 
+// `ap`: the probe reference (nan-inf family), same dtype as c and r, or null. Read only
+// where an element takes the full rules.
 template <class C, bool T>
 __device__ __forceinline__ void scan_float(const void* cp, const void* rp, const double* tp,
-                                           u64 n, const P& p, Acc* out) {
+                                           const void* ap, u64 n, const P& p, Acc* out) {
+    const bool has_alt = ap != 0;
     Acc a;
     acc_init(a);
     const int V = C::V;
@@ -266,13 +325,15 @@ __device__ __forceinline__ void scan_float(const void* cp, const void* rp, const
             int k = __ffs(flags) - 1;
             flags &= flags - 1;
             u64 i = v * V + k;
-            slow<T>(a, i, C::at(cp, i), C::at(rp, i), T ? tp[i] : 0.0, p);
+            slow<T>(a, i, C::at(cp, i), C::at(rp, i), T ? tp[i] : 0.0, has_alt,
+                    has_alt ? C::at(ap, i) : 0.0, p);
         }
     }
 #pragma unroll 1
     for (u64 i = nvec * V + tid; i < n; i += stride) {
         double c = C::at(cp, i), r = C::at(rp, i), t = T ? tp[i] : 0.0;
-        if (!fast<T>(a, i, c, r, t, p)) slow<T>(a, i, c, r, t, p);
+        if (!fast<T>(a, i, c, r, t, p))
+            slow<T>(a, i, c, r, t, has_alt, has_alt ? C::at(ap, i) : 0.0, p);
     }
     block_store(a, out);
 }
@@ -314,13 +375,13 @@ __device__ __forceinline__ void scan_int(const void* cp, const void* rp, u64 n, 
 
 #define FLOAT_KERNEL(NAME, CODEC, T)                                                          \
     extern "C" __global__ void __launch_bounds__(THREADS)                                     \
-        NAME(const void* c, const void* r, const double* t, u64 n, double atol, double rtol, \
-             int rescue, double factor, double slack, double rel_scale, double abs_scale,    \
-             Acc* out) {                                                                      \
+        NAME(const void* c, const void* r, const double* t, const void* alt, u64 n,          \
+             double atol, double rtol, int rescue, double factor, double slack,              \
+             double rel_scale, double abs_scale, Acc* out) {                                 \
         P p;                                                                                  \
         p.atol = atol; p.rtol = rtol; p.factor = factor; p.slack = slack;                     \
         p.rel_scale = rel_scale; p.abs_scale = abs_scale; p.rescue = rescue;                  \
-        scan_float<CODEC, T>(c, r, t, n, p, out);                                             \
+        scan_float<CODEC, T>(c, r, t, alt, n, p, out);                                        \
     }
 
 FLOAT_KERNEL(devcmp_f64, F64, false)

@@ -5,7 +5,7 @@
 //! alone takes longer than the comparison. [`DeviceComparator`] runs the same rules in an
 //! NVRTC-compiled kernel over device buffers
 //! ([`DevBuf`](crate::gpu::devmem::DevBuf)) and copies back only one partial
-//! result per thread block (96 bytes each, a few thousand at most), which the host folds
+//! result per thread block (120 bytes each, a few thousand at most), which the host folds
 //! into the very [`Comparison`](kbench_adversarial::Comparison) the CPU path builds:
 //!
 //! - shape, dtype and float64-reference checks run on the host before any kernel, in the CPU
@@ -14,7 +14,9 @@
 //!   integers and bools as i64) and judged in f64 with the module compiled `--fmad=false`,
 //!   so `atol + rtol·|r|`, the rescue bound and the `max_rel` filter round exactly as the
 //!   Rust code does;
-//! - counts, the first mismatch (lowest flat index), `max_abs`, `max_rel` and the worst
+//! - counts, the first mismatch (lowest flat index) and its rule, `max_abs`, `max_rel`,
+//!   `tol_needed`, the reference artefacts of a `nan-inf` case (its probe reference is one
+//!   more device buffer, read only where an element is not finite) and the worst
 //!   element against the float64 reference are order-independent and therefore identical;
 //!   the float64 gate's sums (`Σ(c − r64)²`, `Σ(r − r64)²`, `Σ r64²`) are added in another
 //!   order than on the CPU and may differ in the last bits (they are deterministic for a

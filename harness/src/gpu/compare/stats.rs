@@ -3,11 +3,11 @@
 //! and single elements decoded from their little-endian bytes as the CPU comparator decodes
 //! them.
 
-use kbench_adversarial::{Float64Check, Float64Gate, Tolerance};
+use kbench_adversarial::{Float64Check, Float64Gate, Rule, Tolerance};
 use kbench_record::Dtype;
 
 /// Bytes of one block's partial result (`struct Acc` in the kernel source).
-pub(super) const PARTIAL_BYTES: usize = 96;
+pub(super) const PARTIAL_BYTES: usize = 120;
 
 /// The scan parameters (the CPU's `ScanParams` with its `Rescue`).
 #[derive(Debug, Clone, Copy)]
@@ -30,8 +30,13 @@ pub(super) struct Stats {
     pub(super) elementwise_failures: u64,
     pub(super) nonfinite_mismatches: u64,
     pub(super) rescued: u64,
-    /// Lowest failing flat index, and whether it broke the NaN/Inf rule.
-    pub(super) first: Option<(u64, bool)>,
+    /// Lowest failing flat index, and the rule it broke.
+    pub(super) first: Option<(u64, Rule)>,
+    /// `nan-inf`: reference artefacts accepted, and the lowest flat index of one.
+    pub(super) artefacts: u64,
+    pub(super) first_artefact: Option<u64>,
+    /// `max |c − r|/(1 + |r|)` (see `ValueReport::tol_needed`).
+    pub(super) tol_needed: f64,
     pub(super) gate_elements: u64,
     /// (flat index, |c − r64|) of the worst element, lowest index among equals.
     pub(super) worst: Option<(u64, f64)>,
@@ -48,6 +53,9 @@ impl Stats {
         nonfinite_mismatches: 0,
         rescued: 0,
         first: None,
+        artefacts: 0,
+        first_artefact: None,
+        tol_needed: 0.0,
         gate_elements: 0,
         worst: None,
         max_abs: 0.0,
@@ -67,6 +75,8 @@ impl Stats {
         let mut gate_n = 0u64;
         let mut worst_idx = NONE;
         let mut worst_err = -1.0f64;
+        let (mut artefacts, mut first_art) = (0u64, NONE);
+        let mut tol_needed = 0.0f64;
         let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
         let (mut ce2, mut re2, mut t2) = (0.0f64, 0.0f64, 0.0f64);
         for p in partials.chunks_exact(PARTIAL_BYTES) {
@@ -80,22 +90,34 @@ impl Stats {
             rescued += word(2);
             first = first.min(word(3));
             gate_n += word(4);
-            let (idx, err) = (word(5), float(11));
+            artefacts += word(6);
+            first_art = first_art.min(word(7));
+            let (idx, err) = (word(5), float(13));
             if err > worst_err || (err == worst_err && idx < worst_idx) {
                 worst_err = err;
                 worst_idx = idx;
             }
-            max_abs = max_abs.max(float(6));
-            max_rel = max_rel.max(float(7));
-            ce2 += float(8);
-            re2 += float(9);
-            t2 += float(10);
+            max_abs = max_abs.max(float(8));
+            max_rel = max_rel.max(float(9));
+            ce2 += float(10);
+            re2 += float(11);
+            t2 += float(12);
+            tol_needed = tol_needed.max(float(14));
         }
         Stats {
             elementwise_failures: fails,
             nonfinite_mismatches: nonfinite,
             rescued,
-            first: (first != NONE).then_some((first >> 1, first & 1 == 1)),
+            // The low 3 bits are the rule's code (`Rule::code`); the kernel writes no other.
+            first: (first != NONE).then(|| {
+                (
+                    first >> 3,
+                    Rule::from_code(first & 7).unwrap_or(Rule::Elementwise),
+                )
+            }),
+            artefacts,
+            first_artefact: (first_art != NONE).then_some(first_art),
+            tol_needed,
             gate_elements: gate_n,
             worst: (worst_idx != NONE).then_some((worst_idx, worst_err)),
             max_abs,

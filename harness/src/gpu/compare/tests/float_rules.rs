@@ -113,25 +113,26 @@ fn single_mismatch_at_first_and_last_element() {
 fn nan_and_inf_positions() {
     let dc = gpu_or_skip("nan_and_inf_positions");
     let (nan, inf) = (f64::NAN, f64::INFINITY);
-    // (candidate, reference, passes)
+    // (candidate, reference, the rule it fails or None)
     let cases = [
-        (nan, nan, true),
-        (nan, 1.0, false),
-        (1.0, nan, false),
-        (inf, inf, true),
-        (-inf, -inf, true),
-        (inf, -inf, false),
-        (-inf, inf, false),
-        (inf, 1.0, false),
-        (1.0, -inf, false),
-        (nan, inf, false),
-        (-inf, nan, false),
-        (-nan, nan, true),
+        (nan, nan, None),
+        (nan, 1.0, Some(Rule::NonfiniteInvented)),
+        (1.0, nan, Some(Rule::DropsNan)),
+        (inf, inf, None),
+        (-inf, -inf, None),
+        (inf, -inf, Some(Rule::InfSign)),
+        (-inf, inf, Some(Rule::InfSign)),
+        (inf, 1.0, Some(Rule::NonfiniteInvented)),
+        (1.0, -inf, Some(Rule::DropsInf)),
+        (nan, inf, Some(Rule::NanInfKind)),
+        (-inf, nan, Some(Rule::NanInfKind)),
+        (-nan, nan, None),
     ];
     let mut rng = Rng(4);
     let n = 37usize;
     for dtype in FLOATS {
-        for (cv, rv, passes) in cases {
+        for (cv, rv, rule) in cases {
+            let passes = rule.is_none();
             let t: Vec<f64> = (0..n).map(|_| rng.sym()).collect();
             let (mut c, mut r) = (t.clone(), t.clone());
             // One among the 16-byte vectors, one in the tail of every dtype.
@@ -152,7 +153,7 @@ fn nan_and_inf_positions() {
                     if !passes {
                         assert_eq!((v.mismatches, v.nonfinite_mismatches), (2, 2));
                         let m = v.first_mismatch.unwrap();
-                        assert_eq!((m.flat_index, m.rule), (5, Rule::NanInfPosition));
+                        assert_eq!((m.flat_index, Some(m.rule)), (5, rule));
                     }
                 }
             }
@@ -386,6 +387,52 @@ fn failing_float64_gate_locates_the_worst_element() {
                 assert_eq!(g.worst_index, Some(unravel_index(at as u64, &shape)));
             }
             other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// `nan-inf` cases with a probe reference: NaN/Inf interchangeable, finite candidates
+/// accepted where the probe value is finite and close (counted as artefacts, first index
+/// kept), rejected where it is NaN; `tol_needed` covers the artefacts.
+#[test]
+fn probe_reference_rules() {
+    let dc = gpu_or_skip("probe_reference_rules");
+    let (nan, inf) = (f64::NAN, f64::INFINITY);
+    // (candidate, reference, probe value, the rule it fails or None, an artefact)
+    let cases = [
+        (0.5, nan, 0.5, None, true),
+        (0.5, nan, nan, Some(Rule::DropsNan), false),
+        (0.5, nan, -0.25, Some(Rule::DropsNan), false),
+        (inf, nan, nan, None, false),
+        (nan, -inf, nan, None, false),
+        (0.5, inf, 0.5, None, true),
+        (0.5, inf, nan, Some(Rule::DropsInf), false),
+        (-inf, inf, 0.5, Some(Rule::InfSign), false),
+        (nan, 0.5, 0.5, Some(Rule::NonfiniteInvented), false),
+    ];
+    let mut rng = Rng(9);
+    let n = 37usize;
+    for dtype in FLOATS {
+        for (cv, rv, av, rule, artefact) in cases {
+            let t: Vec<f64> = (0..n).map(|_| rng.sym()).collect();
+            let (mut c, mut r, mut a) = (t.clone(), t.clone(), t.clone());
+            for i in [5, 35] {
+                (c[i], r[i], a[i]) = (cv, rv, av);
+            }
+            let shape = [n as u64];
+            let (ct, rt, at) = (
+                floats(dtype, &shape, &c),
+                floats(dtype, &shape, &r),
+                floats(dtype, &shape, &a),
+            );
+            for profile in PROFILES {
+                let res = check_alt(dc, &ct, &rt, None, Some(&at), profile, precision_of(dtype));
+                let v = values(&res);
+                assert_eq!(v.failed_rule(), rule, "{cv} vs {rv} (probe {av}): {v:?}");
+                assert_eq!(v.artefacts, if artefact { 2 } else { 0 }, "{v:?}");
+                assert_eq!(v.first_artefact.is_some(), artefact);
+                assert!(v.probed);
+            }
         }
     }
 }

@@ -21,6 +21,7 @@ use super::*;
 use crate::gpu::devmem::{DevBuf, Gpu};
 
 mod float_rules;
+mod host_emulation;
 mod sizes_and_dtypes;
 
 const KB: ToleranceProfile = ToleranceProfile::KernelBench;
@@ -202,6 +203,10 @@ fn assert_same(
         "nonfinite: {ctx}"
     );
     assert_eq!(g.rescued, w.rescued, "rescued: {ctx}");
+    assert_eq!(g.artefacts, w.artefacts, "artefacts: {ctx}");
+    assert_eq!(g.first_artefact, w.first_artefact, "first artefact: {ctx}");
+    assert_eq!(g.probed, w.probed, "probed: {ctx}");
+    assert!(same_f64(g.tol_needed, w.tol_needed), "tol_needed: {ctx}");
     assert!(same_f64(g.max_abs, w.max_abs), "max_abs: {ctx}");
     assert!(same_f64(g.max_rel, w.max_rel), "max_rel: {ctx}");
     match (&g.first_mismatch, &w.first_mismatch) {
@@ -243,21 +248,43 @@ fn check(
     profile: ToleranceProfile,
     precision: Precision,
 ) -> std::result::Result<Comparison, CompareError> {
-    let cpu = kbench_adversarial::compare(c, r, t, profile, precision);
+    check_alt(dc, c, r, t, None, profile, precision)
+}
+
+/// [`check`] with a `nan-inf` probe reference `a`.
+fn check_alt(
+    dc: Option<&DeviceComparator>,
+    c: &HostTensor,
+    r: &HostTensor,
+    t: Option<&HostTensor>,
+    a: Option<&HostTensor>,
+    profile: ToleranceProfile,
+    precision: Precision,
+) -> std::result::Result<Comparison, CompareError> {
+    let cpu = kbench_adversarial::compare_with_alt(c, r, t, a, profile, precision);
     if let Some(dc) = dc {
         let up = |h: &HostTensor| dc.gpu.upload(h.data()).expect("uploading a tensor");
-        let (cb, rb, tb) = (up(c), up(r), t.map(up));
+        let (cb, rb, tb, ab) = (up(c), up(r), t.map(up), a.map(up));
         let td = t.zip(tb.as_ref()).map(|(h, b)| dev(h, b));
+        let ad = a.zip(ab.as_ref()).map(|(h, b)| dev(h, b));
         let gpu = dc
-            .compare(&dev(c, &cb), &dev(r, &rb), td.as_ref(), profile, precision)
+            .compare_with_alt(
+                &dev(c, &cb),
+                &dev(r, &rb),
+                td.as_ref(),
+                ad.as_ref(),
+                profile,
+                precision,
+            )
             .expect("the device comparison ran");
         let what = format!(
-            "{} {:?} vs {} {:?}, float64 reference {}, {profile} at {precision}",
+            "{} {:?} vs {} {:?}, float64 reference {}, probe reference {}, {profile} at {precision}",
             c.dtype(),
             c.shape(),
             r.dtype(),
             r.shape(),
-            t.is_some()
+            t.is_some(),
+            a.is_some()
         );
         assert_same(&gpu, &cpu, &what);
     }

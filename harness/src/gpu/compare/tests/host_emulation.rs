@@ -1,0 +1,253 @@
+//! `kernels.cu` compiled as C++ for the host, one thread and no warp reduction, so that its
+//! rules can be checked without a GPU: the float kernels against the CPU comparator on
+//! random mixes of finite values, NaN, ±Inf and `nan-inf` probe references. Needs a C++
+//! compiler (`c++`, as PyTorch's extension builds do); the partial result the emulated
+//! kernel writes is folded by the harness's own [`Stats::fold`], so its layout is checked
+//! too. What it cannot check: the CUDA-only parts (warp shuffles, the f16 `cvt`
+//! instruction, NVRTC's compile), which the GPU half of the other tests covers.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use kbench_adversarial::{compare_with_alt, Comparison, Rule};
+use kbench_record::Dtype;
+
+use super::super::stats::{Stats, PARTIAL_BYTES};
+use super::*;
+
+/// The host shim: CUDA's qualifiers and intrinsics for one thread of one block.
+const SHIM: &str = r#"#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __shared__ static
+struct uint4 { unsigned int x, y, z, w; };
+struct double2 { double x, y; };
+struct D3 { unsigned long long x; };
+static D3 threadIdx{0}, blockIdx{0}, blockDim{1}, gridDim{1};
+inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+inline int __ffs(unsigned x) { return __builtin_ffs(x); }
+template <class T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+inline void __syncthreads() {}
+using std::fabs; using std::fmax;
+// IEEE binary16 to double, exactly (cvt.f32.f16 on the GPU), without compiler support.
+inline double host_f16(unsigned short b) {
+    double sign = (b & 0x8000) ? -1.0 : 1.0;
+    int e = (b >> 10) & 0x1f, m = b & 0x3ff;
+    if (e == 0) return sign * std::ldexp((double)m, -24);
+    if (e == 31) return m ? NAN : sign * INFINITY;
+    return sign * std::ldexp((double)(1024 + m), e - 25);
+}
+"#;
+
+/// Reads `name n atol rtol has_alt` and the raw tensors on stdin, writes the block's `Acc`.
+const DRIVER: &str = r#"
+typedef void (*Kernel)(const void*, const void*, const double*, const void*, u64, double,
+                       double, int, double, double, double, double, Acc*);
+int main() {
+    char name[32]; unsigned long long n; double atol, rtol; int has_alt, size;
+    if (scanf("%31s %llu %lf %lf %d %d", name, &n, &atol, &rtol, &has_alt, &size) != 6) return 2;
+    getchar();
+    std::vector<unsigned char> c(n * size + 16), r(n * size + 16), a(n * size + 16);
+    if (fread(c.data(), 1, n * size, stdin) != n * size) return 3;
+    if (fread(r.data(), 1, n * size, stdin) != n * size) return 3;
+    if (has_alt && fread(a.data(), 1, n * size, stdin) != n * size) return 3;
+    Kernel k = !strcmp(name, "f64") ? devcmp_f64 : !strcmp(name, "f32") ? devcmp_f32
+             : !strcmp(name, "f16") ? devcmp_f16 : devcmp_bf16;
+    Acc out;
+    k(c.data(), r.data(), nullptr, has_alt ? a.data() : nullptr, n, atol, rtol, 0, 0, 0, 0, 0, &out);
+    fwrite(&out, sizeof(Acc), 1, stdout);
+    return 0;
+}
+"#;
+
+/// `kernels.cu` for the host: the warp reduction becomes a plain store (one thread), f16
+/// decodes in portable C++.
+fn host_source() -> String {
+    let src = include_str!("../kernels.cu");
+    let start = "__device__ __forceinline__ void block_store(Acc a, Acc* out) {";
+    let i = src.find(start).expect("kernels.cu defines block_store");
+    let j = i + src[i..].find("\n}\n").expect("block_store ends") + 3;
+    let asm = "    float f;\n    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x));\n    return (double)f;";
+    assert!(
+        src.contains(asm),
+        "kernels.cu's h2d changed: update the host emulation"
+    );
+    let body = format!(
+        "{}{start} out[blockIdx.x] = a; }}\n{}",
+        &src[..i],
+        &src[j..]
+    )
+    .replace(asm, "    return host_f16(x);");
+    format!("{SHIM}{body}{DRIVER}")
+}
+
+/// The emulated kernels, built once; `None` (test skipped, said so) without a C++ compiler.
+fn build(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let cpp = dir.join("kernels_host.cpp");
+    std::fs::write(&cpp, host_source()).unwrap();
+    let exe = dir.join("kernels_host");
+    let built = Command::new("c++")
+        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-w", "-o"])
+        .arg(&exe)
+        .arg(&cpp)
+        .output();
+    match built {
+        Err(e) => {
+            println!("host emulation skipped: no C++ compiler (c++: {e})");
+            None
+        }
+        Ok(o) => {
+            assert!(
+                o.status.success(),
+                "kernels.cu does not compile for the host emulation:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            Some(exe)
+        }
+    }
+}
+
+fn run(
+    exe: &std::path::Path,
+    dtype: Dtype,
+    tol: f64,
+    c: &[u8],
+    r: &[u8],
+    a: Option<&[u8]>,
+) -> Stats {
+    let name = match dtype {
+        Dtype::F64 => "f64",
+        Dtype::F32 => "f32",
+        Dtype::F16 => "f16",
+        _ => "bf16",
+    };
+    let n = c.len() / dtype.size();
+    let mut child = Command::new(exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = format!(
+        "{name} {n} {tol:e} {tol:e} {} {}\n",
+        i32::from(a.is_some()),
+        dtype.size()
+    )
+    .into_bytes();
+    input.extend_from_slice(c);
+    input.extend_from_slice(r);
+    input.extend_from_slice(a.unwrap_or_default());
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "emulated kernel exited {}",
+        out.status
+    );
+    assert_eq!(out.stdout.len(), PARTIAL_BYTES, "one Acc");
+    Stats::fold(&out.stdout)
+}
+
+#[test]
+fn kernels_cu_on_the_host_agrees_with_the_cpu_comparator() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build(dir.path()) else { return };
+    let mut rng = Rng(21);
+    let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let (mut artefacts, mut seen) = (0u64, std::collections::BTreeSet::new());
+    for trial in 0..320 {
+        let dtype = FLOATS[trial % FLOATS.len()];
+        let precision = precision_of(dtype);
+        let n = [1usize, 3, 8, 37, 100, 257][(trial / 4) % 6];
+        let r: Vec<f64> = (0..n)
+            .map(|_| {
+                if rng.unit() < 0.1 {
+                    rng.pick(&specials)
+                } else {
+                    10.0 * rng.sym()
+                }
+            })
+            .collect();
+        let mut c = r.clone();
+        for x in c.iter_mut() {
+            let u = rng.unit();
+            if u < 0.1 {
+                *x = rng.pick(&[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.5, *x * 1.03]);
+            } else if u < 0.15 {
+                *x += 1e-4;
+            }
+        }
+        let a: Vec<f64> = c
+            .iter()
+            .map(|&x| match rng.below(3) {
+                0 => x,
+                1 => f64::NAN,
+                _ => x + 1.0,
+            })
+            .collect();
+        let with_alt = trial % 3 != 0;
+        let shape = [n as u64];
+        let (ct, rt, at) = (
+            floats(dtype, &shape, &c),
+            floats(dtype, &shape, &r),
+            floats(dtype, &shape, &a),
+        );
+        let alt = with_alt.then_some(&at);
+        let Ok(Comparison::Values(v)) = compare_with_alt(&ct, &rt, None, alt, KB, precision) else {
+            panic!("expected a value comparison")
+        };
+        let tol = v.tolerance.atol;
+        let s = run(
+            &exe,
+            dtype,
+            tol,
+            ct.data(),
+            rt.data(),
+            alt.map(|t| t.data()),
+        );
+        let what =
+            format!("trial {trial}: {dtype} n={n} alt={with_alt}\n cpu {v:?}\n emulated {s:?}");
+        assert_eq!(
+            s.elementwise_failures + s.nonfinite_mismatches,
+            v.mismatches,
+            "{what}"
+        );
+        assert_eq!(s.nonfinite_mismatches, v.nonfinite_mismatches, "{what}");
+        assert_eq!(s.artefacts, v.artefacts, "{what}");
+        assert_eq!(
+            s.first_artefact.map(|f| vec![f]),
+            v.first_artefact,
+            "{what}"
+        );
+        assert_eq!(
+            s.first,
+            v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)),
+            "{what}"
+        );
+        assert!(same_f64(s.tol_needed, v.tol_needed), "{what}");
+        assert!(same_f64(s.max_abs, v.max_abs), "{what}");
+        assert!(same_f64(s.max_rel, v.max_rel), "{what}");
+        artefacts += s.artefacts;
+        if let Some((_, rule)) = s.first {
+            seen.insert(rule.as_str());
+        }
+    }
+    // The mix exercised every rule and the artefacts.
+    assert!(artefacts > 0);
+    for rule in [
+        Rule::Elementwise,
+        Rule::NonfiniteInvented,
+        Rule::DropsNan,
+        Rule::DropsInf,
+        Rule::InfSign,
+        Rule::NanInfKind,
+    ] {
+        assert!(seen.contains(rule.as_str()), "{rule} never seen: {seen:?}");
+    }
+}
