@@ -280,12 +280,16 @@ fn claims_report_prints_and_exports_every_row_with_its_reason() {
             model_mode: None,
         },
         // 1/1 is correct at 0.8x (claimed 5x), 1/19 at 2x (claimed 2x), 2/40 timed out,
-        // 3/35 crashed; 1/2 was never run.
+        // 3/35 crashed; 1/1's second sample has no record; 1/2 is outside the run.
         kernels: vec![
             kernel(1, 1, 5.0),
             kernel(1, 19, 2.0),
             kernel(2, 40, 3.0),
             kernel(3, 35, 1.1),
+            ClaimedKernel {
+                sample: 1,
+                ..kernel(1, 1, 1.5)
+            },
             kernel(1, 2, 1.5),
         ],
         errors: vec![],

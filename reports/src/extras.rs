@@ -19,8 +19,6 @@
 //!   `completion_tokens`, `tokens` (total; defaults to the sum of the two), `usd`,
 //!   `wall_s` (agent wall time) and `gpu_s` (GPU time the agent used, e.g. for its own
 //!   profiling). Summed over a task's candidates.
-//! - `cases[].tol_needed`, `integrity.advisories` (`mode-switch`) and
-//!   `integrity.eval_mode_correct`: see [`crate::claims::ClaimEvidence`].
 
 use std::collections::BTreeMap;
 
@@ -55,9 +53,6 @@ pub struct RecordExtras {
     pub trajectory: Option<u32>,
     pub turn: Option<u32>,
     pub cost: Option<Cost>,
-    /// What the claims report reads: per-case `tol_needed`, the `mode-switch` advisory and
-    /// `integrity.eval_mode_correct`.
-    pub evidence: crate::claims::ClaimEvidence,
 }
 
 impl RecordExtras {
@@ -122,7 +117,6 @@ impl RecordExtras {
             trajectory: field_u32("trajectory"),
             turn: field_u32("turn"),
             cost,
-            evidence: crate::claims::ClaimEvidence::from_json(record),
         }
     }
 }

@@ -30,7 +30,7 @@ fi
 step "import KernelBenchLeaderboard"
 $D/kbench import leaderboard "$D/lb" --out "$L/lbset" | tail -3
 RUN="$L/lb-run"
-if [ -d "$D/lb-run" ]; then cp -r "$D/lb-run" "$RUN"; fi
+if [ -f "$D/lb-run.tgz" ]; then tar -xzf "$D/lb-run.tgz" -C "$L"; fi
 step "replay $SEL on the set's own problems (budget ${BUDGET}s)"
 S=$(date +%s)
 timeout -s INT "$BUDGET" $D/kbench run --agent replay --replay-dir "$L/lbset" --kernelbench "$L/lbset/problems" \
@@ -39,4 +39,5 @@ echo "replay rc=$? $(( $(date +%s)-S ))s"; tail -25 "$OUT/lb-run.txt"
 step "claims report"
 $D/kbench report "$RUN" --claims "$L/lbset/claims.json" --claims-out "$OUT/claims" > "$OUT/claims.txt" 2>&1
 echo "report rc=$?"; head -30 "$OUT/claims.txt"
-cp -r "$RUN" "$OUT/lb-run"
+# One file back (the kernels are the set's own, not needed to resume or report).
+tar -czf "$OUT/lb-run.tgz" -C "$L" --exclude=lb-run/kernels lb-run

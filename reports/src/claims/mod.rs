@@ -88,9 +88,12 @@ impl Reason {
                 families.join(", "),
                 rule.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
             ),
-            Reason::SpeedupNotReproduced { claimed, low, high } => format!(
-                "speedup not reproduced: claimed {claimed:.2}x, measured [{low:.2}, {high:.2}]"
-            ),
+            Reason::SpeedupNotReproduced { claimed, low, high } => {
+                format!(
+                "speedup not reproduced: claimed {claimed:.2}x, measured [{low:.2}, {high:.2}]{}",
+                if low > claimed { " (faster than claimed)" } else { "" }
+            )
+            }
         }
     }
 }
@@ -167,46 +170,10 @@ pub struct ClaimsReport {
     pub import_errors: usize,
     /// Records of the run that match no claimed kernel.
     pub unclaimed_records: usize,
-}
-
-/// Optional parts of a record the categories need, read leniently from its JSON so records
-/// written before these fields existed still report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClaimEvidence {
-    /// Per case of `record.cases`: the smallest `atol = rtol` at which it passes.
-    pub tol_needed: Vec<Option<f64>>,
-    /// `mode-switch` advisory, and whether the kernel was correct with both models in
-    /// `.eval()`.
-    pub mode_switch: bool,
-    pub eval_mode_correct: Option<bool>,
-}
-
-impl ClaimEvidence {
-    pub fn from_json(v: &serde_json::Value) -> ClaimEvidence {
-        let tol_needed = v
-            .get("cases")
-            .and_then(|c| c.as_array())
-            .map(|cases| {
-                cases
-                    .iter()
-                    .map(|c| c.get("tol_needed").and_then(|t| t.as_f64()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let integrity = v.get("integrity");
-        let mode_switch = integrity
-            .and_then(|i| i.get("advisories"))
-            .and_then(|a| a.as_array())
-            .is_some_and(|a| a.iter().any(|s| s.as_str() == Some("mode-switch")));
-        let eval_mode_correct = integrity
-            .and_then(|i| i.get("eval_mode_correct"))
-            .and_then(|b| b.as_bool());
-        ClaimEvidence {
-            tol_needed,
-            mode_switch,
-            eval_mode_correct,
-        }
-    }
+    /// Claimed kernels of problems the run did not select (a run over part of a set): left
+    /// out of the rows and the table, counted here.
+    #[serde(default)]
+    pub outside_run: usize,
 }
 
 /// Matches every claimed kernel with the run's record of it (by level, problem and sample)
@@ -231,9 +198,15 @@ pub fn build_claims_report(
         .iter()
         .map(|r| ((r.0.problem.level, r.0.problem.id, r.0.candidate.sample), r))
         .collect();
-    let rows: Vec<ClaimRow> = claims
+    // A run over part of the set (`--select`) answers for the problems it ran only.
+    let problems: std::collections::HashSet<(u8, u32)> =
+        by_key.keys().map(|&(l, p, _)| (l, p)).collect();
+    let (inside, outside): (Vec<&ClaimedKernel>, Vec<&ClaimedKernel>) = claims
         .kernels
         .iter()
+        .partition(|k| problems.contains(&(k.level, k.problem)));
+    let rows: Vec<ClaimRow> = inside
+        .into_iter()
         .map(|k| {
             let rec = by_key.get(&(k.level, k.problem, k.sample)).copied();
             claim_row(k, rec, basis, declared)
@@ -257,6 +230,7 @@ pub fn build_claims_report(
         table,
         import_errors: claims.errors.len(),
         unclaimed_records,
+        outside_run: outside.len(),
     }
 }
 
@@ -320,18 +294,13 @@ fn claim_row(
             speedup_interval(reference, candidate, of).map(|e| (e.low, e.high))
         });
     }
-    row.reason = failure_reason(r, &cand, &extras.evidence, declared)
+    row.reason = failure_reason(r, &cand, declared)
         .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval));
     row
 }
 
 /// Why a record that is not `ok` disagrees with a claim of correctness; `None` for `ok`.
-fn failure_reason(
-    r: &EvalRecord,
-    cand: &Candidate,
-    ev: &ClaimEvidence,
-    declared: f64,
-) -> Option<Reason> {
+fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Reason> {
     match &r.outcome {
         Outcome::Ok => return None,
         Outcome::Integrity { flag, .. } => {
@@ -344,7 +313,9 @@ fn failure_reason(
         }
         _ => {}
     }
-    if ev.mode_switch && ev.eval_mode_correct == Some(true) {
+    let integrity = r.integrity.as_ref();
+    let mode_switch = integrity.is_some_and(|i| i.advisories.iter().any(|a| a == "mode-switch"));
+    if mode_switch && integrity.and_then(|i| i.eval_mode_correct) == Some(true) {
         return Some(Reason::ModelMode);
     }
     if !correct_on_random(r) {
@@ -356,9 +327,8 @@ fn failure_reason(
         let needed = r
             .cases
             .iter()
-            .zip(ev.tol_needed.iter().chain(std::iter::repeat(&None)))
-            .filter(|(c, _)| c.case.family == CaseFamily::Random && !c.passed)
-            .map(|(_, t)| *t)
+            .filter(|c| c.case.family == CaseFamily::Random && !c.passed)
+            .map(|c| c.tol_needed)
             .try_fold(0.0f64, |acc, t| t.map(|t| acc.max(t)));
         return Some(match needed {
             Some(needed) if elementwise && needed > 0.0 && needed <= declared => {

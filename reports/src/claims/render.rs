@@ -89,7 +89,7 @@ fn header(report: &ClaimsReport) -> String {
     format!(
         "claims of {} ({}) against run {}: {} kernels, {} evaluated; {} of {} claims survive \
          (correct under kbench and the measured speedup reaches the claim). Tolerance-dependent \
-         is judged at atol=rtol={:.0e}, {}. Speedups: {} basis, 95% bootstrap intervals.{}{}",
+         is judged at atol=rtol={:.0e}, {}. Speedups: {} basis, 95% bootstrap intervals.{}{}{}",
         report.set_name,
         report.set_format,
         report.run,
@@ -109,6 +109,14 @@ fn header(report: &ClaimsReport) -> String {
                 } else {
                     "ies"
                 }
+            )
+        } else {
+            String::new()
+        },
+        if report.outside_run > 0 {
+            format!(
+                " {} claimed kernel(s) of problems the run did not select are left out.",
+                report.outside_run
             )
         } else {
             String::new()

@@ -41,6 +41,17 @@ fn case(family: CaseFamily, passed: bool) -> CaseResult {
         wall_s: 0.0,
         not_applicable: None,
         flush: None,
+        tol_needed: None,
+        artefacts: None,
+        detail: None,
+    }
+}
+
+/// A failed case that would pass at `atol = rtol = tol`.
+fn needing(family: CaseFamily, tol: f64) -> CaseResult {
+    CaseResult {
+        tol_needed: Some(tol),
+        ..case(family, false)
     }
 }
 
@@ -76,11 +87,17 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
     use CaseFamily::*;
     let mut kernels: Vec<ClaimedKernel> = (1..=9).map(|p| kernel(p, Some(2.0))).collect();
     kernels[8].claims.clear();
-    let mut missing = kernel(10, Some(3.0));
+    // Problem 1's second sample is a placeholder; problem 2's second has no record; problem
+    // 13 is outside the run (not selected).
+    let mut missing = kernel(1, Some(3.0));
+    missing.sample = 1;
     missing.kernel = None;
     missing.no_kernel = Some("custom_code is empty".into());
     kernels.push(missing);
-    kernels.push(kernel(11, Some(1.5)));
+    let mut unrun = kernel(2, Some(1.5));
+    unrun.sample = 1;
+    kernels.push(unrun);
+    kernels.push(kernel(13, Some(1.5)));
     let claims = ClaimsFile {
         schema_version: kbench_record::claims::CLAIMS_SCHEMA_VERSION,
         set: ClaimSet {
@@ -102,10 +119,11 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
         5,
         mismatch(Random, "elementwise"),
         None,
-        vec![case(Random, false)],
+        vec![needing(Random, 0.5)],
     );
     mode.integrity = Some(IntegrityReport {
         advisories: vec!["mode-switch".into()],
+        eval_mode_correct: Some(true),
         ..Default::default()
     });
     let records = vec![
@@ -132,34 +150,21 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
                 4,
                 mismatch(Random, "elementwise"),
                 None,
-                vec![case(Random, false)],
+                vec![needing(Random, 0.5)],
             ),
-            ev(ClaimEvidence {
-                tol_needed: vec![Some(0.5)],
-                ..Default::default()
-            }),
+            none(),
         ),
         // 5: folds BatchNorm after self.eval(); correct in eval mode.
-        (
-            mode,
-            ev(ClaimEvidence {
-                tol_needed: vec![Some(0.5)],
-                mode_switch: true,
-                eval_mode_correct: Some(true),
-            }),
-        ),
+        (mode, none()),
         // 6: misses kbench's tolerance, within KernelBench's.
         (
             rec(
                 6,
                 mismatch(Random, "elementwise"),
                 None,
-                vec![case(Random, false)],
+                vec![needing(Random, 0.003)],
             ),
-            ev(ClaimEvidence {
-                tol_needed: vec![Some(0.003)],
-                ..Default::default()
-            }),
+            none(),
         ),
         // 7: drops NaN on the nan-inf family only.
         (
@@ -191,13 +196,6 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
     (claims, records)
 }
 
-fn ev(evidence: ClaimEvidence) -> RecordExtras {
-    RecordExtras {
-        evidence,
-        ..Default::default()
-    }
-}
-
 fn report() -> ClaimsReport {
     let (claims, records) = fixture();
     build_claims_report(&claims, "run-a", &records, SpeedupBasis::Median)
@@ -209,7 +207,7 @@ fn every_disagreement_gets_its_category() {
     let cat = |p: u32| {
         r.rows
             .iter()
-            .find(|x| x.problem == p)
+            .find(|x| x.problem == p && x.sample == 0)
             .unwrap()
             .reason
             .as_ref()
@@ -224,20 +222,25 @@ fn every_disagreement_gets_its_category() {
     assert_eq!(cat(7), Some("fails only a stress family"));
     assert_eq!(cat(8), Some("fails KernelBench's check"));
     assert_eq!(cat(9), None);
-    assert_eq!(cat(10), Some("not evaluated"));
-    assert_eq!(cat(11), Some("not evaluated"));
+    let sample1 = |p: u32| {
+        r.rows
+            .iter()
+            .find(|x| x.problem == p && x.sample == 1)
+            .unwrap()
+            .reason
+            .as_ref()
+            .unwrap()
+            .describe()
+    };
+    assert!(sample1(1).contains("custom_code is empty"));
+    assert!(sample1(2).contains("no record in the run"));
+    assert_eq!(r.outside_run, 1);
+    assert!(!r.rows.iter().any(|x| x.problem == 13));
     let row7 = r.rows.iter().find(|x| x.problem == 7).unwrap();
     assert_eq!(
         row7.reason.as_ref().unwrap().describe(),
         "fails only a stress family: nan-inf (drops-nan)"
     );
-    let row10 = r.rows.iter().find(|x| x.problem == 10).unwrap();
-    assert!(row10
-        .reason
-        .as_ref()
-        .unwrap()
-        .describe()
-        .contains("custom_code is empty"));
 }
 
 #[test]
