@@ -1,6 +1,7 @@
 //! Every reason category on hand-made records, the set table, and a golden Markdown/CSV
 //! rendering (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites it).
 
+use approx::assert_abs_diff_eq;
 use kbench_record::claims::{Claim, ClaimSet, ClaimedKernel, ClaimsFile, ImportError};
 use kbench_record::{CaseFamily, CaseRef, CaseResult, EvalRecord, IntegrityReport, Outcome};
 
@@ -247,13 +248,10 @@ fn the_set_table_counts_claims_that_survive() {
     assert_eq!((t.claimed_correct, t.measured_correct), (11, 3));
     // Claims: every kernel but 9; surviving: 1 only (2 is slower, the rest incorrect).
     assert_eq!((t.claims, t.surviving), (10, 1));
-    assert!((t.claimed_fast_1 - 10.0 / 11.0).abs() < 1e-12);
-    assert!((t.measured_fast_1 - 2.0 / 11.0).abs() < 1e-12);
+    assert_abs_diff_eq!(t.claimed_fast_1, 10.0 / 11.0, epsilon = 1e-12);
+    assert_abs_diff_eq!(t.measured_fast_1, 2.0 / 11.0, epsilon = 1e-12);
     let g = t.measured_geomean.unwrap();
-    assert!(
-        (g - (2.0f64 * 1.2 * 0.8).powf(1.0 / 3.0)).abs() < 1e-9,
-        "{g}"
-    );
+    assert_abs_diff_eq!(g, (2.0f64 * 1.2 * 0.8).powf(1.0 / 3.0), epsilon = 1e-9);
     assert_eq!(t.measured_median, Some(1.2));
 }
 
