@@ -6,6 +6,7 @@
 mod agents_common;
 mod common;
 
+use approx::assert_abs_diff_eq;
 use std::path::PathBuf;
 
 use agents_common::*;
@@ -138,7 +139,7 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
     assert_eq!(t["spend"]["input_tokens"], 7000);
     assert_eq!(t["spend"]["output_tokens"], 1400);
     let cost = t["spend"]["cost_usd"].as_f64().unwrap();
-    assert!((cost - 7.0 * 0.0036).abs() < 1e-9, "{cost}");
+    assert_abs_diff_eq!(cost, 7.0 * 0.0036, epsilon = 1e-9);
     assert!(t["wall_s"].as_f64().unwrap() > 0.0);
     // kbench's own replay agent re-evaluates the runs/ folder.
     let re = tmp.path().join("re");

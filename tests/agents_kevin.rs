@@ -8,6 +8,7 @@ mod agents_common;
 mod common;
 
 use agents_common::*;
+use approx::assert_abs_diff_eq;
 use common::{ensure_python, kbench, serial, show};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
@@ -79,7 +80,11 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert!(s0 > 0.0);
     assert_eq!(x["trajectory_speedups"][1].as_f64().unwrap(), 0.0);
     assert_eq!(x["best_of_t_speedup"].as_f64().unwrap(), s0);
-    assert!((x["avg_of_t_speedup"].as_f64().unwrap() - s0 / 2.0).abs() < 1e-12);
+    assert_abs_diff_eq!(
+        x["avg_of_t_speedup"].as_f64().unwrap(),
+        s0 / 2.0,
+        epsilon = 1e-12
+    );
     assert_eq!(x["best_of_t_correct"], true);
     assert_eq!(x["avg_of_t_correct"].as_f64().unwrap(), 0.5);
     assert_eq!(t["failed_rounds"], 1);
@@ -110,10 +115,7 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert_eq!(t["spend"]["input_tokens"], 3010);
     assert_eq!(t["spend"]["output_tokens"], 605);
     let cost = t["spend"]["cost_usd"].as_f64().unwrap();
-    assert!(
-        (cost - (3010.0 * 2.0 + 605.0 * 8.0) / 1e6).abs() < 1e-12,
-        "{cost}"
-    );
+    assert_abs_diff_eq!(cost, (3010.0 * 2.0 + 605.0 * 8.0) / 1e6, epsilon = 1e-12);
     assert_eq!(
         std::fs::read_to_string(out.join("runs/kevin").join(FINAL))
             .unwrap()

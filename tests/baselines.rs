@@ -6,6 +6,7 @@
 
 mod common;
 
+use approx::relative_eq;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -276,7 +277,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
                 .ends_with(&format!("{mode}.json")));
             let want = base / cand;
             assert!(
-                (b["speedup"].as_f64().unwrap() - want).abs() < 1e-9 * want,
+                relative_eq!(b["speedup"].as_f64().unwrap(), want, max_relative = 1e-9),
                 "{mode} {file}: {b} vs {want}"
             );
         }

@@ -6,6 +6,7 @@
 
 mod common;
 
+use approx::relative_eq;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -415,7 +416,7 @@ fn imported_set_replays_and_its_eval_results_import_back() {
             let speedup = k.claims.first().map(|c| c.speedup);
             match e.correctness.then(|| 1.0 / e.runtime) {
                 Some(x) => assert!(
-                    speedup.is_some_and(|s| (s - x).abs() <= 1e-9 * x),
+                    speedup.is_some_and(|s| relative_eq!(s, x, max_relative = 1e-9)),
                     "problem {id}: {speedup:?} != {x}"
                 ),
                 None => assert_eq!(speedup, None, "problem {id}"),

@@ -1,6 +1,7 @@
 //! `kbench leaderboard` in a real browser: headless Chromium (Debian's `chromium`) loads
 //! the page from disk, sorts a column through its click handler, renders a screenshot, and
-//! the test asserts on the resulting DOM. The page must work offline: nothing external.
+//! the test asserts on the resulting DOM. The page must work offline: nothing external. A
+//! run named with markup must show as text and run nothing.
 //!
 //! Chromium is required, not optional: without it this test fails and says how to install
 //! it (`.ci/run` installs it).
@@ -153,4 +154,56 @@ fn leaderboard_sorts_renders_and_links_in_headless_chromium() {
     if let Some(dir) = std::env::var_os("KBENCH_KEEP_SCREENSHOT") {
         std::fs::copy(&shot, Path::new(&dir).join("leaderboard.png")).unwrap();
     }
+}
+
+/// A run whose directory name is markup that would run script: the page shows it as text
+/// and the browser runs none of it (the handler would mark the body `data-pwned`).
+#[test]
+fn a_hostile_run_name_is_shown_as_text_in_headless_chromium() {
+    let tmp = tempfile::tempdir().unwrap();
+    let label = "\"><img src=x onerror=document.body.setAttribute('data-pwned',1)>";
+    let run = tmp.path().join(label);
+    std::fs::create_dir(&run).unwrap();
+    let fixture = repo_root().join("tests/fixtures/report_runs/one-shot");
+    for file in ["records.jsonl", "run.json"] {
+        std::fs::copy(fixture.join(file), run.join(file)).unwrap();
+    }
+    let page = tmp.path().join("board.html");
+    let out = kbench()
+        .args([
+            "leaderboard",
+            "--title",
+            "<script>document.title='pwned'</script>",
+        ])
+        .arg("--out")
+        .arg(&page)
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    let dom = dump_dom(&page, "#tab=all&sort=correct&dir=asc");
+    assert!(
+        dom.contains("data-sorted=\"correct:asc\""),
+        "the page's own script did not run"
+    );
+    let body = &dom[dom.find("<body").unwrap()..];
+    let body = &body[..body.find('>').unwrap()];
+    assert!(
+        body.contains("data-sorted") && !body.contains("data-pwned"),
+        "the run name ran as markup: {body}"
+    );
+    // An element would serialize as `<img src="x" ...>`; the text keeps `src=x`.
+    assert!(
+        !dom.contains("<img src=\"x\""),
+        "the run name made an element"
+    );
+    // Chromium escapes `"` in attribute values, newer versions `<` and `>` too.
+    let shown: Vec<String> = run_order(&dom)
+        .iter()
+        .map(|v| v.replace("&lt;", "<").replace("&gt;", ">"))
+        .collect();
+    assert_eq!(shown, [label.replace('"', "&quot;")]);
+    // The title is text in <title> and <h1>, not a script.
+    assert!(dom.contains("<h1>&lt;script&gt;document.title='pwned'&lt;/script&gt;</h1>"));
+    assert_eq!(dom.matches("<script").count(), 1);
 }

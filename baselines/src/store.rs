@@ -19,8 +19,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use kbench_reports::percentile_sorted;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use statrs::statistics::Statistics;
 
 use crate::Mode;
 
@@ -130,26 +132,31 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Summary of `samples_ms` (which must not be empty) with KernelBench's statistics
-    /// (population standard deviation, as numpy's `std`) plus median and quartiles.
+    /// Summary of `samples_ms` (which must not be empty; an empty one gives NaNs) with
+    /// KernelBench's statistics — mean and population standard deviation (numpy's `std`),
+    /// from statrs — plus median and quartiles by kbench's one quantile function
+    /// ([`kbench_reports::percentile_sorted`], numpy's linear interpolation).
     pub fn from_samples(samples_ms: Vec<f64>, hardware: &str, device: &str) -> Entry {
-        let n = samples_ms.len().max(1) as f64;
-        let mean = samples_ms.iter().sum::<f64>() / n;
-        let var = samples_ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
         let mut sorted = samples_ms.clone();
         sorted.sort_by(f64::total_cmp);
-        let q = |p: f64| quantile(&sorted, p);
+        let q = |p: f64| {
+            if sorted.is_empty() {
+                f64::NAN
+            } else {
+                percentile_sorted(&sorted, p)
+            }
+        };
         Entry {
-            mean,
-            std: var.sqrt(),
+            mean: samples_ms.iter().mean(),
+            std: samples_ms.iter().population_std_dev(),
             min: sorted.first().copied().unwrap_or(f64::NAN),
             max: sorted.last().copied().unwrap_or(f64::NAN),
             num_trials: samples_ms.len() as u32,
             hardware: hardware.into(),
             device: device.into(),
-            median: Some(q(0.5)),
-            p25: Some(q(0.25)),
-            p75: Some(q(0.75)),
+            median: Some(q(50.0)),
+            p25: Some(q(25.0)),
+            p75: Some(q(75.0)),
             samples_ms,
             compile_s: None,
             problem_sha256: None,
@@ -165,17 +172,6 @@ impl Entry {
     pub fn center_ms(&self) -> f64 {
         self.median.unwrap_or(self.mean)
     }
-}
-
-/// Linear-interpolation quantile of sorted data (numpy's default).
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let pos = p * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 /// A mode that did not produce a usable time for a problem.
@@ -535,6 +531,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
 
     fn env() -> BaselineEnv {
         BaselineEnv {
@@ -559,7 +556,7 @@ mod tests {
     fn stats_follow_numpy() {
         let e = Entry::from_samples(vec![4.0, 1.0, 3.0, 2.0], "G", "cuda:0");
         assert_eq!((e.mean, e.min, e.max, e.num_trials), (2.5, 1.0, 4.0, 4));
-        assert!((e.std - 1.118_033_988_749_895).abs() < 1e-12);
+        assert_abs_diff_eq!(e.std, 1.118_033_988_749_895, epsilon = 1e-12);
         assert_eq!(
             (e.median, e.p25, e.p75),
             (Some(2.5), Some(1.75), Some(3.25))

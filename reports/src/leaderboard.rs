@@ -7,28 +7,18 @@
 //! interval, flags). Sorting: click a column header (again to reverse). The URL fragment
 //! `#tab=L1&sort=correct&dir=desc` opens a tab sorted by a column on load, so a sorted view
 //! can be linked.
+//!
+//! Built with maud's `html!`: every spliced string (run labels, kernel names, outcomes,
+//! flags, titles) is escaped by construction; only the page's own CSS and script and the
+//! plotters-rendered SVGs (which escape their own text) go in as `PreEscaped`.
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::export::pct;
 use crate::metrics::{ScopeMetrics, FAST_P};
-use crate::plot::{file_safe, plots, render_svg, PlotError};
+use crate::plot::{file_safe, plots, render_svg, Plot, PlotError};
 use crate::report::{Report, RunReport};
 use crate::task::Baseline;
-
-/// `&`, `<`, `>`, `"` and `'` escaped for HTML text and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 const STYLE: &str = r#"
 body{font-family:system-ui,-apple-system,"DejaVu Sans",sans-serif;margin:24px;color:#1b1b1b;background:#fff}
@@ -85,118 +75,112 @@ document.querySelectorAll('.tabs button').forEach(function(b){b.addEventListener
 "#;
 
 /// A header cell: the sort key and label.
-pub(crate) fn th(key: &str, label: &str) -> String {
-    format!("<th data-key=\"{}\">{}</th>", escape(key), escape(label))
+pub(crate) fn th(key: &str, label: &str) -> Markup {
+    html! { th data-key=(key) { (label) } }
 }
 
-/// A numeric cell sorted by `value`, showing `text`.
-pub(crate) fn td_num(value: Option<f64>, text: &str) -> String {
+/// A numeric cell sorted by `value`, showing `content`.
+pub(crate) fn td_num(value: Option<f64>, content: Markup) -> Markup {
     match value {
-        Some(v) if v.is_finite() => format!("<td data-v=\"{v}\">{text}</td>"),
-        _ => "<td data-v=\"\">-</td>".to_string(),
+        Some(v) if v.is_finite() => html! { td data-v=(v) { (content) } },
+        _ => html! { td data-v="" { "-" } },
     }
 }
 
-pub(crate) fn td_text(text: &str) -> String {
-    format!(
-        "<td class=\"text\" data-v=\"{}\">{}</td>",
-        escape(text),
-        escape(text)
-    )
+/// A text cell, sorted by its text.
+pub(crate) fn td_text(text: &str) -> Markup {
+    html! { td class="text" data-v=(text) { (text) } }
 }
 
-fn rate_cell(r: &crate::stats::Rate) -> String {
+/// A text cell whose text links to `#anchor`.
+fn td_link(text: &str, anchor: &str) -> Markup {
+    html! { td class="text" data-v=(text) { a href={ "#" (anchor) } { (text) } } }
+}
+
+/// A value with its interval below it, small.
+fn with_ci(value: String, low: String, high: String) -> Markup {
+    html! { (value) br; span class="ci" { "[" (low) ", " (high) "]" } }
+}
+
+fn rate_cell(r: &crate::stats::Rate) -> Markup {
     td_num(
         Some(r.value),
-        &format!(
-            "{}<br><span class=\"ci\">[{:.1}, {:.1}]</span>",
+        with_ci(
             pct(r.value),
-            100.0 * r.low,
-            100.0 * r.high
+            format!("{:.1}", 100.0 * r.low),
+            format!("{:.1}", 100.0 * r.high),
         ),
     )
 }
 
-fn speedup_cell(v: Option<f64>, ci: Option<(f64, f64)>) -> String {
-    let text = match (v, ci) {
+fn speedup_cell(v: Option<f64>, ci: Option<(f64, f64)>) -> Markup {
+    let content = match (v, ci) {
         (Some(v), Some((l, h))) => {
-            format!("{v:.3}x<br><span class=\"ci\">[{l:.2}, {h:.2}]</span>")
+            with_ci(format!("{v:.3}x"), format!("{l:.2}"), format!("{h:.2}"))
         }
-        (Some(v), None) => format!("{v:.3}x"),
-        _ => String::new(),
+        (Some(v), None) => html! { (format!("{v:.3}x")) },
+        _ => html! {},
     };
-    td_num(v, &text)
+    td_num(v, content)
 }
 
-fn runs_table(report: &Report, scope: &str) -> String {
-    let mut h = String::from("<table class=\"runs\"><thead><tr>");
-    h.push_str(&th("run", "run"));
-    h.push_str(&th("agent", "agent"));
-    h.push_str(&th("tasks", "tasks"));
-    h.push_str(&th("compiled", "compiled"));
-    h.push_str(&th("correct", "correct"));
-    h.push_str(&th("correct_random", "correct (random only)"));
-    for p in FAST_P {
-        h.push_str(&th(&format!("fast_{p}"), &format!("fast_{p}")));
-    }
-    h.push_str(&th("geomean_eager", "geomean vs eager"));
-    h.push_str(&th("geomean_compile", "geomean vs compile"));
-    h.push_str(&th("mean_zero", "mean (0 if wrong)"));
-    h.push_str(&th("flags", "integrity flags"));
-    h.push_str("</tr></thead><tbody>");
-    for run in &report.runs {
-        let Some(s) = run.scope(scope) else { continue };
-        let flags = run
-            .integrity
-            .iter()
-            .filter(|i| in_scope(run, s, &i.problem))
-            .count();
-        h.push_str(if flags > 0 {
-            "<tr class=\"flagged\">"
-        } else {
-            "<tr>"
-        });
-        h.push_str(&format!(
-            "<td class=\"text\" data-v=\"{0}\"><a href=\"#run-{1}\">{0}</a></td>",
-            escape(&run.label),
-            escape(&file_safe(&run.label))
-        ));
-        h.push_str(&td_text(run.agent.as_deref().unwrap_or("?")));
-        h.push_str(&td_num(Some(s.tasks as f64), &s.tasks.to_string()));
-        h.push_str(&rate_cell(&s.compiled));
-        h.push_str(&rate_cell(&s.correct));
-        h.push_str(&rate_cell(&s.correct_random));
-        let eager = s.baseline(Baseline::Eager);
-        for p in FAST_P {
-            match eager.and_then(|b| b.fast_p.iter().find(|f| f.p == p)) {
-                Some(f) => h.push_str(&td_num(Some(f.rate.value), &pct(f.rate.value))),
-                None => h.push_str(&td_num(None, "")),
+fn runs_table(report: &Report, scope: &str) -> Markup {
+    html! {
+        table class="runs" {
+            thead { tr {
+                (th("run", "run"))
+                (th("agent", "agent"))
+                (th("tasks", "tasks"))
+                (th("compiled", "compiled"))
+                (th("correct", "correct"))
+                (th("correct_random", "correct (random only)"))
+                @for p in FAST_P { (th(&format!("fast_{p}"), &format!("fast_{p}"))) }
+                (th("geomean_eager", "geomean vs eager"))
+                (th("geomean_compile", "geomean vs compile"))
+                (th("mean_zero", "mean (0 if wrong)"))
+                (th("flags", "integrity flags"))
+            } }
+            tbody {
+                @for run in &report.runs {
+                    @if let Some(s) = run.scope(scope) { (run_row(run, s)) }
+                }
             }
         }
-        for b in [Baseline::Eager, Baseline::Compile] {
-            let g = s.baseline(b).and_then(|m| m.geomean);
-            h.push_str(&speedup_cell(
-                g.map(|g| g.value),
-                g.map(|g| (g.low, g.high)),
-            ));
-        }
-        let z = eager.and_then(|b| b.zero_filled);
-        h.push_str(&speedup_cell(
-            z.map(|z| z.mean.value),
-            z.map(|z| (z.mean.low, z.mean.high)),
-        ));
-        h.push_str(&td_num(
-            Some(flags as f64),
-            &if flags > 0 {
-                format!("<span class=\"flag\">{flags}</span>")
-            } else {
-                "0".to_string()
-            },
-        ));
-        h.push_str("</tr>");
     }
-    h.push_str("</tbody></table>");
-    h
+}
+
+fn run_row(run: &RunReport, s: &ScopeMetrics) -> Markup {
+    let flags = run
+        .integrity
+        .iter()
+        .filter(|i| in_scope(run, s, &i.problem))
+        .count();
+    let eager = s.baseline(Baseline::Eager);
+    let z = eager.and_then(|b| b.zero_filled);
+    html! {
+        tr class=[(flags > 0).then_some("flagged")] {
+            (td_link(&run.label, &format!("run-{}", file_safe(&run.label))))
+            (td_text(run.agent.as_deref().unwrap_or("?")))
+            (td_num(Some(s.tasks as f64), html! { (s.tasks) }))
+            (rate_cell(&s.compiled))
+            (rate_cell(&s.correct))
+            (rate_cell(&s.correct_random))
+            @for p in FAST_P {
+                @match eager.and_then(|b| b.fast_p.iter().find(|f| f.p == p)) {
+                    Some(f) => (td_num(Some(f.rate.value), html! { (pct(f.rate.value)) })),
+                    None => (td_num(None, html! {})),
+                }
+            }
+            @for b in [Baseline::Eager, Baseline::Compile] {
+                @let g = s.baseline(b).and_then(|m| m.geomean);
+                (speedup_cell(g.map(|g| g.value), g.map(|g| (g.low, g.high))))
+            }
+            (speedup_cell(z.map(|z| z.mean.value), z.map(|z| (z.mean.low, z.mean.high))))
+            (td_num(Some(flags as f64), html! {
+                @if flags > 0 { span class="flag" { (flags) } } @else { "0" }
+            }))
+        }
+    }
 }
 
 fn in_scope(run: &RunReport, s: &ScopeMetrics, problem: &str) -> bool {
@@ -213,81 +197,103 @@ fn record_anchor(run: &RunReport, key: &str) -> String {
     format!("rec-{}-{}", file_safe(&run.label), file_safe(key))
 }
 
-fn problems_section(run: &RunReport) -> String {
-    let mut h = format!(
-        "<h3 id=\"run-{}\">{}</h3><table class=\"problems\"><thead><tr>",
-        escape(&file_safe(&run.label)),
-        escape(&run.label)
-    );
-    for (k, l) in [
-        ("problem", "problem"),
-        ("name", "name"),
-        ("candidates", "candidates"),
-        ("outcome", "outcome"),
-        ("speedup", "speedup vs eager"),
-        ("compile", "vs compile"),
-        ("flags", "flags"),
-    ] {
-        h.push_str(&th(k, l));
+fn problems_section(run: &RunReport) -> Markup {
+    html! {
+        h3 id={ "run-" (file_safe(&run.label)) } { (run.label) }
+        table class="problems" {
+            thead { tr {
+                @for (k, l) in [
+                    ("problem", "problem"),
+                    ("name", "name"),
+                    ("candidates", "candidates"),
+                    ("outcome", "outcome"),
+                    ("speedup", "speedup vs eager"),
+                    ("compile", "vs compile"),
+                    ("flags", "flags"),
+                ] { (th(k, l)) }
+            } }
+            tbody {
+                @for p in &run.problems {
+                    tr class=[(!p.flags.is_empty()).then_some("flagged")] {
+                        (td_link(&p.key, &record_anchor(run, &p.key)))
+                        (td_text(&p.name))
+                        (td_num(Some(p.candidates as f64), html! { (p.candidates) }))
+                        (td_text(&p.outcome))
+                        (speedup_cell(p.speedup, p.interval.map(|e| (e.low, e.high))))
+                        (speedup_cell(p.compile_speedup, None))
+                        (td_text(&p.flags.join(", ")))
+                    }
+                }
+            }
+        }
+        @for p in &run.problems {
+            details id=(record_anchor(run, &p.key)) {
+                summary { (p.key) " " (p.name) }
+                ul {
+                    li { "best candidate: " (p.candidate) " (" (p.outcome) " of " (p.candidates) " candidates)" }
+                    li {
+                        "compiled: " (p.compiled) ", correct (all families): " (p.correct)
+                        ", correct (random only): " (p.correct_random)
+                    }
+                    li {
+                        "speedup vs eager: "
+                        @match (p.speedup, p.interval) {
+                            (Some(s), Some(e)) => (format!("{s:.3}x (95% CI {:.3}–{:.3})", e.low, e.high)),
+                            (Some(s), None) => (format!("{s:.3}x")),
+                            _ => "-",
+                        }
+                    }
+                    @if let Some(x) = p.sol_ratio { li { (format!("time / speed of light: {x:.2}x")) } }
+                    li {
+                        "flags: "
+                        @if p.flags.is_empty() { "none" } @else { (p.flags.join(", ")) }
+                    }
+                }
+            }
+        }
     }
-    h.push_str("</tr></thead><tbody>");
-    for p in &run.problems {
-        h.push_str(if p.flags.is_empty() {
-            "<tr>"
-        } else {
-            "<tr class=\"flagged\">"
-        });
-        h.push_str(&format!(
-            "<td class=\"text\" data-v=\"{0}\"><a href=\"#{1}\">{0}</a></td>",
-            escape(&p.key),
-            record_anchor(run, &p.key)
-        ));
-        h.push_str(&td_text(&p.name));
-        h.push_str(&td_num(
-            Some(p.candidates as f64),
-            &p.candidates.to_string(),
-        ));
-        h.push_str(&td_text(&p.outcome));
-        h.push_str(&speedup_cell(
-            p.speedup,
-            p.interval.map(|e| (e.low, e.high)),
-        ));
-        h.push_str(&speedup_cell(p.compile_speedup, None));
-        h.push_str(&td_text(&p.flags.join(", ")));
-        h.push_str("</tr>");
+}
+
+/// One plot as a `div` holding its SVG. The SVG is plotters' output, which escapes its
+/// text; per-problem bars grow with the problem count, so they get the full width and
+/// scroll rather than being squeezed.
+fn plot_div(plot: &Plot) -> Result<Markup, PlotError> {
+    let svg = render_svg(plot)?;
+    let wide = plot.name.starts_with("problems-");
+    Ok(html! {
+        div id={ "plot-" (plot.name) } class=[wide.then_some("wide")] { (PreEscaped(svg)) }
+        "\n"
+    })
+}
+
+fn integrity_section(report: &Report) -> Markup {
+    let flagged: Vec<&RunReport> = report
+        .runs
+        .iter()
+        .filter(|r| !r.integrity.is_empty())
+        .collect();
+    html! {
+        h2 { "Integrity flags" }
+        @if flagged.is_empty() {
+            p class="note" { "No candidate raised an integrity flag." }
+        } @else {
+            table class="integrity" {
+                thead { tr { @for k in ["run", "problem", "candidate", "flag"] { (th(k, k)) } } }
+                tbody {
+                    @for r in flagged {
+                        @for i in &r.integrity {
+                            tr {
+                                (td_text(&r.label))
+                                (td_link(&i.problem, &record_anchor(r, &i.problem)))
+                                (td_text(&i.candidate))
+                                td class="text flag" data-v=(i.flag) { (i.flag) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
-    h.push_str("</tbody></table>");
-    for p in &run.problems {
-        h.push_str(&format!(
-            "<details id=\"{}\"><summary>{} {}</summary><ul>\
-             <li>best candidate: {} ({} of {} candidates)</li>\
-             <li>compiled: {}, correct (all families): {}, correct (random only): {}</li>\
-             <li>speedup vs eager: {}</li>{}<li>flags: {}</li></ul></details>",
-            record_anchor(run, &p.key),
-            escape(&p.key),
-            escape(&p.name),
-            escape(&p.candidate),
-            escape(&p.outcome),
-            p.candidates,
-            p.compiled,
-            p.correct,
-            p.correct_random,
-            match (p.speedup, p.interval) {
-                (Some(s), Some(e)) => format!("{s:.3}x (95% CI {:.3}–{:.3})", e.low, e.high),
-                (Some(s), None) => format!("{s:.3}x"),
-                _ => "-".into(),
-            },
-            p.sol_ratio.map_or(String::new(), |x| format!(
-                "<li>time / speed of light: {x:.2}x</li>"
-            )),
-            if p.flags.is_empty() {
-                "none".to_string()
-            } else {
-                escape(&p.flags.join(", "))
-            },
-        ));
-    }
-    h
 }
 
 /// The leaderboard page for `report`: one HTML document, nothing external.
@@ -295,12 +301,12 @@ pub fn render_leaderboard(report: &Report, title: &str) -> Result<String, PlotEr
     render_leaderboard_with(report, title, &[])
 }
 
-/// The page with extra sections (already HTML, e.g. [`crate::claims::render_claims_html`])
+/// The page with extra sections (built with maud, e.g. [`crate::claims::render_claims_html`])
 /// placed before the per-problem tables.
 pub fn render_leaderboard_with(
     report: &Report,
     title: &str,
-    sections: &[String],
+    sections: &[Markup],
 ) -> Result<String, PlotError> {
     let mut scopes: Vec<String> = report
         .runs
@@ -311,133 +317,158 @@ pub fn render_leaderboard_with(
     scopes.dedup();
     // "all" first, then the levels.
     scopes.sort_by_key(|s| s != "all");
-    let mut h = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{0}</title><style>{STYLE}</style></head><body>\n<h1>{0}</h1>\n",
-        escape(title)
-    );
-    h.push_str(&format!(
-        "<p class=\"note\">{} run(s). Speedups: {basis}; a \
-         task's result is its best correct candidate. fast_p = correct and speedup &gt; p over \
-         all tasks (KernelBench); geomeans over correct tasks (KernelBench, CUDA Agent); \
-         \"0 if wrong\" counts a task without a correct kernel as 0 (CudaForge). Brackets: 95% \
-         intervals (Wilson for rates, bootstrap of {} resamples for speedups). Click a column \
-         header to sort.</p>\n",
-        report.runs.len(),
-        report.bootstrap_resamples,
-        basis = report.basis.describe()
-    ));
-    h.push_str("<div class=\"tabs\">");
-    for (i, s) in scopes.iter().enumerate() {
-        h.push_str(&format!(
-            "<button data-tab=\"{0}\"{1}>{2}</button>",
-            escape(s),
-            if i == 0 { " class=\"active\"" } else { "" },
-            if s == "all" {
-                "all levels".to_string()
-            } else {
-                escape(s)
-            }
-        ));
-    }
-    h.push_str("</div>\n");
     let all_plots = plots(report);
-    let plot_div = |plot: &crate::plot::Plot| -> Result<String, PlotError> {
-        // Per-problem bars grow with the problem count: full width, scrolled, not squeezed.
-        let wide = plot.name.starts_with("problems-");
-        Ok(format!(
-            "<div id=\"plot-{}\"{}>{}</div>\n",
-            escape(&plot.name),
-            if wide { " class=\"wide\"" } else { "" },
-            render_svg(plot)?
-        ))
-    };
-    for (i, s) in scopes.iter().enumerate() {
-        // Each tab holds its runs table and its fast_p curves.
+    // Each tab holds its runs table and its fast_p curves.
+    let mut curves = Vec::with_capacity(scopes.len());
+    for s in &scopes {
         let prefix = format!("fast_p-{s}-");
-        let mut curves = String::new();
-        for plot in all_plots.iter().filter(|p| p.name.starts_with(&prefix)) {
-            curves.push_str(&plot_div(plot)?);
-        }
-        h.push_str(&format!(
-            "<div class=\"panel{}\" id=\"tab-{}\"><div class=\"scroll\">{}</div><div class=\"plots\">{curves}</div></div>\n",
-            if i == 0 { " active" } else { "" },
-            escape(s),
-            runs_table(report, s)
-        ));
+        let divs = all_plots
+            .iter()
+            .filter(|p| p.name.starts_with(&prefix))
+            .map(plot_div)
+            .collect::<Result<Vec<_>, _>>()?;
+        curves.push(divs);
     }
-    h.push_str("<h2>Plots</h2><div class=\"plots\">\n");
-    for plot in all_plots.iter().filter(|p| !p.name.starts_with("fast_p-")) {
-        h.push_str(&plot_div(plot)?);
-    }
-    h.push_str("</div>\n<h2>Integrity flags</h2>\n");
-    let flagged: Vec<&RunReport> = report
-        .runs
+    let other_plots = all_plots
         .iter()
-        .filter(|r| !r.integrity.is_empty())
-        .collect();
-    if flagged.is_empty() {
-        h.push_str("<p class=\"note\">No candidate raised an integrity flag.</p>\n");
-    } else {
-        h.push_str("<table class=\"integrity\"><thead><tr>");
-        for k in ["run", "problem", "candidate", "flag"] {
-            h.push_str(&th(k, k));
-        }
-        h.push_str("</tr></thead><tbody>");
-        for r in flagged {
-            for i in &r.integrity {
-                h.push_str(&format!(
-                    "<tr>{}<td class=\"text\" data-v=\"{1}\"><a href=\"#{2}\">{1}</a></td>{3}<td class=\"text flag\" data-v=\"{4}\">{4}</td></tr>",
-                    td_text(&r.label),
-                    escape(&i.problem),
-                    record_anchor(r, &i.problem),
-                    td_text(&i.candidate),
-                    escape(&i.flag),
-                ));
+        .filter(|p| !p.name.starts_with("fast_p-"))
+        .map(plot_div)
+        .collect::<Result<Vec<_>, _>>()?;
+    let note = format!(
+        "{} run(s). Speedups: {}; a task's result is its best correct candidate. fast_p = \
+         correct and speedup > p over all tasks (KernelBench); geomeans over correct tasks \
+         (KernelBench, CUDA Agent); \"0 if wrong\" counts a task without a correct kernel as 0 \
+         (CudaForge). Brackets: 95% intervals (Wilson for rates, bootstrap of {} resamples for \
+         speedups). Click a column header to sort.",
+        report.runs.len(),
+        report.basis.describe(),
+        report.bootstrap_resamples,
+    );
+    let page = html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                "\n" h1 { (title) } "\n"
+                p class="note" { (note) } "\n"
+                div class="tabs" {
+                    @for (i, s) in scopes.iter().enumerate() {
+                        button data-tab=(s) class=[(i == 0).then_some("active")] {
+                            @if s == "all" { "all levels" } @else { (s) }
+                        }
+                    }
+                }
+                "\n"
+                @for (i, (s, curves)) in scopes.iter().zip(&curves).enumerate() {
+                    div class=(if i == 0 { "panel active" } else { "panel" }) id={ "tab-" (s) } {
+                        div class="scroll" { (runs_table(report, s)) }
+                        div class="plots" { @for c in curves { (c) } }
+                    }
+                    "\n"
+                }
+                h2 { "Plots" }
+                div class="plots" { "\n" @for c in &other_plots { (c) } }
+                "\n"
+                (integrity_section(report))
+                "\n"
+                @for section in sections { (section) }
+                h2 { "Problems" } "\n"
+                @for run in &report.runs { (problems_section(run)) "\n" }
+                script { (PreEscaped(SCRIPT)) }
+                "\n"
             }
         }
-        h.push_str("</tbody></table>\n");
-    }
-    for section in sections {
-        h.push_str(section);
-    }
-    h.push_str("<h2>Problems</h2>\n");
-    for run in &report.runs {
-        h.push_str(&problems_section(run));
-        h.push('\n');
-    }
-    h.push_str(&format!("<script>{SCRIPT}</script>\n</body></html>\n"));
-    Ok(h)
+        "\n"
+    };
+    Ok(page.into_string())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::basis::SpeedupBasis;
     use crate::report::{build_report, RunInput};
     use crate::tests::record;
+    use crate::RecordExtras;
     use kbench_record::Outcome;
 
-    #[test]
-    fn run_labels_and_record_text_are_escaped() {
-        let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
-        r.problem.name = "<img src=x onerror=alert(1)>".into();
-        let input = RunInput {
-            label: "<script>alert('run')</script>".into(),
+    /// Strings that run script or break out of an attribute if spliced in raw.
+    pub(crate) const HOSTILE: [&str; 3] = [
+        "<script>alert(1)</script>",
+        "\"><img src=x onerror=alert(2)>",
+        "x\" onmouseover=\"alert(3)",
+    ];
+
+    /// HTML text/attribute escaping, written out here as the test's oracle.
+    pub(crate) fn escaped(s: &str) -> String {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    }
+
+    /// Every string a run puts on the page, each carrying `h` under its own tag, so that a
+    /// miss says which field leaked.
+    fn hostile_run(h: &str) -> RunInput {
+        let mut r = record(
+            Outcome::Integrity {
+                flag: format!("flag{h}"),
+                detail: format!("detail{h}"),
+            },
+            Some((2.0, 2.0)),
+        );
+        r.problem.suite = format!("suite{h}");
+        r.problem.name = format!("kernel{h}");
+        r.candidate.name = format!("cand{h}");
+        let extras = RecordExtras::from_json(&serde_json::json!({ "flags": [format!("flag{h}")] }));
+        RunInput {
+            label: format!("run{h}"),
             path: "x".into(),
             run_id: None,
-            agent: Some("a&b".into()),
-            records: vec![(r, Default::default())],
-        };
-        let report = build_report(&[input], SpeedupBasis::Median);
-        let page = render_leaderboard(&report, "t<i>tle").unwrap();
-        assert!(!page.contains("<script>alert"));
-        assert!(!page.contains("<img src=x"));
-        assert!(page.contains("&lt;script&gt;alert(&#39;run&#39;)&lt;/script&gt;"));
-        assert!(page.contains("<title>t&lt;i&gt;tle</title>"));
-        assert!(page.contains(">a&amp;b</td>"));
-        // Exactly one script element: the page's own.
-        assert_eq!(page.matches("<script>").count(), 1);
+            agent: Some(format!("agent{h}")),
+            records: vec![
+                (r, extras),
+                (record(Outcome::Ok, Some((1.5, 1.5))), Default::default()),
+            ],
+        }
+    }
+
+    #[test]
+    fn hostile_strings_come_out_escaped_everywhere() {
+        let runs: Vec<RunInput> = HOSTILE.iter().map(|h| hostile_run(h)).collect();
+        let report = build_report(&runs, SpeedupBasis::Median);
+        let page = render_leaderboard(&report, &format!("title{}", HOSTILE[0])).unwrap();
+        for h in HOSTILE {
+            assert!(!page.contains(h), "{h} is on the page unescaped");
+            // (field, least number of places it shows: text and data-v of a cell, headings)
+            for (field, places) in [
+                ("run", 5), // runs table (text + data-v), h3, integrity table (text + data-v)
+                ("agent", 2),
+                ("kernel", 3), // problems table (text + data-v), the record's summary
+                ("cand", 3),   // the record, integrity table (text + data-v)
+                ("flag", 4),   // problems table, the record, integrity table
+                ("suite", 4),  // the problem key: problems table, summary, integrity table
+            ] {
+                let want = escaped(&format!("{field}{h}"));
+                let n = page.matches(&want).count();
+                assert!(
+                    n >= places,
+                    "{field}{h}: {n} escaped occurrences, want {places}"
+                );
+            }
+        }
+        let title = escaped(&format!("title{}", HOSTILE[0]));
+        assert!(page.contains(&format!("<title>{title}</title>")));
+        assert!(page.contains(&format!("<h1>{title}</h1>")));
+        // No element or attribute the strings could have made: one script (the page's), no
+        // image, no handler attribute (escaped, `onmouseover=&quot;` is only text).
+        assert_eq!(page.matches("<script").count(), 1);
+        assert!(!page.contains("<img"));
+        assert!(!page.contains("onmouseover=\""));
     }
 }

@@ -7,10 +7,12 @@
 //! `Report` and computes no statistics. Only the plot module writes files (PNG through
 //! plotters); everything else returns strings.
 //!
-//! - [`Sample`]: checked timing samples with median, mean, percentiles, IQR.
+//! - [`Sample`]: checked timing samples with median, mean, percentiles, IQR;
+//!   [`percentile_sorted`], kbench's one quantile function (numpy's linear interpolation).
 //! - [`timing_stats`]: samples into the record's `TimingStats`; [`speedup`] as ratios.
 //! - [`summarize`] / [`RunSummary`]: the summary `kbench run` ends with.
-//! - [`stats`]: Wilson intervals, fixed-seed bootstrap intervals, geometric means.
+//! - [`stats`]: Wilson intervals (z from statrs' normal quantile), fixed-seed bootstrap
+//!   intervals, geometric means.
 //! - [`task`] / [`metrics`]: tasks from records and each paper's metric by name.
 //! - [`claims`]: a published set's claims against a run's records, every gap explained.
 
@@ -45,7 +47,7 @@ pub use report::{
     build_report, build_report_picking, run_report, FamilyRow, IntegrityRow, ProblemRow, Report,
     RunInput, RunReport, REPORT_VERSION,
 };
-pub use sample::Sample;
+pub use sample::{percentile_sorted, Sample};
 pub use summary::{fast_p, summarize, RunSummary, SOL_SLACK};
 pub use table::render_summary;
 pub use task::correct_on_random;

@@ -323,12 +323,17 @@ pub fn metrics_by_level(tasks: &[Task]) -> Vec<ScopeMetrics> {
 #[cfg(test)]
 mod tests {
     use super::pass_at_k;
+    use approx::assert_abs_diff_eq;
 
     #[test]
     fn pass_at_k_is_the_humaneval_estimator() {
         // n = 10, c = 3: pass@1 = c/n; pass@5 = 1 − C(7,5)/C(10,5) = 1 − 21/252.
-        assert!((pass_at_k(10, 3, 1).unwrap() - 0.3).abs() < 1e-12);
-        assert!((pass_at_k(10, 3, 5).unwrap() - (1.0 - 21.0 / 252.0)).abs() < 1e-12);
+        assert_abs_diff_eq!(pass_at_k(10, 3, 1).unwrap(), 0.3, epsilon = 1e-12);
+        assert_abs_diff_eq!(
+            pass_at_k(10, 3, 5).unwrap(),
+            (1.0 - 21.0 / 252.0),
+            epsilon = 1e-12
+        );
         assert_eq!(pass_at_k(10, 8, 5), Some(1.0));
         assert_eq!(pass_at_k(10, 0, 5), Some(0.0));
         assert_eq!(pass_at_k(4, 1, 5), None);

@@ -107,25 +107,27 @@ impl Sample {
     }
 }
 
-/// [`Sample::percentile`] over an ascending, non-empty slice; `p` in `[0, 100]`.
-pub(crate) fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+/// kbench's one quantile function: [`Sample::percentile`] over an ascending, non-empty
+/// slice, `p` in `[0, 100]`. The baselines store and every report statistic use it.
+///
+/// Hand-written rather than statrs' `OrderStatistics::quantile`/`percentile`, because
+/// statrs estimates quantiles with Hyndman & Fan's definition 8 (`h = (n + 1/3)·τ + 1/3`,
+/// R's `type = 8`) and takes whole percentiles only, while kbench documents, and tests
+/// against, numpy's default linear interpolation (definition 7) at 2.5 and 97.5.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     debug_assert!(!sorted.is_empty() && (0.0..=100.0).contains(&p));
-    let last = sorted.len() - 1;
-    let h = last as f64 * (p / 100.0);
-    let lo = (h.floor() as usize).min(last);
-    let hi = (lo + 1).min(last);
-    let t = h - lo as f64;
+    let (lo, t) = rank(sorted.len(), p);
+    let hi = (lo + 1).min(sorted.len() - 1);
     lerp(sorted[lo], sorted[hi], t)
 }
 
 /// [`percentile_sorted`] without sorting: partial selection of the two order statistics
-/// needed, O(n). Reorders `values`; the result is bit-identical to sorting first.
+/// needed, O(n) (the bootstrap takes a median of every resample). Reorders `values`; the
+/// result is bit-identical to sorting first.
 pub(crate) fn percentile_select(values: &mut [f64], p: f64) -> f64 {
     debug_assert!(!values.is_empty() && (0.0..=100.0).contains(&p));
     let last = values.len() - 1;
-    let h = last as f64 * (p / 100.0);
-    let lo = (h.floor() as usize).min(last);
-    let t = h - lo as f64;
+    let (lo, t) = rank(values.len(), p);
     let (_, &mut a, above) = values.select_nth_unstable_by(lo, f64::total_cmp);
     let b = if lo == last {
         a
@@ -133,6 +135,15 @@ pub(crate) fn percentile_select(values: &mut [f64], p: f64) -> f64 {
         above.iter().copied().fold(f64::INFINITY, f64::min)
     };
     lerp(a, b, t)
+}
+
+/// Where the `p`-th percentile of `len` sorted values lies: `h = (len − 1)·p/100`, the
+/// lower order statistic `⌊h⌋` and the fraction `h − ⌊h⌋` towards the next.
+fn rank(len: usize, p: f64) -> (usize, f64) {
+    let last = len - 1;
+    let h = last as f64 * (p / 100.0);
+    let lo = (h.floor() as usize).min(last);
+    (lo, h - lo as f64)
 }
 
 /// numpy `_lerp`: from `a` below the midpoint, from `b` above, exact at both ends, clamped
@@ -148,7 +159,10 @@ fn lerp(a: f64, b: f64, t: f64) -> f64 {
 }
 
 /// Σ with Neumaier's compensation (Kahan–Babuška): error independent of the length for
-/// values of one sign.
+/// values of one sign. Kept rather than statrs' `Statistics::mean`/`std_dev`, which
+/// accumulate a running (Welford) mean without compensation: the reports' means, standard
+/// deviations and geomeans, and the bootstrap intervals over them, are reproducible bit for
+/// bit and pinned by the snapshot tests.
 pub(crate) fn neumaier_sum(values: impl Iterator<Item = f64>) -> f64 {
     let (mut sum, mut comp) = (0.0f64, 0.0f64);
     for x in values {
@@ -166,6 +180,7 @@ pub(crate) fn neumaier_sum(values: impl Iterator<Item = f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::{abs_diff_eq, assert_abs_diff_eq};
 
     fn s(v: &[f64]) -> Sample {
         Sample::new(v.to_vec()).unwrap()
@@ -211,11 +226,14 @@ mod tests {
             (100.0, 9.0),
         ] {
             let got = x.percentile(p).unwrap();
-            assert!((got - want).abs() < 1e-12, "p{p}: {got} vs {want}");
+            assert!(
+                abs_diff_eq!(got, want, epsilon = 1e-12),
+                "p{p}: {got} vs {want}"
+            );
         }
-        assert!((x.iqr() - 3.5).abs() < 1e-12);
+        assert_abs_diff_eq!(x.iqr(), 3.5, epsilon = 1e-12);
         // numpy.std([3,1,4,1,5,9,2,6], ddof=1) = 2.748376...
-        assert!((x.std_dev().unwrap() - 2.748_376_143_938_415).abs() < 1e-12);
+        assert_abs_diff_eq!(x.std_dev().unwrap(), 2.748_376_143_938_415, epsilon = 1e-12);
     }
 
     #[test]
@@ -264,9 +282,9 @@ mod tests {
             .map(|i| 1e9 + (i % 10) as f64 * 0.1)
             .collect();
         let x = Sample::new(v).unwrap();
-        assert!((x.mean() - (1e9 + 0.45)).abs() < 1e-6, "{}", x.mean());
+        assert_abs_diff_eq!(x.mean(), (1e9 + 0.45), epsilon = 1e-6);
         // Offsets 0, 0.1, …, 0.9 in equal numbers: population variance 0.0825.
         let want = (0.0825f64 * 1e6 / (1e6 - 1.0)).sqrt();
-        assert!((x.std_dev().unwrap() - want).abs() < 1e-6);
+        assert_abs_diff_eq!(x.std_dev().unwrap(), want, epsilon = 1e-6);
     }
 }

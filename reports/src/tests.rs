@@ -1,5 +1,6 @@
 //! Run summaries, the table, and property tests of the statistics.
 
+use approx::{assert_abs_diff_eq, relative_eq};
 use kbench_record::{
     CandidateRef, CaseFamily, CaseRef, Device, Environment, EvalRecord, Outcome, Phase, Precision,
     ProblemRef, TimingStats, TimingSummary, ToleranceProfile, SCHEMA_VERSION,
@@ -395,7 +396,7 @@ proptest! {
         prop_assert_eq!(a.percentile(90.0).unwrap(), b.percentile(90.0).unwrap());
         prop_assert_eq!(a.iqr(), b.iqr());
         // Compensated sums are order-independent up to the last bits.
-        prop_assert!((a.mean() - b.mean()).abs() <= 1e-12 * a.mean().abs());
+        prop_assert!(relative_eq!(a.mean(), b.mean(), epsilon = 0.0, max_relative = 1e-12));
     }
 
     #[test]
@@ -403,7 +404,13 @@ proptest! {
         let s = Sample::new(v.clone()).unwrap();
         let want = percentile_by_definition(&v, p);
         let got = s.percentile(p).unwrap();
-        prop_assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "{} vs {}", got, want);
+        // Relative 1e-12, absolute 1e-12 near zero.
+        prop_assert!(
+            relative_eq!(got, want, epsilon = 1e-12, max_relative = 1e-12),
+            "{} vs {}",
+            got,
+            want
+        );
     }
 
     #[test]
@@ -429,7 +436,7 @@ fn summary_shows_the_ratio_to_the_speed_of_light_and_flags_impossible_times() {
         ..Default::default()
     };
     let sol = speed_of_light(&cost, &peaks);
-    assert!((sol.min_s - 10e-6).abs() < 1e-15, "{}", sol.min_s);
+    assert_abs_diff_eq!(sol.min_s, 10e-6, epsilon = 1e-15);
     let with_time = |ms: f64| {
         let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
         r.timing.as_mut().unwrap().candidate = stats(ms);
@@ -443,14 +450,14 @@ fn summary_shows_the_ratio_to_the_speed_of_light_and_flags_impossible_times() {
         with_time(0.002),
         record(Outcome::Ok, Some((1.0, 1.0))),
     ];
-    assert!((records[0].sol_ratio().unwrap() - 4.0).abs() < 1e-9);
+    assert_abs_diff_eq!(records[0].sol_ratio().unwrap(), 4.0, epsilon = 1e-9);
     // Reports carry it per candidate (and per problem, for the shown candidate).
     let c = crate::task::Candidate::from_record(
         &records[0],
         &RecordExtras::default(),
         SpeedupBasis::Median,
     );
-    assert!((c.sol_ratio.unwrap() - 4.0).abs() < 1e-9);
+    assert_abs_diff_eq!(c.sol_ratio.unwrap(), 4.0, epsilon = 1e-9);
     let mut wrong = records[0].clone();
     wrong.outcome = mismatch();
     let c =
@@ -467,7 +474,7 @@ fn summary_shows_the_ratio_to_the_speed_of_light_and_flags_impossible_times() {
     assert!(!fast.below_speed_of_light(SOL_SLACK));
     let s = summarize(&records);
     assert_eq!((s.sol_timed, s.below_sol), (3, 1));
-    assert!((s.median_sol_ratio.unwrap() - 2.0).abs() < 1e-9);
+    assert_abs_diff_eq!(s.median_sol_ratio.unwrap(), 2.0, epsilon = 1e-9);
     let t = render_summary(&s);
     assert!(t.contains("x speed of light"), "{t}");
     assert!(

@@ -130,6 +130,7 @@ pub fn paired_round_ratios(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
 
     fn s(v: &[f64]) -> Sample {
         Sample::new(v.to_vec()).unwrap()
@@ -145,7 +146,7 @@ mod tests {
             (2.5, 2.5, 1.0, 4.0)
         );
         assert_eq!((t.p25_ms, t.p75_ms, t.wall_s), (1.75, 3.25, 1.5));
-        assert!((t.std_ms - (5.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_abs_diff_eq!(t.std_ms, (5.0f64 / 3.0).sqrt(), epsilon = 1e-12);
         let one = timing_stats_of(&s(&[0.7]), "perf_counter", 0.01);
         assert_eq!((one.std_ms, one.p25_ms, one.p75_ms), (0.0, 0.7, 0.7));
         // Finite fields only: the record survives JSON.
@@ -194,10 +195,12 @@ mod tests {
             c.extend([1.0 * state, 1.0 * state]);
         }
         let p = paired_speedup(&r, &c, 2).unwrap();
-        assert!((p - 1.1).abs() < 1e-12, "{p}");
+        assert_abs_diff_eq!(p, 1.1, epsilon = 1e-12);
         // Short last round, a single round, and inputs that make no ratio.
-        assert!(
-            (paired_speedup(&[2.0, 2.0, 3.0], &[1.0, 1.0, 3.0], 2).unwrap() - 1.5).abs() < 1e-12
+        assert_abs_diff_eq!(
+            paired_speedup(&[2.0, 2.0, 3.0], &[1.0, 1.0, 3.0], 2).unwrap(),
+            1.5,
+            epsilon = 1e-12
         );
         assert_eq!(paired_speedup(&[4.0], &[2.0], 5), Some(2.0));
         assert_eq!(paired_speedup(&[1.0, 2.0], &[1.0], 1), None);

@@ -2,6 +2,7 @@
 //! to match the published per-level aggregates (tests/fixtures/make_published.py) must give
 //! those aggregates back, and the overall numbers the papers derive from them.
 
+use approx::{abs_diff_eq, assert_abs_diff_eq};
 use std::collections::BTreeMap;
 
 use kbench_reports::metrics::{metrics_by_level, ScopeMetrics};
@@ -50,9 +51,10 @@ fn scope<'a>(m: &'a [ScopeMetrics], name: &str) -> &'a ScopeMetrics {
     m.iter().find(|s| s.scope == name).unwrap()
 }
 
-/// Published values are rounded to 3 decimals (speedups) or 0.1% (rates).
-fn close(got: f64, published: f64, digits: i32) -> bool {
-    (got - published).abs() <= 0.5 * 10f64.powi(-digits) + 1e-12
+/// Published values are rounded to 3 decimals (speedups) or 0.1% (rates): the most a
+/// value can differ from its `digits`-decimal rounding (plus float slack).
+fn rounding(digits: i32) -> f64 {
+    0.5 * 10f64.powi(-digits) + 1e-12
 }
 
 #[test]
@@ -79,30 +81,44 @@ fn cudaforge_table_2_from_per_task_speedups_with_failures_as_zero() {
         let s = scope(&m, name);
         let b = s.baseline(Baseline::Eager).unwrap();
         let z = b.zero_filled.unwrap();
-        assert!(close(s.correct.value, correct, 3), "{name} correct");
         assert!(
-            close(z.median.value, median, 3),
+            abs_diff_eq!(s.correct.value, correct, epsilon = rounding(3)),
+            "{name} correct"
+        );
+        assert!(
+            abs_diff_eq!(z.median.value, median, epsilon = rounding(3)),
             "{name} median {}",
             z.median.value
         );
-        assert!(close(z.p75.value, p75, 3), "{name} p75 {}", z.p75.value);
-        assert!(close(z.mean.value, mean, 3), "{name} mean {}", z.mean.value);
+        assert!(
+            abs_diff_eq!(z.p75.value, p75, epsilon = rounding(3)),
+            "{name} p75 {}",
+            z.p75.value
+        );
+        assert!(
+            abs_diff_eq!(z.mean.value, mean, epsilon = rounding(3)),
+            "{name} mean {}",
+            z.mean.value
+        );
         let f1 = b.fast_p.iter().find(|f| f.p == 1.0).unwrap();
-        assert!(close(f1.rate.value, fast1, 3), "{name} fast1");
+        assert!(
+            abs_diff_eq!(f1.rate.value, fast1, epsilon = rounding(3)),
+            "{name} fast1"
+        );
     }
     // Table 1's CudaForge row, derived: 97.6% correct, Perf 1.677 (task-weighted, not the
     // mean of the level means), Fast1 70.8% over all 250 tasks. (Its overall median 1.107
     // and 75% 1.592 depend on unpublished per-task values, so the fixture cannot pin them.)
     let all = scope(&m, "all");
     assert_eq!(all.tasks, 250);
-    assert!(close(all.correct.value, 0.976, 3));
+    assert_abs_diff_eq!(all.correct.value, 0.976, epsilon = rounding(3));
     let b = all.baseline(Baseline::Eager).unwrap();
     assert_eq!(format!("{:.3}", b.zero_filled.unwrap().mean.value), "1.677");
-    assert!(close(
+    assert_abs_diff_eq!(
         b.fast_p.iter().find(|f| f.p == 1.0).unwrap().rate.value,
         0.708,
-        3
-    ));
+        epsilon = rounding(3)
+    );
     // The geomean over correct tasks is a different number (KernelBench's convention).
     assert!(b.geomean.unwrap().value > 1.0);
 }
@@ -217,7 +233,7 @@ fn kevin_best_and_average_over_trajectories_count_failures_as_zero() {
     assert_eq!((k.correct_best, k.correct_avg), (1.0, 0.75));
     // perf best@2: (2.0 + 1.5) / 2; avg@2: ((2.0 + 0)/2 + (0.8 + 1.5)/2) / 2.
     assert_eq!(k.perf_best, 1.75);
-    assert!((k.perf_avg - 1.075).abs() < 1e-12);
+    assert_abs_diff_eq!(k.perf_avg, 1.075, epsilon = 1e-12);
     // fast_1 (≥ 1): best 2/2 tasks; avg (1/2 + 1/2) / 2. fast_1.5 (≥, so 1.5 counts): same.
     assert_eq!(k.fast, vec![(1.0, 1.0, 0.5), (1.5, 1.0, 0.5)]);
 }

@@ -309,7 +309,12 @@ fn gate_statistics_do_not_depend_on_chunking() {
         else {
             panic!("float64 gate not measured")
         };
-        assert!((a.candidate_error - b.candidate_error).abs() <= 1e-12 * a.candidate_error);
+        approx::assert_relative_eq!(
+            a.candidate_error,
+            b.candidate_error,
+            epsilon = 0.0,
+            max_relative = 1e-12
+        );
         assert_eq!(a.worst_index, b.worst_index);
         assert_eq!((whole.max_abs, whole.max_rel), (v.max_abs, v.max_rel));
     }

@@ -593,6 +593,7 @@ impl std::fmt::Display for SpeedOfLight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::{assert_abs_diff_eq, assert_relative_eq};
 
     /// H100 SXM5 as the driver reports it: 132 SMs, 1980 MHz max clock, HBM3 at 2619 MHz
     /// on a 5120-bit bus (3352 GB/s).
@@ -601,23 +602,19 @@ mod tests {
         Peaks::from_rates(&r, 132, 1980.0, 2.0 * 2619e6 * 5120.0 / 8.0)
     }
 
-    fn close(a: f64, b: f64, rel: f64) -> bool {
-        ((a - b) / b).abs() < rel
-    }
-
     #[test]
     fn h100_sxm_matches_nvidia_figures() {
         let p = h100();
         // NVIDIA H100 whitepaper / datasheet (SXM5): TFLOP/s dense.
-        assert!(close(p.bf16_tensor, 989.4e12, 0.001), "{}", p.bf16_tensor);
-        assert!(close(p.fp16_tensor, 989.4e12, 0.001));
-        assert!(close(p.fp32, 66.9e12, 0.001), "{}", p.fp32);
-        assert!(close(p.fp64, 33.5e12, 0.002), "{}", p.fp64);
-        assert!(close(p.fp64_tensor, 66.9e12, 0.001));
-        assert!(close(p.tf32_tensor, 494.7e12, 0.001), "{}", p.tf32_tensor);
-        assert!(close(p.fp8_tensor.unwrap(), 1978.9e12, 0.001));
-        assert!(close(p.int8_tensor, 1978.9e12, 0.001));
-        assert!(close(p.dram_bytes_per_s, 3.35e12, 0.001));
+        assert_relative_eq!(p.bf16_tensor, 989.4e12, max_relative = 0.001);
+        assert_relative_eq!(p.fp16_tensor, 989.4e12, max_relative = 0.001);
+        assert_relative_eq!(p.fp32, 66.9e12, max_relative = 0.001);
+        assert_relative_eq!(p.fp64, 33.5e12, max_relative = 0.002);
+        assert_relative_eq!(p.fp64_tensor, 66.9e12, max_relative = 0.001);
+        assert_relative_eq!(p.tf32_tensor, 494.7e12, max_relative = 0.001);
+        assert_relative_eq!(p.fp8_tensor.unwrap(), 1978.9e12, max_relative = 0.001);
+        assert_relative_eq!(p.int8_tensor, 1978.9e12, max_relative = 0.001);
+        assert_relative_eq!(p.dram_bytes_per_s, 3.35e12, max_relative = 0.001);
         assert!(
             p.describe().contains("FP16/BF16 989.4 TF"),
             "{}",
@@ -629,25 +626,25 @@ mod tests {
     fn other_architectures_match_their_datasheets() {
         // A100 SXM: 108 SMs, 1410 MHz.
         let a = Peaks::from_rates(&ArchRates::for_cc(8, 0).unwrap(), 108, 1410.0, 2.039e12);
-        assert!(close(a.fp32, 19.5e12, 0.002));
-        assert!(close(a.bf16_tensor, 312e12, 0.001));
-        assert!(close(a.tf32_tensor, 156e12, 0.001));
-        assert!(close(a.fp64, 9.7e12, 0.01));
+        assert_relative_eq!(a.fp32, 19.5e12, max_relative = 0.002);
+        assert_relative_eq!(a.bf16_tensor, 312e12, max_relative = 0.001);
+        assert_relative_eq!(a.tf32_tensor, 156e12, max_relative = 0.001);
+        assert_relative_eq!(a.fp64, 9.7e12, max_relative = 0.01);
         assert_eq!(a.fp8_tensor, None);
         assert_eq!(a.flops(FlopClass::Fp8Tensor), None);
         // L40S: 142 SMs, 2520 MHz: 91.6 TF FP32, 362 TF FP16 dense, 733 FP8.
         let l = Peaks::from_rates(&ArchRates::for_cc(8, 9).unwrap(), 142, 2520.0, 864e9);
-        assert!(close(l.fp32, 91.6e12, 0.002));
-        assert!(close(l.fp16_tensor, 366.4e12, 0.001));
-        assert!(close(l.fp8_tensor.unwrap(), 733e12, 0.002));
+        assert_relative_eq!(l.fp32, 91.6e12, max_relative = 0.002);
+        assert_relative_eq!(l.fp16_tensor, 366.4e12, max_relative = 0.001);
+        assert_relative_eq!(l.fp8_tensor.unwrap(), 733e12, max_relative = 0.002);
         // A40: 84 SMs, 1740 MHz: 37.4 TF FP32, 149.7 TF FP16 dense.
         let g = Peaks::from_rates(&ArchRates::for_cc(8, 6).unwrap(), 84, 1740.0, 696e9);
-        assert!(close(g.fp32, 37.4e12, 0.002));
-        assert!(close(g.fp16_tensor, 149.7e12, 0.001));
+        assert_relative_eq!(g.fp32, 37.4e12, max_relative = 0.002);
+        assert_relative_eq!(g.fp16_tensor, 149.7e12, max_relative = 0.001);
         // RTX 5090: 170 SMs, 2407 MHz: 104.8 TF FP32, 419 TF FP16 dense.
         let b = Peaks::from_rates(&ArchRates::for_cc(12, 0).unwrap(), 170, 2407.0, 1.79e12);
-        assert!(close(b.fp32, 104.8e12, 0.002));
-        assert!(close(b.fp16_tensor, 419e12, 0.002));
+        assert_relative_eq!(b.fp32, 104.8e12, max_relative = 0.002);
+        assert_relative_eq!(b.fp16_tensor, 419e12, max_relative = 0.002);
         assert!(ArchRates::for_cc(10, 0).is_some());
         assert!(ArchRates::for_cc(7, 0).is_none());
         assert!(ArchRates::for_cc(7, 5).is_none());
@@ -678,21 +675,13 @@ mod tests {
         let v = roofline(&c, &p);
         // 201,326,592 bytes in 70 us = 2876 GB/s = 85.8% of 3352 GB/s.
         let bw = 3.0 * 4.0 * n / 70e-6 / p.dram_bytes_per_s;
-        assert!((v.bandwidth_fraction - bw).abs() < 1e-12);
-        assert!(
-            (v.bandwidth_fraction - 0.858).abs() < 0.001,
-            "{}",
-            v.bandwidth_fraction
-        );
+        assert_abs_diff_eq!(v.bandwidth_fraction, bw, epsilon = 1e-12);
+        assert_abs_diff_eq!(v.bandwidth_fraction, 0.858, epsilon = 0.001);
         // 1 FLOP per 12 bytes.
-        assert!((v.arithmetic_intensity.unwrap() - 1.0 / 12.0).abs() < 1e-12);
+        assert_abs_diff_eq!(v.arithmetic_intensity.unwrap(), 1.0 / 12.0, epsilon = 1e-12);
         assert_eq!(v.dominant, Some(FlopClass::Fp32));
         // Ridge for fp32: 66.9e12 / 3.352e12 = 19.96 FLOP/byte.
-        assert!(
-            (v.ridge_intensity - 19.96).abs() < 0.01,
-            "{}",
-            v.ridge_intensity
-        );
+        assert_abs_diff_eq!(v.ridge_intensity, 19.96, epsilon = 0.01);
         assert_eq!(v.bound, Bound::MemoryBound);
         assert!(v.to_string().contains("**memory-bound**"), "{v}");
         assert!(
@@ -707,20 +696,12 @@ mod tests {
         let mut c = counters(1400.0, 3.0 * 2.0 * 8192.0 * 8192.0, 0.0, 0.0);
         c.flops.insert(FlopClass::Fp16Tensor, 2.0 * 8192f64.powi(3));
         let v = roofline(&c, &h100());
-        assert!(
-            (v.compute_fraction - 0.7937).abs() < 0.001,
-            "{}",
-            v.compute_fraction
-        );
+        assert_abs_diff_eq!(v.compute_fraction, 0.7937, epsilon = 0.001);
         assert_eq!(v.bound, Bound::ComputeBound);
         assert_eq!(v.dominant, Some(FlopClass::Fp16Tensor));
         // Ridge for fp16 tensor: 989.4e12 / 3.352e12 = 295.
-        assert!(
-            (v.ridge_intensity - 295.1).abs() < 0.2,
-            "{}",
-            v.ridge_intensity
-        );
-        assert!((v.roofline_min_s - 1.0995e12 / 989.4e12).abs() < 1e-6);
+        assert_abs_diff_eq!(v.ridge_intensity, 295.1, epsilon = 0.2);
+        assert_abs_diff_eq!(v.roofline_min_s, 1.0995e12 / 989.4e12, epsilon = 1e-6);
     }
 
     #[test]
@@ -759,15 +740,11 @@ mod tests {
             ..Default::default()
         };
         let s = speed_of_light(&cost, &p);
-        assert!(
-            (s.compute_s - 1.374e11 / 494.7e12).abs() < 1e-6,
-            "{}",
-            s.compute_s
-        );
-        assert!((s.memory_s - 201_326_592.0 / 3.352e12).abs() < 1e-7);
+        assert_abs_diff_eq!(s.compute_s, 1.374e11 / 494.7e12, epsilon = 1e-6);
+        assert_abs_diff_eq!(s.memory_s, 201_326_592.0 / 3.352e12, epsilon = 1e-7);
         assert_eq!(s.min_s, s.compute_s);
         assert_eq!(s.compute_peak, "tf32 tensor");
-        assert!((s.ratio(2.0 * s.min_s).unwrap() - 2.0).abs() < 1e-12);
+        assert_abs_diff_eq!(s.ratio(2.0 * s.min_s).unwrap(), 2.0, epsilon = 1e-12);
         assert!(s.is_impossible(0.5 * s.min_s, 0.1));
         assert!(!s.is_impossible(0.95 * s.min_s, 0.1));
         assert_eq!(s.strict_min_s, s.compute_s);
@@ -780,9 +757,9 @@ mod tests {
         };
         let s = speed_of_light(&relu, &p);
         assert_eq!(s.compute_s, 0.0);
-        assert!((s.min_s - 4e6 / (2.0 * 2619e6 * 640.0)).abs() < 1e-15);
+        assert_abs_diff_eq!(s.min_s, 4e6 / (2.0 * 2619e6 * 640.0), epsilon = 1e-15);
         // The impossibility test counts the 2 MB read only: 0.6 of min_s passes it.
-        assert!((s.strict_min_s - s.min_s / 2.0).abs() < 1e-15);
+        assert_abs_diff_eq!(s.strict_min_s, s.min_s / 2.0, epsilon = 1e-15);
         assert!(!s.is_impossible(0.6 * s.min_s, 0.1));
         assert!(s.is_impossible(0.4 * s.min_s, 0.1));
         assert!(s.to_string().contains("speed of light"), "{s}");

@@ -235,6 +235,7 @@ pub fn cuda_driver_version() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::{abs_diff_eq, assert_abs_diff_eq};
 
     #[test]
     fn peak_bandwidth_from_clock_and_bus() {
@@ -252,16 +253,20 @@ mod tests {
             memory_clock_khz: 2_619_000,
             memory_bus_bits: 5120,
         };
-        assert!((g.peak_bandwidth_gbs() - 3352.3).abs() < 0.1);
+        assert_abs_diff_eq!(g.peak_bandwidth_gbs(), 3352.3, epsilon = 0.1);
         // The spec table at the driver's clocks: NVIDIA's 989.4 TF dense BF16, 66.9 FP32.
         let p = g.peaks().expect("sm90 is in the table");
         assert!(
-            (p.bf16_tensor / 1e12 - 989.4).abs() < 0.5,
+            abs_diff_eq!(p.bf16_tensor / 1e12, 989.4, epsilon = 0.5),
             "{}",
             p.bf16_tensor
         );
-        assert!((p.fp32 / 1e12 - 66.9).abs() < 0.1, "{}", p.fp32);
-        assert!((p.dram_bytes_per_s / 1e12 - 3.35).abs() < 0.01);
+        assert!(
+            abs_diff_eq!(p.fp32 / 1e12, 66.9, epsilon = 0.1),
+            "{}",
+            p.fp32
+        );
+        assert_abs_diff_eq!(p.dram_bytes_per_s / 1e12, 3.35, epsilon = 0.01);
         let md = g.spec_markdown();
         assert!(
             md.contains("- Compute capability: 9.0 (Hopper (sm90))"),

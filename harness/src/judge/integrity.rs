@@ -374,6 +374,7 @@ pub fn kernel_profile(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
 
     #[test]
     fn poison_is_counted_per_dtype() {
@@ -480,9 +481,9 @@ mod tests {
         ]);
         let p = kernel_profile(k.as_array().unwrap(), Some(7), "relu_kernel");
         assert_eq!(p.launches, 3);
-        assert!((p.own_fraction - 0.3).abs() < 1e-12);
-        assert!((p.library_fraction - 0.6).abs() < 1e-12);
-        assert!((p.other_fraction - 0.1).abs() < 1e-12);
+        assert_abs_diff_eq!(p.own_fraction, 0.3, epsilon = 1e-12);
+        assert_abs_diff_eq!(p.library_fraction, 0.6, epsilon = 1e-12);
+        assert_abs_diff_eq!(p.other_fraction, 0.1, epsilon = 1e-12);
         assert!(p.side_stream);
         assert_eq!(p.own, vec!["relu_kernel(float*)".to_string()]);
     }

@@ -28,6 +28,7 @@ pub fn faster_than_light(r: &EvalRecord) -> Option<Outcome> {
 mod tests {
     use super::*;
     use crate::test_support::{h100, one_shot_records};
+    use approx::assert_abs_diff_eq;
     use kbench_record::perf::{speed_of_light, ProblemCost};
 
     #[test]
@@ -46,11 +47,7 @@ mod tests {
             output_bytes: 335.2e6,
         };
         let sol = speed_of_light(&cost, &h100());
-        assert!(
-            (sol.strict_min_s - 100e-6).abs() < 1e-7,
-            "{}",
-            sol.strict_min_s
-        );
+        assert_abs_diff_eq!(sol.strict_min_s, 100e-6, epsilon = 1e-7);
         record.speed_of_light = Some(sol);
         let t = record.timing.as_mut().unwrap();
         t.l2_flush = true;

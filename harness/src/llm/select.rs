@@ -178,6 +178,7 @@ fn rank(sources: &[(KernelResult, String)]) -> Vec<Ranked> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
 
     fn k(name: &str, sha: &str, correct: bool, speedup: Option<f64>) -> (KernelResult, String) {
         (
@@ -207,6 +208,6 @@ mod tests {
         // a's source averages 1.2; the incorrect 9x and the untimed kernel are not finalists;
         // b and f tie and keep their order.
         assert_eq!(names, ["b", "f", "a"]);
-        assert!((r[2].mean - 1.2).abs() < 1e-12);
+        assert_abs_diff_eq!(r[2].mean, 1.2, epsilon = 1e-12);
     }
 }

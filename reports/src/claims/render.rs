@@ -1,10 +1,13 @@
-//! The claims report as text, Markdown, CSV and an HTML section of the leaderboard page.
-//! Formatting only: every decision was made in [`super::build_claims_report`]. JSON is the
-//! report's serde form (`serde_json::to_string_pretty`).
+//! The claims report as text, Markdown, CSV and an HTML section of the leaderboard page
+//! (maud, escaped by construction, like the page). Formatting only: every decision was made
+//! in [`super::build_claims_report`]. JSON is the report's serde form
+//! (`serde_json::to_string_pretty`).
+
+use maud::{html, Markup};
 
 use super::{ClaimRow, ClaimsReport};
 use crate::export::fmt::{pct, Grid};
-use crate::leaderboard::{escape, td_num, td_text, th};
+use crate::leaderboard::{td_num, td_text, th};
 
 fn problem(r: &ClaimRow) -> String {
     format!("L{}/{} s{}", r.level, r.problem, r.sample)
@@ -207,17 +210,8 @@ pub fn render_claims_csv(report: &ClaimsReport) -> String {
 }
 
 /// The claims section of the leaderboard page (sortable like its other tables).
-pub fn render_claims_html(report: &ClaimsReport) -> String {
+pub fn render_claims_html(report: &ClaimsReport) -> Markup {
     let t = &report.table;
-    let mut h = format!(
-        "<h2>Claims: {}</h2>\n<p class=\"note\">{}</p>\n<table class=\"claims-set\"><thead><tr>",
-        escape(&report.set_name),
-        escape(&header(report))
-    );
-    for k in ["", "claimed", "measured"] {
-        h.push_str(&th(k, k));
-    }
-    h.push_str("</tr></thead><tbody>");
     // (row, claimed value and text, measured value and text)
     type SetRow<'a> = (&'a str, Option<f64>, String, Option<f64>, String);
     let rows: [SetRow; 4] = [
@@ -250,35 +244,35 @@ pub fn render_claims_html(report: &ClaimsReport) -> String {
             t.measured_correct.to_string(),
         ),
     ];
-    for (name, cv, ct, mv, mt) in rows {
-        h.push_str(&format!(
-            "<tr>{}{}{}</tr>",
-            td_text(name),
-            td_num(cv, &escape(&ct)),
-            td_num(mv, &escape(&mt))
-        ));
+    html! {
+        h2 { "Claims: " (report.set_name) } "\n"
+        p class="note" { (header(report)) } "\n"
+        table class="claims-set" {
+            thead { tr { @for k in ["", "claimed", "measured"] { (th(k, k)) } } }
+            tbody {
+                @for (name, cv, ct, mv, mt) in rows {
+                    tr { (td_text(name)) (td_num(cv, html! { (ct) })) (td_num(mv, html! { (mt) })) }
+                }
+            }
+        }
+        "\n"
+        table class="claims" {
+            thead { tr {
+                @for k in ["kernel", "by", "claimed", "measured", "verdict", "reason"] { (th(k, k)) }
+            } }
+            tbody {
+                @for r in &report.rows {
+                    tr class=[r.reason.is_some().then_some("disagrees")] {
+                        (td_text(&problem(r)))
+                        (td_text(r.label.as_deref().unwrap_or("")))
+                        (td_num(r.claim.as_ref().map(|c| c.speedup), html! { (claimed(r)) }))
+                        (td_num(r.measured, html! { (measured(r)) }))
+                        (td_text(r.verdict.as_deref().unwrap_or("-")))
+                        (td_text(&reason(r)))
+                    }
+                }
+            }
+        }
+        "\n"
     }
-    h.push_str("</tbody></table>\n<table class=\"claims\"><thead><tr>");
-    for k in ["kernel", "by", "claimed", "measured", "verdict", "reason"] {
-        h.push_str(&th(k, k));
-    }
-    h.push_str("</tr></thead><tbody>");
-    for r in &report.rows {
-        h.push_str(&format!(
-            "<tr{}>{}{}{}{}{}{}</tr>",
-            if r.reason.is_some() {
-                " class=\"disagrees\""
-            } else {
-                ""
-            },
-            td_text(&problem(r)),
-            td_text(r.label.as_deref().unwrap_or("")),
-            td_num(r.claim.as_ref().map(|c| c.speedup), &escape(&claimed(r))),
-            td_num(r.measured, &escape(&measured(r))),
-            td_text(r.verdict.as_deref().unwrap_or("-")),
-            td_text(&reason(r)),
-        ));
-    }
-    h.push_str("</tbody></table>\n");
-    h
 }

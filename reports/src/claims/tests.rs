@@ -1,6 +1,8 @@
-//! Every reason category on hand-made records, the set table, and a golden Markdown/CSV
-//! rendering (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites it).
+//! Every reason category on hand-made records, the set table, a golden Markdown/CSV
+//! rendering (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites it), and
+//! hostile strings escaped in the HTML section.
 
+use approx::assert_abs_diff_eq;
 use kbench_record::claims::{Claim, ClaimSet, ClaimedKernel, ClaimsFile, ImportError};
 use kbench_record::{CaseFamily, CaseRef, CaseResult, EvalRecord, IntegrityReport, Outcome};
 
@@ -250,13 +252,10 @@ fn the_set_table_counts_claims_that_survive() {
     assert_eq!((t.claimed_correct, t.measured_correct), (11, 3));
     // Claims: every kernel but 9; surviving: 1 only (2 is slower, the rest incorrect).
     assert_eq!((t.claims, t.surviving), (10, 1));
-    assert!((t.claimed_fast_1 - 10.0 / 11.0).abs() < 1e-12);
-    assert!((t.measured_fast_1 - 2.0 / 11.0).abs() < 1e-12);
+    assert_abs_diff_eq!(t.claimed_fast_1, 10.0 / 11.0, epsilon = 1e-12);
+    assert_abs_diff_eq!(t.measured_fast_1, 2.0 / 11.0, epsilon = 1e-12);
     let g = t.measured_geomean.unwrap();
-    assert!(
-        (g - (2.0f64 * 1.2 * 0.8).powf(1.0 / 3.0)).abs() < 1e-9,
-        "{g}"
-    );
+    assert_abs_diff_eq!(g, (2.0f64 * 1.2 * 0.8).powf(1.0 / 3.0), epsilon = 1e-9);
     assert_eq!(t.measured_median, Some(1.2));
 }
 
@@ -300,10 +299,43 @@ fn golden_renderings() {
         text, want,
         "claims rendering changed; if intended, rerun with KBENCH_UPDATE_GOLDEN=1 and review the diff"
     );
-    let html = render_claims_html(&r);
+    let html = render_claims_html(&r).into_string();
     assert!(html.contains("<h2>Claims: fixture</h2>"));
     assert_eq!(html.matches("class=\"disagrees\"").count(), 9);
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["rows"][2]["reason"]["category"], "integrity-flag");
     assert_eq!(json["rows"][2]["reason"]["flag"], "output-replayed");
+}
+
+#[test]
+fn hostile_strings_in_the_claims_section_come_out_escaped() {
+    use crate::leaderboard::tests::{escaped, HOSTILE};
+    for h in HOSTILE {
+        let mut r = report();
+        r.set_name = format!("set{h}");
+        r.set_format = format!("format{h}");
+        r.run = format!("run{h}");
+        r.tolerance_source = format!("source{h}");
+        r.rows[0].label = Some(format!("label{h}"));
+        r.rows[0].verdict = Some(format!("verdict{h}"));
+        let html = render_claims_html(&r).into_string();
+        assert!(!html.contains(h), "{h} is in the claims section unescaped");
+        // (field, least number of places: heading and note, or text and data-v of a cell)
+        for (field, places) in [
+            ("set", 2),
+            ("format", 1),
+            ("run", 1),
+            ("source", 1),
+            ("label", 2),
+            ("verdict", 2),
+        ] {
+            let n = html.matches(&escaped(&format!("{field}{h}"))).count();
+            assert!(
+                n >= places,
+                "{field}{h}: {n} escaped occurrences, want {places}"
+            );
+        }
+        assert!(!html.contains("<script") && !html.contains("<img"));
+        assert!(!html.contains("onmouseover=\""));
+    }
 }

@@ -275,6 +275,7 @@ impl Llm {
 
 #[cfg(test)]
 mod tests {
+    use approx::assert_abs_diff_eq;
     use std::collections::BTreeMap;
 
     use super::*;
@@ -349,7 +350,11 @@ mod tests {
                 output_tokens: 500
             }
         );
-        assert!((r.cost_usd - (1000.0 * 2.0 + 500.0 * 8.0) / 1e6).abs() < 1e-12);
+        assert_abs_diff_eq!(
+            r.cost_usd,
+            (1000.0 * 2.0 + 500.0 * 8.0) / 1e6,
+            epsilon = 1e-12
+        );
         assert_eq!(llm.spent().calls, 1);
         // The request carried the configured model and sampling settings.
         let body = &server.received()[1].body;

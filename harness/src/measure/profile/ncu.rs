@@ -444,6 +444,7 @@ pub fn unknown_metrics(output: &str, requested: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use approx::assert_abs_diff_eq;
     use kbench_record::perf::Bound;
 
     use crate::test_support::h100;
@@ -497,11 +498,7 @@ mod tests {
         assert!(e.kernels[0].name.starts_with("elementwise_add_kernel"));
         let v = e.kernels[0].verdict.as_ref().unwrap();
         assert_eq!(v.bound, Bound::MemoryBound);
-        assert!(
-            (v.bandwidth_fraction - 0.766).abs() < 0.01,
-            "{}",
-            v.bandwidth_fraction
-        );
+        assert_abs_diff_eq!(v.bandwidth_fraction, 0.766, epsilon = 0.01);
         assert_eq!(e.per_call.flops[&FlopClass::Fp32], 67_108_864.0);
         // A bf16 4096^3 matmul (cuBLAS): compute-bound, and the tensor pipe's ops are exactly
         // 2·N^3 FLOPs per call.
@@ -556,24 +553,16 @@ mod tests {
         assert_eq!(p.kernels.len(), 1);
         let k = &p.kernels[0];
         assert_eq!(k.launches_per_call, 1.0);
-        assert!((k.share - 1.0).abs() < 1e-12);
+        assert_abs_diff_eq!(k.share, 1.0, epsilon = 1e-12);
         // Mean duration of the five launches: (70,112 + 70,240 + 69,984 + 70,048 + 70,016)/5 ns.
-        assert!(
-            (k.counters.duration_s - 70_080e-9).abs() < 1e-12,
-            "{}",
-            k.counters.duration_s
-        );
+        assert_abs_diff_eq!(k.counters.duration_s, 70_080e-9, epsilon = 1e-12);
         // 16,777,216 FADD per launch (pred_on thread instructions).
         assert_eq!(k.counters.flops[&FlopClass::Fp32], 16_777_216.0);
         let v = k.verdict.as_ref().unwrap();
         assert_eq!(v.bound, Bound::MemoryBound);
         // 201,326,592 B / 70.08 us / 3352.32 GB/s = 0.857.
-        assert!(
-            (v.bandwidth_fraction - 0.857).abs() < 0.001,
-            "{}",
-            v.bandwidth_fraction
-        );
-        assert!((p.per_call.duration_s - 70_080e-9).abs() < 1e-12);
+        assert_abs_diff_eq!(v.bandwidth_fraction, 0.857, epsilon = 0.001);
+        assert_abs_diff_eq!(p.per_call.duration_s, 70_080e-9, epsilon = 1e-12);
         let j = cudaforge_metrics_json(&p);
         let m = &j[k.name.as_str()];
         assert_eq!(m.as_object().unwrap().len(), 24);
@@ -608,9 +597,10 @@ mod tests {
         assert_eq!(other.launches_per_call, 1.0);
         assert!(gemm.share > 0.9 && gemm.share < 1.0);
         // Per call: the sum of both kernels' times.
-        assert!(
-            (p.per_call.duration_s - (gemm.counters.duration_s + other.counters.duration_s)).abs()
-                < 1e-12
+        assert_abs_diff_eq!(
+            p.per_call.duration_s,
+            (gemm.counters.duration_s + other.counters.duration_s),
+            epsilon = 1e-12
         );
     }
 
@@ -619,7 +609,11 @@ mod tests {
         let l = parse_ncu_raw_csv(TINY).unwrap();
         // Kbyte and usecond are scaled to bytes and seconds.
         assert_eq!(l[0].metrics["dram__bytes_read.sum"], 4_100.0); // "4.10" Kbyte
-        assert!((l[0].metrics["gpu__time_duration.sum"] - 2.46e-6).abs() < 1e-15);
+        assert_abs_diff_eq!(
+            l[0].metrics["gpu__time_duration.sum"],
+            2.46e-6,
+            epsilon = 1e-15
+        );
         let p = aggregate(&l, 10, Some(&h100()));
         assert_eq!(
             p.kernels[0].verdict.as_ref().unwrap().bound,

@@ -171,10 +171,10 @@ fn same_f64(a: f64, b: f64) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-/// Equal up to summation order: relative difference at most 1e-9 (or both NaN, as when
-/// a sum overflows to inf and the error is inf/inf).
+/// Equal up to summation order: relative difference at most 1e-9, no absolute slack (or
+/// both NaN, as when a sum overflows to inf and the error is inf/inf).
 fn close(a: f64, b: f64) -> bool {
-    same_f64(a, b) || a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    same_f64(a, b) || approx::relative_eq!(a, b, epsilon = 0.0, max_relative = 1e-9)
 }
 
 /// Field by field: everything identical except the float64 gate's errors and bound,
