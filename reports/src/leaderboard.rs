@@ -142,6 +142,8 @@ fn runs_table(report: &Report, scope: &str) -> String {
     h.push_str(&th("geomean_eager", "geomean vs eager"));
     h.push_str(&th("geomean_compile", "geomean vs compile"));
     h.push_str(&th("mean_zero", "mean (0 if wrong)"));
+    h.push_str(&th("usd_per_task", "$/task"));
+    h.push_str(&th("agent_min_per_task", "agent min/task"));
     h.push_str(&th("flags", "integrity flags"));
     h.push_str("</tr></thead><tbody>");
     for run in &report.runs {
@@ -184,6 +186,17 @@ fn runs_table(report: &Report, scope: &str) -> String {
         h.push_str(&speedup_cell(
             z.map(|z| z.mean.value),
             z.map(|z| (z.mean.low, z.mean.high)),
+        ));
+        // The agent's cost per task, where the records carry one (LLM agents).
+        let usd = s.cost.usd_per_task;
+        h.push_str(&td_num(
+            usd,
+            &usd.map_or(String::new(), |v| format!("{v:.3}")),
+        ));
+        let min = s.cost.agent_wall_min_per_task;
+        h.push_str(&td_num(
+            min,
+            &min.map_or(String::new(), |v| format!("{v:.1}")),
         ));
         h.push_str(&td_num(
             Some(flags as f64),

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use kbench_record::EvalRecord;
+use kbench_record::{AgentCost, EvalRecord};
 use kbench_suites::Problem;
 
 use crate::agents::Candidate;
@@ -44,18 +44,21 @@ impl Evaluator {
     /// Correctness on every configured case family, then timing (when the run times).
     /// A kernel already recorded under this name (a resumed run) is not evaluated again.
     /// `sample` is the trajectory (kevin) or 0: `kbench report` takes each sample as one
-    /// independent trajectory for best@k / avg@k.
+    /// independent trajectory for best@k / avg@k. `cost` (the model calls that produced the
+    /// kernel) goes into its record.
     pub fn evaluate(
         &self,
         problem: &Problem,
         name: &str,
         sample: u32,
         source: &str,
+        cost: Option<AgentCost>,
     ) -> Result<EvalRecord> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
+        let mut cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
+        cand.cost = cost;
         let key = crate::plan::record_key(problem, self.agent, &cand);
         let record = self.service.evaluate(problem, cand)?;
         if record.key() != key {
@@ -105,9 +108,11 @@ impl Evaluator {
     }
 
     /// Records that the task of `problem` ended without producing any kernel (`no_kernel`,
-    /// no worker started); a resumed run finds the record already there.
-    pub fn no_kernel(&self, problem: &Problem) -> Result<EvalRecord> {
-        let cand = Candidate::missing();
+    /// no worker started), with what the agent's model calls cost; a resumed run finds the
+    /// record already there.
+    pub fn no_kernel(&self, problem: &Problem, cost: Option<AgentCost>) -> Result<EvalRecord> {
+        let mut cand = Candidate::missing();
+        cand.cost = cost;
         let u = crate::plan::blank_kernel(problem, self.agent, &cand)
             .context("the stand-in of a missing kernel is blank")?;
         self.service.record_unjudged(u)
