@@ -453,4 +453,39 @@ mod tests {
         // Exactly one script element: the page's own.
         assert_eq!(page.matches("<script>").count(), 1);
     }
+
+    #[test]
+    fn cost_per_task_is_the_sum_over_the_tasks_candidates() {
+        let with_cost = |name: &str, usd: f64, wall_s: f64| {
+            let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+            r.candidate.name = name.into();
+            let json = serde_json::json!({"cost": {"usd": usd, "wall_s": wall_s}});
+            (r, crate::extras::RecordExtras::from_json(&json))
+        };
+        let input = RunInput {
+            label: "run".into(),
+            path: "x".into(),
+            run_id: None,
+            agent: Some("coder-judge".into()),
+            records: vec![with_cost("a", 0.1, 60.0), with_cost("b", 0.2, 120.0)],
+        };
+        let report = build_report(&[input], SpeedupBasis::Median);
+        let page = render_leaderboard(&report, "t").unwrap();
+        assert!(
+            page.contains("data-key=\"usd_per_task\">$/task</th>"),
+            "{page}"
+        );
+        assert!(page.contains(">0.300</td>"), "{page}");
+        assert!(page.contains(">3.0</td>"), "{page}");
+        // A run without costs shows none.
+        let input = RunInput {
+            label: "run".into(),
+            path: "x".into(),
+            run_id: None,
+            agent: None,
+            records: vec![(record(Outcome::Ok, Some((2.0, 2.0))), Default::default())],
+        };
+        let page = render_leaderboard(&build_report(&[input], SpeedupBasis::Median), "t").unwrap();
+        assert!(!page.contains(">0.300</td>"));
+    }
 }
