@@ -385,8 +385,9 @@ pub struct EvalRecord {
 }
 
 /// The LLM calls an agent made to produce one candidate: those of its stream (the task, or
-/// one trajectory) since its previous candidate. `kbench report` sums them per task
-/// (tokens, dollars and minutes per task).
+/// one trajectory) since its previous candidate; on the record of the task's final
+/// measurement (or its `no_kernel` record), the calls after its last candidate. `kbench
+/// report` sums them per task (tokens, dollars and minutes per task).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentCost {
     pub calls: u64,

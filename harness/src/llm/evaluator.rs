@@ -74,16 +74,19 @@ impl Evaluator {
     /// Re-measures kernels the agent already wrote, to choose its final one
     /// ([`super::select`]): each `(name, source, selection)` is evaluated under its new
     /// name, all of them as one batch (back to back in the problem's one reference session),
-    /// in the order given. Records come back in that order.
+    /// in the order given. Records come back in that order. `last_cost` goes into the last
+    /// one's record (the final measurement carries the model calls made after the agent's
+    /// last kernel).
     pub fn remeasure(
         &self,
         problem: &Problem,
         kernels: Vec<(String, String, kbench_record::Selection)>,
+        last_cost: Option<AgentCost>,
     ) -> Result<Vec<EvalRecord>> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let cands: Vec<Candidate> = kernels
+        let mut cands: Vec<Candidate> = kernels
             .into_iter()
             .map(|(name, source, selection)| {
                 let mut c = Candidate::new(name, 0, source, None);
@@ -91,6 +94,9 @@ impl Evaluator {
                 c
             })
             .collect();
+        if let Some(last) = cands.last_mut() {
+            last.cost = last_cost;
+        }
         let keys: Vec<String> = cands
             .iter()
             .map(|c| crate::plan::record_key(problem, self.agent, c))

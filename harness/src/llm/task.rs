@@ -224,19 +224,23 @@ impl TaskCtx<'_> {
         Some(agent_cost(&spend, now.duration_since(since).as_secs_f64()))
     }
 
-    /// What the task's calls of every stream cost since each one's last kernel (the
-    /// `no_kernel` record of a task that produced none); `None` for a task without model
-    /// calls (the command agent).
-    pub(super) fn unbilled_total(&self) -> Option<AgentCost> {
-        let m = self.unbilled.lock().unwrap_or_else(|e| e.into_inner());
+    /// The model calls of every stream since its last kernel, taken (billed once): for the
+    /// record of the task's final measurement, or its `no_kernel` record when it produced
+    /// none. Wall time: since the task's latest kernel (or its start). `None` when there
+    /// are no such calls (the command agent has none at all).
+    pub(super) fn unbilled_rest(&self) -> Option<AgentCost> {
+        let mut m = self.unbilled.lock().unwrap_or_else(|e| e.into_inner());
         let mut spend = Spend::default();
-        for (s, _) in m.values() {
+        let mut latest = self.started;
+        for (s, since) in m.values_mut() {
             spend.calls += s.calls;
             spend.input_tokens += s.input_tokens;
             spend.output_tokens += s.output_tokens;
             spend.cost_usd += s.cost_usd;
+            latest = latest.max(*since);
+            *s = Spend::default();
         }
-        (spend.calls > 0).then(|| agent_cost(&spend, self.started.elapsed().as_secs_f64()))
+        (spend.calls > 0).then(|| agent_cost(&spend, latest.elapsed().as_secs_f64()))
     }
 
     pub fn log_round(&self, r: Round) -> Result<()> {
