@@ -141,6 +141,69 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
     let cost = t["spend"]["cost_usd"].as_f64().unwrap();
     assert_abs_diff_eq!(cost, 7.0 * 0.0036, epsilon = 1e-9);
     assert!(t["wall_s"].as_f64().unwrap() > 0.0);
+    // Each kernel's record carries the calls that wrote it: round00 the first coder call,
+    // each later round a judge call and a coder call; re-measurements cost no call.
+    let records = common::records(&out);
+    let calls: Vec<u64> = records
+        .iter()
+        .map(|r| r["cost"]["calls"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(calls, [1, 2, 2, 2, 0, 0, 0], "cost.calls per record");
+    for r in &records[..4] {
+        let c = &r["cost"];
+        let n = c["calls"].as_f64().unwrap();
+        assert_eq!(c["prompt_tokens"].as_f64().unwrap(), 1000.0 * n);
+        assert_eq!(c["tokens"].as_f64().unwrap(), 1200.0 * n);
+        assert!(
+            (c["usd"].as_f64().unwrap() - 0.0036 * n).abs() < 1e-12,
+            "{c}"
+        );
+        assert!(c["wall_s"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let wall_s: f64 = records[..4]
+        .iter()
+        .map(|r| r["cost"]["wall_s"].as_f64().unwrap())
+        .sum();
+    assert!(wall_s <= t["wall_s"].as_f64().unwrap());
+    // `kbench report` shows them per task: 8400 tokens, $0.0252, the agent's minutes.
+    let json_path = tmp.path().join("report.json");
+    let o = kbench()
+        .arg("report")
+        .arg(&out)
+        .arg("--export-json")
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("$/task") && text.contains("0.025") && text.contains("8400"),
+        "{text}"
+    );
+    let report = read_json(&json_path);
+    let cost = &report["runs"][0]["scopes"][0]["cost"];
+    assert_eq!(cost["tasks_with_cost"], 1, "{cost}");
+    assert_eq!(cost["tokens_per_task"].as_f64(), Some(8400.0), "{cost}");
+    assert!((cost["usd_per_task"].as_f64().unwrap() - 7.0 * 0.0036).abs() < 1e-12);
+    let min = cost["agent_wall_min_per_task"].as_f64().unwrap();
+    assert!((min - wall_s / 60.0).abs() < 1e-9, "{min} vs {wall_s} s");
+    // CudaForge's table: dollars and minutes per task beside its quality columns.
+    let o = kbench()
+        .args(["report", "--table", "cudaforge"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let head: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(&head[head.len() - 2..], ["$/task", "Min/task"], "{table}");
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[row.len() - 2], "0.025", "{table}");
+    assert_eq!(
+        row[row.len() - 1],
+        format!("{:.1}", wall_s / 60.0),
+        "{table}"
+    );
     // kbench's own replay agent re-evaluates the runs/ folder.
     let re = tmp.path().join("re");
     let o = kbench()

@@ -116,6 +116,27 @@ fn kevin_reports_best_and_average_of_trajectories() {
     assert_eq!(t["spend"]["output_tokens"], 605);
     let cost = t["spend"]["cost_usd"].as_f64().unwrap();
     assert_abs_diff_eq!(cost, (3010.0 * 2.0 + 605.0 * 8.0) / 1e6, epsilon = 1e-12);
+    // The records carry them: each trajectory's kernels their own trajectory's calls, and
+    // the final measurement the call after t01's last kernel (its parse error); together
+    // the task's whole spend, which `kbench report` gives per task.
+    let records = common::records(&out);
+    let tokens = |name: &str| {
+        let r = records
+            .iter()
+            .find(|r| r["candidate"]["name"] == name)
+            .unwrap_or_else(|| panic!("no record {name}"));
+        r["cost"]["tokens"].as_u64()
+    };
+    assert_eq!(tokens("t00_turn0"), Some(1200));
+    assert_eq!(tokens("t00_turn1"), Some(1200));
+    assert_eq!(tokens("t01_turn0"), Some(1200));
+    let final_name = format!("final_{}", t["selection"]["chosen"].as_str().unwrap());
+    assert_eq!(tokens(&final_name), Some(15));
+    let usd: f64 = records
+        .iter()
+        .filter_map(|r| r["cost"]["usd"].as_f64())
+        .sum();
+    assert_abs_diff_eq!(usd, cost, epsilon = 1e-12);
     assert_eq!(
         std::fs::read_to_string(out.join("runs/kevin").join(FINAL))
             .unwrap()

@@ -18,7 +18,8 @@
 //! - `cost`: what producing the candidate cost the agent: `prompt_tokens`,
 //!   `completion_tokens`, `tokens` (total; defaults to the sum of the two), `usd`,
 //!   `wall_s` (agent wall time) and `gpu_s` (GPU time the agent used, e.g. for its own
-//!   profiling). Summed over a task's candidates.
+//!   profiling). Summed over a task's candidates. The LLM agents write it as the record's
+//!   typed `cost` ([`kbench_record::AgentCost`]); read here as JSON, like the others.
 
 use std::collections::BTreeMap;
 

@@ -138,6 +138,8 @@ fn runs_table(report: &Report, scope: &str) -> Markup {
                 (th("geomean_eager", "geomean vs eager"))
                 (th("geomean_compile", "geomean vs compile"))
                 (th("mean_zero", "mean (0 if wrong)"))
+                (th("usd_per_task", "$/task"))
+                (th("agent_min_per_task", "agent min/task"))
                 (th("flags", "integrity flags"))
             } }
             tbody {
@@ -176,6 +178,9 @@ fn run_row(run: &RunReport, s: &ScopeMetrics) -> Markup {
                 (speedup_cell(g.map(|g| g.value), g.map(|g| (g.low, g.high))))
             }
             (speedup_cell(z.map(|z| z.mean.value), z.map(|z| (z.mean.low, z.mean.high))))
+            // The agent's cost per task, where the records carry one (LLM agents).
+            (td_num(s.cost.usd_per_task, html! { (format!("{:.3}", s.cost.usd_per_task.unwrap_or(0.0))) }))
+            (td_num(s.cost.agent_wall_min_per_task, html! { (format!("{:.1}", s.cost.agent_wall_min_per_task.unwrap_or(0.0))) }))
             (td_num(Some(flags as f64), html! {
                 @if flags > 0 { span class="flag" { (flags) } } @else { "0" }
             }))
@@ -470,5 +475,40 @@ pub(crate) mod tests {
         assert_eq!(page.matches("<script").count(), 1);
         assert!(!page.contains("<img"));
         assert!(!page.contains("onmouseover=\""));
+    }
+
+    #[test]
+    fn cost_per_task_is_the_sum_over_the_tasks_candidates() {
+        let with_cost = |name: &str, usd: f64, wall_s: f64| {
+            let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+            r.candidate.name = name.into();
+            let json = serde_json::json!({"cost": {"usd": usd, "wall_s": wall_s}});
+            (r, crate::extras::RecordExtras::from_json(&json))
+        };
+        let input = RunInput {
+            label: "run".into(),
+            path: "x".into(),
+            run_id: None,
+            agent: Some("coder-judge".into()),
+            records: vec![with_cost("a", 0.1, 60.0), with_cost("b", 0.2, 120.0)],
+        };
+        let report = build_report(&[input], SpeedupBasis::Median);
+        let page = render_leaderboard(&report, "t").unwrap();
+        assert!(
+            page.contains("data-key=\"usd_per_task\">$/task</th>"),
+            "{page}"
+        );
+        assert!(page.contains(">0.300</td>"), "{page}");
+        assert!(page.contains(">3.0</td>"), "{page}");
+        // A run without costs shows none.
+        let input = RunInput {
+            label: "run".into(),
+            path: "x".into(),
+            run_id: None,
+            agent: None,
+            records: vec![(record(Outcome::Ok, Some((2.0, 2.0))), Default::default())],
+        };
+        let page = render_leaderboard(&build_report(&[input], SpeedupBasis::Median), "t").unwrap();
+        assert!(!page.contains(">0.300</td>"));
     }
 }

@@ -11,7 +11,8 @@ use crate::task::Baseline;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaperTable {
     /// CudaForge (arXiv 2511.01884) Tables 1–2: Correct, Median, 75%, Perf, Fast1 vs eager,
-    /// failures as speedup 0.
+    /// failures as speedup 0; and its cost: dollars and agent minutes per task (from the
+    /// records' `cost`, `-` for runs without one).
     CudaForge,
     /// CUDA Agent (arXiv 2602.24286) Table 1: Pass, Faster vs Eager / Compile, Geomean vs
     /// Eager / Compile over correct tasks, Overall weighted by level task counts.
@@ -39,7 +40,8 @@ impl PaperTable {
             PaperTable::CudaForge => {
                 "CudaForge (arXiv 2511.01884), Tables 1-2: per task the fastest correct kernel vs \
                  PyTorch eager, 0 if none; Perf/Median/75% over all tasks; Fast1 = best > 1 over \
-                 all tasks"
+                 all tasks; $/task and Min/task = the agent's model spend and wall minutes, mean \
+                 over tasks with a recorded cost"
             }
             PaperTable::CudaAgent => {
                 "CUDA Agent (arXiv 2602.24286), Table 1: Faster = correct and faster (>) over all \
@@ -67,7 +69,9 @@ fn scope_name(s: &ScopeMetrics) -> String {
 }
 
 fn cudaforge(report: &Report) -> Grid {
-    let mut g = Grid::new(&["Run", "Level", "Correct", "Median", "75%", "Perf", "Fast1"]);
+    let mut g = Grid::new(&[
+        "Run", "Level", "Correct", "Median", "75%", "Perf", "Fast1", "$/task", "Min/task",
+    ]);
     for run in &report.runs {
         for s in &run.scopes {
             let b = s.baseline(Baseline::Eager);
@@ -82,6 +86,10 @@ fn cudaforge(report: &Report) -> Grid {
                 num(z.map(|z| z.p75.value)),
                 num(z.map(|z| z.mean.value)),
                 fast1.map_or_else(|| "-".into(), |f| pct(f.rate.value)),
+                num(s.cost.usd_per_task),
+                s.cost
+                    .agent_wall_min_per_task
+                    .map_or_else(|| "-".into(), |m| format!("{m:.1}")),
             ]);
         }
     }

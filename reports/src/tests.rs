@@ -63,6 +63,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         baselines: Default::default(),
         speed_of_light: None,
         integrity: None,
+        cost: None,
     }
 }
 

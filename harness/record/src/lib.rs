@@ -16,9 +16,9 @@ mod tensor;
 pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
-    eval_key, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, Device, Environment,
-    EvalRecord, FlushCount, IntegrityReport, KernelProfile, ModelMode, PhaseTimes, Precision,
-    ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary, ToleranceProfile,
+    eval_key, AgentCost, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, Device,
+    Environment, EvalRecord, FlushCount, IntegrityReport, KernelProfile, ModelMode, PhaseTimes,
+    Precision, ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

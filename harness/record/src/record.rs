@@ -402,6 +402,32 @@ pub struct EvalRecord {
     /// check that fails the kernel is the outcome itself (`integrity` with its flag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<IntegrityReport>,
+    /// What producing this candidate cost the LLM agent that wrote it (absent for other
+    /// agents, for re-measurements and in records written before costs were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<AgentCost>,
+}
+
+/// The LLM calls an agent made to produce one candidate: those of its stream (the task, or
+/// one trajectory) since its previous candidate; on the record of the task's final
+/// measurement (or its `no_kernel` record), the calls after its last candidate. `kbench
+/// report` sums them per task (tokens, dollars and minutes per task).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentCost {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// `prompt_tokens + completion_tokens`.
+    pub tokens: u64,
+    /// From the model's prices in `kbench.toml`.
+    pub usd: f64,
+    /// The agent's wall time for this candidate: from its stream's previous candidate (or
+    /// the task's start) until this one was submitted; model calls, tool use and the
+    /// feedback of earlier evaluations included, this evaluation not.
+    pub wall_s: f64,
+    /// GPU time the agent itself used (its own profiling), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_s: Option<f64>,
 }
 
 /// Integrity observations that do not, by themselves, fail a kernel (README, "Integrity

@@ -17,7 +17,7 @@ use kbench_suites::Problem;
 use kbench_suites::sha256_hex;
 
 /// One kernel to evaluate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// Unique within its problem and agent, e.g. a file stem.
     pub name: String,
@@ -29,6 +29,8 @@ pub struct Candidate {
     pub warm_up: bool,
     /// An LLM agent's re-measurement of one of its kernels while choosing its final one.
     pub selection: Option<kbench_record::Selection>,
+    /// What producing it cost the LLM agent that wrote it; goes into its record.
+    pub cost: Option<kbench_record::AgentCost>,
 }
 
 impl Candidate {
@@ -42,6 +44,7 @@ impl Candidate {
             sha256,
             warm_up: false,
             selection: None,
+            cost: None,
         }
     }
 

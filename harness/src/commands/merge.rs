@@ -416,6 +416,7 @@ mod tests {
             baselines: Default::default(),
             speed_of_light: None,
             integrity: None,
+            cost: None,
         };
         serde_json::to_string(&r).unwrap().replacen(
             "\"wall_s\":1.5",

@@ -649,6 +649,7 @@ impl Evaluation<'_, '_> {
             baselines,
             speed_of_light,
             integrity: Some(integrity),
+            cost: unit.cand.cost.clone(),
         };
         // A time below the physical limit (reads and FLOPs at the GPU's peaks, L2 flushed
         // before each call) is no kernel's honest result: work skipped, results kept across

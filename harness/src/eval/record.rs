@@ -38,7 +38,7 @@ pub(crate) fn reference_error_record(
         message: message.to_string(),
     };
     let candidate = candidate_ref(unit.agent, unit.cand);
-    bare_record(
+    let mut r = bare_record(
         tol,
         device,
         run_dir,
@@ -46,7 +46,9 @@ pub(crate) fn reference_error_record(
         candidate,
         outcome,
         env,
-    )
+    );
+    r.cost = unit.cand.cost.clone();
+    r
 }
 
 /// The record of a plan entry decided without any worker (`no_kernel`, `problem_error`).
@@ -59,7 +61,7 @@ pub(crate) fn unjudged_record(
     env: Environment,
 ) -> EvalRecord {
     let candidate = candidate_ref(agent, &u.cand);
-    bare_record(
+    let mut r = bare_record(
         tol,
         device,
         run_dir,
@@ -67,7 +69,9 @@ pub(crate) fn unjudged_record(
         candidate,
         u.outcome.clone(),
         env,
-    )
+    );
+    r.cost = u.cand.cost.clone();
+    r
 }
 
 /// A record of a candidate that never ran: its outcome and nothing measured.
@@ -106,6 +110,7 @@ fn bare_record(
         baselines: Default::default(),
         speed_of_light: None,
         integrity: None,
+        cost: None,
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use kbench_record::EvalRecord;
+use kbench_record::{AgentCost, EvalRecord};
 use kbench_suites::Problem;
 
 use crate::agents::Candidate;
@@ -44,18 +44,21 @@ impl Evaluator {
     /// Correctness on every configured case family, then timing (when the run times).
     /// A kernel already recorded under this name (a resumed run) is not evaluated again.
     /// `sample` is the trajectory (kevin) or 0: `kbench report` takes each sample as one
-    /// independent trajectory for best@k / avg@k.
+    /// independent trajectory for best@k / avg@k. `cost` (the model calls that produced the
+    /// kernel) goes into its record.
     pub fn evaluate(
         &self,
         problem: &Problem,
         name: &str,
         sample: u32,
         source: &str,
+        cost: Option<AgentCost>,
     ) -> Result<EvalRecord> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
+        let mut cand = Candidate::new(name.to_string(), sample, source.to_string(), None);
+        cand.cost = cost;
         let key = crate::plan::record_key(problem, self.agent, &cand);
         let record = self.service.evaluate(problem, cand)?;
         if record.key() != key {
@@ -71,16 +74,19 @@ impl Evaluator {
     /// Re-measures kernels the agent already wrote, to choose its final one
     /// ([`super::select`]): each `(name, source, selection)` is evaluated under its new
     /// name, all of them as one batch (back to back in the problem's one reference session),
-    /// in the order given. Records come back in that order.
+    /// in the order given. Records come back in that order. `last_cost` goes into the last
+    /// one's record (the final measurement carries the model calls made after the agent's
+    /// last kernel).
     pub fn remeasure(
         &self,
         problem: &Problem,
         kernels: Vec<(String, String, kbench_record::Selection)>,
+        last_cost: Option<AgentCost>,
     ) -> Result<Vec<EvalRecord>> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
-        let cands: Vec<Candidate> = kernels
+        let mut cands: Vec<Candidate> = kernels
             .into_iter()
             .map(|(name, source, selection)| {
                 let mut c = Candidate::new(name, 0, source, None);
@@ -88,6 +94,9 @@ impl Evaluator {
                 c
             })
             .collect();
+        if let Some(last) = cands.last_mut() {
+            last.cost = last_cost;
+        }
         let keys: Vec<String> = cands
             .iter()
             .map(|c| crate::plan::record_key(problem, self.agent, c))
@@ -105,9 +114,11 @@ impl Evaluator {
     }
 
     /// Records that the task of `problem` ended without producing any kernel (`no_kernel`,
-    /// no worker started); a resumed run finds the record already there.
-    pub fn no_kernel(&self, problem: &Problem) -> Result<EvalRecord> {
-        let cand = Candidate::missing();
+    /// no worker started), with what the agent's model calls cost; a resumed run finds the
+    /// record already there.
+    pub fn no_kernel(&self, problem: &Problem, cost: Option<AgentCost>) -> Result<EvalRecord> {
+        let mut cand = Candidate::missing();
+        cand.cost = cost;
         let u = crate::plan::blank_kernel(problem, self.agent, &cand)
             .context("the stand-in of a missing kernel is blank")?;
         self.service.record_unjudged(u)

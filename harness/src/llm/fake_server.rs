@@ -11,16 +11,21 @@
 //! 404 `model_not_found`; a model whose steps are used up gets 400. STEP is one of:
 //! - `{"content": "...", "reasoning": "...", "tool_calls": [{"name": "n", "arguments": "{..}"}],
 //!    "usage": {"prompt_tokens": 10, "completion_tokens": 5}}` (every key optional)
-//! - `{"status": 429, "retry_after": 1}` (or any status, with an optional `"body"`)
+//! - `{"status": 429, "retry_after": 1}` (or any status, with an optional `"body"`);
+//!   `"retry_after"` may also be a string sent as is (an HTTP-date), and
+//!   `"retry_after_date_s": 2` sends Retry-After as the HTTP-date that many seconds after
+//!   the request arrived
 //! - `{"raw": "text"}`: a 200 whose body is this text (malformed replies)
 //! - any of the above with `"delay_s": 3`: the answer comes that much later.
+//!
+//! HTTP itself is tiny_http's (request parsing, keep-alive, chunked bodies); this file only
+//! decides the answers.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -63,9 +68,12 @@ impl FakeLlm {
                 steps.insert(name.clone(), list.iter().cloned().collect::<VecDeque<_>>());
             }
         }
-        let listener = TcpListener::bind(("127.0.0.1", port))
-            .with_context(|| format!("fake-llm: binding 127.0.0.1:{port}"))?;
-        let addr = listener.local_addr()?;
+        let server = tiny_http::Server::http(("127.0.0.1", port))
+            .map_err(|e| anyhow::anyhow!("fake-llm: binding 127.0.0.1:{port}: {e}"))?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .context("fake-llm: the server has no IP address")?;
         let state = Arc::new(Mutex::new(State {
             api_key,
             steps,
@@ -74,10 +82,11 @@ impl FakeLlm {
         }));
         let s = Arc::clone(&state);
         std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
+            for request in server.incoming_requests() {
                 let s = Arc::clone(&s);
+                // A thread per request: a scripted delay must not hold up the others.
                 std::thread::spawn(move || {
-                    let _ = serve(conn, &s);
+                    let _ = serve(request, &s);
                 });
             }
         });
@@ -109,56 +118,33 @@ impl FakeLlm {
     }
 }
 
-fn serve(conn: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-    let mut length = 0usize;
-    let mut auth = None;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            let k = k.trim().to_ascii_lowercase();
-            let v = v.trim().to_string();
-            if k == "content-length" {
-                length = v.parse().unwrap_or(0);
-            } else if k == "authorization" {
-                auth = Some(v);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
+fn serve(mut request: tiny_http::Request, state: &Mutex<State>) -> std::io::Result<()> {
+    let path = request.url().to_string();
+    let auth = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.as_str().to_string());
+    let mut body = Vec::new();
+    request.as_reader().read_to_end(&mut body)?;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let (status, headers, text, delay) = answer(&path, auth, body, state);
     if delay > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(delay));
     }
-    let mut out = conn;
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        _ => "Status",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        text.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
+    let mut response = tiny_http::Response::from_string(text).with_status_code(status);
+    for (k, v) in [("Content-Type".to_string(), "application/json".to_string())]
+        .into_iter()
+        .chain(headers)
+    {
+        match tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            Ok(h) => response.add_header(h),
+            Err(()) => {
+                eprintln!("fake-llm: the script's header `{k}: {v}` is not valid HTTP; not sent")
+            }
+        }
     }
-    head.push_str("\r\n");
-    out.write_all(head.as_bytes())?;
-    out.write_all(text.as_bytes())?;
-    out.flush()
+    request.respond(response)
 }
 
 fn err_body(code: &str, msg: &str) -> String {
@@ -243,6 +229,9 @@ fn answer(path: &str, auth: Option<String>, body: Value, state: &Mutex<State>) -
                 other => other.to_string(),
             };
             headers.push(("Retry-After".to_string(), v));
+        } else if let Some(s) = step.get("retry_after_date_s").and_then(Value::as_f64) {
+            let at = SystemTime::now() + Duration::from_secs_f64(s.max(0.0));
+            headers.push(("Retry-After".to_string(), httpdate::fmt_http_date(at)));
         }
         let text = step
             .get("body")

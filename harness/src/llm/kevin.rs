@@ -221,7 +221,7 @@ fn trajectory(
             ctx.log_round(round)?;
             continue;
         };
-        let (rec, kres) = ctx.evaluate_sample(&format!("t{t:02}_turn{k}"), t, &code)?;
+        let (rec, kres) = ctx.evaluate_sample(&stream, &format!("t{t:02}_turn{k}"), t, &code)?;
         let format_error = if ctx.opts.kevin_format_checks {
             format_violation(&code)
         } else {

@@ -70,6 +70,7 @@ pub(super) fn choose(
                     )
                 })
                 .collect(),
+            None,
         )?;
         timed = records.iter().map(speedup).collect();
         // The fastest in the selection batch; ties (and a batch where none stayed correct)
@@ -102,6 +103,7 @@ pub(super) fn choose(
                 chosen.source.clone(),
                 sel(SelectionRole::Final, &chosen.name, session),
             )],
+            ctx.unbilled_rest(),
         )?
         .pop()
         .context("no record of the final measurement")?;

@@ -328,6 +328,7 @@ fn run_task(
         rounds_log: Mutex::new(Vec::new()),
         sources: Mutex::new(Vec::new()),
         stopped: Mutex::new(None),
+        unbilled: Mutex::new(std::collections::HashMap::new()),
     };
     let extra = match opts.kind {
         Kind::CoderJudge => coder_judge::run(&ctx),
@@ -359,7 +360,7 @@ fn run_task(
     // A task that ended without any kernel gave a wrong answer: it is recorded, so the
     // problem counts in every rate (an interrupted task is continued by --resume instead).
     if sources.is_empty() && !eval.stopped() {
-        eval.no_kernel(problem)?;
+        eval.no_kernel(problem, ctx.unbilled_rest())?;
     }
     let rounds = ctx
         .rounds_log

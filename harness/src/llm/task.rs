@@ -3,12 +3,13 @@
 //! produced ([`KernelResult`], [`Round`], [`TaskResult`], [`SelectionReport`]) and the old
 //! final pick (the fastest measurement), which [`super::select`] falls back on.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use kbench_record::EvalRecord;
+use kbench_record::{AgentCost, EvalRecord};
 use kbench_suites::Problem;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -126,6 +127,9 @@ pub struct TaskCtx<'a> {
     /// Sources by kernel name, for the final pick.
     pub(super) sources: Mutex<Vec<(KernelResult, String)>>,
     pub stopped: Mutex<Option<String>>,
+    /// Per stream: the model calls since its previous kernel and when that kernel was
+    /// submitted (absent: since the task's start), for each kernel's record `cost`.
+    pub(super) unbilled: Mutex<HashMap<String, (Spend, Instant)>>,
 }
 
 impl TaskCtx<'_> {
@@ -162,6 +166,13 @@ impl TaskCtx<'_> {
         match llm.chat(model, stream, label, messages, tools) {
             Ok(r) => {
                 self.spend.lock().unwrap_or_else(|e| e.into_inner()).add(&r);
+                self.unbilled
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(stream.to_string())
+                    .or_insert((Spend::default(), self.started))
+                    .0
+                    .add(&r);
                 Ok(Ok(r))
             }
             Err(e) if e.is_fatal() => Err(anyhow::anyhow!("{e}")),
@@ -169,14 +180,17 @@ impl TaskCtx<'_> {
         }
     }
 
-    /// Evaluates a kernel, keeps its source under `agent/<task>/kernels/` and notes it.
+    /// Evaluates a kernel of the task's one stream, keeps its source under
+    /// `agent/<task>/kernels/` and notes it.
     pub fn evaluate(&self, name: &str, source: &str) -> Result<(EvalRecord, KernelResult)> {
-        self.evaluate_sample(name, 0, source)
+        self.evaluate_sample(&self.stream(""), name, 0, source)
     }
 
-    /// [`evaluate`](Self::evaluate) as sample (trajectory) `sample`.
+    /// [`evaluate`](Self::evaluate) as sample (trajectory) `sample`, written by the model
+    /// calls of `stream`: its record's `cost` is theirs since the stream's previous kernel.
     pub fn evaluate_sample(
         &self,
+        stream: &str,
         name: &str,
         sample: u32,
         source: &str,
@@ -185,13 +199,48 @@ impl TaskCtx<'_> {
         std::fs::create_dir_all(&kdir)?;
         std::fs::write(kdir.join(format!("{name}.py")), source)
             .with_context(|| format!("saving kernel {name}"))?;
-        let rec = self.eval.evaluate(self.problem, name, sample, source)?;
+        let cost = self.bill(stream);
+        let rec = self
+            .eval
+            .evaluate(self.problem, name, sample, source, cost)?;
         let k = KernelResult::from_record(&rec);
         self.sources
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((k.clone(), source.to_string()));
         Ok((rec, k))
+    }
+
+    /// The cost of the next kernel of `stream`: its calls since its previous kernel, and the
+    /// time since then (or since the task's start); the stream starts afresh. `None` for
+    /// an agent without a model (the command agent: what its program spent is unknown).
+    fn bill(&self, stream: &str) -> Option<AgentCost> {
+        self.llm?;
+        let now = Instant::now();
+        let mut m = self.unbilled.lock().unwrap_or_else(|e| e.into_inner());
+        let (spend, since) = m
+            .insert(stream.to_string(), (Spend::default(), now))
+            .unwrap_or((Spend::default(), self.started));
+        Some(agent_cost(&spend, now.duration_since(since).as_secs_f64()))
+    }
+
+    /// The model calls of every stream since its last kernel, taken (billed once): for the
+    /// record of the task's final measurement, or its `no_kernel` record when it produced
+    /// none. Wall time: since the task's latest kernel (or its start). `None` when there
+    /// are no such calls (the command agent has none at all).
+    pub(super) fn unbilled_rest(&self) -> Option<AgentCost> {
+        let mut m = self.unbilled.lock().unwrap_or_else(|e| e.into_inner());
+        let mut spend = Spend::default();
+        let mut latest = self.started;
+        for (s, since) in m.values_mut() {
+            spend.calls += s.calls;
+            spend.input_tokens += s.input_tokens;
+            spend.output_tokens += s.output_tokens;
+            spend.cost_usd += s.cost_usd;
+            latest = latest.max(*since);
+            *s = Spend::default();
+        }
+        (spend.calls > 0).then(|| agent_cost(&spend, latest.elapsed().as_secs_f64()))
     }
 
     pub fn log_round(&self, r: Round) -> Result<()> {
@@ -214,6 +263,18 @@ impl TaskCtx<'_> {
     /// Saves a prompt or message as text beside the rounds (for people reading the run).
     pub fn save_text(&self, name: &str, text: &str) {
         let _ = std::fs::write(self.dir.join(name), text);
+    }
+}
+
+fn agent_cost(spend: &Spend, wall_s: f64) -> AgentCost {
+    AgentCost {
+        calls: spend.calls,
+        prompt_tokens: spend.input_tokens,
+        completion_tokens: spend.output_tokens,
+        tokens: spend.input_tokens + spend.output_tokens,
+        usd: spend.cost_usd,
+        wall_s,
+        gpu_s: None,
     }
 }
 

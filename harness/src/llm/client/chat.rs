@@ -287,6 +287,17 @@ mod tests {
         timeout_s: f64,
         retries: u32,
     ) -> (FakeLlm, Llm, tempfile::TempDir) {
+        setup_limited(script, key_env, timeout_s, retries, None, None)
+    }
+
+    fn setup_limited(
+        script: Value,
+        key_env: Option<&str>,
+        timeout_s: f64,
+        retries: u32,
+        rpm: Option<u32>,
+        tpm: Option<u32>,
+    ) -> (FakeLlm, Llm, tempfile::TempDir) {
         let server = FakeLlm::start(&script, 0, None).unwrap();
         let mut models = BTreeMap::new();
         models.insert(
@@ -303,6 +314,8 @@ mod tests {
                 timeout_s,
                 max_retries: retries,
                 max_concurrency: 2,
+                rpm,
+                tpm,
             },
         );
         let dir = tempfile::tempdir().unwrap();
@@ -368,6 +381,73 @@ mod tests {
         assert_eq!(saved.attempts, 2);
         assert_eq!(saved.request["messages"][0]["content"], "hi");
         assert!(saved.reply_body.contains("hello"));
+    }
+
+    #[test]
+    fn a_429_with_an_http_date_retry_after_is_honoured() {
+        // The date is made when the 429 is sent, 3 s ahead (whole seconds: at least ~2 s).
+        let script = json!({"models": {"served-model": [
+            {"status": 429, "retry_after_date_s": 3},
+            {"content": "after the date"}
+        ]}});
+        let (server, llm, _d) = setup(script, None, 10.0, 1);
+        let t = Instant::now();
+        let r = llm.chat("m", "s", "c", &[], None).unwrap();
+        let waited = t.elapsed().as_secs_f64();
+        assert_eq!(r.content, "after the date");
+        assert!(
+            (1.8..5.0).contains(&waited),
+            "Retry-After as an HTTP-date 3 s ahead: waited {waited}s"
+        );
+        let got = server.received();
+        assert_eq!(got.len(), 2);
+        assert!(got[1].unix_s - got[0].unix_s >= 1.8);
+    }
+
+    #[test]
+    fn rpm_spaces_requests_across_concurrent_streams() {
+        let script = json!({"models": {"served-model": vec![json!({"content": "x"}); 5]}});
+        // rpm = 120: one request each 0.5 s, the first at once: 5 requests take >= 2 s,
+        // though they come from 5 threads at once.
+        let (server, llm, _d) = setup_limited(script, None, 10.0, 0, Some(120), None);
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for i in 0..5 {
+                let llm = &llm;
+                s.spawn(move || llm.chat("m", &format!("s{i}"), "c", &[], None).unwrap());
+            }
+        });
+        let took = t.elapsed().as_secs_f64();
+        assert!(
+            (1.9..3.5).contains(&took),
+            "5 requests at rpm = 120 took {took}s"
+        );
+        let mut at: Vec<f64> = server.received().iter().map(|r| r.unix_s).collect();
+        at.sort_by(f64::total_cmp);
+        for w in at.windows(2) {
+            assert!(w[1] - w[0] >= 0.4, "requests {:.3}s apart", w[1] - w[0]);
+        }
+    }
+
+    #[test]
+    fn tpm_charges_the_reported_usage() {
+        // tpm = 6000: 100 tokens/s, the bucket one second's worth. Each reply reports 150
+        // tokens; the prompts are estimated at a few tokens. Three calls use 450 tokens, of
+        // which 350 beyond the first second's 100: about 3.5 s in all.
+        let step =
+            json!({"content": "x", "usage": {"prompt_tokens": 100, "completion_tokens": 50}});
+        let script = json!({"models": {"served-model": vec![step; 3]}});
+        let (_s, llm, _d) = setup_limited(script, None, 10.0, 0, None, Some(6000));
+        let t = Instant::now();
+        for _ in 0..3 {
+            llm.chat("m", "s", "c", &[], None).unwrap();
+        }
+        let took = t.elapsed().as_secs_f64();
+        assert!(
+            (3.2..5.0).contains(&took),
+            "450 tokens at tpm = 6000 took {took}s"
+        );
+        assert_eq!(llm.spent().input_tokens + llm.spent().output_tokens, 450);
     }
 
     #[test]

@@ -1,19 +1,23 @@
-//! Posting a request to an endpoint: at most `max_concurrency` requests in flight per
-//! `base_url`, loopback servers reached without a proxy, retries on 429 and 5xx honouring
-//! Retry-After (else exponential backoff), and the errors a bad key, an unknown model, a
-//! timeout or another HTTP status give.
+//! Posting a request to an endpoint: each model's rate limits (`rpm`, `tpm`: [`Limits`]),
+//! at most `max_concurrency` requests in flight per `base_url`, loopback servers reached
+//! without a proxy, retries on 429 and 5xx (and transport errors) honouring Retry-After in
+//! seconds or as an HTTP-date, else exponential backoff with jitter (backon), and the
+//! errors a bad key, an unknown model, a timeout or another HTTP status give.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use backon::BackoffBuilder;
 use serde_json::Value;
 
+use super::limit::Limits;
 use super::model::{LlmFile, ModelConfig};
 use super::reply::{parse_reply, ChatReply, LlmError};
 
-/// A counting semaphore for one endpoint.
+/// A counting semaphore for one endpoint. Hand-written (a Mutex and a Condvar): the client is
+/// blocking, and the async semaphores of tokio or async-lock would bring a runtime along.
 struct Gate {
     free: Mutex<usize>,
     cv: Condvar,
@@ -44,6 +48,8 @@ impl Drop for GateGuard {
 pub(super) struct Http {
     config_path: PathBuf,
     gates: HashMap<String, Arc<Gate>>,
+    /// Rate limits per `[models.NAME]` table.
+    limits: HashMap<String, Limits>,
     agent: ureq::Agent,
     /// For loopback servers: never through an HTTP proxy from the environment.
     direct: ureq::Agent,
@@ -68,6 +74,11 @@ impl Http {
                 }),
             );
         }
+        let rate = file
+            .models
+            .iter()
+            .map(|(name, m)| (name.clone(), Limits::new(m)))
+            .collect();
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
@@ -80,6 +91,7 @@ impl Http {
         Self {
             config_path: config_path.to_path_buf(),
             gates,
+            limits: rate,
             agent,
             direct,
         }
@@ -113,9 +125,18 @@ impl Http {
         };
         let payload = serde_json::to_vec(body).unwrap_or_default();
         let gate = self.gates.get(&m.base_url).cloned();
+        let limits = self.limits.get(model_name);
+        let estimate = Limits::estimate(payload.len());
+        if let Some(l) = limits {
+            l.tokens(estimate);
+        }
+        let mut delays = backoff(m.max_retries);
         let mut attempt = 0u32;
         loop {
             attempt += 1;
+            if let Some(l) = limits {
+                l.request();
+            }
             let _slot = gate.as_ref().map(|g| g.acquire());
             let client = if is_loopback(&m.base_url) {
                 &self.direct
@@ -139,7 +160,7 @@ impl Http {
                         .headers()
                         .get("retry-after")
                         .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<f64>().ok());
+                        .and_then(retry_after);
                     let text = resp
                         .body_mut()
                         .with_config()
@@ -154,11 +175,18 @@ impl Http {
             };
             // The slot is held until the reply is read, not while waiting to retry.
             drop(_slot);
-            let retries_left = attempt <= m.max_retries;
+            let retryable =
+                transport.is_some() || matches!(status, 429 | 500 | 502 | 503 | 504 | 529);
+            // The next backoff delay (None: no retries left), or the server's Retry-After.
+            let wait = if retryable {
+                delays.next().map(|d| retry_after_or(retry_after, d))
+            } else {
+                None
+            };
             if let Some(e) = transport {
                 let timed_out = matches!(e, ureq::Error::Timeout(_));
-                if retries_left {
-                    std::thread::sleep(backoff(attempt, None));
+                if let Some(wait) = wait {
+                    std::thread::sleep(wait);
                     continue;
                 }
                 let msg = format!(
@@ -184,6 +212,10 @@ impl Http {
             match status {
                 200..=299 => {
                     let r = parse_reply(&text, m);
+                    if let (Some(l), Ok(r)) = (limits, &r) {
+                        let used = r.usage.input_tokens + r.usage.output_tokens;
+                        l.tokens(used.saturating_sub(estimate));
+                    }
                     return (status, attempt, text, r);
                 }
                 401 | 403 => {
@@ -217,8 +249,8 @@ impl Http {
                         ))),
                     );
                 }
-                429 | 500 | 502 | 503 | 504 | 529 if retries_left => {
-                    std::thread::sleep(backoff(attempt, retry_after));
+                _ if wait.is_some() => {
+                    std::thread::sleep(wait.unwrap_or_default());
                     continue;
                 }
                 _ => {
@@ -253,16 +285,46 @@ fn is_loopback(base_url: &str) -> bool {
     host == "localhost" || host == "::1" || host.starts_with("127.")
 }
 
-/// Retry-After when the server gave one (capped at 5 minutes), else 1, 2, 4 … 30 s.
-fn backoff(attempt: u32, retry_after: Option<f64>) -> Duration {
-    if let Some(s) = retry_after.filter(|s| s.is_finite() && *s >= 0.0) {
-        return Duration::from_secs_f64(s.min(300.0));
-    }
+/// The longest wait a Retry-After may ask for: a server asking for more is waited on this
+/// long, then tried again (or the call fails when no retries are left).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// The backoff delays of the retries (`max_retries` of them): exponential from
+/// `KBENCH_LLM_BACKOFF_S` (default 1 s), doubling up to 30 s, each plus a random jitter of
+/// up to its own length, so tasks that failed together do not retry together.
+fn backoff(max_retries: u32) -> backon::ExponentialBackoff {
     let base = std::env::var("KBENCH_LLM_BACKOFF_S")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
         .unwrap_or(1.0);
-    Duration::from_secs_f64((base * 2f64.powi(attempt.saturating_sub(1) as i32)).min(30.0))
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs_f64(base))
+        .with_max_delay(Duration::from_secs(30))
+        .with_factor(2.0)
+        .with_max_times(max_retries as usize)
+        .with_jitter()
+        .build()
+}
+
+/// A Retry-After header: delay-seconds (fractions accepted) or an HTTP-date (RFC 9110
+/// 10.2.3), as the time from now (zero for a date already past).
+fn retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(s) = value.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(1e9)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// The server's Retry-After (capped at [`MAX_RETRY_AFTER`]) when it gave one, else the
+/// backoff delay.
+fn retry_after_or(retry_after: Option<Duration>, backoff: Duration) -> Duration {
+    retry_after.map_or(backoff, |d| d.min(MAX_RETRY_AFTER))
 }
 
 fn error_message(body: &str) -> String {
@@ -286,5 +348,42 @@ mod tests {
         assert!(is_loopback("http://localhost/v1"));
         assert!(is_loopback("http://[::1]:9/v1"));
         assert!(!is_loopback("https://api.example.invalid/v1"));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        assert_eq!(retry_after(" 2 "), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(retry_after("-1"), None);
+        assert_eq!(retry_after("soon"), None);
+        let later = std::time::SystemTime::now() + Duration::from_secs(10);
+        let d = retry_after(&httpdate::fmt_http_date(later)).unwrap();
+        // HTTP-dates have whole seconds.
+        assert!((8..=10).contains(&d.as_secs()), "{d:?}");
+        assert_eq!(
+            retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after_or(Some(Duration::from_secs(3600)), Duration::from_secs(1)),
+            MAX_RETRY_AFTER
+        );
+        assert_eq!(
+            retry_after_or(None, Duration::from_secs(1)),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_and_stops_after_max_retries() {
+        let delays: Vec<Duration> = backoff(4).collect();
+        assert_eq!(delays.len(), 4);
+        for (i, d) in delays.iter().enumerate() {
+            // 1, 2, 4, 8 s (KBENCH_LLM_BACKOFF_S unset in unit tests), each plus < 100 %.
+            let base = 2f64.powi(i as i32);
+            let s = d.as_secs_f64();
+            assert!(s >= base && s < 2.0 * base, "retry {i}: {s}s");
+        }
+        assert_eq!(backoff(0).count(), 0);
     }
 }

@@ -18,15 +18,18 @@
 //! timeout_s = 600
 //! max_retries = 5
 //! max_concurrency = 8                     # in-flight requests per base_url
+//! rpm = 60                                # optional: requests per minute, this table
+//! tpm = 200000                            # optional: tokens per minute, this table
 //! ```
 //!
 //! `model` reads `kbench.toml`; `chat` is the client ([`Llm`]: record, replay, resume,
 //! spend); `http` posts to an endpoint (concurrency gate, proxy choice, retries and
-//! backoff, error classes); `reply` parses a chat-completions body. The client may import
+//! backoff, error classes); `limit` holds each model's rate limits; `reply` parses a chat-completions body. The client may import
 //! `runlog` (below `llm`); the agents import it, never the other way.
 
 mod chat;
 mod http;
+mod limit;
 mod model;
 mod reply;
 

@@ -30,6 +30,12 @@ pub struct ModelConfig {
     pub max_retries: u32,
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
+    /// Requests per minute to send at most (this table's calls across the whole run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpm: Option<u32>,
+    /// Tokens (prompt and completion) per minute to use at most, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<u32>,
 }
 
 fn default_timeout() -> f64 {
@@ -65,6 +71,14 @@ impl LlmFile {
                     "{}: models.{name}.timeout_s must be a positive number",
                     path.display()
                 );
+            }
+            for (key, v) in [("rpm", m.rpm), ("tpm", m.tpm)] {
+                if v == Some(0) {
+                    bail!(
+                        "{}: models.{name}.{key} must be at least 1 (leave it out for no limit)",
+                        path.display()
+                    );
+                }
             }
             if m.max_concurrency == 0 {
                 bail!(
