@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::shard::Shard;
 
 mod import_set;
+mod report_args;
 pub use import_set::{ImportFormat, ImportSetArgs, ModelModeArg};
+pub use report_args::{LeaderboardArgs, PickArg, ReportArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -222,81 +224,6 @@ pub enum TableArg {
     Kevin,
     /// KernelBench: compiled, correct, fast_p, geomean over correct.
     Kernelbench,
-}
-
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// Run directories (or records.jsonl files) to report on.
-    #[arg(required = true, value_name = "RUN_DIR")]
-    pub runs: Vec<PathBuf>,
-    /// Write every metric as CSV (one row per run, scope, baseline and metric).
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
-    /// Write the whole report as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
-    /// Write the report as Markdown tables.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
-    /// Print a table in the shape of this paper's instead of kbench's own.
-    #[arg(long, value_enum)]
-    pub table: Option<TableArg>,
-    /// Write PNG and SVG plots into this directory.
-    #[arg(long, value_name = "DIR")]
-    pub plots: Option<PathBuf>,
-    /// Speedup ratio (default: median; mean with --table, as the papers use means).
-    #[arg(long, value_enum)]
-    pub basis: Option<BasisArg>,
-    /// Count kernels failed by this integrity flag as their cases and timing say, as if the
-    /// flag were not raised (repeatable or comma-separated, e.g. `no-custom-kernel`); each
-    /// such record says so in its notes. Kernels that failed a case stay failed.
-    #[arg(long = "ignore-flag", value_name = "FLAG", value_delimiter = ',')]
-    pub ignore_flags: Vec<String>,
-    /// Which candidates count (default: best; first with --table kernelbench, whose
-    /// analysis reads sample 0 only).
-    #[arg(long, value_enum)]
-    pub pick: Option<PickArg>,
-    /// A claims file from `kbench import`: adds, for each run, the claims report (claimed vs
-    /// measured per kernel, a reason for every disagreement, the set-level table).
-    #[arg(long, value_name = "FILE")]
-    pub claims: Option<PathBuf>,
-    /// With --claims: write claims.md, claims.csv and claims.json into DIR (one set of files
-    /// per run, prefixed with the run's label when there are several).
-    #[arg(long, value_name = "DIR", requires = "claims")]
-    pub claims_out: Option<PathBuf>,
-}
-
-/// Which candidates of each problem a report considers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PickArg {
-    /// Every candidate; a task reports its fastest correct one.
-    Best,
-    /// Each problem's first sample only.
-    First,
-}
-
-#[derive(Debug, Args)]
-pub struct LeaderboardArgs {
-    /// Run directories (or records.jsonl files) to compare.
-    #[arg(required = true, value_name = "RUN_DIR")]
-    pub runs: Vec<PathBuf>,
-    /// The HTML file to write.
-    #[arg(long, value_name = "FILE", default_value = "leaderboard.html")]
-    pub out: PathBuf,
-    /// Page title.
-    #[arg(long, default_value = "kbench leaderboard")]
-    pub title: String,
-    /// Speedup ratio.
-    #[arg(long, value_enum, default_value = "median")]
-    pub basis: BasisArg,
-    /// Count kernels failed by this integrity flag as their cases and timing say, as if the
-    /// flag were not raised (repeatable or comma-separated, e.g. `no-custom-kernel`); each
-    /// such record says so in its notes. Kernels that failed a case stay failed.
-    #[arg(long = "ignore-flag", value_name = "FLAG", value_delimiter = ',')]
-    pub ignore_flags: Vec<String>,
-    /// A claims file from `kbench import`: adds a claims section (claimed vs measured) per run.
-    #[arg(long, value_name = "FILE")]
-    pub claims: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
