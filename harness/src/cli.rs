@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::config::shard::Shard;
 
 mod import_set;
+mod setup;
 pub use import_set::{ImportFormat, ImportSetArgs, ModelModeArg};
+pub use setup::SetupArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -304,15 +306,6 @@ pub struct PythonArgs {
     /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct SetupArgs {
-    #[command(flatten)]
-    pub python: PythonArgs,
-    /// No spinner or progress lines.
-    #[arg(long)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
