@@ -52,7 +52,10 @@ fn setup_installs_exactly_the_locked_torch_and_a_second_setup_is_a_no_op() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", show(&out));
-        (String::from_utf8_lossy(&out.stdout).into_owned(), t.elapsed())
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            t.elapsed(),
+        )
     };
     let (first, took) = setup();
     eprintln!("kbench setup from the lock into a fresh cache: {took:.1?}");
@@ -154,7 +157,15 @@ fn a_clone_of_head_with_nothing_beside_it_passes_its_tests() {
     let t = Instant::now();
     let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args([
-            "test", "--locked", "-p", "kbench", "--test", "cli", "--test", "layers", "--",
+            "test",
+            "--locked",
+            "-p",
+            "kbench",
+            "--test",
+            "cli",
+            "--test",
+            "layers",
+            "--",
             "--nocapture",
         ])
         .current_dir(&clone)

@@ -10,7 +10,7 @@ use crate::config::shard::Shard;
 mod import_set;
 mod setup;
 pub use import_set::{ImportFormat, ImportSetArgs, ModelModeArg};
-pub use setup::SetupArgs;
+pub use setup::{PythonArgs, SetupArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -299,13 +299,6 @@ pub struct LeaderboardArgs {
     /// A claims file from `kbench import`: adds a claims section (claimed vs measured) per run.
     #[arg(long, value_name = "FILE")]
     pub claims: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct PythonArgs {
-    /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

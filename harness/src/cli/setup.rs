@@ -1,8 +1,15 @@
-//! Arguments of `kbench setup` (kept beside `cli.rs`, which is near the size limit).
+//! Arguments of `kbench setup`, and `--python` of every command that runs workers (kept beside `cli.rs`, which is near the size limit).
+
+use std::path::PathBuf;
 
 use clap::Args;
 
-use super::PythonArgs;
+#[derive(Debug, Args)]
+pub struct PythonArgs {
+    /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+}
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
