@@ -29,7 +29,7 @@ pub struct KnownSource {
 }
 
 /// Problems KernelBench changed after both published sets were timed
-/// (`shared/kernelbench/SOURCE.md`, `shared/reference/kernelbench.md`).
+/// (KernelBench's git history of those files).
 const CHANGED_2026: &[(u8, u32, &str)] = &[
     (
         1,
@@ -44,8 +44,7 @@ const CHANGED_2026: &[(u8, u32, &str)] = &[
 ];
 
 /// The caveats of the KernelBench folders kbench knows, by folder name
-/// (`results/timing/<folder>/`). Sources: KernelBench's git history, summarised in
-/// `shared/kernelbench/SOURCE.md`.
+/// (`results/timing/<folder>/`). Source: KernelBench's git history.
 pub fn known_caveats(folder: &str) -> Option<KnownSource> {
     match folder {
         "H100_Modal" => Some(KnownSource {

@@ -1,7 +1,6 @@
 //! Import of KernelBench's baseline JSON files (`results/timing/<hardware>/*.json`).
 //!
-//! Schema (KernelBench `scripts/generate_baseline_time.py`, see
-//! `shared/reference/kernelbench.md` §6):
+//! Schema (KernelBench `scripts/generate_baseline_time.py`):
 //! `{"level1": {"<file>.py": {"mean", "std", "min", "max", "num_trials", "hardware",
 //! "device"}}, "level2": {..}, "level3": {..}}`, times in milliseconds rounded to three
 //! significant digits, measured with CUDA events under `torch.no_grad()`.

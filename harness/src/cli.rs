@@ -9,8 +9,10 @@ use crate::config::shard::Shard;
 
 mod import_set;
 mod report_args;
+mod setup;
 pub use import_set::{ImportFormat, ImportSetArgs, ModelModeArg};
 pub use report_args::{LeaderboardArgs, PickArg, ReportArgs};
+pub use setup::{PythonArgs, SetupArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -224,22 +226,6 @@ pub enum TableArg {
     Kevin,
     /// KernelBench: compiled, correct, fast_p, geomean over correct.
     Kernelbench,
-}
-
-#[derive(Debug, Args)]
-pub struct PythonArgs {
-    /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
-    #[arg(long, value_name = "PATH")]
-    pub python: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct SetupArgs {
-    #[command(flatten)]
-    pub python: PythonArgs,
-    /// No spinner or progress lines.
-    #[arg(long)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

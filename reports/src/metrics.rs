@@ -1,13 +1,13 @@
 //! The metrics of each paper, over tasks, per level and overall. Pure functions.
 //!
-//! Definitions (see `shared/reference/agents.md` and `kernelbench.md`; each differs):
+//! Definitions (from each paper and KernelBench's analysis script; each differs):
 //!
 //! - **KernelBench** (`scripts/benchmark_eval_analysis.py`): fast_p = #{correct and
 //!   speedup above p} / #tasks, strict `>`, p ∈ {0, 0.5, 0.8, 1, 1.5, 2}; fast_0 is the
 //!   correctness rate; geometric mean speedup over correct tasks only. Its analysis reads
 //!   `sample_id == 0` only ([`crate::task::Pick::FirstSample`]) and prints pass@k
 //!   ([`pass_at_k`]) when there are several samples.
-//! - **CudaForge** (arXiv 2511.01884, §1.6 of agents.md): per task the best correct speedup,
+//! - **CudaForge** (arXiv 2511.01884, Tables 1–2): per task the best correct speedup,
 //!   0 when no kernel is correct; Perf = mean, Median and 75% over **all** tasks (zeros
 //!   included, numpy linear percentiles); Fast1 = share of all tasks with best > 1.
 //! - **CUDA Agent** (arXiv 2602.24286 §4.1): Pass rate; Faster rate vs eager / compile =

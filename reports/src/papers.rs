@@ -1,6 +1,6 @@
 //! `--table` presets: a report in the shape of each paper's results table, so a run can be
 //! set beside the published numbers. Each preset reads the report; the metric definitions are
-//! in [`crate::metrics`] (and `shared/reference/agents.md`, `kernelbench.md`).
+//! in [`crate::metrics`].
 
 use crate::export::{pct, speedup, Grid};
 use crate::metrics::ScopeMetrics;

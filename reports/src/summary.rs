@@ -69,6 +69,10 @@ pub struct RunSummary {
     /// key means the records were not judged under one convention.
     #[serde(default)]
     pub model_modes: BTreeMap<String, usize>,
+    /// Records per torch version (`env.torch`); more than one key means the times (and the
+    /// speedups against live baselines) came from different torches.
+    #[serde(default)]
+    pub torches: BTreeMap<String, usize>,
     /// Train-mode kernels with the `mode-switch` advisory that failed but are correct with
     /// both models in eval mode (`integrity.eval_mode_correct`): correct only in eval mode.
     #[serde(default)]
@@ -98,9 +102,11 @@ impl RunSummary {
         let mut uncontained = 0;
         let (mut no_kernel, mut unjudged) = (0, 0);
         let mut model_modes: BTreeMap<String, usize> = BTreeMap::new();
+        let mut torches: BTreeMap<String, usize> = BTreeMap::new();
         let mut eval_mode_only = 0;
         for &r in &records {
             *model_modes.entry(r.model_mode.to_string()).or_insert(0) += 1;
+            *torches.entry(r.env.torch.clone()).or_insert(0) += 1;
             eval_mode_only += usize::from(
                 !r.outcome.is_ok()
                     && r.integrity
@@ -163,6 +169,7 @@ impl RunSummary {
             no_kernel,
             unjudged,
             model_modes,
+            torches,
             eval_mode_only,
         }
     }

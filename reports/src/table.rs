@@ -127,6 +127,17 @@ pub fn render_summary(s: &RunSummary) -> String {
             named.join(", ")
         ));
     }
+    if s.torches.len() > 1 {
+        let named: Vec<String> = s
+            .torches
+            .iter()
+            .map(|(t, n)| format!("{n} with torch {t}"))
+            .collect();
+        out.push_str(&format!(
+            "MIXED TORCH VERSIONS: {}: their times, and speedups against baselines, compare different torches\n",
+            named.join(", ")
+        ));
+    }
     if s.eval_mode_only > 0 {
         out.push_str(&format!(
             "mode-switch: {} kernel(s) fail in train mode but are correct only in eval mode (both models in .eval())\n",

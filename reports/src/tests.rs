@@ -146,6 +146,26 @@ fn empty_runs_have_no_rates() {
 }
 
 #[test]
+fn mixed_torch_versions_are_named() {
+    let mut r = run();
+    for x in r.iter_mut() {
+        x.env.torch = "2.11.0+cu130".into();
+    }
+    let text = render_summary(&summarize(&r));
+    assert!(!text.contains("MIXED TORCH"), "{text}");
+    let torch = r[0].env.torch.clone();
+    r[0].env.torch = "2.15.0+cu132".into();
+    let text = render_summary(&summarize(&r));
+    assert!(
+        text.contains(&format!(
+            "MIXED TORCH VERSIONS: {} with torch {torch}, 1 with torch 2.15.0+cu132: their times",
+            r.len() - 1
+        )),
+        "{text}"
+    );
+}
+
+#[test]
 fn mixed_model_modes_and_eval_only_kernels_are_named() {
     let mut r = run();
     let s = summarize(&r);

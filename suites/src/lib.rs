@@ -2,7 +2,7 @@
 //! files given on the command line, and kbench's own embedded `smoke` suite.
 //!
 //! A problem is a Python module in KernelBench's format (`class Model`, `get_inputs`,
-//! `get_init_inputs`; see `shared/reference/kernelbench.md` §2). This crate only reads and
+//! `get_init_inputs`, as every level 1–3 file of KernelBench is written). This crate only reads and
 //! checks sources; it never runs Python.
 
 /// `(level, file name, source)` of an embedded smoke problem, read from `suites/smoke/`.

@@ -5,12 +5,14 @@ use std::path::{Path, PathBuf};
 
 use kbench_suites::{load_kernelbench, load_problem_file, sha256_hex, Loaded, Problem, SuiteError};
 
-/// `shared/kernelbench` beside the repository root, or `$KBENCH_KERNELBENCH_DIR`.
-fn kernelbench_dir() -> PathBuf {
-    match std::env::var_os("KBENCH_KERNELBENCH_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/kernelbench"),
+/// `$KBENCH_KERNELBENCH_DIR` (a KernelBench checkout); `None`, with the reason printed, when
+/// unset: the caller skips.
+fn kernelbench_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("KBENCH_KERNELBENCH_DIR").filter(|d| !d.is_empty());
+    if dir.is_none() {
+        eprintln!("skipped: KBENCH_KERNELBENCH_DIR is not set (a KernelBench checkout's folder with level1/..)");
     }
+    dir.map(PathBuf::from)
 }
 
 const GOOD_SOURCE: &str = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    \
@@ -51,7 +53,9 @@ fn tiny_suite() -> tempfile::TempDir {
 
 #[test]
 fn loads_all_250_kernelbench_problems() {
-    let dir = kernelbench_dir();
+    let Some(dir) = kernelbench_dir() else {
+        return;
+    };
     let problems = all_good(&dir, &[1, 2, 3]);
     assert_eq!(problems.len(), 250);
     for (level, count) in [(1u8, 100u32), (2, 100), (3, 50)] {
@@ -101,7 +105,9 @@ fn loads_all_250_kernelbench_problems() {
 
 #[test]
 fn loads_a_subset_of_levels_in_order() {
-    let dir = kernelbench_dir();
+    let Some(dir) = kernelbench_dir() else {
+        return;
+    };
     let problems = all_good(&dir, &[3, 2, 3]);
     assert_eq!(problems.len(), 150);
     assert_eq!((problems[0].level, problems[0].id), (2, 1));
@@ -262,9 +268,10 @@ fn single_problem_file() {
         Some(tmp.path().join("mine/my_problem.py").as_path())
     );
 
-    let kb = kernelbench_dir().join("level1/19_ReLU.py");
-    let p = load_problem_file(&kb).unwrap();
-    assert_eq!((p.level, p.id, p.name.as_str()), (1, 19, "ReLU"));
+    if let Some(dir) = kernelbench_dir() {
+        let p = load_problem_file(&dir.join("level1/19_ReLU.py")).unwrap();
+        assert_eq!((p.level, p.id, p.name.as_str()), (1, 19, "ReLU"));
+    }
 
     let bad = write(tmp.path(), "3_Bad.py", "def get_inputs():\n    return []\n");
     let text = load_problem_file(&bad).unwrap_err().to_string();

@@ -5,7 +5,7 @@ set -uo pipefail
 export KBENCH_PYTHON=python3
 export KBENCH_CACHE_DIR=/tmp/kbench-cache
 export PYTHONUNBUFFERED=1
-D=${D:-devrun}  # holds the release kbench binary and a copy of shared/kernelbench (see README)
+D=${D:-devrun}  # holds the release kbench binary and a copy of a KernelBench checkout as D/kernelbench (see README)
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"

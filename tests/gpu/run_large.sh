@@ -3,7 +3,7 @@
 # the case budget and are remade per candidate; then the demo again (GC off in timed calls).
 set -uo pipefail
 export KBENCH_PYTHON=python3 KBENCH_CACHE_DIR=/tmp/kbench-cache PYTHONUNBUFFERED=1
-# D holds the release kbench binary and a copy of shared/kernelbench (see README).
+# D holds the release kbench binary and a copy of a KernelBench checkout as D/kernelbench (see README).
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; T=/tmp/runs; mkdir -p "$OUT" "$T"
 S=$(date +%s)
 ( while sleep 5; do ps -o rss= -C kbench | awk '{s+=$1} END {print s}'; done ) > "$T/rss.txt" &

@@ -2,7 +2,7 @@
 # GPU checks after the compile pipeline landed: gpus, demo on CUDA, CUDA builds ahead cold/warm.
 set -uo pipefail
 export KBENCH_PYTHON=python3 KBENCH_CACHE_DIR=/tmp/kbench-cache PYTHONUNBUFFERED=1
-# D holds the release kbench binary and a copy of shared/kernelbench (see README).
+# D holds the release kbench binary and a copy of a KernelBench checkout as D/kernelbench (see README).
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; T=/tmp/runs; mkdir -p "$OUT" "$T"
 { $D/kbench gpus; $D/kbench gpus --json; nproc; } 2>&1 | tee "$OUT/gpus.txt"
 S=$(date +%s); timeout 240 $D/kbench demo --out $T/demo > "$OUT/demo.txt" 2>&1; echo "demo rc=$? wall=$(( $(date +%s)-S ))s" >> "$OUT/demo.txt"

@@ -7,10 +7,8 @@ import subprocess
 from .support import HERE, PYTHON, WATCHDOG_S, WORKER, WorkerTestCase
 
 
-KERNELBENCH = os.environ.get(
-    "KBENCH_KERNELBENCH_DIR",
-    os.path.join(HERE, "..", "..", "..", "shared", "kernelbench"),
-)
+# A KernelBench checkout (its folder with level1/..); tests that need one skip without it.
+KERNELBENCH = os.environ.get("KBENCH_KERNELBENCH_DIR", "")
 
 
 class CostAndProfileTests(WorkerTestCase):
@@ -40,9 +38,11 @@ class CostAndProfileTests(WorkerTestCase):
         self.assertIn("reference role only", reply["message"])
 
     def test_cost_of_a_real_kernelbench_matmul(self):
+        if not KERNELBENCH:
+            self.skipTest("KBENCH_KERNELBENCH_DIR is not set (a KernelBench checkout's folder with level1/..)")
         problem = os.path.join(KERNELBENCH, "level1", "2_Standard_matrix_multiplication_.py")
         if not os.path.isfile(problem):
-            self.skipTest(f"KernelBench not found at {KERNELBENCH}")
+            self.skipTest(f"KernelBench not found at KBENCH_KERNELBENCH_DIR={KERNELBENCH}")
         # M=2048, K=8192, N=4096 in the problem file: 2·M·N·K FLOPs.
         self.load_reference(problem, want_f64=False)
         reply, _ = self.ref.call({"cmd": "cost", "seed": 1, "forward_seed": 1})

@@ -15,7 +15,11 @@ pub fn command(a: DemoArgs) -> Result<i32> {
     eprintln!(
         "kbench demo: checking the Python environment (first time: installs torch, a few minutes)"
     );
-    let info = python::setup(&choice, false)?;
+    let req = crate::worker::setup::SetupRequest {
+        keep_chosen: true,
+        ..Default::default()
+    };
+    let info = crate::worker::setup::setup(&choice, false, &req)?;
     let device = config::resolve_device(&a.device)?;
     eprintln!(
         "kbench demo: torch {} on {}; evaluating the reference agent on the smoke suite",

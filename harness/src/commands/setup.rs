@@ -4,17 +4,37 @@ use anyhow::Result;
 
 use crate::cli::SetupArgs;
 use crate::exit;
-use crate::worker::python::{self, PythonChoice};
+use crate::worker::python::{self, PythonChoice, PythonSource};
+use crate::worker::setup::{self as env, SetupRequest};
 
 pub fn command(a: SetupArgs) -> Result<i32> {
     let cache = python::cache_dir();
     let choice = PythonChoice::resolve(a.python.python.as_deref(), &cache);
-    let info = python::setup(&choice, a.quiet)?;
+    let req = SetupRequest {
+        torch: a.torch,
+        index_url: a.index_url,
+        extra_index_urls: a.extra_index_url,
+        keep_chosen: false,
+    };
+    let info = env::setup(&choice, a.quiet, &req)?;
+    let built = match &choice.source {
+        PythonSource::PrivateVenv(venv) => match env::read_stamp(venv) {
+            Some(s) if s.mode == "locked" => " (from kbench's lock)".to_string(),
+            Some(s) => format!(
+                " (chosen torch {}, not the lock's {})",
+                s.torch.as_deref().unwrap_or("?"),
+                env::locked_torch()
+            ),
+            None => String::new(),
+        },
+        _ => String::new(),
+    };
     println!(
-        "python {} ({}), torch {}{}, ninja {}",
+        "python {} ({}), torch {}{}{}, ninja {}",
         info.python,
         info.executable,
         info.torch,
+        built,
         if info.cuda_available {
             format!(
                 ", CUDA {} with {} GPU(s)",

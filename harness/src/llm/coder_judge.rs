@@ -1,4 +1,4 @@
-//! `coder-judge`: CudaForge's loop (agents.md §1.1–1.2). N rounds (default 10) = N Coder
+//! `coder-judge`: CudaForge's loop (CudaForge, arXiv 2511.01884, and its released code). N rounds (default 10) = N Coder
 //! generations; round 0 is KernelBench's seed prompt; afterwards the *previous round's*
 //! kernel decides the mode: failing → Judge correction mode (error log, reference, code →
 //! one issue as JSON) then Coder repair; correct → profile feedback (Nsight Compute through

@@ -1,5 +1,5 @@
 //! `cuda-agent`: one ReAct agent with tools called through the API's function calling
-//! (agents.md §2.8: a tool-using loop, compile / verify / profile skills, a skills document,
+//! (CUDA Agent, arXiv 2602.24286: a tool-using loop, compile / verify / profile skills, a skills document,
 //! up to 200 turns; the result is the fastest verified kernel, chosen by re-timing the
 //! finalists and measured afresh as [`super::select`] says). Tools: read_problem,
 //! read_skills, write_kernel, compile, check (every case family), time, profile, finish.

@@ -1,4 +1,4 @@
-//! `kevin`: Kevin's multi-turn refinement (agents.md §3.1, scoring §3.4). T independent
+//! `kevin`: Kevin's multi-turn refinement (Kevin-32B, arXiv 2507.11948: the loop, and its scoring). T independent
 //! trajectories (default 16) of K turns (default 8). Each turn the model writes a complete
 //! `ModelNew` plus a short summary of its changes; the next turn's prompt holds the base
 //! prompt and, for every earlier turn of the same trajectory, its kernel, the summary (the
@@ -9,7 +9,7 @@
 //!
 //! Scores: a trajectory's performance is the speedup of its fastest correct kernel (0 when
 //! none is correct); best@T is the maximum over trajectories and avg@T the mean, and the
-//! same for correctness (agents.md §3.4). These are the paper's figures, over the turns' own
+//! same for correctness (Kevin-32B's evaluation). These are the paper's figures, over the turns' own
 //! measurements (a maximum, so noise lifts them); the task's final kernel is chosen and
 //! measured afresh as [`super::select`] says.
 
@@ -250,7 +250,7 @@ fn trajectory(
     Ok((best.unwrap_or(0.0), best.is_some()))
 }
 
-/// Kevin's format and reward-hacking checks (agents.md §3.2–3.3), with `--kevin-format-checks`:
+/// Kevin's format and reward-hacking checks (Kevin-32B's reward and the hacks it guards against), with `--kevin-format-checks`:
 /// PyTorch operators through `torch.nn.functional` or `nn.` modules (other than
 /// `Module`, `Parameter`, containers and `init`), `try`/`except`, a `pass` statement, or no
 /// CUDA kernel at all make the kernel score 0. The paper's exact rules are not published:

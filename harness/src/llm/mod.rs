@@ -1,7 +1,7 @@
 //! Agents that write kernels in a loop with feedback: `coder-judge` (CudaForge), `kevin`
 //! (Kevin's multi-turn refinement), `cuda-agent` (CUDA Agent's ReAct with tools) and
-//! `command` (any external program). `../shared/reference/agents.md` describes the three
-//! published systems; each module cites the section it follows.
+//! `command` (any external program). Each module names the published system it follows
+//! (paper and released code) and what it keeps of it.
 //!
 //! Every kernel an agent writes is evaluated by the engine (the same workers,
 //! case families and timing as `kbench run`), under the agent's name, into the run's own

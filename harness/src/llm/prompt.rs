@@ -6,7 +6,7 @@ use kbench_record::{EvalRecord, Outcome};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
-/// The GPU specification lines of CudaForge's prompts (agents.md §1.4): the run's GPU as the
+/// The GPU specification lines of CudaForge's prompts (CudaForge's prompts): the run's GPU as the
 /// driver reports it.
 pub fn gpu_spec(config_gpu: &str) -> String {
     let mut out = format!("GPU Name: {config_gpu}\n");
@@ -29,7 +29,7 @@ pub fn gpu_spec(config_gpu: &str) -> String {
 }
 
 /// The first fenced code block (closing fence optional), as CudaForge extracts code
-/// (agents.md §1.1); `None` when the reply has no fence.
+/// (CudaForge's released code); `None` when the reply has no fence.
 pub fn extract_code(reply: &str) -> Option<String> {
     let start = reply.find("```")?;
     let after = &reply[start + 3..];
@@ -58,7 +58,7 @@ pub fn text_outside_code(reply: &str) -> String {
     reply.trim().to_string()
 }
 
-/// CudaForge's JSON extraction (agents.md §1.1): first ```json block, else the first
+/// CudaForge's JSON extraction (CudaForge's released code): first ```json block, else the first
 /// `{...}`, else the whole text; an error when none parses.
 pub fn extract_json(reply: &str) -> std::result::Result<Value, String> {
     if let Some(i) = reply.find("```json") {
@@ -84,7 +84,7 @@ pub fn extract_json(reply: &str) -> std::result::Result<Value, String> {
 }
 
 /// The error log a failing kernel leaves: the outcome, then the process's last lines;
-/// the last 150 lines, with pybind's `Invoked with:` tail cut (agents.md §1.1).
+/// the last 150 lines, with pybind's `Invoked with:` tail cut (CudaForge's released code).
 pub fn error_log(r: &EvalRecord) -> String {
     // The outcome's Display keeps one line; the build log and traceback are in the message.
     let mut text = match &r.outcome {
@@ -106,7 +106,7 @@ pub fn error_log(r: &EvalRecord) -> String {
     lines[start..].join("\n")
 }
 
-/// Kevin's feedback classes (agents.md §3.1).
+/// Kevin's feedback classes (Kevin-32B, arXiv 2507.11948).
 pub fn status_of(o: &Outcome) -> &'static str {
     match o {
         Outcome::Ok => "correct",
@@ -177,7 +177,7 @@ class ModelNew(nn.Module):
         return self.elementwise_add.elementwise_add_cuda(a, b)
 "#;
 
-/// KernelBench's one-shot seed prompt (CudaForge round 0, agents.md §1.2a).
+/// KernelBench's one-shot seed prompt (CudaForge round 0).
 pub fn seed_prompt(problem: &Problem) -> String {
     format!(
         "You write custom CUDA kernels to replace the pytorch operators in the given architecture to get speedups.\n\n\

@@ -11,6 +11,7 @@ mod prestart;
 mod process;
 pub mod python;
 pub mod sandbox;
+pub mod setup;
 mod wire;
 
 pub use launch::{worker_env, BUILD_NICENESS, MAX_PAYLOAD};

@@ -6,10 +6,8 @@
 //! `<user cache dir>/kbench`).
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use kbench_suites::sha256_hex;
@@ -67,9 +65,10 @@ import runpy
 runpy.run_module(\"kbench_worker\", run_name=\"__main__\", alter_sys=True)
 ";
 
-/// Packages `kbench setup` installs into the private environment.
+/// Packages kbench needs, for the hint to an interpreter kbench does not own (`kbench setup`
+/// installs `requirements.lock` instead: these with every version pinned).
 pub const PACKAGES: &[&str] = &[
-    "torch",
+    "torch==2.11.0",
     "numpy",
     "safetensors",
     "ninja",
@@ -250,153 +249,6 @@ pub fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
             choice.python.display()
         )
     })
-}
-
-/// Creates kbench's private environment when needed and checks it. Idempotent and safe to
-/// run concurrently (a lock file serialises installs). `quiet` hides the spinner.
-pub fn setup(choice: &PythonChoice, quiet: bool) -> Result<PythonInfo> {
-    let PythonSource::PrivateVenv(venv) = &choice.source else {
-        // The user chose an interpreter: check it, never modify it.
-        return probe(choice);
-    };
-    let cache = venv.parent().unwrap_or(Path::new(".")).to_path_buf();
-    std::fs::create_dir_all(&cache)
-        .with_context(|| format!("creating kbench's cache directory {}", cache.display()))?;
-    let lock_path = cache.join("setup.lock");
-    let lock_file = std::fs::File::create(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| anyhow::anyhow!("locking {}: {e}", lock_path.display()))?;
-
-    if let Ok(info) = probe(choice) {
-        if super::sandbox::find_bwrap(&info.paths).is_none() {
-            // An environment made before kbench contained candidates: add the sandbox's
-            // binary (a failure leaves the run to say what to install).
-            let _ = Command::new(&choice.python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .arg(SANDBOX_PACKAGE)
-                .stdin(Stdio::null())
-                .output();
-            return probe(choice);
-        }
-        return Ok(info);
-    }
-    let log_path = cache.join("setup.log");
-    let mut log = std::fs::File::create(&log_path)
-        .with_context(|| format!("creating {}", log_path.display()))?;
-    let spinner = spinner(quiet);
-
-    if !choice.python.exists() {
-        let base = std::env::var("KBENCH_BASE_PYTHON").unwrap_or_else(|_| "python3".into());
-        spinner.set_message(format!(
-            "creating a virtual environment in {}",
-            venv.display()
-        ));
-        let mut cmd = Command::new(&base);
-        cmd.arg("-m").arg("venv").arg(venv);
-        run_logged(&mut cmd, &mut log, &spinner, quiet).with_context(|| {
-            format!(
-                "creating the virtual environment {} with `{base} -m venv` failed (log: {}); install Python 3.9+ with venv support (Debian: apt-get install python3-venv) or point KBENCH_PYTHON at an interpreter that has torch",
-                venv.display(),
-                log_path.display()
-            )
-        })?;
-    }
-    spinner.set_message(format!(
-        "installing {} (torch is large; this takes a few minutes)",
-        PACKAGES.join(", ")
-    ));
-    let mut cmd = Command::new(&choice.python);
-    cmd.args([
-        "-m",
-        "pip",
-        "install",
-        "--progress-bar",
-        "off",
-        "--disable-pip-version-check",
-    ])
-    .args(PACKAGES);
-    run_logged(&mut cmd, &mut log, &spinner, quiet).with_context(|| {
-        format!(
-            "`{} -m pip install {}` failed (log: {}); check the network and disk space, then run `kbench setup` again",
-            choice.python.display(),
-            PACKAGES.join(" "),
-            log_path.display()
-        )
-    })?;
-    spinner.finish_and_clear();
-    probe(choice)
-}
-
-fn spinner(quiet: bool) -> indicatif::ProgressBar {
-    if quiet {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new_spinner();
-    pb.enable_steady_tick(Duration::from_millis(120));
-    pb
-}
-
-/// Runs a command, copying its output to `log` and its latest line to the spinner (or to
-/// stderr when stderr is not a terminal, so CI logs show progress).
-fn run_logged(
-    cmd: &mut Command,
-    log: &mut std::fs::File,
-    spinner: &indicatif::ProgressBar,
-    quiet: bool,
-) -> Result<()> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawning")?;
-    let stderr = child.stderr.take();
-    let err_thread = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(s) = stderr {
-            for line in BufReader::new(s).lines().map_while(Result::ok) {
-                text.push_str(&line);
-                text.push('\n');
-            }
-        }
-        text
-    });
-    let plain_lines = spinner.is_hidden() && !quiet;
-    if let Some(out) = child.stdout.take() {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = writeln!(log, "{line}");
-            let short: String = line.chars().take(100).collect();
-            if plain_lines {
-                if line.starts_with("Collecting")
-                    || line.starts_with("Installing")
-                    || line.starts_with("Successfully")
-                {
-                    eprintln!("kbench setup: {short}");
-                }
-            } else {
-                spinner.set_message(short);
-            }
-        }
-    }
-    let status = child.wait().context("waiting")?;
-    let err = err_thread.join().unwrap_or_default();
-    let _ = log.write_all(err.as_bytes());
-    if !status.success() {
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        bail!("exited with {status}: {}", last.trim());
-    }
-    Ok(())
 }
 
 /// Writes the embedded worker package to `<cache>/worker/<sha>/kbench_worker/`

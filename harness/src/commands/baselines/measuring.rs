@@ -182,6 +182,7 @@ pub fn prepare_for_run(
     let env = environment(config, &info)?;
     let mut table = BaselineTable::default();
     let mut explicit: BTreeSet<Mode> = BTreeSet::new();
+    let mut forced_torches: Vec<String> = Vec::new();
     for (mode, path) in &req.files {
         let f = BaselineFile::load(path)?;
         if f.mode() != Some(*mode) {
@@ -195,6 +196,7 @@ pub fn prepare_for_run(
         if !req.force {
             f.check_environment(path, &env.gpu, &env.torch)?;
         }
+        forced_torches.push(f.meta.environment.torch.clone());
         let origin = match f.meta.origin {
             Origin::Imported => "imported",
             Origin::Measured => "measured",
@@ -229,6 +231,12 @@ pub fn prepare_for_run(
                 .join(format!("torch-{}", env.torch));
             (root, work, "measured")
         };
+        if !req.live && !config.quiet {
+            let others = super::store::stored_torches(&store_root, &env.gpu);
+            if let Some(note) = super::store::other_torch_note(&others, &env.torch, false) {
+                eprintln!("{note}");
+            }
+        }
         let mut files = StoreFiles::open(Store::new(&store_root), env.clone(), &modes)?;
         let missing = files.missing(&config.problems, &modes, false);
         if !missing.is_empty() {
@@ -257,6 +265,9 @@ pub fn prepare_for_run(
                 });
             }
         }
+    }
+    if let Some(note) = super::store::other_torch_note(&forced_torches, &env.torch, true) {
+        eprintln!("{note}");
     }
     table.used.sort_by_key(|u| u.mode);
     Ok(Some(table))

@@ -355,3 +355,90 @@ pub(super) fn store_root(given: Option<&PathBuf>, cache: &Path) -> PathBuf {
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
         .unwrap_or_else(|| default_store(cache))
 }
+
+/// The one line that says stored baselines were measured with another torch than `torch`
+/// (the one in use), or `None` when none was. `used`: the run compares against them anyway
+/// (`--force-baselines`); else they are left out and this torch's times are measured.
+pub fn other_torch_note(others: &[String], torch: &str, used: bool) -> Option<String> {
+    let mut others: Vec<&str> = others
+        .iter()
+        .map(String::as_str)
+        .filter(|t| *t != torch)
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    if others.is_empty() {
+        return None;
+    }
+    let what = if used {
+        "speedups against them compare two torches; measure with this one: `kbench baselines measure`, or --baselines live"
+    } else {
+        "they are not used here (times of this torch are measured instead)"
+    };
+    Some(format!(
+        "kbench: stored baselines were measured with torch {}; this run uses {torch}: {what}. `kbench setup` installs the torch they were measured with (locked: {})",
+        others.join(", "),
+        crate::worker::setup::locked_torch()
+    ))
+}
+
+/// The torch versions the store holds files for on `gpu` (`<root>/<gpu-slug>/torch-*/`).
+pub fn stored_torches(root: &Path, gpu: &str) -> Vec<String> {
+    let dir = root.join(kbench_baselines::gpu_slug(gpu));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_dir(e.path()).is_ok_and(|mut f| {
+                f.any(|x| x.is_ok_and(|x| x.path().extension().is_some_and(|e| e == "json")))
+            })
+        })
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("torch-"))
+                .map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_torch_in_the_store_is_named_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = "NVIDIA H100 80GB HBM3";
+        for (torch, file) in [
+            ("2.11.0+cu130", "eager.json"),
+            ("2.11.0+cu130", "compile.json"),
+            ("2.15.0", "eager.json"),
+            ("2.9.0", ".lock"),
+        ] {
+            let d = dir
+                .path()
+                .join("nvidia-h100-80gb-hbm3")
+                .join(format!("torch-{torch}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(file), "{}").unwrap();
+        }
+        let stored = stored_torches(dir.path(), gpu);
+        // A folder without a baseline file is no baseline.
+        assert_eq!(stored, ["2.11.0+cu130", "2.15.0"]);
+        assert_eq!(other_torch_note(&stored[..1], "2.11.0+cu130", true), None);
+        let note = other_torch_note(&stored, "2.15.0", true).unwrap();
+        assert!(
+            note.starts_with("kbench: stored baselines were measured with torch 2.11.0+cu130; this run uses 2.15.0: speedups against them compare two torches"),
+            "{note}"
+        );
+        assert!(note.contains("`kbench baselines measure`"), "{note}");
+        let note = other_torch_note(&stored, "2.15.0", false).unwrap();
+        assert!(note.contains("not used here"), "{note}");
+        assert!(stored_torches(dir.path(), "NVIDIA H200").is_empty());
+    }
+}

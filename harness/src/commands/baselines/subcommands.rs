@@ -261,6 +261,21 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             s("per_level")
         );
     }
+    // The torch in use, when kbench's environment answers: files of another one compare two
+    // torches.
+    let choice = crate::worker::python::PythonChoice::resolve(None, &cache);
+    if let Ok(info) = crate::worker::python::probe_cached(&choice) {
+        let torches: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r["torch"].as_str().map(str::to_string))
+            .collect();
+        if let Some(note) = super::store::other_torch_note(&torches, &info.torch, true) {
+            println!(
+                "{}",
+                note.replacen("this run uses", "this environment has", 1)
+            );
+        }
+    }
     Ok(crate::exit::OK)
 }
 

@@ -2,7 +2,7 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-# Wrong on NaN: fmaxf(NaN, 0) is 0 where torch.relu keeps NaN (adversarial.md, F2).
+# Wrong on NaN: fmaxf(NaN, 0) is 0 where torch.relu keeps NaN (CUDA's fmaxf returns the non-NaN operand).
 # Right on every finite input, signed ones included.
 _src = r"""
 #include <torch/extension.h>

@@ -3,7 +3,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 # Built with --use_fast_math, which turns on flush-to-zero: subnormal inputs and results
-# become 0 (adversarial.md, F3). torch.rand inputs are never subnormal.
+# become 0 (a fast-math pitfall). torch.rand inputs are never subnormal.
 _src = r"""
 #include <torch/extension.h>
 __global__ void scale_k(const float* x, float* y, long n) {
