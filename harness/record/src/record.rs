@@ -412,7 +412,10 @@ pub struct EvalRecord {
 /// one trajectory) since its previous candidate; on the record of the task's final
 /// measurement (or its `no_kernel` record), the calls after its last candidate. `kbench
 /// report` sums them per task (tokens, dollars and minutes per task).
+// Every field defaults: records written before this struct (and other tools' records) carry a
+// `cost` object with only some of these fields, and must still read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AgentCost {
     pub calls: u64,
     pub prompt_tokens: u64,
@@ -590,6 +593,17 @@ mod tests {
         };
         let back: CaseResult = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_cost_with_only_some_fields_still_reads() {
+        // The shape reports have always read (prompt/completion tokens, usd, wall_s) without
+        // the fields the LLM agents now write: such a record must not become unreadable.
+        let c: AgentCost = serde_json::from_str(
+            r#"{"prompt_tokens":1000,"completion_tokens":500,"usd":0.05,"wall_s":60.0}"#,
+        )
+        .unwrap();
+        assert_eq!((c.calls, c.prompt_tokens, c.gpu_s), (0, 1000, None));
     }
 
     #[test]
