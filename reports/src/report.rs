@@ -8,10 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::basis::SpeedupBasis;
 use crate::extras::RecordExtras;
 use crate::metrics::{metrics_by_level, pass_at_k_over, ScopeMetrics};
-use crate::stats::{
-    speedup_interval, Estimate, Rate, RatioOf, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED,
-    SPEEDUP_RESAMPLES,
-};
+use crate::stats::{Estimate, Rate, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, SPEEDUP_RESAMPLES};
 use crate::task::{group_tasks_picking, Baseline, Pick, Task};
 
 /// Version of the report's JSON shape. Bump on any incompatible change.
@@ -153,16 +150,7 @@ fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
         speedup: best.map(|(_, s)| s),
         // Only the reported candidate's interval is computed: 1,000 resamples of its
         // samples, not of every candidate's.
-        interval: best
-            .and(c.samples.as_ref())
-            .and_then(|(reference, candidate)| {
-                let of = match (basis, c.paired_per_round) {
-                    (SpeedupBasis::Median, Some(per_round)) => RatioOf::Paired(per_round),
-                    (SpeedupBasis::Median, None) => RatioOf::Median,
-                    (SpeedupBasis::Mean, _) => RatioOf::Mean,
-                };
-                speedup_interval(reference, candidate, of)
-            }),
+        interval: best.and_then(|_| c.speedup_interval(basis)),
         compile_speedup: t.best(Baseline::Compile).map(|(_, s)| s),
         max_autotune_speedup: t.best(Baseline::MaxAutotune).map(|(_, s)| s),
         flags,

@@ -116,6 +116,19 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// The 95% interval of the eager speedup on `basis`, from the timing samples (the
+    /// paired ratio when the record was timed in interleaved rounds).
+    pub fn speedup_interval(&self, basis: SpeedupBasis) -> Option<crate::stats::Estimate> {
+        use crate::stats::RatioOf;
+        let (reference, candidate) = self.samples.as_ref()?;
+        let of = match (basis, self.paired_per_round) {
+            (SpeedupBasis::Median, Some(per_round)) => RatioOf::Paired(per_round),
+            (SpeedupBasis::Median, None) => RatioOf::Median,
+            (SpeedupBasis::Mean, _) => RatioOf::Mean,
+        };
+        crate::stats::speedup_interval(reference, candidate, of)
+    }
+
     /// Reduces a record (and its optional fields) with speedups on `basis`.
     pub fn from_record(r: &EvalRecord, extras: &RecordExtras, basis: SpeedupBasis) -> Candidate {
         let correct = r.outcome.is_ok();

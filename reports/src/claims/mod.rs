@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::basis::SpeedupBasis;
 use crate::extras::RecordExtras;
-use crate::stats::{geomean, speedup_interval, RatioOf, Statistic};
+use crate::stats::{geomean, Statistic};
 use crate::task::{correct_on_random, Baseline, Candidate};
 
 pub use render::{
@@ -285,14 +285,7 @@ fn claim_row(
     };
     row.measured = cand.speedups.get(&baseline).copied();
     if baseline == Baseline::Eager && cand.correct {
-        row.interval = cand.samples.as_ref().and_then(|(reference, candidate)| {
-            let of = match (basis, cand.paired_per_round) {
-                (SpeedupBasis::Median, Some(n)) => RatioOf::Paired(n),
-                (SpeedupBasis::Median, None) => RatioOf::Median,
-                (SpeedupBasis::Mean, _) => RatioOf::Mean,
-            };
-            speedup_interval(reference, candidate, of).map(|e| (e.low, e.high))
-        });
+        row.interval = cand.speedup_interval(basis).map(|e| (e.low, e.high));
     }
     row.reason = failure_reason(r, &cand, declared)
         .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval));
