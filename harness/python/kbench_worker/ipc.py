@@ -1,10 +1,10 @@
 """Device I/O (PROTOCOL.md, "Device I/O"): harness-owned GPU buffers, mapped through CUDA
-IPC, and the case commands' device variants (make_case and run_case with device I/O,
-`export`)."""
+IPC (the CUDA Python bindings), and the case commands' device variants (make_case and
+run_case with device I/O, `export`)."""
 
-import ctypes
 import time
 
+import numpy as np
 import torch
 
 from .cases import _json_value
@@ -22,49 +22,55 @@ from .tensors import _TORCH_OF, _check_sendable, _to_f64, _wire_dtype, flatten_o
 
 
 class _Ipc:
-    """cuIpcOpenMemHandle / cuIpcCloseMemHandle from the driver library, through ctypes.
+    """cuIpcOpenMemHandle / cuIpcCloseMemHandle through the CUDA Python bindings (the
+    `cuda-bindings` package that torch's CUDA wheels install; pinned in the lock).
 
     The harness allocates every buffer a worker fills or reads and sends its 64-byte IPC
     handle as 128 hex digits. A mapping lives only for the command that uses it."""
 
-    _lib = None
-
-    class Handle(ctypes.Structure):
-        _fields_ = [("reserved", ctypes.c_char * 64)]
+    _driver = None
 
     @classmethod
-    def lib(cls):
-        if cls._lib is None:
-            lib = ctypes.CDLL("libcuda.so.1")
-            opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
-            opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), cls.Handle, ctypes.c_uint]
-            opener.restype = ctypes.c_int
-            lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
-            lib.cuIpcCloseMemHandle.restype = ctypes.c_int
-            cls._open = opener
-            cls._lib = lib
-        return cls._lib
+    def driver(cls, phase):
+        if cls._driver is None:
+            try:
+                from cuda.bindings import driver
+            except ImportError as exc:
+                raise WorkerError(
+                    "environment",
+                    phase,
+                    f"device I/O needs the CUDA Python bindings (the cuda-bindings package): {exc}; "
+                    "`kbench setup` installs them, or `pip install cuda-bindings` matching the CUDA "
+                    "major version of torch",
+                ) from None
+            cls._driver = driver
+        return cls._driver
 
     @classmethod
     def open(cls, hex_handle, phase):
-        cls.lib()
+        driver = cls.driver(phase)
         if not (isinstance(hex_handle, str) and len(hex_handle) == 128):
             raise WorkerError("protocol", phase, f"bad IPC handle {hex_handle!r}")
         try:
-            raw = bytes.fromhex(hex_handle)
+            raw = np.frombuffer(bytes.fromhex(hex_handle), dtype=np.uint8).copy()
         except ValueError:
             raise WorkerError("protocol", phase, "IPC handle is not hex")
-        handle = cls.Handle()
-        ctypes.memmove(ctypes.addressof(handle), raw, 64)
-        ptr = ctypes.c_uint64(0)
-        rc = cls._open(ctypes.byref(ptr), handle, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-        if rc != 0:
-            raise WorkerError("environment", phase, f"cuIpcOpenMemHandle failed with CUDA error {rc}")
-        return ptr.value
+        # The bindings' CUipcMemHandle has no field setter: it is made over the 64 bytes,
+        # which `raw` keeps alive through the call.
+        handle = driver.CUipcMemHandle(_ptr=raw.ctypes.data)
+        flags = driver.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+        try:
+            err, ptr = driver.cuIpcOpenMemHandle(handle, flags)
+        except Exception as exc:  # noqa: BLE001 (e.g. no driver library to load)
+            raise WorkerError("environment", phase, f"cuIpcOpenMemHandle: {_describe(exc)}") from None
+        del handle, raw
+        if err != driver.CUresult.CUDA_SUCCESS:
+            raise WorkerError("environment", phase, f"cuIpcOpenMemHandle failed: {err.name} ({int(err)})")
+        return int(ptr)
 
     @classmethod
     def close(cls, ptr):
-        cls.lib().cuIpcCloseMemHandle(ctypes.c_uint64(ptr))
+        cls._driver.cuIpcCloseMemHandle(ptr)
 
 
 class _DeviceBytes:

@@ -18,7 +18,8 @@ EXIT_USAGE = 2
 EXIT_ENVIRONMENT = 3
 EXIT_PROTOCOL = 4
 
-PROTOCOL_VERSION = 1
+# 2: payloads are safetensors buffers (1 listed tensors in the JSON header).
+PROTOCOL_VERSION = 2
 HELLO_MAGIC = "kbench-worker"
 FRAME_MAGIC = b"KBF1"
 # Same bound as the harness (record/src/protocol.rs MAX_HEADER_BYTES): headers are small JSON.
@@ -178,7 +179,7 @@ class Channel:
             raise ProtocolViolation(f"header is not JSON: {exc}") from None
         if not isinstance(header, dict):
             raise ProtocolViolation("header is not a JSON object")
-        header["tensors"] = _check_tensor_specs(header.get("tensors", []), payload_len)
+        header["tensors"] = _read_safetensors_index(payload)
         return header, payload
 
     def write_frame(self, header, tensors=()):
@@ -187,34 +188,38 @@ class Channel:
     @staticmethod
     def encode(header, tensors=()):
         """Lays out one frame as a list of buffers. `tensors` is a list of (name, contiguous
-        CPU tensor of a wire dtype); their bytes are views of tensor memory, not copies.
-        Raises (nothing written yet) when the header cannot be serialised."""
-        specs = []
+        CPU tensor of a wire dtype), sent as one safetensors buffer whose data are views of
+        tensor memory, not copies. Raises (nothing written yet) when the header cannot be
+        serialised."""
         views = []
-        offset = 0
         if tensors:
             # Here, not at the top: frames without tensors (hello, errors) are encoded
             # before torch is imported, and tensors.py imports it.
             from .tensors import _tensor_bytes, _wire_dtype
-        for name, t in tensors:
-            view = _tensor_bytes(t)
-            specs.append(
-                {
-                    "name": name,
-                    "dtype": _wire_dtype(t),
+
+            index = {}
+            offset = 0
+            for name, t in tensors:
+                view = _tensor_bytes(t)
+                index[name] = {
+                    "dtype": _ST_DTYPE[_wire_dtype(t)],
                     "shape": list(t.shape),
-                    "offset": offset,
-                    "nbytes": view.nbytes,
+                    "data_offsets": [offset, offset + view.nbytes],
                 }
-            )
-            views.append(view)
-            offset += view.nbytes
-        if specs:
-            header = dict(header, tensors=specs)
+                views.append(view)
+                offset += view.nbytes
+            # The safetensors layout written here rather than by `safetensors.serialize`,
+            # which copies every tensor into one bytes object: outputs can be gigabytes.
+            # The harness parses it with the safetensors crate, and test_protocol checks
+            # this writer against the safetensors package.
+            st_header = json.dumps(index, separators=(",", ":")).encode("utf-8")
+            st_header += b" " * (-len(st_header) % 8)
+            views.insert(0, len(st_header).to_bytes(8, "little") + st_header)
         raw = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("utf-8")
         if len(raw) > MAX_HEADER_BYTES:
             raise WorkerError("runtime_error", None, f"reply header of {len(raw)} bytes is too large")
-        prefix = FRAME_MAGIC + len(raw).to_bytes(4, "little") + offset.to_bytes(8, "little")
+        payload_len = sum(memoryview(v).nbytes for v in views)
+        prefix = FRAME_MAGIC + len(raw).to_bytes(4, "little") + payload_len.to_bytes(8, "little")
         return [prefix + raw] + views
 
     def send(self, buffers):
@@ -230,42 +235,56 @@ class Channel:
             view = view[n:]
 
 
-def _check_tensor_specs(specs, payload_len):
-    """Validates the header's tensor list against the payload (corrupt list = bad frame)."""
-    if not isinstance(specs, list):
-        raise ProtocolViolation("'tensors' is not a list")
-    seen = set()
-    checked = []
-    for spec in specs:
-        if not isinstance(spec, dict):
-            raise ProtocolViolation("tensor spec is not an object")
-        name = spec.get("name")
-        dtype = spec.get("dtype")
-        shape = spec.get("shape")
-        offset = spec.get("offset")
-        nbytes = spec.get("nbytes")
-        if not isinstance(name, str) or name in seen:
-            raise ProtocolViolation(f"tensor name {name!r} is missing or repeated")
-        seen.add(name)
-        if dtype not in _ITEMSIZE:
-            raise ProtocolViolation(f"tensor {name!r}: unknown dtype {dtype!r}")
+def _read_safetensors_index(payload):
+    """The tensors of a safetensors payload as specs {name, dtype, shape, offset, nbytes}
+    (`offset` from the start of the payload), checked against it; [] for an empty payload.
+
+    Parsed here rather than by `safetensors.deserialize`, which copies every tensor into a
+    bytes object (inputs can be gigabytes), and with the standard library only (this module
+    runs before torch is imported). The payload comes from the harness; a malformed one is
+    a corrupt channel."""
+    total = len(payload)
+    if total == 0:
+        return []
+    if total < 8:
+        raise ProtocolViolation(f"payload of {total} bytes is too short for a safetensors header")
+    n = int.from_bytes(payload[:8], "little")
+    if n > MAX_HEADER_BYTES or 8 + n > total:
+        raise ProtocolViolation(f"safetensors header of {n} bytes does not fit the payload ({total})")
+    try:
+        index = json.loads(bytes(payload[8 : 8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolViolation(f"safetensors header is not JSON: {exc}") from None
+    if not isinstance(index, dict):
+        raise ProtocolViolation("safetensors header is not a JSON object")
+    index.pop("__metadata__", None)
+    specs = []
+    for name, info in index.items():
+        if not isinstance(info, dict):
+            raise ProtocolViolation(f"tensor {name!r}: entry is not an object")
+        dtype = _WIRE_OF_ST.get(info.get("dtype"))
+        shape = info.get("shape")
+        offsets = info.get("data_offsets")
+        if dtype is None:
+            raise ProtocolViolation(f"tensor {name!r}: unknown dtype {info.get('dtype')!r}")
         if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
             raise ProtocolViolation(f"tensor {name!r}: bad shape {shape!r}")
-        if not (_is_uint(offset) and _is_uint(nbytes)):
-            raise ProtocolViolation(f"tensor {name!r}: bad offset/nbytes")
-        numel = 1
-        for d in shape:
-            numel *= d
-        if numel * _ITEMSIZE[dtype] != nbytes:
-            raise ProtocolViolation(
-                f"tensor {name!r}: {nbytes} bytes do not hold {dtype} of shape {shape}"
-            )
-        if offset + nbytes > payload_len:
-            raise ProtocolViolation(
-                f"tensor {name!r} lies outside the payload ({offset} + {nbytes} > {payload_len})"
-            )
-        checked.append(spec)
-    return checked
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_uint(o) for o in offsets)):
+            raise ProtocolViolation(f"tensor {name!r}: bad data_offsets {offsets!r}")
+        numel = math.prod(shape)
+        nbytes = offsets[1] - offsets[0]
+        if nbytes != numel * _ITEMSIZE[dtype]:
+            raise ProtocolViolation(f"tensor {name!r}: {nbytes} bytes do not hold {dtype} of shape {shape}")
+        specs.append({"name": name, "dtype": dtype, "shape": shape, "offset": 8 + n + offsets[0], "nbytes": nbytes})
+    # The data must be covered exactly once, back to back (as the format requires).
+    end = 8 + n
+    for spec in sorted(specs, key=lambda s: s["offset"]):
+        if spec["offset"] != end:
+            raise ProtocolViolation(f"tensor {spec['name']!r} does not start where the previous one ends")
+        end += spec["nbytes"]
+    if end != total:
+        raise ProtocolViolation(f"safetensors data end at {end}, the payload at {total}")
+    return specs
 
 
 def _is_uint(v):
@@ -277,6 +296,10 @@ _ITEMSIZE = {
     "f64": 8, "f32": 4, "f16": 2, "bf16": 2,
     "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "bool": 1,
 }  # fmt: skip
+# The same dtypes as safetensors names them.
+_ST_DTYPE = {"bf16": "BF16", "bool": "BOOL"}
+_ST_DTYPE.update({k: k.upper() for k in _ITEMSIZE if k not in _ST_DTYPE})
+_WIRE_OF_ST = {v: k for k, v in _ST_DTYPE.items()}
 
 
 # ---------------------------------------------------------------------------------------

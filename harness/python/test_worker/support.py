@@ -12,6 +12,7 @@ import textwrap
 import threading
 import unittest
 
+import safetensors.torch
 import torch
 
 
@@ -48,19 +49,22 @@ def tensor_from_bytes(data, dtype, shape):
     return raw.view(WIRE[dtype]).reshape(shape).clone()
 
 
+def encode_payload(tensors, pad=0):
+    """A safetensors payload made by the safetensors package (the reference writer), or b""
+    without tensors. `pad` extra spaces in its header make every data offset unaligned."""
+    if not tensors:
+        return b""
+    buf = safetensors.torch.save({name: t.detach().contiguous().cpu() for name, t in tensors})
+    if pad:
+        n = int.from_bytes(buf[:8], "little")
+        buf = (n + pad).to_bytes(8, "little") + buf[8 : 8 + n] + b" " * pad + buf[8 + n :]
+    return buf
+
+
 def encode_frame(header, tensors=(), pad=0):
-    """A frame; `pad` junk bytes at the start of the payload make every offset unaligned."""
-    payload = bytearray(b"\xab" * pad)
-    specs = []
-    for name, t in tensors:
-        data = tensor_bytes(t)
-        specs.append({"name": name, "dtype": WIRE_OF[t.dtype], "shape": list(t.shape),
-                      "offset": len(payload), "nbytes": len(data)})  # fmt: skip
-        payload += data
-    if specs:
-        header = dict(header, tensors=specs)
+    payload = encode_payload(tensors, pad)
     raw = json.dumps(header).encode()
-    return b"KBF1" + struct.pack("<IQ", len(raw), len(payload)) + raw + bytes(payload)
+    return b"KBF1" + struct.pack("<IQ", len(raw), len(payload)) + raw + payload
 
 
 class Worker:
@@ -95,13 +99,8 @@ class Worker:
         header_len, payload_len = struct.unpack("<IQ", prefix[4:])
         header = json.loads(self._read(header_len))
         payload = self._read(payload_len) if payload_len else b""
-        tensors = {}
-        end = 0
-        for s in header.get("tensors", []):
-            assert s["offset"] == end, "tensors are packed back to back"
-            end = s["offset"] + s["nbytes"]
-            tensors[s["name"]] = tensor_from_bytes(payload[s["offset"]:end], s["dtype"], s["shape"])
-        assert end == len(payload), "no trailing payload"
+        # Parsed by the safetensors package, which checks the layout strictly.
+        tensors = dict(safetensors.torch.load(payload)) if payload else {}
         return header, tensors
 
     def call(self, header, tensors=(), pad=0):

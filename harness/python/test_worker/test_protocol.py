@@ -35,7 +35,7 @@ class HelloAndReferenceTests(WorkerTestCase):
         for hello, role in ((self.ref_hello, "reference"), (self.cand_hello, "candidate")):
             self.assertEqual(hello["type"], "hello")
             self.assertEqual(hello["magic"], "kbench-worker")
-            self.assertEqual(hello["protocol"], 1)
+            self.assertEqual(hello["protocol"], 2)
             self.assertEqual(hello["role"], role)
             self.assertEqual(hello["torch"], torch.__version__)
             self.assertIsInstance(hello["pid"], int)
@@ -184,11 +184,12 @@ class ProcessTests(unittest.TestCase):
     def test_tensor_outside_payload_exits_4(self):
         w = Worker("reference")
         w.recv()
-        header = json.dumps({"cmd": "run_case", "tensors": [
-            {"name": "x", "dtype": "f32", "shape": [4], "offset": 0, "nbytes": 16}]}).encode()
-        w.send_raw(b"KBF1" + struct.pack("<IQ", len(header), 8) + header + bytes(8))
+        header = json.dumps({"cmd": "run_case"}).encode()
+        index = json.dumps({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+        payload = len(index).to_bytes(8, "little") + index + bytes(8)
+        w.send_raw(b"KBF1" + struct.pack("<IQ", len(header), len(payload)) + header + payload)
         reply, _ = w.recv()
-        self.assertIn("outside the payload", reply["message"])
+        self.assertIn("the payload", reply["message"])
         self.assertEqual(w.wait(), 4)
         w.close()
 
@@ -219,3 +220,88 @@ class ProcessTests(unittest.TestCase):
         self.assertEqual(reply["kind"], "protocol")
         self.assertEqual(w.wait(), 2)
         w.close()
+
+
+class SafetensorsCodecTests(unittest.TestCase):
+    """The worker's safetensors writer and reader (protocol.py), checked against the
+    safetensors package."""
+
+    @classmethod
+    def setUpClass(cls):
+        from kbench_worker.tensors import _init_dtype_tables
+
+        _init_dtype_tables()  # the worker fills them once torch is imported
+
+    TENSORS = [
+        ("out:0", torch.randn(3, 4)),
+        ("out:1", torch.tensor([True, False, True])),
+        ("out:2", torch.randn(2, 2, dtype=torch.float64)),
+        ("out:3", torch.randn(5).to(torch.bfloat16)),
+        ("out:10", torch.tensor(7, dtype=torch.int64)),
+        ("out:11", torch.empty(0, 3, dtype=torch.float16)),
+        ("in:0", torch.arange(-4, 4, dtype=torch.int8)),
+    ]
+
+    def test_writer_output_is_read_by_the_package(self):
+        import safetensors.torch
+
+        from kbench_worker.protocol import Channel
+
+        buffers = Channel.encode({"type": "outputs"}, self.TENSORS)
+        frame = b"".join(bytes(b) for b in buffers)
+        header_len, payload_len = struct.unpack("<IQ", frame[4:16])
+        payload = frame[16 + header_len :]
+        self.assertEqual(len(payload), payload_len)
+        self.assertEqual(int.from_bytes(payload[:8], "little") % 8, 0, "header padded to 8")
+        got = safetensors.torch.load(payload)
+        self.assertEqual(set(got), {n for n, _ in self.TENSORS})
+        for name, t in self.TENSORS:
+            self.assertEqual(got[name].dtype, t.dtype, name)
+            self.assertTrue(torch.equal(got[name], t), name)
+
+    def test_reader_takes_what_the_package_writes(self):
+        from kbench_worker.protocol import _read_safetensors_index
+        from kbench_worker.tensors import _tensor_from_payload
+
+        from .support import encode_payload
+
+        for pad in (0, 3):
+            payload = bytearray(encode_payload(self.TENSORS, pad))
+            specs = {s["name"]: s for s in _read_safetensors_index(payload)}
+            self.assertEqual(set(specs), {n for n, _ in self.TENSORS})
+            for name, t in self.TENSORS:
+                back = _tensor_from_payload(payload, specs[name], "cpu")
+                self.assertTrue(torch.equal(back, t), (name, pad))
+
+    def test_malformed_payloads_are_protocol_violations(self):
+        import random
+
+        from kbench_worker.protocol import ProtocolViolation, _read_safetensors_index
+
+        from .support import encode_payload
+
+        good = encode_payload(self.TENSORS[:3])
+        rng = random.Random(5)
+        outcomes = {"ok": 0, "violation": 0}
+        for _ in range(3000):
+            p = bytearray(good)
+            for _ in range(rng.randrange(1, 4)):
+                what = rng.randrange(3)
+                if what == 0 and p:
+                    p[rng.randrange(len(p))] ^= rng.randrange(1, 256)
+                elif what == 1:
+                    del p[rng.randrange(len(p) + 1) :]
+                else:
+                    p += bytes(rng.randrange(1, 9))
+            try:
+                specs = _read_safetensors_index(p)
+            except ProtocolViolation:
+                outcomes["violation"] += 1
+                continue
+            outcomes["ok"] += 1
+            for s in specs:
+                self.assertLessEqual(s["offset"] + s["nbytes"], len(p))
+        self.assertGreater(outcomes["violation"], 1000, outcomes)
+        for bad in (b"\x01", (10**9).to_bytes(8, "little") + b"{}", (2).to_bytes(8, "little") + b"[]"):
+            with self.assertRaises(ProtocolViolation):
+                _read_safetensors_index(bytearray(bad))

@@ -2,15 +2,18 @@
 //! (`harness/python/kbench_worker/`).
 //!
 //! A frame is `b"KBF1"`, a little-endian `u32` header length, a little-endian `u64` payload
-//! length, the header (one UTF-8 JSON object) and the payload (raw tensor bytes). A header may
-//! carry `"tensors": [{"name", "dtype", "shape", "offset", "nbytes"}]`, each naming a slice of
-//! the payload holding a dense row-major little-endian tensor. The first frame a worker sends is
-//! `{"type": "hello", "magic": HELLO_MAGIC, "protocol": PROTOCOL_VERSION, ...}`.
+//! length, the header (one UTF-8 JSON object) and the payload. A payload is empty or one
+//! [safetensors](https://github.com/huggingface/safetensors) buffer holding the frame's
+//! tensors by name (dense, row-major, little-endian). A worker is untrusted: its payloads are
+//! parsed and bounds-checked by the `safetensors` crate, never by hand. The first frame a
+//! worker sends is `{"type": "hello", "magic": HELLO_MAGIC, "protocol": PROTOCOL_VERSION, ...}`.
 //! See `harness/python/PROTOCOL.md` for the commands.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::io::{Read, Write};
 
-use serde::{Deserialize, Serialize};
+use safetensors::tensor::{Dtype as StDtype, SafeTensors, View};
 
 use crate::tensor::{Dtype, HostTensor};
 
@@ -19,7 +22,8 @@ pub const FRAME_MAGIC: &[u8; 4] = b"KBF1";
 /// The `magic` field of a worker's hello.
 pub const HELLO_MAGIC: &str = "kbench-worker";
 /// Protocol version spoken by this harness; a worker must answer with the same.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// 2: payloads are safetensors buffers (1 listed tensors in the JSON header).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest header accepted. Headers are small JSON; anything larger is a corrupt channel.
 pub const MAX_HEADER_BYTES: u32 = 16 << 20;
 
@@ -33,21 +37,79 @@ pub enum ProtocolError {
     Malformed(String),
 }
 
-/// Describes one tensor inside a frame's payload.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TensorSpec {
-    pub name: String,
-    pub dtype: Dtype,
-    pub shape: Vec<u64>,
-    pub offset: u64,
-    pub nbytes: u64,
-}
-
 /// One message: a JSON header and an optional payload of tensor bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
     pub header: serde_json::Value,
     pub payload: Vec<u8>,
+}
+
+/// A [`HostTensor`] as the `safetensors` crate's serialiser sees it.
+struct Wire<'a> {
+    tensor: &'a HostTensor,
+    shape: Vec<usize>,
+}
+
+impl View for Wire<'_> {
+    fn dtype(&self) -> StDtype {
+        match self.tensor.dtype() {
+            Dtype::F64 => StDtype::F64,
+            Dtype::F32 => StDtype::F32,
+            Dtype::F16 => StDtype::F16,
+            Dtype::Bf16 => StDtype::BF16,
+            Dtype::I64 => StDtype::I64,
+            Dtype::I32 => StDtype::I32,
+            Dtype::I16 => StDtype::I16,
+            Dtype::I8 => StDtype::I8,
+            Dtype::U8 => StDtype::U8,
+            Dtype::Bool => StDtype::BOOL,
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self.tensor.data())
+    }
+    fn data_len(&self) -> usize {
+        self.tensor.data().len()
+    }
+}
+fn from_wire(d: StDtype) -> Option<Dtype> {
+    Some(match d {
+        StDtype::F64 => Dtype::F64,
+        StDtype::F32 => Dtype::F32,
+        StDtype::F16 => Dtype::F16,
+        StDtype::BF16 => Dtype::Bf16,
+        StDtype::I64 => Dtype::I64,
+        StDtype::I32 => Dtype::I32,
+        StDtype::I16 => Dtype::I16,
+        StDtype::I8 => Dtype::I8,
+        StDtype::U8 => Dtype::U8,
+        StDtype::BOOL => Dtype::Bool,
+        _ => return None,
+    })
+}
+
+/// Orders tensor names so that a worker cannot reorder what it sends: by `:`-separated
+/// segments, numeric segments by value (`out:2` before `out:10`), others as text.
+fn natural_order(a: &str, b: &str) -> Ordering {
+    let seg = |s: &str| -> Vec<(Option<u64>, String)> {
+        s.split(':')
+            .map(|p| (p.parse::<u64>().ok(), p.to_string()))
+            .collect()
+    };
+    let (sa, sb) = (seg(a), seg(b));
+    for (x, y) in sa.iter().zip(&sb) {
+        let o = match (x.0, y.0) {
+            (Some(i), Some(j)) => i.cmp(&j).then_with(|| x.1.cmp(&y.1)),
+            _ => x.1.cmp(&y.1),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    sa.len().cmp(&sb.len())
 }
 
 impl Frame {
@@ -58,27 +120,24 @@ impl Frame {
         }
     }
 
-    /// Builds a frame carrying `tensors`, listed in the header under `"tensors"`.
-    pub fn with_tensors(mut header: serde_json::Value, tensors: &[(String, &HostTensor)]) -> Self {
-        let total: usize = tensors.iter().map(|(_, t)| t.data().len()).sum();
-        let mut payload = Vec::with_capacity(total);
-        let mut specs = Vec::with_capacity(tensors.len());
-        for (name, t) in tensors {
-            specs.push(TensorSpec {
-                name: name.clone(),
-                dtype: t.dtype(),
-                shape: t.shape().to_vec(),
-                offset: payload.len() as u64,
-                nbytes: t.data().len() as u64,
-            });
-            payload.extend_from_slice(t.data());
+    /// Builds a frame carrying `tensors` as a safetensors payload (no tensors: no payload).
+    /// Names must be distinct (callers name tensors by role and position, `in:0`).
+    pub fn with_tensors(header: serde_json::Value, tensors: &[(String, &HostTensor)]) -> Self {
+        if tensors.is_empty() {
+            return Self::new(header);
         }
-        if let Some(obj) = header.as_object_mut() {
-            obj.insert(
-                "tensors".into(),
-                serde_json::to_value(specs).unwrap_or_default(),
-            );
-        }
+        let views = tensors.iter().map(|(name, t)| {
+            let shape = t
+                .shape()
+                .iter()
+                .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
+                .collect();
+            (name.as_str(), Wire { tensor: t, shape })
+        });
+        // A HostTensor's size is checked when it is made, so the serialiser's own checks
+        // cannot fail here; if one ever did, the frame carries no payload and the worker
+        // answers that its tensors are missing.
+        let payload = safetensors::tensor::serialize(views, None).unwrap_or_default();
         Self { header, payload }
     }
 
@@ -90,33 +149,30 @@ impl Frame {
             .unwrap_or("")
     }
 
-    /// Splits the payload into the tensors the header describes, checking every bound.
+    /// The tensors of the payload, parsed and bounds-checked by the `safetensors` crate, in
+    /// the natural order of their names (see `natural_order`), whatever order the sender
+    /// laid them out in. A dtype outside the protocol's, a size that does not match, or any
+    /// malformation of the buffer is an error naming what is wrong.
     pub fn tensors(&self) -> Result<Vec<(String, HostTensor)>, ProtocolError> {
-        let Some(list) = self.header.get("tensors") else {
+        if self.payload.is_empty() {
             return Ok(Vec::new());
-        };
-        let specs: Vec<TensorSpec> = serde_json::from_value(list.clone())
-            .map_err(|e| ProtocolError::Malformed(format!("bad tensor list: {e}")))?;
-        let mut out = Vec::with_capacity(specs.len());
-        for s in specs {
-            let end = s
-                .offset
-                .checked_add(s.nbytes)
-                .filter(|&e| e <= self.payload.len() as u64)
-                .ok_or_else(|| {
-                    ProtocolError::Malformed(format!(
-                        "tensor '{}' lies outside the payload ({} + {} > {})",
-                        s.name,
-                        s.offset,
-                        s.nbytes,
-                        self.payload.len()
-                    ))
-                })?;
-            let data = self.payload[s.offset as usize..end as usize].to_vec();
-            let t = HostTensor::new(s.dtype, s.shape, data)
-                .map_err(|e| ProtocolError::Malformed(format!("tensor '{}': {e}", s.name)))?;
-            out.push((s.name, t));
         }
+        let st = SafeTensors::deserialize(&self.payload)
+            .map_err(|e| ProtocolError::Malformed(format!("bad safetensors payload: {e}")))?;
+        let mut out = Vec::with_capacity(st.len());
+        for (name, view) in st.iter() {
+            let dtype = from_wire(view.dtype()).ok_or_else(|| {
+                ProtocolError::Malformed(format!(
+                    "tensor '{name}' has dtype {:?}, which the protocol does not carry",
+                    view.dtype()
+                ))
+            })?;
+            let shape = view.shape().iter().map(|&d| d as u64).collect();
+            let t = HostTensor::new(dtype, shape, view.data().to_vec())
+                .map_err(|e| ProtocolError::Malformed(format!("tensor '{name}': {e}")))?;
+            out.push((name.to_string(), t));
+        }
+        out.sort_by(|a, b| natural_order(&a.0, &b.0));
         Ok(out)
     }
 }
@@ -203,24 +259,82 @@ fn read_body(r: &mut impl Read, buf: &mut [u8]) -> Result<(), ProtocolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
+    fn round_trip(f: &Frame) -> Frame {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, f).unwrap();
+        read_frame(&mut buf.as_slice(), 1 << 30).unwrap()
+    }
+
+    /// A payload written by hand: an 8-byte header length, the JSON, then `data`.
+    fn hand_payload(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut p = (header.len() as u64).to_le_bytes().to_vec();
+        p.extend_from_slice(header.as_bytes());
+        p.extend_from_slice(data);
+        p
+    }
+
+    fn malformed(payload: Vec<u8>) -> String {
+        let f = Frame {
+            header: json!({"type": "outputs"}),
+            payload,
+        };
+        match f.tensors() {
+            Err(ProtocolError::Malformed(m)) => m,
+            other => panic!("expected a malformed-payload error, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn frames_round_trip_with_tensors() {
+    fn frames_round_trip_with_tensors_in_natural_name_order() {
         let a = HostTensor::from_f32(vec![2, 2], &[1.0, -2.0, f32::NAN, 4.0]).unwrap();
         let b = HostTensor::new(Dtype::Bool, vec![3], vec![1, 0, 1]).unwrap();
+        let c = HostTensor::new(Dtype::Bf16, vec![0, 5], vec![]).unwrap();
+        let d = HostTensor::new(Dtype::I64, vec![], 7i64.to_le_bytes().to_vec()).unwrap();
+        // The serialiser lays tensors out by dtype; the reader gives them back by name,
+        // numerically: out:2 before out:10.
         let f = Frame::with_tensors(
             json!({"type": "outputs"}),
-            &[("out:0".into(), &a), ("out:1".into(), &b)],
+            &[
+                ("out:10".into(), &d),
+                ("out:2".into(), &b),
+                ("out:0".into(), &a),
+                ("in:0".into(), &c),
+            ],
         );
-        let mut buf = Vec::new();
-        write_frame(&mut buf, &f).unwrap();
-        let g = read_frame(&mut buf.as_slice(), 1 << 20).unwrap();
+        let g = round_trip(&f);
         assert_eq!(g.kind(), "outputs");
         let ts = g.tensors().unwrap();
+        let names: Vec<&str> = ts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["in:0", "out:0", "out:2", "out:10"]);
+        assert_eq!(ts[0].1, c);
+        assert_eq!(ts[1].1.data(), a.data());
+        assert_eq!(ts[2].1, b);
+        assert_eq!(ts[3].1, d);
+        // No tensors, no payload.
+        let e = Frame::with_tensors(json!({"type": "x"}), &[]);
+        assert!(e.payload.is_empty());
+        assert!(round_trip(&e).tensors().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_payload_laid_out_by_another_writer_is_read() {
+        // What the Python worker writes: its own order, an unpadded header.
+        let data: Vec<u8> = [1.5f32.to_le_bytes(), 2.5f32.to_le_bytes()].concat();
+        let header = r#"{"out:1":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"out:0":{"dtype":"F32","shape":[1,2],"data_offsets":[2,10]}}"#;
+        let mut bytes = vec![3u8, 4];
+        bytes.extend_from_slice(&data);
+        let f = Frame {
+            header: json!({"type": "outputs"}),
+            payload: hand_payload(header, &bytes),
+        };
+        let ts = f.tensors().unwrap();
         assert_eq!(ts[0].0, "out:0");
-        assert_eq!(ts[0].1.data(), a.data());
-        assert_eq!(ts[1].1, b);
+        assert_eq!(ts[0].1.shape(), &[1, 2]);
+        assert_eq!(ts[0].1.data(), data.as_slice());
+        assert_eq!(ts[1].1.data(), &[3, 4]);
     }
 
     #[test]
@@ -251,11 +365,107 @@ mod tests {
             read_frame(&mut &buf[..buf.len() - 1], 1000),
             Err(ProtocolError::Malformed(_))
         ));
-        // tensor pointing outside the payload
-        let f = Frame {
-            header: json!({"type": "x", "tensors": [{"name": "t", "dtype": "f32", "shape": [4], "offset": 0, "nbytes": 16}]}),
-            payload: vec![0; 8],
-        };
-        assert!(f.tensors().is_err());
+    }
+
+    #[test]
+    fn hostile_payloads_are_named_errors() {
+        let t = |h: &str, n: usize| hand_payload(h, &vec![0u8; n]);
+        // Too short for the length prefix; a length past the buffer; a huge length.
+        assert!(malformed(vec![1, 2, 3]).contains("safetensors"));
+        assert!(!malformed(t("{}", 0)[..6].to_vec()).is_empty());
+        let mut huge = u64::MAX.to_le_bytes().to_vec();
+        huge.extend_from_slice(b"{}");
+        malformed(huge);
+        // Not JSON; not an object.
+        malformed(t("{not json", 0));
+        malformed(t("[1,2]", 0));
+        // Data outside the buffer; bytes left over; a gap; overlapping tensors.
+        malformed(t(
+            r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#,
+            8,
+        ));
+        malformed(t(
+            r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+            8,
+        ));
+        malformed(t(
+            r#"{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}"#,
+            12,
+        ));
+        malformed(t(
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#,
+            8,
+        ));
+        // Bytes that do not hold the shape; a shape whose size overflows.
+        malformed(t(
+            r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+            8,
+        ));
+        malformed(t(
+            r#"{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}"#,
+            8,
+        ));
+        // A dtype the format knows and the protocol does not carry is named.
+        let m = malformed(t(
+            r#"{"a":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}}"#,
+            4,
+        ));
+        assert!(m.contains("'a'") && m.contains("U16"), "{m}");
+        // Unknown dtype string; negative offsets.
+        malformed(t(
+            r#"{"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}}"#,
+            1,
+        ));
+        malformed(t(
+            r#"{"a":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}}"#,
+            1,
+        ));
+    }
+
+    fn valid_payload() -> Vec<u8> {
+        let a = HostTensor::from_f32(vec![3], &[1.0, 2.0, 3.0]).unwrap();
+        let b = HostTensor::new(Dtype::I16, vec![2, 1], vec![1, 0, 2, 0]).unwrap();
+        Frame::with_tensors(json!({}), &[("out:0".into(), &a), ("out:1".into(), &b)]).payload
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Any bytes at all: an error or tensors whose sizes hold, never a panic.
+        #[test]
+        fn arbitrary_payloads_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let f = Frame { header: json!({}), payload: bytes };
+            if let Ok(ts) = f.tensors() {
+                for (_, t) in ts {
+                    let numel: u64 = t.shape().iter().product();
+                    prop_assert_eq!(numel * t.dtype().size() as u64, t.data().len() as u64);
+                }
+            }
+        }
+
+        /// A valid payload with bytes flipped, cut or appended: an error or consistent
+        /// tensors, never a panic.
+        #[test]
+        fn mutated_payloads_never_panic(
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..6),
+            cut in any::<prop::sample::Index>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..4),
+        ) {
+            let mut p = valid_payload();
+            for (i, b) in flips {
+                let k = i.index(p.len());
+                p[k] ^= b;
+            }
+            let keep = cut.index(p.len() + 1);
+            p.truncate(keep.max(p.len().saturating_sub(16)));
+            p.extend(extra);
+            let f = Frame { header: json!({}), payload: p };
+            if let Ok(ts) = f.tensors() {
+                for (_, t) in ts {
+                    let numel: u64 = t.shape().iter().product();
+                    prop_assert_eq!(numel * t.dtype().size() as u64, t.data().len() as u64);
+                }
+            }
+        }
     }
 }
