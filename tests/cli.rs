@@ -168,3 +168,21 @@ fn throughput_summarizer_passes_its_self_test() {
     assert!(out.status.success(), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
 }
+
+/// The side-by-side benchmark (KernelBench's eval against kbench, issue 24; its GPU part runs
+/// on the GPU machine) checks, with Python's standard library alone, its summary's seconds
+/// and ratios on a fixture, its selection syntax and `run.sh --dry-run`'s commands.
+#[test]
+fn side_by_side_summarizer_passes_its_tests() {
+    let out = std::process::Command::new("python3")
+        .arg(common::repo_root().join("bench/side_by_side/test_side_by_side.py"))
+        .output()
+        .expect("python3 on PATH (kbench setup needs it too)");
+    assert!(out.status.success(), "{}", show(&out));
+    // unittest reports on stderr: "Ran N tests ... OK".
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Ran ") && err.trim_end().ends_with("OK"),
+        "{err}"
+    );
+}
