@@ -129,6 +129,7 @@ pub fn case_result(case: &CaseRef, outputs: &[Comparison], wall_s: f64) -> CaseR
         tol_needed: None,
         artefacts: None,
         detail: None,
+        times: None,
     };
     let untolerable = outputs.iter().any(|c| {
         c.failed_rule()

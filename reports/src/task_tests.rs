@@ -26,6 +26,7 @@ fn case(family: &str, index: u32, passed: bool) -> CaseResult {
         tol_needed: None,
         artefacts: None,
         detail: None,
+        times: None,
     }
 }
 

@@ -241,6 +241,7 @@ fn summary_separates_random_from_every_family_and_names_failing_ones() {
         tol_needed: None,
         artefacts: None,
         detail: None,
+        times: None,
     };
     let mut runs = run();
     // A kernel that passes the random cases and fails `signed`; one where `large` does not

@@ -16,7 +16,7 @@ mod tensor;
 pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
-    eval_key, AgentCost, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, Device,
+    eval_key, AgentCost, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, CaseTimes, Device,
     Environment, EvalRecord, FlushCount, IntegrityReport, KernelProfile, ModelMode, PhaseTimes,
     Precision, ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary, ToleranceProfile,
 };

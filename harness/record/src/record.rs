@@ -236,6 +236,24 @@ pub struct CaseResult {
     /// values there (for `kbench check`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Where the case's time went, as the harness measured it (absent in records written
+    /// before it was measured, and for cases that did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<CaseTimes>,
+}
+
+/// Seconds one case took, by step (harness clock).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaseTimes {
+    /// Getting the reference's case: made by its worker (inputs, forward, float64 forward,
+    /// stability and probe runs, copy out), or taken from the cache.
+    pub reference_s: f64,
+    /// Sending it to the candidate until its answer (buffers, the call, integrity probes).
+    pub candidate_s: f64,
+    /// Comparing and judging the answer.
+    pub judge_s: f64,
+    /// The whole case, from asking the reference to the verdict.
+    pub total_s: f64,
 }
 
 /// Elements accepted as reference artefacts in one case (see `CaseResult::artefacts`).

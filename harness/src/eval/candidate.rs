@@ -23,13 +23,15 @@ use crate::judge::case::{
     count_mismatch, judge_host_case, not_applicable_case, replayed_output, Judged,
 };
 use crate::judge::device::judge_device_case;
-use crate::judge::faults::{error_outcome, fault_outcome};
+use crate::judge::faults::{error_outcome, fault_outcome, out_of_memory};
 use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::timed::{judge_timed_calls, timed_check_fits};
 use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::judge::{integrity, mode, Tolerance};
-use crate::measure::device_case::{run_device_case, DeviceCaseError};
+use crate::measure::device_case::{
+    prepare_device_case, send_device_case, DeviceCaseError, PreparedCase,
+};
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
 use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
@@ -93,6 +95,8 @@ struct Evaluation<'a, 'c> {
     /// mismatch (`judge::mode`).
     mode_switch: Option<String>,
     eval_check: Option<std::result::Result<bool, String>>,
+    /// The candidate worker's working folder (a restarted worker gets the same).
+    cwd: std::path::PathBuf,
 }
 
 /// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
@@ -131,6 +135,7 @@ pub(crate) fn evaluate_candidate(
         seen_outputs: Vec::new(),
         mode_switch: None,
         eval_check: None,
+        cwd: std::path::PathBuf::new(),
     };
     // A build ahead still running is waited for (it is this candidate's compile anyway).
     let tb = Instant::now();
@@ -143,6 +148,7 @@ pub(crate) fn evaluate_candidate(
         ev.notes.push(GPU_ALONE_NOTE.to_string());
     }
     let (cwd, prestart) = started_worker;
+    ev.cwd = cwd.path().to_path_buf();
     let mut log_tail = String::new();
     let ended = match ev.start(prestart, cwd.path()) {
         Ok((mut worker, load_ahead)) => {
@@ -441,10 +447,14 @@ impl Evaluation<'_, '_> {
     fn case(&mut self, worker: &mut Worker, t: u32, case: CaseRef) -> Step<Option<Outcome>> {
         let (ctx, exec) = (self.ctx, self.exec);
         let stress = case.family != CaseFamily::Random;
-        let rc = match self
+        let t_case = Instant::now();
+        let mut made = self
             .reference
-            .case(ctx, exec, self.unit.problem, self.run_dir, t)
-        {
+            .case(ctx, exec, self.unit.problem, self.run_dir, t);
+        if matches!(&made, Err(RefFailure::Failed(m)) if stress && out_of_memory(m)) {
+            made = self.reference_alone(worker, t)?;
+        }
+        let rc = match made {
             Ok(rc) => rc,
             Err(RefFailure::Failed(message)) if stress => {
                 // The reference itself fails on these inputs: nothing to judge against.
@@ -473,15 +483,41 @@ impl Evaluation<'_, '_> {
             self.cases.push(failed);
         }
         let tc = Instant::now();
-        let judged = match &rc.data {
+        let reference_s = (tc - t_case).as_secs_f64();
+        let mut answered: Option<Instant> = None;
+        let mut judged = match &rc.data {
             CaseData::Host { run_frame, .. } => {
                 let reply = worker
                     .request_shared(Arc::clone(run_frame), ctx.config.timeouts.run)
                     .map_err(|f| fault(f, Phase::Run))?;
+                answered = Some(Instant::now());
                 self.host_case(&rc, &case, &reply, tc.elapsed().as_secs_f64())?
             }
             CaseData::Device { .. } => {
-                let judged = run_device_case(ctx, exec, worker, &rc, tc).and_then(|run| {
+                let prepared = match prepare_device_case(exec, &rc) {
+                    Ok(p) => p,
+                    Err(e) if out_of_memory(&format!("{e:#}")) => {
+                        match self.prepare_alone(worker, &rc)? {
+                            Ok(p) => p,
+                            Err(e) if stress => {
+                                self.cases.pop();
+                                self.cases.push(not_applicable_case(
+                                    case,
+                                    format!("the GPU cannot hold the case's buffers for the candidate beside the reference's, even with the candidate's worker stopped: {e:#}"),
+                                ));
+                                return Ok(None);
+                            }
+                            Err(e) => {
+                                return Err(Stop::Verdict(Outcome::ReferenceError {
+                                    message: format!("case {case}: the GPU cannot hold the case's buffers for the candidate beside the reference's, even with the candidate's worker stopped: {e:#}"),
+                                }))
+                            }
+                        }
+                    }
+                    Err(e) => return Err(Stop::Harness(e)),
+                };
+                let judged = send_device_case(ctx, worker, prepared, tc).and_then(|run| {
+                    answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
                     judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random)
                 });
@@ -504,6 +540,14 @@ impl Evaluation<'_, '_> {
                 self.earlier_random.push(Arc::clone(&rc));
             }
         }
+        let done = Instant::now();
+        let answered = answered.unwrap_or(done);
+        judged.result.times = Some(kbench_record::CaseTimes {
+            reference_s,
+            candidate_s: (answered - tc).as_secs_f64(),
+            judge_s: (done - answered).as_secs_f64(),
+            total_s: (done - t_case).as_secs_f64(),
+        });
         if let Some(a) = &judged.result.artefacts {
             self.notes.push(format!(
                 "case {case}: {} element(s) accepted as reference artefacts (first at {:?} of output {}): the reference is NaN/Inf there only through its own algorithm (e.g. 0·NaN in a matmul), and the candidate matches the reference run with finite probes in place of the injected NaN/Inf",
@@ -515,6 +559,85 @@ impl Evaluation<'_, '_> {
             Some(o) if !stress => Err(Stop::Verdict(o)),
             failure => Ok(failure),
         }
+    }
+
+    /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
+    /// candidate's worker stopped (a kernel that holds the GPU's memory must not turn the
+    /// stress families into "not applicable"), then starts and loads the candidate again.
+    /// What the reference answers alone is the case, or a failure of its own.
+    fn reference_alone(
+        &mut self,
+        worker: &mut Worker,
+        t: u32,
+    ) -> Step<std::result::Result<Arc<RefCase>, RefFailure>> {
+        let (ctx, c) = (self.ctx, self.ctx.config);
+        worker.kill();
+        // The driver frees an exited process's memory asynchronously: a few tries.
+        let mut made = Err(RefFailure::Interrupted);
+        for attempt in 0..4 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
+            }
+            made = self
+                .reference
+                .case(ctx, self.exec, self.unit.problem, self.run_dir, t);
+            if !matches!(&made, Err(RefFailure::Failed(m)) if out_of_memory(m)) {
+                break;
+            }
+        }
+        let case = c.case_ref(t);
+        self.notes.push(match &made {
+            Ok(_) => format!("case {case}: the reference ran out of GPU memory beside the candidate's worker; made with that worker stopped, then the candidate was started and loaded again"),
+            Err(_) => format!("case {case}: the reference ran out of GPU memory even with the candidate's worker stopped"),
+        });
+        self.restart_candidate(worker)?;
+        Ok(made)
+    }
+
+    /// Allocates device case `rc`'s buffers for the candidate after that failed for lack of
+    /// GPU memory: with the candidate's worker stopped (its memory, hostile or only cached,
+    /// goes back to the driver), then starts and loads the candidate again. A candidate
+    /// that takes the memory again at load fails its own call, not the harness.
+    fn prepare_alone(
+        &mut self,
+        worker: &mut Worker,
+        rc: &RefCase,
+    ) -> Step<anyhow::Result<PreparedCase>> {
+        worker.kill();
+        let mut prepared = Err(anyhow::anyhow!("not tried"));
+        for attempt in 0..4 {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
+            }
+            prepared = prepare_device_case(self.exec, rc);
+            if !matches!(&prepared, Err(e) if out_of_memory(&format!("{e:#}"))) {
+                break;
+            }
+        }
+        self.notes.push(match &prepared {
+            Ok(_) => format!("case {}: the case's buffers did not fit beside the candidate's worker; allocated with that worker stopped, then the candidate was started and loaded again", rc.case),
+            Err(_) => format!("case {}: the case's buffers do not fit on the GPU even with the candidate's worker stopped", rc.case),
+        });
+        self.restart_candidate(worker)?;
+        Ok(prepared)
+    }
+
+    /// Starts the candidate's worker again (same folder) and loads the candidate.
+    fn restart_candidate(&mut self, worker: &mut Worker) -> Step {
+        let (ctx, c) = (self.ctx, self.ctx.config);
+        let unit = self.unit;
+        let cwd = self.cwd.clone();
+        let spec = candidate_spec(
+            ctx,
+            self.exec,
+            self.run_dir,
+            &cwd,
+            unit.problem_path,
+            unit.cand,
+            unit.prep,
+        );
+        *worker = Worker::start(&spec, c.timeouts.start).map_err(|f| fault(f, Phase::Start))?;
+        self.load(worker, None)
     }
 
     /// The candidate's answer to a host case, judged.

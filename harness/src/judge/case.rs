@@ -23,6 +23,7 @@ pub(crate) fn not_applicable_case(case: kbench_record::CaseRef, why: String) -> 
         tol_needed: None,
         artefacts: None,
         detail: None,
+        times: None,
     }
 }
 

@@ -41,3 +41,13 @@ pub fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
         _ => Outcome::RuntimeError { phase, message },
     }
 }
+
+/// Whether a failure is the GPU running out of memory (torch's allocator or the harness's
+/// own allocations for the reference's cases).
+pub fn out_of_memory(m: &str) -> bool {
+    m.contains("OutOfMemoryError")
+        || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || m.to_ascii_lowercase().contains("out of memory")
+        // The tail of torch's report, all that older stores kept of a long one.
+        || (m.contains("GiB memory in use") && m.contains("Process "))
+}

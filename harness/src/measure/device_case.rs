@@ -28,16 +28,15 @@ pub(crate) struct DeviceRun {
     pub wall_s: f64,
 }
 
-/// Sends device case `rc` to the candidate. `tc` is when the case began (its wall time is
-/// counted from there).
-pub(crate) fn run_device_case(
-    ctx: &Ctx,
-    station: &Station,
-    worker: &mut Worker,
-    rc: &RefCase,
-    tc: Instant,
-) -> Result<DeviceRun, DeviceCaseError> {
-    let c = ctx.config;
+/// The buffers of one device case, allocated and filled, and the command naming them.
+pub(crate) struct PreparedCase {
+    copies: Vec<DevTensorOwned>,
+    slots: Vec<DevTensorOwned>,
+    cmd: serde_json::Value,
+}
+
+/// Allocates the candidate's copy of the inputs and its NaN-poisoned output slots.
+pub(crate) fn prepare_device_case(station: &Station, rc: &RefCase) -> anyhow::Result<PreparedCase> {
     let CaseData::Device {
         args,
         inputs,
@@ -45,15 +44,14 @@ pub(crate) fn run_device_case(
         ..
     } = &rc.data
     else {
-        unreachable!("run_device_case on a host case")
+        unreachable!("prepare_device_case on a host case")
     };
     let gpu = station.gpu.as_ref().expect("device case without a GPU");
-    let harness = |e: anyhow::Error| DeviceCaseError::Harness(e);
     let mut dev_inputs = serde_json::Map::new();
     let mut copies = Vec::with_capacity(inputs.len());
     for (name, t) in inputs {
-        let buf = gpu.alloc(t.nbytes()).map_err(harness)?;
-        gpu.copy(&buf, &t.buf, t.nbytes()).map_err(harness)?;
+        let buf = gpu.alloc(t.nbytes())?;
+        gpu.copy(&buf, &t.buf, t.nbytes())?;
         let copy = DevTensorOwned {
             buf,
             dtype: t.dtype,
@@ -64,9 +62,9 @@ pub(crate) fn run_device_case(
     }
     let mut slots = Vec::with_capacity(outputs.len());
     for o in outputs {
-        let buf = gpu.alloc(o.nbytes()).map_err(harness)?;
+        let buf = gpu.alloc(o.nbytes())?;
         // NaN-filled (all ones bits) so an element the candidate never wrote cannot pass.
-        gpu.fill(&buf, 0xff).map_err(harness)?;
+        gpu.fill(&buf, 0xff)?;
         slots.push(DevTensorOwned {
             buf,
             dtype: o.dtype,
@@ -81,8 +79,19 @@ pub(crate) fn run_device_case(
         "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
         "poison": outputs.iter().map(|o| json!({"dtype": o.dtype.as_str(), "nbytes": o.nbytes()})).collect::<Vec<_>>(),
     });
+    Ok(PreparedCase { copies, slots, cmd })
+}
+
+/// Sends a prepared case to the candidate and waits for its answer.
+pub(crate) fn send_device_case(
+    ctx: &Ctx,
+    worker: &mut Worker,
+    prepared: PreparedCase,
+    tc: Instant,
+) -> Result<DeviceRun, DeviceCaseError> {
+    let PreparedCase { copies, slots, cmd } = prepared;
     let reply = worker
-        .request(Frame::new(cmd), c.timeouts.run)
+        .request(Frame::new(cmd), ctx.config.timeouts.run)
         .map_err(DeviceCaseError::Fault)?;
     let wall_s = tc.elapsed().as_secs_f64();
     drop(copies);

@@ -46,6 +46,7 @@ fn case(family: CaseFamily, passed: bool) -> CaseResult {
         tol_needed: None,
         artefacts: None,
         detail: None,
+        times: None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! are measured again with the GPU to themselves), and resolving the baselines of
 //! `kbench run --baselines` (explicit files, the store, or measured now).
 
+use crate::judge::faults::out_of_memory;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -127,16 +128,6 @@ pub fn measure(
     }
     out.still_missing = files.missing(&base.problems, modes, false);
     Ok(out)
-}
-
-/// Whether a failure is the GPU running out of memory (torch's allocator or the harness's
-/// own allocations for the reference's cases).
-fn out_of_memory(m: &str) -> bool {
-    m.contains("OutOfMemoryError")
-        || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
-        || m.to_ascii_lowercase().contains("out of memory")
-        // The tail of torch's report, all that older stores kept of a long one.
-        || (m.contains("GiB memory in use") && m.contains("Process "))
 }
 
 /// `YYYYmmddTHHMMSS` in UTC, for run directory names that sort by time.
