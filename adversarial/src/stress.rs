@@ -4,6 +4,7 @@
 
 use half::{bf16, f16};
 use kbench_record::{CaseFamily, Dtype, FlushCount, HostTensor};
+use rayon::prelude::*;
 
 use crate::tolerance::Tolerance;
 
@@ -133,22 +134,39 @@ pub fn flush_count_bytes(dtype: Dtype, candidate: &[u8], reference: &[u8]) -> Op
     if candidate.len() != reference.len() {
         return None;
     }
-    let mut out = FlushCount {
-        subnormal: 0,
-        zeroed: 0,
-    };
-    for (c, r) in candidate
-        .chunks_exact(size)
-        .zip(reference.chunks_exact(size))
-    {
-        let r = decode(dtype, r);
-        if r != 0.0 && r.abs() < tiny {
-            out.subnormal += 1;
-            if decode(dtype, c) == 0.0 {
-                out.zeroed += 1;
+    // Outputs reach billions of elements (6.4 GB on L1/20): counted in parallel, in chunks
+    // of whole elements, and summed.
+    const CHUNK: usize = 1 << 20;
+    let count = |(c, r): (&[u8], &[u8])| {
+        let mut out = FlushCount {
+            subnormal: 0,
+            zeroed: 0,
+        };
+        for (c, r) in c.chunks_exact(size).zip(r.chunks_exact(size)) {
+            let r = decode(dtype, r);
+            if r != 0.0 && r.abs() < tiny {
+                out.subnormal += 1;
+                if decode(dtype, c) == 0.0 {
+                    out.zeroed += 1;
+                }
             }
         }
-    }
+        out
+    };
+    let out = candidate
+        .par_chunks(CHUNK * size)
+        .zip(reference.par_chunks(CHUNK * size))
+        .map(count)
+        .reduce(
+            || FlushCount {
+                subnormal: 0,
+                zeroed: 0,
+            },
+            |a, b| FlushCount {
+                subnormal: a.subnormal + b.subnormal,
+                zeroed: a.zeroed + b.zeroed,
+            },
+        );
     Some(out)
 }
 
@@ -237,5 +255,31 @@ mod tests {
         assert!(!flush_count(&many_ref, &many_ref).unwrap().flushed());
         let ints = HostTensor::new(Dtype::I64, vec![1], vec![0; 8]).unwrap();
         assert_eq!(flush_count(&ints, &ints), None);
+    }
+
+    #[test]
+    fn flush_count_spans_parallel_chunks_exactly() {
+        // 2.5 chunks of f32: subnormals at every 7th element, the candidate zeroes every
+        // third of them; chunk edges must neither drop nor double-count an element.
+        let n = (1usize << 20) * 5 / 2 + 3;
+        let tiny = f32::MIN_POSITIVE / 4.0;
+        let r: Vec<u8> = (0..n)
+            .flat_map(|i| (if i % 7 == 0 { tiny } else { 1.0 }).to_le_bytes())
+            .collect();
+        let c: Vec<u8> = (0..n)
+            .flat_map(|i| {
+                (if i % 21 == 0 {
+                    0.0
+                } else if i % 7 == 0 {
+                    tiny
+                } else {
+                    1.0f32
+                })
+                .to_le_bytes()
+            })
+            .collect();
+        let got = flush_count_bytes(Dtype::F32, &c, &r).unwrap();
+        assert_eq!(got.subnormal as usize, n.div_ceil(7));
+        assert_eq!(got.zeroed as usize, n.div_ceil(21));
     }
 }

@@ -572,19 +572,10 @@ impl Evaluation<'_, '_> {
     ) -> Step<std::result::Result<Arc<RefCase>, RefFailure>> {
         let (ctx, c) = (self.ctx, self.ctx.config);
         worker.kill();
-        // The driver frees an exited process's memory asynchronously: a few tries.
-        let mut made = Err(RefFailure::Interrupted);
-        for attempt in 0..4 {
-            if attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
-            }
-            made = self
-                .reference
-                .case(ctx, self.exec, self.unit.problem, self.run_dir, t);
-            if !matches!(&made, Err(RefFailure::Failed(m)) if out_of_memory(m)) {
-                break;
-            }
-        }
+        self.settle_after_kill();
+        let made = self
+            .reference
+            .case(ctx, self.exec, self.unit.problem, self.run_dir, t);
         let case = c.case_ref(t);
         self.notes.push(match &made {
             Ok(_) => format!("case {case}: the reference ran out of GPU memory beside the candidate's worker; made with that worker stopped, then the candidate was started and loaded again"),
@@ -604,22 +595,36 @@ impl Evaluation<'_, '_> {
         rc: &RefCase,
     ) -> Step<anyhow::Result<PreparedCase>> {
         worker.kill();
-        let mut prepared = Err(anyhow::anyhow!("not tried"));
-        for attempt in 0..4 {
-            if attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(500 << attempt));
-            }
-            prepared = prepare_device_case(self.exec, rc);
-            if !matches!(&prepared, Err(e) if out_of_memory(&format!("{e:#}"))) {
-                break;
-            }
-        }
+        self.settle_after_kill();
+        let prepared = prepare_device_case(self.exec, rc);
         self.notes.push(match &prepared {
             Ok(_) => format!("case {}: the case's buffers did not fit beside the candidate's worker; allocated with that worker stopped, then the candidate was started and loaded again", rc.case),
             Err(_) => format!("case {}: the case's buffers do not fit on the GPU even with the candidate's worker stopped", rc.case),
         });
         self.restart_candidate(worker)?;
         Ok(prepared)
+    }
+
+    /// Waits (up to 5 s) for the memory of a worker just killed to come back: the driver frees
+    /// it asynchronously. Polled as the GPU's free memory, until it stops rising; one retry
+    /// then decides (a reference case that does not fit alone can take tens of seconds to
+    /// fail, so it is not tried again and again).
+    fn settle_after_kill(&self) {
+        let Some(gpu) = self.exec.gpu.as_ref() else {
+            return;
+        };
+        let began = Instant::now();
+        let mut last = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
+        let mut rose = false;
+        while began.elapsed().as_secs_f64() < 5.0 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let free = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
+            if free <= last && (rose || began.elapsed().as_secs_f64() > 1.0) {
+                break;
+            }
+            rose |= free > last;
+            last = last.max(free);
+        }
     }
 
     /// Starts the candidate's worker again (same folder) and loads the candidate.
