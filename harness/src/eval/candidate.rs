@@ -459,10 +459,15 @@ impl Evaluation<'_, '_> {
             Err(RefFailure::Failed(message)) if stress => {
                 // The reference itself fails on these inputs: nothing to judge against.
                 let first = message.lines().next().unwrap_or_default().to_string();
-                self.cases.push(not_applicable_case(
-                    case,
-                    format!("the reference fails on it: {first}"),
-                ));
+                let mut na =
+                    not_applicable_case(case, format!("the reference fails on it: {first}"));
+                let spent = t_case.elapsed().as_secs_f64();
+                na.times = Some(kbench_record::CaseTimes {
+                    reference_s: spent,
+                    total_s: spent,
+                    ..Default::default()
+                });
+                self.cases.push(na);
                 return Ok(None);
             }
             Err(RefFailure::Failed(message)) => {

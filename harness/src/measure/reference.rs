@@ -550,7 +550,7 @@ impl ReferenceSession {
     /// A buffer for a case tensor. When the GPU is short of memory, the cases kept for later
     /// candidates are dropped first (this problem then remakes them per candidate), and the
     /// memory of workers that just exited, which the driver frees asynchronously, is waited
-    /// for (up to 20 s) before giving up. Seen on an H100: level-1 problems with 6–17 GB
+    /// for (while it still comes back, up to 20 s) before giving up. Seen on an H100: level-1 problems with 6–17 GB
     /// cases failed to allocate right after the previous problem's workers were killed.
     fn alloc_case_buffer(&mut self, gpu: &Arc<Gpu>, nbytes: usize) -> anyhow::Result<DevBuf> {
         match gpu.alloc(nbytes) {
@@ -562,12 +562,23 @@ impl ReferenceSession {
             }
             Err(_) => {}
         }
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        // Waited for while the free memory still rises: a case that does not fit even when
+        // nothing else is freed (the nan-inf case of a 6.4 GB-per-tensor problem on an 80 GB
+        // GPU) gives up after 2 s without a rise, not after 20 s.
+        let began = Instant::now();
+        let free = || gpu.mem_info().map(|(f, _)| f).unwrap_or(0);
+        let (mut most, mut rose_at) = (free(), Instant::now());
         loop {
             match gpu.alloc(nbytes) {
                 Ok(b) => return Ok(b),
-                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(e) if began.elapsed().as_secs() >= 20 || rose_at.elapsed().as_secs() >= 2 => {
+                    return Err(e)
+                }
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(250)),
+            }
+            let now = free();
+            if now > most {
+                (most, rose_at) = (now, Instant::now());
             }
         }
     }
