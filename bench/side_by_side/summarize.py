@@ -178,6 +178,21 @@ def kbench_tool(state, name):
         p = r.get("problem") or {}
         by_key[key_of(p.get("level"), p.get("id"))] = r  # a resumed run: the last one counts
     rows = []
+    families = {}
+    for r in by_key.values():
+        for c in r.get("cases") or []:
+            fam = (c.get("case") or {}).get("family") or "?"
+            t = c.get("times") if isinstance(c.get("times"), dict) else {}
+            agg = families.setdefault(fam, {"cases": 0, "not_applicable": 0, "total_s": 0.0, "reference_s": 0.0,
+                                            "candidate_s": 0.0, "judge_s": 0.0, "max_total_s": 0.0, "max_problem": None})
+            agg["cases"] += 1
+            agg["not_applicable"] += 1 if c.get("not_applicable") else 0
+            for part in ("total_s", "reference_s", "candidate_s", "judge_s"):
+                agg[part] += num(t.get(part)) or 0.0
+            total = num(t.get("total_s")) or 0.0
+            if total > agg["max_total_s"]:
+                p = r.get("problem") or {}
+                agg["max_total_s"], agg["max_problem"] = total, key_of(p.get("level"), p.get("id"))
     for k, r in by_key.items():
         p = r.get("problem") or {}
         started, finished = num(r.get("started_unix_s")), num(r.get("finished_unix_s"))
@@ -229,6 +244,9 @@ def kbench_tool(state, name):
         "torch": env.get("torch"),
         "kbench": env.get("kbench"),
         "containment": sorted({r["containment"] for r in rows if r["containment"]}),
+        # Seconds per case family from the records' per-case `times` (absent in records
+        # written before they were measured): where the stress families' cost goes.
+        "case_times_by_family": families,
     }
 
 
@@ -399,6 +417,18 @@ def markdown(res):
         out.append("| mean | {} | {} | {} | {} |".format(
             name, f(ratio(t[name]["sum_problem_s"], t[name]["problem_count"])),
             f(ratio(t[name]["sum_record_s"], t[name]["problem_count"])), " | ".join(f(m.get(p)) for p in PHASES)))
+    for name in KBENCH_RUNS:
+        fams = {k: v for k, v in (t[name].get("case_times_by_family") or {}).items() if v["total_s"] > 0}
+        if not fams:
+            continue
+        out += ["", f"## kbench seconds per case family, summed over the problems ({name})", "",
+                "| family | cases | not applicable | total | reference | candidate | judge | slowest case |",
+                "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for fam, v in fams.items():
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} {} |".format(
+                fam, v["cases"], v["not_applicable"], f(v["total_s"], "{:.1f}"), f(v["reference_s"], "{:.1f}"),
+                f(v["candidate_s"], "{:.1f}"), f(v["judge_s"], "{:.1f}"), f(v["max_total_s"], "{:.1f}"),
+                v["max_problem"] or ""))
     out.append("")
     return "\n".join(out) + "\n"
 

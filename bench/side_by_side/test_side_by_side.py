@@ -104,6 +104,14 @@ class Summary(unittest.TestCase):
                        "the calls ran on different GPUs", "## kbench phases per problem"):
             self.assertIn(needle, self.md)
 
+    def test_case_times_by_family(self):
+        fams = self.res["tools"]["all"]["case_times_by_family"]
+        self.assertEqual(fams["denormal"]["judge_s"], 3.0)
+        self.assertEqual(fams["nan-inf"]["not_applicable"], 1)
+        self.assertEqual(fams["denormal"]["max_problem"], "L1/10")
+        md = summarize.markdown(self.res)
+        self.assertIn("| denormal | 1 | 0 | 3.6 | 0.5 | 0.1 | 3.0 | 3.6 L1/10 |", md)
+
     def test_partial_state(self):
         """A state with only KernelBench's timings and a kbench run cut off: ratios over
         different problem sets are given per problem only."""
