@@ -21,6 +21,7 @@
 # WORK (everything else; /tmp/side_by_side), BUDGET_S (stop cleanly before this many seconds,
 # exit 75: run again to continue; 0 = no limit), STATE_IN (a state.tgz from an earlier call,
 # restored when WORK is empty, e.g. on a fresh machine; default $D/side_by_side_state.tgz),
+# KBENCH_ARGS (more options for both kbench runs, e.g. `--rounds 10`; word-split),
 # KBENCH_PYTHON (python3), KB_GPU_ARCH (KernelBench's gpu_arch, Hopper), KBENCH_BWRAP (the
 # sandbox binary kbench uses, when set), DRY_RUN=1 (as --dry-run).
 set -uo pipefail
@@ -171,7 +172,7 @@ kbench_step() {
         resume=(--resume)
     fi
     step_run "$name" "$KBENCH" run --agent reference --kernelbench "$KB" --select "$SPEC" \
-        --gpus 0 --device cuda "$@" --out "$WORK/$name" "${resume[@]}"
+        --gpus 0 --device cuda "$@" ${KBENCH_ARGS:-} --out "$WORK/$name" "${resume[@]}"
     # Keep what --resume and the summary need with the state (records, settings, the seed).
     if [ "$DRY_RUN" != 1 ] && [ -f "$WORK/$name/run.json" ]; then
         mkdir -p "$STATE/$name"
