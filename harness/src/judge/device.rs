@@ -160,21 +160,16 @@ pub(crate) fn judge_device_case(
     }
     let mut result = kbench_adversarial::case_result(&rc.case, &comparisons, wall_s);
     if rc.case.family == CaseFamily::Denormal {
-        // One case per candidate: both outputs are read back and counted on the host.
+        // Counted on the GPU where the outputs are; only the two counts come back.
         let mut counts = Vec::new();
-        for (k, cmp) in comparisons.iter().enumerate() {
-            if cmp.values().is_none() {
+        for (k, compared) in comparisons.iter().enumerate() {
+            if compared.values().is_none() {
                 continue; // wrong shape or dtype: already a failure
             }
-            let (cand, reference) = (&slots[k], &outputs[k]);
-            let n = reference.nbytes();
-            let c_bytes = gpu.read(&cand.buf, 0, n).map_err(harness)?;
-            let r_bytes = gpu.read(&reference.buf, 0, n).map_err(harness)?;
-            counts.extend(kbench_adversarial::flush_count_bytes(
-                reference.dtype,
-                &c_bytes,
-                &r_bytes,
-            ));
+            counts.extend(
+                cmp.flush_count(&slots[k].view(), &outputs[k].view())
+                    .map_err(harness)?,
+            );
         }
         judge_flush(tol, &rc.case, counts.into_iter(), &mut result, &mut failure);
     }

@@ -11,9 +11,9 @@ use kbench_adversarial::{
     float64_gate, tolerance, unravel_index, CompareError, Comparison, ElementMismatch,
     Float64Status, Tolerance, ValueReport,
 };
-use kbench_record::{Dtype, Precision, ToleranceProfile};
+use kbench_record::{Dtype, FlushCount, Precision, ToleranceProfile};
 
-use super::compile::{cached_cubin, compile_ptx, nvrtc_present, KERNELS, THREADS};
+use super::compile::{cached_cubin, compile_ptx, nvrtc_present, FLUSH_KERNELS, KERNELS, THREADS};
 use super::stats::{decode, float64_check, Params, Rescue, Stats, PARTIAL_BYTES};
 use crate::gpu::devmem::{DevBuf, Gpu};
 
@@ -33,13 +33,19 @@ struct Kernel {
     max_blocks: u32,
 }
 
+/// Bytes one block of a flush-count kernel writes: two u64 counts.
+const FLUSH_PARTIAL_BYTES: usize = 16;
+
 /// Compares output tensors on one GPU with the CPU comparator's rules (see the module
 /// docs). Compiled once per GPU; [`DeviceComparator::compare`] may be called from several
 /// threads (scans take turns on the one partials buffer).
 pub struct DeviceComparator {
     pub(super) gpu: Arc<Gpu>,
     kernels: Vec<Kernel>,
-    /// One `Acc` per block of the largest grid.
+    /// The flush-count kernels (`truth` false).
+    flush_kernels: Vec<Kernel>,
+    /// One `Acc` per block of the largest grid, or two u64 per block of the largest
+    /// flush-count grid, whichever is more.
     partials: Mutex<DevBuf>,
     _module: Arc<CudaModule>,
 }
@@ -87,8 +93,7 @@ impl DeviceComparator {
             )
             .map_err(|e| anyhow!("SM count of GPU {}: {e:?}", gpu.ordinal))?
             .max(1) as u32;
-        let mut kernels = Vec::with_capacity(KERNELS.len());
-        for (dtype, truth, name) in KERNELS {
+        let load = |dtype: Dtype, truth: bool, name: &str| -> Result<Kernel> {
             let func = module
                 .load_function(name)
                 .map_err(|e| anyhow!("loading kernel {name}: {e:?}"))?;
@@ -96,18 +101,32 @@ impl DeviceComparator {
                 .occupancy_max_active_blocks_per_multiprocessor(THREADS, 0, None)
                 .map_err(|e| anyhow!("occupancy of kernel {name}: {e:?}"))?
                 .max(1);
-            kernels.push(Kernel {
+            Ok(Kernel {
                 dtype,
                 truth,
                 func,
                 max_blocks: sms * per_sm,
-            });
-        }
-        let most = kernels.iter().map(|k| k.max_blocks).max().unwrap_or(1) as usize;
-        let partials = gpu.alloc(most * PARTIAL_BYTES)?;
+            })
+        };
+        let kernels = KERNELS
+            .iter()
+            .map(|&(dtype, truth, name)| load(dtype, truth, name))
+            .collect::<Result<Vec<_>>>()?;
+        let flush_kernels = FLUSH_KERNELS
+            .iter()
+            .map(|&(dtype, name)| load(dtype, false, name))
+            .collect::<Result<Vec<_>>>()?;
+        let bytes = |ks: &[Kernel], per_block: usize| {
+            ks.iter().map(|k| k.max_blocks as usize * per_block).max()
+        };
+        let most = bytes(&kernels, PARTIAL_BYTES)
+            .max(bytes(&flush_kernels, FLUSH_PARTIAL_BYTES))
+            .unwrap_or(PARTIAL_BYTES);
+        let partials = gpu.alloc(most)?;
         Ok(Self {
             gpu: Arc::clone(gpu),
             kernels,
+            flush_kernels,
             partials: Mutex::new(partials),
             _module: module,
         })
@@ -278,6 +297,85 @@ impl DeviceComparator {
             first_mismatch,
             float64,
         })))
+    }
+
+    /// The denormal family's flush count, exactly as
+    /// [`kbench_adversarial::flush_count`] counts host tensors: the reference's subnormal
+    /// values and how many of them the candidate holds as exactly zero. Only the counts are
+    /// read back. `None` for non-float outputs or mismatched shapes and dtypes (the
+    /// comparison reports those); `Err` is a CUDA failure or a tensor that does not fit its
+    /// buffer or this GPU.
+    pub fn flush_count(
+        &self,
+        candidate: &DevTensor,
+        reference: &DevTensor,
+    ) -> Result<Option<FlushCount>> {
+        if candidate.shape != reference.shape || candidate.dtype != reference.dtype {
+            return Ok(None);
+        }
+        let dtype = reference.dtype;
+        let Some(kernel) = self.flush_kernels.iter().find(|k| k.dtype == dtype) else {
+            return Ok(None);
+        };
+        let numel = reference
+            .shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| anyhow!("shape {:?} overflows the element count", reference.shape))?;
+        let mut count = FlushCount {
+            subnormal: 0,
+            zeroed: 0,
+        };
+        if numel == 0 {
+            return Ok(Some(count));
+        }
+        self.check_buffer("candidate", candidate, numel)?;
+        self.check_buffer("reference", reference, numel)?;
+        let per_vector = (16 / dtype.size()) as u64;
+        let blocks = (numel / per_vector)
+            .div_ceil(u64::from(THREADS))
+            .clamp(1, u64::from(kernel.max_blocks)) as u32;
+        let partials = self
+            .partials
+            .lock()
+            .map_err(|_| anyhow!("the comparator's partials buffer is poisoned"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (c, r, out) = (candidate.buf.ptr(), reference.buf.ptr(), partials.ptr());
+        let stream = &self.gpu.stream;
+        let mut launch = stream.launch_builder(&kernel.func);
+        launch.arg(&c).arg(&r).arg(&numel).arg(&out);
+        // SAFETY: the flush kernels take (const void* c, const void* r, u64 n, u64* out),
+        // pushed above in that order with matching types. `c` and `r` hold `numel`
+        // elements of `dtype`, 16-byte aligned (check_buffer); `out` holds two u64 per
+        // block of this grid (the buffer was sized for the largest grid of every kernel,
+        // flush kernels included). The partials lock is held until the counts are read
+        // back.
+        #[allow(unsafe_code)]
+        unsafe { launch.launch(cfg) }.map_err(|e| {
+            anyhow!(
+                "launching the {dtype} flush count on GPU {}: {e:?}",
+                self.gpu.ordinal
+            )
+        })?;
+        stream.synchronize().map_err(|e| {
+            anyhow!(
+                "running the {dtype} flush count on GPU {}: {e:?}",
+                self.gpu.ordinal
+            )
+        })?;
+        let bytes = self
+            .gpu
+            .read(&partials, 0, blocks as usize * FLUSH_PARTIAL_BYTES)?;
+        for block in bytes.chunks_exact(FLUSH_PARTIAL_BYTES) {
+            let (s, z) = block.split_at(8);
+            count.subnormal += u64::from_le_bytes(s.try_into().expect("8 bytes"));
+            count.zeroed += u64::from_le_bytes(z.try_into().expect("8 bytes"));
+        }
+        Ok(Some(count))
     }
 
     /// `t` lives on this GPU, its buffer holds `numel` elements, and it starts on a 16-byte

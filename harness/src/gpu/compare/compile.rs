@@ -13,10 +13,11 @@ pub(super) const THREADS: u32 = 256;
 
 /// The scan kernels. One template instantiated per dtype (and, for floats, with and
 /// without a float64 reference); each thread walks 16-byte vectors grid-stride, then the
-/// tail elements one at a time, and each block writes one `Acc`.
+/// tail elements one at a time, and each block writes one `Acc`. Beside them, the
+/// denormal family's flush-count kernels ([`FLUSH_KERNELS`]).
 ///
-/// `kernels.cu` holds exactly the bytes NVRTC has always compiled (it begins with an empty
-/// line); the CUBIN cache is keyed by architecture only.
+/// `kernels.cu` holds exactly the bytes NVRTC compiles (it begins with an empty line); the
+/// CUBIN cache is keyed by architecture only (it lives in this process).
 const KERNEL_SRC: &str = include_str!("kernels.cu");
 
 /// Every dtype's kernel: (dtype, with a float64 reference, entry point).
@@ -35,6 +36,15 @@ pub(super) const KERNELS: [(Dtype, bool, &str); 14] = [
     (Dtype::I8, false, "devcmp_i8"),
     (Dtype::U8, false, "devcmp_u8"),
     (Dtype::Bool, false, "devcmp_bool"),
+];
+
+/// The denormal family's flush-count kernels, one per float dtype: (dtype, entry point).
+/// Each takes (candidate, reference, n, out) and writes two u64 counts per block.
+pub(super) const FLUSH_KERNELS: [(Dtype, &str); 4] = [
+    (Dtype::F64, "devflush_f64"),
+    (Dtype::F32, "devflush_f32"),
+    (Dtype::F16, "devflush_f16"),
+    (Dtype::Bf16, "devflush_bf16"),
 ];
 
 /// Options that make the kernel's arithmetic the Rust code's: no contraction of `a·b + c`

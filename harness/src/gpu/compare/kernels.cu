@@ -405,3 +405,86 @@ INT_KERNEL(devcmp_i16, I16)
 INT_KERNEL(devcmp_i8, I8)
 INT_KERNEL(devcmp_u8, U8)
 INT_KERNEL(devcmp_bool, BOOL)
+
+// The denormal family's flush count (the adversarial crate's flush_count_bytes): reference
+// values subnormal in their dtype (nonzero, |r| below `tiny`, its smallest normal) and, of
+// those, candidate values exactly zero (either sign). NaN is never subnormal. Each block
+// writes its two counts to out[2 * block], out[2 * block + 1]; the host adds them.
+__device__ __forceinline__ void flush_store(u64 sub, u64 zeroed, u64* out) {
+    __shared__ u64 sh[2 * (THREADS / 32)];
+    for (int off = 16; off > 0; off >>= 1) {
+        sub += __shfl_down_sync(0xffffffffu, sub, off);
+        zeroed += __shfl_down_sync(0xffffffffu, zeroed, off);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sh[2 * warp] = sub;
+        sh[2 * warp + 1] = zeroed;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 s = 0, z = 0;
+        for (int w = 0; w < THREADS / 32; w++) {
+            s += sh[2 * w];
+            z += sh[2 * w + 1];
+        }
+        out[2 * blockIdx.x] = s;
+        out[2 * blockIdx.x + 1] = z;
+    }
+}
+
+// The candidate is read only where the reference is subnormal.
+template <class C>
+__device__ __forceinline__ void flush_scan(const void* cp, const void* rp, u64 n, double tiny,
+                                           u64* out) {
+    u64 sub = 0, zeroed = 0;
+    const int V = C::V;
+    const u64 nvec = n / V;
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const uint4* cv = (const uint4*)cp;
+    const uint4* rv = (const uint4*)rp;
+#pragma unroll 1
+    for (u64 v = tid; v < nvec; v += stride) {
+        V16 ru;
+        ru.u = rv[v];
+        unsigned flags = 0;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            double r = C::get(ru, k);
+            if (r != 0.0 && fabs(r) < tiny) flags |= 1u << k;
+        }
+        if (flags) {
+            V16 cu;
+            cu.u = cv[v];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                if ((flags >> k) & 1u) {
+                    sub++;
+                    if (C::get(cu, k) == 0.0) zeroed++;
+                }
+            }
+        }
+    }
+#pragma unroll 1
+    for (u64 i = nvec * V + tid; i < n; i += stride) {
+        double r = C::at(rp, i);
+        if (r != 0.0 && fabs(r) < tiny) {
+            sub++;
+            if (C::at(cp, i) == 0.0) zeroed++;
+        }
+    }
+    flush_store(sub, zeroed, out);
+}
+
+// The smallest normal values: 2^-1022, 2^-126 (f32 and bf16), 2^-14, each exact.
+#define FLUSH_KERNEL(NAME, CODEC, TINY)                                                       \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                     \
+        NAME(const void* c, const void* r, u64 n, u64* out) {                                 \
+        flush_scan<CODEC>(c, r, n, TINY, out);                                                \
+    }
+
+FLUSH_KERNEL(devflush_f64, F64, 2.2250738585072014e-308)
+FLUSH_KERNEL(devflush_f32, F32, 1.1754943508222875e-38)
+FLUSH_KERNEL(devflush_f16, F16, 6.103515625e-05)
+FLUSH_KERNEL(devflush_bf16, BF16, 1.1754943508222875e-38)

@@ -24,6 +24,11 @@
 //! - the first mismatch's `candidate` and `reference` values are read back from the device
 //!   buffers (one element each) and decoded on the host.
 //!
+//! [`DeviceComparator::flush_count`] is the denormal family's
+//! [`flush_count`](kbench_adversarial::flush_count) on device buffers: one kernel per float
+//! dtype counts the reference's subnormal values and the candidate's zeros among them, and
+//! only two counts per block come back.
+//!
 //! On an H100 80GB HBM3 (driver 580, CUDA 13.0): 1.6e9 fp32 elements compare in 4.3 ms
 //! (3.0 TB/s of both tensors' bytes), 7.2 ms when every element is wrong; 256 MiB fp32
 //! tensors in 0.24 ms, 0.40 ms under `strict` with a float64 reference; 22 µs for one

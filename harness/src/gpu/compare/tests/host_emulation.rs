@@ -1,6 +1,7 @@
 //! `kernels.cu` compiled as C++ for the host, one thread and no warp reduction, so that its
 //! rules can be checked without a GPU: the float kernels against the CPU comparator on
-//! random mixes of finite values, NaN, ±Inf and `nan-inf` probe references. Needs a C++
+//! random mixes of finite values, NaN, ±Inf and `nan-inf` probe references, and the flush
+//! kernels against [`kbench_adversarial::flush_count_bytes`]. Needs a C++
 //! compiler (`c++`, as PyTorch's extension builds do); the partial result the emulated
 //! kernel writes is folded by the harness's own [`Stats::fold`], so its layout is checked
 //! too. What it cannot check: the CUDA-only parts (warp shuffles, the f16 `cvt`
@@ -10,9 +11,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use kbench_adversarial::{compare_with_alt, Comparison, Rule};
-use kbench_record::Dtype;
+use kbench_record::{Dtype, FlushCount};
 
 use super::super::stats::{Stats, PARTIAL_BYTES};
+use super::flush::flush_mix;
 use super::*;
 
 /// The host shim: CUDA's qualifiers and intrinsics for one thread of one block.
@@ -46,7 +48,8 @@ inline double host_f16(unsigned short b) {
 }
 "#;
 
-/// Reads `name n atol rtol has_alt` and the raw tensors on stdin, writes the block's `Acc`.
+/// Reads `name n atol rtol has_alt size` and the raw tensors on stdin, writes the block's
+/// `Acc`, or for `flush_<dtype>` its two counts.
 const DRIVER: &str = r#"
 typedef void (*Kernel)(const void*, const void*, const double*, const void*, u64, double,
                        double, int, double, double, double, double, Acc*);
@@ -58,6 +61,16 @@ int main() {
     if (fread(c.data(), 1, n * size, stdin) != n * size) return 3;
     if (fread(r.data(), 1, n * size, stdin) != n * size) return 3;
     if (has_alt && fread(a.data(), 1, n * size, stdin) != n * size) return 3;
+    if (!strncmp(name, "flush_", 6)) {
+        typedef void (*Flush)(const void*, const void*, u64, u64*);
+        const char* d = name + 6;
+        Flush f = !strcmp(d, "f64") ? devflush_f64 : !strcmp(d, "f32") ? devflush_f32
+                : !strcmp(d, "f16") ? devflush_f16 : devflush_bf16;
+        u64 counts[2];
+        f(c.data(), r.data(), n, counts);
+        fwrite(counts, sizeof(u64), 2, stdout);
+        return 0;
+    }
     Kernel k = !strcmp(name, "f64") ? devcmp_f64 : !strcmp(name, "f32") ? devcmp_f32
              : !strcmp(name, "f16") ? devcmp_f16 : devcmp_bf16;
     Acc out;
@@ -67,24 +80,32 @@ int main() {
 }
 "#;
 
-/// `kernels.cu` for the host: the warp reduction becomes a plain store (one thread), f16
+/// `src` with the body of the function that begins with the line `start` replaced.
+fn replace_body(src: &str, start: &str, body: &str) -> String {
+    let i = src.find(start).expect("kernels.cu defines the function");
+    let j = i + src[i..].find("\n}\n").expect("the function ends") + 3;
+    format!("{}{start} {body} }}\n{}", &src[..i], &src[j..])
+}
+
+/// `kernels.cu` for the host: the warp reductions become plain stores (one thread), f16
 /// decodes in portable C++.
 fn host_source() -> String {
-    let src = include_str!("../kernels.cu");
-    let start = "__device__ __forceinline__ void block_store(Acc a, Acc* out) {";
-    let i = src.find(start).expect("kernels.cu defines block_store");
-    let j = i + src[i..].find("\n}\n").expect("block_store ends") + 3;
+    let src = replace_body(
+        include_str!("../kernels.cu"),
+        "__device__ __forceinline__ void block_store(Acc a, Acc* out) {",
+        "out[blockIdx.x] = a;",
+    );
+    let src = replace_body(
+        &src,
+        "__device__ __forceinline__ void flush_store(u64 sub, u64 zeroed, u64* out) {",
+        "out[2 * blockIdx.x] = sub; out[2 * blockIdx.x + 1] = zeroed;",
+    );
     let asm = "    float f;\n    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x));\n    return (double)f;";
     assert!(
         src.contains(asm),
         "kernels.cu's h2d changed: update the host emulation"
     );
-    let body = format!(
-        "{}{start} out[blockIdx.x] = a; }}\n{}",
-        &src[..i],
-        &src[j..]
-    )
-    .replace(asm, "    return host_f16(x);");
+    let body = src.replace(asm, "    return host_f16(x);");
     format!("{SHIM}{body}{DRIVER}")
 }
 
@@ -114,6 +135,15 @@ fn build(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     }
 }
 
+fn dtype_name(dtype: Dtype) -> &'static str {
+    match dtype {
+        Dtype::F64 => "f64",
+        Dtype::F32 => "f32",
+        Dtype::F16 => "f16",
+        _ => "bf16",
+    }
+}
+
 fn run(
     exe: &std::path::Path,
     dtype: Dtype,
@@ -122,12 +152,33 @@ fn run(
     r: &[u8],
     a: Option<&[u8]>,
 ) -> Stats {
-    let name = match dtype {
-        Dtype::F64 => "f64",
-        Dtype::F32 => "f32",
-        Dtype::F16 => "f16",
-        _ => "bf16",
-    };
+    let out = run_raw(exe, dtype_name(dtype), dtype, tol, c, r, a);
+    assert_eq!(out.len(), PARTIAL_BYTES, "one Acc");
+    Stats::fold(&out)
+}
+
+/// The emulated flush kernel of `dtype` on raw tensors.
+fn run_flush(exe: &std::path::Path, dtype: Dtype, c: &[u8], r: &[u8]) -> FlushCount {
+    let name = format!("flush_{}", dtype_name(dtype));
+    let out = run_raw(exe, &name, dtype, 0.0, c, r, None);
+    assert_eq!(out.len(), 16, "two counts");
+    let word = |k: usize| u64::from_le_bytes(out[8 * k..8 * k + 8].try_into().unwrap());
+    FlushCount {
+        subnormal: word(0),
+        zeroed: word(1),
+    }
+}
+
+/// The driver's stdout for kernel `name`.
+fn run_raw(
+    exe: &std::path::Path,
+    name: &str,
+    dtype: Dtype,
+    tol: f64,
+    c: &[u8],
+    r: &[u8],
+    a: Option<&[u8]>,
+) -> Vec<u8> {
     let n = c.len() / dtype.size();
     let mut child = Command::new(exe)
         .stdin(Stdio::piped())
@@ -147,11 +198,10 @@ fn run(
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "emulated kernel exited {}",
+        "emulated kernel {name} exited {}",
         out.status
     );
-    assert_eq!(out.stdout.len(), PARTIAL_BYTES, "one Acc");
-    Stats::fold(&out.stdout)
+    out.stdout
 }
 
 #[test]
@@ -249,5 +299,29 @@ fn kernels_cu_on_the_host_agrees_with_the_cpu_comparator() {
         Rule::NanInfKind,
     ] {
         assert!(seen.contains(rule.as_str()), "{rule} never seen: {seen:?}");
+    }
+}
+
+#[test]
+fn flush_kernels_on_the_host_agree_with_flush_count_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build(dir.path()) else { return };
+    let mut rng = Rng(24);
+    for dtype in FLOATS {
+        let (mut subnormal, mut zeroed) = (0, 0);
+        for n in [1usize, 7, 8, 9, 16, 17, 100, 257, 1000] {
+            let (ct, rt) = flush_mix(&mut rng, dtype, n);
+            let want = kbench_adversarial::flush_count_bytes(dtype, ct.data(), rt.data())
+                .expect("a float dtype");
+            let got = run_flush(&exe, dtype, ct.data(), rt.data());
+            assert_eq!(got, want, "{dtype} n={n}");
+            subnormal += want.subnormal;
+            zeroed += want.zeroed;
+        }
+        // The mix had subnormals both flushed and kept.
+        assert!(
+            zeroed > 0 && zeroed < subnormal,
+            "{dtype}: {zeroed}/{subnormal}"
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! This file holds the shared helpers and the build and decoding tests; `float_rules.rs`
 //! the floating-point rules (tolerance, NaN/Inf, zeros, subnormals, strict's rescue and
 //! float64 gate), `sizes_and_dtypes.rs` the shape and dtype checks, sizes, integers, random
-//! mixtures and throughput.
+//! mixtures and throughput, `flush.rs` the denormal family's flush count.
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -15,12 +15,13 @@ use std::time::Instant;
 use kbench_adversarial::{tolerance, CompareError, Comparison, Float64Status, ValueReport};
 use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 
-use super::compile::{compile_cubin, compile_ptx, nvrtc_present, KERNELS};
+use super::compile::{compile_cubin, compile_ptx, nvrtc_present, FLUSH_KERNELS, KERNELS};
 use super::stats::{decode, f16_to_f64};
 use super::*;
 use crate::gpu::devmem::{DevBuf, Gpu};
 
 mod float_rules;
+mod flush;
 mod host_emulation;
 mod sizes_and_dtypes;
 
@@ -316,6 +317,9 @@ fn kernels_compile_with_nvrtc() {
     let ptx = compile_ptx().unwrap_or_else(|e| panic!("{e}"));
     let src = ptx.to_src();
     for (_, _, name) in KERNELS {
+        assert!(src.contains(name), "{name} in the PTX");
+    }
+    for (_, name) in FLUSH_KERNELS {
         assert!(src.contains(name), "{name} in the PTX");
     }
     // No contraction: the tolerance test must round like the Rust code.
