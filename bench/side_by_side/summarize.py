@@ -19,11 +19,13 @@ seconds by kbench's: above 1, kbench is faster.
 
 import argparse
 import json
-import math
 import os
 import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kbench_records import PHASES, num, read_jsonl  # noqa: E402 (the shared reader, one folder up)
 
 TOOLS = (
     ("kernelbench", "KernelBench eval"),
@@ -31,36 +33,9 @@ TOOLS = (
     ("all", "kbench, every check"),
 )
 KBENCH_RUNS = ("random", "all")
-PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s",
-          "timing_s", "stress_s", "stress_reference_s")
 KB_BREAKDOWN = ("worker_start_s", "eval_s", "after_s")
 # A record finishing this long after its call's recorded end still counts to that call.
 SLACK_S = 5.0
-
-
-def num(x):
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def read_jsonl(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue  # a line cut off when the process was stopped
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
 
 
 def read_invocations(path):

@@ -11,15 +11,15 @@ Records written before phases were measured (no `phases`, no `gpu`) are read all
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 
-PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s",
-          "stress_s", "stress_reference_s")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kbench_records import PHASES, num, read_jsonl  # noqa: E402 (the shared reader, one folder up)
+
 SELF_SPEEDUP_TOL = 0.01  # |speedup - 1| within 1%
 PAIR_TOL = 0.02  # |a / b - 1| within 2%
 # Pauses between records longer than this are taken for a run stopped and resumed later.
@@ -29,33 +29,6 @@ SLOWEST = 15
 
 # ----------------------------------------------------------------------------------------------
 # Reading
-
-
-def read_jsonl(path):
-    """Objects of a JSON-lines file; unreadable lines (e.g. a line cut off) are skipped."""
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
-def num(x):
-    """x as a finite float, else None."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def get(d, *path):
