@@ -198,11 +198,7 @@ impl DeviceComparator {
             }));
         }
         let dtype = reference.dtype;
-        let numel = reference
-            .shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| anyhow!("shape {:?} overflows the element count", reference.shape))?;
+        let numel = element_count(&reference.shape)?;
         if usize::try_from(numel).is_err() {
             return Ok(Err(CompareError::TooLarge(numel)));
         }
@@ -317,11 +313,7 @@ impl DeviceComparator {
         let Some(kernel) = self.flush_kernels.iter().find(|k| k.dtype == dtype) else {
             return Ok(None);
         };
-        let numel = reference
-            .shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| anyhow!("shape {:?} overflows the element count", reference.shape))?;
+        let numel = element_count(&reference.shape)?;
         let mut count = FlushCount {
             subnormal: 0,
             zeroed: 0,
@@ -331,19 +323,11 @@ impl DeviceComparator {
         }
         self.check_buffer("candidate", candidate, numel)?;
         self.check_buffer("reference", reference, numel)?;
-        let per_vector = (16 / dtype.size()) as u64;
-        let blocks = (numel / per_vector)
-            .div_ceil(u64::from(THREADS))
-            .clamp(1, u64::from(kernel.max_blocks)) as u32;
+        let cfg = grid(dtype, numel, kernel.max_blocks);
         let partials = self
             .partials
             .lock()
             .map_err(|_| anyhow!("the comparator's partials buffer is poisoned"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let (c, r, out) = (candidate.buf.ptr(), reference.buf.ptr(), partials.ptr());
         let stream = &self.gpu.stream;
         let mut launch = stream.launch_builder(&kernel.func);
@@ -355,21 +339,13 @@ impl DeviceComparator {
         // flush kernels included). The partials lock is held until the counts are read
         // back.
         #[allow(unsafe_code)]
-        unsafe { launch.launch(cfg) }.map_err(|e| {
-            anyhow!(
-                "launching the {dtype} flush count on GPU {}: {e:?}",
-                self.gpu.ordinal
-            )
-        })?;
-        stream.synchronize().map_err(|e| {
-            anyhow!(
-                "running the {dtype} flush count on GPU {}: {e:?}",
-                self.gpu.ordinal
-            )
-        })?;
-        let bytes = self
-            .gpu
-            .read(&partials, 0, blocks as usize * FLUSH_PARTIAL_BYTES)?;
+        let launched = unsafe { launch.launch(cfg) }.map(drop);
+        let bytes = self.finish(
+            launched,
+            &partials,
+            cfg.grid_dim.0 as usize * FLUSH_PARTIAL_BYTES,
+            &format!("the {dtype} flush count"),
+        )?;
         for block in bytes.chunks_exact(FLUSH_PARTIAL_BYTES) {
             let (s, z) = block.split_at(8);
             count.subnormal += u64::from_le_bytes(s.try_into().expect("8 bytes"));
@@ -435,19 +411,11 @@ impl DeviceComparator {
             .iter()
             .find(|k| k.dtype == dtype && k.truth == (truth.is_some() && dtype.is_float()))
             .ok_or_else(|| anyhow!("no comparison kernel for {dtype}"))?;
-        let per_vector = (16 / dtype.size()) as u64;
-        let blocks = (numel / per_vector)
-            .div_ceil(u64::from(THREADS))
-            .clamp(1, u64::from(kernel.max_blocks)) as u32;
+        let cfg = grid(dtype, numel, kernel.max_blocks);
         let partials = self
             .partials
             .lock()
             .map_err(|_| anyhow!("the comparator's partials buffer is poisoned"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
         let (c, r, t, a, out) = (
             cand.ptr(),
             refr.ptr(),
@@ -492,21 +460,54 @@ impl DeviceComparator {
         // of this grid (blocks ≤ max_blocks, the buffer was sized for the largest). The
         // partials lock is held until the results are read back.
         #[allow(unsafe_code)]
-        unsafe { launch.launch(cfg) }.map_err(|e| {
-            anyhow!(
-                "launching {dtype} comparison on GPU {}: {e:?}",
-                self.gpu.ordinal
-            )
-        })?;
-        stream.synchronize().map_err(|e| {
-            anyhow!(
-                "running the {dtype} comparison on GPU {}: {e:?}",
-                self.gpu.ordinal
-            )
-        })?;
-        let bytes = self
-            .gpu
-            .read(&partials, 0, blocks as usize * PARTIAL_BYTES)?;
+        let launched = unsafe { launch.launch(cfg) }.map(drop);
+        let bytes = self.finish(
+            launched,
+            &partials,
+            cfg.grid_dim.0 as usize * PARTIAL_BYTES,
+            &format!("the {dtype} comparison"),
+        )?;
         Ok(Stats::fold(&bytes))
+    }
+
+    /// After a pass was launched on the comparator's stream (`launched`, the launch's own
+    /// result): waits for it and reads back the first `n` bytes of the partials, which the
+    /// caller's lock still holds. `what` names the pass in errors.
+    fn finish(
+        &self,
+        launched: std::result::Result<(), cudarc::driver::DriverError>,
+        partials: &DevBuf,
+        n: usize,
+        what: &str,
+    ) -> Result<Vec<u8>> {
+        let ordinal = self.gpu.ordinal;
+        launched.map_err(|e| anyhow!("launching {what} on GPU {ordinal}: {e:?}"))?;
+        self.gpu
+            .stream
+            .synchronize()
+            .map_err(|e| anyhow!("running {what} on GPU {ordinal}: {e:?}"))?;
+        self.gpu.read(partials, 0, n)
+    }
+}
+
+/// The number of elements of `shape`, or an error when it overflows.
+fn element_count(shape: &[u64]) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| anyhow!("shape {shape:?} overflows the element count"))
+}
+
+/// The grid of one pass over `numel` elements of `dtype`, read as 16-byte vectors: a thread
+/// per vector, at most `max_blocks` blocks (the kernels' grid-stride loops do the rest).
+fn grid(dtype: Dtype, numel: u64, max_blocks: u32) -> LaunchConfig {
+    let per_vector = (16 / dtype.size()) as u64;
+    let blocks = (numel / per_vector)
+        .div_ceil(u64::from(THREADS))
+        .clamp(1, u64::from(max_blocks)) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
     }
 }
