@@ -95,8 +95,11 @@ for d in slurmd slurmctld; do
         for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
 done
-say "starting slurmctld and slurmd on $host ($(nproc) CPUs)"
-/usr/sbin/slurmctld
+# -c: start with no saved state. A session that ended while a test's job ran leaves that job
+# in StateSaveLocation; slurmctld would recover it as still running and the node would stay
+# 'mix' (allocated) until the job's time limit, which is how CI once failed here.
+say "starting slurmctld (state cleared) and slurmd on $host ($(nproc) CPUs)"
+/usr/sbin/slurmctld -c
 /usr/sbin/slurmd
 
 state=
@@ -105,6 +108,9 @@ for _ in $(seq 120); do
     case $state in
         idle*) say "cluster up: $(sinfo -h -o '%P %D %t %C' | head -n1)"; exit 0 ;;
         down* | drain* | fail*) scontrol update nodename="$host" state=resume >/dev/null 2>&1 || true ;;
+        # Jobs of an earlier life of this cluster (slurmctld -c drops them; a job slurmd
+        # still runs reports back): none of them belongs to a test that runs now.
+        mix* | alloc*) scancel --full --quiet --user=root >/dev/null 2>&1 || true ;;
     esac
     sleep 0.5
 done
