@@ -215,11 +215,7 @@ pub fn prepare_for_run(
             )
         } else {
             let root = store_root(req.store.as_ref(), &config.cache);
-            let work = config
-                .cache
-                .join("baseline-runs")
-                .join(&env.gpu_slug)
-                .join(format!("torch-{}", env.torch));
+            let work = super::store::default_work(&config.cache, &root, &env);
             (root, work, "measured")
         };
         if !req.live && !config.quiet {

@@ -356,6 +356,25 @@ pub(super) fn store_root(given: Option<&PathBuf>, cache: &Path) -> PathBuf {
         .unwrap_or_else(|| default_store(cache))
 }
 
+/// Where measurements into the store at `root` keep their run logs by default: in kbench's
+/// cache, per store, GPU and torch. An interrupted measurement's records there are folded
+/// into the next measurement's store, so the folder must belong to one store: a shared one
+/// once put another store's times (a test's temporary store, say) into this one.
+pub(super) fn default_work(
+    cache: &Path,
+    root: &Path,
+    env: &kbench_baselines::BaselineEnv,
+) -> PathBuf {
+    // The absolute path as given (store_root makes it absolute), not canonicalized: a
+    // store that does not exist yet would otherwise change key once it is made.
+    let key = kbench_suites::sha256_hex(root.to_string_lossy().as_bytes());
+    cache
+        .join("baseline-runs")
+        .join(&key[..16])
+        .join(&env.gpu_slug)
+        .join(format!("torch-{}", env.torch))
+}
+
 /// The one line that says stored baselines were measured with another torch than `torch`
 /// (the one in use), or `None` when none was. `used`: the run compares against them anyway
 /// (`--force-baselines`); else they are left out and this torch's times are measured.
