@@ -137,10 +137,12 @@ fn the_final_kernel_is_chosen_among_retimed_finalists_and_measured_afresh() {
         earlier.iter().all(|e| *e != reported),
         "the reported {reported} is one of the measurements that chose it: {earlier:?}"
     );
-    // Kernels of the reference's speed: the fresh figure is near 1 (a generous bound for
-    // CPU noise on a busy machine: the timing alternates kernel and reference calls, so
-    // load moves both).
-    assert!((0.5..2.0).contains(&reported), "{reported}");
+    // Kernels of the reference's speed: the fresh figure is of order 1. The bound is wide on
+    // purpose: these are microsecond CPU calls, and on a 2-core machine with a compiler
+    // running beside the tests one such figure came out at 3.74 (the timing alternates
+    // kernel and reference calls, but a burst of load can still land on one side's calls).
+    // What this test guards is which measurement is reported, above.
+    assert!((0.2..5.0).contains(&reported), "{reported}");
     // `kbench report` shows the fresh record as the task's result, not the maximum.
     let report = tmp.path().join("report.json");
     let o = kbench()
