@@ -396,4 +396,47 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let recs = records(&run3);
     assert!(recs[0]["baselines"]["compile"]["speedup"].as_f64().unwrap() > 0.0);
+
+    // 8. Issue 25: a problem the file has no time for (1/3; an explicit file is used as it
+    //    is, never measured into). Its record says so, and the summary and the report leave
+    //    it out of the compile figures instead of counting it as 0, naming it.
+    let run4 = tmp.path().join("run4");
+    let file_arg = format!("compile={}", dir.join("compile.json").display());
+    let out = kbench()
+        .args([
+            "run", "--suite", "smoke", "--select", "1/1,1/3", "--quiet", "--out",
+        ])
+        .arg(&run4)
+        .args(["--baseline-file", &file_arg])
+        .args(FAST)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("; 1 record(s) with no compile time left out"),
+        "{}",
+        show(&out)
+    );
+    let recs = records(&run4);
+    let of = |id: u32| recs.iter().find(|r| r["problem"]["id"] == id).unwrap();
+    assert!(of(1).get("baselines_missing").is_none(), "{}", of(1));
+    assert!(of(3).get("baselines").is_none(), "{}", of(3));
+    assert_eq!(
+        of(3)["baselines_missing"]["compile"],
+        "missing",
+        "{}",
+        of(3)
+    );
+    let out = kbench().arg("report").arg(&run4).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("NO COMPILE TIME for 1 of 2 problem(s), left out of the compile rows (not counted as 0): smoke/L1/3 (missing)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("speedups vs compile: times from measured "),
+        "{report}"
+    );
 }

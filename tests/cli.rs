@@ -186,3 +186,115 @@ fn side_by_side_summarizer_passes_its_tests() {
         "{err}"
     );
 }
+
+/// Issue 25: with `--kernelbench`, `kbench baselines show` counts every problem of the set as
+/// measured, failed (by outcome), stale or a gap, per GPU, mode and level, and `--gaps`
+/// names the gaps; JSON carries the same counts.
+#[test]
+fn baselines_show_counts_every_problem_as_measured_failed_stale_or_a_gap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = tmp.path().join("kb");
+    for (level, n) in [(1u32, 4u32), (2, 2), (3, 1)] {
+        let d = kb.join(format!("level{level}"));
+        std::fs::create_dir_all(&d).unwrap();
+        for id in 1..=n {
+            let source = format!(
+                "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + {id}\n\n\
+                 def get_inputs():\n    return [torch.rand(4)]\n\ndef get_init_inputs():\n    return []\n"
+            );
+            std::fs::write(d.join(format!("{id}_P{id}.py")), source).unwrap();
+        }
+    }
+    let store = tmp.path().join("store");
+    let dir = store.join("nvidia-h100/torch-2.11.0");
+    std::fs::create_dir_all(&dir).unwrap();
+    let time = |sha: Option<&str>| {
+        let mut e = serde_json::json!({"mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0,
+            "num_trials": 100, "hardware": "NVIDIA H100", "device": "cuda:0"});
+        if let Some(sha) = sha {
+            e["problem_sha256"] = sha.into();
+        }
+        e
+    };
+    let file = serde_json::json!({
+        "kbench": {"format": "kbench-baseline-1", "mode": "compile", "origin": "measured",
+            "environment": {"gpu": "NVIDIA H100", "gpu_slug": "nvidia-h100", "torch": "2.11.0"},
+            "updated_unix_s": 0.0},
+        // L1/2 was timed on another source (stale); L1/4 is a gap.
+        "level1": {"1_P1.py": time(None), "2_P2.py": time(Some("another source"))},
+        "level2": {"1_P1.py": time(None), "2_P2.py": time(None)},
+        "errors": {
+            "level1": {"3_P3.py": {"outcome": "timeout", "message": "over the 600 s load timeout"}},
+            "level3": {"1_P1.py": {"outcome": "out_of_memory", "message": "CUDA out of memory"}}
+        }
+    });
+    std::fs::write(dir.join("compile.json"), file.to_string()).unwrap();
+
+    let out = kbench()
+        .args(["baselines", "show", "--gaps", "--store"])
+        .arg(&store)
+        .arg("--kernelbench")
+        .arg(&kb)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |level: &str| {
+        text.lines()
+            .find(|l| l.contains(" compile ") && l.split_whitespace().any(|w| w == level))
+            .unwrap_or_else(|| panic!("no compile {level} row:\n{text}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    // gpu (2 words), torch, mode, level, problems, measured, failed, stale, gaps, failures..
+    assert_eq!(row("L1")[4..10], ["L1", "4", "1", "1", "1", "1"], "{text}");
+    assert_eq!(row("L1")[10..], ["timeout", "1"], "{text}");
+    assert_eq!(row("L2")[4..10], ["L2", "2", "2", "0", "0", "0"], "{text}");
+    assert_eq!(
+        row("L3")[4..],
+        ["L3", "1", "0", "1", "0", "0", "out_of_memory", "1"],
+        "{text}"
+    );
+    assert!(text.contains("1 gap(s) and 1 stale entr(ies)"), "{text}");
+    assert!(
+        text.contains("gaps of NVIDIA H100 compile L1 (1): level1/4_P4.py"),
+        "{text}"
+    );
+
+    // Without the set, gaps are unknown and said to be.
+    let out = kbench()
+        .args(["baselines", "show", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("give --kernelbench DIR"), "{text}");
+    assert!(!text.contains("gap(s)"), "{text}");
+    // --gaps needs the set.
+    let out = kbench()
+        .args(["baselines", "show", "--gaps", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+
+    let out = kbench()
+        .args(["baselines", "show", "--json", "--store"])
+        .arg(&store)
+        .arg("--kernelbench")
+        .arg(&kb)
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let l1 = &rows[0]["coverage"][0];
+    assert_eq!(
+        (
+            &l1["problems"],
+            &l1["measured"],
+            &l1["stale"],
+            &l1["failed"]["timeout"]
+        ),
+        (&4.into(), &1.into(), &1.into(), &1.into())
+    );
+    assert_eq!(l1["gaps"], serde_json::json!(["level1/4_P4.py"]));
+}

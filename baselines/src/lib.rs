@@ -4,12 +4,14 @@
 //! importer of KernelBench's published baseline JSON ([`KernelBenchBaselines`], [`import`]),
 //! and the baselines a run compares against ([`BaselineTable`], [`BaselineRequest`]).
 
+mod coverage;
 mod import;
 mod kernelbench;
 mod mode;
 mod store;
 mod table;
 
+pub use coverage::{coverage_of, entries_of, LevelCoverage};
 pub use import::{import_kernelbench, known_caveats, ImportOptions};
 pub use kernelbench::{BaselineError, KernelBenchBaselines, KernelBenchMode, KernelBenchTiming};
 pub use mode::Mode;

@@ -71,6 +71,29 @@ impl BaselineTable {
         out
     }
 
+    /// The modes with no usable time for `problem`, with why: what a record carries as
+    /// `baselines_missing`, so reports leave the problem out of those modes' figures.
+    pub fn missing(&self, problem: &kbench_record::ProblemRef) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for u in &self.used {
+            let why = match u.file.lookup(problem.level, &problem.file, &problem.sha256) {
+                Lookup::Usable(_) => continue,
+                Lookup::Missing => "missing".to_string(),
+                Lookup::Stale(why) => format!("stale: {why}"),
+                Lookup::Failed(e) => {
+                    let first = e.message.lines().next().unwrap_or("").trim();
+                    if first.is_empty() {
+                        format!("failed: {}", e.outcome)
+                    } else {
+                        format!("failed: {}: {first}", e.outcome)
+                    }
+                }
+            };
+            out.insert(u.mode.as_str().to_string(), why);
+        }
+        out
+    }
+
     /// How many of `problems` each file has a usable time for.
     pub fn coverage(&self, problems: &[Problem]) -> Vec<(usize, usize)> {
         self.used

@@ -586,6 +586,14 @@ pub struct ShowArgs {
     /// The baseline store (default: ./baselines/data when it exists, else the cache's).
     #[arg(long, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// A KernelBench checkout: coverage counts its problems, so those with neither a time
+    /// nor a recorded reason (gaps) show.
+    #[arg(long, value_name = "DIR")]
+    pub kernelbench: Option<PathBuf>,
+    /// List every gap (problem with neither a time nor a reason) by name (needs
+    /// --kernelbench).
+    #[arg(long, requires = "kernelbench")]
+    pub gaps: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -50,6 +50,10 @@ pub struct BaselineMetrics {
     pub baseline: Baseline,
     /// Tasks with a correct candidate timed against this baseline.
     pub timed: usize,
+    /// Tasks left out of this baseline's figures because it has no usable time for their
+    /// problem ([`Task::baseline_missing`]): every rate and mean here is over the others.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub without_time: usize,
     /// KernelBench fast_p at [`FAST_P`] (strict `>`, over all tasks).
     pub fast_p: Vec<FastP>,
     /// `(p, fast_p)` over [`curve_grid`].
@@ -115,17 +119,37 @@ impl ScopeMetrics {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The tasks whose problem has a usable time for `baseline`: a speedup over a baseline with
+/// no time is unknown, and counting it as 0 would understate the kernels. Eager is each
+/// run's own reference, always there.
+pub fn with_time<'a>(tasks: &[&'a Task], baseline: Baseline) -> Vec<&'a Task> {
+    tasks
+        .iter()
+        .copied()
+        .filter(|t| baseline == Baseline::Eager || t.baseline_missing(baseline).is_none())
+        .collect()
+}
+
 fn count(tasks: &[&Task], pred: impl Fn(&Task) -> bool) -> Rate {
     Rate::wilson(tasks.iter().filter(|t| pred(t)).count(), tasks.len())
 }
 
-/// KernelBench fast_p: `#{tasks with a correct candidate of speedup > p} / #tasks`.
+/// KernelBench fast_p: `#{tasks with a correct candidate of speedup > p} / #tasks`, over
+/// the tasks whose problem has a time for `baseline` ([`with_time`]).
 pub fn fast_p(tasks: &[&Task], baseline: Baseline, p: f64) -> Rate {
-    count(tasks, |t| t.best(baseline).is_some_and(|(_, s)| s > p))
+    let tasks = with_time(tasks, baseline);
+    count(&tasks, |t| t.best(baseline).is_some_and(|(_, s)| s > p))
 }
 
-/// Metrics of `tasks` against `baseline`; `None` when no candidate was timed against it.
+/// Metrics of `tasks` against `baseline`, over those whose problem has a time for it;
+/// `None` when no candidate was timed against it.
 pub fn baseline_metrics(tasks: &[&Task], baseline: Baseline) -> Option<BaselineMetrics> {
+    let all = tasks.len();
+    let tasks = &with_time(tasks, baseline)[..];
     let mut speedups: Vec<f64> = tasks
         .iter()
         .filter_map(|t| t.best(baseline).map(|(_, s)| s))
@@ -144,6 +168,7 @@ pub fn baseline_metrics(tasks: &[&Task], baseline: Baseline) -> Option<BaselineM
     Some(BaselineMetrics {
         baseline,
         timed: speedups.len(),
+        without_time: all - tasks.len(),
         fast_p: FAST_P
             .iter()
             .map(|&p| FastP {

@@ -217,8 +217,64 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunRepor
             rows
         },
         integrity,
-        notes: mode_notes(records()),
+        notes: {
+            let mut notes = mode_notes(records());
+            notes.extend(baseline_notes(&tasks));
+            notes
+        },
     }
+}
+
+/// Where each non-eager baseline's times came from, and the problems it has no usable time
+/// for (left out of its figures, [`crate::metrics::with_time`]), with why. Eager needs no
+/// note: it is each run's own reference, timed beside the candidate.
+fn baseline_notes(tasks: &[Task]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for b in Baseline::ALL.into_iter().filter(|&b| b != Baseline::Eager) {
+        let mut sources: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in tasks {
+            if let Some((c, _)) = t.best(b) {
+                if let Some(s) = c.baseline_sources.get(&b) {
+                    *sources.entry(s).or_insert(0) += 1;
+                }
+            }
+        }
+        let missing: Vec<(&str, &str)> = tasks
+            .iter()
+            .filter_map(|t| Some((t.key.as_str(), t.baseline_missing(b)?)))
+            .collect();
+        if !sources.is_empty() {
+            let named: Vec<String> = sources
+                .iter()
+                .map(|(s, n)| format!("{s} ({n} task(s))"))
+                .collect();
+            notes.push(format!(
+                "speedups vs {}: times from {}",
+                b.as_str(),
+                named.join("; ")
+            ));
+        }
+        if !missing.is_empty() {
+            const SHOWN: usize = 12;
+            let mut named: Vec<String> = missing
+                .iter()
+                .take(SHOWN)
+                .map(|(key, why)| format!("{key} ({why})"))
+                .collect();
+            if missing.len() > SHOWN {
+                named.push(format!("and {} more", missing.len() - SHOWN));
+            }
+            notes.push(format!(
+                "NO {} TIME for {} of {} problem(s), left out of the {} rows (not counted as 0): {}",
+                b.as_str().to_uppercase(),
+                missing.len(),
+                tasks.len(),
+                b.as_str(),
+                named.join(", ")
+            ));
+        }
+    }
+    notes
 }
 
 /// Notes on module modes: records of both modes in one run, and `mode-switch` kernels that

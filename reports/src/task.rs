@@ -62,6 +62,17 @@ pub enum Baseline {
 impl Baseline {
     pub const ALL: [Baseline; 3] = [Baseline::Eager, Baseline::Compile, Baseline::MaxAutotune];
 
+    /// A baseline mode as records name it (`baselines` keys); `None` for modes reports do
+    /// not know.
+    pub fn from_name(name: &str) -> Option<Baseline> {
+        match name {
+            "eager" => Some(Baseline::Eager),
+            "compile" => Some(Baseline::Compile),
+            "max-autotune" | "max_autotune" => Some(Baseline::MaxAutotune),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Baseline::Eager => "eager",
@@ -98,6 +109,14 @@ pub struct Candidate {
     /// paired one (records that carry `speedup_of_medians`); `None` for older records.
     #[serde(skip)]
     pub paired_per_round: Option<usize>,
+    /// Baselines with no usable time for the problem (the record's `baselines_missing`),
+    /// with why. A task any of whose records says so is left out of that baseline's
+    /// figures: its speedup there is unknown, not 0.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baselines_missing: BTreeMap<Baseline, String>,
+    /// Where each non-eager speedup's baseline time came from (`<origin> <file>`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline_sources: BTreeMap<Baseline, String>,
     /// Per case family: did every case of the family that ran pass.
     pub families: BTreeMap<String, bool>,
     /// Integrity flags: an `integrity` outcome's flag and the record's `flags`.
@@ -150,10 +169,9 @@ impl Candidate {
                 }
             }
             for (name, b) in &extras.baselines {
-                let baseline = match name.as_str() {
-                    "compile" => Baseline::Compile,
-                    "max-autotune" | "max_autotune" => Baseline::MaxAutotune,
-                    _ => continue,
+                let Some(baseline) = Baseline::from_name(name).filter(|&b| b != Baseline::Eager)
+                else {
+                    continue;
                 };
                 let s = match basis {
                     SpeedupBasis::Median => Some(b.speedup),
@@ -164,6 +182,23 @@ impl Candidate {
                 }
             }
         }
+        let baselines_missing = r
+            .baselines_missing
+            .iter()
+            .filter_map(|(name, why)| Some((Baseline::from_name(name)?, why.clone())))
+            // The report's eager is the run's own reference, never missing (a stored eager
+            // file a run also compared with is another matter).
+            .filter(|(b, _)| *b != Baseline::Eager)
+            .collect();
+        let baseline_sources = r
+            .baselines
+            .iter()
+            .filter(|(_, b)| !b.file.is_empty())
+            .filter_map(|(name, b)| {
+                let source = format!("{} {}", b.origin, b.file);
+                Some((Baseline::from_name(name)?, source.trim().to_string()))
+            })
+            .collect();
         let mut families: BTreeMap<String, bool> = BTreeMap::new();
         // A case that does not apply to the problem is no evidence either way.
         for c in r.cases.iter().filter(|c| c.not_applicable.is_none()) {
@@ -194,6 +229,8 @@ impl Candidate {
             speedups,
             samples,
             paired_per_round,
+            baselines_missing,
+            baseline_sources,
             families,
             flags,
             cost: extras.cost.clone(),
@@ -303,6 +340,16 @@ impl Task {
             }
         }
         best
+    }
+
+    /// Why `baseline` has no usable time for this task's problem, when a record says so
+    /// (`baselines_missing`); such a task is left out of that baseline's figures.
+    pub fn baseline_missing(&self, baseline: Baseline) -> Option<&str> {
+        self.candidates
+            .iter()
+            .chain(&self.remeasured)
+            .find_map(|c| c.baselines_missing.get(&baseline))
+            .map(String::as_str)
     }
 
     /// CudaForge's per-task score: the best correct speedup, 0 when no correct candidate

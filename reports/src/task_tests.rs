@@ -187,3 +187,86 @@ fn an_agents_fresh_final_measurement_is_the_tasks_result_not_the_maximum() {
         &crate::task::group_tasks_picking(&records, SpeedupBasis::Median, Pick::FirstSample)[0];
     assert_eq!((first.candidates.len(), first.remeasured.len()), (2, 0));
 }
+
+/// Issue 25: a problem the compile baseline has no time for is left out of the compile
+/// figures (its speedup there is unknown, not 0), and the report names it with why and says
+/// which file the other compile times came from.
+#[test]
+fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
+    use kbench_record::BaselineRatio;
+
+    use crate::report::{run_report, RunInput};
+
+    let ratio = |s: f64| BaselineRatio {
+        speedup: s,
+        speedup_mean: Some(s),
+        baseline_ms: 1.0,
+        basis: "median".into(),
+        origin: "measured".into(),
+        file: "store/h100/compile.json".into(),
+    };
+    let timed = |id: u32, compile: Option<f64>, missing: Option<&str>| {
+        let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+        r.problem.id = id;
+        r.problem.file = format!("{id}_x.py");
+        if let Some(s) = compile {
+            r.baselines.insert("compile".into(), ratio(s));
+        }
+        if let Some(why) = missing {
+            r.baselines_missing.insert("compile".into(), why.into());
+        }
+        r
+    };
+    // Problem 3 is correct but its compile baseline failed; problem 4 is wrong and has no
+    // compile time either; problem 5 is wrong and has one.
+    let mut wrong_missing = record(mismatch_on("random"), None);
+    wrong_missing.problem.id = 4;
+    wrong_missing
+        .baselines_missing
+        .insert("compile".into(), "missing".into());
+    let mut wrong = record(mismatch_on("random"), None);
+    wrong.problem.id = 5;
+    let records: Vec<_> = [
+        timed(1, Some(3.0), None),
+        timed(2, Some(0.5), None),
+        timed(3, None, Some("failed: timeout: 600 s")),
+        wrong_missing,
+        wrong,
+    ]
+    .into_iter()
+    .map(|r| {
+        let extras = RecordExtras::from_json(&serde_json::to_value(&r).unwrap());
+        (r, extras)
+    })
+    .collect();
+    let input = RunInput {
+        label: "run".into(),
+        path: "run".into(),
+        run_id: None,
+        agent: None,
+        records,
+    };
+    let report = run_report(&input, SpeedupBasis::Median, Pick::BestCorrect);
+    let all = report.scope("all").unwrap();
+    let eager = all.baseline(Baseline::Eager).unwrap();
+    let compile = all.baseline(Baseline::Compile).unwrap();
+    // Eager is every task's own reference: 3 correct of 5.
+    assert_eq!((eager.timed, eager.without_time), (3, 0));
+    assert_eq!(eager.fast_p[3].rate.value, 3.0 / 5.0);
+    // Compile: problems 3 and 4 left out; of the other 3, one (problem 1) is faster.
+    assert_eq!((compile.timed, compile.without_time), (2, 2));
+    assert_eq!(compile.fast_p[3].rate.value, 1.0 / 3.0);
+    let zero_filled = compile.zero_filled.unwrap();
+    assert!((zero_filled.mean.value - (3.0 + 0.5 + 0.0) / 3.0).abs() < 1e-12);
+    let notes = report.notes.join("\n");
+    assert!(
+        notes.contains(
+            "speedups vs compile: times from measured store/h100/compile.json (2 task(s))"
+        ),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("NO COMPILE TIME for 2 of 5 problem(s), left out of the compile rows (not counted as 0): smoke/L1/3 (failed: timeout: 600 s), smoke/L1/4 (missing)"),
+        "{notes}"
+    );
+}

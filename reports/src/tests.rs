@@ -61,6 +61,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
         notes: vec![],
         env: Environment::default(),
         baselines: Default::default(),
+        baselines_missing: Default::default(),
         speed_of_light: None,
         integrity: None,
         cost: None,

@@ -27,6 +27,8 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         speedups,
         samples: None,
         paired_per_round: None,
+        baselines_missing: BTreeMap::new(),
+        baseline_sources: BTreeMap::new(),
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

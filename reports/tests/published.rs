@@ -22,6 +22,8 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         speedups: speedups.iter().copied().collect::<BTreeMap<_, _>>(),
         samples: None,
         paired_per_round: None,
+        baselines_missing: BTreeMap::new(),
+        baseline_sources: BTreeMap::new(),
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

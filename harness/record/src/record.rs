@@ -411,6 +411,12 @@ pub struct EvalRecord {
     /// (`eager`, `compile`, `max-autotune`, ...); only for timed, correct kernels.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub baselines: std::collections::BTreeMap<String, BaselineRatio>,
+    /// The baselines asked for with `kbench run --baselines` that have no usable time for
+    /// this problem, by mode, with why (`missing`, `failed: <outcome>: <message>`, `stale:
+    /// <why>`). Written on every record of such a run, correct or not, so that a report
+    /// leaves the problem out of that baseline's figures instead of scoring it 0 there.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub baselines_missing: std::collections::BTreeMap<String, String>,
     /// The problem's speed of light on the GPU that timed it (bytes and FLOPs counted on
     /// the reference, at the GPU's peaks); absent on CPU, for GPUs outside the spec table,
     /// and in records written before it was measured.

@@ -414,6 +414,7 @@ mod tests {
             notes: vec![],
             env: Environment::default(),
             baselines: Default::default(),
+            baselines_missing: Default::default(),
             speed_of_light: None,
             integrity: None,
             cost: None,

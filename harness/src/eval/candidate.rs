@@ -754,6 +754,8 @@ impl Evaluation<'_, '_> {
             (Some(table), Some(t)) => table.ratios(&unit.problem.to_ref(), &t.candidate),
             _ => Default::default(),
         };
+        let baselines_missing =
+            super::record::missing_baselines(c.baselines.as_deref(), &unit.problem.to_ref());
         let mut record = EvalRecord {
             schema_version: SCHEMA_VERSION,
             run_id: run_dir.manifest.run_id.clone(),
@@ -780,6 +782,7 @@ impl Evaluation<'_, '_> {
             notes: all_notes,
             env,
             baselines,
+            baselines_missing,
             speed_of_light,
             integrity: Some(integrity),
             cost: unit.cand.cost.clone(),

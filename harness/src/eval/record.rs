@@ -13,6 +13,7 @@ use crate::plan::Unjudged;
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::python::PythonInfo;
 use crate::worker::sandbox::Containment;
+use kbench_baselines::BaselineTable;
 
 pub(crate) fn candidate_ref(agent: &str, c: &Candidate) -> CandidateRef {
     CandidateRef {
@@ -33,6 +34,7 @@ pub(crate) fn reference_error_record(
     unit: &Unit,
     message: &str,
     env: Environment,
+    baselines: Option<&BaselineTable>,
 ) -> EvalRecord {
     let outcome = Outcome::ReferenceError {
         message: message.to_string(),
@@ -48,6 +50,7 @@ pub(crate) fn reference_error_record(
         env,
     );
     r.cost = unit.cand.cost.clone();
+    r.baselines_missing = missing_baselines(baselines, &r.problem);
     r
 }
 
@@ -59,6 +62,7 @@ pub(crate) fn unjudged_record(
     agent: &str,
     u: &Unjudged,
     env: Environment,
+    baselines: Option<&BaselineTable>,
 ) -> EvalRecord {
     let candidate = candidate_ref(agent, &u.cand);
     let mut r = bare_record(
@@ -71,7 +75,18 @@ pub(crate) fn unjudged_record(
         env,
     );
     r.cost = u.cand.cost.clone();
+    r.baselines_missing = missing_baselines(baselines, &r.problem);
     r
+}
+
+/// The run's baselines with no usable time for `problem` (a record's `baselines_missing`):
+/// every record of a run with `--baselines` says it, whatever its outcome, so that a report
+/// can leave the problem out of those baselines' figures.
+pub(crate) fn missing_baselines(
+    baselines: Option<&BaselineTable>,
+    problem: &ProblemRef,
+) -> std::collections::BTreeMap<String, String> {
+    baselines.map(|t| t.missing(problem)).unwrap_or_default()
 }
 
 /// A record of a candidate that never ran: its outcome and nothing measured.
@@ -108,6 +123,7 @@ fn bare_record(
         notes: Vec::new(),
         env,
         baselines: Default::default(),
+        baselines_missing: Default::default(),
         speed_of_light: None,
         integrity: None,
         cost: None,

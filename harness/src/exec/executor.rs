@@ -380,6 +380,7 @@ impl Executor<'_> {
                             &unit,
                             msg,
                             env,
+                            c.baselines.as_deref(),
                         ))
                     }
                 })

@@ -100,7 +100,15 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     };
     for u in &plan.unjudged {
         let env = env_base.clone();
-        let record = unjudged_record(tol, config.device, &run_dir, agent.name(), u, env);
+        let record = unjudged_record(
+            tol,
+            config.device,
+            &run_dir,
+            agent.name(),
+            u,
+            env,
+            config.baselines.as_deref(),
+        );
         run_dir.append(&record)?;
         report_line(config.quiet, &progress, &record);
         added.recorded(&u.key, &record, 0.0);

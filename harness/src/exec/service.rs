@@ -519,7 +519,15 @@ fn unjudged(
         precision: c.precision,
     };
     let env = shared.env_base.clone();
-    let record = unjudged_record(tol, c.device, shared.run_dir, shared.agent, u, env);
+    let record = unjudged_record(
+        tol,
+        c.device,
+        shared.run_dir,
+        shared.agent,
+        u,
+        env,
+        c.baselines.as_deref(),
+    );
     shared
         .run_dir
         .append(&record)

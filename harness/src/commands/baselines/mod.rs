@@ -18,6 +18,7 @@
 //! - `store`: the store files of one GPU and torch version, and folding records into them.
 //! - `measuring`: measuring the missing times through the engine, and resolving the
 //!   baselines of `kbench run --baselines`.
+//! - `coverage`: `show`'s coverage table (per file and level: measured, failed, stale, gaps).
 //! - `subcommands`: the `measure`, `import` and `show` subcommands and the run summary's
 //!   baseline lines, the only printing.
 //!
@@ -27,6 +28,7 @@
 //!
 //! May import every box below `commands/` (it runs the engine through `crate::exec::run`).
 
+mod coverage;
 mod measuring;
 mod store;
 mod subcommands;

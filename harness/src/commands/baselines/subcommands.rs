@@ -19,6 +19,21 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
     let mut out = Vec::new();
     for u in &table.used {
         let name = u.mode.as_str();
+        // A problem with no usable time in this mode has no speedup over it, not a slow one:
+        // its records are left out of the denominator and counted apart.
+        let all = records.len();
+        let records: Vec<&EvalRecord> = records
+            .iter()
+            .filter(|r| !r.baselines_missing.contains_key(name))
+            .collect();
+        let without = if all > records.len() {
+            format!(
+                "; {} record(s) with no {name} time left out",
+                all - records.len()
+            )
+        } else {
+            String::new()
+        };
         let speedups: Vec<f64> = records
             .iter()
             .filter(|r| r.outcome.is_ok())
@@ -27,14 +42,14 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
             .collect();
         if speedups.is_empty() {
             out.push(format!(
-                "vs {name:<12} no correct kernel has a {name} time to compare with"
+                "vs {name:<12} no correct kernel has a {name} time to compare with{without}"
             ));
             continue;
         }
         let geomean = (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len() as f64).exp();
         let fast1 = speedups.iter().filter(|s| **s > 1.0).count();
         out.push(format!(
-            "vs {name:<12} {} of {} kernel(s) compared; geomean speedup {geomean:.3}x; fast_1 {fast1}/{} ({:.1}%)",
+            "vs {name:<12} {} of {} kernel(s) compared; geomean speedup {geomean:.3}x; fast_1 {fast1}/{} ({:.1}%){without}",
             speedups.len(),
             records.len(),
             records.len(),
@@ -64,11 +79,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
     let root = store_root(m.store.as_ref(), &config.cache);
     let mut work = match &m.work {
         Some(w) => std::path::absolute(w).unwrap_or_else(|_| w.clone()),
-        None => config
-            .cache
-            .join("baseline-runs")
-            .join(&env.gpu_slug)
-            .join(format!("torch-{}", env.torch)),
+        None => super::store::default_work(&config.cache, &root, &env),
     };
     if let Some(shard) = m.shard {
         // Shards of one measurement keep their logs apart; the store is shared (locked).
@@ -213,6 +224,11 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             paths.extend(files);
         }
     }
+    let problems = match &a.kernelbench {
+        Some(dir) => Some(super::coverage::kernelbench_problems(dir)?),
+        None => None,
+    };
+    let mut files = Vec::new();
     for path in paths {
         let f = BaselineFile::load(&path)?;
         let stale = f.stale_count();
@@ -233,8 +249,13 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             "stale": stale,
             "caveats": f.meta.caveats,
         }));
+        files.push((path.display().to_string(), f));
     }
+    let coverage = super::coverage::coverage(&files, problems.as_deref());
     if a.json {
+        for (row, cov) in rows.iter_mut().zip(&coverage) {
+            row["coverage"] = serde_json::to_value(&cov.levels)?;
+        }
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(crate::exit::OK);
     }
@@ -261,6 +282,10 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             s("per_level")
         );
     }
+    print!(
+        "{}",
+        super::coverage::render(&coverage, a.kernelbench.as_deref(), a.gaps)
+    );
     // The torch in use, when kbench's environment answers: files of another one compare two
     // torches.
     let choice = crate::worker::python::PythonChoice::resolve(None, &cache);
