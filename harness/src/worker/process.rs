@@ -475,6 +475,36 @@ impl Worker {
     }
 
     fn exited_within(&mut self, limit: Duration) -> Option<WorkerFault> {
+        let fault = self.exit_status_within(limit)?;
+        Some(self.stopped_from_outside(fault))
+    }
+
+    /// A worker killed by SIGINT, SIGTERM or SIGHUP, none of which kbench sends its workers
+    /// (it kills with SIGKILL and pauses with SIGSTOP), was most likely signalled with the
+    /// whole job: Slurm's scancel and a terminal's Ctrl-C signal every process, one after
+    /// another, so the worker can die a moment before kbench's own handler raises the stop
+    /// flag. Such a death is an interruption, not the kernel's verdict, when the flag comes
+    /// up within 2 s; otherwise (a kernel that signalled itself) it stays what it was.
+    fn stopped_from_outside(&self, fault: WorkerFault) -> WorkerFault {
+        use nix::sys::signal::Signal;
+        let Some(flag) = &self.interrupt else {
+            return fault;
+        };
+        let outside = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP].map(|s| s as i32);
+        if !matches!(fault, WorkerFault::Died { signal: Some(s), .. } if outside.contains(&s)) {
+            return fault;
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if flag.load(Ordering::SeqCst) {
+                return WorkerFault::Interrupted;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        fault
+    }
+
+    fn exit_status_within(&mut self, limit: Duration) -> Option<WorkerFault> {
         let until = Instant::now() + limit;
         loop {
             match self.child.try_wait() {
@@ -609,6 +639,53 @@ mod tests {
             st = proc_state(pid);
         }
         st
+    }
+
+    /// CI caught a Slurm-killed shard recording `reference_error ... killed by signal 15`:
+    /// scancel signalled the worker a moment before kbench itself. A worker killed by such a
+    /// signal is an interruption once kbench's stop flag comes up soon after; without the
+    /// flag it stays the worker's own death.
+    #[test]
+    fn a_worker_killed_with_the_job_is_an_interruption_not_a_verdict() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake_python = dir.path().join("python");
+        std::fs::write(&fake_python, "#!/bin/sh\nsleep 0.2\nkill -TERM $$\n").unwrap();
+        std::fs::set_permissions(&fake_python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let spec = WorkerSpec {
+            python: fake_python,
+            script: dir.path().into(),
+            role: Role::Reference,
+            cwd: dir.path().into(),
+            env: vec![],
+            log_path: None,
+            max_payload: 1 << 20,
+            interrupt: Some(Arc::clone(&stop)),
+            gate: None,
+            sandbox: None,
+        };
+        // The job's signal reaches kbench about 100 ms after the worker.
+        let setter = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.store(true, Ordering::SeqCst);
+            })
+        };
+        let fault = Worker::start(&spec, Duration::from_secs(10)).err().unwrap();
+        setter.join().unwrap();
+        assert_eq!(fault, WorkerFault::Interrupted);
+        // No stop follows: the worker killed itself, and that is what it did.
+        stop.store(false, Ordering::SeqCst);
+        let fault = Worker::start(&spec, Duration::from_secs(10)).err().unwrap();
+        assert_eq!(
+            fault,
+            WorkerFault::Died {
+                signal: Some(15),
+                exit_code: None
+            }
+        );
     }
 
     #[test]
