@@ -106,23 +106,8 @@ mod tests {
 
     fn entry(sha: &str) -> Entry {
         Entry {
-            mean: 1.0,
-            std: 0.0,
-            min: 1.0,
-            max: 1.0,
-            num_trials: 100,
-            hardware: "H100".into(),
-            device: "cuda:0".into(),
-            median: Some(1.0),
-            p25: None,
-            p75: None,
-            samples_ms: vec![],
-            compile_s: None,
             problem_sha256: Some(sha.into()),
-            measured_unix_s: None,
-            run_id: None,
-            stale: None,
-            profile: None,
+            ..Entry::from_samples(vec![1.0], "H100", "cuda:0")
         }
     }
 

@@ -99,17 +99,11 @@ impl BaselineTable {
         self.used
             .iter()
             .map(|u| {
-                let n = problems
+                let measured = crate::coverage::coverage_of(&u.file, problems)
                     .iter()
-                    .filter(|p| {
-                        let r = p.to_ref();
-                        matches!(
-                            u.file.lookup(r.level, &r.file, &r.sha256),
-                            Lookup::Usable(_)
-                        )
-                    })
-                    .count();
-                (n, problems.len())
+                    .map(|c| c.measured)
+                    .sum();
+                (measured, problems.len())
             })
             .collect()
     }

@@ -104,7 +104,11 @@ pub fn render(rows: &[Row], problems_from: Option<&Path>, list_gaps: bool) -> St
             .map(|c| c.gaps.len())
             .sum();
         let stale: usize = rows.iter().flat_map(|r| &r.levels).map(|c| c.stale).sum();
-        if gaps == 0 && stale == 0 {
+        if rows
+            .iter()
+            .flat_map(|r| &r.levels)
+            .all(LevelCoverage::complete)
+        {
             out.push_str("every problem has a time or a recorded reason in every file\n");
         } else {
             out.push_str(&format!(
