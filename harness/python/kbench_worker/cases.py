@@ -99,6 +99,7 @@ class CaseCommands:
         self.pending = None
         self._release_device_memory()
         device_io = bool(cmd.get("device_io")) and self.device.type == "cuda"
+        self._case_memory = _memory_mark(self.device)
         t_case = time.perf_counter()
         inputs, inputs_on, inputs_s, transformed = self._make_inputs(seed, family, device_io)
         self.case = inputs
@@ -170,12 +171,18 @@ class CaseCommands:
         self._log_case_times(reply, t_case)
         return reply, tensors
 
-    @staticmethod
-    def _log_case_times(reply, t_case):
+    def _log_case_times(self, reply, t_case):
         """One line per case in the worker's log: where making it went (inputs, float64
-        forward, working forward, stability measurement)."""
+        forward, working forward, stability measurement, probes) and, on a GPU, this
+        process's peak allocation and the device's free memory when the case began (what
+        decides whether a large case fits beside the candidate's worker)."""
         parts = [f"{k[:-2]} {reply[k]:.3f}s" for k in ("inputs_s", "f64_s", "run_s", "stability_s", "probe_s")
                  if isinstance(reply.get(k), (int, float))]
+        mark = getattr(self, "_case_memory", None)
+        if mark is not None:
+            free0, total = mark
+            peak = torch.cuda.max_memory_allocated(self.device)
+            parts.append(f"peak {peak / 2**30:.2f} GiB, free at start {free0 / 2**30:.2f} of {total / 2**30:.2f} GiB")
         print(f"kbench worker: make_case {reply.get('family', 'random')}: {time.perf_counter() - t_case:.3f}s "
               f"({', '.join(parts)})", file=sys.stderr, flush=True)
 
@@ -183,6 +190,12 @@ class CaseCommands:
         """Adds `stability` and `stability_s` to a make_case reply: a second working forward
         on the pristine inputs against the first (`repeat`), and the first against the
         float64 model (`f64`, None without one)."""
+        self._stability_repeat(reply, inputs, pristine, outs, forward_seed, rtol)
+        self._stability_f64(reply, outs, outs64, rtol)
+
+    def _stability_repeat(self, reply, inputs, pristine, outs, forward_seed, rtol):
+        """`stability.repeat` (f64 still None) and `stability_s`: the working forward run again
+        on the pristine inputs, against its first outputs."""
         t0 = time.perf_counter()
         self._restore_inputs(inputs, pristine)
         out2, _ = self._forward(self.model, inputs, forward_seed, "run")
@@ -191,14 +204,21 @@ class CaseCommands:
         repeat = Excess(rtol)
         repeat.add_all(outs2, outs)
         del outs2
+        reply["stability"] = {"repeat": repeat.json(), "f64": None}
         self._release_device_memory()
-        f64 = None
-        if outs64 is not None:
-            m = Excess(rtol)
-            m.add_all(outs, outs64)
-            f64 = m.json()
-        reply["stability"] = {"repeat": repeat.json(), "f64": f64}
         reply["stability_s"] = time.perf_counter() - t0
+
+    @staticmethod
+    def _stability_f64(reply, outs, outs64, rtol):
+        """`stability.f64`: the working outputs against the float64 model's (None without
+        them); its seconds are added to `stability_s`."""
+        if outs64 is None:
+            return
+        t0 = time.perf_counter()
+        m = Excess(rtol)
+        m.add_all(outs, outs64)
+        reply["stability"]["f64"] = m.json()
+        reply["stability_s"] = reply.get("stability_s", 0.0) + time.perf_counter() - t0
 
     def _probe_references(self, reply, inputs, pristine, outs, forward_seed, probe_tol):
         """nan-inf cases: the probe references (probes.py) as [(`outalt:K`, tensor)], and
@@ -285,6 +305,15 @@ class CaseCommands:
             else:
                 raise WorkerError("protocol", "run", f"input {i} is neither {{tensor}} nor {{value}}: {a!r}")
         return args
+
+
+def _memory_mark(device):
+    """(free, total) bytes of a CUDA device, with this process's peak-allocation counter
+    reset, for the case's log line; None elsewhere."""
+    if device is None or device.type != "cuda":
+        return None
+    torch.cuda.reset_peak_memory_stats(device)
+    return torch.cuda.mem_get_info(device)
 
 
 def _cut_rows(inputs, n):

@@ -128,7 +128,15 @@ class DeviceCaseCommands:
 
     def _make_device_case(self, inputs, forward_seed, inputs_on, inputs_s, stability_rtol=None, probe_tol=None):
         """make_case with device I/O: the case stays on the GPU, described by specs, until
-        `export` copies it into the harness's buffers."""
+        `export` copies it into the harness's buffers.
+
+        Ordered for the GPU memory it holds at once (the reference shares the GPU with the
+        candidate's worker and the harness's buffers): the working forward, the stability
+        re-run and the probe runs first; then the working inputs give way to their pristine
+        snapshot, and the float64 forward, the largest (its inputs, temporaries and outputs
+        at twice the bytes), runs last on that snapshot. Seen on an H100 with a 6 GiB input
+        (Softsign): the old order (float64 first) peaked at 72 GiB on nan-inf cases and ran
+        out of memory beside the candidate."""
         args, pending, specs = [], {}, []
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
@@ -141,7 +149,31 @@ class DeviceCaseCommands:
                 args.append({"tensor": name})
             else:
                 args.append({"value": _json_value(x, i)})
+        # The loop's variable would keep the last input alive past the swap below (6 GiB of
+        # a level-1 problem's peak).
+        x = None
+        pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
         sums = input_checksums(inputs)
+        out, run_s = self._forward(self.model, inputs, forward_seed, "run")
+        changed = _changed_inputs(sums, inputs)
+        if stability_rtol is None and probe_tol is None:
+            outs = [t.detach().contiguous() for t in flatten_outputs(out)]
+        else:
+            # Copies of their own: an output may alias an input, which is restored before
+            # the second run, or a buffer the model reuses.
+            outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
+        del out
+        reply = {"type": "case", "inputs": args, "run_s": run_s, "inputs_s": inputs_s, "inputs_on": inputs_on}
+        if stability_rtol is not None:
+            self._stability_repeat(reply, inputs, pristine, outs, forward_seed, stability_rtol)
+        alts = []
+        if probe_tol is not None:
+            alts = self._probe_references(reply, inputs, pristine, outs, forward_seed, probe_tol)
+        # From here the case's inputs are the pristine snapshot (what candidates get and
+        # timing copies): the working tensors, which a forward may have written to, die.
+        for i in pristine:
+            inputs[i] = pristine[i]
+        self._release_device_memory()
         outs64, f64_error = [], None
         t64 = time.perf_counter()
         if self.model64 is not None:
@@ -156,15 +188,9 @@ class DeviceCaseCommands:
             except (Exception, SystemExit) as exc:
                 f64_error = _describe(exc)
         f64_s = time.perf_counter() - t64  # _forward synchronized the device
-        out, run_s = self._forward(self.model, inputs, forward_seed, "run")
-        changed = _changed_inputs(sums, inputs)
-        if stability_rtol is None and probe_tol is None:
-            outs = [t.detach().contiguous() for t in flatten_outputs(out)]
-        else:
-            # Copies of their own: an output may alias an input, which is restored before
-            # the second run, or a buffer the model reuses.
-            outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in flatten_outputs(out)]
-        del out
+        if stability_rtol is not None:
+            has64 = self.model64 is not None and f64_error is None
+            self._stability_f64(reply, outs, outs64 if has64 else None, stability_rtol)
         self.poison = [{"dtype": _wire_dtype(t), "nbytes": t.numel() * t.element_size()} for t in outs]
         for k, t in enumerate(outs):
             pending[f"out:{k}"] = t
@@ -172,30 +198,19 @@ class DeviceCaseCommands:
         for k, t in enumerate(outs64):
             pending[f"out64:{k}"] = t
             specs.append(_device_spec(f"out64:{k}", t))
+        for name, t in alts:
+            pending[name] = t
+            specs.append(_device_spec(name, t))
         self.pending = pending
-        reply = {
-            "type": "case",
-            "inputs": args,
+        reply.update({
             "outputs": len(outs),
             "outputs_f64": len(outs64),
-            "run_s": run_s,
             "f64_s": f64_s,
-            "inputs_s": inputs_s,
-            "inputs_on": inputs_on,
             "device_tensors": specs,
             "inputs_changed": changed,
-        }
+        })  # fmt: skip
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
-        if stability_rtol is not None:
-            pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
-            has64 = self.model64 is not None and f64_error is None
-            self._measure_stability(reply, inputs, pristine, outs, outs64 if has64 else None, forward_seed, stability_rtol)
-        if probe_tol is not None:
-            pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
-            for name, t in self._probe_references(reply, inputs, pristine, outs, forward_seed, probe_tol):
-                pending[name] = t
-                specs.append(_device_spec(name, t))
         return reply, []
 
     def cmd_export(self, cmd, payload):
@@ -267,6 +282,8 @@ class DeviceCaseCommands:
                     d["copied"] = True
                 described.append(d)
         del outs
+        if cmd.get("release_case"):
+            self.case = args = None
         self._release_device_memory()
         return {
             "type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described,

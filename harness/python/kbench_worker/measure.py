@@ -33,13 +33,27 @@ def _flat(t):
 class Excess:
     """max over elements finite in both a and b of (|a - b| - rtol*|b|), the count of
     elements where a and b disagree about being finite (one NaN, an Inf against a finite
-    value or against the opposite Inf), and the number of elements compared."""
+    value or against the opposite Inf), and the number of elements compared.
+
+    Accumulated on the tensors' device and read once, in `json`: reading each chunk's
+    count and maximum back (three host syncs per 16M elements) took 0.4 s per stress case
+    of a 6 GiB output on an H100, the whole of its stability measurement."""
 
     def __init__(self, rtol):
         self.rtol = float(rtol)
         self.max = None
         self.nan_mismatch = 0
         self.elements = 0
+        # Per device: [running max (-inf: nothing finite in both yet), mismatch count], 0-d.
+        self._acc = {}
+
+    def _accumulate(self, dev, m, mism):
+        acc = self._acc.get(dev)
+        if acc is None:
+            self._acc[dev] = [m, mism]
+        else:
+            acc[0] = torch.maximum(acc[0], m)
+            acc[1] = acc[1] + mism
 
     def add(self, a, b):
         """Adds one pair of tensors; a shape mismatch counts every element as a mismatch."""
@@ -58,14 +72,12 @@ class Excess:
             x = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
             y = fb[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
             both = torch.isfinite(x) & torch.isfinite(y)
-            mism = (~both) & (x != y) & ~(torch.isnan(x) & torch.isnan(y))
-            self.nan_mismatch += int(mism.sum())
-            del mism
+            mism = ((~both) & (x != y) & ~(torch.isnan(x) & torch.isnan(y))).sum()
             d = (x - y).abs_().sub_(y.abs_().mul_(self.rtol))
             del x, y
-            if bool(both.any()):
-                m = float(d.masked_fill_(~both, -math.inf).max())
-                self.max = m if self.max is None else max(self.max, m)
+            # Elements not finite in both count as -inf, which never wins a maximum: a chunk
+            # with none finite in both leaves the running maximum as it was.
+            self._accumulate(dev, d.masked_fill_(~both, -math.inf).max(), mism)
             del d, both
 
     def add_all(self, outs_a, outs_b):
@@ -78,7 +90,17 @@ class Excess:
                 self.nan_mismatch += n
                 self.elements += n
 
+    def _settle(self):
+        """Reads the device accumulators into `max` and `nan_mismatch` (one sync each)."""
+        for m, mism in self._acc.values():
+            self.nan_mismatch += int(mism)
+            m = float(m)
+            if m != -math.inf:
+                self.max = m if self.max is None else max(self.max, m)
+        self._acc = {}
+
     def json(self, elements=True):
+        self._settle()
         d = {"max_excess": _json_float(self.max), "nan_mismatch": self.nan_mismatch}
         if elements:
             d["elements"] = self.elements

@@ -44,15 +44,24 @@ def nonfinite_positions(pristine):
 def probe_alt(a, b, rtol, atol):
     """The probe reference of one output from its two probe runs: `a` where both are
     finite and agree within `AGREE_SCALE` of the tolerance, else NaN; `a`'s dtype."""
+    return probe_alt_(a.clone(), b.clone(), rtol, atol)
+
+
+def probe_alt_(a, b, rtol, atol):
+    """`probe_alt` that consumes its arguments: the result is written into `a`, and `b` is
+    used as scratch. Besides the two runs it needs one temporary of their size (the bound)
+    and two boolean masks, where `probe_alt` needs four: on a 6 GiB output that is what
+    decides whether the probe runs fit beside the candidate."""
     if tuple(a.shape) != tuple(b.shape):
-        return torch.full_like(a, math.nan)
-    # fp16/bf16 compared in fp32, fp32 and fp64 as they are
-    x = a if a.dtype == torch.float64 else a.float()
-    y = b if b.dtype == torch.float64 else b.float()
+        return a.fill_(math.nan)
+    # fp16/bf16 compared in fp32 (copies), fp32 and fp64 as they are
+    x = a if a.dtype in (torch.float32, torch.float64) else a.float()
+    y = b if b.dtype in (torch.float32, torch.float64) else b.float()
+    agree = torch.isfinite(x) & torch.isfinite(y)
     bound = y.abs().mul_(rtol).add_(atol).mul_(AGREE_SCALE)
-    agree = torch.isfinite(x) & torch.isfinite(y) & ((x - y).abs_() <= bound)
-    del bound
-    return torch.where(agree, a, torch.full_like(a, math.nan))
+    agree &= y.sub_(x).abs_() <= bound  # y is scratch from here
+    del bound, x, y
+    return a.masked_fill_(~agree, math.nan)
 
 
 def probe_references(forward, inputs, pristine, outs, rtol, atol, restore):
@@ -87,13 +96,11 @@ def probe_references(forward, inputs, pristine, outs, rtol, atol, restore):
         restore(inputs, pristine)
     alts = []
     for k in need:
-        a, b = runs[0].get(k), runs[1].get(k)
+        a, b = runs[0].pop(k, None), runs[1].pop(k, None)
         if a is not None and b is not None and a.dtype == outs[k].dtype:
-            alt = probe_alt(a, b, rtol, atol)
+            alt = probe_alt_(a, b, rtol, atol)
         else:
             alt = torch.full_like(outs[k], math.nan)
-        runs[0].pop(k, None)
-        runs[1].pop(k, None)
         del a, b
         alts.append((k, alt.to(device=outs[k].device).contiguous()))
     return alts

@@ -173,6 +173,13 @@ class TimingCommands:
                 gc.enable()
             if old_affinity is not None:
                 os.sched_setaffinity(0, old_affinity)
+        # The fresh copies die and the allocator's blocks go back to the driver: held until
+        # this worker's next command, they were GBs the other worker's next case could not
+        # have (the reference's stress cases of 6 GiB inputs ran out of memory beside an
+        # idle candidate that had just been timed).
+        recent.clear()
+        state.clear()
+        self._release_device_memory()
         reply = {"type": "timing", "clock": clock, "samples_ms": samples}
         tensors = []
         if self.role == "candidate":

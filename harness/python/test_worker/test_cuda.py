@@ -153,6 +153,16 @@ class DeviceIoTests(WorkerTestCase):
             reply, _ = self.cand.call(dict(cmd, device_outputs=[bad_spec]))
             self.assertFalse(reply["device_outputs"][0]["copied"])
             self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
+            # The case stays for timing; with release_case (stress cases, after timing) the
+            # worker keeps no copy of it, and timing it is refused.
+            timed, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
+            self.assertEqual(timed["type"], "timing", timed)
+            reply, _ = self.cand.call(dict(cmd, release_case=True))
+            self.assertEqual(reply["type"], "outputs", reply)
+            self.assert_bit_identical(slot.cpu(), out.cpu())
+            timed, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
+            self.assertEqual(timed["type"], "error", timed)
+            self.assertIn("no current case", timed["message"])
         finally:
             bufs.free()
 
@@ -230,6 +240,11 @@ class CudaStressTests(WorkerTestCase):
                 self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
                 t = self.export(reply)
                 self.assert_bit_identical(t["out:0"], t["in:0"] * 2)
+                # The float64 forward runs last, on the pristine snapshot, not on the inputs
+                # the working forward doubled in place.
+                self.assert_bit_identical(t["out64:0"], t["in:0"].double() * 2)
+                timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
+                self.assertEqual(timed["type"], "timing", timed)
 
     def test_audit_on_cuda(self):
         problem = self.files.write("21_ReLU.py", simple_problem("torch.relu(x)", "[torch.rand(256, 4096)]"))

@@ -1,6 +1,7 @@
 """nan-inf cases: the probe references `outalt:K` (PROTOCOL.md, "Probe references")."""
 
 import math
+import unittest
 
 import torch
 
@@ -92,3 +93,22 @@ class ProbeReferenceTests(WorkerTestCase):
         reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 2, "family": "nan-inf",
                                   "probe_rtol": -1, "probe_atol": 1e-4})  # fmt: skip
         self.assert_error(reply, "protocol")
+
+
+class ProbeAltInPlaceTests(unittest.TestCase):
+    def test_in_place_probe_alt_equals_the_pure_one_and_writes_into_a(self):
+        from kbench_worker.probes import probe_alt_
+
+        g = torch.Generator().manual_seed(7)
+        for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            a = torch.randn(64, generator=g).to(dtype)
+            b = a.clone()
+            b[::3] += 0.5
+            a[5], b[7], a[9], b[9] = math.nan, math.inf, math.inf, math.inf
+            want = probe_alt(a, b, 1e-3, 1e-3)
+            got = probe_alt_(a, b, 1e-3, 1e-3)
+            self.assertIs(got, a)
+            self.assertEqual(got.dtype, dtype)
+            self.assertTrue(torch.equal(torch.isnan(got), torch.isnan(want)))
+            self.assertTrue(torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)))
+        self.assertTrue(torch.isnan(probe_alt_(torch.ones(3), torch.ones(2), 1e-4, 1e-4)).all())

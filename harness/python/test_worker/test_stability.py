@@ -88,3 +88,30 @@ class StabilityTests(WorkerTestCase):
         self.assertFalse(torch.isfinite(t["out:0"]).all())
         self.assertEqual(reply["stability"]["repeat"]["nan_mismatch"], 0)
         self.assertEqual(reply["stability"]["f64"]["nan_mismatch"], 0)
+
+
+class ExcessTests(WorkerTestCase):
+    """Excess accumulates on the device and reads its figures once (measure.py)."""
+
+    def test_chunks_with_nothing_finite_leave_the_maximum_and_counts_add_up(self):
+        import math
+        from unittest import mock
+
+        from kbench_worker import measure
+
+        a = torch.tensor([1.0, math.nan, math.inf, 2.0, math.nan, math.nan, 5.0, 3.0])
+        b = torch.tensor([1.5, 1.0, math.inf, 2.0, math.nan, math.nan, -math.inf, 3.25])
+        whole = measure.Excess(0.0)
+        whole.add(a, b)
+        with mock.patch.object(measure, "COMPARE_CHUNK", 2):
+            chunked = measure.Excess(0.0)
+            chunked.add(a, b)  # chunk [nan, nan] (indices 4, 5) has nothing finite in both
+            chunked.add(a[4:6], b[4:6])  # a pair with nothing finite at all
+        want = {"max_excess": 0.5, "nan_mismatch": 2, "elements": 8}
+        self.assertEqual(whole.json(), want)
+        self.assertEqual(chunked.json(), {**want, "elements": 10})
+        none = measure.Excess(0.0)
+        none.add(a[4:6], b[4:6])
+        self.assertEqual(none.json(), {"max_excess": None, "nan_mismatch": 0, "elements": 2})
+        # read twice, counted once
+        self.assertEqual(whole.json(), want)

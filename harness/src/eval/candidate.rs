@@ -34,7 +34,9 @@ use crate::measure::device_case::{
 };
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
-use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
+use crate::measure::timing::{
+    time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings, LONG_CALL_MS,
+};
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::{Prestart, Worker, WorkerFault};
@@ -401,6 +403,13 @@ impl Evaluation<'_, '_> {
                     timeout: c.timeouts.time,
                     // The harness's own baselines are trusted: see `time_pair`.
                     fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                    // Stored baselines keep the rounds their files name.
+                    long_calls: !matches!(c.agent, AgentConfig::Baselines { .. })
+                        && self
+                            .integrity
+                            .kernels
+                            .as_ref()
+                            .is_some_and(|p| p.total_us >= 1e3 * LONG_CALL_MS),
                 };
                 let r = time_pair(
                     settings,
@@ -499,7 +508,7 @@ impl Evaluation<'_, '_> {
                 self.host_case(&rc, &case, &reply, tc.elapsed().as_secs_f64())?
             }
             CaseData::Device { .. } => {
-                let prepared = match prepare_device_case(exec, &rc) {
+                let mut prepared = match prepare_device_case(exec, &rc) {
                     Ok(p) => p,
                     Err(e) if out_of_memory(&format!("{e:#}")) => {
                         match self.prepare_alone(worker, &rc)? {
@@ -521,6 +530,12 @@ impl Evaluation<'_, '_> {
                     }
                     Err(e) => return Err(Stop::Harness(e)),
                 };
+                if stress {
+                    // Stress cases come after timing: the worker's copy of this case's
+                    // inputs is never used again, and the reference makes the next case on
+                    // the same GPU meanwhile.
+                    prepared.cmd["release_case"] = json!(true);
+                }
                 let judged = send_device_case(ctx, worker, prepared, tc).and_then(|run| {
                     answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));

@@ -32,7 +32,7 @@ pub(crate) struct DeviceRun {
 pub(crate) struct PreparedCase {
     copies: Vec<DevTensorOwned>,
     slots: Vec<DevTensorOwned>,
-    cmd: serde_json::Value,
+    pub(crate) cmd: serde_json::Value,
 }
 
 /// Allocates the candidate's copy of the inputs and its NaN-poisoned output slots.

