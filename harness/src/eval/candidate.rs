@@ -393,6 +393,7 @@ impl Evaluation<'_, '_> {
                 let last = self.last_random.as_ref();
                 let checks = TimedChecks {
                     check_outputs: last.is_some_and(|rc| timed_check_fits(rc)),
+                    output_bytes: last.map_or(0, |rc| rc.output_bytes()),
                     checked: &mut self.checked_calls,
                 };
                 let rounds = CandidateRounds {

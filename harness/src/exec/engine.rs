@@ -41,7 +41,7 @@ impl Engine {
         let info = if cached_probe {
             python::probe_cached(&config.python)?
         } else {
-            python::probe(&config.python)?
+            crate::worker::probe_cache::probe_persisted(&config.python, &config.cache)?
         };
         check_cuda(config, &info)?;
         let worker_script = python::materialize_worker(&config.cache)?;

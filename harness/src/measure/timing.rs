@@ -46,8 +46,10 @@ pub fn rounds_for(asked: u32, long_calls: bool) -> u32 {
 
 /// The integrity checks of a timing phase (issue 6).
 pub struct TimedChecks<'a> {
-    /// Probe one timed call per round and send its outputs back.
+    /// Probe one timed call in some rounds ([`checks_for`]) and send its outputs back.
     pub check_outputs: bool,
+    /// Bytes of one call's outputs (what each checked call sends back).
+    pub output_bytes: u64,
     /// Where the probed calls' outputs go.
     pub checked: &'a mut Vec<CheckedCall>,
 }
@@ -118,8 +120,10 @@ pub fn time_pair(
     } = settings;
     let TimedChecks {
         check_outputs,
+        output_bytes,
         checked,
     } = checks;
+    let checks = checks_for(output_bytes);
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
     let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
@@ -149,7 +153,7 @@ pub fn time_pair(
         if let Some(cpu) = exec.timing_cpu {
             cmd["cpu"] = json!(cpu);
         }
-        if check_outputs && checked_round(round, total_rounds) {
+        if check_outputs && checked_round(round, total_rounds, checks) {
             // One timed call in each checked round, the same index on both sides: the
             // probes before it (input checksums, poisoned memory) touch caches and the
             // allocator alike.
@@ -251,17 +255,32 @@ pub fn time_pair(
 }
 
 /// Rounds whose probed timed call is checked: [`CHECKED_ROUNDS`] spread evenly over the
-/// timing (every round when there are fewer).
+/// timing (every round when there are fewer), fewer for large outputs ([`checks_for`]).
 pub const CHECKED_ROUNDS: u32 = 6;
 
-/// Whether round `round` of `rounds` has a checked call. A checked call sends its outputs
-/// back and poisons free memory before it: on an H200 checking every round of 50 cost up to
-/// 150 ms a call where outputs are hundreds of MB (level-1 LayerNorm: 36 s of timing instead
-/// of 3), while a kernel that behaves differently under timing does so on every timed call.
-pub fn checked_round(round: u32, rounds: u32) -> bool {
-    rounds <= CHECKED_ROUNDS
-        || (u64::from(round) * u64::from(CHECKED_ROUNDS)) % u64::from(rounds)
-            < u64::from(CHECKED_ROUNDS)
+/// Output bytes the checked calls of one timing may send back before fewer rounds are
+/// checked. Each checked call's outputs cross the pipe to the harness: level-1 LayerNorm's
+/// 256 MiB took 0.4 s a call on an H100, 2.5 s of its 6 s of timing with 6 checks.
+pub const CHECKED_BYTES: u64 = 512 << 20;
+
+/// Rounds to check for outputs of `output_bytes`: [`CHECKED_ROUNDS`], fewer where they would
+/// send more than [`CHECKED_BYTES`], never fewer than 2 (the first round and one late in
+/// the timing: a kernel that behaves differently under timing does so on every timed call,
+/// and one that counts its calls is caught late).
+pub fn checks_for(output_bytes: u64) -> u32 {
+    let fit = CHECKED_BYTES / output_bytes.max(1);
+    u32::try_from(fit)
+        .unwrap_or(u32::MAX)
+        .clamp(2, CHECKED_ROUNDS)
+}
+
+/// Whether round `round` of `rounds` has a checked call, with `checks` checked rounds spread
+/// evenly. A checked call sends its outputs back and poisons free memory before it: on an
+/// H200 checking every round of 50 cost up to 150 ms a call where outputs are hundreds of MB
+/// (level-1 LayerNorm: 36 s of timing instead of 3).
+pub fn checked_round(round: u32, rounds: u32, checks: u32) -> bool {
+    rounds <= checks
+        || (u64::from(round) * u64::from(checks)) % u64::from(rounds) < u64::from(checks)
 }
 
 /// Checks a timing answer: the right number of finite, positive samples.
@@ -295,6 +314,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn large_outputs_are_checked_in_fewer_rounds_but_at_least_two() {
+        assert_eq!(checks_for(0), CHECKED_ROUNDS);
+        assert_eq!(checks_for(64 << 20), CHECKED_ROUNDS);
+        assert_eq!(checks_for(128 << 20), 4);
+        assert_eq!(checks_for(256 << 20), 2);
+        assert_eq!(checks_for(6 << 30), 2);
+        // Two checks over 10 rounds: the first and one in the second half.
+        let picked: Vec<u32> = (0..10).filter(|&r| checked_round(r, 10, 2)).collect();
+        assert_eq!(picked, vec![0, 5]);
+    }
+
+    #[test]
     fn long_calls_are_timed_in_fewer_rounds_and_short_ones_as_asked() {
         assert_eq!(rounds_for(50, false), 50);
         assert_eq!(rounds_for(50, true), LONG_CALL_ROUNDS);
@@ -305,7 +336,9 @@ mod tests {
 
     #[test]
     fn a_few_rounds_spread_over_the_timing_are_checked() {
-        let picked: Vec<u32> = (0..50).filter(|&r| checked_round(r, 50)).collect();
+        let picked: Vec<u32> = (0..50)
+            .filter(|&r| checked_round(r, 50, CHECKED_ROUNDS))
+            .collect();
         assert_eq!(picked.len(), CHECKED_ROUNDS as usize, "{picked:?}");
         assert_eq!(picked[0], 0);
         assert!(*picked.last().unwrap() >= 40, "{picked:?}");
@@ -313,8 +346,8 @@ mod tests {
             assert!((7..=10).contains(&(w[1] - w[0])), "{picked:?}");
         }
         // Fewer rounds than checks: every round; one more: all but one.
-        assert!((0..4).all(|r| checked_round(r, 4)));
-        assert_eq!((0..7).filter(|&r| checked_round(r, 7)).count(), 6);
-        assert_eq!((0..1000).filter(|&r| checked_round(r, 1000)).count(), 6);
+        assert!((0..4).all(|r| checked_round(r, 4, CHECKED_ROUNDS)));
+        assert_eq!((0..7).filter(|&r| checked_round(r, 7, 6)).count(), 6);
+        assert_eq!((0..1000).filter(|&r| checked_round(r, 1000, 6)).count(), 6);
     }
 }

@@ -8,6 +8,7 @@
 pub mod build;
 mod launch;
 mod prestart;
+pub mod probe_cache;
 mod process;
 pub mod python;
 pub mod sandbox;

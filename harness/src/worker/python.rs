@@ -146,7 +146,7 @@ impl PythonChoice {
 }
 
 /// What the interpreter reports about itself.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, serde::Serialize, Deserialize, PartialEq, Eq)]
 pub struct PythonInfo {
     pub executable: String,
     pub python: String,
