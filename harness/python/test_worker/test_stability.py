@@ -1,6 +1,8 @@
 """The stability measurements of make_case."""
 
 
+import unittest
+
 import torch
 
 from .support import WorkerTestCase, simple_problem
@@ -90,7 +92,7 @@ class StabilityTests(WorkerTestCase):
         self.assertEqual(reply["stability"]["f64"]["nan_mismatch"], 0)
 
 
-class ExcessTests(WorkerTestCase):
+class ExcessTests(unittest.TestCase):
     """Excess accumulates on the device and reads its figures once (measure.py)."""
 
     def test_chunks_with_nothing_finite_leave_the_maximum_and_counts_add_up(self):
