@@ -405,9 +405,7 @@ pub struct EvalArgs {
     pub warmup: u32,
     /// Timed calls are interleaved between reference and candidate in this many rounds (one
     /// untimed call opens each round after the first). Short rounds pair the two sides
-    /// closely, so host drift cancels in the paired speedup. A candidate whose profiled call
-    /// takes 1 ms or more is timed in at most 10 rounds (the openers would otherwise cost
-    /// half as much again as the timed calls); records give the rounds used.
+    /// closely, so host drift cancels in the paired speedup.
     #[arg(long, default_value_t = 50)]
     pub rounds: u32,
     /// Check correctness only.

@@ -34,9 +34,7 @@ use crate::measure::device_case::{
 };
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
-use crate::measure::timing::{
-    time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings, LONG_CALL_MS,
-};
+use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::{Prestart, Worker, WorkerFault};
@@ -404,13 +402,6 @@ impl Evaluation<'_, '_> {
                     timeout: c.timeouts.time,
                     // The harness's own baselines are trusted: see `time_pair`.
                     fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
-                    // Stored baselines keep the rounds their files name.
-                    long_calls: !matches!(c.agent, AgentConfig::Baselines { .. })
-                        && self
-                            .integrity
-                            .kernels
-                            .as_ref()
-                            .is_some_and(|p| p.total_us >= 1e3 * LONG_CALL_MS),
                 };
                 let r = time_pair(
                     settings,

@@ -19,29 +19,6 @@ pub struct TimingSettings<'a> {
     pub timeout: std::time::Duration,
     /// Fresh input copies for every timed call (off for the harness's own baselines).
     pub fresh_inputs: bool,
-    /// One call takes [`LONG_CALL_MS`] or more (the candidate's profiled call): at most
-    /// [`LONG_CALL_ROUNDS`] rounds.
-    pub long_calls: bool,
-}
-
-/// A call this long or longer is timed in at most [`LONG_CALL_ROUNDS`] rounds.
-pub const LONG_CALL_MS: f64 = 1.0;
-
-/// Rounds for long calls. Each round after the first opens with an untimed call on both
-/// sides, so 50 rounds of 2 calls run 152 calls a side for 100 timed ones: for a 15 ms
-/// kernel (level-1 Softsign on an H100) that is 0.75 s a side spent on openers. 10 rounds
-/// of 10 calls run 112; a round still lasts well under a second, so drift (clocks,
-/// temperature) still hits both sides of a round alike. Short calls keep the rounds asked
-/// for: their timing is bounded by fixed costs, not by the openers.
-pub const LONG_CALL_ROUNDS: u32 = 10;
-
-/// The rounds to time in: `asked`, or at most [`LONG_CALL_ROUNDS`] for long calls.
-pub fn rounds_for(asked: u32, long_calls: bool) -> u32 {
-    if long_calls {
-        asked.min(LONG_CALL_ROUNDS)
-    } else {
-        asked
-    }
 }
 
 /// The integrity checks of a timing phase (issue 6).
@@ -116,7 +93,6 @@ pub fn time_pair(
         config: tc,
         timeout,
         fresh_inputs,
-        long_calls,
     } = settings;
     let TimedChecks {
         check_outputs,
@@ -129,9 +105,7 @@ pub fn time_pair(
     let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
     let mut ref_clock = String::new();
     let mut cand_clock = String::new();
-    let per_round = tc
-        .timed_calls
-        .div_ceil(rounds_for(tc.rounds, long_calls).max(1));
+    let per_round = tc.timed_calls.div_ceil(tc.rounds);
     let total_rounds = tc.timed_calls.div_ceil(per_round.max(1));
     let mut left = tc.timed_calls;
     let mut round = 0u32;
@@ -323,15 +297,6 @@ mod tests {
         // Two checks over 10 rounds: the first and one in the second half.
         let picked: Vec<u32> = (0..10).filter(|&r| checked_round(r, 10, 2)).collect();
         assert_eq!(picked, vec![0, 5]);
-    }
-
-    #[test]
-    fn long_calls_are_timed_in_fewer_rounds_and_short_ones_as_asked() {
-        assert_eq!(rounds_for(50, false), 50);
-        assert_eq!(rounds_for(50, true), LONG_CALL_ROUNDS);
-        assert_eq!(rounds_for(4, true), 4);
-        // 100 timed calls in 10 rounds: 10 a round, 9 openers instead of 49.
-        assert_eq!(100u32.div_ceil(rounds_for(50, true)), 10);
     }
 
     #[test]
