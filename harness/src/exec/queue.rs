@@ -209,6 +209,137 @@ fn choose<'k>(
 mod tests {
     use super::*;
 
+    fn batch(key: &str) -> Batch {
+        Batch {
+            problem: Problem {
+                suite: "fake".into(),
+                level: 1,
+                id: 0,
+                name: key.into(),
+                file: format!("{key}.py"),
+                source: String::new(),
+                origin: None,
+                sha256: String::new(),
+            },
+            pkey: key.into(),
+            problem_path: PathBuf::from(format!("{key}.py")),
+            items: Vec::new(),
+            queued: Instant::now(),
+            last: true,
+        }
+    }
+
+    /// What a fake device did: (problem, started, finished) in its order.
+    type Log = Vec<(String, Instant, Instant)>;
+
+    /// `devices` fake devices take the queued batches as executors do in `kbench run`
+    /// (every problem queued once, nothing held) and "evaluate" each by sleeping its cost.
+    fn simulate(devices: usize, costs_ms: &[u64]) -> (Vec<Log>, Duration) {
+        let queue = Queue::new(devices);
+        for (i, _) in costs_ms.iter().enumerate() {
+            queue.push(batch(&format!("p{i}")));
+        }
+        queue.close();
+        let stop = AtomicBool::new(false);
+        let began = Instant::now();
+        let logs: Vec<Log> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..devices)
+                .map(|idx| {
+                    let (queue, stop) = (&queue, &stop);
+                    scope.spawn(move || {
+                        let mut log = Log::new();
+                        loop {
+                            match queue.take(idx, &[], true, stop) {
+                                Taken::Batch(b) => {
+                                    let i: usize = b.pkey[1..].parse().unwrap();
+                                    let t0 = Instant::now();
+                                    std::thread::sleep(Duration::from_millis(costs_ms[i]));
+                                    log.push((b.pkey.clone(), t0, Instant::now()));
+                                }
+                                Taken::Nothing => {}
+                                Taken::Leave => return log,
+                            }
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        (logs, began.elapsed())
+    }
+
+    #[test]
+    fn fake_devices_share_the_queue_evenly_with_no_batch_twice_and_no_idle_device() {
+        // 32 problems of 10..45 ms (Σ 880 ms): what one GPU would do in 0.9 s.
+        let costs: Vec<u64> = (0..32).map(|i| 10 + (i * 7) % 36).collect();
+        let total: u64 = costs.iter().sum();
+        let longest = *costs.iter().max().unwrap();
+        let mut makespans = Vec::new();
+        for devices in [1usize, 2, 4] {
+            let (logs, makespan) = simulate(devices, &costs);
+            // Every batch exactly once, whichever device took it.
+            let mut seen: Vec<&str> = logs.iter().flatten().map(|(k, _, _)| k.as_str()).collect();
+            seen.sort_unstable();
+            let mut want: Vec<String> = (0..costs.len()).map(|i| format!("p{i}")).collect();
+            want.sort_unstable();
+            assert_eq!(seen, want, "{devices} device(s)");
+            // Every device worked, and none waited between batches while work was queued:
+            // list scheduling finishes within Σ/n + the longest batch (plus scheduling slack).
+            assert!(
+                logs.iter().all(|l| !l.is_empty()),
+                "{devices}: a device never worked"
+            );
+            let bound = Duration::from_millis(total / devices as u64 + longest + 150);
+            assert!(
+                makespan <= bound,
+                "{devices} device(s): {makespan:?} > {bound:?}"
+            );
+            for log in &logs {
+                for w in log.windows(2) {
+                    let gap = w[1].1.duration_since(w[0].2);
+                    assert!(
+                        gap < Duration::from_millis(40),
+                        "{devices}: idle {gap:?} between batches"
+                    );
+                }
+            }
+            makespans.push(makespan.as_secs_f64());
+        }
+        // Scaling of the scheduler alone (the GPUs' own work is what issue 26 measures).
+        assert!(makespans[0] / makespans[1] >= 1.6, "{makespans:?}");
+        assert!(makespans[0] / makespans[2] >= 2.8, "{makespans:?}");
+    }
+
+    #[test]
+    fn a_device_holding_a_problem_open_gets_its_later_batches() {
+        let queue = Queue::new(2);
+        let stop = AtomicBool::new(false);
+        queue.push(batch("a"));
+        queue.push(batch("b"));
+        queue.push(batch("a"));
+        // Device 1 holds "a" open (the agents' service keeps its session between batches).
+        queue.hold(1, "a");
+        // Device 0 passes over the problem device 1 holds and takes "b".
+        let Taken::Batch(first) = queue.take(0, &[], false, &stop) else {
+            panic!()
+        };
+        assert_eq!(first.pkey, "b");
+        let Taken::Batch(held) = queue.take(1, &["a"], false, &stop) else {
+            panic!()
+        };
+        assert_eq!(held.pkey, "a");
+        // With nothing else queued, an idle device still takes the held problem's batch.
+        let Taken::Batch(last) = queue.take(0, &[], false, &stop) else {
+            panic!()
+        };
+        assert_eq!(last.pkey, "a");
+        queue.close();
+        assert!(matches!(queue.take(0, &[], true, &stop), Taken::Leave));
+        stop.store(true, Ordering::SeqCst);
+        queue.push(batch("c"));
+        assert!(matches!(queue.take(1, &[], true, &stop), Taken::Leave));
+    }
+
     #[test]
     fn executors_take_their_own_problems_first_then_free_ones_then_the_oldest() {
         let s = Duration::from_secs(1);
