@@ -26,7 +26,7 @@ use crate::judge::device::judge_device_case;
 use crate::judge::faults::{error_outcome, fault_outcome, out_of_memory};
 use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
-use crate::judge::timed::{judge_timed_calls, timed_check_fits};
+use crate::judge::timed::{judge_timed_calls, timed_check_fits, timed_output_bytes};
 use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{
@@ -391,7 +391,7 @@ impl Evaluation<'_, '_> {
                 let last = self.last_random.as_ref();
                 let checks = TimedChecks {
                     check_outputs: last.is_some_and(|rc| timed_check_fits(rc)),
-                    output_bytes: last.map_or(0, |rc| rc.output_bytes()),
+                    output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
                     checked: &mut self.checked_calls,
                 };
                 let rounds = CandidateRounds {
@@ -500,7 +500,7 @@ impl Evaluation<'_, '_> {
                 self.host_case(&rc, &case, &reply, tc.elapsed().as_secs_f64())?
             }
             CaseData::Device { .. } => {
-                let mut prepared = match prepare_device_case(exec, &rc) {
+                let prepared = match prepare_device_case(exec, &rc) {
                     Ok(p) => p,
                     Err(e) if out_of_memory(&format!("{e:#}")) => {
                         match self.prepare_alone(worker, &rc)? {
@@ -522,12 +522,6 @@ impl Evaluation<'_, '_> {
                     }
                     Err(e) => return Err(Stop::Harness(e)),
                 };
-                if stress {
-                    // Stress cases come after timing: the worker's copy of this case's
-                    // inputs is never used again, and the reference makes the next case on
-                    // the same GPU meanwhile.
-                    prepared.cmd["release_case"] = json!(true);
-                }
                 let judged = send_device_case(ctx, worker, prepared, tc).and_then(|run| {
                     answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));

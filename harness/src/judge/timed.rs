@@ -23,6 +23,14 @@ pub(crate) fn timed_check_fits(rc: &RefCase) -> bool {
     }
 }
 
+/// Bytes of the working-precision outputs of `rc`: what one checked timed call sends back.
+pub(crate) fn timed_output_bytes(rc: &RefCase) -> u64 {
+    match &rc.data {
+        CaseData::Host { outputs, .. } => outputs.iter().map(|o| o.data().len() as u64).sum(),
+        CaseData::Device { outputs, .. } => outputs.iter().map(|o| o.nbytes() as u64).sum(),
+    }
+}
+
 /// Largest total output size of a device case whose probed timed calls are checked.
 const TIMED_CHECK_MAX_BYTES: u64 = 256 << 20;
 

@@ -32,7 +32,7 @@ pub(crate) struct DeviceRun {
 pub(crate) struct PreparedCase {
     copies: Vec<DevTensorOwned>,
     slots: Vec<DevTensorOwned>,
-    pub(crate) cmd: serde_json::Value,
+    cmd: serde_json::Value,
 }
 
 /// Allocates the candidate's copy of the inputs and its NaN-poisoned output slots.
@@ -78,6 +78,9 @@ pub(crate) fn prepare_device_case(station: &Station, rc: &RefCase) -> anyhow::Re
         "device_inputs": dev_inputs,
         "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
         "poison": outputs.iter().map(|o| json!({"dtype": o.dtype.as_str(), "nbytes": o.nbytes()})).collect::<Vec<_>>(),
+        // Stress cases come after timing: the worker's copy of the inputs is never used
+        // again, and the reference makes the next case on the same GPU meanwhile.
+        "release_case": rc.case.family != kbench_record::CaseFamily::Random,
     });
     Ok(PreparedCase { copies, slots, cmd })
 }

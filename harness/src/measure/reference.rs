@@ -90,14 +90,6 @@ impl RefCase {
         }
     }
 
-    /// Bytes of the working-precision outputs: what one checked timed call sends back.
-    pub fn output_bytes(&self) -> u64 {
-        match &self.data {
-            CaseData::Host { outputs, .. } => outputs.iter().map(|o| o.data().len() as u64).sum(),
-            CaseData::Device { outputs, .. } => outputs.iter().map(|o| o.nbytes() as u64).sum(),
-        }
-    }
-
     fn bytes(&self) -> u64 {
         match &self.data {
             CaseData::Host {
