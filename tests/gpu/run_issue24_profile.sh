@@ -23,21 +23,7 @@ timeout ${LIMIT:-400} $D/kbench run --agent reference --kernelbench $D/kernelben
 echo "exit $? in $(( $(date +%s) - S )) s"; tail -4 "$OUT/${NAME}.txt"
 kill $SMI
 cp $T/$NAME/records.jsonl "$OUT/${NAME}_records.jsonl" 2>/dev/null
-python3 - "$T/$NAME/records.jsonl" <<'PY' | tee "$OUT/${NAME}_case_times.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["problem"]["name"], r["outcome"]["kind"], "wall", round(r["wall_s"], 1),
-          {k: round(v, 2) for k, v in (r.get("phases") or {}).items()})
-    for c in r["cases"]:
-        t = c.get("times") or {}
-        print("  ", c["case"]["family"], c["case"]["index"], "n/a" if c.get("not_applicable") else "",
-              {k: round(v, 3) for k, v in t.items()}, "cand", round(c["wall_s"], 3))
-    tm = r.get("timing") or {}
-    print("   timing:", {k: v for k, v in tm.items() if not isinstance(v, (list, dict))})
-    for n in r.get("notes", []):
-        print("   note:", n[:240])
-PY
+python3 tests/gpu/case_times.py "$T/$NAME/records.jsonl" | tee "$OUT/${NAME}_case_times.txt"
 find $T/$NAME -name "*.log" -exec grep -H "make_case" {} + 2>/dev/null | cut -c1-300 > "$OUT/${NAME}_worker_lines.txt"
 tail -40 "$OUT/${NAME}_worker_lines.txt"
 sort -t, -k2 -n "$OUT/${NAME}_smi.csv" | tail -1 | sed 's/^/peak used: /'

@@ -22,16 +22,4 @@ timeout 330 $D/kbench run --agent reference --kernelbench $D/kernelbench --selec
   --device cuda --gpus 0 --out $T/ref > "$OUT/ref.txt" 2>&1
 echo "exit $?"; tail -4 "$OUT/ref.txt"
 cp $T/ref/records.jsonl "$OUT/ref_records.jsonl" 2>/dev/null
-python3 - "$T/ref/records.jsonl" <<'PY' | tee "$OUT/case_times.txt"
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["problem"]["name"], r["outcome"]["kind"], "wall", round(r["wall_s"], 1),
-          {k: round(v, 2) for k, v in (r.get("phases") or {}).items()})
-    for c in r["cases"]:
-        t = c.get("times") or {}
-        print("  ", c["case"]["family"], c["case"]["index"], "n/a" if c.get("not_applicable") else "",
-              {k: round(v, 3) for k, v in t.items()}, "cand", round(c["wall_s"], 3))
-    for n in r.get("notes", []):
-        print("   note:", n[:200])
-PY
+python3 tests/gpu/case_times.py "$T/ref/records.jsonl" | tee "$OUT/case_times.txt"

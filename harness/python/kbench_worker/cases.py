@@ -99,7 +99,7 @@ class CaseCommands:
         self.pending = None
         self._release_device_memory()
         device_io = bool(cmd.get("device_io")) and self.device.type == "cuda"
-        self._case_memory = _memory_mark(self.device)
+        mark = _memory_mark(self.device)
         t_case = time.perf_counter()
         inputs, inputs_on, inputs_s, transformed = self._make_inputs(seed, family, device_io)
         self.case = inputs
@@ -109,7 +109,7 @@ class CaseCommands:
             )
             reply["family"] = family
             reply["transformed"] = transformed
-            self._log_case_times(reply, t_case)
+            self._log_case_times(reply, t_case, mark)
             return reply, tensors
 
         # Inputs are copied to the host before any forward, so an in-place write by the
@@ -168,17 +168,17 @@ class CaseCommands:
             tensors += [(name, _host_copy(t, snapshot=False)) for name, t in alts]
             del alts
         self._release_device_memory()
-        self._log_case_times(reply, t_case)
+        self._log_case_times(reply, t_case, mark)
         return reply, tensors
 
-    def _log_case_times(self, reply, t_case):
+    def _log_case_times(self, reply, t_case, mark):
         """One line per case in the worker's log: where making it went (inputs, float64
         forward, working forward, stability measurement, probes) and, on a GPU, this
         process's peak allocation and the device's free memory when the case began (what
-        decides whether a large case fits beside the candidate's worker)."""
+        decides whether a large case fits beside the candidate's worker; `mark` is
+        `_memory_mark`'s (free, total) at its start, None off the GPU)."""
         parts = [f"{k[:-2]} {reply[k]:.3f}s" for k in ("inputs_s", "f64_s", "run_s", "stability_s", "probe_s")
                  if isinstance(reply.get(k), (int, float))]
-        mark = getattr(self, "_case_memory", None)
         if mark is not None:
             free0, total = mark
             peak = torch.cuda.max_memory_allocated(self.device)

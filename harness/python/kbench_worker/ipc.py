@@ -137,14 +137,14 @@ class DeviceCaseCommands:
         at twice the bytes), runs last on that snapshot. Seen on an H100 with a 6 GiB input
         (Softsign): the old order (float64 first) peaked at 72 GiB on nan-inf cases and ran
         out of memory beside the candidate."""
-        args, pending, specs = [], {}, []
+        args, pending, specs, pristine = [], {}, [], {}
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 _check_sendable(x, f"input {i}")
                 name = f"in:{i}"
                 # A snapshot before any forward: an in-place write by the model must not
                 # change what candidates are given.
-                pending[name] = x.detach().contiguous().clone()
+                pending[name] = pristine[i] = x.detach().contiguous().clone()
                 specs.append(_device_spec(name, pending[name]))
                 args.append({"tensor": name})
             else:
@@ -152,7 +152,6 @@ class DeviceCaseCommands:
         # The loop's variable would keep the last input alive past the swap below (6 GiB of
         # a level-1 problem's peak).
         x = None
-        pristine = {i: pending[f"in:{i}"] for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)}
         sums = input_checksums(inputs)
         out, run_s = self._forward(self.model, inputs, forward_seed, "run")
         changed = _changed_inputs(sums, inputs)

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use anyhow::Result;
+use kbench_suites::sha256_hex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::python::{probe, PythonChoice, PythonInfo};
 
@@ -66,7 +66,7 @@ pub fn probe_persisted(choice: &PythonChoice, cache: &Path) -> Result<PythonInfo
 }
 
 fn entry_path(cache: &Path, python: &Path) -> PathBuf {
-    let key = hex(&Sha256::digest(python.as_os_str().as_encoded_bytes()));
+    let key = sha256_hex(python.as_os_str().as_encoded_bytes());
     cache
         .join("python-probe")
         .join(format!("{}.json", &key[..16]))
@@ -79,12 +79,12 @@ fn read_valid(file: &Path, python: &Path) -> Option<PythonInfo> {
 
 /// What the probe's answer depends on, hashed (see the module comment).
 fn fingerprint(python: &Path, paths: &[String]) -> String {
-    let mut h = Sha256::new();
+    let mut all = Vec::new();
     let mut put = |label: &str, value: &str| {
-        h.update(label.as_bytes());
-        h.update([0]);
-        h.update(value.as_bytes());
-        h.update([0]);
+        for part in [label, value] {
+            all.extend_from_slice(part.as_bytes());
+            all.push(0);
+        }
     };
     let resolved = std::fs::canonicalize(python).unwrap_or_else(|_| python.to_path_buf());
     put("python", &python.display().to_string());
@@ -104,7 +104,7 @@ fn fingerprint(python: &Path, paths: &[String]) -> String {
         "boot",
         &std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
     );
-    hex(&h.finalize())
+    sha256_hex(&all)
 }
 
 /// `size:mtime_ns` of a file or folder, or `-` when it cannot be read.
@@ -125,10 +125,6 @@ fn write_atomically(file: &Path, entry: &Entry) -> Result<()> {
     serde_json::to_writer(&mut tmp, entry)?;
     tmp.persist(file)?;
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -158,6 +154,19 @@ mod tests {
         py
     }
 
+    /// A temporary folder with a site-packages folder, a cache and the stand-in interpreter.
+    fn setting() -> (tempfile::TempDir, PathBuf, PathBuf, PythonChoice) {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("site-packages");
+        std::fs::create_dir(&site).unwrap();
+        let choice = PythonChoice {
+            python: fake_python(tmp.path(), &site),
+            source: PythonSource::Flag,
+        };
+        let cache = tmp.path().join("cache");
+        (tmp, site, cache, choice)
+    }
+
     fn runs(dir: &Path) -> usize {
         std::fs::read_to_string(dir.join("runs"))
             .map(|s| s.lines().count())
@@ -166,14 +175,7 @@ mod tests {
 
     #[test]
     fn a_second_run_reuses_the_probe_until_a_package_folder_changes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let site = tmp.path().join("site-packages");
-        std::fs::create_dir(&site).unwrap();
-        let cache = tmp.path().join("cache");
-        let choice = PythonChoice {
-            python: fake_python(tmp.path(), &site),
-            source: PythonSource::Flag,
-        };
+        let (tmp, site, cache, choice) = setting();
         let first = probe_persisted(&choice, &cache).unwrap();
         assert_eq!(first.torch, "2.11.0");
         assert_eq!(runs(tmp.path()), 1);
@@ -200,14 +202,7 @@ mod tests {
 
     #[test]
     fn a_forged_entry_for_other_packages_is_not_believed() {
-        let tmp = tempfile::tempdir().unwrap();
-        let site = tmp.path().join("site-packages");
-        std::fs::create_dir(&site).unwrap();
-        let cache = tmp.path().join("cache");
-        let choice = PythonChoice {
-            python: fake_python(tmp.path(), &site),
-            source: PythonSource::Flag,
-        };
+        let (tmp, site, cache, choice) = setting();
         let mut info = probe_persisted(&choice, &cache).unwrap();
         // Same fingerprint text cannot be produced for a different set of paths.
         info.paths = vec![tmp.path().display().to_string()];
