@@ -125,6 +125,11 @@ class TimingCommands:
                 state["sums"] = input_checksums(fresh)
                 if self.poison is not None:
                     poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
+            # Every call starts from the case's random state, as its forward did in
+            # make_case/run_case: a model drawing random numbers (training-mode dropout) then
+            # gives the case's outputs in a checked call. Every call alike, in both roles, so
+            # the state tells a kernel nothing about which calls are checked.
+            seed_all(forward_seed)
             return fresh
 
         def after_call(i, args, out):
@@ -137,7 +142,6 @@ class TimingCommands:
                 else:
                     _changed_inputs(before, args)
             probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
-        seed_all(forward_seed)
         # As timeit does: no garbage collection inside timed calls. The reference process holds
         # more Python objects (float64 model, cases) than a candidate process, so collections
         # would cost the two sides differently and bias launch-bound timings.

@@ -132,6 +132,26 @@ class IntegrityProbeTests(WorkerTestCase):
         self.assertGreaterEqual(float(tensors["timed:5:out:0"][0, 0]), 3)
         self.assertEqual(reply["integrity"], {"inputs_changed": [], "threads_started": 0, "tampered": []})
 
+    def test_timed_calls_start_from_the_cases_random_state(self):
+        # L2/66 (H200 baselines): a training-mode dropout drew other numbers in timed calls
+        # than in its case, so its checked timed call differed from the case's outputs and
+        # the reference itself failed. Every timed call now starts from the case's seed;
+        # and since every call does, the random state cannot tell checked calls apart.
+        self.candidate("""
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    # The state the call starts from, as a tensor beside the output.
+                    return torch.nn.functional.dropout(x, 0.5, True), torch.rand(4)
+        """)
+        (ran, out), _ = self.poisoned_run()
+        self.assertEqual(ran["type"], "outputs", ran)
+        reply, tensors = self.cand.call({"cmd": "time", "warmup": 1, "trials": 6, "forward_seed": 11,
+                                         "check_calls": [0, 3, 5]})  # fmt: skip
+        self.assertEqual(reply["type"], "timing", reply)
+        for j in (0, 3, 5):
+            self.assert_bit_identical(tensors[f"timed:{j}:out:0"], out["out:0"])
+            self.assert_bit_identical(tensors[f"timed:{j}:out:1"], out["out:1"])
+
     def test_patched_clock_does_not_change_the_samples(self):
         self.candidate("""
             import time

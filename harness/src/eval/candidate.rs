@@ -393,6 +393,7 @@ impl Evaluation<'_, '_> {
                     check_outputs: last.is_some_and(|rc| timed_check_fits(rc)),
                     output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
                     checked: &mut self.checked_calls,
+                    forward_seed: last.map_or(0, |rc| rc.forward_seed),
                 };
                 let rounds = CandidateRounds {
                     allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),

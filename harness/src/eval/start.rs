@@ -33,7 +33,6 @@ pub(crate) fn start_candidate(
         .tempdir()
         .context("creating a private working directory for the candidate")?;
     let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), problem_path, cand, prep);
-    let ahead = exec.gpu.is_some();
     let load = cand.warm_up.then(|| {
         (
             Frame::new(candidate_load(ctx, exec, problem_path, cand, prep)),
@@ -42,7 +41,7 @@ pub(crate) fn start_candidate(
     });
     Ok((
         cwd,
-        Prestart::spawn_then(spec, ctx.config.timeouts.start, ahead, load),
+        Prestart::spawn_then(spec, ctx.config.timeouts.start, load),
     ))
 }
 

@@ -3,10 +3,9 @@
 //! kernel never shares it), and keeps the next workers starting ahead:
 //!
 //! - `depth` batches are taken ahead, each with its reference worker started (and sent its
-//!   `load`) and its first candidate's worker started, on a GPU on threads of their own, so
-//!   Python's start-up and torch's import never hold the GPU up (`kbench run`); on the CPU a
-//!   start waits until the worker is needed, since a second process importing torch would
-//!   disturb CPU timing;
+//!   `load`) and its first candidate's worker started, on threads of their own, so Python's
+//!   start-up and torch's import never hold the device up (`kbench run`); the device's gate
+//!   pauses them while a kernel is timed;
 //! - the next candidate's worker of a batch starts while the current one runs;
 //! - up to `keep` reference sessions stay open between batches of the same problem (the
 //!   agents' service: a task's later kernels skip the model load and the reference cases);
@@ -200,7 +199,6 @@ impl Executor<'_> {
     fn fill(&mut self) -> Result<()> {
         let (ctx, station, run_dir) = (self.ctx, self.station, self.shared.run_dir);
         let c = ctx.config;
-        let ahead = station.gpu.is_some();
         while self.upcoming.len() < self.depth.ahead {
             let Taken::Batch(batch) = self.take(false) else {
                 break;
@@ -218,7 +216,7 @@ impl Executor<'_> {
                     station.device,
                 );
                 let load = load_request(ctx, station, &batch.problem_path);
-                Prestart::spawn_then(spec, c.timeouts.start, ahead, Some((load, c.timeouts.load)))
+                Prestart::spawn_then(spec, c.timeouts.start, Some((load, c.timeouts.load)))
             });
             let first_candidate = match batch.items.first() {
                 Some(item) => Some(start_candidate(

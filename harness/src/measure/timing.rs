@@ -29,6 +29,12 @@ pub struct TimedChecks<'a> {
     pub output_bytes: u64,
     /// Where the probed calls' outputs go.
     pub checked: &'a mut Vec<CheckedCall>,
+    /// The timed case's forward seed: both workers seed their random generators with it
+    /// before every timed call, as before the case's own forward, so a model that draws
+    /// random numbers (training-mode dropout) gives the case's outputs in its checked calls.
+    /// Every call, not only the checked ones: a seed set only before those would tell a
+    /// kernel which calls are checked.
+    pub forward_seed: u64,
 }
 
 /// The outputs of one probed timed call.
@@ -98,6 +104,7 @@ pub fn time_pair(
         check_outputs,
         output_bytes,
         checked,
+        forward_seed,
     } = checks;
     let checks = checks_for(output_bytes);
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
@@ -117,7 +124,7 @@ pub fn time_pair(
         } else {
             tc.warmup.min(1)
         };
-        let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": 0});
+        let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": forward_seed});
         // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
         // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
         // time a copy into their static inputs, so they keep KernelBench's reused inputs.

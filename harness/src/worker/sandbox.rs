@@ -312,8 +312,7 @@ impl Jail {
 
 /// Spawns `cmd` from one thread that lives as long as the harness. bwrap's
 /// `--die-with-parent` is the kernel's parent-death signal, which fires when the *thread*
-/// that forked the child exits: workers started ahead on short-lived threads (on a GPU)
-/// would be killed as soon as their start-up thread ended.
+/// that forked the child exits: workers started ahead on short-lived threads would be killed as soon as their start-up thread ended.
 pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<std::process::Child> {
     type Job = (
         Command,
@@ -436,7 +435,7 @@ mod tests {
     }
 
     /// Regression (issue 20, H100): a sandboxed worker started on a thread that then ends
-    /// (workers started ahead on a GPU) must outlive that thread.
+    /// (workers started ahead) must outlive that thread.
     #[test]
     fn a_worker_started_on_a_short_lived_thread_outlives_it() {
         let Some(bwrap) = find_bwrap(&[]) else {
