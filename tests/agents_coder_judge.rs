@@ -3,14 +3,14 @@
 //! loopback (real HTTP), with the real Python worker evaluating every kernel on CPU. Smoke
 //! problem 1 (a * b + c) with PyTorch-only kernels keeps each evaluation to a few seconds.
 
-mod agents_common;
-mod common;
+use crate::agents_common;
+use crate::common;
 
 use approx::assert_abs_diff_eq;
 use std::path::PathBuf;
 
 use agents_common::*;
-use common::{ensure_python, kbench, serial, show};
+use common::{ensure_python, kbench, shared, show};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::json;
 
@@ -18,7 +18,7 @@ use serde_json::json;
 /// correction → correct slow kernel → optimisation (with timing) → correct fast kernel.
 #[test]
 fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let issue = json!({"critical_issue": "syntax error in forward", "why_it_matters": "module cannot load", "minimal_fix_hint": "complete the expression"});
     let server = FakeLlm::start(
@@ -237,7 +237,7 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
 /// goes on. Then `--llm-replay` reproduces the run with no server at all.
 #[test]
 fn malformed_replies_fail_rounds_and_llm_replay_reproduces_the_run() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let server = FakeLlm::start(
         &json!({"models": {"coder-m": [
@@ -336,7 +336,7 @@ fn malformed_replies_fail_rounds_and_llm_replay_reproduces_the_run() {
 /// not evaluated again; without `--resume` an existing run is refused.
 #[test]
 fn an_interrupted_agent_run_resumes_from_its_own_calls_and_records() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let server = FakeLlm::start(
         &json!({"models": {"coder-m": [
@@ -458,7 +458,7 @@ fn an_interrupted_agent_run_resumes_from_its_own_calls_and_records() {
 /// message.
 #[test]
 fn budget_stops_the_task_and_a_bad_key_stops_the_run() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let server = FakeLlm::start(
         &json!({"models": {"coder-m": [reply(WRONG, ""), reply(FAST, ""), reply(FAST, "")]}}),

@@ -1,6 +1,6 @@
 //! Helpers shared by the agent tests (`agents_*.rs`): the kernels the scripted model writes,
 //! its replies, `kbench.toml`, `kbench run --agent` on smoke problem 1, and reading what a
-//! run wrote. A test file includes it with `mod agents_common;` beside `mod common;`.
+//! run wrote. A test file imports it with `use crate::agents_common;`.
 
 #![allow(dead_code)]
 

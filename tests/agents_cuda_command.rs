@@ -3,11 +3,11 @@
 //! on loopback (real HTTP), with the real Python worker evaluating every kernel on CPU. Smoke
 //! problem 1 (a * b + c) with PyTorch-only kernels keeps each evaluation to a few seconds.
 
-mod agents_common;
-mod common;
+use crate::agents_common;
+use crate::common;
 
 use agents_common::*;
-use common::{ensure_python, kbench, serial, show};
+use common::{ensure_python, kbench, shared, show};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 /// not a crash), compile and check answered from the engine, finish.
 #[test]
 fn cuda_agent_calls_tools_and_bad_arguments_fail_a_step() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let call = |name: &str, args: Value| json!({"name": name, "arguments": args});
     let steps = json!([
@@ -100,7 +100,7 @@ fn cuda_agent_calls_tools_and_bad_arguments_fail_a_step() {
 /// an error line back, a failed round, and the task still ends.
 #[test]
 fn command_agent_runs_the_shipped_example() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");

@@ -4,12 +4,12 @@
 //! on CPU. Smoke problems 1 and 2 with PyTorch-only kernels keep each evaluation to a few
 //! seconds.
 
-mod agents_common;
-mod common;
+use crate::agents_common;
+use crate::common;
 
 use agents_common::*;
 use approx::assert_abs_diff_eq;
-use common::{ensure_python, kbench, serial, show};
+use common::{ensure_python, kbench, shared, show};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 /// average-of-T follow the paper's definitions.
 #[test]
 fn kevin_reports_best_and_average_of_trajectories() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let server = FakeLlm::start(
         &json!({"models": {"kevin-m": [
@@ -174,7 +174,7 @@ fn run_time_budget_stops_before_any_call() {
 /// opened for the first and kept for the rest.
 #[test]
 fn concurrent_submissions_share_the_problems_reference_worker() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     const WRONG2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a + b + c\n";
     const FAST2: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b + c\n";
@@ -259,7 +259,7 @@ fn concurrent_submissions_share_the_problems_reference_worker() {
 /// problem's reference (one session each), whichever order the submissions arrive in.
 #[test]
 fn concurrent_tasks_of_two_problems_each_use_their_own_reference() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     // Right for both problems (a * b + c, and ELU with alpha 1.3) / wrong for both.
     const GOOD: &str = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n    def forward(self, *xs):\n        if len(xs) == 3:\n            return torch.addcmul(xs[2], xs[0], xs[1])\n        return F.elu(xs[0], alpha=1.3)\n";

@@ -3,11 +3,11 @@
 //! noisy measurements does not inflate the speedup. The kevin agent end to end against the
 //! scripted fake server on loopback, with the real Python worker timing every kernel on CPU.
 
-mod agents_common;
-mod common;
+use crate::agents_common;
+use crate::common;
 
 use agents_common::*;
-use common::{ensure_python, kbench, serial, show};
+use common::{ensure_python, kbench, shared, show};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
@@ -32,7 +32,7 @@ fn speedup(r: &Value) -> f64 {
 /// chosen, and the task reports a fresh measurement of it taken after the choice.
 #[test]
 fn the_final_kernel_is_chosen_among_retimed_finalists_and_measured_afresh() {
-    let _g = serial();
+    let _g = shared();
     ensure_python();
     let replies: Vec<Value> = [0, 1, 2, 0]
         .iter()

@@ -3,12 +3,12 @@
 //! KernelBench's `torch.rand` inputs, and an honest one; and the committed audit of the 250
 //! KernelBench problems (adversarial/audit/kernelbench/audit.json).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{ensure_python, kbench, repo_root, serial, show};
+use common::{ensure_python, kbench, repo_root, shared, show};
 use serde_json::Value;
 
 fn fixtures() -> std::path::PathBuf {
@@ -99,7 +99,7 @@ fn check_fixture_findings(report: &Value) {
 
 #[test]
 fn audit_flags_the_fixture_weaknesses_and_says_whether_signed_removes_them() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let report = run_audit(&dir.path().join("full"), &[]);

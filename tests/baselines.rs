@@ -4,14 +4,14 @@
 //! speedups of a run, live baselines, KernelBench's files imported, and a file from another
 //! GPU or torch version refused unless forced.
 
-mod common;
+use crate::common;
 
 use approx::relative_eq;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, kernelbench_dir, records, serial, show};
+use common::{ensure_python, kbench, kernelbench_dir, records, shared, show};
 use serde_json::Value;
 
 /// Fast timing settings: the point here is the plumbing, not the precision.
@@ -56,7 +56,7 @@ fn entry<'a>(file: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");

@@ -1,7 +1,7 @@
 //! The binary's command line: listing suites and rejecting bad input with clear errors. These
 //! need no Python.
 
-mod common;
+use crate::common;
 
 use common::{kbench, kernelbench_dir, show};
 

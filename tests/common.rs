@@ -1,11 +1,11 @@
-//! Helpers shared by the end-to-end tests: the built binary, the Python environment, and a
-//! lock so that timing-sensitive runs do not overlap.
+//! Helpers shared by the end-to-end tests: the built binary, the Python environment, and the
+//! locks by which tests share the machine.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub fn kbench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kbench"))
@@ -30,8 +30,25 @@ pub fn kernelbench_dir() -> Option<PathBuf> {
     dir.map(PathBuf::from)
 }
 
-/// Serialises tests that run workers, so CPU timings are not disturbed by each other.
-pub fn serial() -> MutexGuard<'static, ()> {
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Taken by a test that runs kbench's workers: it may share the machine with another such
+/// test (libtest runs as many tests at once as there are cores; CI has 2). What they share
+/// does not decide their verdicts: timing assertions compare kernels 40x apart or bound
+/// what a kernel claims by the wall clock, and every run has its own folders and secret.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Taken by a test that must have the machine to itself: the uncontained attacks (signals
+/// and /proc scans that a neighbour's workers could disturb, or be disturbed by).
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Taken (after [`shared`]) by the tests that submit to the one Slurm cluster (2 CPUs): one
+/// submission at a time, so their jobs never queue behind each other's.
+pub fn slurm_cluster() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,6 +1,6 @@
 //! Helpers shared by the Slurm tests (tests/slurm_run.rs, tests/slurm_measure.rs): whether
 //! a cluster answers, submitting and following a sharded run through the kbench binary, and
-//! reading what the shards wrote. A test file declares `mod common;` and `mod common_slurm;`.
+//! reading what the shards wrote. A test file imports both (`use crate::common_slurm;`).
 
 #![allow(dead_code)]
 

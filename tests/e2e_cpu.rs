@@ -2,14 +2,14 @@
 //! reference agent, the replay fixtures (C++ kernels built with load_inline, crashes, hangs,
 //! floods), and a run killed with SIGKILL then resumed.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, key, records, repo_root, serial, show};
+use common::{ensure_python, kbench, key, records, repo_root, shared, show};
 
 fn smoke_run(out: &Path) -> std::process::Command {
     let mut c = kbench();
@@ -32,7 +32,7 @@ fn smoke_run(out: &Path) -> std::process::Command {
 /// killed with SIGKILL halfway and resumed yields the same records, nothing evaluated twice.
 #[test]
 fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
 
@@ -176,7 +176,7 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
 /// Every kind of bad kernel costs one verdict, never the run.
 #[test]
 fn replay_fixtures_get_the_expected_outcomes() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("replay");
@@ -269,25 +269,49 @@ fn replay_fixtures_get_the_expected_outcomes() {
 /// The worker's own unit tests (protocol, roles, error kinds), with the interpreter kbench uses.
 #[test]
 fn python_worker_unit_tests_pass() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let choice =
         kbench::worker::python::PythonChoice::resolve(None, &kbench::worker::python::cache_dir());
-    let out = std::process::Command::new(&choice.python)
-        .args(["-m", "unittest", "test_worker"])
-        .current_dir(repo_root().join("harness/python"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("OK"), "{err}");
+    let dir = repo_root().join("harness/python");
+    // Every test module, in two processes side by side (the modules alternate by name): most
+    // of the suite's time is workers starting, one core each, so two lanes halve it on CI's
+    // 2 cores.
+    let mut modules: Vec<String> = std::fs::read_dir(dir.join("test_worker"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            let m = name.strip_prefix("test_")?.strip_suffix(".py")?.to_string();
+            Some(format!("test_worker.test_{m}"))
+        })
+        .collect();
+    modules.sort();
+    assert!(modules.len() >= 10, "{modules:?}");
+    let lanes: Vec<_> = (0..2)
+        .map(|lane| {
+            std::process::Command::new(&choice.python)
+                .args(["-m", "unittest"])
+                .args(modules.iter().skip(lane).step_by(2))
+                .current_dir(&dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for lane in lanes {
+        let out = lane.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("OK"), "{err}");
+    }
 }
 
 /// Regression (issue 2): a relative --out (as `kbench demo` uses) made every candidate fail to
 /// load, because workers run in private working directories.
 #[test]
 fn issue_2_relative_out_dir_works() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let out = kbench()

@@ -4,13 +4,13 @@
 //! ways: a replay run of an imported set on CPU writes it, and importing it back gives the
 //! run's verdicts and runtimes.
 
-mod common;
+use crate::common;
 
 use approx::relative_eq;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{ensure_python, kbench, records, repo_root, serial, show};
+use common::{ensure_python, kbench, records, repo_root, shared, show};
 use kbench_record::claims::{ClaimedKernel, ClaimsFile};
 use kbench_record::eval_results::KbEvalResults;
 
@@ -329,7 +329,7 @@ fn kernel_ref(c: &ClaimsFile, sample: u32) -> String {
 /// eval_results.json written by the run, and read back by the kernelbench-runs importer.
 #[test]
 fn imported_set_replays_and_its_eval_results_import_back() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let t = tempfile::tempdir().unwrap();
     let set = t.path().join("set");

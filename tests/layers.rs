@@ -10,7 +10,7 @@
 //! The import graph is read from `crate::` and `super::` paths in code (comments skipped);
 //! a path names the deepest file it reaches.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! Chromium is required, not optional: without it this test fails and says how to install
 //! it (`.ci/run` installs it).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

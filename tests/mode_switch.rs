@@ -4,13 +4,13 @@
 //! the convolution, one that normalises with the running statistics without calling eval,
 //! and an honest one (its own batch-statistics math, so it updates no running statistics).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{ensure_python, kbench, key, records, repo_root, serial, show};
+use common::{ensure_python, kbench, key, records, repo_root, shared, show};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -78,7 +78,7 @@ fn manifest_mode(out: &Path) -> String {
 
 #[test]
 fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
 

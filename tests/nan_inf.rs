@@ -7,7 +7,7 @@
 //! Fixtures: `tests/fixtures/nan_inf/problems/level1` (small problems) and
 //! `tests/fixtures/nan_inf/kernels/level1` (candidates, `<id>_<label>.py`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
@@ -55,7 +55,7 @@ fn nan_inf_case(r: &Value) -> &Value {
 
 #[test]
 fn nan_inf_rules_pass_rewrites_and_name_real_bugs() {
-    let _g = common::serial();
+    let _g = common::shared();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let (out, recs) = run(&dir.path().join("run"));
@@ -115,7 +115,7 @@ fn nan_inf_rules_pass_rewrites_and_name_real_bugs() {
 
 #[test]
 fn check_explains_nan_inf_rulings() {
-    let _g = common::serial();
+    let _g = common::shared();
     common::ensure_python();
     let check = |problem: &str, kernel: &str| {
         let out = kbench()

@@ -3,14 +3,14 @@
 //! command line's small faults are named once and plainly. Real `kbench` processes on the
 //! CPU, over a KernelBench-layout folder made from real level-1 problems (shrunk to fit).
 
-mod agents_common;
-mod common;
+use crate::agents_common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agents_common::{reply, run_agent, toml, FAST};
-use common::{ensure_python, kbench, kernelbench_dir, key, records, serial, show};
+use common::{ensure_python, kbench, kernelbench_dir, key, records, shared, show};
 use kbench::llm::fake_server::FakeLlm;
 
 /// `level1/` holding shrunk copies of KernelBench's level-1 problems `files` (same code,
@@ -83,7 +83,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn replay_missing_and_empty_kernels_are_recorded_as_no_kernel_and_count_as_wrong() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let Some(kb) = kernelbench_folder(
@@ -190,7 +190,7 @@ fn replay_missing_and_empty_kernels_are_recorded_as_no_kernel_and_count_as_wrong
 
 #[test]
 fn a_level_with_a_broken_file_and_an_init_py_runs_its_other_problems() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let Some(kb) = kernelbench_folder(&dir.path().join("kb"), &["19_ReLU.py", "20_LeakyReLU.py"])
@@ -270,7 +270,7 @@ fn a_level_with_a_broken_file_and_an_init_py_runs_its_other_problems() {
 /// counted on its own summary line, not among kernels that failed to compile.
 #[test]
 fn a_problem_returning_no_tensor_is_a_clear_reference_error_on_its_own_line() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let level = dir.path().join("kb/level1");
@@ -319,7 +319,7 @@ fn a_problem_returning_no_tensor_is_a_clear_reference_error_on_its_own_line() {
 /// started for it, and a resumed run finds it recorded.
 #[test]
 fn an_agent_task_without_a_kernel_gets_a_no_kernel_record() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     // No model call at all: the run's time budget is spent before the first.
     let server = FakeLlm::start(

@@ -3,9 +3,9 @@
 //! times, a plain note saying so, and the problem's cost counted on the reference. The ncu
 //! path is covered by the CSV fixtures (harness/src/profile.rs) and tests/gpu/run_issue9.sh.
 
-mod common;
+use crate::common;
 
-use common::{ensure_python, kbench, repo_root, serial, show};
+use common::{ensure_python, kbench, repo_root, shared, show};
 use serde_json::Value;
 
 fn profile(problem: &str, kernel: &str, extra: &[&str]) -> std::process::Output {
@@ -24,7 +24,7 @@ fn profile(problem: &str, kernel: &str, extra: &[&str]) -> std::process::Output 
 #[test]
 fn profile_falls_back_to_the_pytorch_profiler_on_cpu_and_counts_the_problem() {
     ensure_python();
-    let _g = serial();
+    let _g = shared();
     let out = profile(
         "tests/fixtures/profile/1_Small_matmul.py",
         "tests/fixtures/profile/1_blocked_matmul.py",
@@ -105,7 +105,7 @@ fn profile_errors_name_the_file_and_the_fix() {
     let bad = dir.path().join("bad_kernel.py");
     std::fs::write(&bad, "raise RuntimeError('broken kernel')\n").unwrap();
     ensure_python();
-    let _g = serial();
+    let _g = shared();
     let out = kbench()
         .arg("profile")
         .arg("--problem")

@@ -3,10 +3,10 @@
 //! durations redacted, and end-to-end runs of the built binary.
 //!
 //! Snapshots live in tests/snapshots/report/ and are compared exactly; after an intended
-//! change, regenerate them with `UPDATE_SNAPSHOTS=1 cargo test -p kbench --test report`
+//! change, regenerate them with `UPDATE_SNAPSHOTS=1 cargo test -p kbench --test e2e report::`
 //! and review the diff.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -9,14 +9,14 @@
 //! - SIGTERM and SIGHUP stop a run like SIGINT: the interrupted exit code, no process of the
 //!   run left, and `--resume` completes it with nothing lost and nothing twice.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, serial, show};
+use common::{ensure_python, kbench, shared, show};
 use kbench::runlog::{LineFault, RecordLog};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -129,7 +129,7 @@ fn says_bad_lines(stderr: &str, file: &str) {
 
 #[test]
 fn rewritten_forged_and_truncated_lines_are_named_and_skipped_by_report_merge_and_resume() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
@@ -207,7 +207,7 @@ fn rewritten_forged_and_truncated_lines_are_named_and_skipped_by_report_merge_an
 
 #[test]
 fn a_second_run_on_a_live_out_is_refused_naming_the_holders_pid() {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
@@ -299,7 +299,7 @@ fn cmdline(pid: i32) -> String {
 
 /// Stops a run with `sig` while a kernel is in flight, then checks what is left and resumes.
 fn stopped_mid_run_resumes(sig: Signal) {
-    let _guard = serial();
+    let _guard = shared();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");

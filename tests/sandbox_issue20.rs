@@ -14,14 +14,14 @@
 //! `--no-sandbox`, on throwaway copies, shows each attack works there, so that the first run
 //! cannot pass vacuously.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use common::{ensure_python, kbench, key, repo_root, serial, show};
+use common::{alone, ensure_python, kbench, key, repo_root, show};
 use serde_json::Value;
 
 /// The run's secret, passed with --secret-from: no file a candidate writes to may hold it.
@@ -295,7 +295,7 @@ fn the_manifest_lists_the_attacks_as_powerless() {
 #[test]
 fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
     ensure_python();
-    let _guard = serial();
+    let _guard = alone();
 
     // --- In the sandbox (the default).
     let w = World::new("sandboxed");

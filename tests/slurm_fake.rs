@@ -2,8 +2,8 @@
 //! stand-in Slurm (no cluster needed): what kbench asks of Slurm, and what it does with the
 //! answers, for `kbench run` and `kbench baselines measure`.
 
-mod common;
-mod common_slurm;
+use crate::common;
+use crate::common_slurm;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,15 +5,15 @@
 //! when `KBENCH_SLURM_TESTS=1` (CI sets it, and then a missing cluster is a failure) or when
 //! `sinfo` answers; otherwise they say loudly that they were skipped.
 
-mod common;
-mod common_slurm;
+use crate::common;
+use crate::common_slurm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, key, records, serial, show};
+use common::{ensure_python, kbench, key, records, shared, show};
 use common_slurm::{
     complete_lines, job_ids, manifest, merge, shard_state, slurm_ready, status, task_logs,
     wait_done, Jobs,
@@ -82,7 +82,8 @@ fn issue_10_baselines_measured_as_a_job_array_fill_one_store_once() {
     if !slurm_ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
+    let _cluster = common::slurm_cluster();
     ensure_python();
     let t0 = Instant::now();
     let tmp = tempfile::tempdir().unwrap();

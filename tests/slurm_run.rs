@@ -6,15 +6,15 @@
 //! when `KBENCH_SLURM_TESTS=1` (CI sets it, and then a missing cluster is a failure) or when
 //! `sinfo` answers; otherwise they say loudly that they were skipped.
 
-mod common;
-mod common_slurm;
+use crate::common;
+use crate::common_slurm;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, key, records, serial, show};
+use common::{ensure_python, kbench, key, records, shared, show};
 use common_slurm::{
     complete_lines, job_ids, manifest, merge, shard_state, slurm_ready, smoke_keys, status, submit,
     task_logs, verdicts, wait_done, Jobs, SMOKE,
@@ -25,7 +25,8 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
     if !slurm_ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
+    let _cluster = common::slurm_cluster();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
 
@@ -207,7 +208,8 @@ fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
     if !slurm_ready() {
         return;
     }
-    let _guard = serial();
+    let _guard = shared();
+    let _cluster = common::slurm_cluster();
     ensure_python();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("sharded");

@@ -9,13 +9,13 @@
 //! `~/.cache/uv` makes later runs fast) and rebuild the workspace's own crates: set
 //! `KBENCH_SKIP_ENV_TESTS=1` to skip them locally.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use common::{kbench, repo_root, serial, show};
+use common::{kbench, repo_root, shared, show};
 
 fn skipped() -> bool {
     let skip = std::env::var_os("KBENCH_SKIP_ENV_TESTS").is_some_and(|v| v == "1");
@@ -41,7 +41,7 @@ fn setup_installs_exactly_the_locked_torch_and_a_second_setup_is_a_no_op() {
     if skipped() {
         return;
     }
-    let _serial = serial();
+    let _serial = shared();
     let cache = tempfile::tempdir().unwrap();
     let setup = || {
         let t = Instant::now();
@@ -162,11 +162,11 @@ fn a_clone_of_head_with_nothing_beside_it_passes_its_tests() {
             "-p",
             "kbench",
             "--test",
-            "cli",
-            "--test",
-            "layers",
+            "e2e",
             "--",
             "--nocapture",
+            "cli::",
+            "layers::",
         ])
         .current_dir(&clone)
         .env("CARGO_TARGET_DIR", clone_target_dir())

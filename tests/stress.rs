@@ -5,7 +5,7 @@
 //! Fixtures: `tests/fixtures/stress/problems/level1` (small problems with KernelBench's
 //! `torch.rand` inputs) and `tests/fixtures/stress/kernels/level1` (candidates, `<id>_<label>.py`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
@@ -78,7 +78,7 @@ fn random_passed(r: &Value) -> bool {
 
 #[test]
 fn stress_families_catch_what_random_inputs_miss() {
-    let _g = common::serial();
+    let _g = common::shared();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let strict = dir.path().join("strict");
@@ -277,7 +277,7 @@ fn unknown_families_are_refused_by_name() {
 
 #[test]
 fn check_prints_every_case_of_one_kernel() {
-    let _g = common::serial();
+    let _g = common::shared();
     common::ensure_python();
     let root = repo_root();
     let fixtures = root.join("tests/fixtures/stress");

@@ -1,0 +1,51 @@
+//! kbench's end-to-end tests: the built binary, the real Python worker with real PyTorch on
+//! the CPU, real sandboxes, a real Slurm, a loopback LLM server, headless Chromium.
+//!
+//! One test binary rather than one per file: the files' tests then run side by side (two at
+//! a time on CI's 2 cores; libtest's default), where one binary after another ran a file's
+//! tests mostly one at a time and left a core idle (user + system CPU was a third of two
+//! cores' wall time); and the harness is linked once instead of 25 times. `common::serial()`
+//! says how tests share the machine.
+//!
+//! Run one file's tests by its module: `cargo test -p kbench --test e2e exploits_issue6::`.
+
+mod agents_common;
+mod common;
+mod common_slurm;
+
+// The agents against the scripted loopback LLM server (no internet), CPU worker.
+mod agents_coder_judge;
+mod agents_cuda_command;
+mod agents_kevin;
+mod agents_selection;
+mod audit;
+mod baselines;
+mod cli;
+// Issue 22: every relative link and #anchor of the Markdown docs resolves.
+mod docs_links;
+mod e2e_cpu;
+mod exploits_issue6;
+// Issue 21: kbench import of published kernel sets; eval_results.json both ways.
+mod import;
+// Issue 23: the pipeline's layering, read from the source.
+mod layers;
+mod leaderboard;
+// Issue 21: --model-mode and the mode-switch advisory, end to end on the CPU.
+mod mode_switch;
+mod nan_inf;
+// Issue 20, items 6-8: no_kernel and problem_error records, command-line faults.
+mod outcomes_issue20;
+mod profile;
+mod report;
+// Signed records, one writer per run folder, SIGTERM/SIGHUP: real runs on the CPU.
+mod run_integrity;
+// Issue 20: the harness attacks of the corpus, with and without the sandbox (needs bwrap).
+mod sandbox_issue20;
+// The same commands as slurm_run/slurm_measure against a stand-in Slurm (no cluster needed).
+mod slurm_fake;
+// Need a Slurm cluster (tests/slurm/setup.sh); see the files' headers.
+mod slurm_measure;
+mod slurm_run;
+// Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
+mod standalone;
+mod stress;
