@@ -177,13 +177,16 @@ class TimingCommands:
                 gc.enable()
             if old_affinity is not None:
                 os.sched_setaffinity(0, old_affinity)
-        # The fresh copies die and the allocator's blocks go back to the driver: held until
-        # this worker's next command, they were GBs the other worker's next case could not
-        # have (the reference's stress cases of 6 GiB inputs ran out of memory beside an
-        # idle candidate that had just been timed).
+        # The fresh copies die and, after the last round (`release`, default true), the
+        # allocator's blocks go back to the driver: held until this worker's next command,
+        # they were GBs the other worker's next case could not have (the reference's stress
+        # cases of 6 GiB inputs ran out of memory beside an idle candidate that had just been
+        # timed). Not after every round: a full collection and empty_cache, then the next
+        # round's copies allocated afresh, cost every one of 50 rounds on both sides.
         recent.clear()
         state.clear()
-        self._release_device_memory()
+        if cmd.get("release", True) is not False:
+            self._release_device_memory()
         reply = {"type": "timing", "clock": clock, "samples_ms": samples}
         tensors = []
         if self.role == "candidate":

@@ -176,8 +176,11 @@ class IntegrityProbeTests(WorkerTestCase):
                 def forward(self, x):
                     out = torch.zeros_like(x)
 
+                    # Midway through the worker's 0.5 s grace: with 0.1 s, a worker kept
+                    # off the CPU that long (tests side by side on 2 cores) took its
+                    # fingerprint after the write and saw no change.
                     def late():
-                        time.sleep(0.1)
+                        time.sleep(0.25)
                         torch.mul(x, x, out=out)
 
                     threading.Thread(target=late, daemon=True).start()

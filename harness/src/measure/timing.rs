@@ -134,6 +134,11 @@ pub fn time_pair(
         if let Some(cpu) = exec.timing_cpu {
             cmd["cpu"] = json!(cpu);
         }
+        // The workers hand their allocator's blocks back after the last round only (a
+        // timing stopped early leaves them cached until the worker's next release).
+        if left > 0 {
+            cmd["release"] = json!(false);
+        }
         if check_outputs && checked_round(round, total_rounds, checks) {
             // One timed call in each checked round, the same index on both sides: the
             // probes before it (input checksums, poisoned memory) touch caches and the
