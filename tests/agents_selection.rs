@@ -139,10 +139,11 @@ fn the_final_kernel_is_chosen_among_retimed_finalists_and_measured_afresh() {
     );
     // Kernels of the reference's speed: the fresh figure is of order 1. The bound is wide on
     // purpose: these are microsecond CPU calls, and on a 2-core machine with a compiler
-    // running beside the tests one such figure came out at 3.74 (the timing alternates
-    // kernel and reference calls, but a burst of load can still land on one side's calls).
-    // What this test guards is which measurement is reported, above.
-    assert!((0.2..5.0).contains(&reported), "{reported}");
+    // running beside the tests one such figure came out at 3.74, and 5.05 with another
+    // test's workers beside it (the timing alternates kernel and reference calls, but a
+    // burst of load can still land on one side's calls). What this test guards is which
+    // measurement is reported, above; this only catches a figure that is not a timing.
+    assert!((0.05..20.0).contains(&reported), "{reported}");
     // `kbench report` shows the fresh record as the task's result, not the maximum.
     let report = tmp.path().join("report.json");
     let o = kbench()
