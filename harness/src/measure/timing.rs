@@ -37,6 +37,44 @@ pub struct TimedChecks<'a> {
     pub forward_seed: u64,
 }
 
+/// What sets one round's `time` command apart from the others.
+struct RoundShape {
+    round: u32,
+    /// Timed calls of the round.
+    n: u32,
+    /// The final round of the phase.
+    last: bool,
+    forward_seed: u64,
+    fresh_inputs: bool,
+    /// The core kept free for this GPU's timing.
+    cpu: Option<usize>,
+}
+
+/// The `time` command of one round, the same for both sides (check_calls aside).
+fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
+    let warmup = if r.round == 0 {
+        tc.warmup
+    } else {
+        tc.warmup.min(1)
+    };
+    let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": r.n, "l2_flush": tc.l2_flush, "forward_seed": r.forward_seed});
+    // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
+    // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
+    // time a copy into their static inputs, so they keep KernelBench's reused inputs.
+    if !r.fresh_inputs {
+        cmd["fresh_inputs"] = json!(false);
+    }
+    if let Some(cpu) = r.cpu {
+        cmd["cpu"] = json!(cpu);
+    }
+    // The workers hand their allocator's blocks back after the last round only (a timing
+    // stopped early leaves them cached until the worker's next release).
+    if !r.last {
+        cmd["release"] = json!(false);
+    }
+    cmd
+}
+
 /// The outputs of one probed timed call.
 pub struct CheckedCall {
     pub round: u32,
@@ -119,26 +157,15 @@ pub fn time_pair(
     while left > 0 {
         let n = per_round.min(left);
         left -= n;
-        let warmup = if round == 0 {
-            tc.warmup
-        } else {
-            tc.warmup.min(1)
+        let shape = RoundShape {
+            round,
+            n,
+            last: left == 0,
+            forward_seed,
+            fresh_inputs,
+            cpu: exec.timing_cpu,
         };
-        let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": n, "l2_flush": tc.l2_flush, "forward_seed": forward_seed});
-        // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
-        // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
-        // time a copy into their static inputs, so they keep KernelBench's reused inputs.
-        if !fresh_inputs {
-            cmd["fresh_inputs"] = json!(false);
-        }
-        if let Some(cpu) = exec.timing_cpu {
-            cmd["cpu"] = json!(cpu);
-        }
-        // The workers hand their allocator's blocks back after the last round only (a
-        // timing stopped early leaves them cached until the worker's next release).
-        if left > 0 {
-            cmd["release"] = json!(false);
-        }
+        let mut cmd = round_command(tc, &shape);
         if check_outputs && checked_round(round, total_rounds, checks) {
             // One timed call in each checked round, the same index on both sides: the
             // probes before it (input checksums, poisoned memory) touch caches and the
@@ -309,6 +336,35 @@ mod tests {
         // Two checks over 10 rounds: the first and one in the second half.
         let picked: Vec<u32> = (0..10).filter(|&r| checked_round(r, 10, 2)).collect();
         assert_eq!(picked, vec![0, 5]);
+    }
+
+    #[test]
+    fn rounds_seed_the_case_and_only_the_last_frees_the_allocator() {
+        let tc = TimingConfig {
+            timed_calls: 100,
+            warmup: 3,
+            rounds: 50,
+            l2_flush: true,
+        };
+        let shape = |round, last| RoundShape {
+            round,
+            n: 2,
+            last,
+            forward_seed: 77,
+            fresh_inputs: true,
+            cpu: None,
+        };
+        let first = round_command(&tc, &shape(0, false));
+        assert_eq!(first["release"], false);
+        assert_eq!(first["forward_seed"], 77);
+        assert_eq!(first["warmup"], tc.warmup);
+        assert!(first.get("fresh_inputs").is_none() && first.get("cpu").is_none());
+        let middle = round_command(&tc, &shape(7, false));
+        assert_eq!(middle["release"], false);
+        assert_eq!(middle["warmup"], tc.warmup.min(1));
+        let last = round_command(&tc, &shape(49, true));
+        assert!(last.get("release").is_none(), "{last}");
+        assert_eq!(last["forward_seed"], 77);
     }
 
     #[test]
