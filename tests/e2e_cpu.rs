@@ -281,8 +281,10 @@ fn python_worker_unit_tests_pass() {
         .unwrap()
         .filter_map(|e| {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            let m = name.strip_prefix("test_")?.strip_suffix(".py")?.to_string();
-            Some(format!("test_worker.test_{m}"))
+            let m = name
+                .strip_suffix(".py")
+                .filter(|m| m.starts_with("test_"))?;
+            Some(format!("test_worker.{m}"))
         })
         .collect();
     modules.sort();

@@ -41,7 +41,7 @@ fn setup_installs_exactly_the_locked_torch_and_a_second_setup_is_a_no_op() {
     if skipped() {
         return;
     }
-    let _serial = shared();
+    let _guard = shared();
     let cache = tempfile::tempdir().unwrap();
     let setup = || {
         let t = Instant::now();

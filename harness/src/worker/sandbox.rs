@@ -312,7 +312,8 @@ impl Jail {
 
 /// Spawns `cmd` from one thread that lives as long as the harness. bwrap's
 /// `--die-with-parent` is the kernel's parent-death signal, which fires when the *thread*
-/// that forked the child exits: workers started ahead on short-lived threads would be killed as soon as their start-up thread ended.
+/// that forked the child exits: workers started ahead on short-lived threads would be
+/// killed as soon as their start-up thread ended.
 pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<std::process::Child> {
     type Job = (
         Command,
