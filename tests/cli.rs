@@ -169,6 +169,19 @@ fn throughput_summarizer_passes_its_self_test() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
 }
 
+/// The round warm-up benchmark's tables (bench/round_warmup, run on the GPU machine) check
+/// their first-call-over-second figures on synthetic rounds.
+#[test]
+fn round_warmup_analysis_passes_its_self_test() {
+    let out = std::process::Command::new("python3")
+        .arg(common::repo_root().join("bench/round_warmup/analyze.py"))
+        .arg("--self-test")
+        .output()
+        .expect("python3 on PATH (kbench setup needs it too)");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
+}
+
 /// The side-by-side benchmark (KernelBench's eval against kbench, issue 24; its GPU part runs
 /// on the GPU machine) checks, with Python's standard library alone, its summary's seconds
 /// and ratios on a fixture, its selection syntax and `run.sh --dry-run`'s commands.

@@ -88,6 +88,18 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
                 .len(),
             100
         );
+        // `--round-warmup auto`: rounds after the first open with one untimed call unless the
+        // reference's first round timed calls of 5 ms or more.
+        let first: Vec<f64> = r["timing"]["reference"]["samples_ms"].as_array().unwrap()[..2]
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let opening = if first.iter().all(|&ms| ms >= 5.0) {
+            0
+        } else {
+            1
+        };
+        assert_eq!(r["timing"]["round_warmup"], opening, "{}", key(r));
     }
     speedups.sort_by(f64::total_cmp);
     let median = speedups[speedups.len() / 2];

@@ -408,6 +408,11 @@ pub struct EvalArgs {
     /// closely, so host drift cancels in the paired speedup.
     #[arg(long, default_value_t = 50)]
     pub rounds: u32,
+    /// Untimed calls opening each round after the first: `auto` (one while the reference's
+    /// first timed calls are shorter than 5 ms; none for longer calls, where the cold first
+    /// call of a round measured under 1% slower), or a number.
+    #[arg(long, default_value = "auto", value_name = "auto|N")]
+    pub round_warmup: String,
     /// Check correctness only.
     #[arg(long)]
     pub no_timing: bool,

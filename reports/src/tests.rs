@@ -49,6 +49,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
             warmup: 3,
             l2_flush: true,
             rounds: 1,
+            round_warmup: None,
         }),
         load_s: None,
         build_ahead_s: None,

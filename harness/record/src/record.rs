@@ -320,6 +320,10 @@ pub struct TimingSummary {
     pub l2_flush: bool,
     /// Timed calls were interleaved between reference and candidate in this many rounds.
     pub rounds: u32,
+    /// Untimed calls that opened each round after the first (`warmup` opened the first).
+    /// Absent in records written before it could be other than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_warmup: Option<u32>,
 }
 
 /// Software and hardware the evaluation ran on.

@@ -55,6 +55,7 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
         timed_calls: a.timed_calls,
         warmup: a.warmup,
         rounds: a.rounds,
+        round_warmup: a.round_warmup.clone(),
         no_timing: a.no_timing,
         require_custom_kernels: a.require_custom_kernels,
         no_l2_flush: a.no_l2_flush,

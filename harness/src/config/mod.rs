@@ -17,7 +17,7 @@ pub use resolve::{
     default_case_cache_bytes, parse_families, resolve_device, resolve_gpus, Selection,
 };
 pub use run::{
-    AgentConfig, EvalSpec, RunConfig, Timeouts, TimingConfig, DEFAULT_COMPILE_LOAD_S,
-    DEFAULT_LOAD_S,
+    AgentConfig, EvalSpec, RoundWarmup, RunConfig, Timeouts, TimingConfig, DEFAULT_COMPILE_LOAD_S,
+    DEFAULT_LOAD_S, ROUND_WARMUP_UNTIL_MS,
 };
 pub use suite::{load_suite, materialize_problem, Suite, SuiteSpec};

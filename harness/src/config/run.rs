@@ -48,6 +48,43 @@ pub struct TimingConfig {
     /// Interleaving rounds between reference and candidate.
     pub rounds: u32,
     pub l2_flush: bool,
+    /// Untimed calls opening each round after the first.
+    pub round_warmup: RoundWarmup,
+}
+
+/// Untimed calls opening each timing round after the first (`--round-warmup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundWarmup {
+    /// One (at most `--warmup`) while the reference's first timed calls are shorter than
+    /// [`ROUND_WARMUP_UNTIL_MS`], none for longer calls.
+    Auto,
+    Calls(u32),
+}
+
+/// `--round-warmup auto`: the reference's call time (the shorter of its first round's
+/// timed calls) from which rounds open without an untimed call, milliseconds.
+///
+/// The opening call absorbs the cost of coming back after the other side's round: on an
+/// H100 (`bench/round_warmup`, 13 problems from 0.1 to 29 ms, two runs each way) a round's
+/// first timed call without it was 4-48 us slower than its second, about the same at every
+/// call length (a cold host launch path; the L2 flush written before every call already
+/// pays the GPU's switch between the two processes outside the timed region). From 5 ms
+/// that is at most 1% of the first call and 0.5% of a round, the same on both sides, and
+/// the reference's self-speedup stayed within 0.986-1.008 either way; the opening call is a
+/// third of the timing phase's GPU time (each round times two calls): L1/30 Softsign's
+/// timing took 4.2 s instead of 6.1 s.
+pub const ROUND_WARMUP_UNTIL_MS: f64 = 5.0;
+
+impl RoundWarmup {
+    /// `auto` or a number of calls.
+    pub fn parse(s: &str) -> Result<RoundWarmup> {
+        match s.trim() {
+            "auto" => Ok(RoundWarmup::Auto),
+            n => n.parse::<u32>().map(RoundWarmup::Calls).map_err(|_| {
+                anyhow::anyhow!("--round-warmup must be `auto` or a number of calls, got `{s}`")
+            }),
+        }
+    }
 }
 
 /// Where candidate kernels come from.
@@ -171,6 +208,8 @@ pub struct EvalSpec {
     pub timed_calls: u32,
     pub warmup: u32,
     pub rounds: u32,
+    /// `--round-warmup`: `auto` or a number.
+    pub round_warmup: String,
     pub no_timing: bool,
     pub require_custom_kernels: bool,
     pub no_l2_flush: bool,
@@ -238,6 +277,7 @@ impl RunConfig {
                 warmup: a.warmup,
                 rounds: a.rounds.min(a.timed_calls),
                 l2_flush: !a.no_l2_flush,
+                round_warmup: RoundWarmup::parse(&a.round_warmup)?,
             })
         };
         if a.cpu_threads == 0 {
@@ -314,6 +354,7 @@ mod tests {
             timed_calls: 10,
             warmup: 1,
             rounds: 2,
+            round_warmup: "auto".into(),
             no_timing: false,
             require_custom_kernels: false,
             no_l2_flush: false,

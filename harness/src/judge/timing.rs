@@ -108,5 +108,6 @@ pub fn summarize(raw: RawTiming, warmup: u32, l2_flush: bool, device: Device) ->
         warmup,
         l2_flush: l2_flush && matches!(device, Device::Cuda(_)),
         rounds: raw.rounds,
+        round_warmup: Some(raw.round_warmup),
     })
 }

@@ -7,7 +7,7 @@ use kbench_record::protocol::Frame;
 use kbench_record::{HostTensor, Outcome};
 use serde_json::{json, Value};
 
-use crate::config::TimingConfig;
+use crate::config::{RoundWarmup, TimingConfig, ROUND_WARMUP_UNTIL_MS};
 use crate::worker::{error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
 
@@ -48,15 +48,13 @@ struct RoundShape {
     fresh_inputs: bool,
     /// The core kept free for this GPU's timing.
     cpu: Option<usize>,
+    /// Untimed calls opening the round when it is not the first ([`opening_calls`]).
+    opening: u32,
 }
 
 /// The `time` command of one round, the same for both sides (check_calls aside).
 fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
-    let warmup = if r.round == 0 {
-        tc.warmup
-    } else {
-        tc.warmup.min(1)
-    };
+    let warmup = if r.round == 0 { tc.warmup } else { r.opening };
     let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": r.n, "l2_flush": tc.l2_flush, "forward_seed": r.forward_seed});
     // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
     // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
@@ -73,6 +71,25 @@ fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
         cmd["release"] = json!(false);
     }
     cmd
+}
+
+/// Untimed calls opening each round after the first: `--round-warmup N` as given; `auto`
+/// one (at most `--warmup`) unless the reference's first round timed calls of at least
+/// [`ROUND_WARMUP_UNTIL_MS`] each. Decided on the reference's samples only: the candidate
+/// cannot steer how both sides are timed.
+fn opening_calls(tc: &TimingConfig, reference_first_round: Option<&[f64]>) -> u32 {
+    match tc.round_warmup {
+        RoundWarmup::Calls(n) => n,
+        RoundWarmup::Auto => {
+            let long = reference_first_round
+                .is_some_and(|s| !s.is_empty() && s.iter().all(|&ms| ms >= ROUND_WARMUP_UNTIL_MS));
+            if long {
+                0
+            } else {
+                tc.warmup.min(1)
+            }
+        }
+    }
 }
 
 /// The outputs of one probed timed call.
@@ -96,6 +113,8 @@ pub struct RawTiming {
     /// Timed calls per round (the pairing unit of the paired speedup).
     pub per_round: u32,
     pub rounds: u32,
+    /// Untimed calls that opened each round after the first.
+    pub round_warmup: u32,
 }
 
 /// How a timing phase ended.
@@ -154,6 +173,7 @@ pub fn time_pair(
     let total_rounds = tc.timed_calls.div_ceil(per_round.max(1));
     let mut left = tc.timed_calls;
     let mut round = 0u32;
+    let mut opening = opening_calls(tc, None);
     while left > 0 {
         let n = per_round.min(left);
         left -= n;
@@ -164,6 +184,7 @@ pub fn time_pair(
             forward_seed,
             fresh_inputs,
             cpu: exec.timing_cpu,
+            opening,
         };
         let mut cmd = round_command(tc, &shape);
         if check_outputs && checked_round(round, total_rounds, checks) {
@@ -189,6 +210,9 @@ pub fn time_pair(
                 ref_wall += t.elapsed().as_secs_f64();
                 match parse_samples(&reply, n) {
                     Ok((clock, s)) => {
+                        if round == 0 {
+                            opening = opening_calls(tc, Some(&s));
+                        }
                         ref_clock = clock;
                         ref_samples.extend(s);
                     }
@@ -264,6 +288,7 @@ pub fn time_pair(
         candidate_wall_s: cand_wall,
         per_round,
         rounds: round,
+        round_warmup: opening,
     }))
 }
 
@@ -345,6 +370,7 @@ mod tests {
             warmup: 3,
             rounds: 50,
             l2_flush: true,
+            round_warmup: RoundWarmup::Auto,
         };
         let shape = |round, last| RoundShape {
             round,
@@ -353,6 +379,7 @@ mod tests {
             forward_seed: 77,
             fresh_inputs: true,
             cpu: None,
+            opening: 1,
         };
         let first = round_command(&tc, &shape(0, false));
         assert_eq!(first["release"], false);
@@ -361,10 +388,34 @@ mod tests {
         assert!(first.get("fresh_inputs").is_none() && first.get("cpu").is_none());
         let middle = round_command(&tc, &shape(7, false));
         assert_eq!(middle["release"], false);
-        assert_eq!(middle["warmup"], tc.warmup.min(1));
+        assert_eq!(middle["warmup"], 1);
         let last = round_command(&tc, &shape(49, true));
         assert!(last.get("release").is_none(), "{last}");
         assert_eq!(last["forward_seed"], 77);
+    }
+
+    #[test]
+    fn rounds_open_without_a_call_once_the_reference_is_long() {
+        let mut tc = TimingConfig {
+            timed_calls: 100,
+            warmup: 3,
+            rounds: 50,
+            l2_flush: true,
+            round_warmup: RoundWarmup::Auto,
+        };
+        // Before the reference's first samples, and for short calls: one opening call.
+        assert_eq!(opening_calls(&tc, None), 1);
+        assert_eq!(opening_calls(&tc, Some(&[0.08, 0.09])), 1);
+        // One of the two calls short: still one.
+        let long = ROUND_WARMUP_UNTIL_MS;
+        assert_eq!(opening_calls(&tc, Some(&[long * 0.99, 14.9])), 1);
+        assert_eq!(opening_calls(&tc, Some(&[long, 14.9])), 0);
+        // Never more than --warmup.
+        tc.warmup = 0;
+        assert_eq!(opening_calls(&tc, Some(&[0.08, 0.09])), 0);
+        // A number given is used as it is.
+        tc.round_warmup = RoundWarmup::Calls(2);
+        assert_eq!(opening_calls(&tc, Some(&[14.9, 15.0])), 2);
     }
 
     #[test]
