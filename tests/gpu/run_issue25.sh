@@ -7,6 +7,7 @@
 # no gaps, on an H100 and then on an H200.
 #
 #   D=devrun OUT=/tmp/out MODES=max-autotune LEVELS=2 BUDGET=500 bash tests/gpu/run_issue25.sh
+#   GPUS=0,1,2,3 ... on a machine of four GPUs
 #
 # Then, here: tar -xzf <files_at>/store.tgz -C baselines/data && kbench baselines show
 # --kernelbench KB, and commit baselines/data.
@@ -24,6 +25,13 @@ export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_CACHE_DIR=${KBENCH_CACHE_D
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}
 MODES=${MODES:-eager,compile,max-autotune}; LEVELS=${LEVELS:-1,2,3}; BUDGET=${BUDGET:-500}
 STORE=${STORE:-baselines/data}
+# GPUs to spread the problems over (one problem per GPU at a time, each timed on its own GPU
+# with its own reserved core; compiles run beside on the host's other cores).
+GPUS=${GPUS:-0}
+# More options for `baselines measure`, word-split: e.g. `--timeout-load 400`, so that a
+# max-autotune compile longer than one call is recorded as a timeout with that limit instead
+# of being cut off by the call and started again by the next one.
+EXTRA=${EXTRA:-}
 mkdir -p "$OUT"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
@@ -33,7 +41,7 @@ export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache TRITON_CACHE_DIR=/tmp/triton-
 step "measure $MODES, levels $LEVELS, budget ${BUDGET}s"
 S=$(date +%s)
 timeout -s INT -k 60 "$BUDGET" "$D/kbench" baselines measure --kernelbench "$D/kernelbench" \
-  --levels "$LEVELS" --modes "$MODES" --store "$STORE" --device cuda --gpus 0 \
+  --levels "$LEVELS" --modes "$MODES" --store "$STORE" --device cuda --gpus "$GPUS" $EXTRA \
   > "$OUT/measure.txt" 2>&1
 echo "measure rc=$? $(( $(date +%s) - S ))s"; tail -15 "$OUT/measure.txt"
 step coverage
