@@ -12,7 +12,7 @@ import torch
 
 from .measure import COMPARE_CHUNK
 from .protocol import WorkerError, _clean_text, _error_from, _field, _is_uint
-from .tensors import _sync, flatten_outputs
+from .tensors import _sync, copy_outputs, flatten_outputs
 
 
 # Bit patterns written into free memory before a candidate call: quiet NaNs with a payload
@@ -280,8 +280,13 @@ class IntegrityCommands:
                     t.join(max(0.0, deadline - time.perf_counter()))
                 _sync(self.device)
                 report["output_changed_after_return"] = bool(_changed_inputs(at_return, outs))
-        # Last: the probe calls the model again (modes.py).
+        # Last: the probe calls the model again (modes.py). The case's outputs are copied
+        # first and the copies are what the case returns: a CUDA graph's replay
+        # (torch.compile's max-autotune and reduce-overhead) takes back the storage of the
+        # outputs it returned before, so reading them after the probe's call raised (H200
+        # max-autotune baselines, L1/33 BatchNorm).
         if stats_args is not None:
+            out = copy_outputs(out)
             report["running_stats_read"] = self._running_stats_read(stats_args, out, forward_seed)
             del stats_args
         report.update(self.mode_observations())

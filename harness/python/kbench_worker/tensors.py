@@ -120,6 +120,16 @@ def _host_copy(t, snapshot):
     return t.contiguous()
 
 
+def copy_outputs(out):
+    """A forward's result with every tensor copied (tuples and lists rebuilt in order, other
+    values as they are): outputs that stay valid whatever the model's next call does."""
+    if isinstance(out, torch.Tensor):
+        return out.detach().clone()
+    if isinstance(out, (tuple, list)):
+        return [copy_outputs(x) for x in out] if isinstance(out, list) else tuple(copy_outputs(x) for x in out)
+    return out
+
+
 def flatten_outputs(out):
     """forward's result as a flat list of checked tensors (tuples/lists flattened in order)."""
     flat = []

@@ -72,6 +72,28 @@ class ModelNew(nn.Module):
 
 HONEST = CONV_BN.replace("class Model(", "class ModelNew(")
 
+# Honest, but each call takes back the storage of the outputs it returned before, as a CUDA
+# graph's replay does (torch.compile's max-autotune and reduce-overhead modes): reading them
+# after the next call raised "accessing tensor output of CUDAGraphs that has been overwritten".
+# Here the stale output is emptied, so reading it after the next call shows.
+REPLAYED = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+        self.bn = nn.BatchNorm2d(cout)
+        self.last = None
+
+    def forward(self, x):
+        if self.last is not None:
+            self.last.resize_(0)
+        self.last = torch.relu(self.bn(self.conv(x)))
+        return self.last
+"""
+
 
 class ModeTests(WorkerTestCase):
     @classmethod
@@ -124,6 +146,14 @@ class ModeTests(WorkerTestCase):
         self.assertNotIn("eval_modules", probes)
         self.assertEqual(probes["running_stats_read"], [])
         self.assertTrue(self.eval_case())
+
+    def test_outputs_a_later_call_takes_back_are_copied_before_the_probe_calls_again(self):
+        # The running-statistics probe calls the model a second time; the case's outputs are
+        # the first call's, copied before that call.
+        self.load(REPLAYED)
+        probes, same = self.first_case()
+        self.assertEqual(probes["running_stats_read"], [])
+        self.assertTrue(same)
 
     def test_eval_in_init_is_seen_and_the_fold_is_right_in_eval_mode_only(self):
         loaded = self.load(FOLDED)
