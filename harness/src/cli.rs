@@ -403,9 +403,9 @@ pub struct EvalArgs {
     /// Untimed warm-up calls before timing.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Timed calls are interleaved between reference and candidate in this many rounds (one
-    /// untimed call opens each round after the first). Short rounds pair the two sides
-    /// closely, so host drift cancels in the paired speedup.
+    /// Timed calls are interleaved between reference and candidate in this many rounds (each
+    /// round after the first opening with `--round-warmup` untimed calls). Short rounds pair
+    /// the two sides closely, so host drift cancels in the paired speedup.
     #[arg(long, default_value_t = 50)]
     pub rounds: u32,
     /// Untimed calls opening each round after the first: `auto` (one while the reference's
