@@ -160,26 +160,30 @@ fn gpus_lists_devices_or_says_plainly_why_there_are_none() {
 /// only) checks its own figures on synthetic runs: phases, pauses, agreement, scaling.
 #[test]
 fn throughput_summarizer_passes_its_self_test() {
-    let out = std::process::Command::new("python3")
-        .arg(common::repo_root().join("bench/throughput/summarize.py"))
-        .arg("--self-test")
-        .output()
-        .expect("python3 on PATH (kbench setup needs it too)");
-    assert!(out.status.success(), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
+    passes_its_self_test("bench/throughput/summarize.py");
 }
 
 /// The round warm-up benchmark's tables (bench/round_warmup, run on the GPU machine) check
 /// their first-call-over-second figures on synthetic rounds.
 #[test]
 fn round_warmup_analysis_passes_its_self_test() {
+    passes_its_self_test("bench/round_warmup/analyze.py");
+}
+
+/// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0
+/// and says `self-test: ok`.
+fn passes_its_self_test(script: &str) {
     let out = std::process::Command::new("python3")
-        .arg(common::repo_root().join("bench/round_warmup/analyze.py"))
+        .arg(common::repo_root().join(script))
         .arg("--self-test")
         .output()
         .expect("python3 on PATH (kbench setup needs it too)");
-    assert!(out.status.success(), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("self-test: ok"));
+    assert!(out.status.success(), "{script}: {}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("self-test: ok"),
+        "{script}: {}",
+        show(&out)
+    );
 }
 
 /// The side-by-side benchmark (KernelBench's eval against kbench, issue 24; its GPU part runs

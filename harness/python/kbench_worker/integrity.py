@@ -281,10 +281,10 @@ class IntegrityCommands:
                 _sync(self.device)
                 report["output_changed_after_return"] = bool(_changed_inputs(at_return, outs))
         # Last: the probe calls the model again (modes.py). The case's outputs are copied
-        # first and the copies are what the case returns: a CUDA graph's replay
-        # (torch.compile's max-autotune and reduce-overhead) takes back the storage of the
-        # outputs it returned before, so reading them after the probe's call raised (H200
-        # max-autotune baselines, L1/33 BatchNorm).
+        # first; the probe compares its call with the copies and the case returns them: a
+        # CUDA graph's replay (torch.compile's max-autotune and reduce-overhead) takes back
+        # the storage of the outputs it returned before, so reading them after the probe's
+        # call raised (H200 max-autotune baselines, L1/33 BatchNorm).
         if stats_args is not None:
             out = copy_outputs(out)
             report["running_stats_read"] = self._running_stats_read(stats_args, out, forward_seed)

@@ -116,11 +116,13 @@ class ModeCommands:
         training mode a BatchNorm normalises with the batch's statistics, so an honest
         candidate's output does not move; one that normalises with the running statistics
         (F.batch_norm(..., training=False), or its own math on them) does. [] when it does
-        not, or when the probe itself fails (nothing is concluded)."""
+        not, or when the probe itself fails (nothing is concluded). `out` must be copies the
+        model's next call cannot touch (`copy_outputs`: a CUDA graph's replay takes back the
+        outputs of the call before)."""
         bufs = stat_buffers(self.model)
         saved = [b.detach().clone() for _, b in bufs]
         try:
-            first = [t.detach().clone() for t in flatten_outputs(out)]
+            first = flatten_outputs(out)
             for n, b in bufs:
                 if _leaf(n) == "running_mean":
                     b.add_(0.5)

@@ -70,7 +70,8 @@ pub enum RoundWarmup {
 /// call length (a cold host launch path; the L2 flush written before every call already
 /// pays the GPU's switch between the two processes outside the timed region). From 5 ms
 /// that is at most 1% of the first call and 0.5% of a round, the same on both sides, and
-/// the reference's self-speedup stayed within 0.986-1.008 either way; the opening call is a
+/// on those problems the reference's self-speedup stayed within 0.985-1.008 either way
+/// (0.943 without the opening call at 0.1 ms, L1/12); the opening call is a
 /// third of the timing phase's GPU time (each round times two calls): L1/30 Softsign's
 /// timing took 4.2 s instead of 6.1 s.
 pub const ROUND_WARMUP_UNTIL_MS: f64 = 5.0;
