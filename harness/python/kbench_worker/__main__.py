@@ -8,6 +8,7 @@ before torch is imported, and the modules that use torch are imported once it ha
 import os
 import platform
 import sys
+import time
 import traceback
 
 from .profiling import profile_main
@@ -39,6 +40,7 @@ def main(argv):
 
     _put_interpreter_bin_on_path()
     _lower_priority()
+    t_up = time.time()
     try:
         if sys.byteorder != "little":
             raise ImportError("the kbench wire format is little-endian; this host is big-endian")
@@ -64,12 +66,22 @@ def main(argv):
     _capture_watched()
     _malloc_reuses_freed_blocks()
 
+    if os.environ.get("KBENCH_IMPORTED_FRAME") == "1":
+        # Before anything touches a GPU: the harness pauses a starting worker's CUDA set-up
+        # while a kernel is timed on its GPU, but lets the imports above run.
+        channel.write_frame({"type": "imported"})
     try:
         cuda_available = bool(torch.cuda.is_available())
         device_count = int(torch.cuda.device_count()) if cuda_available else 0
     except Exception:  # noqa: BLE001 (a broken driver still gets a hello, with no GPUs)
         cuda_available, device_count = False, 0
+    t_imported = time.time()
     warm_s = _warm_cuda() if cuda_available and os.environ.get("KBENCH_WARM_CUDA") == "1" else None
+    if role == "reference":
+        # Where a reference's start went (the candidate's log is the candidate's own output).
+        print(f"kbench worker: reference started: spawned {_spawned_at():.3f}, python up {t_up:.3f}, "
+              f"torch imported +{t_imported - t_up:.2f}s, CUDA ready +{time.time() - t_up:.2f}s (unix times)",
+              file=sys.stderr, flush=True)
     channel.write_frame(
         {
             "type": "hello",
@@ -99,6 +111,18 @@ def main(argv):
         return EXIT_PROTOCOL
     except (BrokenPipeError, ConnectionResetError):
         return EXIT_PROTOCOL  # the harness is gone
+
+
+def _spawned_at():
+    """When this process was spawned (unix time, to 10 ms: /proc's start time counts clock
+    ticks since boot), or NaN off Linux."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError, AttributeError):
+        return float("nan")
 
 
 if __name__ == "__main__":

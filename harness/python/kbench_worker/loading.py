@@ -186,6 +186,9 @@ class LoadCommands:
             raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
         self._snapshot_buffers()
 
+        if self.role == "reference":
+            print(f"kbench worker: loaded {os.path.basename(problem_path)} in {time.perf_counter() - t0:.2f}s "
+                  f"(done at {time.time():.3f})", file=sys.stderr, flush=True)
         warm_s = None
         if cmd.get("warm_up") and self.role == "candidate":
             warm_s = self._warm_up(weight_seed)

@@ -62,6 +62,9 @@ pub fn worker_env(
         }
     }
     env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+    // The worker says when torch is imported, before it touches a GPU: a GPU's start gate
+    // pauses only what follows (see `StartGate`).
+    env.push(("KBENCH_IMPORTED_FRAME".into(), "1".into()));
     // torch.compile's caches (baseline modes) in kbench's own cache, not a shared /tmp
     // folder: inductor's FX graph and autotuning caches make a repeated compile a hit.
     for (var, sub) in [

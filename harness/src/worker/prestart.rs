@@ -7,7 +7,8 @@ use super::{Worker, WorkerFault, WorkerSpec};
 /// A worker process being started on a thread of its own while other work runs, so that
 /// Python's start-up and torch's import never hold up the device, on a GPU and on the CPU
 /// alike: the start (and a request sent ahead) is held by the device's gate, paused with
-/// SIGSTOP while any kernel on that device is timed, so it never competes with a timed call.
+/// SIGSTOP while any kernel on that device is timed, so it never competes with a timed call
+/// (on a GPU from the end of its imports: see `StartGate`).
 /// (Until issue 24 the CPU started each worker only when needed; starting ahead under the
 /// gate halved a CPU run of the smoke suite, 77 s → 42 s on 2 cores.)
 ///
