@@ -266,20 +266,7 @@ class DeviceCaseCommands:
         out, run_s, probes = self._probed_forward(args, forward_seed)
         outs = flatten_outputs(out)
         del out
-        described = []
-        with _Mapped(self.device, "run") as m:
-            for k, t in enumerate(outs):
-                d = {"dtype": _wire_dtype(t), "shape": list(t.shape), "device": t.device.type, "copied": False}
-                slot = slots[k] if k < len(slots) else None
-                if (
-                    isinstance(slot, dict)
-                    and t.device == self.device
-                    and d["dtype"] == slot.get("dtype")
-                    and d["shape"] == slot.get("shape")
-                ):
-                    m.view(slot).copy_(t.detach())
-                    d["copied"] = True
-                described.append(d)
+        described = copy_into_slots(outs, slots, self.device, "run")
         del outs
         if cmd.get("release_case"):
             self.case = args = None
@@ -288,3 +275,25 @@ class DeviceCaseCommands:
             "type": "outputs", "outputs": len(described), "run_s": run_s, "device_outputs": described,
             "integrity": probes,
         }, []
+
+
+def copy_into_slots(outs, slots, device, phase):
+    """Copies each output into the harness's slot for it (`slots`: specs shaped like the
+    reference's outputs) when its dtype and shape are the slot's and it is on `device`;
+    returns every output's description (`dtype`, `shape`, `device`, `copied`), which the
+    harness judges where nothing was copied."""
+    described = []
+    with _Mapped(device, phase) as m:
+        for k, t in enumerate(outs):
+            d = {"dtype": _wire_dtype(t), "shape": list(t.shape), "device": t.device.type, "copied": False}
+            slot = slots[k] if k < len(slots) else None
+            if (
+                isinstance(slot, dict)
+                and t.device == device
+                and d["dtype"] == slot.get("dtype")
+                and d["shape"] == slot.get("shape")
+            ):
+                m.view(slot).copy_(t.detach())
+                d["copied"] = True
+            described.append(d)
+    return described

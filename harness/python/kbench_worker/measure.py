@@ -66,6 +66,10 @@ class Excess:
         dev = fa.device
         n = fa.numel()
         self.elements += n
+        fast = self._all_finite_max(fa, fb, dev, n)
+        if fast is not None:
+            self._accumulate(dev, fast, torch.zeros((), dtype=torch.int64, device=dev))
+            return
         for s in range(0, n, COMPARE_CHUNK):
             # copy=True: a float64 input (the float64 reference's outputs) would otherwise be
             # returned as is, and the in-place arithmetic below would overwrite it.
@@ -79,6 +83,26 @@ class Excess:
             # with none finite in both leaves the running maximum as it was.
             self._accumulate(dev, d.masked_fill_(~both, -math.inf).max(), mism)
             del d, both
+
+    def _all_finite_max(self, fa, fb, dev, n):
+        """The pass for the common case, every element of both finite: max(|a - b| -
+        rtol*|b|) in float64 with one float64 temporary per chunk and five kernels (the full
+        pass below takes about 20, with the finiteness masks), read back once. Any element
+        not finite in either (or a difference that overflows) makes that maximum NaN or +inf:
+        then None, and the full pass decides. On an H100 the full pass took about 0.15 s
+        per 6 GiB output, twice per stress case of the largest level-1 problems."""
+        if n == 0:
+            return None
+        best = None
+        for s in range(0, n, COMPARE_CHUNK):
+            y = fb[s : s + COMPARE_CHUNK].to(device=dev)
+            d = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
+            # float64 throughout: y is promoted exactly, |y| is exact in y's own dtype.
+            d.sub_(y).abs_().sub_(y.abs(), alpha=self.rtol)
+            m = d.max()
+            best = m if best is None else torch.maximum(best, m)
+            del d, y
+        return best if bool(torch.isfinite(best)) else None
 
     def add_all(self, outs_a, outs_b):
         """Pairs of outputs by position; an output present on one side only is all mismatch."""

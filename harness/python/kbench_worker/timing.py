@@ -15,6 +15,7 @@ from .integrity import (
     poison_free_memory,
     tampered_names,
 )
+from .ipc import copy_into_slots
 from .protocol import WorkerError, _error_from, _field, _is_uint
 from .tensors import _host_copy, flatten_outputs, seed_all
 
@@ -96,10 +97,17 @@ class TimingCommands:
         # Probed in both roles alike (checksums, poison), so the probes' side effects on
         # caches and the allocator cost both sides the same; only the candidate reports.
         check_calls = set(check_calls)
+        # The candidate's checked outputs into harness buffers on the GPU (compared there),
+        # instead of host copies sent back through the pipe.
+        device_outputs = cmd.get("device_outputs")
+        if device_outputs is not None:
+            if not (isinstance(device_outputs, list) and self.role == "candidate" and self.device.type == "cuda"):
+                raise WorkerError("protocol", "time", "device_outputs must be a list, for a candidate on a GPU")
         fresh_inputs = bool(cmd.get("fresh_inputs", True))
         model, case = self.model, self.case
         probes = {"inputs_changed": set(), "threads_started": 0}
         checked = []  # (timed-call index, host copies of its outputs)
+        checked_device = []  # {call, outputs: descriptions}, the outputs in device_outputs
         recent = collections.deque(maxlen=2)
         state = {}
 
@@ -138,7 +146,11 @@ class TimingCommands:
                 if self.role == "candidate":
                     probes["inputs_changed"].update(_changed_inputs(before, args))
                     flat = flatten_outputs(out)
-                    checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
+                    if device_outputs is not None:
+                        described = copy_into_slots(flat, device_outputs, self.device, "time")
+                        checked_device.append({"call": i - warmup, "outputs": described})
+                    else:
+                        checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
                 else:
                     _changed_inputs(before, args)
             probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
@@ -195,7 +207,9 @@ class TimingCommands:
                 "threads_started": probes["threads_started"],
                 "tampered": tampered_names(),
             }
-            reply["checked_calls"] = [j for j, _ in checked]
+            reply["checked_calls"] = [j for j, _ in checked] + [c["call"] for c in checked_device]
+            if device_outputs is not None:
+                reply["checked_device"] = checked_device
             for j, outs in checked:
                 tensors += [(f"timed:{j}:out:{k}", t) for k, t in enumerate(outs)]
         return reply, tensors

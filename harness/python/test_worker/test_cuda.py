@@ -166,6 +166,40 @@ class DeviceIoTests(WorkerTestCase):
         finally:
             bufs.free()
 
+    def test_checked_timed_call_outputs_go_into_harness_buffers(self):
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, "fp32", "cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        bufs = _HarnessBuffers()
+        try:
+            x = torch.randn(16, 32, device="cuda")
+            in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))
+            in_view.copy_(x)
+            cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
+                   "device_inputs": {"in:0": in_spec}, "device_outputs": []}
+            reply, _ = self.cand.call(cmd)
+            self.assertEqual(reply["type"], "outputs", reply)
+            shape = reply["device_outputs"][0]["shape"]
+            slot_spec, slot = bufs.alloc(torch.float32, shape)
+            slot.fill_(float("nan"))
+            timed, tensors = self.cand.call({"cmd": "time", "warmup": 1, "trials": 4, "forward_seed": 11,
+                                             "check_calls": [2], "device_outputs": [slot_spec]})
+            self.assertEqual(timed["type"], "timing", timed)
+            self.assertEqual(tensors, {}, "nothing crosses the pipe")
+            self.assertEqual(timed["checked_calls"], [2])
+            self.assertEqual(timed["checked_device"], [{"call": 2, "outputs": [
+                {"dtype": "f32", "shape": shape, "device": "cuda", "copied": True}]}])
+            self.assertFalse(torch.isnan(slot).any())
+            # A slot of another shape is described, not written.
+            bad_spec, bad = bufs.alloc(torch.float32, [3])
+            bad.fill_(1.0)
+            timed, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "forward_seed": 11,
+                                       "check_calls": [0], "device_outputs": [bad_spec]})
+            self.assertFalse(timed["checked_device"][0]["outputs"][0]["copied"])
+            self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
+        finally:
+            bufs.free()
+
 
 @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
 class CudaStressTests(WorkerTestCase):

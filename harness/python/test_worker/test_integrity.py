@@ -132,6 +132,19 @@ class IntegrityProbeTests(WorkerTestCase):
         self.assertGreaterEqual(float(tensors["timed:5:out:0"][0, 0]), 3)
         self.assertEqual(reply["integrity"], {"inputs_changed": [], "threads_started": 0, "tampered": []})
 
+    def test_device_outputs_for_checked_calls_need_a_gpu(self):
+        self.candidate("""
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return x * 2
+        """)
+        self.poisoned_run()
+        reply, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "forward_seed": 1,
+                                   "check_calls": [0], "device_outputs": []})  # fmt: skip
+        self.assertEqual(reply["type"], "error", reply)
+        self.assertEqual(reply["kind"], "protocol")
+        self.assertIn("device_outputs", reply["message"])
+
     def test_timed_calls_start_from_the_cases_random_state(self):
         # L2/66 (H200 baselines): a training-mode dropout drew other numbers in timed calls
         # than in its case, so its checked timed call differed from the case's outputs and

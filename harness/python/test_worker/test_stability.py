@@ -117,3 +117,33 @@ class ExcessTests(unittest.TestCase):
         self.assertEqual(none.json(), {"max_excess": None, "nan_mismatch": 0, "elements": 2})
         # read twice, counted once
         self.assertEqual(whole.json(), want)
+
+    def test_the_all_finite_pass_gives_the_full_passs_figures(self):
+        from unittest import mock
+
+        from kbench_worker import measure
+
+        g = torch.Generator().manual_seed(5)
+        a = torch.randn(1000, generator=g) * 100
+        b = a + torch.randn(1000, generator=g) * 1e-3
+        for other in (b, b.double()):
+            want = (a.double() - other.double()).abs() - 1e-4 * other.double().abs()
+            for chunk in (7, 1 << 24):
+                with mock.patch.object(measure, "COMPARE_CHUNK", chunk):
+                    m = measure.Excess(1e-4)
+                    m.add(a, other)
+                    got = m.json()
+                self.assertEqual(got["nan_mismatch"], 0)
+                self.assertAlmostEqual(got["max_excess"], float(want.max()), delta=1e-12)
+                # One Inf anywhere: the full pass, with its finiteness rules.
+                with mock.patch.object(measure, "COMPARE_CHUNK", chunk):
+                    m = measure.Excess(1e-4)
+                    c = a.clone()
+                    c[3] = float("inf")
+                    m.add(c, other)
+                    got = m.json()
+                self.assertEqual(got["nan_mismatch"], 1)
+                keep = torch.ones(1000, dtype=torch.bool)
+                keep[3] = False
+                self.assertAlmostEqual(got["max_excess"], float(want[keep].max()), delta=1e-12)
+

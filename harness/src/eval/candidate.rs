@@ -3,6 +3,8 @@
 //! case per stress family (a failure there is recorded and the other families still run, so
 //! the record names every family that fails), and the record.
 
+mod time;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +20,6 @@ use serde_json::{json, Value};
 use super::record::candidate_ref;
 use super::start::{candidate_load, candidate_spec, GPU_ALONE_NOTE};
 use super::Unit;
-use crate::config::AgentConfig;
 use crate::judge::case::{
     count_mismatch, judge_host_case, not_applicable_case, replayed_output, Judged,
 };
@@ -26,15 +27,13 @@ use crate::judge::device::judge_device_case;
 use crate::judge::faults::{error_outcome, fault_outcome, out_of_memory};
 use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
-use crate::judge::timed::{judge_timed_calls, timed_check_fits, timed_output_bytes};
-use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{
     prepare_device_case, send_device_case, DeviceCaseError, PreparedCase,
 };
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
-use crate::measure::timing::{time_pair, CheckedCall, TimedChecks, TimingRun, TimingSettings};
+use crate::measure::timing::CheckedCall;
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::{Prestart, Worker, WorkerFault};
@@ -371,77 +370,6 @@ impl Evaluation<'_, '_> {
             Some(o) => Err(Stop::Verdict(o)),
             None => Ok(()),
         }
-    }
-
-    /// Times the candidate against the reference on the last random case, and checks the
-    /// outputs of the probed timed calls.
-    fn time(&mut self, worker: &mut Worker) -> Step {
-        let (ctx, exec, c) = (self.ctx, self.exec, self.ctx.config);
-        let Some(tc) = &c.timing else { return Ok(()) };
-        let tt = Instant::now();
-        let held =
-            self.reference
-                .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
-        let result = match held {
-            Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
-            Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
-            Ok(()) => {
-                let gate = ctx.gates.of(exec.device);
-                gate.begin_timing();
-                let last = self.last_random.as_ref();
-                let checks = TimedChecks {
-                    check_outputs: last.is_some_and(|rc| timed_check_fits(rc)),
-                    output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
-                    checked: &mut self.checked_calls,
-                    forward_seed: last.map_or(0, |rc| rc.forward_seed),
-                };
-                let rounds = CandidateRounds {
-                    allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),
-                };
-                let settings = TimingSettings {
-                    config: tc,
-                    timeout: c.timeouts.time,
-                    // The harness's own baselines are trusted: see `time_pair`.
-                    fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
-                };
-                let r = time_pair(
-                    settings,
-                    exec,
-                    &mut self.reference.worker,
-                    worker,
-                    checks,
-                    &rounds,
-                )
-                .map(|run| match run {
-                    TimingRun::Complete(raw) => summarize(raw, tc.warmup, tc.l2_flush, exec.device),
-                    TimingRun::Stopped(o) => TimingResult::Failed(o),
-                    TimingRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
-                });
-                gate.end_timing();
-                r
-            }
-        };
-        self.phases.timing_s = tt.elapsed().as_secs_f64();
-        if let (Ok(TimingResult::Measured(_)), Some(rc)) = (&result, &self.last_random) {
-            if !self.checked_calls.is_empty() {
-                let (refs, refs64) = rc.host_outputs(exec).map_err(Stop::Harness)?;
-                if let Some(o) =
-                    judge_timed_calls(self.tol, rc, &refs, refs64.as_deref(), &self.checked_calls)
-                {
-                    return Err(Stop::Verdict(o));
-                }
-            }
-            self.integrity.checked_timed_calls = self.checked_calls.len() as u32;
-        }
-        match result.map_err(|f| fault(f, Phase::Time))? {
-            TimingResult::Measured(t) => self.timing = Some(t),
-            TimingResult::Failed(o) => return Err(Stop::Verdict(o)),
-            TimingResult::ReferenceFailed(msg) => {
-                self.reference.forget_worker_case();
-                self.notes.push(format!("not timed: {msg}"))
-            }
-        }
-        Ok(())
     }
 
     /// Case `t`: its reference, the candidate's answer, the verdict. A random case's failure

@@ -1,26 +1,21 @@
 //! The outputs of probed timed calls against the reference outputs of the case timing ran on.
 
-use kbench_record::{HostTensor, Outcome};
+use kbench_record::{Dtype, HostTensor, Outcome};
+use serde_json::Value;
 
 use super::case::gated_f64;
 use super::{integrity, Tolerance};
-use crate::measure::reference::{CaseData, RefCase};
+use crate::measure::reference::{CaseData, DevTensorOwned, RefCase};
 use crate::measure::timing::CheckedCall;
+use crate::measure::Station;
 
-/// Whether the probed timed calls' outputs can be checked: small enough to send back over
-/// the pipe (device cases: read back to the host once per probed call), and the reference
-/// does not write to its inputs (then the case's inputs, and every timed call's answer,
-/// are no longer those of the reference outputs kept).
+/// Whether the probed timed calls' outputs can be checked: the reference does not write to
+/// its inputs (then the case's inputs, and every timed call's answer, are no longer those of
+/// the reference outputs kept). Outputs of any size are: a device case's go into harness
+/// buffers on the GPU (until issue 24 they were read back to the host, and cases with more
+/// than 256 MiB of outputs were not checked under timing at all).
 pub(crate) fn timed_check_fits(rc: &RefCase) -> bool {
-    if !rc.mutated_inputs.is_empty() {
-        return false;
-    }
-    match &rc.data {
-        CaseData::Host { .. } => true,
-        CaseData::Device { outputs, .. } => {
-            outputs.iter().map(|o| o.nbytes() as u64).sum::<u64>() <= TIMED_CHECK_MAX_BYTES
-        }
-    }
+    rc.mutated_inputs.is_empty()
 }
 
 /// Bytes of the working-precision outputs of `rc`: what one checked timed call sends back.
@@ -31,8 +26,85 @@ pub(crate) fn timed_output_bytes(rc: &RefCase) -> u64 {
     }
 }
 
-/// Largest total output size of a device case whose probed timed calls are checked.
-const TIMED_CHECK_MAX_BYTES: u64 = 256 << 20;
+/// A checked timed call of a device case: the candidate's outputs in the harness's `slots`
+/// (as `described` by its worker) against the reference outputs of case `rc`, compared on
+/// the GPU; `timed-output-mismatch` (or `unwritten-output`) when one differs.
+pub(crate) fn judge_timed_device_call(
+    tol: Tolerance,
+    station: &Station,
+    rc: &RefCase,
+    round: u32,
+    call: u32,
+    described: &[Value],
+    slots: &[DevTensorOwned],
+) -> Option<Outcome> {
+    let CaseData::Device {
+        outputs,
+        outputs_f64,
+        ..
+    } = &rc.data
+    else {
+        return None;
+    };
+    let (gpu, cmp) = (station.gpu.as_ref()?, station.cmp.as_ref()?);
+    let what = format!("timed call {call} of round {round} (inputs of {})", rc.case);
+    let mismatch = |why: String| Outcome::Integrity {
+        flag: integrity::TIMED_OUTPUT_MISMATCH.into(),
+        detail: format!("{what}: passed the correctness cases but under timing returned {why}"),
+    };
+    if described.len() != outputs.len() {
+        return Some(mismatch(format!(
+            "{} output(s) where the reference has {}",
+            described.len(),
+            outputs.len()
+        )));
+    }
+    for (k, (d, reference)) in described.iter().zip(outputs).enumerate() {
+        let dtype: Option<Dtype> = d
+            .get("dtype")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok());
+        let shape: Option<Vec<u64>> = d
+            .get("shape")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok());
+        let copied = d.get("copied").and_then(Value::as_bool) == Some(true);
+        if dtype != Some(reference.dtype) || shape.as_ref() != Some(&reference.shape) || !copied {
+            return Some(mismatch(format!(
+                "output {k} as {d} where the reference's is a {} tensor of shape {:?} on the GPU",
+                reference.dtype.as_str(),
+                reference.shape
+            )));
+        }
+        let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype).map(|t| t.view());
+        let compared = cmp.compare_with_alt(
+            &slots[k].view(),
+            &reference.view(),
+            ref64.as_ref(),
+            None,
+            tol.profile,
+            tol.precision,
+        );
+        let failure = match compared {
+            Ok(Ok(c)) => c.failure_outcome(&rc.case, k as u32).map(|o| o.to_string()),
+            Ok(Err(e)) => Some(format!("output {k}: {e}")),
+            Err(e) => {
+                return Some(Outcome::ReferenceError {
+                    message: format!("comparing {what} on the GPU: {e:#}"),
+                })
+            }
+        };
+        let Some(why) = failure else { continue };
+        // Read back once: elements still poisoned name the failure.
+        let unwritten = gpu
+            .read(&slots[k].buf, 0, slots[k].nbytes())
+            .ok()
+            .and_then(|bytes| HostTensor::new(slots[k].dtype, slots[k].shape.clone(), bytes).ok())
+            .and_then(|t| integrity::unwritten_outputs(std::iter::once(&t), &what));
+        return Some(unwritten.unwrap_or_else(|| mismatch(why)));
+    }
+    None
+}
 
 /// Compares the outputs of probed timed calls with the reference outputs of the case timing
 /// ran on: `timed-output-mismatch` (or `unwritten-output`) when one differs.

@@ -4,9 +4,13 @@
 use kbench_record::protocol::Frame;
 use kbench_record::{Device, Outcome, Phase, TimingSummary};
 
+use serde_json::Value;
+
 use super::faults::error_outcome;
-use super::integrity;
+use super::{integrity, Tolerance};
+use crate::measure::reference::{DevTensorOwned, RefCase};
 use crate::measure::timing::{RawTiming, RoundJudge};
+use crate::measure::Station;
 
 /// How a candidate's timing ended.
 pub enum TimingResult {
@@ -21,6 +25,9 @@ pub enum TimingResult {
 pub struct CandidateRounds<'a> {
     /// Inputs the reference itself writes to (not flagged `input-mutated`).
     pub allowed_mutations: &'a [u64],
+    /// The timed case on the device (its checked calls are compared there): the run's
+    /// tolerance, the station and the case.
+    pub device: Option<(Tolerance, &'a Station, &'a RefCase)>,
 }
 
 impl RoundJudge for CandidateRounds<'_> {
@@ -48,6 +55,26 @@ impl RoundJudge for CandidateRounds<'_> {
                 flag: integrity::MALFORMED_TIMING.into(),
                 detail: e.to_string(),
             }),
+        }
+    }
+
+    fn device_call(
+        &self,
+        round: u32,
+        call: u32,
+        described: &[Value],
+        slots: &[DevTensorOwned],
+    ) -> Option<Outcome> {
+        let (tol, station, rc) = self.device?;
+        super::timed::judge_timed_device_call(tol, station, rc, round, call, described, slots)
+    }
+
+    fn unreturned(&self, round: u32, call: u32) -> Outcome {
+        Outcome::Integrity {
+            flag: integrity::MALFORMED_TIMING.into(),
+            detail: format!(
+                "timing round {round}: the answer lacks the outputs of its checked timed call {call}"
+            ),
         }
     }
 }

@@ -104,3 +104,26 @@ pub(crate) fn send_device_case(
         wall_s,
     })
 }
+
+/// Buffers for the outputs of a device case's checked timed calls, shaped like the
+/// reference's outputs (the timing poisons them before each checked call); `None` for a
+/// host case.
+pub(crate) fn timed_output_slots(
+    station: &Station,
+    rc: &RefCase,
+) -> anyhow::Result<Option<Vec<DevTensorOwned>>> {
+    let (CaseData::Device { outputs, .. }, Some(gpu)) = (&rc.data, station.gpu.as_ref()) else {
+        return Ok(None);
+    };
+    let slots = outputs
+        .iter()
+        .map(|o| {
+            Ok(DevTensorOwned {
+                buf: gpu.alloc(o.nbytes())?,
+                dtype: o.dtype,
+                shape: o.shape.clone(),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Some(slots))
+}

@@ -8,6 +8,7 @@ use kbench_record::{HostTensor, Outcome};
 use serde_json::{json, Value};
 
 use crate::config::{RoundWarmup, TimingConfig, ROUND_WARMUP_UNTIL_MS};
+use crate::measure::reference::DevTensorOwned;
 use crate::worker::{error_text, str_field};
 use crate::worker::{Worker, WorkerFault};
 
@@ -27,8 +28,18 @@ pub struct TimedChecks<'a> {
     pub check_outputs: bool,
     /// Bytes of one call's outputs (what each checked call sends back).
     pub output_bytes: u64,
-    /// Where the probed calls' outputs go.
+    /// Where the probed calls' outputs go (sent back to the host).
     pub checked: &'a mut Vec<CheckedCall>,
+    /// Device cases: harness buffers shaped like the reference's outputs, which the
+    /// candidate copies a checked call's outputs into (NaN-poisoned before each); the
+    /// judge compares them on the GPU as each round ends, so outputs of any size are
+    /// checked and nothing crosses the pipe.
+    pub device_slots: Option<&'a [DevTensorOwned]>,
+    /// Checked calls compared on the device.
+    pub checked_on_device: &'a mut u32,
+    /// The reference's outputs per call: a checked call that returns none of them (a
+    /// tampered worker) is a verdict.
+    pub outputs: usize,
     /// The timed case's forward seed: both workers seed their random generators with it
     /// before every timed call, as before the case's own forward, so a model that draws
     /// random numbers (training-mode dropout) gives the case's outputs in its checked calls.
@@ -135,6 +146,17 @@ pub trait RoundJudge {
     /// The candidate's samples of `n` timed calls (or why they are malformed), against the
     /// harness's wall time of the round.
     fn samples(&self, samples: Result<&[f64], &str>, n: u32, wall_s: f64) -> Option<Outcome>;
+    /// Checked call `call` of round `round`, its outputs in `slots` as `described` by the
+    /// candidate's worker.
+    fn device_call(
+        &self,
+        round: u32,
+        call: u32,
+        described: &[Value],
+        slots: &[DevTensorOwned],
+    ) -> Option<Outcome>;
+    /// The answer to round `round` lacks the outputs of its checked call `call`.
+    fn unreturned(&self, round: u32, call: u32) -> Outcome;
 }
 
 /// Times reference and candidate in alternating rounds on the same inputs (the last case),
@@ -161,9 +183,17 @@ pub fn time_pair(
         check_outputs,
         output_bytes,
         checked,
+        device_slots,
+        checked_on_device,
+        outputs,
         forward_seed,
     } = checks;
-    let checks = checks_for(output_bytes);
+    // On the device a check costs a copy and a comparison on the GPU, whatever the size.
+    let checks = checks_for(if device_slots.is_some() {
+        0
+    } else {
+        output_bytes
+    });
     let mut ref_samples = Vec::with_capacity(tc.timed_calls as usize);
     let mut cand_samples = Vec::with_capacity(tc.timed_calls as usize);
     let (mut ref_wall, mut cand_wall) = (0.0f64, 0.0f64);
@@ -187,11 +217,28 @@ pub fn time_pair(
             opening,
         };
         let mut cmd = round_command(tc, &shape);
+        let mut checked_call = None;
         if check_outputs && checked_round(round, total_rounds, checks) {
             // One timed call in each checked round, the same index on both sides: the
             // probes before it (input checksums, poisoned memory) touch caches and the
             // allocator alike.
-            cmd["check_calls"] = json!([round.wrapping_mul(2_654_435_761) % n]);
+            let j = round.wrapping_mul(2_654_435_761) % n;
+            cmd["check_calls"] = json!([j]);
+            checked_call = Some(j);
+        }
+        let mut cand_cmd = cmd.clone();
+        if let (Some(slots), Some(_)) = (device_slots, checked_call) {
+            let gpu = exec.gpu.as_ref().expect("device slots without a GPU");
+            for s in slots {
+                // NaN bits: an element the candidate does not write cannot pass.
+                if let Err(e) = gpu.fill(&s.buf, 0xff) {
+                    return Ok(TimingRun::ReferenceFailed(format!(
+                        "poisoning the harness's output buffers on the GPU: {e:#}"
+                    )));
+                }
+            }
+            cand_cmd["device_outputs"] =
+                json!(slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>());
         }
         let order = if round.is_multiple_of(2) {
             [true, false]
@@ -221,13 +268,32 @@ pub fn time_pair(
                     }
                 }
             } else {
-                let reply = candidate.request(Frame::new(cmd.clone()), timeout)?;
+                let reply = candidate.request(Frame::new(cand_cmd.clone()), timeout)?;
                 let wall = t.elapsed().as_secs_f64();
                 cand_wall += wall;
                 if let Some(o) = judge.answer(&reply, round) {
                     return Ok(TimingRun::Stopped(o));
                 }
-                if check_outputs {
+                if let (Some(slots), Some(j)) = (device_slots, checked_call) {
+                    let described = reply
+                        .header
+                        .get("checked_device")
+                        .and_then(Value::as_array)
+                        .and_then(|calls| {
+                            calls.iter().find(|c| {
+                                c.get("call").and_then(Value::as_u64) == Some(u64::from(j))
+                            })
+                        })
+                        .and_then(|c| c.get("outputs"))
+                        .and_then(Value::as_array);
+                    let Some(described) = described else {
+                        return Ok(TimingRun::Stopped(judge.unreturned(round, j)));
+                    };
+                    if let Some(o) = judge.device_call(round, j, described, slots) {
+                        return Ok(TimingRun::Stopped(o));
+                    }
+                    *checked_on_device += 1;
+                } else if check_outputs {
                     let tensors = reply
                         .tensors()
                         .map_err(|e| WorkerFault::Protocol(e.to_string()))?;
@@ -253,6 +319,11 @@ pub fn time_pair(
                             )));
                         };
                         by_call.entry(j).or_default().push((k, t));
+                    }
+                    if let Some(j) =
+                        checked_call.filter(|j| outputs > 0 && !by_call.contains_key(j))
+                    {
+                        return Ok(TimingRun::Stopped(judge.unreturned(round, j)));
                     }
                     for (call, mut outs) in by_call {
                         outs.sort_by_key(|(k, _)| *k);

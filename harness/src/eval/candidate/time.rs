@@ -1,0 +1,104 @@
+//! Timing one candidate against its reference (a part of [`super::Evaluation`]): the
+//! interleaved rounds, their checked calls (on the GPU for device cases) and the summary.
+
+use std::time::Instant;
+
+use super::{fault, Evaluation, Step, Stop};
+use crate::config::AgentConfig;
+use crate::judge::timed::{judge_timed_calls, timed_check_fits, timed_output_bytes};
+use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
+use crate::measure::device_case::timed_output_slots;
+use crate::measure::reference::{CaseData, RefFailure};
+use crate::measure::timing::{time_pair, TimedChecks, TimingRun, TimingSettings};
+use crate::worker::Worker;
+use kbench_record::Phase;
+
+impl Evaluation<'_, '_> {
+    /// Times the candidate against the reference on the last random case, and checks the
+    /// outputs of the probed timed calls.
+    pub(super) fn time(&mut self, worker: &mut Worker) -> Step {
+        let (ctx, exec, c) = (self.ctx, self.exec, self.ctx.config);
+        let Some(tc) = &c.timing else { return Ok(()) };
+        let tt = Instant::now();
+        let held =
+            self.reference
+                .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
+        let mut on_device = 0;
+        let result = match held {
+            Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
+            Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
+            Ok(()) => {
+                let gate = ctx.gates.of(exec.device);
+                gate.begin_timing();
+                let last = self.last_random.as_ref();
+                let fits = last.is_some_and(|rc| timed_check_fits(rc));
+                let slots = match last.filter(|_| fits).map(|rc| timed_output_slots(exec, rc)) {
+                    Some(Err(e)) => {
+                        self.notes.push(format!("timed calls not checked: {e:#}"));
+                        None
+                    }
+                    other => other.and_then(Result::ok).flatten(),
+                };
+                let host = last.is_some_and(|rc| matches!(rc.data, CaseData::Host { .. }));
+                let checks = TimedChecks {
+                    check_outputs: fits && (host || slots.is_some()),
+                    output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
+                    checked: &mut self.checked_calls,
+                    device_slots: slots.as_deref(),
+                    checked_on_device: &mut on_device,
+                    outputs: last.map_or(0, |rc| rc.num_outputs()),
+                    forward_seed: last.map_or(0, |rc| rc.forward_seed),
+                };
+                let rounds = CandidateRounds {
+                    allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),
+                    device: slots
+                        .as_ref()
+                        .zip(last)
+                        .map(|(_, rc)| (self.tol, exec, &**rc)),
+                };
+                let settings = TimingSettings {
+                    config: tc,
+                    timeout: c.timeouts.time,
+                    // The harness's own baselines are trusted: see `time_pair`.
+                    fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                };
+                let r = time_pair(
+                    settings,
+                    exec,
+                    &mut self.reference.worker,
+                    worker,
+                    checks,
+                    &rounds,
+                )
+                .map(|run| match run {
+                    TimingRun::Complete(raw) => summarize(raw, tc.warmup, tc.l2_flush, exec.device),
+                    TimingRun::Stopped(o) => TimingResult::Failed(o),
+                    TimingRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
+                });
+                gate.end_timing();
+                r
+            }
+        };
+        self.phases.timing_s = tt.elapsed().as_secs_f64();
+        if let (Ok(TimingResult::Measured(_)), Some(rc)) = (&result, &self.last_random) {
+            if !self.checked_calls.is_empty() {
+                let (refs, refs64) = rc.host_outputs(exec).map_err(Stop::Harness)?;
+                if let Some(o) =
+                    judge_timed_calls(self.tol, rc, &refs, refs64.as_deref(), &self.checked_calls)
+                {
+                    return Err(Stop::Verdict(o));
+                }
+            }
+            self.integrity.checked_timed_calls = self.checked_calls.len() as u32 + on_device;
+        }
+        match result.map_err(|f| fault(f, Phase::Time))? {
+            TimingResult::Measured(t) => self.timing = Some(t),
+            TimingResult::Failed(o) => return Err(Stop::Verdict(o)),
+            TimingResult::ReferenceFailed(msg) => {
+                self.reference.forget_worker_case();
+                self.notes.push(format!("not timed: {msg}"))
+            }
+        }
+        Ok(())
+    }
+}
