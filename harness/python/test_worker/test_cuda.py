@@ -172,7 +172,7 @@ class DeviceIoTests(WorkerTestCase):
         self.assertEqual(loaded["type"], "loaded", loaded)
         bufs = _HarnessBuffers()
         try:
-            x = torch.randn(16, 32, device="cuda")
+            x = torch.randn(64, 1024, device="cuda")
             in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))
             in_view.copy_(x)
             cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
