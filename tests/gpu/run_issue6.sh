@@ -32,7 +32,7 @@ S=$(date +%s)
 (cd harness/python && timeout 150 python3 -m unittest test_worker.CudaTests test_worker.DeviceIoTests test_worker.IntegrityProbeTests ${PYTEST_EXTRA:-}) > "$L/pytests.txt" 2>&1
 echo "pytests rc=$? $(( $(date +%s)-S ))s"; tail -3 "$L/pytests.txt"
 COMMON=(run --agent replay --kernelbench $EX/problems --levels 1 --device cuda --gpus 0
-        --families signed --timed-calls 20 --rounds 2 --warmup 2 --secret-from "$L/secret" --quiet)
+        --families signed,nan-inf --timed-calls 20 --rounds 2 --warmup 2 --secret-from "$L/secret" --quiet)
 step "corpus, default policy"
 S=$(date +%s)
 timeout 330 $D/kbench "${COMMON[@]}" --replay-dir "$C/all" --out "$L/run-default" > "$L/default.txt" 2>&1

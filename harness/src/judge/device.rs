@@ -45,12 +45,19 @@ pub(crate) fn judge_device_case(
     if reply.kind() != "outputs" {
         return Ok(Err(error_outcome(reply, Phase::Run)));
     }
-    let described = reply
+    // The worker answers a device case with its outputs' descriptions and no payload; an
+    // answer without them was not written by the worker's code (a forged frame).
+    let Some(described) = reply
         .header
         .get("device_outputs")
         .and_then(Value::as_array)
+        .filter(|_| reply.payload.is_empty())
         .cloned()
-        .unwrap_or_default();
+    else {
+        return Err(DeviceCaseError::Fault(WorkerFault::Protocol(
+            "a device case answered without device_outputs, or with a payload".into(),
+        )));
+    };
     if let Some(o) = count_mismatch(described.len(), outputs.len()) {
         return Ok(Err(o));
     }
