@@ -1,6 +1,10 @@
 """The command loop: one Worker, every command group (a mixin each) over one Session,
 answering frames until `exit` or the end of the channel."""
 
+import os
+import sys
+import time
+
 import torch
 
 from .audit import AuditCommands
@@ -13,6 +17,11 @@ from .modes import ModeCommands
 from .protocol import EXIT_OK, Channel, WorkerError, _describe, _error_header, _format_tb
 from .session import Session
 from .timing import TimingCommands
+
+
+# KBENCH_WORKER_TRACE=1: one line per command in the worker's log (when it began, how long
+# it took), for finding where an evaluation's time goes.
+TRACE = os.environ.get("KBENCH_WORKER_TRACE") == "1"
 
 
 class Worker(
@@ -56,6 +65,8 @@ class Worker(
             name = cmd.get("cmd")
             req_id = cmd.get("id")  # echoed so the harness can match answers to commands
             if name == "exit":
+                if TRACE:
+                    print(f"kbench worker: {self.role} exit {time.time():.3f}", file=sys.stderr, flush=True)
                 self.channel.write_frame({"type": "bye", "id": req_id})
                 return EXIT_OK
             handler = handlers.get(name)
@@ -66,7 +77,11 @@ class Worker(
                 header["id"] = req_id
                 buffers = Channel.encode(header)
             else:
+                t0 = time.time()
                 buffers = self._answer(handler, cmd, payload, phase)
+                if TRACE:
+                    print(f"kbench worker: {self.role} {name} {t0:.3f} +{time.time() - t0:.3f}s",
+                          file=sys.stderr, flush=True)
             del payload
             self.channel.send(buffers)
 

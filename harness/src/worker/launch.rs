@@ -40,6 +40,7 @@ pub fn worker_env(
         "NVSHMEM_DISABLE_NVLS",
         "TRITON_CACHE_DIR",
         "TORCHINDUCTOR_CACHE_DIR",
+        "KBENCH_WORKER_TRACE",
     ];
     let mut env: Vec<(String, String)> = PASS
         .iter()
