@@ -67,10 +67,11 @@ def main(argv):
     _malloc_reuses_freed_blocks()
 
     if role == "reference" and os.environ.get("KBENCH_WARM_CUDA") == "1":
-        # (A GPU's reference: the harness counts a problem's cost on GPUs only.) The `cost` command's FLOP counter imports torch's higher-order ops (triton among
-        # them) on its first use: 4.6-5.4 s of CPU on the H100 host at the end of every
-        # problem. Used once here, on the CPU, it is paid while the reference starts ahead,
-        # before the start gate applies.
+        # A GPU's reference (problems' costs are counted on GPUs only): the `cost` command's
+        # FLOP counter imports torch's higher-order ops (triton among them) on its first
+        # use, 4.6-5.4 s of CPU on the H100 host at the end of every problem. Used once
+        # here, on the CPU, it is paid while the reference starts ahead, before the start
+        # gate applies.
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False):
