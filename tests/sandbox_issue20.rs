@@ -165,7 +165,7 @@ impl World {
     }
 
     /// Files named by the marker where S6 writes: the host's /tmp, the home folder, the run
-    /// folder, the problems' folder and kbench's cache of problem files.
+    /// folder, the problems' folder, kbench's cache of problem files and its bytecode cache.
     fn written_outside(&self) -> Vec<PathBuf> {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
         let mut places = vec![
@@ -175,7 +175,12 @@ impl World {
         let cache = std::env::var_os("KBENCH_CACHE_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| home.join(".cache/kbench"));
-        for dir in [self.out(), self.problems(), cache.join("problems")] {
+        for dir in [
+            self.out(),
+            self.problems(),
+            cache.join("problems"),
+            cache.join("pycache"),
+        ] {
             places.extend(files_under(&dir));
         }
         places.retain(|p| p.exists() && p.to_string_lossy().contains(&self.mark));

@@ -171,7 +171,11 @@ class DryRun(unittest.TestCase):
         p = subprocess.run(["bash", run_sh, "--dry-run"], env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         lines = [x for x in p.stdout.splitlines() if x.startswith("+ ")]
-        self.assertEqual(len(lines), 6, p.stdout)
+        self.assertEqual(len(lines), 7, p.stdout)
+        # The warm step fills kbench's caches with the first problem, untimed.
+        self.assertIn("--select 1/10 --gpus 0 --device cuda --families random --no-timing --out {}/work/kbench-warm"
+                      .format(tmp), lines[1])
+        lines = lines[:1] + lines[2:]
         self.assertIn("kb_eval.py run --kb {}/devrun/KernelBench --select 1/10,1/20".format(tmp), lines[1])
         self.assertIn("--budget-s", lines[1])
         self.assertIn("kbench run --agent reference", lines[2])

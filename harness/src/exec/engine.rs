@@ -291,6 +291,10 @@ fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
             read_only.extend(std::env::split_paths(&v).filter(|p| p.is_absolute()));
         }
     }
+    // Compiled bytecode the reference wrote: read-only inside kbench's hidden cache.
+    let pycache = crate::worker::pycache_dir(&config.cache);
+    let _ = std::fs::create_dir_all(&pycache);
+    read_only.push(abs(&pycache));
     let mut hidden = vec![abs(&config.out), abs(&config.cache)];
     hidden.extend(config.secret_from.as_deref().map(abs));
     Ok(Jail {

@@ -12,7 +12,7 @@ use crate::config::RunConfig;
 use crate::worker::build::BuildPool;
 use crate::worker::python::PythonInfo;
 use crate::worker::sandbox::Jail;
-use crate::worker::{worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD};
+use crate::worker::{allow_bytecode_writes, worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD};
 
 /// Things every evaluation needs.
 pub struct Ctx<'a> {
@@ -61,17 +61,21 @@ impl Ctx<'_> {
         log_path: Option<PathBuf>,
         device: Device,
     ) -> WorkerSpec {
+        let mut env = worker_env(
+            self.python,
+            device,
+            self.cuda_arch.as_deref(),
+            &self.config.cache,
+        );
+        if role == Role::Reference {
+            allow_bytecode_writes(&mut env);
+        }
         WorkerSpec {
             python: self.python.to_path_buf(),
             script: self.worker_script.to_path_buf(),
             role,
             cwd: cwd.to_path_buf(),
-            env: worker_env(
-                self.python,
-                device,
-                self.cuda_arch.as_deref(),
-                &self.config.cache,
-            ),
+            env,
             log_path,
             max_payload: MAX_PAYLOAD,
             interrupt: Some(Arc::clone(&self.stop)),

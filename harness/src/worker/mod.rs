@@ -15,7 +15,7 @@ pub mod sandbox;
 pub mod setup;
 mod wire;
 
-pub use launch::{worker_env, BUILD_NICENESS, MAX_PAYLOAD};
+pub use launch::{allow_bytecode_writes, pycache_dir, worker_env, BUILD_NICENESS, MAX_PAYLOAD};
 pub use prestart::{Prestart, Prestarted};
 pub use process::*;
 pub use wire::{device_for_worker, error_text, str_field};
