@@ -26,5 +26,5 @@ for line in open(sys.argv[1]):
 PY
 }
 one large_honest $G/6_Scale_Add_Large.py $G/honest.py
-one large_zeros $G/6_Scale_Add_Large.py $G/zeros_when_timed.py
+one large_zeros $G/6_Scale_Add_Large.py adversarial/exploits/cpu/level1/1_timing_phase_zeros.py
 one small_zeros adversarial/exploits/problems/level1/1_Scale_Add.py adversarial/exploits/cpu/level1/1_timing_phase_zeros.py

@@ -72,14 +72,7 @@ pub(crate) fn judge_device_case(
     let mut failure = None;
     for (k, d) in described.iter().enumerate() {
         let reference = &outputs[k];
-        let dtype: Option<Dtype> = d
-            .get("dtype")
-            .cloned()
-            .and_then(|v| serde_json::from_value(v).ok());
-        let shape: Option<Vec<u64>> = d
-            .get("shape")
-            .cloned()
-            .and_then(|v| serde_json::from_value(v).ok());
+        let (dtype, shape) = described_tensor(d);
         let (Some(dtype), Some(shape)) = (dtype, shape) else {
             return Err(DeviceCaseError::Fault(WorkerFault::Protocol(format!(
                 "malformed output description {d}"
@@ -216,4 +209,14 @@ fn replayed_device_output(
         }
     }
     Ok(None)
+}
+
+/// The dtype and shape a worker's output description (`device_outputs`, `checked_device`)
+/// gives, each None when missing or malformed.
+pub(crate) fn described_tensor(d: &Value) -> (Option<Dtype>, Option<Vec<u64>>) {
+    let field = |k: &str| d.get(k).cloned();
+    (
+        field("dtype").and_then(|v| serde_json::from_value(v).ok()),
+        field("shape").and_then(|v| serde_json::from_value(v).ok()),
+    )
 }

@@ -1,6 +1,6 @@
 //! The outputs of probed timed calls against the reference outputs of the case timing ran on.
 
-use kbench_record::{Dtype, HostTensor, Outcome};
+use kbench_record::{HostTensor, Outcome};
 use serde_json::Value;
 
 use super::case::gated_f64;
@@ -60,14 +60,7 @@ pub(crate) fn judge_timed_device_call(
         )));
     }
     for (k, (d, reference)) in described.iter().zip(outputs).enumerate() {
-        let dtype: Option<Dtype> = d
-            .get("dtype")
-            .cloned()
-            .and_then(|v| serde_json::from_value(v).ok());
-        let shape: Option<Vec<u64>> = d
-            .get("shape")
-            .cloned()
-            .and_then(|v| serde_json::from_value(v).ok());
+        let (dtype, shape) = super::device::described_tensor(d);
         let copied = d.get("copied").and_then(Value::as_bool) == Some(true);
         if dtype != Some(reference.dtype) || shape.as_ref() != Some(&reference.shape) || !copied {
             return Some(mismatch(format!(
