@@ -31,6 +31,13 @@ impl Evaluation<'_, '_> {
                 let gate = ctx.gates.of(exec.device);
                 gate.begin_timing();
                 let last = self.last_random.as_ref();
+                if last.is_none() {
+                    // A device case the session does not keep (its cases exceed the GPU
+                    // memory it may hold) is not held for timing either: said, not silent.
+                    self.notes.push(
+                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (the problem's cases exceed the memory the session keeps)".into(),
+                    );
+                }
                 let fits = last.is_some_and(|rc| timed_check_fits(rc));
                 let slots = match last.filter(|_| fits).map(|rc| timed_output_slots(exec, rc)) {
                     Some(Err(e)) => {
