@@ -6,6 +6,7 @@
 //! verdicts.
 
 pub mod build;
+mod gate;
 mod launch;
 mod prestart;
 pub mod probe_cache;
@@ -15,6 +16,7 @@ pub mod sandbox;
 pub mod setup;
 mod wire;
 
+pub use gate::{GateHold, Gates, StartGate};
 pub use launch::{allow_bytecode_writes, pycache_dir, worker_env, BUILD_NICENESS, MAX_PAYLOAD};
 pub use prestart::{Prestart, Prestarted};
 pub use process::*;
