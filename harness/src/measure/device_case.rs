@@ -60,16 +60,10 @@ pub(crate) fn prepare_device_case(station: &Station, rc: &RefCase) -> anyhow::Re
         dev_inputs.insert(name.clone(), copy.spec());
         copies.push(copy);
     }
-    let mut slots = Vec::with_capacity(outputs.len());
-    for o in outputs {
-        let buf = gpu.alloc(o.nbytes())?;
+    let slots = output_slots(gpu, outputs)?;
+    for s in &slots {
         // NaN-filled (all ones bits) so an element the candidate never wrote cannot pass.
-        gpu.fill(&buf, 0xff)?;
-        slots.push(DevTensorOwned {
-            buf,
-            dtype: o.dtype,
-            shape: o.shape.clone(),
-        });
+        gpu.fill(&s.buf, 0xff)?;
     }
     let cmd = json!({
         "cmd": "run_case",
@@ -115,7 +109,15 @@ pub(crate) fn timed_output_slots(
     let (CaseData::Device { outputs, .. }, Some(gpu)) = (&rc.data, station.gpu.as_ref()) else {
         return Ok(None);
     };
-    let slots = outputs
+    output_slots(gpu, outputs).map(Some)
+}
+
+/// One harness buffer per reference output, of its dtype and shape (contents undefined).
+fn output_slots(
+    gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
+    outputs: &[DevTensorOwned],
+) -> anyhow::Result<Vec<DevTensorOwned>> {
+    outputs
         .iter()
         .map(|o| {
             Ok(DevTensorOwned {
@@ -124,6 +126,5 @@ pub(crate) fn timed_output_slots(
                 shape: o.shape.clone(),
             })
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(Some(slots))
+        .collect()
 }

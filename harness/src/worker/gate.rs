@@ -145,13 +145,18 @@ mod tests {
         st
     }
 
-    #[test]
-    fn start_gate_pauses_starting_processes_only_while_timing() {
-        let mut child = Command::new("sleep")
+    /// A process leading its own group, doing nothing for 30 s.
+    fn sleeping_group() -> std::process::Child {
+        Command::new("sleep")
             .arg("30")
             .process_group(0)
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn start_gate_pauses_starting_processes_only_while_timing() {
+        let mut child = sleeping_group();
         let pid = child.id();
         let gate = StartGate::default();
         gate.register(pid as i32);
@@ -262,11 +267,7 @@ time.sleep(30)
     #[test]
     fn timing_on_one_gpu_leaves_workers_starting_for_another_running() {
         use kbench_record::Device;
-        let mut child = Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let mut child = sleeping_group();
         let pid = child.id();
         let gates = Gates::default();
         assert!(Arc::ptr_eq(
