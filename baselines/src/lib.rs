@@ -5,6 +5,7 @@
 //! and the baselines a run compares against ([`BaselineTable`], [`BaselineRequest`]).
 
 mod coverage;
+mod estimate;
 mod import;
 mod kernelbench;
 mod mode;
@@ -12,6 +13,7 @@ mod store;
 mod table;
 
 pub use coverage::{coverage_of, entries_of, LevelCoverage};
+pub use estimate::{default_root, EagerTimes};
 pub use import::{import_kernelbench, known_caveats, ImportOptions};
 pub use kernelbench::{BaselineError, KernelBenchBaselines, KernelBenchMode, KernelBenchTiming};
 pub use mode::Mode;

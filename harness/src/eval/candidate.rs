@@ -83,6 +83,9 @@ struct Evaluation<'a, 'c> {
     integrity: IntegrityReport,
     /// Issue 6: the last random case (the inputs timing uses).
     last_random: Option<Arc<RefCase>>,
+    /// `last_random` holds only what checking the timed calls needs (a device case the
+    /// reference session does not keep): dropped once timing is done.
+    timed_only: bool,
     /// Random cases already passed (device path: a failing output is compared with them).
     earlier_random: Vec<Arc<RefCase>>,
     /// The outputs of probed timed calls.
@@ -129,6 +132,7 @@ pub(crate) fn evaluate_candidate(
         timing: None,
         integrity: IntegrityReport::default(),
         last_random: None,
+        timed_only: false,
         earlier_random: Vec::new(),
         checked_calls: Vec::new(),
         seen_outputs: Vec::new(),
@@ -470,9 +474,22 @@ impl Evaluation<'_, '_> {
             // A device case is kept only when the reference session keeps it anyway: holding
             // it here would double the GPU memory of a case too large to cache.
             let device = matches!(rc.data, CaseData::Device { .. });
-            self.last_random = (!device || Arc::strong_count(&rc) >= 2).then(|| Arc::clone(&rc));
-            if device && self.last_random.is_some() {
+            let kept = !device || Arc::strong_count(&rc) >= 2;
+            self.timed_only = false;
+            self.last_random = kept.then(|| Arc::clone(&rc));
+            if device && kept {
                 self.earlier_random.push(Arc::clone(&rc));
+            } else if device && t + 1 == self.ctx.config.trials {
+                // The timed case: its outputs stay until timing has checked its calls (then
+                // go), within a quarter of the GPU (the session holds no other case then).
+                let cap = exec
+                    .gpu
+                    .as_ref()
+                    .and_then(|g| g.mem_info().ok())
+                    .map_or(0, |(_, total)| total as u64 / 4);
+                let strict = self.tol.profile == kbench_record::ToleranceProfile::Strict;
+                self.last_random = rc.into_timed_check(cap, strict);
+                self.timed_only = self.last_random.is_some();
             }
         }
         let done = Instant::now();

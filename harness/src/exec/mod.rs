@@ -7,6 +7,7 @@
 pub mod affinity;
 mod engine;
 mod executor;
+mod order;
 mod progress;
 mod queue;
 mod run;

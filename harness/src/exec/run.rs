@@ -157,6 +157,11 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // so a problem's reference cases stay on the GPU that made them.
     let (stations, sampler) = engine.stations(config, &run_dir)?;
     let queue = Queue::new(stations.len());
+    if stations.len() > 1 {
+        let eager =
+            kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
+        super::order::longest_first(&mut batches, &eager);
+    }
     for b in batches {
         queue.push(b);
     }

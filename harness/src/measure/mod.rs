@@ -9,6 +9,7 @@ pub(crate) mod device_case;
 pub(crate) mod mode_check;
 mod probe;
 pub mod profile;
+pub(crate) mod ref_case;
 pub(crate) mod reference;
 mod station;
 pub(crate) mod timing;

@@ -342,12 +342,7 @@ pub(super) fn failure_message(o: &Outcome) -> String {
 /// The default store: `baselines/data` under the working directory when it exists (the
 /// repository's committed data), else `baselines` in kbench's cache.
 pub fn default_store(cache: &Path) -> PathBuf {
-    let here = PathBuf::from("baselines/data");
-    if here.is_dir() {
-        std::path::absolute(&here).unwrap_or(here)
-    } else {
-        cache.join("baselines")
-    }
+    kbench_baselines::default_root(cache)
 }
 
 pub(super) fn store_root(given: Option<&PathBuf>, cache: &Path) -> PathBuf {

@@ -32,10 +32,10 @@ impl Evaluation<'_, '_> {
                 gate.begin_timing();
                 let last = self.last_random.as_ref();
                 if last.is_none() {
-                    // A device case the session does not keep (its cases exceed the GPU
-                    // memory it may hold) is not held for timing either: said, not silent.
+                    // A device case whose outputs alone exceed a quarter of the GPU is not
+                    // held for timing: said, not silent.
                     self.notes.push(
-                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (the problem's cases exceed the memory the session keeps)".into(),
+                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (they exceed a quarter of its memory)".into(),
                     );
                 }
                 let fits = last.is_some_and(|rc| timed_check_fits(rc));
@@ -97,6 +97,10 @@ impl Evaluation<'_, '_> {
                 }
             }
             self.integrity.checked_timed_calls = self.checked_calls.len() as u32 + on_device;
+        }
+        if self.timed_only {
+            // Its GPU memory goes back before the stress families make theirs.
+            self.last_random = None;
         }
         match result.map_err(|f| fault(f, Phase::Time))? {
             TimingResult::Measured(t) => self.timing = Some(t),

@@ -1,0 +1,189 @@
+//! One correctness case as the reference made it (its inputs, outputs and float64 outputs,
+//! in host memory on CPU, in harness-owned GPU buffers on CUDA), and the GPU tensor type
+//! those buffers are. Owned by `measure::reference`, read by the judges.
+
+use std::sync::Arc;
+
+use kbench_record::protocol::Frame;
+use kbench_record::{CaseRef, Dtype, HostTensor};
+use serde_json::{json, Value};
+
+use super::Station;
+use crate::gpu::compare::DevTensor;
+use crate::gpu::devmem::DevBuf;
+
+/// A tensor in a harness-owned GPU buffer.
+pub struct DevTensorOwned {
+    pub buf: DevBuf,
+    pub dtype: Dtype,
+    pub shape: Vec<u64>,
+}
+
+impl DevTensorOwned {
+    pub fn view(&self) -> DevTensor<'_> {
+        DevTensor {
+            buf: &self.buf,
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// What a worker needs to map it: `{handle, dtype, shape, nbytes}`.
+    pub fn spec(&self) -> Value {
+        json!({
+            "handle": self.buf.ipc_handle(),
+            "dtype": self.dtype.as_str(),
+            "shape": self.shape,
+            "nbytes": self.nbytes(),
+        })
+    }
+
+    pub fn nbytes(&self) -> usize {
+        self.shape.iter().product::<u64>() as usize * self.dtype.size()
+    }
+}
+
+/// A case's tensors, where they live.
+pub enum CaseData {
+    /// CPU runs: a ready `run_case` frame carrying the inputs, and host outputs.
+    Host {
+        run_frame: Arc<Frame>,
+        outputs: Vec<HostTensor>,
+        outputs_f64: Option<Vec<HostTensor>>,
+        /// `nan-inf` cases: per output, the probe reference (see `measure/probe.rs`).
+        outputs_alt: Option<Vec<Option<HostTensor>>>,
+    },
+    /// CUDA runs: everything in harness-owned GPU buffers; only the argument list is JSON.
+    Device {
+        args: Value,
+        inputs: Vec<(String, DevTensorOwned)>,
+        outputs: Vec<DevTensorOwned>,
+        outputs_f64: Option<Vec<DevTensorOwned>>,
+        outputs_alt: Option<Vec<Option<DevTensorOwned>>>,
+    },
+}
+
+/// One correctness case as the reference produced it.
+pub struct RefCase {
+    pub case: CaseRef,
+    pub forward_seed: u64,
+    pub data: CaseData,
+    /// Why a stress case does not apply to this problem (the candidate is not run on it).
+    pub not_applicable: Option<String>,
+    /// Inputs the reference's own forward writes to (an in-place problem): a candidate
+    /// writing to them is not flagged `input-mutated`.
+    pub mutated_inputs: Vec<u64>,
+}
+
+impl RefCase {
+    pub fn num_outputs(&self) -> usize {
+        match &self.data {
+            CaseData::Host { outputs, .. } => outputs.len(),
+            CaseData::Device { outputs, .. } => outputs.len(),
+        }
+    }
+
+    pub(super) fn bytes(&self) -> u64 {
+        match &self.data {
+            CaseData::Host {
+                run_frame,
+                outputs,
+                outputs_f64,
+                outputs_alt,
+            } => {
+                run_frame.payload.len() as u64
+                    + outputs
+                        .iter()
+                        .chain(outputs_f64.iter().flatten())
+                        .chain(outputs_alt.iter().flatten().flatten())
+                        .map(|o| o.data().len() as u64)
+                        .sum::<u64>()
+            }
+            CaseData::Device {
+                inputs,
+                outputs,
+                outputs_f64,
+                outputs_alt,
+                ..
+            } => inputs
+                .iter()
+                .map(|(_, t)| t)
+                .chain(outputs)
+                .chain(outputs_f64.iter().flatten())
+                .chain(outputs_alt.iter().flatten().flatten())
+                .map(|t| t.nbytes() as u64)
+                .sum(),
+        }
+    }
+    /// What checking the timed calls needs of a device case the session does not keep: its
+    /// outputs, and its float64 outputs when `keep_f64` (only the strict profile enforces
+    /// them); its inputs and probe references are freed here. None when that is still over
+    /// `cap` bytes (or the case is held elsewhere, or is a host case).
+    pub fn into_timed_check(self: Arc<Self>, cap: u64, keep_f64: bool) -> Option<Arc<RefCase>> {
+        let RefCase {
+            case,
+            forward_seed,
+            data,
+            not_applicable,
+            mutated_inputs,
+        } = Arc::into_inner(self)?;
+        let CaseData::Device {
+            args,
+            outputs,
+            outputs_f64,
+            ..
+        } = data
+        else {
+            return None;
+        };
+        let slim = RefCase {
+            case,
+            forward_seed,
+            data: CaseData::Device {
+                args,
+                inputs: Vec::new(),
+                outputs,
+                outputs_f64: outputs_f64.filter(|_| keep_f64),
+                outputs_alt: None,
+            },
+            not_applicable,
+            mutated_inputs,
+        };
+        (slim.bytes() <= cap).then(|| Arc::new(slim))
+    }
+
+    /// The case's reference outputs (and float64 outputs) on the host: read back from the
+    /// GPU for a device case.
+    pub fn host_outputs(
+        &self,
+        station: &Station,
+    ) -> anyhow::Result<(Vec<HostTensor>, Option<Vec<HostTensor>>)> {
+        Ok(match &self.data {
+            CaseData::Host {
+                outputs,
+                outputs_f64,
+                ..
+            } => (outputs.clone(), outputs_f64.clone()),
+            CaseData::Device {
+                outputs,
+                outputs_f64,
+                ..
+            } => {
+                let gpu = station.gpu.as_ref().expect("device case without a GPU");
+                let read = |t: &DevTensorOwned| -> anyhow::Result<HostTensor> {
+                    let bytes = gpu.read(&t.buf, 0, t.nbytes())?;
+                    Ok(HostTensor::new(t.dtype, t.shape.clone(), bytes)?)
+                };
+                let refs = outputs
+                    .iter()
+                    .map(read)
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let refs64 = match outputs_f64 {
+                    Some(v) => Some(v.iter().map(read).collect::<anyhow::Result<Vec<_>>>()?),
+                    None => None,
+                };
+                (refs, refs64)
+            }
+        })
+    }
+}
