@@ -115,11 +115,17 @@ impl RefCase {
                 .sum(),
         }
     }
-    /// What checking the timed calls needs of a device case the session does not keep: its
-    /// outputs, and its float64 outputs when `keep_f64` (only the strict profile enforces
-    /// them); its inputs and probe references are freed here. None when that is still over
-    /// `cap` bytes (or the case is held elsewhere, or is a host case).
-    pub fn into_timed_check(self: Arc<Self>, cap: u64, keep_f64: bool) -> Option<Arc<RefCase>> {
+    /// What checking the timed calls needs of a device case the session does not keep, where
+    /// its reference outputs and float64 outputs are too large to hold beside timing's own
+    /// buffers: the case with `checked` (the candidate's outputs on it, which passed) in
+    /// place of the reference's outputs, no float64 outputs, inputs and probe references
+    /// freed. Timed calls are then held to what the candidate returned when checked. None
+    /// when `checked` is over `cap` bytes (or the case is held elsewhere, or is a host case).
+    pub fn into_timed_check(
+        self: Arc<Self>,
+        checked: Vec<DevTensorOwned>,
+        cap: u64,
+    ) -> Option<Arc<RefCase>> {
         let RefCase {
             case,
             forward_seed,
@@ -127,13 +133,7 @@ impl RefCase {
             not_applicable,
             mutated_inputs,
         } = Arc::into_inner(self)?;
-        let CaseData::Device {
-            args,
-            outputs,
-            outputs_f64,
-            ..
-        } = data
-        else {
+        let CaseData::Device { args, .. } = data else {
             return None;
         };
         let slim = RefCase {
@@ -142,8 +142,8 @@ impl RefCase {
             data: CaseData::Device {
                 args,
                 inputs: Vec::new(),
-                outputs,
-                outputs_f64: outputs_f64.filter(|_| keep_f64),
+                outputs: checked,
+                outputs_f64: None,
                 outputs_alt: None,
             },
             not_applicable,

@@ -32,10 +32,10 @@ impl Evaluation<'_, '_> {
                 gate.begin_timing();
                 let last = self.last_random.as_ref();
                 if last.is_none() {
-                    // A device case whose outputs alone exceed a quarter of the GPU is not
-                    // held for timing: said, not silent.
+                    // A device case whose candidate outputs alone exceed an eighth of the GPU
+                    // is not held for timing: said, not silent.
                     self.notes.push(
-                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (they exceed a quarter of its memory)".into(),
+                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (the candidate's outputs on it, which stand for them, exceed an eighth of its memory)".into(),
                     );
                 }
                 let fits = last.is_some_and(|rc| timed_check_fits(rc));
