@@ -20,6 +20,20 @@ pub struct TimingSettings<'a> {
     pub timeout: std::time::Duration,
     /// Fresh input copies for every timed call (off for the harness's own baselines).
     pub fresh_inputs: bool,
+    /// Both workers hand their allocator's blocks back after every round, not only the last:
+    /// for a case whose tensors are a large share of the GPU (see [`release_every_round`]).
+    pub release_rounds: bool,
+}
+
+/// Whether a timing of a case with `output_bytes` of outputs on a GPU of `total` bytes
+/// releases memory after every round: from a thirty-second of the card on. Between rounds
+/// each worker keeps its input copies and outputs cached (inputs, two fresh copies, an
+/// output or two: about five times the outputs), so the idle side held what the side being
+/// timed needed; level-1 problem 20 (6 GiB tensors) ran an honest candidate out of memory
+/// on an 80 GB H100. Releasing costs an empty_cache and a few large allocations per round,
+/// nothing beside calls of milliseconds on tensors this large.
+pub fn release_every_round(output_bytes: u64, total: u64) -> bool {
+    total > 0 && output_bytes >= total / 32
 }
 
 /// The integrity checks of a timing phase (issue 6).
@@ -57,6 +71,7 @@ struct RoundShape {
     last: bool,
     forward_seed: u64,
     fresh_inputs: bool,
+    release_rounds: bool,
     /// The core kept free for this GPU's timing.
     cpu: Option<usize>,
     /// Untimed calls opening the round when it is not the first ([`opening_calls`]).
@@ -77,8 +92,9 @@ fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
         cmd["cpu"] = json!(cpu);
     }
     // The workers hand their allocator's blocks back after the last round only (a timing
-    // stopped early leaves them cached until the worker's next release).
-    if !r.last {
+    // stopped early leaves them cached until the worker's next release), or after every
+    // round for a case too large to keep cached on both sides.
+    if !r.last && !r.release_rounds {
         cmd["release"] = json!(false);
     }
     cmd
@@ -178,6 +194,7 @@ pub fn time_pair(
         config: tc,
         timeout,
         fresh_inputs,
+        release_rounds,
     } = settings;
     let TimedChecks {
         check_outputs,
@@ -213,6 +230,7 @@ pub fn time_pair(
             last: left == 0,
             forward_seed,
             fresh_inputs,
+            release_rounds,
             cpu: exec.timing_cpu,
             opening,
         };
@@ -449,6 +467,7 @@ mod tests {
             last,
             forward_seed: 77,
             fresh_inputs: true,
+            release_rounds: false,
             cpu: None,
             opening: 1,
         };
@@ -463,6 +482,20 @@ mod tests {
         let last = round_command(&tc, &shape(49, true));
         assert!(last.get("release").is_none(), "{last}");
         assert_eq!(last["forward_seed"], 77);
+        // A case too large to keep cached on both sides: every round releases.
+        let large = RoundShape {
+            release_rounds: true,
+            ..shape(7, false)
+        };
+        assert!(round_command(&tc, &large).get("release").is_none());
+        let gib = 1u64 << 30;
+        assert!(release_every_round(6 * gib, 80 * gib));
+        assert!(release_every_round(5 * gib / 2, 80 * gib));
+        assert!(!release_every_round(gib, 80 * gib));
+        assert!(
+            !release_every_round(6 * gib, 0),
+            "no GPU: nothing to release"
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@ use crate::judge::timed::{judge_timed_calls, timed_check_fits, timed_output_byte
 use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::measure::device_case::timed_output_slots;
 use crate::measure::reference::{CaseData, RefFailure};
-use crate::measure::timing::{time_pair, TimedChecks, TimingRun, TimingSettings};
+use crate::measure::timing::{
+    release_every_round, time_pair, TimedChecks, TimingRun, TimingSettings,
+};
 use crate::worker::Worker;
 use kbench_record::Phase;
 
@@ -68,6 +70,14 @@ impl Evaluation<'_, '_> {
                     timeout: c.timeouts.time,
                     // The harness's own baselines are trusted: see `time_pair`.
                     fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                    // A device case not held here is too large to hold: released too.
+                    release_rounds: release_every_round(
+                        last.map_or(u64::MAX, |rc| timed_output_bytes(rc)),
+                        exec.gpu
+                            .as_ref()
+                            .and_then(|g| g.mem_info().ok())
+                            .map_or(0, |(_, total)| total as u64),
+                    ),
                 };
                 let r = time_pair(
                     settings,
