@@ -314,3 +314,38 @@ fn check_prints_every_case_of_one_kernel() {
         "{text}"
     );
 }
+
+/// A stress case found not to apply is made once per problem: with no case cache (the path
+/// of problems too large to keep), the second candidate gets the first one's answer, not
+/// another float64 forward.
+#[test]
+fn a_case_that_does_not_apply_is_made_once_per_problem() {
+    let _g = common::shared();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("uncached");
+    let out = run(&out_dir, &["--select", "1/4", "--case-cache-mb", "0"]);
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(3), "4_fp16_overflow fails: {text}");
+    let recs = by_candidate(&out_dir);
+    assert_eq!(
+        recs.keys().collect::<Vec<_>>(),
+        ["4_fp16_overflow", "4_reordered"],
+        "{text}"
+    );
+    let why = |name: &str| recs[name]["cases"][11]["not_applicable"].clone();
+    assert!(why("4_reordered").as_str().unwrap().contains("float64"));
+    assert_eq!(why("4_fp16_overflow"), why("4_reordered"));
+    // The reference's log has a line per case it made: every case for the first candidate,
+    // the applicable ones again for the second (no cache), cancellation once.
+    let log = std::fs::read_to_string(out_dir.join("logs/kernelbench_L1_4__reference.log"))
+        .unwrap_or_else(|e| panic!("reference log: {e}; {text}"));
+    let made = |family: &str| {
+        log.lines()
+            .filter(|l| l.contains(&format!("make_case {family}:")))
+            .count()
+    };
+    assert_eq!(made("random"), 10, "{log}");
+    assert_eq!(made("signed"), 2, "{log}");
+    assert_eq!(made("cancellation"), 1, "{log}");
+}

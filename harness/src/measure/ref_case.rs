@@ -115,6 +115,23 @@ impl RefCase {
                 .sum(),
         }
     }
+    /// A stress case that does not apply (`why`), without its tensors: nothing is run or
+    /// judged on it, and every candidate of the problem gets the same answer.
+    pub fn not_applicable(case: CaseRef, why: String) -> RefCase {
+        RefCase {
+            case,
+            forward_seed: 0,
+            data: CaseData::Host {
+                run_frame: Arc::new(Frame::new(json!({}))),
+                outputs: Vec::new(),
+                outputs_f64: None,
+                outputs_alt: None,
+            },
+            not_applicable: Some(why),
+            mutated_inputs: Vec::new(),
+        }
+    }
+
     /// What checking the timed calls needs of a device case the session does not keep, where
     /// its reference outputs and float64 outputs are too large to hold beside timing's own
     /// buffers: the case with `checked` (the candidate's outputs on it, which passed) in

@@ -37,6 +37,9 @@ pub struct ReferenceSession {
     caching: bool,
     cached_bytes: u64,
     budget: u64,
+    /// Stress cases found not to apply, by case index: not made again for later candidates
+    /// when the cache keeps no case (each took a float64 forward to decide).
+    not_applicable: std::collections::HashMap<u32, String>,
     pub device_name: String,
     pub notes: Vec<String>,
     problem_file: String,
@@ -85,6 +88,7 @@ impl ReferenceSession {
             caching: true,
             cached_bytes: 0,
             budget,
+            not_applicable: Default::default(),
             device_name: String::new(),
             notes: Vec::new(),
             problem_file: problem.file.clone(),
@@ -186,9 +190,17 @@ impl ReferenceSession {
         if let Some(rc) = self.cached.get(t as usize) {
             return Ok(Arc::clone(rc));
         }
+        if let Some(why) = self.not_applicable.get(&t) {
+            // Decided by the reference alone on the run's seeds: the same for every candidate.
+            let case = ctx.config.case_ref(t);
+            return Ok(Arc::new(RefCase::not_applicable(case, why.clone())));
+        }
         let rc = self
             .make_restarting(ctx, exec, problem, run_dir, t, true)?
             .expect("a kept case");
+        if let Some(why) = &rc.not_applicable {
+            self.not_applicable.insert(t, why.clone());
+        }
         let rc = Arc::new(rc);
         let bytes = rc.bytes();
         let c = ctx.config;
@@ -359,12 +371,16 @@ impl ReferenceSession {
         }
         let not_applicable = applicability(&case, &reply.header, tol);
         let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
-        let result = if !keep {
+        let result = if !keep || not_applicable.is_some() {
             if device_io {
                 // Drop the worker's pending copy; it keeps the inputs as its current case.
                 self.export(ctx, Vec::new(), false)?;
             }
-            None
+            // A case that does not apply is kept without its tensors: none is run on it.
+            not_applicable
+                .clone()
+                .filter(|_| keep)
+                .map(|why| RefCase::not_applicable(case.clone(), why))
         } else if device_io {
             Some(self.take_device_case(ctx, &reply, case, forward_seed, arg_list)?)
         } else {
