@@ -11,6 +11,7 @@
 #   gpus2    with 2+ GPUs: SELECT on --gpus 0,1 and on --gpus 0                  -> $OUT/ref_2gpu, $OUT/ref_1gpu
 #   ref1, ref2, ref2b   the parts of gpus2 one by one (ref2b: --gpus 0,1 again, for
 #            run-to-run agreement)                                               -> $OUT/ref_1gpu, ref_2gpu, ref_2gpu_b
+#   ref4     with 4+ GPUs: SELECT on --gpus 0,1,2,3                              -> $OUT/ref_4gpu
 #   compile  the replay kernels of tests/gpu/replay_bench_cuda (REPLAY), with a fresh build
 #            cache (cold), then the same cache again (warm)                      -> $OUT/compile_cold, $OUT/compile_warm
 #   probe    bench/throughput/build_probe.py: one trivial load_inline build, cold, with
@@ -166,6 +167,14 @@ for step in $STEPS; do
         # shellcheck disable=SC2046
         kb_run "$name" --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1
         ;;
+    ref4)
+        if [ "$NGPU" -lt 4 ]; then
+            log "ref4: $NGPU GPU(s) visible, skipped"
+            continue
+        fi
+        # shellcheck disable=SC2046
+        kb_run ref_4gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1,2,3
+        ;;
     probe)
         if [ -f "$OUT/build_probe.json" ]; then
             log "probe: done before, skipped"
@@ -213,4 +222,4 @@ if [ "$STOPPED" = 1 ]; then
     exit 75
 fi
 log "all steps done in $(( $(date +%s) - T0 ))s; summarize with:"
-log "  python3 bench/throughput/summarize.py --out $OUT/results.json --md $OUT/results.md --pair ref250 ref250b --scaling ref_1gpu ref_2gpu $OUT/*/"
+log "  python3 bench/throughput/summarize.py --out $OUT/results.json --md $OUT/results.md --pair ref250 ref250b --scaling ref_1gpu ref_2gpu --scaling ref_1gpu ref_4gpu $OUT/*/"
