@@ -87,6 +87,8 @@ struct Evaluation<'a, 'c> {
     /// reference session does not keep, with the candidate's checked outputs standing for the
     /// reference's): dropped once timing is done.
     timed_only: bool,
+    /// Inputs and outputs of the timed case, taken before `timed_only` freed its inputs.
+    timed_case_bytes: Option<u64>,
     /// Random cases already passed (device path: a failing output is compared with them).
     earlier_random: Vec<Arc<RefCase>>,
     /// The outputs of probed timed calls.
@@ -134,6 +136,7 @@ pub(crate) fn evaluate_candidate(
         integrity: IntegrityReport::default(),
         last_random: None,
         timed_only: false,
+        timed_case_bytes: None,
         earlier_random: Vec::new(),
         checked_calls: Vec::new(),
         seen_outputs: Vec::new(),
@@ -495,6 +498,7 @@ impl Evaluation<'_, '_> {
                     .as_ref()
                     .and_then(|g| g.mem_info().ok())
                     .map_or(0, |(_, total)| total as u64 / 8);
+                self.timed_case_bytes = Some(rc.io_bytes());
                 self.last_random = rc.into_timed_check(outputs, cap);
                 if self.last_random.is_some() {
                     self.notes.push(format!("timed calls checked against the candidate's own outputs on {case} (which passed): the reference session keeps none of this problem's cases on the GPU"));

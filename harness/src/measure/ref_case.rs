@@ -83,6 +83,27 @@ impl RefCase {
         }
     }
 
+    /// Bytes of the case's inputs and working-precision outputs: what each side's timed
+    /// calls hold (their input copies and outputs are multiples of it).
+    pub fn io_bytes(&self) -> u64 {
+        match &self.data {
+            CaseData::Host {
+                run_frame, outputs, ..
+            } => {
+                run_frame.payload.len() as u64
+                    + outputs.iter().map(|o| o.data().len() as u64).sum::<u64>()
+            }
+            CaseData::Device {
+                inputs, outputs, ..
+            } => inputs
+                .iter()
+                .map(|(_, t)| t)
+                .chain(outputs)
+                .map(|t| t.nbytes() as u64)
+                .sum(),
+        }
+    }
+
     pub(super) fn bytes(&self) -> u64 {
         match &self.data {
             CaseData::Host {

@@ -30,15 +30,16 @@ pub struct TimingSettings<'a> {
 /// against 2.0 s for 50 rounds released only at the end.
 pub const RELEASED_ROUNDS: u32 = 10;
 
-/// Whether a timing of a case with `output_bytes` of outputs on a GPU of `total` bytes
-/// releases memory after every round: from a thirty-second of the card on. Between rounds
-/// each worker keeps its input copies and outputs cached (inputs, two fresh copies, an
-/// output or two: about five times the outputs), so the idle side held what the side being
-/// timed needed; level-1 problem 20 (6 GiB tensors) ran an honest candidate out of memory
-/// on an 80 GB H100. Releasing costs an empty_cache and a few large allocations per round,
-/// nothing beside calls of milliseconds on tensors this large.
-pub fn release_every_round(output_bytes: u64, total: u64) -> bool {
-    total > 0 && output_bytes >= total / 32
+/// Whether a timing of a case with `io_bytes` of inputs and outputs on a GPU of `total`
+/// bytes releases memory after every round: from a sixteenth of the card on. Between rounds
+/// each worker keeps its input copies and outputs cached (the case's inputs, two fresh
+/// copies, an output or two), so the idle side held what the side being timed needed:
+/// level-1 problem 20 (6 GiB in, 6 GiB out) ran an honest candidate out of memory on an 80
+/// GB H100. Releasing costs an empty_cache and a few large allocations per round, little
+/// beside calls of milliseconds on tensors this large. A timing that runs out of memory
+/// without it is run again with it (`Evaluation::time`).
+pub fn release_every_round(io_bytes: u64, total: u64) -> bool {
+    total > 0 && io_bytes >= total / 16
 }
 
 /// The integrity checks of a timing phase (issue 6).

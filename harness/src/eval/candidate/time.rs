@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::{fault, Evaluation, Step, Stop};
 use crate::config::AgentConfig;
+use crate::judge::faults::out_of_memory;
 use crate::judge::timed::{judge_timed_calls, timed_check_fits, timed_output_bytes};
 use crate::judge::timing::{summarize, CandidateRounds, TimingResult};
 use crate::measure::device_case::timed_output_slots;
@@ -13,7 +14,7 @@ use crate::measure::timing::{
     release_every_round, time_pair, TimedChecks, TimingRun, TimingSettings,
 };
 use crate::worker::Worker;
-use kbench_record::Phase;
+use kbench_record::{Outcome, Phase};
 
 impl Evaluation<'_, '_> {
     /// Times the candidate against the reference on the last random case, and checks the
@@ -49,15 +50,6 @@ impl Evaluation<'_, '_> {
                     other => other.and_then(Result::ok).flatten(),
                 };
                 let host = last.is_some_and(|rc| matches!(rc.data, CaseData::Host { .. }));
-                let checks = TimedChecks {
-                    check_outputs: fits && (host || slots.is_some()),
-                    output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
-                    checked: &mut self.checked_calls,
-                    device_slots: slots.as_deref(),
-                    checked_on_device: &mut on_device,
-                    outputs: last.map_or(0, |rc| rc.num_outputs()),
-                    forward_seed: last.map_or(0, |rc| rc.forward_seed),
-                };
                 let rounds = CandidateRounds {
                     allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),
                     device: slots
@@ -65,33 +57,61 @@ impl Evaluation<'_, '_> {
                         .zip(last)
                         .map(|(_, rc)| (self.tol, exec, &**rc)),
                 };
-                let settings = TimingSettings {
-                    config: tc,
-                    timeout: c.timeouts.time,
-                    // The harness's own baselines are trusted: see `time_pair`.
-                    fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
-                    // A device case not held here is too large to hold: released too.
-                    release_rounds: release_every_round(
-                        last.map_or(u64::MAX, |rc| timed_output_bytes(rc)),
-                        exec.gpu
-                            .as_ref()
-                            .and_then(|g| g.mem_info().ok())
-                            .map_or(0, |(_, total)| total as u64),
-                    ),
+                let total = exec
+                    .gpu
+                    .as_ref()
+                    .and_then(|g| g.mem_info().ok())
+                    .map_or(0, |(_, total)| total as u64);
+                // A device case not held here is too large to hold: released too.
+                let io_bytes = self
+                    .timed_case_bytes
+                    .or_else(|| last.map(|rc| rc.io_bytes()))
+                    .unwrap_or(u64::MAX);
+                let mut release_rounds = release_every_round(io_bytes, total);
+                let r = loop {
+                    self.checked_calls.clear();
+                    on_device = 0;
+                    let checks = TimedChecks {
+                        check_outputs: fits && (host || slots.is_some()),
+                        output_bytes: last.map_or(0, |rc| timed_output_bytes(rc)),
+                        checked: &mut self.checked_calls,
+                        device_slots: slots.as_deref(),
+                        checked_on_device: &mut on_device,
+                        outputs: last.map_or(0, |rc| rc.num_outputs()),
+                        forward_seed: last.map_or(0, |rc| rc.forward_seed),
+                    };
+                    let settings = TimingSettings {
+                        config: tc,
+                        timeout: c.timeouts.time,
+                        // The harness's own baselines are trusted: see `time_pair`.
+                        fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                        release_rounds,
+                    };
+                    let run = time_pair(
+                        settings,
+                        exec,
+                        &mut self.reference.worker,
+                        worker,
+                        checks,
+                        &rounds,
+                    );
+                    // Out of GPU memory with both workers' blocks cached between rounds: the
+                    // side being timed may have lacked only what the idle side kept. Timed
+                    // again (once) releasing them after every round, so an honest kernel's
+                    // verdict never rests on the size estimate above.
+                    if ran_out_of_memory(&run) && !release_rounds && total > 0 {
+                        self.notes.push("timing ran out of GPU memory with the workers' memory cached between rounds; timed again, releasing it after every round".into());
+                        release_rounds = true;
+                        continue;
+                    }
+                    break run.map(|run| match run {
+                        TimingRun::Complete(raw) => {
+                            summarize(raw, tc.warmup, tc.l2_flush, exec.device)
+                        }
+                        TimingRun::Stopped(o) => TimingResult::Failed(o),
+                        TimingRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
+                    });
                 };
-                let r = time_pair(
-                    settings,
-                    exec,
-                    &mut self.reference.worker,
-                    worker,
-                    checks,
-                    &rounds,
-                )
-                .map(|run| match run {
-                    TimingRun::Complete(raw) => summarize(raw, tc.warmup, tc.l2_flush, exec.device),
-                    TimingRun::Stopped(o) => TimingResult::Failed(o),
-                    TimingRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
-                });
                 gate.end_timing();
                 r
             }
@@ -121,5 +141,48 @@ impl Evaluation<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A timing that stopped because one side ran out of memory (the candidate's forward, or
+/// the reference's), not for anything the kernel got wrong.
+fn ran_out_of_memory(run: &Result<TimingRun, crate::worker::WorkerFault>) -> bool {
+    match run {
+        Ok(TimingRun::Stopped(Outcome::RuntimeError { message, .. })) => out_of_memory(message),
+        Ok(TimingRun::ReferenceFailed(m)) => out_of_memory(m),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::WorkerFault;
+
+    #[test]
+    fn only_running_out_of_memory_times_again() {
+        let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 3.99 GiB is free.";
+        let runtime = |message: &str| {
+            Ok(TimingRun::Stopped(Outcome::RuntimeError {
+                phase: Phase::Time,
+                message: message.into(),
+            }))
+        };
+        assert!(ran_out_of_memory(&runtime(oom)));
+        assert!(ran_out_of_memory(&Ok(TimingRun::ReferenceFailed(format!(
+            "reference worker failed timing: {oom}"
+        )))));
+        assert!(!ran_out_of_memory(&runtime("ValueError: bad shape")));
+        assert!(!ran_out_of_memory(&Ok(TimingRun::ReferenceFailed(
+            "reference worker crashed".into()
+        ))));
+        // A kernel that fails the timed checks is judged, whatever its message says.
+        assert!(!ran_out_of_memory(&Ok(TimingRun::Stopped(
+            Outcome::Integrity {
+                flag: "timed-output-mismatch".into(),
+                detail: "out of memory".into(),
+            }
+        ))));
+        assert!(!ran_out_of_memory(&Err(WorkerFault::Interrupted)));
     }
 }
