@@ -502,11 +502,11 @@ mod tests {
         };
         assert!(round_command(&tc, &large).get("release").is_none());
         let gib = 1u64 << 30;
-        assert!(release_every_round(6 * gib, 80 * gib));
-        assert!(release_every_round(5 * gib / 2, 80 * gib));
-        assert!(!release_every_round(gib, 80 * gib));
+        assert!(release_every_round(12 * gib, 80 * gib), "L1/20");
+        assert!(release_every_round(5 * gib, 80 * gib));
+        assert!(!release_every_round(2 * gib, 80 * gib), "L1/70");
         assert!(
-            !release_every_round(6 * gib, 0),
+            !release_every_round(12 * gib, 0),
             "no GPU: nothing to release"
         );
     }
