@@ -5,7 +5,9 @@
 # called from the timing loop (timed-output-mismatch); then the exploit corpus's small
 # problem with the same exploit (C4); then KernelBench's level-1 problem 20 (LeakyReLU, 6.4 GB
 # per tensor) with every family, where the reference session keeps no case and the timed
-# case's outputs are kept alone for timing: honest (ok, checked calls > 0) and C4 (caught).
+# case's outputs are kept alone for timing: honest (ok, checked calls > 0) and C4 (caught),
+# and a C4 that also zeroes its old output slot through the IPC handle it kept (caught: the
+# kept outputs are private copies).
 # Writes everything under $OUT as it goes.
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_CACHE_DIR=${KBENCH_CACHE_DIR:-/tmp/kbench-cache} PYTHONUNBUFFERED=1
@@ -37,3 +39,4 @@ one small_zeros adversarial/exploits/problems/level1/1_Scale_Add.py adversarial/
 L20=${KB_PROBLEMS:-$D/KernelBench/KernelBench}/level1/20_LeakyReLU.py
 FAMILIES=all one leaky_honest "$L20" $G/leaky_honest.py
 FAMILIES=all one leaky_zeros "$L20" $G/leaky_timing_zeros.py
+FAMILIES=random one leaky_slot_rewrite "$L20" $G/leaky_slot_rewrite.py

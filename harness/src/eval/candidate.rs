@@ -29,7 +29,7 @@ use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{
-    prepare_device_case, send_device_case, DeviceCaseError, PreparedCase,
+    prepare_device_case, private_copies, send_device_case, DeviceCaseError, PreparedCase,
 };
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
@@ -428,7 +428,9 @@ impl Evaluation<'_, '_> {
         let tc = Instant::now();
         let reference_s = (tc - t_case).as_secs_f64();
         let mut answered: Option<Instant> = None;
-        // A device case's outputs as the candidate wrote them (see `timed_only`).
+        // The timed case of a problem whose cases the session does not keep: the candidate's
+        // outputs on it will stand for the reference's under timing (see `timed_only`).
+        let stand_in = !stress && t + 1 == self.ctx.config.trials && Arc::strong_count(&rc) == 1;
         let mut candidate_outputs = None;
         let mut judged = match &rc.data {
             CaseData::Host { run_frame, .. } => {
@@ -461,11 +463,27 @@ impl Evaluation<'_, '_> {
                     }
                     Err(e) => return Err(Stop::Harness(e)),
                 };
-                let judged = send_device_case(ctx, worker, prepared, tc).and_then(|run| {
+                let judged = send_device_case(ctx, worker, prepared, tc).and_then(|mut run| {
                     answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
+                    // What is judged is what is kept: copies made before judging, in buffers
+                    // the candidate never saw (it holds the slots' handles and may write
+                    // there later, e.g. from work it left running).
+                    let private = match stand_in.then(|| private_copies(exec, &run.slots)) {
+                        Some(Ok(copies)) => {
+                            run.slots = copies;
+                            true
+                        }
+                        Some(Err(e)) => {
+                            self.notes.push(format!("timed calls not checked: copying the candidate's outputs on {case} failed: {e:#}"));
+                            false
+                        }
+                        None => false,
+                    };
                     let j = judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random);
-                    candidate_outputs = Some(run.slots);
+                    if private {
+                        candidate_outputs = Some(run.slots);
+                    }
                     j
                 });
                 match judged {

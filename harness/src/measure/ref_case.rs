@@ -155,7 +155,8 @@ impl RefCase {
 
     /// What checking the timed calls needs of a device case the session does not keep, where
     /// its reference outputs and float64 outputs are too large to hold beside timing's own
-    /// buffers: the case with `checked` (the candidate's outputs on it, which passed) in
+    /// buffers: the case with `checked` (the candidate's outputs on it, which passed, in
+    /// buffers the candidate never had a handle to: `private_copies`) in
     /// place of the reference's outputs, no float64 outputs, inputs and probe references
     /// freed. Timed calls are then held to what the candidate returned when checked. None
     /// when `checked` is over `cap` bytes (or the case is held elsewhere, or is a host case).
