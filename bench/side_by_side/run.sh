@@ -179,6 +179,10 @@ kbench_step() {
     if [ "$DRY_RUN" != 1 ] && [ -f "$WORK/$name/run.json" ]; then
         mkdir -p "$STATE/$name"
         cp -p "$WORK/$name/run.json" "$WORK/$name/records.jsonl" "$WORK/$name/secret" "$STATE/$name/" 2>/dev/null
+        # The references' own account of each case (inputs, float64 forward, forward,
+        # stability, probes, peak memory) and of their starts: where a phase's time went.
+        grep -H "kbench worker: \(make_case\|reference started\|loaded\)" "$WORK/$name"/logs/*__reference.log \
+            > "$STATE/${name}_reference_lines.txt" 2>/dev/null
     fi
 }
 
