@@ -430,7 +430,10 @@ impl Evaluation<'_, '_> {
         let mut answered: Option<Instant> = None;
         // The timed case of a problem whose cases the session does not keep: the candidate's
         // outputs on it will stand for the reference's under timing (see `timed_only`).
-        let stand_in = !stress && t + 1 == self.ctx.config.trials && Arc::strong_count(&rc) == 1;
+        let stand_in = !stress
+            && self.ctx.config.timing.is_some()
+            && t + 1 == self.ctx.config.trials
+            && Arc::strong_count(&rc) == 1;
         let mut candidate_outputs = None;
         let mut judged = match &rc.data {
             CaseData::Host { run_frame, .. } => {

@@ -123,9 +123,6 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         let mut items = Vec::with_capacity(candidates.len());
         for cand in candidates {
             let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
-            if crate::worker::build::builds_extensions(&cand.source) {
-                to_build.push(build_job(&run_dir, &problem_path, &prep));
-            }
             let key = record_key(problem, agent.name(), &cand);
             items.push(Item { cand, prep, key });
         }
@@ -137,6 +134,21 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             queued: Instant::now(),
             last: true,
         });
+    }
+    // Several GPUs take the problems longest expected first, and the builds ahead go in the
+    // same order (else the pool works through short problems while the GPUs wait for the
+    // long ones' builds).
+    if matches!(config.device, kbench_record::Device::Cuda(_)) && config.gpus.len() > 1 {
+        let eager =
+            kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
+        super::order::longest_first(&mut batches, &eager);
+    }
+    for b in &batches {
+        for item in &b.items {
+            if crate::worker::build::builds_extensions(&item.cand.source) {
+                to_build.push(build_job(&run_dir, &b.problem_path, &item.prep));
+            }
+        }
     }
     if config.build_jobs > 0 && !to_build.is_empty() {
         let jobs = config.build_jobs.min(to_build.len());
@@ -157,11 +169,6 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // so a problem's reference cases stay on the GPU that made them.
     let (stations, sampler) = engine.stations(config, &run_dir)?;
     let queue = Queue::new(stations.len());
-    if stations.len() > 1 {
-        let eager =
-            kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
-        super::order::longest_first(&mut batches, &eager);
-    }
     for b in batches {
         queue.push(b);
     }

@@ -86,7 +86,14 @@ struct RoundShape {
 
 /// The `time` command of one round, the same for both sides (check_calls aside).
 fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
-    let warmup = if r.round == 0 { tc.warmup } else { r.opening };
+    // A released round allocates its buffers again: its first call is untimed, so that
+    // cost (the reference's eager outputs come from the allocator, a kernel's persistent
+    // buffers do not) lands on no sample.
+    let warmup = match (r.round, r.release_rounds) {
+        (0, _) => tc.warmup,
+        (_, true) => r.opening.max(1),
+        _ => r.opening,
+    };
     let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": r.n, "l2_flush": tc.l2_flush, "forward_seed": r.forward_seed});
     // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
     // harness's own baselines are trusted, and torch.compile's CUDA-graph modes would
@@ -501,6 +508,15 @@ mod tests {
             ..shape(7, false)
         };
         assert!(round_command(&tc, &large).get("release").is_none());
+        let long = RoundShape {
+            opening: 0,
+            ..large
+        };
+        assert_eq!(
+            round_command(&tc, &long)["warmup"],
+            1,
+            "released: one untimed call"
+        );
         let gib = 1u64 << 30;
         assert!(release_every_round(12 * gib, 80 * gib), "L1/20");
         assert!(release_every_round(5 * gib, 80 * gib));

@@ -34,21 +34,34 @@ impl Evaluation<'_, '_> {
                 let gate = ctx.gates.of(exec.device);
                 gate.begin_timing();
                 let last = self.last_random.as_ref();
-                if last.is_none() {
-                    // A device case whose candidate outputs alone exceed an eighth of the GPU
-                    // is not held for timing: said, not silent.
-                    self.notes.push(
-                        "timed calls not checked: the timed case's reference outputs were not kept on the GPU (the candidate's outputs on it, which stand for them, exceed an eighth of its memory)".into(),
-                    );
-                }
                 let fits = last.is_some_and(|rc| timed_check_fits(rc));
                 let slots = match last.filter(|_| fits).map(|rc| timed_output_slots(exec, rc)) {
-                    Some(Err(e)) => {
-                        self.notes.push(format!("timed calls not checked: {e:#}"));
-                        None
-                    }
-                    other => other.and_then(Result::ok).flatten(),
+                    Some(Err(e)) => Err(format!("{e:#}")),
+                    other => Ok(other.and_then(Result::ok).flatten()),
                 };
+                // On a GPU a timing whose calls cannot be checked is not run: a kernel that
+                // holds the GPU's memory at the right moment must not buy unchecked timed
+                // calls (fail closed). In-place problems (`timed_check_fits`) are exempt by
+                // the reference's own nature, not by anything a kernel does, and the harness's
+                // own baselines are trusted.
+                let trusted = matches!(c.agent, AgentConfig::Baselines { .. });
+                let unchecked = match (&slots, last) {
+                    _ if trusted => None,
+                    (Err(e), _) => Some(format!("its outputs' buffers could not be allocated ({e})")),
+                    (Ok(_), None) if exec.gpu.is_some() => Some("the timed case's outputs (the candidate's own, standing for the reference's) could not be kept on the GPU".to_string()),
+                    _ => None,
+                };
+                if let Some(why) = unchecked {
+                    gate.end_timing();
+                    self.phases.timing_s = tt.elapsed().as_secs_f64();
+                    self.timed_only = false;
+                    self.last_random = None;
+                    self.notes.push(format!(
+                        "not timed: the timed calls could not be checked: {why}"
+                    ));
+                    return Ok(());
+                }
+                let slots = slots.unwrap_or(None);
                 let host = last.is_some_and(|rc| matches!(rc.data, CaseData::Host { .. }));
                 let rounds = CandidateRounds {
                     allowed_mutations: last.map_or(&[][..], |rc| &rc.mutated_inputs[..]),
@@ -99,7 +112,13 @@ impl Evaluation<'_, '_> {
                     // side being timed may have lacked only what the idle side kept. Timed
                     // again (once) releasing them after every round, so an honest kernel's
                     // verdict never rests on the size estimate above.
-                    if ran_out_of_memory(&run) && !release_rounds && total > 0 {
+                    // Only where memory pressure is plausible (a case of a sixty-fourth of the
+                    // GPU or more): elsewhere a kernel raising "out of memory" is judged.
+                    if ran_out_of_memory(&run)
+                        && !release_rounds
+                        && total > 0
+                        && io_bytes >= total / 64
+                    {
                         self.notes.push("timing ran out of GPU memory with the workers' memory cached between rounds; timed again, releasing it after every round".into());
                         release_rounds = true;
                         continue;
