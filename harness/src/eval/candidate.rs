@@ -83,11 +83,10 @@ struct Evaluation<'a, 'c> {
     integrity: IntegrityReport,
     /// Issue 6: the last random case (the inputs timing uses).
     last_random: Option<Arc<RefCase>>,
-    /// `last_random` holds only what checking the timed calls needs (a device case the
-    /// reference session does not keep, with the candidate's checked outputs standing for the
-    /// reference's): dropped once timing is done.
-    timed_only: bool,
-    /// Inputs and outputs of the timed case, taken before `timed_only` freed its inputs.
+    /// Set when the timed case is a device case the reference session does not keep: its
+    /// inputs' and outputs' bytes, taken before its inputs were freed. `last_random` then
+    /// holds only what checking the timed calls needs (the candidate's checked outputs
+    /// standing for the reference's), dropped once timing is done.
     timed_case_bytes: Option<u64>,
     /// Random cases already passed (device path: a failing output is compared with them).
     earlier_random: Vec<Arc<RefCase>>,
@@ -135,7 +134,6 @@ pub(crate) fn evaluate_candidate(
         timing: None,
         integrity: IntegrityReport::default(),
         last_random: None,
-        timed_only: false,
         timed_case_bytes: None,
         earlier_random: Vec::new(),
         checked_calls: Vec::new(),
@@ -428,12 +426,14 @@ impl Evaluation<'_, '_> {
         let tc = Instant::now();
         let reference_s = (tc - t_case).as_secs_f64();
         let mut answered: Option<Instant> = None;
+        // Whether the reference session keeps the case (it holds a clone).
+        let cached = Arc::strong_count(&rc) >= 2;
         // The timed case of a problem whose cases the session does not keep: the candidate's
-        // outputs on it will stand for the reference's under timing (see `timed_only`).
+        // outputs on it will stand for the reference's under timing (see `timed_case_bytes`).
         let stand_in = !stress
+            && !cached
             && self.ctx.config.timing.is_some()
-            && t + 1 == self.ctx.config.trials
-            && Arc::strong_count(&rc) == 1;
+            && t + 1 == self.ctx.config.trials;
         let mut candidate_outputs = None;
         let mut judged = match &rc.data {
             CaseData::Host { run_frame, .. } => {
@@ -478,7 +478,7 @@ impl Evaluation<'_, '_> {
                             true
                         }
                         Some(Err(e)) => {
-                            self.notes.push(format!("timed calls not checked: copying the candidate's outputs on {case} failed: {e:#}"));
+                            self.notes.push(format!("the candidate's outputs on {case} could not be copied to stand for the reference's under timing: {e:#}"));
                             false
                         }
                         None => false,
@@ -503,28 +503,20 @@ impl Evaluation<'_, '_> {
             // A device case is kept only when the reference session keeps it anyway: holding
             // it here would double the GPU memory of a case too large to cache.
             let device = matches!(rc.data, CaseData::Device { .. });
-            let kept = !device || Arc::strong_count(&rc) >= 2;
-            self.timed_only = false;
+            let kept = !device || cached;
             self.last_random = kept.then(|| Arc::clone(&rc));
             if device && kept {
                 self.earlier_random.push(Arc::clone(&rc));
-            } else if let Some(outputs) = candidate_outputs
-                .filter(|_| t + 1 == self.ctx.config.trials && judged.failure.is_none())
-            {
+            } else if let Some(outputs) = candidate_outputs.filter(|_| judged.failure.is_none()) {
                 // The timed case, too large to keep with its float64 outputs beside timing's
                 // buffers (an 80 GB card ran out on level-1 problem 20): the candidate's own
                 // outputs, which passed, stand for them until timing has checked its calls.
-                let cap = exec
-                    .gpu
-                    .as_ref()
-                    .and_then(|g| g.mem_info().ok())
-                    .map_or(0, |(_, total)| total as u64 / 8);
+                let cap = exec.gpu_memory() / 8;
                 self.timed_case_bytes = Some(rc.io_bytes());
                 self.last_random = rc.into_timed_check(outputs, cap);
                 if self.last_random.is_some() {
                     self.notes.push(format!("timed calls checked against the candidate's own outputs on {case} (which passed): the reference session keeps none of this problem's cases on the GPU"));
                 }
-                self.timed_only = self.last_random.is_some();
             }
         }
         let done = Instant::now();

@@ -104,38 +104,33 @@ impl RefCase {
         }
     }
 
+    /// Every byte the case holds: [`Self::io_bytes`] and its float64 and probe outputs.
     pub(super) fn bytes(&self) -> u64 {
-        match &self.data {
-            CaseData::Host {
-                run_frame,
-                outputs,
-                outputs_f64,
-                outputs_alt,
-            } => {
-                run_frame.payload.len() as u64
-                    + outputs
-                        .iter()
-                        .chain(outputs_f64.iter().flatten())
-                        .chain(outputs_alt.iter().flatten().flatten())
-                        .map(|o| o.data().len() as u64)
-                        .sum::<u64>()
+        self.io_bytes()
+            + match &self.data {
+                CaseData::Host {
+                    outputs_f64,
+                    outputs_alt,
+                    ..
+                } => outputs_f64
+                    .iter()
+                    .flatten()
+                    .chain(outputs_alt.iter().flatten().flatten())
+                    .map(|o| o.data().len() as u64)
+                    .sum::<u64>(),
+                CaseData::Device {
+                    outputs_f64,
+                    outputs_alt,
+                    ..
+                } => outputs_f64
+                    .iter()
+                    .flatten()
+                    .chain(outputs_alt.iter().flatten().flatten())
+                    .map(|t| t.nbytes() as u64)
+                    .sum(),
             }
-            CaseData::Device {
-                inputs,
-                outputs,
-                outputs_f64,
-                outputs_alt,
-                ..
-            } => inputs
-                .iter()
-                .map(|(_, t)| t)
-                .chain(outputs)
-                .chain(outputs_f64.iter().flatten())
-                .chain(outputs_alt.iter().flatten().flatten())
-                .map(|t| t.nbytes() as u64)
-                .sum(),
-        }
     }
+
     /// A stress case that does not apply (`why`), without its tensors: nothing is run or
     /// judged on it, and every candidate of the problem gets the same answer.
     pub fn not_applicable(case: CaseRef, why: String) -> RefCase {

@@ -79,7 +79,7 @@ impl ReferenceSession {
         let budget = match &exec.gpu {
             // The cases of one problem may take up to a fifth of the GPU: the candidate
             // process needs the rest for its own copies, outputs and workspace.
-            Some(g) => g.mem_info().map_or(0, |(_, total)| total as u64 / 5),
+            Some(_) => exec.gpu_memory() / 5,
             None => ctx.config.case_cache_bytes,
         };
         let mut s = Self {

@@ -40,4 +40,12 @@ impl Station {
             }
         }
     }
+
+    /// The GPU's total memory in bytes; 0 on the CPU (or when the driver cannot say).
+    pub fn gpu_memory(&self) -> u64 {
+        self.gpu
+            .as_ref()
+            .and_then(|g| g.mem_info().ok())
+            .map_or(0, |(_, total)| total as u64)
+    }
 }

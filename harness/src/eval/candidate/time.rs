@@ -54,7 +54,6 @@ impl Evaluation<'_, '_> {
                 if let Some(why) = unchecked {
                     gate.end_timing();
                     self.phases.timing_s = tt.elapsed().as_secs_f64();
-                    self.timed_only = false;
                     self.last_random = None;
                     self.notes.push(format!(
                         "not timed: the timed calls could not be checked: {why}"
@@ -70,11 +69,7 @@ impl Evaluation<'_, '_> {
                         .zip(last)
                         .map(|(_, rc)| (self.tol, exec, &**rc)),
                 };
-                let total = exec
-                    .gpu
-                    .as_ref()
-                    .and_then(|g| g.mem_info().ok())
-                    .map_or(0, |(_, total)| total as u64);
+                let total = exec.gpu_memory();
                 // A device case not held here is too large to hold: released too.
                 let io_bytes = self
                     .timed_case_bytes
@@ -97,7 +92,7 @@ impl Evaluation<'_, '_> {
                         config: tc,
                         timeout: c.timeouts.time,
                         // The harness's own baselines are trusted: see `time_pair`.
-                        fresh_inputs: !matches!(c.agent, AgentConfig::Baselines { .. }),
+                        fresh_inputs: !trusted,
                         release_rounds,
                     };
                     let run = time_pair(
@@ -147,8 +142,8 @@ impl Evaluation<'_, '_> {
             }
             self.integrity.checked_timed_calls = self.checked_calls.len() as u32 + on_device;
         }
-        if self.timed_only {
-            // Its GPU memory goes back before the stress families make theirs.
+        if self.timed_case_bytes.is_some() {
+            // A stand-in's GPU memory goes back before the stress families make theirs.
             self.last_random = None;
         }
         match result.map_err(|f| fault(f, Phase::Time))? {
