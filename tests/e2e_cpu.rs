@@ -350,3 +350,33 @@ fn issue_2_relative_out_dir_works() {
     assert_eq!(rs.len(), 1);
     assert_eq!(rs[0]["outcome"]["kind"], "ok", "{}", rs[0]);
 }
+
+/// Workers get an allow-listed environment: `OMP_NUM_THREADS` (a scheduler's CPU allocation)
+/// reaches the candidate, a variable of kbench's own environment that is not on the list does
+/// not. The candidate reports what it sees through the one channel it has, its error.
+#[test]
+fn workers_see_an_allow_listed_environment() {
+    let _guard = shared();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("env_report.py");
+    std::fs::write(
+        &kernel,
+        "import os\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    \
+         def forward(self, x, y):\n        raise RuntimeError('seen: omp=%s other=%s' % (\n            \
+         os.environ.get('OMP_NUM_THREADS'), os.environ.get('KBENCH_TEST_NOT_PASSED')))\n",
+    )
+    .unwrap();
+    let out = kbench()
+        .env("OMP_NUM_THREADS", "3")
+        .env("KBENCH_TEST_NOT_PASSED", "leaked")
+        .args(["check", "--device", "cpu", "--no-timing", "--problem"])
+        .arg(repo_root().join("adversarial/exploits/problems/level1/1_Scale_Add.py"))
+        .arg("--kernel")
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("seen: omp=3 other=None"), "{text}");
+}
