@@ -12,6 +12,11 @@
 #   ref1, ref2, ref2b   the parts of gpus2 one by one (ref2b: --gpus 0,1 again, for
 #            run-to-run agreement)                                               -> $OUT/ref_1gpu, ref_2gpu, ref_2gpu_b
 #   ref4     with 4+ GPUs: SELECT on --gpus 0,1,2,3                              -> $OUT/ref_4gpu
+#   warm     untimed: one small problem per visible GPU, every GPU at once, so that the
+#            first measured step does not pay a fresh machine's first start (reading
+#            torch from disk, kbench's bytecode cache written by the first workers: on
+#            4 H100s the first reference took 12.8 s to open against 3.2 s warm). Put it
+#            first when steps are compared, e.g. STEPS="warm ref1 ref2 ref4"  -> $OUT/warm
 #   compile  the replay kernels of tests/gpu/replay_bench_cuda (REPLAY), with a fresh build
 #            cache (cold), then the same cache again (warm)                      -> $OUT/compile_cold, $OUT/compile_warm
 #   probe    bench/throughput/build_probe.py: one trivial load_inline build, cold, with
@@ -152,6 +157,12 @@ for step in $STEPS; do
         # shellcheck disable=SC2046
         kb_run ref_2gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1 &&
             kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    warm)
+        # Not a measurement: it shows in the summary as the run `warm`; compare nothing with it.
+        warm_select=$(seq -s, 1 "$(( NGPU > 0 ? NGPU : 1 ))" | sed 's|\([0-9]*\)|1/\1|g')
+        kb_run warm --agent reference --kernelbench "$KB" --select "$warm_select" --families random \
+            --gpus "$(seq -s, 0 "$(( (NGPU > 0 ? NGPU : 1) - 1 ))")"
         ;;
     ref1)
         # shellcheck disable=SC2046
