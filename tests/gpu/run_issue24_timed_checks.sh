@@ -40,3 +40,6 @@ L20=${KB_PROBLEMS:-$D/KernelBench/KernelBench}/level1/20_LeakyReLU.py
 FAMILIES=all one leaky_honest "$L20" $G/leaky_honest.py
 FAMILIES=all one leaky_zeros "$L20" $G/leaky_timing_zeros.py
 FAMILIES=random one leaky_slot_rewrite "$L20" $G/leaky_slot_rewrite.py
+# What the attack itself says it did (its stderr, in the candidate worker's log): the verdict
+# shows the private copies at work only if the write through the kept handle happened.
+grep -rh "leaky_slot_rewrite:" "$T/leaky_slot_rewrite/logs" 2>/dev/null | tee -a "$OUT/timed_checks.txt"
