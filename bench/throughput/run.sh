@@ -12,6 +12,9 @@
 #   ref1, ref2, ref2b   the parts of gpus2 one by one (ref2b: --gpus 0,1 again, for
 #            run-to-run agreement)                                               -> $OUT/ref_1gpu, ref_2gpu, ref_2gpu_b
 #   ref4     with 4+ GPUs: SELECT on --gpus 0,1,2,3                              -> $OUT/ref_4gpu
+#   ref4t    ref4 again with OMP_NUM_THREADS=WORKER_THREADS (default 4) for every worker:
+#            the A/B of torch's CPU threads per worker (its default is one per core in
+#            each of the eight or more workers)                                -> $OUT/ref_4gpu_threads
 #   warm     untimed: one small problem per visible GPU, every GPU at once, so that the
 #            first measured step does not pay a fresh machine's first start (reading
 #            torch from disk, kbench's bytecode cache written by the first workers: on
@@ -157,6 +160,16 @@ for step in $STEPS; do
         # shellcheck disable=SC2046
         kb_run ref_2gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1 &&
             kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    ref4t)
+        if [ "$NGPU" -lt 4 ]; then
+            log "ref4t: $NGPU GPU(s) visible, skipped"
+            continue
+        fi
+        log "ref4t: every worker gets OMP_NUM_THREADS=${WORKER_THREADS:-4}"
+        # shellcheck disable=SC2046
+        OMP_NUM_THREADS=${WORKER_THREADS:-4} kb_run ref_4gpu_threads --agent reference --kernelbench "$KB" \
+            $(sel_args) --gpus 0,1,2,3
         ;;
     warm)
         # Not a measurement: it shows in the summary as the run `warm`; compare nothing with it.

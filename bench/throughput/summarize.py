@@ -144,10 +144,38 @@ def active_wall(problems):
     return wall, wall - sum(gaps), gaps
 
 
+def per_gpu(problems, wall_active, pauses, first_invocation):
+    """Each GPU's occupancy: problems, Σ record wall, its share of the run's span (pauses
+    excluded), how long before the run's end it finished its last problem (None where the run
+    was paused: a resume's gap is no GPU's idle time), and when its first problem started
+    after the kbench process did (None without run.sh's .invocations)."""
+    spans = [p for p in problems if p["started_unix_s"] is not None and p["finished_unix_s"] is not None]
+    if not spans:
+        return []
+    end = max(p["finished_unix_s"] for p in spans)
+    by = {}
+    for p in spans:
+        by.setdefault(p["gpu"], []).append(p)
+    out = []
+    for g in sorted(by, key=lambda g: (g is None, g)):
+        ps = by[g]
+        busy = sum(p["finished_unix_s"] - p["started_unix_s"] for p in ps)
+        first = min(p["started_unix_s"] for p in ps)
+        out.append({
+            "gpu": g,
+            "problems": len(ps),
+            "busy_s": busy,
+            "busy_share": busy / wall_active if wall_active else None,
+            "done_before_end_s": None if pauses else end - max(p["finished_unix_s"] for p in ps),
+            "first_start_after_process_s": None if first_invocation is None else first - first_invocation,
+        })
+    return out
+
+
 def read_invocations(run_dir):
     """Process wall time of run.sh's kbench invocations (<run>.invocations beside the run)."""
     path = os.path.normpath(run_dir) + ".invocations"
-    total, n = 0.0, 0
+    total, n, first = 0.0, 0, None
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -157,9 +185,10 @@ def read_invocations(run_dir):
                 try:
                     total += float(parts[1]) - float(parts[0])
                     n += 1
+                    first = float(parts[0]) if first is None else min(first, float(parts[0]))
                 except ValueError:
                     pass
-    return {"invocations": n, "wall_s": total} if n else None
+    return {"invocations": n, "wall_s": total, "first_start_unix_s": first} if n else None
 
 
 def summarize_run(run_dir):
@@ -201,6 +230,7 @@ def summarize_run(run_dir):
         xs = [p[key] for p in problems if p[key] is not None]
         return {"mean": mean(xs), "max": max(xs) if xs else None, "n": len(xs)}
 
+    invocations = read_invocations(run_dir)
     compile_xs = [p["phases"]["compile_s"] for p in problems if p["phases"] and p["phases"]["compile_s"] is not None]
     return {
         "name": os.path.basename(os.path.normpath(run_dir)),
@@ -214,7 +244,8 @@ def summarize_run(run_dir):
         "pauses_s": gaps,
         "s_per_problem": wall / n if wall is not None and n else None,
         "s_per_problem_excluding_pauses": wall_active / n if wall_active is not None and n else None,
-        "process_wall": read_invocations(run_dir),
+        "process_wall": invocations,
+        "per_gpu": per_gpu(problems, wall_active, gaps, invocations and invocations["first_start_unix_s"]),
         "sum_problem_wall_s": sum(p["wall_s"] for p in problems if p["wall_s"] is not None),
         "records_with_phases": with_phases,
         "mean_phases_s": phase_means,
@@ -379,6 +410,18 @@ def markdown(result):
                        "not): {} s and {} s, {}× faster. Quote the lower: {}×.".format(
                            f(s["one_process_wall_s"], "{:.0f}"), f(s["two_process_wall_s"], "{:.0f}"),
                            f(s["speedup_by_process_wall"]), f(s["speedup_conservative"])))
+        out.append("")
+    for r in runs:
+        if len(r["per_gpu"]) < 2:
+            continue
+        out += ["## {}: per GPU".format(r["name"]), "",
+                "| GPU | problems | Σ problem wall s | share of the run's span | done before the end s | first problem started after kbench s |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for g in r["per_gpu"]:
+            out.append("| {} | {} | {} | {} | {} | {} |".format(
+                "–" if g["gpu"] is None else g["gpu"], g["problems"], f(g["busy_s"], "{:.1f}"),
+                pct(g["busy_share"]), f(g["done_before_end_s"], "{:.1f}"),
+                f(g["first_start_after_process_s"], "{:.1f}")))
         out.append("")
     for r in runs:
         outside = r["self_speedup_outside_1pct"]
@@ -609,6 +652,14 @@ def self_test():
         check("B within 1%", b["self_speedup_within_1pct"], 2)
         check("B outside", sorted(o["key"] for o in b["self_speedup_outside_1pct"]), ["L1/3", "L2/1"])
         check("B process wall", b["process_wall"]["wall_s"], 11.0)
+        ga, = a["per_gpu"]
+        check("A per GPU", (ga["gpu"], ga["problems"], ga["busy_s"], ga["busy_share"]), (0, 4, 8.0, 1.0))
+        check("A first start after kbench", ga["first_start_after_process_s"], 1.0)
+        check("A done before end", ga["done_before_end_s"], 0.0)
+        g0, g1 = b["per_gpu"]
+        check("B GPU 0", (g0["gpu"], g0["problems"], g0["busy_s"]), (0, 2, 4.0))
+        check("B GPU 1 share", g1["busy_share"], 4.0 / 6.0)
+        check("B paused: no idle at the end", g0["done_before_end_s"], None)
         p = res["pairs"][0]
         check("pair common", p["common"], 4)
         check("pair agree", p["agree_within_2pct"], 2)  # L1/1 (1/1.008) and L1/2 (1.009)
