@@ -163,6 +163,13 @@ fn throughput_summarizer_passes_its_self_test() {
     passes_its_self_test("bench/throughput/summarize.py");
 }
 
+/// The worker-trace comparison (bench/throughput/worker_trace.py: which worker command's
+/// seconds differ between two runs) checks its sums and ratios on synthetic logs.
+#[test]
+fn worker_trace_comparison_passes_its_self_test() {
+    passes_its_self_test("bench/throughput/worker_trace.py");
+}
+
 /// The round warm-up benchmark's tables (bench/round_warmup, run on the GPU machine) check
 /// their first-call-over-second figures on synthetic rounds.
 #[test]

@@ -77,10 +77,15 @@ copy_results() {
         mkdir -p "$COPY_TO/$n"
         cp -p "$d"/run.json "$d"/records.jsonl "$d"/gpu_samples.jsonl "$d"/secret "$COPY_TO/$n"/ 2>/dev/null
         # The reference workers' logs: one line per case made (inputs, float64, forward,
-        # stability seconds).
+        # stability seconds); with KBENCH_WORKER_TRACE=1 every worker's log, whose
+        # per-command lines bench/throughput/worker_trace.py compares between runs.
         if [ -d "$d/logs" ]; then
             mkdir -p "$COPY_TO/$n/logs"
-            cp -p "$d"/logs/*__reference.log "$COPY_TO/$n/logs/" 2>/dev/null
+            if [ "${KBENCH_WORKER_TRACE:-}" = 1 ]; then
+                cp -p "$d"/logs/*.log "$COPY_TO/$n/logs/" 2>/dev/null
+            else
+                cp -p "$d"/logs/*__reference.log "$COPY_TO/$n/logs/" 2>/dev/null
+            fi
         fi
     done
     log "copied results to $COPY_TO"

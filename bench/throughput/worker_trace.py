@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Where two runs' worker time differs, command by command (Python 3 standard library only).
+
+    worker_trace.py [--md OUT.md] RUN_A RUN_B
+    worker_trace.py --self-test
+
+RUN_A and RUN_B are kbench run directories whose workers ran with KBENCH_WORKER_TRACE=1: each
+worker's log (RUN/logs/*.log) then has one line per command,
+
+    kbench worker: <role> <command> <unix start> +<seconds>s
+
+Made for the question the 4-GPU run of issue 26 left open: its problems took 17% longer than
+on one GPU, yet the reference workers' per-case times barely moved. Summing each (role,
+command)'s seconds over the run on both sides shows whether the workers' own work slowed
+(and which command) or whether the time went between commands, in the harness or in
+waiting. Per side: calls and seconds per (role, command), the reference workers' start-up
+(torch's import, CUDA set-up) as two pseudo-commands, and per worker the time between its
+first command's start and its last one's end not spent in a command ("between").
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+LINE = re.compile(r"kbench worker: (\S+) (\S+) (\d+(?:\.\d+)?) \+(\d+(?:\.\d+)?)s\s*$")
+# A reference worker's start (traced or not): python up to torch imported, and to CUDA ready.
+STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+(?:\.\d+)?)s, "
+                     r"CUDA ready \+(\d+(?:\.\d+)?)s")
+
+
+def read_run(run_dir):
+    """{(role, command): [calls, seconds]} and the summed 'between' seconds per role."""
+    totals, between = {}, {}
+    logs = sorted(glob.glob(os.path.join(run_dir, "logs", "*.log")))
+    for path in logs:
+        spans = []
+        role = None
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = STARTED.search(line)
+                if m:
+                    # Start-up as two pseudo-commands: not in "between" (no command spans).
+                    imported, ready = float(m.group(1)), float(m.group(2))
+                    for name, secs in (("(start: torch import)", imported), ("(start: CUDA set-up)", ready - imported)):
+                        t = totals.setdefault(("reference", name), [0, 0.0])
+                        t[0] += 1
+                        t[1] += secs
+                    continue
+                m = LINE.search(line)
+                if not m:
+                    continue
+                role, cmd, t0, dur = m.group(1), m.group(2), float(m.group(3)), float(m.group(4))
+                t = totals.setdefault((role, cmd), [0, 0.0])
+                t[0] += 1
+                t[1] += dur
+                spans.append((t0, t0 + dur))
+        if spans and role is not None:
+            spans.sort()
+            busy = sum(e - s for s, e in spans)
+            between[role] = between.get(role, 0.0) + (max(e for _, e in spans) - spans[0][0] - busy)
+    return {"logs": len(logs), "totals": totals, "between": between}
+
+
+def compare(a, b):
+    rows = []
+    for key in sorted(set(a["totals"]) | set(b["totals"])):
+        na, sa = a["totals"].get(key, [0, 0.0])
+        nb, sb = b["totals"].get(key, [0, 0.0])
+        rows.append({"role": key[0], "command": key[1], "calls_a": na, "s_a": sa, "calls_b": nb, "s_b": sb,
+                     "ratio": sb / sa if sa > 0 else None,
+                     "per_call_ratio": (sb / nb) / (sa / na) if na and nb and sa > 0 else None})
+    rows.sort(key=lambda r: -abs(r["s_b"] - r["s_a"]))
+    between = []
+    for role in sorted(set(a["between"]) | set(b["between"])):
+        xa, xb = a["between"].get(role, 0.0), b["between"].get(role, 0.0)
+        between.append({"role": role, "s_a": xa, "s_b": xb, "ratio": xb / xa if xa > 0 else None})
+    return rows, between
+
+
+def f(x, fmt="{:.2f}"):
+    return "–" if x is None else fmt.format(x)
+
+
+def markdown(name_a, name_b, a, b):
+    rows, between = compare(a, b)
+    out = ["# Worker commands: {} against {}".format(name_b, name_a), "",
+           "{} worker logs in {}, {} in {}. Sorted by the difference in seconds.".format(
+               a["logs"], name_a, b["logs"], name_b), "",
+           "| role | command | calls A | s A | calls B | s B | B/A | B/A per call |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            r["role"], r["command"], r["calls_a"], f(r["s_a"]), r["calls_b"], f(r["s_b"]),
+            f(r["ratio"]), f(r["per_call_ratio"])))
+    out += ["", "Between commands (a worker's span from its first command to its last, less its "
+            "commands: waiting for the harness or the other worker):", "",
+            "| role | s A | s B | B/A |", "|---|---:|---:|---:|"]
+    for r in between:
+        out.append("| {} | {} | {} | {} |".format(r["role"], f(r["s_a"]), f(r["s_b"]), f(r["ratio"])))
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="*")
+    ap.add_argument("--md")
+    ap.add_argument("--self-test", action="store_true")
+    args = ap.parse_args(argv)
+    if args.self_test:
+        return self_test()
+    if len(args.runs) != 2:
+        ap.error("give two run directories: RUN_A RUN_B")
+    a, b = (read_run(r) for r in args.runs)
+    for r, d in zip(args.runs, (a, b)):
+        if not d["totals"]:
+            print("worker_trace.py: {} has no traced worker lines (run it with KBENCH_WORKER_TRACE=1)".format(r),
+                  file=sys.stderr)
+            return 2
+    text = markdown(*(os.path.basename(os.path.normpath(r)) for r in args.runs), a, b)
+    if args.md:
+        with open(args.md, "w") as fh:
+            fh.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
+def self_test():
+    failures = []
+
+    def check(what, got, want):
+        if (isinstance(want, float) and (got is None or abs(got - want) > 1e-9)) or (
+                not isinstance(want, float) and got != want):
+            failures.append("{}: got {!r}, want {!r}".format(what, got, want))
+
+    tmp = tempfile.mkdtemp(prefix="kbench-worker-trace-")
+    try:
+        def write(run, name, lines):
+            os.makedirs(os.path.join(tmp, run, "logs"), exist_ok=True)
+            with open(os.path.join(tmp, run, "logs", name), "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+        # A: one problem, reference make_case twice (1 s each, 0.5 s apart), candidate run_case.
+        write("A", "p1__reference.log", [
+            "kbench worker: reference started: spawned 99.000, python up 99.100, torch imported +2.50s, "
+            "CUDA ready +2.75s (unix times)",
+            "kbench worker: imported", "kbench worker: reference load 100.000 +2.000s",
+            "kbench worker: reference make_case 102.000 +1.000s",
+            "kbench worker: make_case random: 1.000s (inputs 0.1s)",
+            "kbench worker: reference make_case 103.500 +1.000s", "kbench worker: reference exit 105.000"])
+        write("A", "p1__cand.log", ["kbench worker: candidate run_case 103.000 +0.500s"])
+        # B: the same commands, make_case 1.5 s each and 1.5 s apart.
+        write("B", "p1__reference.log", [
+            "kbench worker: reference started: spawned 99.000, python up 99.100, torch imported +2.50s, "
+            "CUDA ready +3.25s (unix times)",
+            "kbench worker: reference load 100.000 +2.000s",
+            "kbench worker: reference make_case 102.000 +1.500s",
+            "kbench worker: reference make_case 105.000 +1.500s"])
+        write("B", "p1__cand.log", ["kbench worker: candidate run_case 104.000 +0.500s"])
+        a, b = read_run(os.path.join(tmp, "A")), read_run(os.path.join(tmp, "B"))
+        check("A make_case", a["totals"][("reference", "make_case")], [2, 2.0])
+        check("A load", a["totals"][("reference", "load")], [1, 2.0])
+        check("A torch import", a["totals"][("reference", "(start: torch import)")], [1, 2.5])
+        check("A CUDA set-up", a["totals"][("reference", "(start: CUDA set-up)")], [1, 0.25])
+        check("A between reference", a["between"]["reference"], 0.5)
+        check("B between reference", b["between"]["reference"], 1.5)
+        check("candidate between (one command)", b["between"]["candidate"], 0.0)
+        rows, between = compare(a, b)
+        check("largest difference first", (rows[0]["role"], rows[0]["command"]), ("reference", "make_case"))
+        check("ratio", rows[0]["ratio"], 1.5)
+        check("per-call ratio", rows[0]["per_call_ratio"], 1.5)
+        check("CUDA set-up ratio", [r["ratio"] for r in rows if r["command"] == "(start: CUDA set-up)"], [3.0])
+        check("unchanged load", [r["ratio"] for r in rows if r["command"] == "load"], [1.0])
+        check("between ratio", [r["ratio"] for r in between if r["role"] == "reference"], [3.0])
+        text = markdown("A", "B", a, b)
+        check("table row", "| reference | make_case | 2 | 2.00 | 2 | 3.00 | 1.50 | 1.50 |" in text, True)
+        check("no traces is an error", main([os.path.join(tmp, "A"), os.path.join(tmp, "missing")]), 2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        for x in failures:
+            print("FAIL", x)
+        return 1
+    print("self-test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
