@@ -172,6 +172,13 @@ def per_gpu(problems, wall_active, pauses, first_invocation):
     return out
 
 
+def stat_phase(problems, key):
+    """Mean, max, the count of records over 0.5 s, and n of one phase over the records with it."""
+    xs = [p["phases"][key] for p in problems if p["phases"] and p["phases"].get(key) is not None]
+    return {"mean": mean(xs), "max": max(xs) if xs else None, "over_half_s": sum(1 for x in xs if x > 0.5),
+            "n": len(xs)}
+
+
 def read_invocations(run_dir):
     """Process wall time of run.sh's kbench invocations (<run>.invocations beside the run)."""
     path = os.path.normpath(run_dir) + ".invocations"
@@ -246,6 +253,13 @@ def summarize_run(run_dir):
         "s_per_problem_excluding_pauses": wall_active / n if wall_active is not None and n else None,
         "process_wall": invocations,
         "per_gpu": per_gpu(problems, wall_active, gaps, invocations and invocations["first_start_unix_s"]),
+        # The first verdict's time after kbench started (issue 24: within 60 s for a cold
+        # load_inline set); None without run.sh's .invocations.
+        "first_verdict_after_process_s": (
+            min(p["finished_unix_s"] for p in problems if p["finished_unix_s"] is not None)
+            - invocations["first_start_unix_s"]
+            if invocations and any(p["finished_unix_s"] is not None for p in problems) else None),
+        "worker_wait_s": stat_phase(problems, "worker_wait_s"),
         "sum_problem_wall_s": sum(p["wall_s"] for p in problems if p["wall_s"] is not None),
         "records_with_phases": with_phases,
         "mean_phases_s": phase_means,
@@ -375,15 +389,17 @@ def markdown(result):
         out.append("")
     if any(r["build_ahead_s"]["n"] or r["agent"] == "replay" for r in runs):
         out += ["## Compile", "",
-                "| run | problems | load_s mean | load_s max | build_ahead_s mean | build_ahead_s max | compile phase mean | compile phase max |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                "| run | problems | load_s mean | load_s max | build_ahead_s mean | build_ahead_s max | compile phase mean | compile phase max | worker wait mean | worker wait max | waits > 0.5 s | first verdict after kbench started s |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in runs:
             if not (r["build_ahead_s"]["n"] or r["agent"] == "replay"):
                 continue
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 r["name"], r["problems"], f(r["load_s"]["mean"]), f(r["load_s"]["max"]),
                 f(r["build_ahead_s"]["mean"]), f(r["build_ahead_s"]["max"]),
-                f(r["compile_s"]["mean"]), f(r["compile_s"]["max"])))
+                f(r["compile_s"]["mean"]), f(r["compile_s"]["max"]),
+                f(r["worker_wait_s"]["mean"]), f(r["worker_wait_s"]["max"]), r["worker_wait_s"]["over_half_s"],
+                f(r["first_verdict_after_process_s"], "{:.1f}")))
         out.append("")
     for p in result.get("pairs", []):
         out += ["## Agreement {} vs {}".format(p["a"], p["b"]), "",
@@ -622,6 +638,10 @@ def self_test():
         check("C key", c["per_problem"][0]["key"], "L1/19::19_relu_cuda#0")
         check("C build ahead", c["build_ahead_s"]["max"], 12.0)
         check("C compile phase", c["compile_s"]["mean"], 0.25)
+        check("C no invocations: no first verdict", c["first_verdict_after_process_s"], None)
+        check("A first verdict", a["first_verdict_after_process_s"], 3.0)
+        check("A worker wait mean", a["worker_wait_s"]["mean"], 0.1, tol=1e-12)
+        check("A worker wait counts", (a["worker_wait_s"]["over_half_s"], a["worker_wait_s"]["n"]), (0, 3))
         check("A problems", a["problems"], 4)
         check("A wall", a["wall_s"], 8.0)
         check("A s/problem", a["s_per_problem"], 2.0)
