@@ -122,7 +122,43 @@ def summarize_problem(rec, samples):
         "reference_median_ms": num(get(timing, "reference", "median_ms")),
         "candidate_median_ms": num(get(timing, "candidate", "median_ms")),
         "gpu_busy": busy,
+        "timing_limit_s": timing_limit(timing),
     }
+
+
+def timing_limit(timing):
+    """The timed calls' own seconds, both sides (Σ samples_ms / 1000): what timing costs at
+    the least (issue 24's limit, less the flushes, which make it a little larger). None
+    without samples."""
+    total, any_ = 0.0, False
+    for side in ("reference", "candidate"):
+        xs = get(timing, side, "samples_ms")
+        if isinstance(xs, list):
+            vals = [num(x) for x in xs]
+            total += sum(v for v in vals if v is not None)
+            any_ = any_ or bool(vals)
+    return total / 1000.0 if any_ else None
+
+
+TIMING_GOAL = 1.3  # timing within 1.3× of its limit (issue 24)
+
+
+def timing_against_limit(problems):
+    """Per run: the timing phase over the timed calls' own seconds, for the problems with
+    both: how many are within TIMING_GOAL, the median ratio, and the worst ten."""
+    rows = []
+    for p in problems:
+        t = p["phases"]["timing_s"] if p["phases"] else None
+        lim = p["timing_limit_s"]
+        if t is not None and lim:
+            rows.append({"key": p["key"], "name": p["name"], "timing_s": t, "limit_s": lim, "ratio": t / lim})
+    if not rows:
+        return None
+    ratios = sorted(r["ratio"] for r in rows)
+    return {"n": len(rows), "within_goal": sum(1 for x in ratios if x <= TIMING_GOAL),
+            "median_ratio": statistics.median(ratios),
+            "timing_s": sum(r["timing_s"] for r in rows), "limit_s": sum(r["limit_s"] for r in rows),
+            "worst": sorted(rows, key=lambda r: -r["ratio"])[:10]}
 
 
 def active_wall(problems):
@@ -260,6 +296,7 @@ def summarize_run(run_dir):
             - invocations["first_start_unix_s"]
             if invocations and any(p["finished_unix_s"] is not None for p in problems) else None),
         "worker_wait_s": stat_phase(problems, "worker_wait_s"),
+        "timing_against_limit": timing_against_limit(problems),
         "sum_problem_wall_s": sum(p["wall_s"] for p in problems if p["wall_s"] is not None),
         "records_with_phases": with_phases,
         "mean_phases_s": phase_means,
@@ -440,6 +477,20 @@ def markdown(result):
                 f(g["first_start_after_process_s"], "{:.1f}")))
         out.append("")
     for r in runs:
+        t = r["timing_against_limit"]
+        if not t:
+            continue
+        out += ["## {}: timing against its limit".format(r["name"]), "",
+                "The timing phase over the timed calls' own seconds (both sides' samples; the "
+                "flushes not counted). Within {}×: {}/{}; median {}×; in all {} s of timing for {} s "
+                "of timed calls.".format(TIMING_GOAL, t["within_goal"], t["n"], f(t["median_ratio"]),
+                                          f(t["timing_s"], "{:.1f}"), f(t["limit_s"], "{:.1f}")), "",
+                "| problem | name | timing s | timed calls s | ratio |", "|---|---|---:|---:|---:|"]
+        for w in t["worst"]:
+            out.append("| {} | {} | {} | {} | {} |".format(
+                w["key"], w["name"], f(w["timing_s"]), f(w["limit_s"]), f(w["ratio"])))
+        out.append("")
+    for r in runs:
         outside = r["self_speedup_outside_1pct"]
         if outside and r["agent"] in (None, "reference"):
             out += ["## {}: self-speedup outside ±1% ({})".format(r["name"], len(outside)), "",
@@ -599,6 +650,11 @@ def self_test():
             _record(1, 3, "Softmax", t0 + 4, 2.0, 1.05, speedup_mean=1.04),
             _record(2, 1, "Conv", t0 + 6, 2.0, 0.995, phases=False),
         ]
+        # Timed calls' samples on two of them: 0.2 s for a 0.5 s timing phase (2.5×) and 0.4 s
+        # (1.25×, within the goal).
+        for rec, ms in ((a_recs[0], 1.0), (a_recs[1], 2.0)):
+            rec["timing"]["reference"]["samples_ms"] = [ms] * 100
+            rec["timing"]["candidate"]["samples_ms"] = [ms] * 100
         a_samples = [{"t_unix_s": t0 + 0.5 + i, "gpu": 0, "util_pct": 50 if i < 4 else 100,
                       "sm_clock_mhz": 1980, "mem_used_bytes": 1, "temp_c": 40} for i in range(8)]
         a_samples.append({"t_unix_s": t0 + 1, "gpu": 1, "util_pct": 0})  # another GPU: ignored
@@ -640,6 +696,11 @@ def self_test():
         check("C compile phase", c["compile_s"]["mean"], 0.25)
         check("C no invocations: no first verdict", c["first_verdict_after_process_s"], None)
         check("A first verdict", a["first_verdict_after_process_s"], 3.0)
+        tl = a["timing_against_limit"]
+        check("timing against limit: counted", (tl["n"], tl["within_goal"]), (2, 1))
+        check("timing against limit: worst", (tl["worst"][0]["key"], round(tl["worst"][0]["ratio"], 6)), ("L1/1", 2.5))
+        check("timing against limit: median", tl["median_ratio"], 1.875, tol=1e-9)
+        check("no samples: no limit", b["timing_against_limit"], None)
         check("A worker wait mean", a["worker_wait_s"]["mean"], 0.1, tol=1e-12)
         check("A worker wait counts", (a["worker_wait_s"]["over_half_s"], a["worker_wait_s"]["n"]), (0, 3))
         check("A problems", a["problems"], 4)
