@@ -62,6 +62,33 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let store = tmp.path().join("store");
     let work = tmp.path().join("work");
 
+    // 0. Past its --stop-starting-after deadline, a measurement starts nothing, says so and
+    // exits 75 ("run me again"); the same command without it then measures everything.
+    let out = kbench()
+        .args([
+            "baselines",
+            "measure",
+            "--suite",
+            "smoke",
+            "--select",
+            "1/1,1/2",
+        ])
+        .args(["--modes", "eager,compile", "--quiet", "--store"])
+        .arg(&store)
+        .arg("--work")
+        .arg(&work)
+        .args(FAST)
+        .args(["--stop-starting-after", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("2 problem(s) not started; what was measured is kept"),
+        "{}",
+        show(&out)
+    );
+
     // 1. Measure all three modes of two smoke problems.
     let out = kbench()
         .args([

@@ -380,3 +380,36 @@ fn workers_see_an_allow_listed_environment() {
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains("seen: omp=3 other=None"), "{text}");
 }
+
+/// `--stop-starting-after`: a run whose deadline has come takes no problem, says how many it
+/// left, exits 75 and records nothing; `--resume` then evaluates all of them.
+#[test]
+fn a_run_past_its_start_deadline_leaves_the_rest_to_resume() {
+    let _guard = shared();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let run = |extra: &[&str]| {
+        let mut c = kbench();
+        c.args([
+            "run", "--suite", "smoke", "--select", "1-3", "--device", "cpu",
+        ])
+        .args(["--no-timing", "--quiet", "--out"])
+        .arg(&out_dir)
+        .args(extra);
+        c.output().unwrap()
+    };
+    let out = run(&["--stop-starting-after", "0"]);
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(75), "{text}");
+    assert!(
+        text.contains("3 problem(s) not started; rerun with --resume"),
+        "{text}"
+    );
+    assert!(records(&out_dir).is_empty());
+    let out = run(&["--resume"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let rs = records(&out_dir);
+    assert_eq!(rs.len(), 3);
+    assert!(rs.iter().all(|r| r["outcome"]["kind"] == "ok"), "{rs:?}");
+}

@@ -443,6 +443,13 @@ pub struct EvalArgs {
     /// Seconds allowed for one round of timed calls.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_time: f64,
+    /// Take no new problem once the run has lasted this many seconds: the problems already
+    /// taken (with their workers, builds or compiles started ahead) finish, the rest wait
+    /// for `--resume` (for `baselines measure`, the same command again). Exits 75. For a
+    /// time-boxed job (a Slurm walltime, a machine held for a few minutes) that should end
+    /// cleanly rather than lose a half-done problem to its kill.
+    #[arg(long, value_name = "SECONDS")]
+    pub stop_starting_after: Option<f64>,
     /// Processes building candidate extensions ahead of evaluation, at lowered priority
     /// (default on cuda: half the cores, as each build runs two compilers; 0 on cpu, where
     /// compiles would disturb CPU timing).

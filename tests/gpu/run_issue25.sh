@@ -40,8 +40,12 @@ nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache TRITON_CACHE_DIR=/tmp/triton-cache
 step "measure $MODES, levels $LEVELS, budget ${BUDGET}s"
 S=$(date +%s)
+# STOP_STARTING (seconds, default none): no problem is started after it, so a compile that
+# could not finish before BUDGET is never begun (set it to BUDGET less the compile timeout of
+# EXTRA's --timeout-load and a margin for the problems taken ahead).
+STOP=(); [ -n "${STOP_STARTING:-}" ] && STOP=(--stop-starting-after "$STOP_STARTING")
 timeout -s INT -k 60 "$BUDGET" "$D/kbench" baselines measure --kernelbench "$D/kernelbench" \
-  --levels "$LEVELS" --modes "$MODES" --store "$STORE" --device cuda --gpus "$GPUS" $EXTRA \
+  --levels "$LEVELS" --modes "$MODES" --store "$STORE" --device cuda --gpus "$GPUS" "${STOP[@]}" $EXTRA \
   > "$OUT/measure.txt" 2>&1
 echo "measure rc=$? $(( $(date +%s) - S ))s"; tail -15 "$OUT/measure.txt"
 step coverage

@@ -41,6 +41,11 @@ pub fn command(a: RunArgs) -> Result<i32> {
         if request.is_some() {
             anyhow::bail!("--baselines is not yet supported with the LLM agents");
         }
+        if config.stop_starting.is_some() {
+            anyhow::bail!(
+                "--stop-starting-after is for kernels on disk and baselines; the LLM agents stop starting rounds with --max-minutes"
+            );
+        }
         return crate::llm::run(&config, &opts, install_stop_flag());
     }
     if let Some(req) = &request {
@@ -84,6 +89,14 @@ pub fn evaluate(config: &RunConfig) -> Result<i32> {
             "kbench: interrupted; what was recorded is kept: rerun with --resume to continue"
         );
         return Ok(exit::INTERRUPTED);
+    }
+    if result.not_started > 0 {
+        eprintln!(
+            "kbench: stopped starting problems after {} s (--stop-starting-after): {} problem(s) not started; rerun with --resume to continue",
+            config.stop_starting.map_or(0.0, |(s, _)| s),
+            result.not_started
+        );
+        return Ok(exit::STOPPED_STARTING);
     }
     Ok(if result.records.iter().all(|r| r.outcome.is_ok()) {
         exit::OK

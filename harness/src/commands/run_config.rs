@@ -64,6 +64,7 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
         timeout_load: a.timeout_load,
         timeout_run: a.timeout_run,
         timeout_time: a.timeout_time,
+        stop_starting_after: a.stop_starting_after,
         build_jobs: a.build_jobs,
         case_cache_mb: a.case_cache_mb,
         cpu_threads: a.cpu_threads,

@@ -168,6 +168,10 @@ pub struct RunConfig {
     pub require_custom_kernels: bool,
     /// Candidates run uncontained (`--no-sandbox`).
     pub no_sandbox: bool,
+    /// `--stop-starting-after` (its seconds) and the instant it comes, counted from when the
+    /// command's configuration was made: one deadline for every run of the command
+    /// (`baselines measure` runs up to three passes).
+    pub stop_starting: Option<(f64, std::time::Instant)>,
 }
 
 impl RunConfig {
@@ -221,6 +225,8 @@ pub struct EvalSpec {
     pub timeout_load: Option<f64>,
     pub timeout_run: f64,
     pub timeout_time: f64,
+    /// `--stop-starting-after`, seconds.
+    pub stop_starting_after: Option<f64>,
     pub build_jobs: Option<usize>,
     pub case_cache_mb: Option<u64>,
     pub cpu_threads: u32,
@@ -262,6 +268,11 @@ impl RunConfig {
         ] {
             if !(v.is_finite() && v > 0.0) {
                 bail!("{name} must be a positive number of seconds, got {v}");
+            }
+        }
+        if let Some(v) = a.stop_starting_after {
+            if !(v.is_finite() && v >= 0.0) {
+                bail!("--stop-starting-after must be a number of seconds, 0 or more, got {v}");
             }
         }
         if a.trials == 0 {
@@ -335,6 +346,9 @@ impl RunConfig {
             lookahead: None,
             require_custom_kernels: a.require_custom_kernels,
             no_sandbox: a.no_sandbox,
+            stop_starting: a
+                .stop_starting_after
+                .map(|s| (s, std::time::Instant::now() + Duration::from_secs_f64(s))),
         })
     }
 }
@@ -366,6 +380,7 @@ mod tests {
             timeout_time: 300.0,
             build_jobs: None,
             case_cache_mb: None,
+            stop_starting_after: None,
             cpu_threads: 1,
             weight_seed: 42,
             quiet: true,

@@ -59,6 +59,10 @@ pub(crate) struct Queue {
     released: Mutex<HashSet<String>>,
     /// An executor failed: every executor stops.
     failed: AtomicBool,
+    /// `--stop-starting-after`: nothing is taken from this instant on.
+    deadline: Mutex<Option<Instant>>,
+    /// A take was refused at the deadline: what is still queued was never started.
+    cut_off: AtomicBool,
 }
 
 impl Queue {
@@ -69,7 +73,28 @@ impl Queue {
             held: Mutex::new(vec![HashSet::new(); executors]),
             released: Mutex::default(),
             failed: AtomicBool::new(false),
+            deadline: Mutex::new(None),
+            cut_off: AtomicBool::new(false),
         }
+    }
+
+    /// Nothing is taken from `at` on: executors finish what they hold and leave.
+    pub fn stop_taking_at(&self, at: Instant) {
+        *lock(&self.deadline) = Some(at);
+        self.cv.notify_all();
+    }
+
+    /// Whether a take was refused at the deadline.
+    pub fn cut_off(&self) -> bool {
+        self.cut_off.load(Ordering::SeqCst)
+    }
+
+    fn past_deadline(&self) -> bool {
+        let past = lock(&self.deadline).is_some_and(|at| Instant::now() >= at);
+        if past {
+            self.cut_off.store(true, Ordering::SeqCst);
+        }
+        past
     }
 
     pub fn push(&self, batch: Batch) {
@@ -137,6 +162,9 @@ impl Queue {
             return Taken::Leave;
         }
         let mut s = lock(&self.state);
+        if !s.batches.is_empty() && self.past_deadline() {
+            return Taken::Leave;
+        }
         let picked = {
             let held = lock(&self.held);
             choose(
@@ -338,6 +366,32 @@ mod tests {
         stop.store(true, Ordering::SeqCst);
         queue.push(batch("c"));
         assert!(matches!(queue.take(1, &[], true, &stop), Taken::Leave));
+    }
+
+    #[test]
+    fn nothing_is_taken_after_the_deadline_and_what_is_left_is_counted() {
+        let queue = Queue::new(1);
+        let stop = AtomicBool::new(false);
+        for k in ["a", "b", "c"] {
+            queue.push(batch(k));
+        }
+        queue.close();
+        // Before the deadline: taken as usual.
+        queue.stop_taking_at(Instant::now() + Duration::from_secs(3600));
+        assert!(matches!(queue.take(0, &[], false, &stop), Taken::Batch(_)));
+        assert!(!queue.cut_off());
+        // At the deadline: the executor leaves with two problems queued, which were never
+        // started.
+        queue.stop_taking_at(Instant::now());
+        assert!(matches!(queue.take(0, &[], true, &stop), Taken::Leave));
+        assert!(queue.cut_off());
+        assert_eq!(queue.drain().len(), 2);
+        // A queue already empty at its deadline was not cut off.
+        let done = Queue::new(1);
+        done.close();
+        done.stop_taking_at(Instant::now());
+        assert!(matches!(done.take(0, &[], true, &stop), Taken::Leave));
+        assert!(!done.cut_off());
     }
 
     #[test]

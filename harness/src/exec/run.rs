@@ -28,6 +28,8 @@ pub struct RunResult {
     /// Candidates skipped because they were already recorded.
     pub skipped: usize,
     pub interrupted: bool,
+    /// Problems not started because `--stop-starting-after` came first.
+    pub not_started: usize,
     pub run_dir: std::path::PathBuf,
 }
 
@@ -173,6 +175,9 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         queue.push(b);
     }
     queue.close();
+    if let Some((_, at)) = config.stop_starting {
+        queue.stop_taking_at(at);
+    }
     let shared = Shared {
         queue: &queue,
         run_dir: &run_dir,
@@ -205,6 +210,13 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     }
     let added = added.0.into_inner().unwrap_or_else(|e| e.into_inner());
     let interrupted = stop.load(Ordering::SeqCst);
+    // Problems never taken because the deadline came first (none when interrupted: those
+    // count as interrupted, as before).
+    let not_started = if queue.cut_off() && !interrupted {
+        queue.drain().len()
+    } else {
+        0
+    };
     progress.finish_and_clear();
     if let Some(pool) = ctx.builds {
         pool.shutdown();
@@ -217,6 +229,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         added: added_n,
         skipped,
         interrupted,
+        not_started,
         run_dir: run_dir.root.clone(),
     })
 }

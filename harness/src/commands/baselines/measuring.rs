@@ -37,6 +37,8 @@ pub struct Measured {
     /// Baseline candidates evaluated now.
     pub evaluated: usize,
     pub interrupted: bool,
+    /// Problems not started in the last pass because `--stop-starting-after` came first.
+    pub not_started: usize,
     /// Modes measured in the last pass with the GPU to themselves, after running out of GPU
     /// memory beside loads sent ahead.
     pub retried_alone: usize,
@@ -113,6 +115,11 @@ pub fn measure(
         files.commit(&result.records, settings(&config))?;
         if result.interrupted {
             out.interrupted = true;
+            break;
+        }
+        if result.not_started > 0 {
+            // One deadline for the whole command: no later pass may begin.
+            out.not_started = result.not_started;
             break;
         }
         if alone {

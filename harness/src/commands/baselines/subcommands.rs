@@ -145,6 +145,13 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
         );
         return Ok(crate::exit::INTERRUPTED);
     }
+    if r.not_started > 0 {
+        eprintln!(
+            "kbench: stopped starting problems (--stop-starting-after): {} problem(s) not started; what was measured is kept: rerun the same command to continue",
+            r.not_started
+        );
+        return Ok(crate::exit::STOPPED_STARTING);
+    }
     if !r.still_missing.is_empty() {
         eprintln!(
             "kbench: {} problem(s) still lack a time or a recorded failure (e.g. {}); rerun to continue",
