@@ -413,3 +413,72 @@ fn a_run_past_its_start_deadline_leaves_the_rest_to_resume() {
     assert_eq!(rs.len(), 3);
     assert!(rs.iter().all(|r| r["outcome"]["kind"] == "ok"), "{rs:?}");
 }
+
+/// `--stop-starting-after` mid-run: the problem being evaluated and the one taken ahead (on
+/// the CPU one problem is taken ahead) finish and are recorded although the deadline passes
+/// meanwhile; the third is never started; `--resume` evaluates it alone.
+#[test]
+fn problems_taken_before_the_deadline_finish_and_the_rest_wait() {
+    let _guard = shared();
+    ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = dir.path().join("kernels");
+    std::fs::create_dir_all(&kernels).unwrap();
+    // Problem 1's kernel takes 25 s to load, well past the 12 s deadline; 2 and 3 are quick.
+    let write = |name: &str, body: &str| std::fs::write(kernels.join(name), body).unwrap();
+    write(
+        "1_slow.py",
+        "import time\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    \
+         def __init__(self):\n        super().__init__()\n        time.sleep(25)\n\n    \
+         def forward(self, a, b, c):\n        return a * b + c\n",
+    );
+    write(
+        "2_elu.py",
+        "import torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n    \
+         def __init__(self, alpha):\n        super().__init__()\n        self.alpha = alpha\n\n    \
+         def forward(self, x):\n        return F.elu(x, alpha=self.alpha)\n",
+    );
+    write(
+        "3_sum.py",
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    \
+         def __init__(self, dim):\n        super().__init__()\n        self.dim = dim\n\n    \
+         def forward(self, x):\n        return torch.sum(x, dim=self.dim)\n",
+    );
+    let out_dir = dir.path().join("run");
+    let run = |extra: &[&str]| {
+        let mut c = kbench();
+        c.args(["run", "--agent", "replay", "--replay-dir"])
+            .arg(&kernels)
+            .args(["--suite", "smoke", "--select", "1-3", "--device", "cpu"])
+            .args([
+                "--no-timing",
+                "--families",
+                "random",
+                "--trials",
+                "1",
+                "--quiet",
+            ])
+            .arg("--out")
+            .arg(&out_dir)
+            .args(extra);
+        c.output().unwrap()
+    };
+    let out = run(&["--stop-starting-after", "12"]);
+    let text = show(&out);
+    assert_eq!(out.status.code(), Some(75), "{text}");
+    assert!(text.contains("1 problem(s) not started"), "{text}");
+    let ids = |rs: &[serde_json::Value]| {
+        let mut v: Vec<i64> = rs
+            .iter()
+            .map(|r| r["problem"]["id"].as_i64().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let rs = records(&out_dir);
+    assert_eq!(ids(&rs), [1, 2], "{rs:?}");
+    assert!(rs.iter().all(|r| r["outcome"]["kind"] == "ok"), "{rs:?}");
+    let out = run(&["--resume"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(ids(&records(&out_dir)), [1, 2, 3]);
+}

@@ -178,6 +178,8 @@ for step in $STEPS; do
         ;;
     warm)
         # Not a measurement: it shows in the summary as the run `warm`; compare nothing with it.
+        # Run every time (a later call may be on a fresh machine), never resumed.
+        rm -rf "$OUT/warm" "$OUT/warm.done"
         warm_select=$(seq -s, 1 "$(( NGPU > 0 ? NGPU : 1 ))" | sed 's|\([0-9]*\)|1/\1|g')
         kb_run warm --agent reference --kernelbench "$KB" --select "$warm_select" --families random \
             --gpus "$(seq -s, 0 "$(( (NGPU > 0 ? NGPU : 1) - 1 ))")"

@@ -148,9 +148,10 @@ def timing_against_limit(problems):
     both: how many are within TIMING_GOAL, the median ratio, and the worst ten."""
     rows = []
     for p in problems:
+        # A record without a timing phase reads 0 there: not a ratio of 0.
         t = p["phases"]["timing_s"] if p["phases"] else None
         lim = p["timing_limit_s"]
-        if t is not None and lim:
+        if t and lim:
             rows.append({"key": p["key"], "name": p["name"], "timing_s": t, "limit_s": lim, "ratio": t / lim})
     if not rows:
         return None
@@ -206,6 +207,11 @@ def per_gpu(problems, wall_active, pauses, first_invocation):
             "first_start_after_process_s": None if first_invocation is None else first - first_invocation,
         })
     return out
+
+
+def judged(p):
+    """A record with a finish time whose verdict ran a worker."""
+    return p["finished_unix_s"] is not None and p["outcome"] not in ("no_kernel", "problem_error")
 
 
 def stat_phase(problems, key):
@@ -291,10 +297,11 @@ def summarize_run(run_dir):
         "per_gpu": per_gpu(problems, wall_active, gaps, invocations and invocations["first_start_unix_s"]),
         # The first verdict's time after kbench started (issue 24: within 60 s for a cold
         # load_inline set); None without run.sh's .invocations.
+        # Verdicts that ran a kernel: a missing kernel or a broken problem file is recorded at
+        # once, with no worker.
         "first_verdict_after_process_s": (
-            min(p["finished_unix_s"] for p in problems if p["finished_unix_s"] is not None)
-            - invocations["first_start_unix_s"]
-            if invocations and any(p["finished_unix_s"] is not None for p in problems) else None),
+            min(p["finished_unix_s"] for p in problems if judged(p)) - invocations["first_start_unix_s"]
+            if invocations and any(judged(p) for p in problems) else None),
         "worker_wait_s": stat_phase(problems, "worker_wait_s"),
         "timing_against_limit": timing_against_limit(problems),
         "sum_problem_wall_s": sum(p["wall_s"] for p in problems if p["wall_s"] is not None),

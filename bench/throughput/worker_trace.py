@@ -13,7 +13,9 @@ Made for the question the 4-GPU run of issue 26 left open: its problems took 17%
 on one GPU, yet the reference workers' per-case times barely moved. Summing each (role,
 command)'s seconds over the run on both sides shows whether the workers' own work slowed
 (and which command) or whether the time went between commands, in the harness or in
-waiting. Per side: calls and seconds per (role, command), the reference workers' start-up
+waiting. A candidate's log is also its own output, so it could hold forged lines: for runs of
+trusted kernels (the reference agent, the benchmarks), not as evidence about a candidate.
+Per side: calls and seconds per (role, command), the reference workers' start-up
 (torch's import, CUDA set-up) as two pseudo-commands, and per worker the time between its
 first command's start and its last one's end not spent in a command ("between").
 """
@@ -35,7 +37,8 @@ STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+
 def read_run(run_dir):
     """{(role, command): [calls, seconds]} and the summed 'between' seconds per role."""
     totals, between = {}, {}
-    logs = sorted(glob.glob(os.path.join(run_dir, "logs", "*.log")))
+    # Build jobs' logs (*.build.log) are candidate-role workers too, but not the evaluation's.
+    logs = sorted(p for p in glob.glob(os.path.join(run_dir, "logs", "*.log")) if not p.endswith(".build.log"))
     for path in logs:
         spans = []
         role = None
@@ -151,6 +154,8 @@ def self_test():
             "kbench worker: make_case random: 1.000s (inputs 0.1s)",
             "kbench worker: reference make_case 103.500 +1.000s", "kbench worker: reference exit 105.000"])
         write("A", "p1__cand.log", ["kbench worker: candidate run_case 103.000 +0.500s"])
+        # A build job's log: not the evaluation's workers.
+        write("A", "p1__cand.build.log", ["kbench worker: candidate load 90.000 +50.000s"])
         # B: the same commands, make_case 1.5 s each and 1.5 s apart.
         write("B", "p1__reference.log", [
             "kbench worker: reference started: spawned 99.000, python up 99.100, torch imported +2.50s, "
@@ -162,6 +167,7 @@ def self_test():
         a, b = read_run(os.path.join(tmp, "A")), read_run(os.path.join(tmp, "B"))
         check("A make_case", a["totals"][("reference", "make_case")], [2, 2.0])
         check("A load", a["totals"][("reference", "load")], [1, 2.0])
+        check("build logs left out", ("candidate", "load") in a["totals"], False)
         check("A torch import", a["totals"][("reference", "(start: torch import)")], [1, 2.5])
         check("A CUDA set-up", a["totals"][("reference", "(start: CUDA set-up)")], [1, 0.25])
         check("A between reference", a["between"]["reference"], 0.5)

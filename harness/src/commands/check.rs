@@ -17,6 +17,9 @@ use crate::config::AgentConfig;
 /// Runs the check; exit code 0 when the kernel is correct under every family that applies,
 /// 3 (kernels failed, as for `kbench run`) otherwise.
 pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
+    if a.eval.stop_starting_after.is_some() {
+        bail!("--stop-starting-after is for runs of many problems (`kbench run`, `kbench baselines measure`); `check` evaluates one kernel");
+    }
     if !a.kernel.is_file() {
         bail!(
             "kernel file {} not found: pass the candidate module (defining class ModelNew) with --kernel",

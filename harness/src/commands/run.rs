@@ -91,11 +91,18 @@ pub fn evaluate(config: &RunConfig) -> Result<i32> {
         return Ok(exit::INTERRUPTED);
     }
     if result.not_started > 0 {
-        eprintln!(
-            "kbench: stopped starting problems after {} s (--stop-starting-after): {} problem(s) not started; rerun with --resume to continue",
-            config.stop_starting.map_or(0.0, |(s, _)| s),
-            result.not_started
-        );
+        if result.cut_off {
+            eprintln!(
+                "kbench: stopped starting problems after {} s (--stop-starting-after): {} problem(s) not started; rerun with --resume to continue",
+                config.stop_starting.map_or(0.0, |(s, _)| s),
+                result.not_started
+            );
+        } else {
+            eprintln!(
+                "kbench: {} problem(s) left unevaluated (no GPU was left to take them); rerun with --resume to continue",
+                result.not_started
+            );
+        }
         return Ok(exit::STOPPED_STARTING);
     }
     Ok(if result.records.iter().all(|r| r.outcome.is_ok()) {

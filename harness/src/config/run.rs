@@ -346,9 +346,11 @@ impl RunConfig {
             lookahead: None,
             require_custom_kernels: a.require_custom_kernels,
             no_sandbox: a.no_sandbox,
-            stop_starting: a
-                .stop_starting_after
-                .map(|s| (s, std::time::Instant::now() + Duration::from_secs_f64(s))),
+            // A deadline too far off to represent is no deadline.
+            stop_starting: a.stop_starting_after.and_then(|s| {
+                let after = Duration::try_from_secs_f64(s).ok()?;
+                Some((s, std::time::Instant::now().checked_add(after)?))
+            }),
         })
     }
 }

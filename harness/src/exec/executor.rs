@@ -190,9 +190,16 @@ impl Executor<'_> {
 
     fn take(&self, wait: bool) -> Taken {
         let mine: Vec<&str> = self.sessions.iter().map(|o| o.pkey.as_str()).collect();
-        self.shared
-            .queue
-            .take(self.idx, &mine, wait, &self.ctx.stop)
+        let queue = self.shared.queue;
+        let taken = queue.take(self.idx, &mine, wait, &self.ctx.stop);
+        if matches!(taken, Taken::Leave) && queue.cut_off() {
+            // Past --stop-starting-after: the queued problems will not be evaluated now,
+            // so their builds ahead are not started either.
+            if let Some(pool) = &self.ctx.builds {
+                pool.drop_queued_for(&queue.queued_problem_paths());
+            }
+        }
+        taken
     }
 
     /// Takes batches ahead up to the depth, starting their workers.

@@ -194,6 +194,15 @@ impl Queue {
         Taken::Nothing
     }
 
+    /// The problem files of the batches still queued.
+    pub fn queued_problem_paths(&self) -> HashSet<PathBuf> {
+        lock(&self.state)
+            .batches
+            .iter()
+            .map(|b| b.problem_path.clone())
+            .collect()
+    }
+
     /// Batches still queued (stopped, or no executor left), taken out.
     pub fn drain(&self) -> Vec<Batch> {
         lock(&self.state).batches.drain(..).collect()

@@ -28,8 +28,10 @@ pub struct RunResult {
     /// Candidates skipped because they were already recorded.
     pub skipped: usize,
     pub interrupted: bool,
-    /// Problems not started because `--stop-starting-after` came first.
+    /// Problems not started: `--stop-starting-after` came first (`cut_off`), or no executor
+    /// was left to take them.
     pub not_started: usize,
+    pub cut_off: bool,
     pub run_dir: std::path::PathBuf,
 }
 
@@ -210,13 +212,11 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     }
     let added = added.0.into_inner().unwrap_or_else(|e| e.into_inner());
     let interrupted = stop.load(Ordering::SeqCst);
-    // Problems never taken because the deadline came first (none when interrupted: those
-    // count as interrupted, as before).
-    let not_started = if queue.cut_off() && !interrupted {
-        queue.drain().len()
-    } else {
-        0
-    };
+    // Problems never taken: the deadline came first, or no executor was left to take them
+    // (the last healthy GPU left as an unhealthy one put its batches back). None when
+    // interrupted: those count as interrupted.
+    let not_started = if interrupted { 0 } else { queue.drain().len() };
+    let cut_off = queue.cut_off();
     progress.finish_and_clear();
     if let Some(pool) = ctx.builds {
         pool.shutdown();
@@ -230,6 +230,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         skipped,
         interrupted,
         not_started,
+        cut_off,
         run_dir: run_dir.root.clone(),
     })
 }

@@ -127,6 +127,26 @@ impl BuildPool {
         }
     }
 
+    /// Drops the queued jobs of `problems` (never to be evaluated: `--stop-starting-after`
+    /// came first), so the pool does not go on building for them; running ones finish, and
+    /// their builds serve the run that resumes. Returns how many were dropped.
+    pub fn drop_queued_for(&self, problems: &std::collections::HashSet<PathBuf>) -> usize {
+        let (lock, cv) = &*self.shared;
+        let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let dropped: Vec<PathBuf> = s
+            .queue
+            .iter()
+            .filter(|j| problems.contains(&j.problem_path))
+            .map(|j| j.build_dir.clone())
+            .collect();
+        s.queue.retain(|j| !problems.contains(&j.problem_path));
+        for d in &dropped {
+            s.states.remove(d);
+        }
+        cv.notify_all();
+        dropped.len()
+    }
+
     /// Drops queued jobs and waits for running ones.
     pub fn shutdown(self) {
         {
@@ -295,6 +315,66 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert!(!b.loaded);
+        pool.shutdown();
+    }
+
+    #[test]
+    fn queued_builds_of_problems_never_started_are_dropped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // The one build thread is held inside its first job until `go`, so the others stay
+        // queued; its workers cannot start, so every job ends as not loaded.
+        let go = Arc::new(AtomicBool::new(false));
+        let held = Arc::clone(&go);
+        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob| {
+            while !held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            WorkerSpec {
+                python: PathBuf::from("/nonexistent/python"),
+                script: PathBuf::from("/nonexistent/worker"),
+                role: crate::worker::Role::Candidate,
+                cwd: std::env::temp_dir(),
+                env: vec![],
+                log_path: Some(job.log_path.clone()),
+                max_payload: 1 << 20,
+                interrupt: None,
+                gate: None,
+                sandbox: None,
+            }
+        });
+        let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
+        let job = |d: &str, problem: &str| BuildJob {
+            build_dir: PathBuf::from(d),
+            problem_path: PathBuf::from(problem),
+            candidate_path: PathBuf::from("c.py"),
+            log_path: std::env::temp_dir().join("kbench-build-test-drop.log"),
+        };
+        pool.submit(job("/d/1", "a.py"));
+        // The thread has taken the first job (it is Running) before the others are queued.
+        while !matches!(
+            pool.shared.0.lock().unwrap().states.get(Path::new("/d/1")),
+            Some(State::Running)
+        ) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        pool.submit(job("/d/2", "b.py"));
+        pool.submit(job("/d/3", "c.py"));
+        pool.submit(job("/d/4", "b.py"));
+        let never: std::collections::HashSet<PathBuf> = [PathBuf::from("b.py")].into();
+        assert_eq!(pool.drop_queued_for(&never), 2);
+        assert_eq!(pool.claim(Path::new("/d/2")), None);
+        assert_eq!(pool.claim(Path::new("/d/4")), None);
+        go.store(true, Ordering::SeqCst);
+        // The running job and the one of another problem are still built (and waited for).
+        assert!(pool.claim(Path::new("/d/1")).is_some());
+        let c = loop {
+            if let Some(b) = pool.claim(Path::new("/d/3")) {
+                break b;
+            }
+            pool.submit(job("/d/3", "c.py"));
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(!c.loaded);
         pool.shutdown();
     }
 

@@ -41,9 +41,9 @@ pub fn worker_env(
         "TRITON_CACHE_DIR",
         "TORCHINDUCTOR_CACHE_DIR",
         "KBENCH_WORKER_TRACE",
-        // torch's CPU threads per worker (its default: one per core in every worker). A
-        // scheduler's allocation (Slurm's cpus-per-task) is respected; on the CPU device the
-        // run's own --cpu-threads still decides (`set_num_threads`).
+        // torch's CPU threads per worker (its default: one per core in every worker), when
+        // the user or a job script exports it (Slurm does not set it from cpus-per-task); on
+        // the CPU device the run's own --cpu-threads still decides (`set_num_threads`).
         "OMP_NUM_THREADS",
     ];
     let mut env: Vec<(String, String)> = PASS

@@ -247,6 +247,12 @@ pub fn prepare_for_run(
             if m.interrupted {
                 bail!("interrupted while measuring baselines; rerun to continue (what was measured is kept)");
             }
+            if m.not_started > 0 {
+                bail!(
+                    "--stop-starting-after came while measuring the baselines this run needs ({} problem(s) not started); rerun to continue (what was measured is kept)",
+                    m.not_started
+                );
+            }
         }
         for m in modes {
             let path = files.path(m);

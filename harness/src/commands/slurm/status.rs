@@ -206,6 +206,9 @@ pub(super) fn stopped_why(
             "baselines measure left problems without a time or a recorded failure".to_string()
         }
         Some(crate::exit::INTERRUPTED) => "kbench was interrupted".to_string(),
+        Some(crate::exit::STOPPED_STARTING) => {
+            "kbench stopped starting problems at its --stop-starting-after deadline".to_string()
+        }
         Some(crate::exit::HARNESS_ERROR) => {
             "kbench failed (harness error: see the task's log)".to_string()
         }
