@@ -26,6 +26,26 @@ const FAST: [&str; 8] = [
     "10",
 ];
 
+/// `kbench baselines measure` of the smoke problems `select` in `modes`, into `store` with
+/// its run logs under `work`, with the fast settings.
+fn measure(select: &str, modes: &str, store: &Path, work: &Path) -> std::process::Command {
+    let mut c = kbench();
+    c.args([
+        "baselines",
+        "measure",
+        "--suite",
+        "smoke",
+        "--select",
+        select,
+    ])
+    .args(["--modes", modes, "--store"])
+    .arg(store)
+    .arg("--work")
+    .arg(work)
+    .args(FAST);
+    c
+}
+
 fn read_json(p: &Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
@@ -64,20 +84,8 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
 
     // 0. Past its --stop-starting-after deadline, a measurement starts nothing, says so and
     // exits 75 ("run me again"); the same command without it then measures everything.
-    let out = kbench()
-        .args([
-            "baselines",
-            "measure",
-            "--suite",
-            "smoke",
-            "--select",
-            "1/1,1/2",
-        ])
-        .args(["--modes", "eager,compile", "--quiet", "--store"])
-        .arg(&store)
-        .arg("--work")
-        .arg(&work)
-        .args(FAST)
+    let out = measure("1/1,1/2", "eager,compile", &store, &work)
+        .args(["--quiet"])
         .args(["--stop-starting-after", "0"])
         .output()
         .unwrap();
@@ -90,25 +98,8 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     );
 
     // 1. Measure all three modes of two smoke problems.
-    let out = kbench()
-        .args([
-            "baselines",
-            "measure",
-            "--suite",
-            "smoke",
-            "--select",
-            "1/1,1/2",
-        ])
-        .args([
-            "--modes",
-            "eager,compile,max-autotune",
-            "--quiet",
-            "--store",
-        ])
-        .arg(&store)
-        .arg("--work")
-        .arg(&work)
-        .args(FAST)
+    let out = measure("1/1,1/2", "eager,compile,max-autotune", &store, &work)
+        .args(["--quiet"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -151,20 +142,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let compile_before = std::fs::read(dir.join("compile.json")).unwrap();
 
     // 2. Measuring again does nothing: everything asked for is stored.
-    let out = kbench()
-        .args([
-            "baselines",
-            "measure",
-            "--suite",
-            "smoke",
-            "--select",
-            "1/1,1/2",
-        ])
-        .args(["--modes", "eager,compile,max-autotune", "--store"])
-        .arg(&store)
-        .arg("--work")
-        .arg(&work)
-        .args(FAST)
+    let out = measure("1/1,1/2", "eager,compile,max-autotune", &store, &work)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -181,20 +159,8 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     // 3. A measurement killed after its first record: the next one folds that record in
     //    and measures only what is left.
     let work2 = tmp.path().join("work2");
-    let mut child = kbench()
-        .args([
-            "baselines",
-            "measure",
-            "--suite",
-            "smoke",
-            "--select",
-            "1/4,1/9",
-        ])
-        .args(["--modes", "compile", "--quiet", "--store"])
-        .arg(&store)
-        .arg("--work")
-        .arg(&work2)
-        .args(FAST)
+    let mut child = measure("1/4,1/9", "compile", &store, &work2)
+        .args(["--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -224,20 +190,8 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
         entry(&compile, "4_Softmax.py").is_null(),
         "folded before the run ended?"
     );
-    let out = kbench()
-        .args([
-            "baselines",
-            "measure",
-            "--suite",
-            "smoke",
-            "--select",
-            "1/4,1/9",
-        ])
-        .args(["--modes", "compile", "--quiet", "--store"])
-        .arg(&store)
-        .arg("--work")
-        .arg(&work2)
-        .args(FAST)
+    let out = measure("1/4,1/9", "compile", &store, &work2)
+        .args(["--quiet"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));

@@ -273,6 +273,22 @@ pub fn extension_build_dir(
 mod tests {
     use super::*;
 
+    /// A build job's worker that cannot start: every job ends at once as not loaded.
+    fn unstartable(job: &BuildJob) -> WorkerSpec {
+        WorkerSpec {
+            python: PathBuf::from("/nonexistent/python"),
+            script: PathBuf::from("/nonexistent/worker"),
+            role: crate::worker::Role::Candidate,
+            cwd: std::env::temp_dir(),
+            env: vec![],
+            log_path: Some(job.log_path.clone()),
+            max_payload: 1 << 20,
+            interrupt: None,
+            gate: None,
+            sandbox: None,
+        }
+    }
+
     #[test]
     fn extension_sources_are_recognised() {
         assert!(builds_extensions(
@@ -284,18 +300,7 @@ mod tests {
     #[test]
     fn unknown_and_queued_jobs_are_not_waited_for() {
         // A pool whose workers cannot start: jobs finish quickly as not loaded.
-        let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
-            python: PathBuf::from("/nonexistent/python"),
-            script: PathBuf::from("/nonexistent/worker"),
-            role: crate::worker::Role::Candidate,
-            cwd: std::env::temp_dir(),
-            env: vec![],
-            log_path: Some(job.log_path.clone()),
-            max_payload: 1 << 20,
-            interrupt: None,
-            gate: None,
-            sandbox: None,
-        });
+        let spec_for: Arc<SpecFor> = Arc::new(unstartable);
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         assert_eq!(pool.claim(Path::new("/never/submitted")), None);
         let job = |d: &str| BuildJob {
@@ -329,18 +334,7 @@ mod tests {
             while !held.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            WorkerSpec {
-                python: PathBuf::from("/nonexistent/python"),
-                script: PathBuf::from("/nonexistent/worker"),
-                role: crate::worker::Role::Candidate,
-                cwd: std::env::temp_dir(),
-                env: vec![],
-                log_path: Some(job.log_path.clone()),
-                max_payload: 1 << 20,
-                interrupt: None,
-                gate: None,
-                sandbox: None,
-            }
+            unstartable(job)
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         let job = |d: &str, problem: &str| BuildJob {
@@ -385,18 +379,7 @@ mod tests {
         std::fs::write(d.path().join(BUILT_MARKER), b"").unwrap();
         assert!(already_built(d.path()));
         // A pool whose workers could not even start: the marked job never reaches one.
-        let spec_for: Arc<SpecFor> = Arc::new(|job: &BuildJob| WorkerSpec {
-            python: PathBuf::from("/nonexistent/python"),
-            script: PathBuf::from("/nonexistent/worker"),
-            role: crate::worker::Role::Candidate,
-            cwd: std::env::temp_dir(),
-            env: vec![],
-            log_path: Some(job.log_path.clone()),
-            max_payload: 1 << 20,
-            interrupt: None,
-            gate: None,
-            sandbox: None,
-        });
+        let spec_for: Arc<SpecFor> = Arc::new(unstartable);
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         pool.submit(BuildJob {
             build_dir: d.path().to_path_buf(),
