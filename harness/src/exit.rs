@@ -16,7 +16,8 @@ pub const SHARDS_STOPPED: i32 = 5;
 /// Stopped by SIGINT, SIGTERM or SIGHUP: the workers were ended, what was recorded is kept,
 /// and `--resume` continues.
 pub const INTERRUPTED: i32 = 130;
-/// `--stop-starting-after` came before the last problem was taken: what was taken finished
-/// and is recorded, the rest was never started, and `--resume` (for `baselines measure`, the
+/// Problems were left unevaluated without an interruption: `--stop-starting-after` came
+/// before the last one was taken (what was taken finished and is recorded, the rest was never
+/// started), or no healthy GPU was left to take them. `--resume` (for `baselines measure`, the
 /// same command) continues. 75 is sysexits' EX_TEMPFAIL: "run me again".
 pub const STOPPED_STARTING: i32 = 75;

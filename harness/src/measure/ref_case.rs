@@ -112,22 +112,12 @@ impl RefCase {
                     outputs_f64,
                     outputs_alt,
                     ..
-                } => outputs_f64
-                    .iter()
-                    .flatten()
-                    .chain(outputs_alt.iter().flatten().flatten())
-                    .map(|o| o.data().len() as u64)
-                    .sum::<u64>(),
+                } => extra_bytes(outputs_f64, outputs_alt, |o| o.data().len()),
                 CaseData::Device {
                     outputs_f64,
                     outputs_alt,
                     ..
-                } => outputs_f64
-                    .iter()
-                    .flatten()
-                    .chain(outputs_alt.iter().flatten().flatten())
-                    .map(|t| t.nbytes() as u64)
-                    .sum(),
+                } => extra_bytes(outputs_f64, outputs_alt, DevTensorOwned::nbytes),
             }
     }
 
@@ -220,4 +210,18 @@ impl RefCase {
             }
         })
     }
+}
+
+/// Bytes of a case's float64 and probe outputs, host or device alike (`size`: one tensor's).
+fn extra_bytes<T>(
+    outputs_f64: &Option<Vec<T>>,
+    outputs_alt: &Option<Vec<Option<T>>>,
+    size: impl Fn(&T) -> usize,
+) -> u64 {
+    outputs_f64
+        .iter()
+        .flatten()
+        .chain(outputs_alt.iter().flatten().flatten())
+        .map(|t| size(t) as u64)
+        .sum()
 }
