@@ -2,6 +2,7 @@
 """Where two runs' worker time differs, command by command (Python 3 standard library only).
 
     worker_trace.py [--md OUT.md] RUN_A RUN_B
+    worker_trace.py [--md OUT.md] RUN          # one run: its commands and its timing split
     worker_trace.py --self-test
 
 RUN_A and RUN_B are kbench run directories whose workers ran with KBENCH_WORKER_TRACE=1: each
@@ -18,6 +19,15 @@ trusted kernels (the reference agent, the benchmarks), not as evidence about a c
 Per side: calls and seconds per (role, command), the reference workers' start-up
 (torch's import, CUDA set-up) as two pseudo-commands, and per worker the time between its
 first command's start and its last one's end not spent in a command ("between").
+On a GPU each `time` command also logs where its seconds went (kbench_worker/timing.py):
+
+    kbench worker: time split (<role>): <N> calls, samples <s>, before <s>, flush <s>, call <s>, after <s>, loop <s>, release <s> (s)
+
+summed per role into the timing split table: the timed calls' own seconds (samples), and
+outside them fresh inputs and probes (before), the flush and synchronize before each call
+(flush), the host's time from the start event to the end event's completion less the
+samples (call − samples: launch and synchronize), outputs kept and checked (after), the loop
+less those parts (loop), and the allocator's release after the round (release).
 """
 
 import argparse
@@ -30,13 +40,17 @@ import tempfile
 
 LINE = re.compile(r"kbench worker: (\S+) (\S+) (\d+(?:\.\d+)?) \+(\d+(?:\.\d+)?)s\s*$")
 # A reference worker's start (traced or not): python up to torch imported, and to CUDA ready.
+SPLIT = re.compile(r"kbench worker: time split \((\S+)\): (\d+) calls, samples (\d+(?:\.\d+)?), (.*), "
+                   r"loop (\d+(?:\.\d+)?), release (\d+(?:\.\d+)?) \(s\)\s*$")
+SPLIT_PARTS = ("before", "flush", "call", "after")
 STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+(?:\.\d+)?)s, "
                      r"CUDA ready \+(\d+(?:\.\d+)?)s")
 
 
 def read_run(run_dir):
-    """{(role, command): [calls, seconds]} and the summed 'between' seconds per role."""
-    totals, between = {}, {}
+    """{(role, command): [calls, seconds]}, the summed 'between' seconds per role and the
+    summed timing splits per role."""
+    totals, between, split = {}, {}, {}
     # Build jobs' logs (*.build.log) are candidate-role workers too, but not the evaluation's.
     logs = sorted(p for p in glob.glob(os.path.join(run_dir, "logs", "*.log")) if not p.endswith(".build.log"))
     for path in logs:
@@ -44,6 +58,20 @@ def read_run(run_dir):
         role = None
         with open(path, errors="replace") as f:
             for line in f:
+                m = SPLIT.search(line)
+                if m:
+                    row = split.setdefault(m.group(1), dict.fromkeys(
+                        ("commands", "calls", "samples", *SPLIT_PARTS, "loop", "release"), 0.0))
+                    row["commands"] += 1
+                    row["calls"] += int(m.group(2))
+                    row["samples"] += float(m.group(3))
+                    for part in m.group(4).split(", "):
+                        k, _, v = part.partition(" ")
+                        if k in SPLIT_PARTS:
+                            row[k] += float(v)
+                    row["loop"] += float(m.group(5))
+                    row["release"] += float(m.group(6))
+                    continue
                 m = STARTED.search(line)
                 if m:
                     # Start-up as two pseudo-commands: not in "between" (no command spans).
@@ -65,7 +93,37 @@ def read_run(run_dir):
             spans.sort()
             busy = sum(e - s for s, e in spans)
             between[role] = between.get(role, 0.0) + (max(e for _, e in spans) - spans[0][0] - busy)
-    return {"logs": len(logs), "totals": totals, "between": between}
+    return {"logs": len(logs), "totals": totals, "between": between, "split": split}
+
+
+def split_table(name, run):
+    """Markdown rows of one run's timing split (seconds summed over its `time` commands)."""
+    out = []
+    for role, r in sorted(run["split"].items()):
+        parts = sum(r[k] for k in SPLIT_PARTS)
+        out.append("| {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            name, role, r["commands"], r["calls"], f(r["samples"]), f(r["before"]), f(r["flush"]),
+            f(r["call"] - r["samples"]), f(r["after"]), f(r["loop"] - parts), f(r["release"]),
+            f(r["loop"] + r["release"])))
+    return out
+
+
+def split_markdown(runs):
+    out = ["", "Timing split (`time` commands on a GPU, seconds summed over the run):", "",
+           "| run | role | commands | calls | samples | before | flush | call − samples | after | "
+           "loop rest | release | in all |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [row for name, run in runs for row in split_table(name, run)]
+    return out + rows if rows else []
+
+
+def single(name, run):
+    out = ["# Worker commands: {}".format(name), "", "{} worker logs.".format(run["logs"]), "",
+           "| role | command | calls | s |", "|---|---|---:|---:|"]
+    for (role, cmd), (n, secs) in sorted(run["totals"].items(), key=lambda kv: -kv[1][1]):
+        out.append("| {} | {} | {} | {} |".format(role, cmd, n, f(secs)))
+    out += ["", "| role | between s |", "|---|---:|"]
+    out += ["| {} | {} |".format(role, f(x)) for role, x in sorted(run["between"].items())]
+    return "\n".join(out + split_markdown([(name, run)])) + "\n"
 
 
 def compare(a, b):
@@ -104,6 +162,7 @@ def markdown(name_a, name_b, a, b):
             "| role | s A | s B | B/A |", "|---|---:|---:|---:|"]
     for r in between:
         out.append("| {} | {} | {} | {} |".format(r["role"], f(r["s_a"]), f(r["s_b"]), f(r["ratio"])))
+    out += split_markdown([(name_a, a), (name_b, b)])
     return "\n".join(out) + "\n"
 
 
@@ -115,15 +174,16 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.self_test:
         return self_test()
-    if len(args.runs) != 2:
-        ap.error("give two run directories: RUN_A RUN_B")
-    a, b = (read_run(r) for r in args.runs)
-    for r, d in zip(args.runs, (a, b)):
+    if len(args.runs) not in (1, 2):
+        ap.error("give one run directory, or two to compare: RUN_A RUN_B")
+    data = [read_run(r) for r in args.runs]
+    for r, d in zip(args.runs, data):
         if not d["totals"]:
             print("worker_trace.py: {} has no traced worker lines (run it with KBENCH_WORKER_TRACE=1)".format(r),
                   file=sys.stderr)
             return 2
-    text = markdown(*(os.path.basename(os.path.normpath(r)) for r in args.runs), a, b)
+    names = [os.path.basename(os.path.normpath(r)) for r in args.runs]
+    text = single(names[0], data[0]) if len(data) == 1 else markdown(*names, *data)
     if args.md:
         with open(args.md, "w") as fh:
             fh.write(text)
@@ -163,7 +223,13 @@ def self_test():
             "kbench worker: reference load 100.000 +2.000s",
             "kbench worker: reference make_case 102.000 +1.500s",
             "kbench worker: reference make_case 105.000 +1.500s"])
-        write("B", "p1__cand.log", ["kbench worker: candidate run_case 104.000 +0.500s"])
+        write("B", "p1__cand.log", ["kbench worker: candidate run_case 104.000 +0.500s",
+                                    "kbench worker: candidate time 106.000 +0.300s",
+                                    "kbench worker: time split (candidate): 3 calls, samples 0.0600, before 0.0100, "
+                                    "flush 0.0200, call 0.0900, after 0.0050, loop 0.1400, release 0.0010 (s)",
+                                    "kbench worker: candidate time 107.000 +0.300s",
+                                    "kbench worker: time split (candidate): 3 calls, samples 0.0600, before 0.0100, "
+                                    "flush 0.0200, call 0.0900, after 0.0050, loop 0.1400, release 0.0010 (s)"])
         a, b = read_run(os.path.join(tmp, "A")), read_run(os.path.join(tmp, "B"))
         check("A make_case", a["totals"][("reference", "make_case")], [2, 2.0])
         check("A load", a["totals"][("reference", "load")], [1, 2.0])
@@ -172,7 +238,7 @@ def self_test():
         check("A CUDA set-up", a["totals"][("reference", "(start: CUDA set-up)")], [1, 0.25])
         check("A between reference", a["between"]["reference"], 0.5)
         check("B between reference", b["between"]["reference"], 1.5)
-        check("candidate between (one command)", b["between"]["candidate"], 0.0)
+        check("candidate between (3.3 s span, 1.1 s in commands)", b["between"]["candidate"], 2.2)
         rows, between = compare(a, b)
         check("largest difference first", (rows[0]["role"], rows[0]["command"]), ("reference", "make_case"))
         check("ratio", rows[0]["ratio"], 1.5)
@@ -182,6 +248,16 @@ def self_test():
         check("between ratio", [r["ratio"] for r in between if r["role"] == "reference"], [3.0])
         text = markdown("A", "B", a, b)
         check("table row", "| reference | make_case | 2 | 2.00 | 2 | 3.00 | 1.50 | 1.50 |" in text, True)
+        check("split read", b["split"]["candidate"]["commands"], 2.0)
+        check("split calls", b["split"]["candidate"]["calls"], 6.0)
+        check("split call", b["split"]["candidate"]["call"], 0.18)
+        check("split not a command", ("time", "split") in b["totals"], False)
+        check("time command counted", b["totals"][("candidate", "time")], [2, 0.6])
+        check("split row", "| B | candidate | 2 | 6 | 0.12 | 0.02 | 0.04 | 0.06 | 0.01 | 0.03 | 0.00 | 0.28 |"
+              in text, True)
+        one = single("B", b)
+        check("single run has the split", "| B | candidate | 2 | 6 |" in one, True)
+        check("single run lists commands", "| candidate | time | 2 | 0.60 |" in one, True)
         check("no traces is an error", main([os.path.join(tmp, "A"), os.path.join(tmp, "missing")]), 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

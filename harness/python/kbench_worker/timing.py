@@ -3,6 +3,8 @@
 import collections
 import gc
 import os
+import sys
+import time
 
 import torch
 
@@ -20,11 +22,14 @@ from .protocol import WorkerError, _error_from, _field, _is_uint
 from .tensors import _host_copy, flatten_outputs, seed_all
 
 
+# KBENCH_WORKER_TRACE=1 (server.py): also a line per `time` command splitting its seconds.
+TRACE_TIME = os.environ.get("KBENCH_WORKER_TRACE") == "1"
+
 # L2 flush size when the device does not report its L2 (KernelBench timing.py writes 256 MiB).
 FALLBACK_FLUSH_BYTES = 256 << 20
 
 
-def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_call=None):
+def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_call=None, split=None):
     """Runs `call(args)` warmup + trials times; returns (clock name, the `trials` samples in ms).
 
     `before_call(i)` returns the arguments of call i (fresh tensors every call) and runs,
@@ -36,6 +41,10 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_ca
     CPU: perf_counter_ns around the call.
     The clock functions are the ones captured at start-up, before any candidate code ran,
     so rebinding them (time.perf_counter_ns, torch.cuda.Event.elapsed_time) changes nothing.
+    `split` (a dict, CUDA only; KBENCH_WORKER_TRACE): host seconds per part of the loop added
+    into it ("before": fresh inputs and probes, "flush": the flush and the synchronize
+    before the start event, "call": start event to the end event's completion, "after"),
+    for finding where a timing round's time goes outside the timed calls.
     """
     samples = []
     if device.type == "cuda":
@@ -46,21 +55,30 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_ca
         stream = torch.cuda.default_stream(device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        tick = time.perf_counter if split is not None else None
         for i in range(warmup + trials):
+            t0 = tick() if tick else 0.0
             args = before_call(i)
+            t1 = tick() if tick else 0.0
             if flush_buffer is not None:
                 flush_buffer.fill_(i & 0x7F)
             sync(device)
+            t2 = tick() if tick else 0.0
             record(start, stream)
             out = call(args)
             sync(device)
             record(end, stream)
             ev_sync(end)
+            t3 = tick() if tick else 0.0
             if i >= warmup:
                 samples.append(float(elapsed(start, end)))
             if after_call is not None:
                 after_call(i, args, out)
             del out, args
+            if tick:
+                t4 = tick()
+                for k, v in (("before", t1 - t0), ("flush", t2 - t1), ("call", t3 - t2), ("after", t4 - t3)):
+                    split[k] = split.get(k, 0.0) + v
         return "cuda_event", samples
     clock = _orig("time.perf_counter_ns")
     for i in range(warmup + trials):
@@ -173,12 +191,14 @@ class TimingCommands:
                 old_affinity = None
         # Objects alive now (torch, the model, the problem module) are frozen out of every
         # later collection: a full collection over them took ~75 ms per timing round.
+        split = {} if TRACE_TIME else None
+        t_start = time.perf_counter()
         gc.collect()
         gc.freeze()
         gc.disable()
         try:
             clock, samples = time_calls(
-                lambda args: model(*args), self.device, warmup, trials, flush, before_call, after_call
+                lambda args: model(*args), self.device, warmup, trials, flush, before_call, after_call, split
             )
         except WorkerError:
             raise
@@ -197,8 +217,15 @@ class TimingCommands:
         # round's copies allocated afresh, cost every one of 50 rounds on both sides.
         recent.clear()
         state.clear()
+        t_loop = time.perf_counter()
         if cmd.get("release", True) is not False:
             self._release_device_memory()
+        if split is not None:
+            # Not the "<role> <command> <start> +<s>s" form: worker_trace.py counts those.
+            parts = ", ".join(f"{k} {v:.4f}" for k, v in split.items())
+            print(f"kbench worker: time split ({self.role}): {warmup + trials} calls, samples {sum(samples) / 1e3:.4f}, "
+                  f"{parts}, loop {t_loop - t_start:.4f}, release {time.perf_counter() - t_loop:.4f} (s)",
+                  file=sys.stderr, flush=True)
         reply = {"type": "timing", "clock": clock, "samples_ms": samples}
         tensors = []
         if self.role == "candidate":
