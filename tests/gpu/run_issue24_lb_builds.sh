@@ -11,10 +11,11 @@
 #   D=devrun OUT=/tmp/out bash tests/gpu/run_issue24_lb_builds.sh
 #   JOBS=4 ...   # --build-jobs (default: kbench's, half the cores on CUDA)
 #   SEL=1/1-5 ... # fewer kernels (5 a problem)
+#   PASSES=cold ... # the cold pass only (e.g. to compare --build-jobs values, one call each)
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; L=/tmp/lbb; SEL=${SEL:-1/1-6}; BUDGET=${BUDGET:-540}
-mkdir -p "$OUT" "$L"
+rm -rf "$L"; mkdir -p "$OUT" "$L"  # a second call in one session starts from nothing
 T0=$(date +%s)
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
   nvcc --version | tail -2; "$D/kbench" --version; } > "$OUT/env.txt" 2>&1
@@ -28,7 +29,8 @@ JOBS_ARG=(); [ -n "${JOBS:-}" ] && JOBS_ARG=(--build-jobs "$JOBS")
 # no bytecode), so the warm pass finds the cold pass's builds.
 export KBENCH_CACHE_DIR=/tmp/lbb-cache
 rm -rf "$KBENCH_CACHE_DIR"
-for pass in cold warm; do
+PASSES=${PASSES:-cold warm}
+for pass in $PASSES; do
     left=$(( BUDGET - ($(date +%s) - T0) ))
     [ "$left" -gt 30 ] || { echo "$pass: budget spent"; break; }
     S=$(date +%s.%N)
@@ -39,9 +41,10 @@ for pass in cold warm; do
     echo "$S $E $rc" > "$L/$pass.invocations"
     echo "$pass rc=$rc wall=$(awk -v s="$S" -v e="$E" 'BEGIN { printf "%.1f", e - s }')s"
 done
-python3 bench/throughput/summarize.py --out "$OUT/results.json" --md "$OUT/results.md" "$L/cold" "$L/warm" \
+# shellcheck disable=SC2046
+python3 bench/throughput/summarize.py --out "$OUT/results.json" --md "$OUT/results.md" $(for p in $PASSES; do echo "$L/$p"; done) \
     > /dev/null 2> "$OUT/summarize.txt"
-mkdir -p "$L/back"; for pass in cold warm; do
+mkdir -p "$L/back"; for pass in $PASSES; do
     [ -d "$L/$pass" ] && mkdir -p "$L/back/$pass" && cp "$L/$pass/records.jsonl" "$L/$pass/run.json" "$L/back/$pass/" 2>/dev/null
     cp "$L/$pass.invocations" "$L/back/" 2>/dev/null
 done
