@@ -86,12 +86,17 @@ struct RoundShape {
 
 /// The `time` command of one round, the same for both sides (check_calls aside).
 fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
-    // A released round allocates its buffers again: its first call is untimed, so that
-    // cost (the reference's eager outputs come from the allocator, a kernel's persistent
-    // buffers do not) lands on no sample.
+    // A released round allocates its buffers again, so it opens like the first round, with
+    // `--warmup` untimed calls (at least one): that cost (the reference's eager outputs come
+    // from the allocator, a kernel's persistent buffers do not) must land on no sample. One
+    // opening call was not enough: on an H100 (2026-11-27, 23 level-1 problems timed in
+    // released rounds) a round's first timed call was up to 5x its settled time (L1/87: 24 ms
+    // against 4.9) and the next three 5-15% slower, so the round means that pair the two
+    // sides swung by 2-3% (self-speedups of 0.979-1.034); without a round's first two timed
+    // calls every one of 41 such timings (four runs) was within 1%.
     let warmup = match (r.round, r.release_rounds) {
         (0, _) => tc.warmup,
-        (_, true) => r.opening.max(1),
+        (_, true) => r.opening.max(tc.warmup).max(1),
         _ => r.opening,
     };
     let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": r.n, "l2_flush": tc.l2_flush, "forward_seed": r.forward_seed});
@@ -514,8 +519,14 @@ mod tests {
         };
         assert_eq!(
             round_command(&tc, &long)["warmup"],
+            tc.warmup,
+            "released: opens like the first round"
+        );
+        let no_warmup = TimingConfig { warmup: 0, ..tc };
+        assert_eq!(
+            round_command(&no_warmup, &long)["warmup"],
             1,
-            "released: one untimed call"
+            "released: at least one untimed call"
         );
         let gib = 1u64 << 30;
         assert!(release_every_round(12 * gib, 80 * gib), "L1/20");
