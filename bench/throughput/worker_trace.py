@@ -21,12 +21,13 @@ Per side: calls and seconds per (role, command), the reference workers' start-up
 first command's start and its last one's end not spent in a command ("between").
 On a GPU each `time` command also logs where its seconds went (kbench_worker/timing.py):
 
-    kbench worker: time split (<role>): <N> calls, samples <s>, before <s>, flush <s>, call <s>, after <s>, loop <s>, release <s> (s)
+    kbench worker: time split (<role>): <N> calls, samples <s>, before <s>, flush <s>, call <s>, untimed <s>, after <s>, loop <s>, release <s> (s)
 
 summed per role into the timing split table: the timed calls' own seconds (samples), and
 outside them fresh inputs and probes (before), the flush and synchronize before each call
 (flush), the host's time from the start event to the end event's completion less the
-samples (call − samples: launch and synchronize), outputs kept and checked (after), the loop
+samples (call − samples: launch and synchronize), the untimed calls opening each round
+(untimed; logs before 2026-11-27 count them in call), outputs kept and checked (after), the loop
 less those parts (loop), and the allocator's release after the round (release).
 """
 
@@ -42,7 +43,7 @@ LINE = re.compile(r"kbench worker: (\S+) (\S+) (\d+(?:\.\d+)?) \+(\d+(?:\.\d+)?)
 # A reference worker's start (traced or not): python up to torch imported, and to CUDA ready.
 SPLIT = re.compile(r"kbench worker: time split \((\S+)\): (\d+) calls, samples (\d+(?:\.\d+)?), (.*), "
                    r"loop (\d+(?:\.\d+)?), release (\d+(?:\.\d+)?) \(s\)\s*$")
-SPLIT_PARTS = ("before", "flush", "call", "after")
+SPLIT_PARTS = ("before", "flush", "call", "untimed", "after")
 STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+(?:\.\d+)?)s, "
                      r"CUDA ready \+(\d+(?:\.\d+)?)s")
 
@@ -101,17 +102,17 @@ def split_table(name, run):
     out = []
     for role, r in sorted(run["split"].items()):
         parts = sum(r[k] for k in SPLIT_PARTS)
-        out.append("| {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        out.append("| {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             name, role, r["commands"], r["calls"], f(r["samples"]), f(r["before"]), f(r["flush"]),
-            f(r["call"] - r["samples"]), f(r["after"]), f(r["loop"] - parts), f(r["release"]),
+            f(r["call"] - r["samples"]), f(r["untimed"]), f(r["after"]), f(r["loop"] - parts), f(r["release"]),
             f(r["loop"] + r["release"])))
     return out
 
 
 def split_markdown(runs):
     out = ["", "Timing split (`time` commands on a GPU, seconds summed over the run):", "",
-           "| run | role | commands | calls | samples | before | flush | call − samples | after | "
-           "loop rest | release | in all |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| run | role | commands | calls | samples | before | flush | call − samples | untimed | after | "
+           "loop rest | release | in all |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows = [row for name, run in runs for row in split_table(name, run)]
     return out + rows if rows else []
 
@@ -223,13 +224,15 @@ def self_test():
             "kbench worker: reference load 100.000 +2.000s",
             "kbench worker: reference make_case 102.000 +1.500s",
             "kbench worker: reference make_case 105.000 +1.500s"])
+        # An old split line (no untimed part) and a new one: both read.
         write("B", "p1__cand.log", ["kbench worker: candidate run_case 104.000 +0.500s",
                                     "kbench worker: candidate time 106.000 +0.300s",
                                     "kbench worker: time split (candidate): 3 calls, samples 0.0600, before 0.0100, "
                                     "flush 0.0200, call 0.0900, after 0.0050, loop 0.1400, release 0.0010 (s)",
                                     "kbench worker: candidate time 107.000 +0.300s",
                                     "kbench worker: time split (candidate): 3 calls, samples 0.0600, before 0.0100, "
-                                    "flush 0.0200, call 0.0900, after 0.0050, loop 0.1400, release 0.0010 (s)"])
+                                    "flush 0.0200, call 0.0700, untimed 0.0200, after 0.0050, loop 0.1400, "
+                                    "release 0.0010 (s)"])
         a, b = read_run(os.path.join(tmp, "A")), read_run(os.path.join(tmp, "B"))
         check("A make_case", a["totals"][("reference", "make_case")], [2, 2.0])
         check("A load", a["totals"][("reference", "load")], [1, 2.0])
@@ -250,10 +253,11 @@ def self_test():
         check("table row", "| reference | make_case | 2 | 2.00 | 2 | 3.00 | 1.50 | 1.50 |" in text, True)
         check("split read", b["split"]["candidate"]["commands"], 2.0)
         check("split calls", b["split"]["candidate"]["calls"], 6.0)
-        check("split call", b["split"]["candidate"]["call"], 0.18)
+        check("split call", b["split"]["candidate"]["call"], 0.16)
+        check("split untimed", b["split"]["candidate"]["untimed"], 0.02)
         check("split not a command", ("time", "split") in b["totals"], False)
         check("time command counted", b["totals"][("candidate", "time")], [2, 0.6])
-        check("split row", "| B | candidate | 2 | 6 | 0.12 | 0.02 | 0.04 | 0.06 | 0.01 | 0.03 | 0.00 | 0.28 |"
+        check("split row", "| B | candidate | 2 | 6 | 0.12 | 0.02 | 0.04 | 0.04 | 0.02 | 0.01 | 0.03 | 0.00 | 0.28 |"
               in text, True)
         one = single("B", b)
         check("single run has the split", "| B | candidate | 2 | 6 |" in one, True)

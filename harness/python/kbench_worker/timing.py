@@ -43,7 +43,8 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_ca
     so rebinding them (time.perf_counter_ns, torch.cuda.Event.elapsed_time) changes nothing.
     `split` (a dict, CUDA only; KBENCH_WORKER_TRACE): host seconds per part of the loop added
     into it ("before": fresh inputs and probes, "flush": the flush and the synchronize
-    before the start event, "call": start event to the end event's completion, "after"),
+    before the start event, "call": start event to the end event's completion of the timed
+    calls, "untimed": the same of the warm-up calls, "after"),
     for finding where a timing round's time goes outside the timed calls.
     """
     samples = []
@@ -77,7 +78,8 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_ca
             del out, args
             if tick:
                 t4 = tick()
-                for k, v in (("before", t1 - t0), ("flush", t2 - t1), ("call", t3 - t2), ("after", t4 - t3)):
+                region = "call" if i >= warmup else "untimed"
+                for k, v in (("before", t1 - t0), ("flush", t2 - t1), (region, t3 - t2), ("after", t4 - t3)):
                     split[k] = split.get(k, 0.0) + v
         return "cuda_event", samples
     clock = _orig("time.perf_counter_ns")
