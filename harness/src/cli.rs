@@ -451,8 +451,9 @@ pub struct EvalArgs {
     #[arg(long, value_name = "SECONDS")]
     pub stop_starting_after: Option<f64>,
     /// Processes building candidate extensions ahead of evaluation, at lowered priority
-    /// (default on cuda: half the cores, as each build runs two compilers; 0 on cpu, where
-    /// compiles would disturb CPU timing).
+    /// (default on cuda: one per core but one, as many as memory has room for at 4 GiB each;
+    /// half of them start until the first build is done; 0 on cpu, where compiles would
+    /// disturb CPU timing).
     #[arg(long, value_name = "N")]
     pub build_jobs: Option<usize>,
     /// Host memory (MiB) for keeping a problem's reference cases between its candidates;

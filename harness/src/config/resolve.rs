@@ -42,17 +42,40 @@ pub fn parse_families(spec: &str) -> Result<Vec<kbench_record::CaseFamily>> {
     Ok(out)
 }
 
-/// A quarter of physical memory (`MemTotal` in /proc/meminfo), or 4 GiB when unknown.
+/// Physical memory (`MemTotal` in /proc/meminfo), bytes; `None` when unknown.
+fn mem_total_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    })
+}
+
+/// A quarter of physical memory, or 4 GiB when unknown.
 pub fn default_case_cache_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(4 << 30, |kb| kb * 1024 / 4)
+    mem_total_bytes().map_or(4 << 30, |b| b / 4)
+}
+
+/// Host memory a build job is given room for: its worker (torch imported) and its two
+/// compilers on torch's headers (nvcc's front ends and g++), each about a GiB.
+pub const BUILD_JOB_BYTES: u64 = 4 << 30;
+
+/// `--build-jobs` on a GPU by default: a build per core but one (the core kept for timing),
+/// as many as memory has room for ([`BUILD_JOB_BYTES`] each), at least one. The pool starts
+/// half of them until its first build is done (`worker::build::first_wave`).
+pub fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
+    let by_memory = mem_bytes.map_or(usize::MAX, |b| {
+        usize::try_from(b / BUILD_JOB_BYTES).unwrap_or(usize::MAX)
+    });
+    cores.saturating_sub(1).min(by_memory).max(1)
+}
+
+/// [`default_build_jobs`] of this host.
+pub fn host_build_jobs() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    default_build_jobs(cores, mem_total_bytes())
 }
 
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
@@ -171,6 +194,20 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn build_jobs_fill_the_cores_but_one_within_memory() {
+        let gib = 1u64 << 30;
+        // The 16-core, 128 GiB H100 host: 15.
+        assert_eq!(default_build_jobs(16, Some(128 * gib)), 15);
+        // Memory bounds it: 64 cores with 32 GiB, 4 GiB a job.
+        assert_eq!(default_build_jobs(64, Some(32 * gib)), 8);
+        // Unknown memory: cores only; one core or too little memory: still one job.
+        assert_eq!(default_build_jobs(8, None), 7);
+        assert_eq!(default_build_jobs(1, Some(128 * gib)), 1);
+        assert_eq!(default_build_jobs(16, Some(gib)), 1);
+        assert!(host_build_jobs() >= 1);
+    }
 
     #[test]
     fn selection_parses_and_matches() {

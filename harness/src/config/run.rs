@@ -328,14 +328,10 @@ impl RunConfig {
             cpu_threads: a.cpu_threads,
             build_jobs: a.build_jobs.unwrap_or(match device {
                 Device::Cpu => 0,
-                // Each load_inline build runs two compilers at once (the binding and the
-                // kernel source): half as many builds as cores keeps every core busy, and
-                // the builds at the head of the queue finish in about the time of one
-                // build instead of all finishing together (12 at once on 15 cores took
-                // 97 s each on the H100 host, where one alone takes about 45 s).
-                Device::Cuda(_) => {
-                    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-                }
+                // A cold run is bound by how many builds the host gets through: a build per
+                // core (the pool opens with half, so the first builds are not slowed by a
+                // full host; see worker::build::first_wave for the measurements).
+                Device::Cuda(_) => super::resolve::host_build_jobs(),
             }),
             case_cache_bytes: a
                 .case_cache_mb

@@ -158,9 +158,10 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         let jobs = config.build_jobs.min(to_build.len());
         let pool = engine.build_pool(config, &stop, jobs);
         say(&format!(
-            "building {} candidate extension(s) ahead on {} process(es)",
+            "building {} candidate extension(s) ahead on {} process(es), {} at once until the first is built",
             to_build.len(),
-            jobs
+            jobs,
+            crate::worker::build::first_wave(jobs)
         ));
         for job in to_build {
             pool.submit(job);
