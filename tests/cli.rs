@@ -170,6 +170,14 @@ fn worker_trace_comparison_passes_its_self_test() {
     passes_its_self_test("bench/throughput/worker_trace.py");
 }
 
+/// The round-position analysis (bench/throughput/round_positions.py: timed calls by their
+/// place in a round, the paired speedup without a round's first calls) checks its figures on
+/// synthetic records.
+#[test]
+fn round_position_analysis_passes_its_self_test() {
+    passes_its_self_test("bench/throughput/round_positions.py");
+}
+
 /// The round warm-up benchmark's tables (bench/round_warmup, run on the GPU machine) check
 /// their first-call-over-second figures on synthetic rounds.
 #[test]
