@@ -6,7 +6,8 @@
 //!   `load`) and its first candidate's worker started, on threads of their own, so Python's
 //!   start-up and torch's import never hold the device up (`kbench run`); the device's gate
 //!   pauses them while a kernel is timed;
-//! - the next candidate's worker of a batch starts while the current one runs;
+//! - the next two candidates' workers of a batch start while the current one runs (one for
+//!   a baseline mode's, whose `load` goes ahead);
 //! - up to `keep` reference sessions stay open between batches of the same problem (the
 //!   agents' service: a task's later kernels skip the model load and the reference cases);
 //!   a batch marked `last` closes its session when done.
@@ -317,8 +318,11 @@ impl Executor<'_> {
             }
             return Ok(Flow::Stop);
         };
-        let mut cand_ahead = first_candidate;
+        // Workers of the next candidates, started ahead in item order (the front is the
+        // next item's).
+        let mut cand_ahead: VecDeque<_> = first_candidate.into_iter().collect();
         let n = batch.items.len();
+        let depth = candidates_ahead(&batch);
         let mut flow = Flow::Next;
         for (k, item) in batch.items.iter().enumerate() {
             if ctx.stop.load(Ordering::SeqCst) {
@@ -337,7 +341,7 @@ impl Executor<'_> {
             let device = device_lock(station.device);
             let held = lock(&device);
             let evaluated = (|| -> Result<Option<EvalRecord>> {
-                let this = match cand_ahead.take() {
+                let this = match cand_ahead.pop_front() {
                     Some(p) => p,
                     None => start_candidate(
                         ctx,
@@ -348,10 +352,13 @@ impl Executor<'_> {
                         &item.prep,
                     )?,
                 };
-                // Start the next candidate's worker now; it imports torch while this one runs.
-                if k + 1 < n && open.session.is_ok() {
-                    let next = &batch.items[k + 1];
-                    cand_ahead = Some(start_candidate(
+                // Start the next candidates' workers now; they import torch while this one runs.
+                while open.session.is_ok()
+                    && cand_ahead.len() < depth
+                    && k + 1 + cand_ahead.len() < n
+                {
+                    let next = &batch.items[k + 1 + cand_ahead.len()];
+                    cand_ahead.push_back(start_candidate(
                         ctx,
                         station,
                         run_dir,
@@ -402,9 +409,7 @@ impl Executor<'_> {
                     break;
                 }
                 Err(e) => {
-                    if let Some((_, p)) = cand_ahead.take() {
-                        p.discard();
-                    }
+                    discard_all(&mut cand_ahead);
                     self.close(open);
                     return Err(e);
                 }
@@ -416,9 +421,7 @@ impl Executor<'_> {
                 ph.reference_open_s = std::mem::take(&mut open.open_s);
             }
             if let Err(e) = run_dir.append(&record) {
-                if let Some((_, p)) = cand_ahead.take() {
-                    p.discard();
-                }
+                discard_all(&mut cand_ahead);
                 self.close(open);
                 return Err(e);
             }
@@ -450,9 +453,7 @@ impl Executor<'_> {
                         gpu.ordinal,
                         record.problem.key()
                     ));
-                    if let Some((_, p)) = cand_ahead.take() {
-                        p.discard();
-                    }
+                    discard_all(&mut cand_ahead);
                     self.close(open);
                     return Ok(Flow::Unhealthy(
                         if shared.alive.load(Ordering::SeqCst) <= 1 {
@@ -464,15 +465,32 @@ impl Executor<'_> {
                 }
             }
         }
-        if let Some((_, p)) = cand_ahead {
-            p.discard();
-        }
+        discard_all(&mut cand_ahead);
         if batch.last || matches!(flow, Flow::Stop) {
             self.close(open);
         } else {
             self.sessions.push(open);
         }
         Ok(flow)
+    }
+}
+
+/// Candidate workers started ahead within a batch. Two: on 30 published kernels evaluated
+/// from a warm build cache in 1.8 s each (H100, 2026-11-27), one worker ahead, paused while
+/// each kernel was timed, was not ready in time for 7 of them (0.43 s a kernel on average, a
+/// fifth of the pass). One for a baseline mode's candidates, whose `load` (torch.compile)
+/// is sent ahead: two such compiles at once would compete for the host.
+fn candidates_ahead(batch: &Batch) -> usize {
+    if batch.items.iter().any(|i| i.cand.warm_up) {
+        1
+    } else {
+        2
+    }
+}
+
+fn discard_all(ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>) {
+    for (_, p) in ahead.drain(..) {
+        p.discard();
     }
 }
 
