@@ -256,6 +256,27 @@ def compare(kb, other):
     }
 
 
+def stress_added(per_problem):
+    """What every check adds to the random cases alone, per problem: a problem's record
+    seconds with every check over its record seconds with `--families random`, less one
+    (issue 24's goal: at most +50% on every problem)."""
+    added = {}
+    for row in per_problem:
+        ra, al = row["random"], row["all"]
+        if ra and al and ra["outcome"] == "ok" and al["outcome"] == "ok":
+            r = ratio(al["record_s"], ra["record_s"])
+            if r is not None:
+                added[row["key"]] = r - 1
+    worst = max(added, key=added.get) if added else None
+    return {
+        "problems": len(added),
+        "per_problem_median": statistics.median(added.values()) if added else None,
+        "max": added[worst] if worst else None,
+        "max_problem": worst,
+        "over_half": sorted((k for k, v in added.items() if v > 0.5), key=_order),
+    }
+
+
 def _order(k):
     lv, _, pid = k[1:].partition("/")
     return (int(lv) if lv.isdigit() else 99, int(pid) if pid.isdigit() else 0)
@@ -286,6 +307,7 @@ def build(state):
     ratios = {
         "kernelbench_over_kbench_random": compare(kb, runs["random"]),
         "kernelbench_over_kbench_all": compare(kb, runs["all"]),
+        "stress_added": stress_added(per_problem),
     }
     for t in tools.values():
         n = len(t["problems"])
@@ -355,6 +377,14 @@ def markdown(res):
                        "" if r["same_problems"] else " (not the same problems: compare per problem)",
                        times(r["per_problem_median"]), times(r["per_problem_min"]), times(r["per_problem_max"]),
                        r["common_problems"], times(r["by_sum_of_problems"])))
+    sa = res["ratios"].get("stress_added") or {}
+    if sa.get("problems"):
+        out.append("- **Stress families' cost** (a problem's record seconds with every check over "
+                   "`--families random`, both `ok`): median {}, most {} ({}); over +50% on {} of {} "
+                   "problems{}".format(
+                       "{:+.0%}".format(sa["per_problem_median"]), "{:+.0%}".format(sa["max"]),
+                       sa["max_problem"], len(sa["over_half"]), sa["problems"],
+                       ": " + ", ".join(sa["over_half"]) if sa["over_half"] else ""))
     bd = t["kernelbench"]["mean_breakdown_s"]
     out.append("- KernelBench's seconds per problem, mean: worker start (spawn, python, imports) {}, "
                "eval {}, after (result back, pool shut, results file) {}; outside the problems {} s "

@@ -104,6 +104,18 @@ class Summary(unittest.TestCase):
                        "the calls ran on different GPUs", "## kbench phases per problem"):
             self.assertIn(needle, self.md)
 
+    def test_stress_added(self):
+        # Record seconds, random / all: L1/10 3 / 8 (+167%), L1/30 6 / 7 (+17%); L1/20 is a
+        # mismatch in the random run and is left out.
+        sa = self.res["ratios"]["stress_added"]
+        self.assertEqual(sa["problems"], 2)
+        self.assertAlmostEqual(sa["max"], 8.0 / 3.0 - 1)
+        self.assertEqual(sa["max_problem"], "L1/10")
+        self.assertAlmostEqual(sa["per_problem_median"], ((8.0 / 3.0 - 1) + (7.0 / 6.0 - 1)) / 2)
+        self.assertEqual(sa["over_half"], ["L1/10"])
+        self.assertIn("**Stress families' cost**", self.md)
+        self.assertIn("most +167% (L1/10); over +50% on 1 of 2 problems: L1/10", self.md)
+
     def test_case_times_by_family(self):
         fams = self.res["tools"]["all"]["case_times_by_family"]
         self.assertEqual(fams["denormal"]["judge_s"], 3.0)
