@@ -73,8 +73,9 @@ def analyse(recs, skip, min_per_round):
 def report(rows, skip):
     out = []
     for r in rows:
-        out.append("{} ({} a round): paired {:.4f}, without the first {} {:.4f}".format(
-            r["problem"], r["per_round"], r["paired"], skip, r["paired_skip"]))
+        out.append("{} ({} a round): paired {:.4f}, without the first {} {}".format(
+            r["problem"], r["per_round"], r["paired"], skip,
+            "n/a" if r["paired_skip"] is None else "{:.4f}".format(r["paired_skip"])))
         for side in ("ref", "cand"):
             out.append("  {:4s} by position: {}".format(
                 side, " ".join("{:.2f}".format(v) for v in r[side + "_positions"])))
@@ -109,6 +110,8 @@ def self_test():
     check("summary", text.strip().splitlines()[-1],
           "1 timings: within ±1% as measured 0, without each round's first 1 calls 1")
     check("skipping every call", paired(ref, cand, 4, skip=4), None)
+    check("skipping every call is reported", "without the first 4 n/a" in report(
+        analyse([rec], skip=4, min_per_round=3), 4), True)
     if failures:
         for f in failures:
             print("FAIL", f)

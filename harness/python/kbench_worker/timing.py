@@ -4,7 +4,6 @@ import collections
 import gc
 import os
 import sys
-import time
 
 import torch
 
@@ -56,7 +55,7 @@ def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_ca
         stream = torch.cuda.default_stream(device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
-        tick = time.perf_counter if split is not None else None
+        tick = _orig("time.perf_counter") if split is not None else None
         for i in range(warmup + trials):
             t0 = tick() if tick else 0.0
             args = before_call(i)
@@ -193,8 +192,9 @@ class TimingCommands:
                 old_affinity = None
         # Objects alive now (torch, the model, the problem module) are frozen out of every
         # later collection: a full collection over them took ~75 ms per timing round.
-        split = {} if TRACE_TIME else None
-        t_start = time.perf_counter()
+        split = {} if TRACE_TIME and self.device.type == "cuda" else None
+        clock_s = _orig("time.perf_counter")
+        t_start = clock_s()
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -219,14 +219,14 @@ class TimingCommands:
         # round's copies allocated afresh, cost every one of 50 rounds on both sides.
         recent.clear()
         state.clear()
-        t_loop = time.perf_counter()
+        t_loop = clock_s()
         if cmd.get("release", True) is not False:
             self._release_device_memory()
         if split is not None:
             # Not the "<role> <command> <start> +<s>s" form: worker_trace.py counts those.
             parts = ", ".join(f"{k} {v:.4f}" for k, v in split.items())
             print(f"kbench worker: time split ({self.role}): {warmup + trials} calls, samples {sum(samples) / 1e3:.4f}, "
-                  f"{parts}, loop {t_loop - t_start:.4f}, release {time.perf_counter() - t_loop:.4f} (s)",
+                  f"{parts}, loop {t_loop - t_start:.4f}, release {clock_s() - t_loop:.4f} (s)",
                   file=sys.stderr, flush=True)
         reply = {"type": "timing", "clock": clock, "samples_ms": samples}
         tensors = []

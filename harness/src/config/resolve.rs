@@ -58,24 +58,62 @@ pub fn default_case_cache_bytes() -> u64 {
     mem_total_bytes().map_or(4 << 30, |b| b / 4)
 }
 
+/// The memory limit of this process's cgroup (v2: the smallest `memory.max` from its own
+/// cgroup up to the root; v1: `memory.limit_in_bytes`), `None` when there is none. A Slurm
+/// job's `--mem` is such a limit, well below the node's `MemTotal`. Read by hand: two files
+/// of one number each, where a cgroup crate would bring a whole API for them.
+fn cgroup_limit_bytes() -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let number = |s: String| s.trim().parse::<u64>().ok();
+    if let Some(own) = read("/proc/self/cgroup").and_then(|c| {
+        c.lines()
+            .find_map(|l| l.strip_prefix("0::").map(str::to_string))
+    }) {
+        let mut path = std::path::PathBuf::from(own.trim());
+        let mut limit: Option<u64> = None;
+        loop {
+            let file = std::path::Path::new("/sys/fs/cgroup")
+                .join(path.strip_prefix("/").unwrap_or(&path))
+                .join("memory.max");
+            if let Some(v) = read(file.to_str().unwrap_or_default()).and_then(number) {
+                limit = Some(limit.map_or(v, |l| l.min(v)));
+            }
+            if !path.pop() {
+                break;
+            }
+        }
+        return limit;
+    }
+    // v1: "unlimited" reads as a huge number, which the min with MemTotal drops.
+    read("/sys/fs/cgroup/memory/memory.limit_in_bytes").and_then(number)
+}
+
 /// Host memory a build job is given room for: its worker (torch imported) and its two
 /// compilers on torch's headers (nvcc's front ends and g++), each about a GiB.
 pub const BUILD_JOB_BYTES: u64 = 4 << 30;
 
-/// `--build-jobs` on a GPU by default: a build per core but one (the core kept for timing),
-/// as many as memory has room for ([`BUILD_JOB_BYTES`] each), at least one. The pool starts
-/// half of them until its first build is done (`worker::build::first_wave`).
+/// `--build-jobs` on a GPU by default: a build per core but one (the harness keeps a core
+/// per GPU for timing and the builds stay off those; one spare core on a one-GPU host), as
+/// many as three quarters of the memory has room for ([`BUILD_JOB_BYTES`] each; the rest is
+/// for the reference cases kbench keeps, a quarter by default, and the workers), at least
+/// one. The pool starts half of them until its first build is done
+/// (`worker::build::first_wave`).
 pub fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
     let by_memory = mem_bytes.map_or(usize::MAX, |b| {
-        usize::try_from(b / BUILD_JOB_BYTES).unwrap_or(usize::MAX)
+        usize::try_from(b / 4 * 3 / BUILD_JOB_BYTES).unwrap_or(usize::MAX)
     });
     cores.saturating_sub(1).min(by_memory).max(1)
 }
 
-/// [`default_build_jobs`] of this host.
+/// [`default_build_jobs`] of this host: its cores, and the smaller of its memory and its
+/// cgroup's limit.
 pub fn host_build_jobs() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    default_build_jobs(cores, mem_total_bytes())
+    let mem = match (mem_total_bytes(), cgroup_limit_bytes()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    default_build_jobs(cores, mem)
 }
 
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
@@ -200,13 +238,15 @@ mod tests {
         let gib = 1u64 << 30;
         // The 16-core, 128 GiB H100 host: 15.
         assert_eq!(default_build_jobs(16, Some(128 * gib)), 15);
-        // Memory bounds it: 64 cores with 32 GiB, 4 GiB a job.
-        assert_eq!(default_build_jobs(64, Some(32 * gib)), 8);
+        // Memory bounds it: 64 cores with 32 GiB (a Slurm --mem), 3/4 of it at 4 GiB a job.
+        assert_eq!(default_build_jobs(64, Some(32 * gib)), 6);
         // Unknown memory: cores only; one core or too little memory: still one job.
         assert_eq!(default_build_jobs(8, None), 7);
         assert_eq!(default_build_jobs(1, Some(128 * gib)), 1);
         assert_eq!(default_build_jobs(16, Some(gib)), 1);
         assert!(host_build_jobs() >= 1);
+        // This host's cgroup limit, when it has one, is a number of bytes above zero.
+        assert!(cgroup_limit_bytes().is_none_or(|b| b > 0));
     }
 
     #[test]

@@ -329,8 +329,8 @@ impl RunConfig {
             build_jobs: a.build_jobs.unwrap_or(match device {
                 Device::Cpu => 0,
                 // A cold run is bound by how many builds the host gets through: a build per
-                // core (the pool opens with half, so the first builds are not slowed by a
-                // full host; see worker::build::first_wave for the measurements).
+                // core but one, within memory (the pool opens with half, so the first builds
+                // are not slowed by a full host; see worker::build::first_wave).
                 Device::Cuda(_) => super::resolve::host_build_jobs(),
             }),
             case_cache_bytes: a

@@ -6,8 +6,8 @@
 //!   `load`) and its first candidate's worker started, on threads of their own, so Python's
 //!   start-up and torch's import never hold the device up (`kbench run`); the device's gate
 //!   pauses them while a kernel is timed;
-//! - the next two candidates' workers of a batch start while the current one runs (one for
-//!   a baseline mode's, whose `load` goes ahead);
+//! - the next two candidates' workers of a batch start while the current one runs on a GPU
+//!   (one on the CPU, and for a baseline mode's, whose `load` goes ahead);
 //! - up to `keep` reference sessions stay open between batches of the same problem (the
 //!   agents' service: a task's later kernels skip the model load and the reference cases);
 //!   a batch marked `last` closes its session when done.
@@ -322,7 +322,7 @@ impl Executor<'_> {
         // next item's).
         let mut cand_ahead: VecDeque<_> = first_candidate.into_iter().collect();
         let n = batch.items.len();
-        let depth = candidates_ahead(&batch);
+        let depth = candidates_ahead(&batch, station.gpu.is_some());
         let mut flow = Flow::Next;
         for (k, item) in batch.items.iter().enumerate() {
             if ctx.stop.load(Ordering::SeqCst) {
@@ -358,14 +358,19 @@ impl Executor<'_> {
                     && k + 1 + cand_ahead.len() < n
                 {
                     let next = &batch.items[k + 1 + cand_ahead.len()];
-                    cand_ahead.push_back(start_candidate(
+                    // A later candidate that cannot be started now is started (and fails,
+                    // with its own record) when its turn comes, not at this one's cost.
+                    match start_candidate(
                         ctx,
                         station,
                         run_dir,
                         &batch.problem_path,
                         &next.cand,
                         &next.prep,
-                    )?);
+                    ) {
+                        Ok(p) => cand_ahead.push_back(p),
+                        Err(_) => break,
+                    }
                 }
                 let unit = Unit {
                     problem,
@@ -475,13 +480,15 @@ impl Executor<'_> {
     }
 }
 
-/// Candidate workers started ahead within a batch. Two: on 30 published kernels evaluated
-/// from a warm build cache in 1.8 s each (H100, 2026-11-27), one worker ahead, paused while
-/// each kernel was timed, was not ready in time for 7 of them (0.43 s a kernel on average, a
-/// fifth of the pass). One for a baseline mode's candidates, whose `load` (torch.compile)
-/// is sent ahead: two such compiles at once would compete for the host.
-fn candidates_ahead(batch: &Batch) -> usize {
-    if batch.items.iter().any(|i| i.cand.warm_up) {
+/// Candidate workers started ahead within a batch. Two on a GPU: on 30 published kernels
+/// evaluated from a warm build cache in 1.8 s each (H100, 2026-11-27), one worker ahead,
+/// paused while each kernel was timed, was not ready in time for 7 of them (0.43 s a kernel
+/// on average, a fifth of the pass); each costs a CUDA context (about half a GiB) while it
+/// waits. One on the CPU, where starting workers share the few cores with the evaluation,
+/// and for a baseline mode's candidates, whose `load` (torch.compile) is sent ahead: two
+/// such compiles at once would compete for the host.
+fn candidates_ahead(batch: &Batch, gpu: bool) -> usize {
+    if !gpu || batch.items.iter().any(|i| i.cand.warm_up) {
         1
     } else {
         2

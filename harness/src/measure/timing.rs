@@ -94,10 +94,10 @@ fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
     // against 4.9) and the next three 5-15% slower, so the round means that pair the two
     // sides swung by 2-3% (self-speedups of 0.979-1.034); without a round's first two timed
     // calls every one of 41 such timings (four runs) was within 1%.
-    let warmup = match (r.round, r.release_rounds) {
-        (0, _) => tc.warmup,
-        (_, true) => r.opening.max(tc.warmup).max(1),
-        _ => r.opening,
+    let warmup = if r.round == 0 {
+        tc.warmup
+    } else {
+        opening_used(tc, r.opening, r.release_rounds)
     };
     let mut cmd = json!({"cmd": "time", "warmup": warmup, "trials": r.n, "l2_flush": tc.l2_flush, "forward_seed": r.forward_seed});
     // Fresh input copies per call defeat caches keyed on addresses (issue 6); the
@@ -116,6 +116,16 @@ fn round_command(tc: &TimingConfig, r: &RoundShape) -> Value {
         cmd["release"] = json!(false);
     }
     cmd
+}
+
+/// Untimed calls opening each round after the first as sent: [`opening_calls`], or for
+/// released rounds at least `--warmup` and one (see [`round_command`]).
+fn opening_used(tc: &TimingConfig, opening: u32, release_rounds: bool) -> u32 {
+    if release_rounds {
+        opening.max(tc.warmup).max(1)
+    } else {
+        opening
+    }
 }
 
 /// Untimed calls opening each round after the first: `--round-warmup N` as given; `auto`
@@ -158,7 +168,8 @@ pub struct RawTiming {
     /// Timed calls per round (the pairing unit of the paired speedup).
     pub per_round: u32,
     pub rounds: u32,
-    /// Untimed calls that opened each round after the first.
+    /// Untimed calls that opened each round after the first (as sent: a released round's
+    /// count, where rounds were released).
     pub round_warmup: u32,
 }
 
@@ -402,7 +413,7 @@ pub fn time_pair(
         candidate_wall_s: cand_wall,
         per_round,
         rounds: round,
-        round_warmup: opening,
+        round_warmup: opening_used(tc, opening, release_rounds),
     }))
 }
 
