@@ -558,7 +558,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         if t_pool.elapsed() < Duration::from_millis(1400) {
             // (Unchecked on a host so loaded that the wave was nearly over by now.)
-            assert_eq!(started.load(Ordering::SeqCst), 1, "held back by the first wave");
+            assert_eq!(
+                started.load(Ordering::SeqCst),
+                1,
+                "held back by the first wave"
+            );
         }
         while started.load(Ordering::SeqCst) < 3 {
             assert!(
