@@ -26,6 +26,11 @@ FRAME_MAGIC = b"KBF1"
 MAX_HEADER_BYTES = 16 << 20
 # Error messages and tracebacks are clipped so a flood (a 10 MB compiler log) cannot
 # bloat the run log; head and tail are kept since compilers put the first error first.
+# KBENCH_WORKER_TRACE=1: one line per command in the worker's log (when it began, how long
+# it took; server.py) and, on a GPU, one per `time` command splitting its seconds
+# (timing.py), for finding where an evaluation's time goes.
+TRACE = os.environ.get("KBENCH_WORKER_TRACE") == "1"
+
 MAX_MESSAGE_CHARS = 20_000
 MAX_TRACEBACK_CHARS = 20_000
 

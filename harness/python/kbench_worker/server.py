@@ -1,7 +1,6 @@
 """The command loop: one Worker, every command group (a mixin each) over one Session,
 answering frames until `exit` or the end of the channel."""
 
-import os
 import sys
 import time
 
@@ -14,14 +13,10 @@ from .integrity import IntegrityCommands
 from .ipc import DeviceCaseCommands
 from .loading import LoadCommands
 from .modes import ModeCommands
-from .protocol import EXIT_OK, Channel, WorkerError, _describe, _error_header, _format_tb
+from .protocol import EXIT_OK, TRACE, Channel, WorkerError, _describe, _error_header, _format_tb
 from .session import Session
 from .timing import TimingCommands
 
-
-# KBENCH_WORKER_TRACE=1: one line per command in the worker's log (when it began, how long
-# it took), for finding where an evaluation's time goes.
-TRACE = os.environ.get("KBENCH_WORKER_TRACE") == "1"
 
 
 class Worker(

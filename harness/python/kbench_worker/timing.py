@@ -17,12 +17,9 @@ from .integrity import (
     tampered_names,
 )
 from .ipc import copy_into_slots
-from .protocol import WorkerError, _error_from, _field, _is_uint
+from .protocol import TRACE, WorkerError, _error_from, _field, _is_uint
 from .tensors import _host_copy, flatten_outputs, seed_all
 
-
-# KBENCH_WORKER_TRACE=1 (server.py): also a line per `time` command splitting its seconds.
-TRACE_TIME = os.environ.get("KBENCH_WORKER_TRACE") == "1"
 
 # L2 flush size when the device does not report its L2 (KernelBench timing.py writes 256 MiB).
 FALLBACK_FLUSH_BYTES = 256 << 20
@@ -192,7 +189,7 @@ class TimingCommands:
                 old_affinity = None
         # Objects alive now (torch, the model, the problem module) are frozen out of every
         # later collection: a full collection over them took ~75 ms per timing round.
-        split = {} if TRACE_TIME and self.device.type == "cuda" else None
+        split = {} if TRACE and self.device.type == "cuda" else None
         clock_s = _orig("time.perf_counter")
         t_start = clock_s()
         gc.collect()

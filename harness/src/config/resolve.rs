@@ -63,9 +63,9 @@ pub fn default_case_cache_bytes() -> u64 {
 /// job's `--mem` is such a limit, well below the node's `MemTotal`. Read by hand: two files
 /// of one number each, where a cgroup crate would bring a whole API for them.
 fn cgroup_limit_bytes() -> Option<u64> {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).ok();
     let number = |s: String| s.trim().parse::<u64>().ok();
-    if let Some(own) = read("/proc/self/cgroup").and_then(|c| {
+    if let Some(own) = read("/proc/self/cgroup".as_ref()).and_then(|c| {
         c.lines()
             .find_map(|l| l.strip_prefix("0::").map(str::to_string))
     }) {
@@ -75,7 +75,7 @@ fn cgroup_limit_bytes() -> Option<u64> {
             let file = std::path::Path::new("/sys/fs/cgroup")
                 .join(path.strip_prefix("/").unwrap_or(&path))
                 .join("memory.max");
-            if let Some(v) = read(file.to_str().unwrap_or_default()).and_then(number) {
+            if let Some(v) = read(&file).and_then(number) {
                 limit = Some(limit.map_or(v, |l| l.min(v)));
             }
             if !path.pop() {
@@ -85,7 +85,7 @@ fn cgroup_limit_bytes() -> Option<u64> {
         return limit;
     }
     // v1: "unlimited" reads as a huge number, which the min with MemTotal drops.
-    read("/sys/fs/cgroup/memory/memory.limit_in_bytes").and_then(number)
+    read("/sys/fs/cgroup/memory/memory.limit_in_bytes".as_ref()).and_then(number)
 }
 
 /// Host memory a build job is given room for: its worker (torch imported) and its two

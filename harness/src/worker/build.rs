@@ -51,13 +51,23 @@ struct Shared {
     queue: VecDeque<BuildJob>,
     states: HashMap<PathBuf, State>,
     closed: bool,
-    /// Builds running now, and how many may run: the first wave's size until a build
-    /// finishes or [`FIRST_WAVE_MAX`] has passed, then every thread's ([`BuildPool::start`]).
+    /// Builds running now, and the pool's threads.
     running: usize,
-    limit: usize,
     jobs: usize,
-    /// When the first wave ends at the latest.
+    /// While the first wave lasts, when it ends at the latest; `None` once a build is done
+    /// or that time has passed ([`Shared::limit`]).
     wave_ends: Option<Instant>,
+}
+
+impl Shared {
+    /// How many builds may run: the first wave's size while it lasts, then every thread's.
+    fn limit(&self) -> usize {
+        if self.wave_ends.is_some() {
+            first_wave(self.jobs)
+        } else {
+            self.jobs
+        }
+    }
 }
 
 /// The longest the first wave holds the other threads back: about one build alone on the
@@ -111,7 +121,6 @@ impl BuildPool {
         let jobs = jobs.max(1);
         let shared = Arc::new((
             Mutex::new(Shared {
-                limit: first_wave(jobs),
                 jobs,
                 wave_ends: Some(Instant::now() + wave_max),
                 ..Shared::default()
@@ -221,10 +230,9 @@ fn build_loop(
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if s.wave_ends.is_some_and(|t| Instant::now() >= t) {
-                    s.limit = s.jobs;
                     s.wave_ends = None;
                 }
-                if s.running < s.limit {
+                if s.running < s.limit() {
                     if let Some(job) = s.queue.pop_front() {
                         s.states.insert(job.build_dir.clone(), State::Running);
                         s.running += 1;
@@ -262,7 +270,6 @@ fn build_loop(
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         s.states.insert(job.build_dir.clone(), State::Done(built));
         s.running -= 1;
-        s.limit = s.jobs;
         s.wave_ends = None;
         cv.notify_all();
     }
@@ -363,6 +370,17 @@ mod tests {
         }
     }
 
+    /// A job building in `dir` for `problem`, its log named after `dir` (tests run at once).
+    fn job(dir: &str, problem: &str) -> BuildJob {
+        BuildJob {
+            build_dir: PathBuf::from(dir),
+            problem_path: PathBuf::from(problem),
+            candidate_path: PathBuf::from("c.py"),
+            log_path: std::env::temp_dir()
+                .join(format!("kbench-build-test{}.log", dir.replace('/', "-"))),
+        }
+    }
+
     #[test]
     fn extension_sources_are_recognised() {
         assert!(builds_extensions(
@@ -377,20 +395,14 @@ mod tests {
         let spec_for: Arc<SpecFor> = Arc::new(unstartable);
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         assert_eq!(pool.claim(Path::new("/never/submitted")), None);
-        let job = |d: &str| BuildJob {
-            build_dir: PathBuf::from(d),
-            problem_path: PathBuf::from("p.py"),
-            candidate_path: PathBuf::from("c.py"),
-            log_path: std::env::temp_dir().join("kbench-build-test.log"),
-        };
-        pool.submit(job("/b/1"));
+        pool.submit(job("/b/1", "p.py"));
         // Waits for the job (running or done) and reports it.
         let b = loop {
             if let Some(b) = pool.claim(Path::new("/b/1")) {
                 break b;
             }
             // It was still queued and got dropped: resubmit and try again.
-            pool.submit(job("/b/1"));
+            pool.submit(job("/b/1", "p.py"));
             std::thread::sleep(Duration::from_millis(10));
         };
         assert!(!b.loaded);
@@ -411,12 +423,6 @@ mod tests {
             unstartable(job)
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
-        let job = |d: &str, problem: &str| BuildJob {
-            build_dir: PathBuf::from(d),
-            problem_path: PathBuf::from(problem),
-            candidate_path: PathBuf::from("c.py"),
-            log_path: std::env::temp_dir().join("kbench-build-test-drop.log"),
-        };
         pool.submit(job("/d/1", "a.py"));
         // The thread has taken the first job (it is Running) before the others are queued.
         while !matches!(
@@ -474,12 +480,7 @@ mod tests {
         });
         let pool = BuildPool::start(4, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         for i in 0..6 {
-            pool.submit(BuildJob {
-                build_dir: PathBuf::from(format!("/w/{i}")),
-                problem_path: PathBuf::from("p.py"),
-                candidate_path: PathBuf::from("c.py"),
-                log_path: std::env::temp_dir().join("kbench-build-test-wave.log"),
-            });
+            pool.submit(job(&format!("/w/{i}"), "p.py"));
         }
         let wait_for = |n: usize| {
             let t = Instant::now();
@@ -542,12 +543,7 @@ mod tests {
             Duration::from_millis(1500),
         );
         for i in 0..3 {
-            pool.submit(BuildJob {
-                build_dir: PathBuf::from(format!("/h/{i}")),
-                problem_path: PathBuf::from("p.py"),
-                candidate_path: PathBuf::from("c.py"),
-                log_path: std::env::temp_dir().join("kbench-build-test-hang.log"),
-            });
+            pool.submit(job(&format!("/h/{i}"), "p.py"));
         }
         // One build (the hanging one) for the wave's 1.5 s; then the second thread goes on.
         let t = Instant::now();
@@ -593,12 +589,7 @@ mod tests {
         // A pool whose workers could not even start: the marked job never reaches one.
         let spec_for: Arc<SpecFor> = Arc::new(unstartable);
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
-        pool.submit(BuildJob {
-            build_dir: d.path().to_path_buf(),
-            problem_path: PathBuf::from("p.py"),
-            candidate_path: PathBuf::from("c.py"),
-            log_path: std::env::temp_dir().join("kbench-build-test-marked.log"),
-        });
+        pool.submit(job(d.path().to_str().unwrap(), "p.py"));
         assert_eq!(
             pool.claim(d.path()),
             Some(Built {
