@@ -116,6 +116,27 @@ pub fn host_build_jobs() -> usize {
     default_build_jobs(cores, mem)
 }
 
+/// torch's CPU threads in each worker of a GPU run, when `OMP_NUM_THREADS` is not exported:
+/// the host's cores shared among the workers alive at once, about four a GPU (the reference,
+/// the candidate and those started ahead), at least one. torch's own default is a thread per
+/// core in every worker, and the workers' CPU work (a problem's weight initialisation above
+/// all) then fights over the cores: on 4 H100s with 64 cores, 4 threads a worker loaded the
+/// references 3x faster than 64 did and made a 40-problem run 9% shorter
+/// (tests/gpu/runs/2026-11-27-h100x4-issue26-b).
+pub fn gpu_worker_threads(cores: usize, gpus: usize) -> usize {
+    (cores / (4 * gpus.max(1))).max(1)
+}
+
+/// [`gpu_worker_threads`] of this host's cores (its CPU affinity), or `None` when the user
+/// exported `OMP_NUM_THREADS` (it reaches the workers as it is).
+pub fn host_gpu_worker_threads(gpus: usize) -> Option<usize> {
+    if std::env::var_os("OMP_NUM_THREADS").is_some() {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Some(gpu_worker_threads(cores, gpus))
+}
+
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
 pub fn resolve_device(spec: &str) -> Result<Device> {
     if spec == "auto" {
@@ -247,6 +268,18 @@ mod tests {
         assert!(host_build_jobs() >= 1);
         // This host's cgroup limit, when it has one, is a number of bytes above zero.
         assert!(cgroup_limit_bytes().is_none_or(|b| b > 0));
+    }
+
+    #[test]
+    fn gpu_workers_share_the_cores() {
+        // 4 H100s with 64 cores, and the 16-core one-GPU host: 4 threads a worker.
+        assert_eq!(gpu_worker_threads(64, 4), 4);
+        assert_eq!(gpu_worker_threads(16, 1), 4);
+        assert_eq!(gpu_worker_threads(32, 2), 4);
+        // Few cores: never below one; no GPU named counts as one.
+        assert_eq!(gpu_worker_threads(8, 4), 1);
+        assert_eq!(gpu_worker_threads(2, 1), 1);
+        assert_eq!(gpu_worker_threads(8, 0), 2);
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub struct RunConfig {
     pub python: PythonChoice,
     pub cache: PathBuf,
     pub cpu_threads: u32,
+    /// `OMP_NUM_THREADS` of the workers on a GPU when the user did not export it
+    /// ([`super::resolve::gpu_worker_threads`]); `None` on the CPU or when exported.
+    pub gpu_worker_threads: Option<usize>,
     /// Build processes of the compile pipeline (0: build when loading).
     pub build_jobs: usize,
     /// Host memory for keeping a problem's reference cases between its candidates.
@@ -296,6 +299,10 @@ impl RunConfig {
             bail!("--cpu-threads must be at least 1");
         }
         let cache = python::cache_dir();
+        let gpu_worker_threads = match device {
+            Device::Cpu => None,
+            Device::Cuda(_) => super::resolve::host_gpu_worker_threads(gpus.len()),
+        };
         Ok(RunConfig {
             problems: loaded.problems,
             broken: loaded.broken,
@@ -326,6 +333,7 @@ impl RunConfig {
             python: PythonChoice::resolve(python, &cache),
             cache,
             cpu_threads: a.cpu_threads,
+            gpu_worker_threads,
             build_jobs: a.build_jobs.unwrap_or(match device {
                 Device::Cpu => 0,
                 // A cold run is bound by how many builds the host gets through: a build per
@@ -352,10 +360,11 @@ impl RunConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn spec(timeout_load: Option<f64>) -> EvalSpec {
+    /// The settings of a CPU run with the flags' defaults (tests elsewhere build on it).
+    pub(crate) fn spec(timeout_load: Option<f64>) -> EvalSpec {
         EvalSpec {
             device: "cpu".into(),
             gpus: None,

@@ -70,6 +70,10 @@ impl Ctx<'_> {
         if role == Role::Reference {
             allow_bytecode_writes(&mut env);
         }
+        if let (Device::Cuda(_), Some(n)) = (device, self.config.gpu_worker_threads) {
+            env.retain(|(k, _)| k != "OMP_NUM_THREADS");
+            env.push(("OMP_NUM_THREADS".into(), n.to_string()));
+        }
         WorkerSpec {
             python: self.python.to_path_buf(),
             script: self.worker_script.to_path_buf(),
@@ -89,5 +93,62 @@ impl Ctx<'_> {
             Device::Cpu => json!(self.config.cpu_threads),
             Device::Cuda(_) => Value::Null,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::{AgentConfig, SuiteSpec};
+    use crate::worker::python::PythonInfo;
+
+    /// A GPU worker gets the run's `OMP_NUM_THREADS` in place of any other; a CPU worker
+    /// keeps what the user exported (its threads are `--cpu-threads`, sent in `load`).
+    #[test]
+    fn gpu_workers_get_the_runs_cpu_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::config::run::tests::spec(None);
+        let mut config = RunConfig::build(
+            &SuiteSpec::default(),
+            None,
+            &spec,
+            AgentConfig::Reference,
+            &dir.path().join("run"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(config.gpu_worker_threads, None, "a CPU run sets none");
+        config.gpu_worker_threads = Some(3);
+        let info = PythonInfo {
+            executable: "python3".into(),
+            python: "3".into(),
+            torch: "2".into(),
+            torch_cuda: None,
+            cuda_available: false,
+            device_count: 0,
+            ninja: None,
+            paths: vec![],
+        };
+        let ctx = Ctx::for_reference_workers(
+            &config,
+            &info,
+            Path::new("worker.py"),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let omp = |device| {
+            let env = ctx.spec(Role::Candidate, dir.path(), None, device).env;
+            env.iter()
+                .filter(|(k, _)| k == "OMP_NUM_THREADS")
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(omp(Device::Cuda(0)), vec!["3".to_string()]);
+        let exported = std::env::var("OMP_NUM_THREADS")
+            .ok()
+            .into_iter()
+            .collect::<Vec<_>>();
+        assert_eq!(omp(Device::Cpu), exported);
     }
 }
