@@ -216,9 +216,15 @@ class DeviceCaseCommands:
         """Copies the pending device case into the harness buffers named by `targets`."""
         if self.role != "reference":
             raise WorkerError("protocol", "run", "export is for the reference role only")
-        if not self.pending:
-            raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
         targets = _field(cmd, "targets", list, "run")
+        # "drop_case": the worker's current case (the inputs it keeps for timing) goes too,
+        # for every case but the one timing uses: while the candidate runs on the same GPU,
+        # what this trusted process keeps is memory an honest kernel may need.
+        drop_case = bool(cmd.get("drop_case", False))
+        if drop_case:
+            self.case = None
+        if not self.pending and not (drop_case and not targets):
+            raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
         # "partial": drop only the exported tensors and keep the rest pending, so the harness
         # can move a case one tensor at a time (the GPU then holds the case plus one tensor,
         # not two copies of it: multi-GB level-1 cases did not fit twice on an 80 GB H100).

@@ -135,6 +135,25 @@ class DeviceIoTests(WorkerTestCase):
             # A second export has nothing left to send.
             reply, _ = self.ref.call({"cmd": "export", "targets": targets})
             self.assertEqual(reply["type"], "error")
+            # The reference keeps the case's inputs for timing until told to drop them
+            # ("drop_case", with nothing pending and no targets); then timing is refused.
+            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
+            self.assertEqual(timed["type"], "timing", timed)
+            reply, _ = self.ref.call({"cmd": "export", "targets": [], "drop_case": True})
+            self.assertEqual(reply["type"], "exported", reply)
+            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
+            self.assertEqual(timed["type"], "error", timed)
+            self.assertIn("no current case", timed["message"])
+            # drop_case on the exports of a case: the same tensors arrive, and no case stays.
+            reply, _ = self.ref.call({"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True})
+            self.assertEqual(reply["type"], "case", reply)
+            for target in targets:
+                reply, _ = self.ref.call({"cmd": "export", "targets": [target], "partial": True, "drop_case": True})
+                self.assertEqual(reply["type"], "exported", reply)
+            self.assert_bit_identical(views["in:0"].cpu(), x.cpu())
+            self.assert_bit_identical(views["out:0"].cpu(), out.cpu())
+            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
+            self.assertEqual(timed["type"], "error", timed)
 
             # The candidate: inputs from a copy, outputs into a NaN-filled slot.
             in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))

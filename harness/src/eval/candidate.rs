@@ -3,6 +3,7 @@
 //! case per stress family (a failure there is recorded and the other families still run, so
 //! the record names every family that fails), and the record.
 
+mod memory;
 mod time;
 
 use std::path::Path;
@@ -29,7 +30,7 @@ use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{
-    prepare_device_case, private_copies, send_device_case, DeviceCaseError, PreparedCase,
+    prepare_device_case, private_copies, send_device_case, DeviceCaseError,
 };
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
@@ -444,10 +445,14 @@ impl Evaluation<'_, '_> {
                 self.host_case(&rc, &case, &reply, tc.elapsed().as_secs_f64())?
             }
             CaseData::Device { .. } => {
-                let prepared = match prepare_device_case(exec, &rc) {
-                    Ok(p) => p,
-                    Err(e) if out_of_memory(&format!("{e:#}")) => {
-                        match self.prepare_alone(worker, &rc)? {
+                // Once more, on a fresh worker with what others hold released, after the
+                // candidate ran out of GPU memory on a large case (see memory.rs).
+                let mut retried = false;
+                let sent = loop {
+                    let prepared = match prepare_device_case(exec, &rc) {
+                        Ok(p) => p,
+                        Err(e) if out_of_memory(&format!("{e:#}")) => {
+                            match self.prepare_alone(worker, &rc)? {
                             Ok(p) => p,
                             Err(e) if stress => {
                                 self.cases.pop();
@@ -463,10 +468,18 @@ impl Evaluation<'_, '_> {
                                 }))
                             }
                         }
+                        }
+                        Err(e) => return Err(Stop::Harness(e)),
+                    };
+                    let sent = send_device_case(ctx, worker, prepared, tc);
+                    if !retried && self.candidate_ran_out(&sent, &rc) {
+                        retried = true;
+                        self.candidate_alone(worker, &case.to_string())?;
+                        continue;
                     }
-                    Err(e) => return Err(Stop::Harness(e)),
+                    break sent;
                 };
-                let judged = send_device_case(ctx, worker, prepared, tc).and_then(|mut run| {
+                let judged = sent.and_then(|mut run| {
                     answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
                     // What is judged is what is kept: copies made before judging, in buffers
@@ -538,90 +551,6 @@ impl Evaluation<'_, '_> {
             Some(o) if !stress => Err(Stop::Verdict(o)),
             failure => Ok(failure),
         }
-    }
-
-    /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
-    /// candidate's worker stopped (a kernel that holds the GPU's memory must not turn the
-    /// stress families into "not applicable"), then starts and loads the candidate again.
-    /// What the reference answers alone is the case, or a failure of its own.
-    fn reference_alone(
-        &mut self,
-        worker: &mut Worker,
-        t: u32,
-    ) -> Step<std::result::Result<Arc<RefCase>, RefFailure>> {
-        let (ctx, c) = (self.ctx, self.ctx.config);
-        worker.kill();
-        self.settle_after_kill();
-        let made = self
-            .reference
-            .case(ctx, self.exec, self.unit.problem, self.run_dir, t);
-        let case = c.case_ref(t);
-        self.notes.push(match &made {
-            Ok(_) => format!("case {case}: the reference ran out of GPU memory beside the candidate's worker; made with that worker stopped, then the candidate was started and loaded again"),
-            Err(_) => format!("case {case}: the reference ran out of GPU memory even with the candidate's worker stopped"),
-        });
-        self.restart_candidate(worker)?;
-        Ok(made)
-    }
-
-    /// Allocates device case `rc`'s buffers for the candidate after that failed for lack of
-    /// GPU memory: with the candidate's worker stopped (its memory, hostile or only cached,
-    /// goes back to the driver), then starts and loads the candidate again. A candidate
-    /// that takes the memory again at load fails its own call, not the harness.
-    fn prepare_alone(
-        &mut self,
-        worker: &mut Worker,
-        rc: &RefCase,
-    ) -> Step<anyhow::Result<PreparedCase>> {
-        worker.kill();
-        self.settle_after_kill();
-        let prepared = prepare_device_case(self.exec, rc);
-        self.notes.push(match &prepared {
-            Ok(_) => format!("case {}: the case's buffers did not fit beside the candidate's worker; allocated with that worker stopped, then the candidate was started and loaded again", rc.case),
-            Err(_) => format!("case {}: the case's buffers do not fit on the GPU even with the candidate's worker stopped", rc.case),
-        });
-        self.restart_candidate(worker)?;
-        Ok(prepared)
-    }
-
-    /// Waits (up to 5 s) for the memory of a worker just killed to come back: the driver frees
-    /// it asynchronously. Polled as the GPU's free memory, until it stops rising; one retry
-    /// then decides (a reference case that does not fit alone can take tens of seconds to
-    /// fail, so it is not tried again and again).
-    fn settle_after_kill(&self) {
-        let Some(gpu) = self.exec.gpu.as_ref() else {
-            return;
-        };
-        let began = Instant::now();
-        let mut last = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
-        let mut rose = false;
-        while began.elapsed().as_secs_f64() < 5.0 {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            let free = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
-            if free <= last && (rose || began.elapsed().as_secs_f64() > 1.0) {
-                break;
-            }
-            rose |= free > last;
-            last = last.max(free);
-        }
-    }
-
-    /// Starts the candidate's worker again (same folder) and loads the candidate.
-    fn restart_candidate(&mut self, worker: &mut Worker) -> Step {
-        let (ctx, c) = (self.ctx, self.ctx.config);
-        let unit = self.unit;
-        let cwd = self.cwd.clone();
-        let spec = candidate_spec(
-            ctx,
-            self.exec,
-            self.run_dir,
-            &cwd,
-            unit.problem_path,
-            unit.cand,
-            unit.prep,
-        );
-        *worker = Worker::start(&spec, c.timeouts.start).map_err(|f| fault(f, Phase::Start))?;
-        self.load(worker, None)
     }
 
     /// The candidate's answer to a host case, judged.

@@ -371,10 +371,16 @@ impl ReferenceSession {
         }
         let not_applicable = applicability(&case, &reply.header, tol);
         let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
+        // Only the timed case stays the worker's current case (timing runs on it): the
+        // others' inputs go with their export, so that the reference holds no case while
+        // the candidate runs beside it (level-1 problem 38's 8 GiB inputs: an honest
+        // candidate ran out of memory on its nan-inf case beside the reference's copy).
+        let drop_case = device_io && (c.timing.is_none() || t + 1 != c.trials);
         let result = if !keep || not_applicable.is_some() {
             if device_io {
-                // Drop the worker's pending copy; it keeps the inputs as its current case.
-                self.export(ctx, Vec::new(), false)?;
+                // Drop the worker's pending copy; it keeps the inputs as its current case
+                // only when timing will use them.
+                self.export(ctx, Vec::new(), false, drop_case)?;
             }
             // A case that does not apply is kept without its tensors: none is run on it.
             not_applicable
@@ -382,7 +388,7 @@ impl ReferenceSession {
                 .filter(|_| keep)
                 .map(|why| RefCase::not_applicable(case.clone(), why))
         } else if device_io {
-            Some(self.take_device_case(ctx, &reply, case, forward_seed, arg_list)?)
+            Some(self.take_device_case(ctx, &reply, case, forward_seed, arg_list, drop_case)?)
         } else {
             Some(take_host_case(&reply, case, forward_seed, arg_list)?)
         }
@@ -396,15 +402,46 @@ impl ReferenceSession {
                 .unwrap_or_default();
             rc
         });
+        if drop_case {
+            self.worker_case = None;
+        }
         self.made_s += t0.elapsed().as_secs_f64();
         Ok(result)
     }
 
-    fn export(&mut self, ctx: &Ctx, targets: Vec<Value>, partial: bool) -> Result<(), RefFailure> {
-        let reply = match self.worker.request(
-            Frame::new(json!({"cmd": "export", "targets": targets, "partial": partial})),
-            ctx.config.timeouts.run,
-        ) {
+    /// Makes the worker drop its current case (after a candidate ran out of GPU memory beside
+    /// it); timing remakes it when it needs it. A worker that cannot answer is left to the
+    /// next case, which restarts it.
+    pub fn drop_worker_case(&mut self, ctx: &Ctx) {
+        if self.gpu.is_some() && self.worker_case.is_some() {
+            let _ = self.export(ctx, Vec::new(), false, true);
+        }
+        self.worker_case = None;
+    }
+
+    /// Drops the cases kept for this problem's later candidates (they are remade per
+    /// candidate from now on): their GPU memory goes back.
+    pub fn drop_cached_cases(&mut self) {
+        self.caching = false;
+        self.cached.clear();
+        self.cached_bytes = 0;
+    }
+
+    fn export(
+        &mut self,
+        ctx: &Ctx,
+        targets: Vec<Value>,
+        partial: bool,
+        drop_case: bool,
+    ) -> Result<(), RefFailure> {
+        let mut cmd = json!({"cmd": "export", "targets": targets, "partial": partial});
+        if drop_case {
+            cmd["drop_case"] = json!(true);
+        }
+        let reply = match self
+            .worker
+            .request(Frame::new(cmd), ctx.config.timeouts.run)
+        {
             Ok(r) => r,
             Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
             Err(f) => {
@@ -432,11 +469,7 @@ impl ReferenceSession {
     fn alloc_case_buffer(&mut self, gpu: &Arc<Gpu>, nbytes: usize) -> anyhow::Result<DevBuf> {
         match gpu.alloc(nbytes) {
             Ok(b) => return Ok(b),
-            Err(_) if !self.cached.is_empty() => {
-                self.caching = false;
-                self.cached.clear();
-                self.cached_bytes = 0;
-            }
+            Err(_) if !self.cached.is_empty() => self.drop_cached_cases(),
             Err(_) => {}
         }
         // Waited for while the free memory still rises: a case that does not fit even when
@@ -467,6 +500,7 @@ impl ReferenceSession {
         case: CaseRef,
         forward_seed: u64,
         args: Value,
+        drop_case: bool,
     ) -> Result<RefCase, RefFailure> {
         let gpu = Arc::clone(self.gpu.as_ref().expect("device case without a GPU"));
         let specs = reply
@@ -513,7 +547,7 @@ impl ReferenceSession {
             target["name"] = json!(name);
             // One tensor at a time: the worker frees its copy before the next buffer is
             // allocated here, so the GPU holds the case once plus one tensor.
-            self.export(ctx, vec![target], true)?;
+            self.export(ctx, vec![target], true, drop_case)?;
             if name.starts_with("in:") {
                 inputs.push((name, t));
             } else if name.starts_with("out64:") {

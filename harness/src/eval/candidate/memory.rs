@@ -1,0 +1,134 @@
+//! GPU memory in one candidate's evaluation (a part of [`super::Evaluation`]): what is done
+//! when a case does not fit beside the other processes on the GPU. The reference, the
+//! harness's buffers or the candidate ran out of memory; each is tried once more with the
+//! memory that others hold but need not hold released, so that an honest kernel's verdict
+//! never rests on what the harness keeps beside it, and a kernel that takes the GPU's memory
+//! cannot turn a check into "not applicable".
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kbench_record::Phase;
+
+use super::{fault, Evaluation, Step};
+use crate::eval::start::candidate_spec;
+use crate::judge::faults::out_of_memory;
+use crate::measure::device_case::{prepare_device_case, DeviceCaseError, DeviceRun, PreparedCase};
+use crate::measure::reference::{RefCase, RefFailure};
+use crate::worker::{error_text, Worker};
+
+impl Evaluation<'_, '_> {
+    /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
+    /// candidate's worker stopped (a kernel that holds the GPU's memory must not turn the
+    /// stress families into "not applicable"), then starts and loads the candidate again.
+    /// What the reference answers alone is the case, or a failure of its own.
+    pub(super) fn reference_alone(
+        &mut self,
+        worker: &mut Worker,
+        t: u32,
+    ) -> Step<std::result::Result<Arc<RefCase>, RefFailure>> {
+        let (ctx, c) = (self.ctx, self.ctx.config);
+        worker.kill();
+        self.settle_after_kill();
+        let made = self
+            .reference
+            .case(ctx, self.exec, self.unit.problem, self.run_dir, t);
+        let case = c.case_ref(t);
+        self.notes.push(match &made {
+            Ok(_) => format!("case {case}: the reference ran out of GPU memory beside the candidate's worker; made with that worker stopped, then the candidate was started and loaded again"),
+            Err(_) => format!("case {case}: the reference ran out of GPU memory even with the candidate's worker stopped"),
+        });
+        self.restart_candidate(worker)?;
+        Ok(made)
+    }
+
+    /// Allocates device case `rc`'s buffers for the candidate after that failed for lack of
+    /// GPU memory: with the candidate's worker stopped (its memory, hostile or only cached,
+    /// goes back to the driver), then starts and loads the candidate again. A candidate
+    /// that takes the memory again at load fails its own call, not the harness.
+    pub(super) fn prepare_alone(
+        &mut self,
+        worker: &mut Worker,
+        rc: &RefCase,
+    ) -> Step<anyhow::Result<PreparedCase>> {
+        worker.kill();
+        self.settle_after_kill();
+        let prepared = prepare_device_case(self.exec, rc);
+        self.notes.push(match &prepared {
+            Ok(_) => format!("case {}: the case's buffers did not fit beside the candidate's worker; allocated with that worker stopped, then the candidate was started and loaded again", rc.case),
+            Err(_) => format!("case {}: the case's buffers do not fit on the GPU even with the candidate's worker stopped", rc.case),
+        });
+        self.restart_candidate(worker)?;
+        Ok(prepared)
+    }
+
+    /// Waits (up to 5 s) for the memory of a worker just killed to come back: the driver frees
+    /// it asynchronously. Polled as the GPU's free memory, until it stops rising; one retry
+    /// then decides (a reference case that does not fit alone can take tens of seconds to
+    /// fail, so it is not tried again and again).
+    fn settle_after_kill(&self) {
+        let Some(gpu) = self.exec.gpu.as_ref() else {
+            return;
+        };
+        let began = Instant::now();
+        let mut last = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
+        let mut rose = false;
+        while began.elapsed().as_secs_f64() < 5.0 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let free = gpu.mem_info().map(|(free, _)| free).unwrap_or(0);
+            if free <= last && (rose || began.elapsed().as_secs_f64() > 1.0) {
+                break;
+            }
+            rose |= free > last;
+            last = last.max(free);
+        }
+    }
+
+    /// Starts the candidate's worker again (same folder) and loads the candidate.
+    fn restart_candidate(&mut self, worker: &mut Worker) -> Step {
+        let (ctx, c) = (self.ctx, self.ctx.config);
+        let unit = self.unit;
+        let cwd = self.cwd.clone();
+        let spec = candidate_spec(
+            ctx,
+            self.exec,
+            self.run_dir,
+            &cwd,
+            unit.problem_path,
+            unit.cand,
+            unit.prep,
+        );
+        *worker = Worker::start(&spec, c.timeouts.start).map_err(|f| fault(f, Phase::Start))?;
+        self.load(worker, None)
+    }
+
+    /// Whether the candidate's answer to device case `rc` is an out-of-memory error where
+    /// memory pressure is plausible (a case of a sixty-fourth of the GPU or more; elsewhere
+    /// a kernel raising "out of memory" is judged as it is).
+    pub(super) fn candidate_ran_out(
+        &self,
+        run: &Result<DeviceRun, DeviceCaseError>,
+        rc: &RefCase,
+    ) -> bool {
+        let Ok(run) = run else { return false };
+        let total = self.exec.gpu_memory();
+        run.reply.kind() == "error"
+            && out_of_memory(&error_text(&run.reply))
+            && total > 0
+            && rc.io_bytes() >= total / 64
+    }
+
+    /// Before device case `case` is run once more after the candidate ran out of GPU memory
+    /// on it: the reference's worker drops its current case, the cases kept for later
+    /// candidates go, and the candidate's worker is stopped (its cached and possibly
+    /// fragmented memory goes back), started and loaded again. An honest kernel then has
+    /// everything but the case's own buffers; a kernel that runs out again is judged.
+    pub(super) fn candidate_alone(&mut self, worker: &mut Worker, case: &str) -> Step {
+        self.reference.drop_worker_case(self.ctx);
+        self.reference.drop_cached_cases();
+        worker.kill();
+        self.settle_after_kill();
+        self.notes.push(format!("case {case}: the candidate ran out of GPU memory beside the harness's buffers and the reference's worker; run again after the reference dropped its case and the kept cases, with the candidate's worker started afresh"));
+        self.restart_candidate(worker)
+    }
+}
