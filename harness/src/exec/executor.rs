@@ -3,9 +3,9 @@
 //! kernel never shares it), and keeps the next workers starting ahead:
 //!
 //! - `depth` batches are taken ahead, each with its reference worker started (and sent its
-//!   `load`) and its first candidate's worker started, on threads of their own, so Python's
-//!   start-up and torch's import never hold the device up (`kbench run`); the device's gate
-//!   pauses them while a kernel is timed;
+//!   `load`) and its first candidates' workers started (as many as run ahead within it), on
+//!   threads of their own, so Python's start-up and torch's import never hold the device up
+//!   (`kbench run`); the device's gate pauses them while a kernel is timed;
 //! - the next two candidates' workers of a batch start while the current one runs on a GPU
 //!   (one on the CPU, and for a baseline mode's, whose `load` goes ahead);
 //! - up to `keep` reference sessions stay open between batches of the same problem (the
@@ -66,17 +66,16 @@ pub(crate) struct Shared<'a> {
 struct Upcoming {
     batch: Batch,
     reference: Option<Prestart>,
-    first_candidate: Option<(tempfile::TempDir, Prestart)>,
+    /// The workers of its first candidates ([`candidates_ahead`] of them), in item order.
+    first_candidates: VecDeque<(tempfile::TempDir, Prestart)>,
 }
 
 impl Upcoming {
-    fn discard(self) {
+    fn discard(mut self) {
         if let Some(r) = self.reference {
             r.discard();
         }
-        if let Some((_, p)) = self.first_candidate {
-            p.discard();
-        }
+        discard_all(&mut self.first_candidates);
     }
 }
 
@@ -169,7 +168,7 @@ impl Executor<'_> {
                     Taken::Batch(b) => Upcoming {
                         batch: *b,
                         reference: None,
-                        first_candidate: None,
+                        first_candidates: VecDeque::new(),
                     },
                     Taken::Nothing => continue,
                     Taken::Leave => return Ok(()),
@@ -226,21 +225,30 @@ impl Executor<'_> {
                 let load = load_request(ctx, station, &batch.problem_path);
                 Prestart::spawn_then(spec, c.timeouts.start, Some((load, c.timeouts.load)))
             });
-            let first_candidate = match batch.items.first() {
-                Some(item) => Some(start_candidate(
+            // As many candidates' workers as the batch keeps ahead while it runs, so that its
+            // second kernel does not wait for a worker started only when the first began (on
+            // the published set, 0.9-5.8 s for the second sample of a problem whose first was
+            // quick). A later one that cannot be started now is started at its turn.
+            let mut first_candidates = VecDeque::new();
+            let ahead = candidates_ahead(&batch, station.gpu.is_some());
+            for (k, item) in batch.items.iter().take(ahead).enumerate() {
+                match start_candidate(
                     ctx,
                     station,
                     run_dir,
                     &batch.problem_path,
                     &item.cand,
                     &item.prep,
-                )?),
-                None => None,
-            };
+                ) {
+                    Ok(p) => first_candidates.push_back(p),
+                    Err(e) if k == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
             self.upcoming.push_back(Upcoming {
                 batch,
                 reference,
-                first_candidate,
+                first_candidates,
             });
         }
         Ok(())
@@ -303,7 +311,7 @@ impl Executor<'_> {
         let Upcoming {
             batch,
             reference,
-            first_candidate,
+            first_candidates,
         } = current;
         let problem = &batch.problem;
         let mut t0 = Instant::now();
@@ -313,14 +321,13 @@ impl Executor<'_> {
             problem.name
         ));
         let Some(mut open) = self.session(&batch.pkey, reference, &batch) else {
-            if let Some((_, p)) = first_candidate {
-                p.discard();
-            }
+            let mut first_candidates = first_candidates;
+            discard_all(&mut first_candidates);
             return Ok(Flow::Stop);
         };
         // Workers of the next candidates, started ahead in item order (the front is the
         // next item's).
-        let mut cand_ahead: VecDeque<_> = first_candidate.into_iter().collect();
+        let mut cand_ahead = first_candidates;
         let n = batch.items.len();
         let depth = candidates_ahead(&batch, station.gpu.is_some());
         let mut flow = Flow::Next;
