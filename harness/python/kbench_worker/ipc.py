@@ -221,10 +221,10 @@ class DeviceCaseCommands:
         # for every case but the one timing uses: while the candidate runs on the same GPU,
         # what this trusted process keeps is memory an honest kernel may need.
         drop_case = bool(cmd.get("drop_case", False))
-        if drop_case:
-            self.case = None
         if not self.pending and not (drop_case and not targets):
             raise WorkerError("protocol", "run", "nothing to export (send make_case with device_io first)")
+        if drop_case:
+            self.case = None
         # "partial": drop only the exported tensors and keep the rest pending, so the harness
         # can move a case one tensor at a time (the GPU then holds the case plus one tensor,
         # not two copies of it: multi-GB level-1 cases did not fit twice on an 80 GB H100).

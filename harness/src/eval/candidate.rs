@@ -474,6 +474,7 @@ impl Evaluation<'_, '_> {
                     let sent = send_device_case(ctx, worker, prepared, tc);
                     if !retried && self.candidate_ran_out(&sent, &rc) {
                         retried = true;
+                        drop(sent); // the first attempt's output slots
                         self.candidate_alone(worker, &case.to_string())?;
                         continue;
                     }

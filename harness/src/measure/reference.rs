@@ -421,7 +421,7 @@ impl ReferenceSession {
 
     /// Drops the cases kept for this problem's later candidates (they are remade per
     /// candidate from now on): their GPU memory goes back.
-    pub fn drop_cached_cases(&mut self) {
+    fn drop_cached_cases(&mut self) {
         self.caching = false;
         self.cached.clear();
         self.cached_bytes = 0;

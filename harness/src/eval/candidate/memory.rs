@@ -12,7 +12,6 @@ use kbench_record::Phase;
 
 use super::{fault, Evaluation, Step};
 use crate::eval::start::candidate_spec;
-use crate::judge::faults::out_of_memory;
 use crate::measure::device_case::{prepare_device_case, DeviceCaseError, DeviceRun, PreparedCase};
 use crate::measure::reference::{RefCase, RefFailure};
 use crate::worker::{error_text, Worker};
@@ -102,33 +101,65 @@ impl Evaluation<'_, '_> {
         self.load(worker, None)
     }
 
-    /// Whether the candidate's answer to device case `rc` is an out-of-memory error where
-    /// memory pressure is plausible (a case of a sixty-fourth of the GPU or more; elsewhere
-    /// a kernel raising "out of memory" is judged as it is).
+    /// Whether the candidate's answer to device case `rc` is torch running out of GPU memory
+    /// where memory pressure is plausible (a case of a sixty-fourth of the GPU or more;
+    /// elsewhere a kernel raising "out of memory" is judged as it is). Only a plain
+    /// `runtime_error` whose message begins with torch's out-of-memory error counts: an
+    /// answer carrying an integrity flag (a non-plain output whose class is named so) or
+    /// "out of memory" only in its traceback is judged on the first attempt.
     pub(super) fn candidate_ran_out(
         &self,
         run: &Result<DeviceRun, DeviceCaseError>,
         rc: &RefCase,
     ) -> bool {
         let Ok(run) = run else { return false };
+        let header = &run.reply.header;
         let total = self.exec.gpu_memory();
         run.reply.kind() == "error"
-            && out_of_memory(&error_text(&run.reply))
+            && header.get("kind").and_then(|k| k.as_str()) == Some("runtime_error")
+            && header.get("integrity").is_none()
+            && torch_out_of_memory(&error_text(&run.reply))
             && total > 0
             && rc.io_bytes() >= total / 64
     }
 
     /// Before device case `case` is run once more after the candidate ran out of GPU memory
-    /// on it: the reference's worker drops its current case, the cases kept for later
-    /// candidates go, and the candidate's worker is stopped (its cached and possibly
-    /// fragmented memory goes back), started and loaded again. An honest kernel then has
-    /// everything but the case's own buffers; a kernel that runs out again is judged.
+    /// on it: the reference's worker drops its current case (timing remakes it if it needs
+    /// it), and the candidate's worker is stopped (its cached and possibly fragmented memory
+    /// goes back), started and loaded again. An honest kernel then has everything but the
+    /// case's buffers and what the evaluation keeps to judge later cases; a kernel that runs
+    /// out again is judged. The reference session's cases kept for later candidates stay:
+    /// dropping them would let one kernel's error text change how the next ones are checked.
     pub(super) fn candidate_alone(&mut self, worker: &mut Worker, case: &str) -> Step {
         self.reference.drop_worker_case(self.ctx);
-        self.reference.drop_cached_cases();
         worker.kill();
         self.settle_after_kill();
-        self.notes.push(format!("case {case}: the candidate ran out of GPU memory beside the harness's buffers and the reference's worker; run again after the reference dropped its case and the kept cases, with the candidate's worker started afresh"));
+        self.notes.push(format!("case {case}: the candidate ran out of GPU memory beside the harness's buffers and the reference's worker; run again after the reference dropped its case, with the candidate's worker started afresh"));
         self.restart_candidate(worker)
+    }
+}
+
+/// torch's own out-of-memory error at the start of a worker's error message (`<what
+/// failed>: OutOfMemoryError: CUDA out of memory. ...`), not anywhere in its traceback.
+fn torch_out_of_memory(message: &str) -> bool {
+    let first = message.lines().next().unwrap_or_default();
+    first.contains("OutOfMemoryError: CUDA out of memory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::torch_out_of_memory;
+
+    #[test]
+    fn only_torchs_error_on_the_first_line_is_out_of_memory() {
+        let oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 2.72 GiB is free.\nTraceback (most recent call last):\n  ...";
+        assert!(torch_out_of_memory(oom));
+        assert!(torch_out_of_memory(&format!("run failed: {oom}")));
+        // Named in the traceback only (a comment on the raising line), or another error.
+        assert!(!torch_out_of_memory("RuntimeError: boom\nTraceback:\n  x = 1  # CUDA out of memory\nOutOfMemoryError: CUDA out of memory"));
+        assert!(!torch_out_of_memory(
+            "RuntimeError: CUDA error: an illegal memory access was encountered"
+        ));
+        assert!(!torch_out_of_memory(""));
     }
 }
