@@ -12,6 +12,7 @@
 #   JOBS=4 ...   # --build-jobs (default: kbench's, a build per core but one within memory)
 #   SEL=1/1-5 ... # fewer kernels (5 a problem)
 #   PASSES=cold ... # the cold pass only (e.g. to compare --build-jobs values, one call each)
+#   GPUS=0,1,2,3 ... # --gpus (default 0): issue 26's published set on every GPU, one build pool
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; L=/tmp/lbb; SEL=${SEL:-1/1-6}; BUDGET=${BUDGET:-540}
@@ -35,7 +36,7 @@ for pass in $PASSES; do
     [ "$left" -gt 30 ] || { echo "$pass: budget spent"; break; }
     S=$(date +%s.%N)
     timeout -s INT "$left" "$D/kbench" run --agent replay --replay-dir "$L/lbset" --kernelbench "$L/lbset/problems" \
-        --levels 1 --select "$SEL" --device cuda --gpus 0 "${JOBS_ARG[@]}" --out "$L/$pass" > "$OUT/$pass.txt" 2>&1
+        --levels 1 --select "$SEL" --device cuda --gpus "${GPUS:-0}" "${JOBS_ARG[@]}" --out "$L/$pass" > "$OUT/$pass.txt" 2>&1
     rc=$?
     E=$(date +%s.%N)
     echo "$S $E $rc" > "$L/$pass.invocations"
