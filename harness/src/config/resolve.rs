@@ -105,10 +105,15 @@ pub fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
     cores.saturating_sub(1).min(by_memory).max(1)
 }
 
+/// The cores this process may run on (its CPU affinity), at least one.
+pub fn host_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// [`default_build_jobs`] of this host: its cores, and the smaller of its memory and its
 /// cgroup's limit.
 pub fn host_build_jobs() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = host_cores();
     let mem = match (mem_total_bytes(), cgroup_limit_bytes()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -133,8 +138,7 @@ pub fn host_gpu_worker_threads(gpus: usize) -> Option<usize> {
     if std::env::var_os("OMP_NUM_THREADS").is_some() {
         return None;
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Some(gpu_worker_threads(cores, gpus))
+    Some(gpu_worker_threads(host_cores(), gpus))
 }
 
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.

@@ -29,9 +29,7 @@ use crate::judge::faults::{error_outcome, fault_outcome, out_of_memory};
 use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::{integrity, mode, Tolerance};
-use crate::measure::device_case::{
-    prepare_device_case, private_copies, send_device_case, DeviceCaseError,
-};
+use crate::measure::device_case::{private_copies, send_device_case, DeviceCaseError};
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
 use crate::measure::timing::CheckedCall;
@@ -449,27 +447,8 @@ impl Evaluation<'_, '_> {
                 // candidate ran out of GPU memory on a large case (see memory.rs).
                 let mut retried = false;
                 let sent = loop {
-                    let prepared = match prepare_device_case(exec, &rc) {
-                        Ok(p) => p,
-                        Err(e) if out_of_memory(&format!("{e:#}")) => {
-                            match self.prepare_alone(worker, &rc)? {
-                            Ok(p) => p,
-                            Err(e) if stress => {
-                                self.cases.pop();
-                                self.cases.push(not_applicable_case(
-                                    case,
-                                    format!("the GPU cannot hold the case's buffers for the candidate beside the reference's, even with the candidate's worker stopped: {e:#}"),
-                                ));
-                                return Ok(None);
-                            }
-                            Err(e) => {
-                                return Err(Stop::Verdict(Outcome::ReferenceError {
-                                    message: format!("case {case}: the GPU cannot hold the case's buffers for the candidate beside the reference's, even with the candidate's worker stopped: {e:#}"),
-                                }))
-                            }
-                        }
-                        }
-                        Err(e) => return Err(Stop::Harness(e)),
+                    let Some(prepared) = self.prepare(worker, &rc, &case, stress)? else {
+                        return Ok(None);
                     };
                     let sent = send_device_case(ctx, worker, prepared, tc);
                     if !retried && self.candidate_ran_out(&sent, &rc) {

@@ -46,7 +46,7 @@ impl Setup {
         if a.max_rows == Some(0) {
             bail!("--max-rows must be at least 1");
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::config::resolve::host_cores();
         let cpu_threads = a
             .cpu_threads
             .unwrap_or_else(|| (cores / a.jobs).max(1) as u32);

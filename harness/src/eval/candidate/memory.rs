@@ -8,13 +8,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kbench_record::Phase;
+use kbench_record::{CaseRef, Outcome, Phase};
 
-use super::{fault, Evaluation, Step};
+use super::{fault, Evaluation, Step, Stop};
 use crate::eval::start::candidate_spec;
+use crate::judge::case::not_applicable_case;
+use crate::judge::faults::out_of_memory;
 use crate::measure::device_case::{prepare_device_case, DeviceCaseError, DeviceRun, PreparedCase};
 use crate::measure::reference::{RefCase, RefFailure};
-use crate::worker::{error_text, Worker};
+use crate::worker::{str_field, Worker};
 
 impl Evaluation<'_, '_> {
     /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
@@ -101,9 +103,40 @@ impl Evaluation<'_, '_> {
         self.load(worker, None)
     }
 
+    /// Device case `rc`'s buffers for the candidate: when the GPU lacks the memory, once more
+    /// with the candidate's worker stopped ([`Self::prepare_alone`]). `None`: they do not fit
+    /// even then, and the stress case `case` is recorded as not applicable (a random case's
+    /// verdict is then a reference error).
+    pub(super) fn prepare(
+        &mut self,
+        worker: &mut Worker,
+        rc: &RefCase,
+        case: &CaseRef,
+        stress: bool,
+    ) -> Step<Option<PreparedCase>> {
+        match prepare_device_case(self.exec, rc) {
+            Ok(p) => return Ok(Some(p)),
+            Err(e) if out_of_memory(&format!("{e:#}")) => {}
+            Err(e) => return Err(Stop::Harness(e)),
+        }
+        let why = "the GPU cannot hold the case's buffers for the candidate beside the reference's, even with the candidate's worker stopped";
+        match self.prepare_alone(worker, rc)? {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if stress => {
+                // The placeholder pushed for a stress case gives way to the reason.
+                self.cases.pop();
+                self.cases
+                    .push(not_applicable_case(case.clone(), format!("{why}: {e:#}")));
+                Ok(None)
+            }
+            Err(e) => Err(Stop::Verdict(Outcome::ReferenceError {
+                message: format!("case {case}: {why}: {e:#}"),
+            })),
+        }
+    }
+
     /// Whether the candidate's answer to device case `rc` is torch running out of GPU memory
-    /// where memory pressure is plausible (a case of a sixty-fourth of the GPU or more;
-    /// elsewhere a kernel raising "out of memory" is judged as it is). Only a plain
+    /// where memory pressure is plausible ([`pressure_plausible`]). Only a plain
     /// `runtime_error` whose message begins with torch's out-of-memory error counts: an
     /// answer carrying an integrity flag (a non-plain output whose class is named so) or
     /// "out of memory" only in its traceback is judged on the first attempt.
@@ -114,13 +147,11 @@ impl Evaluation<'_, '_> {
     ) -> bool {
         let Ok(run) = run else { return false };
         let header = &run.reply.header;
-        let total = self.exec.gpu_memory();
         run.reply.kind() == "error"
-            && header.get("kind").and_then(|k| k.as_str()) == Some("runtime_error")
+            && str_field(header, "kind") == "runtime_error"
             && header.get("integrity").is_none()
-            && torch_out_of_memory(&error_text(&run.reply))
-            && total > 0
-            && rc.io_bytes() >= total / 64
+            && torch_out_of_memory(&str_field(header, "message"))
+            && pressure_plausible(self.exec.gpu_memory(), rc.io_bytes())
     }
 
     /// Before device case `case` is run once more after the candidate ran out of GPU memory
@@ -137,6 +168,13 @@ impl Evaluation<'_, '_> {
         self.notes.push(format!("case {case}: the candidate ran out of GPU memory beside the harness's buffers and the reference's worker; run again after the reference dropped its case, with the candidate's worker started afresh"));
         self.restart_candidate(worker)
     }
+}
+
+/// Whether GPU memory pressure can explain an out-of-memory error on a case of `io_bytes`
+/// on a GPU of `total` bytes: a case of a sixty-fourth of the GPU or more. Elsewhere a
+/// kernel raising "out of memory" is judged as it is, with no second attempt.
+pub(super) fn pressure_plausible(total: u64, io_bytes: u64) -> bool {
+    total > 0 && io_bytes >= total / 64
 }
 
 /// torch's own out-of-memory error at the start of a worker's error message (`<what

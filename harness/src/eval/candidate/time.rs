@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::memory::pressure_plausible;
 use super::{fault, Evaluation, Step, Stop};
 use crate::config::AgentConfig;
 use crate::judge::faults::out_of_memory;
@@ -107,12 +108,11 @@ impl Evaluation<'_, '_> {
                     // side being timed may have lacked only what the idle side kept. Timed
                     // again (once) releasing them after every round, so an honest kernel's
                     // verdict never rests on the size estimate above.
-                    // Only where memory pressure is plausible (a case of a sixty-fourth of the
-                    // GPU or more): elsewhere a kernel raising "out of memory" is judged.
+                    // Only where memory pressure is plausible: elsewhere a kernel raising "out
+                    // of memory" is judged.
                     if ran_out_of_memory(&run)
                         && !release_rounds
-                        && total > 0
-                        && io_bytes >= total / 64
+                        && pressure_plausible(total, io_bytes)
                     {
                         self.notes.push("timing ran out of GPU memory with the workers' memory cached between rounds; timed again, releasing it after every round".into());
                         release_rounds = true;
