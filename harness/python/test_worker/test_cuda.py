@@ -185,6 +185,38 @@ class DeviceIoTests(WorkerTestCase):
         finally:
             bufs.free()
 
+    def test_made_case_holds_only_its_tensors(self):
+        # After make_case the harness allocates its buffers for the case: the reference's
+        # float64 forward (inputs and temporaries twice the case's bytes) must not stay cached
+        # in its allocator then (L1/45's 16 GiB case did not fit beside them on 80 GB).
+        big = CUDA_PROBLEM.replace("batch_size = 4096", "batch_size = 16384")
+        problem = self.files.write("9_CudaLinearBig.py", big)
+        self.load_reference(problem, device="cuda:0")
+        bufs = _HarnessBuffers()
+        try:
+            mib = 1 << 20
+            for seed in (7, 8):
+                free_before = torch.cuda.mem_get_info(0)[0]
+                reply, _ = self.ref.call({"cmd": "make_case", "seed": seed, "forward_seed": 11, "device_io": True})
+                self.assertEqual(reply["type"], "case", reply)
+                held = free_before - torch.cuda.mem_get_info(0)[0]
+                pending = sum(d["nbytes"] for d in reply["device_tensors"])
+                # in:0 64 MiB, out:0 64 MiB, out64:0 128 MiB; the float64 input copy
+                # (128 MiB) must be gone. The first case may also create cuBLAS's handles.
+                if seed == 8:
+                    self.assertLessEqual(held, pending + 64 * mib, (held / mib, pending / mib))
+                targets = []
+                for d in reply["device_tensors"]:
+                    dtype = {"f32": torch.float32, "f64": torch.float64}[d["dtype"]]
+                    spec, _ = bufs.alloc(dtype, d["shape"])
+                    targets.append(dict(spec, name=d["name"]))
+                reply, _ = self.ref.call({"cmd": "export", "targets": targets, "drop_case": True})
+                self.assertEqual(reply["type"], "exported", reply)
+                bufs.free()
+                bufs.ptrs = []
+        finally:
+            bufs.free()
+
     def test_checked_timed_call_outputs_go_into_harness_buffers(self):
         problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
         loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, "fp32", "cuda:0")
