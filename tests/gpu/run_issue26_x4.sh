@@ -9,6 +9,8 @@
 # commands. Results (a tarball of the bench's small files and logs) under $OUT.
 #
 #   D=devrun OUT=/tmp/out bash tests/gpu/run_issue26_x4.sh
+#   STEPS="warm ref1 ref2 ref4" ...   # other steps of bench/throughput/run.sh; the summary
+#                                     # compares each multi-GPU run present with ref_1gpu
 set -uo pipefail
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; B=/tmp/bench26; C=/tmp/bench26copy
 mkdir -p "$OUT"
@@ -22,13 +24,19 @@ SELECT=$SELECT,2/10,2/20,2/30,2/40,2/50,2/60,2/70,2/80,2/90,2/100,3/5,3/10,3/15,
 SELECT=$SELECT STEPS=${STEPS:-warm ref1 ref4 ref4t} FAMILIES=all BUDGET_S=${BUDGET_S:-560} D=$D OUT=$B COPY_TO=$C \
     bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
 echo "bench rc=$?"
+COMPARE=()
+for run in ref_2gpu ref_4gpu ref_4gpu_threads; do
+    [ -d "$B/$run" ] && COMPARE+=(--scaling ref_1gpu "$run")
+done
+[ -d "$B/ref_4gpu" ] && [ -d "$B/ref_4gpu_threads" ] && COMPARE+=(--pair ref_4gpu ref_4gpu_threads)
 python3 bench/throughput/summarize.py --out "$C/results.json" --md "$C/results.md" \
-    --scaling ref_1gpu ref_4gpu --scaling ref_1gpu ref_4gpu_threads --pair ref_4gpu ref_4gpu_threads "$B"/*/ \
-    > "$OUT/summarize.txt" 2>&1
+    "${COMPARE[@]}" "$B"/*/ > "$OUT/summarize.txt" 2>&1
 python3 bench/throughput/worker_trace.py --md "$C/worker_trace_1_vs_4.md" "$C/ref_1gpu" "$C/ref_4gpu" \
     > /dev/null 2> "$OUT/worker_trace.txt"
-python3 bench/throughput/worker_trace.py --md "$C/worker_trace_4_vs_4t.md" "$C/ref_4gpu" "$C/ref_4gpu_threads" \
-    > /dev/null 2>> "$OUT/worker_trace.txt"
+if [ -d "$B/ref_4gpu_threads" ]; then
+    python3 bench/throughput/worker_trace.py --md "$C/worker_trace_4_vs_4t.md" "$C/ref_4gpu" "$C/ref_4gpu_threads" \
+        > /dev/null 2>> "$OUT/worker_trace.txt"
+fi
 tar -czf "$OUT/bench.tgz" -C "$C" .
 tail -4 "$OUT/run_sh.txt"; sed -n 1,12p "$C/results.md"; grep -A3 "^## Scaling" "$C/results.md"
 head -20 "$C/worker_trace_1_vs_4.md"
