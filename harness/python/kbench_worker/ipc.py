@@ -187,10 +187,11 @@ class DeviceCaseCommands:
             except (Exception, SystemExit) as exc:
                 f64_error = _describe(exc)
         f64_s = time.perf_counter() - t64  # _forward synchronized the device
-        # The float64 forward's inputs and temporaries (twice the case's bytes) go back to the
-        # driver now: the harness allocates its buffers for this case next, and with them
-        # still cached a 16 GiB case (L1/45) could not be kept beside them on an 80 GB GPU.
-        self._release_device_memory()
+        if self.model64 is not None:
+            # The float64 forward's inputs and temporaries (twice the case's bytes) go back to
+            # the driver now: the harness allocates its buffers for this case next, and with
+            # them still cached a 16 GiB case (L1/45) could not be kept beside them on 80 GB.
+            self._release_device_memory()
         if stability_rtol is not None:
             has64 = self.model64 is not None and f64_error is None
             self._stability_f64(reply, outs, outs64 if has64 else None, stability_rtol)

@@ -103,6 +103,7 @@ class _HarnessBuffers:
         torch.cuda.synchronize()
         for p in self.ptrs:
             self.lib.cuMemFree_v2(ctypes.c_uint64(p))
+        self.ptrs = []
 
 
 @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
@@ -213,7 +214,6 @@ class DeviceIoTests(WorkerTestCase):
                 reply, _ = self.ref.call({"cmd": "export", "targets": targets, "drop_case": True})
                 self.assertEqual(reply["type"], "exported", reply)
                 bufs.free()
-                bufs.ptrs = []
         finally:
             bufs.free()
 
