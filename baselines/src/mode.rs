@@ -46,6 +46,13 @@ impl Mode {
         }
     }
 
+    /// Whether compiling this mode times kernels on the GPU (inductor's autotuning): such
+    /// compiles started ahead compete for the GPU with each other, unlike the CPU-bound
+    /// compile of the default mode.
+    pub fn autotunes(self) -> bool {
+        matches!(self, Mode::MaxAutotune | Mode::MaxAutotuneNoCudagraphs)
+    }
+
     /// Parses one mode name (`default` is accepted for `compile`).
     pub fn parse(s: &str) -> Result<Mode, String> {
         let s = s.trim();

@@ -564,6 +564,13 @@ pub struct MeasureArgs {
     /// Evaluate only shard i of N of the problems (Slurm array tasks pass it).
     #[arg(long, value_name = "i/N")]
     pub shard: Option<Shard>,
+    /// Problems taken ahead per GPU, their compiles started while the one before is timed
+    /// (default 4, or 1 when a mode autotunes: max-autotune's compiles time kernels on the
+    /// GPU, and several at once on one GPU slow each other past the compile timeout).
+    /// 0 takes nothing ahead (each problem has its GPU to itself, as the pass that measures
+    /// out-of-memory failures again does).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub lookahead: Option<u16>,
     #[command(flatten)]
     pub eval: EvalArgs,
 }

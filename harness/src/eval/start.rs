@@ -13,7 +13,7 @@ use crate::measure::{Ctx, Station};
 use crate::runlog::RunDir;
 use crate::worker::{device_for_worker, Prestart, Role, WorkerSpec};
 
-/// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 1): an
+/// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 0): an
 /// out-of-memory failure there is the candidate's own.
 pub const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on its GPU";
 

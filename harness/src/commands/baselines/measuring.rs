@@ -97,9 +97,14 @@ pub fn measure(
         let mut config = base.clone();
         if alone {
             out.retried_alone = plan.values().map(Vec::len).sum();
-            config.lookahead = Some(1);
+            // Nothing taken ahead: the GPU holds this problem's workers only. (Until
+            // 2026-11-28 this was 1, which still loaded one problem ahead beside it.)
+            config.lookahead = Some(0);
         }
-        config.agent = AgentConfig::Baselines { plan };
+        config.agent = AgentConfig::Baselines {
+            plan,
+            store: files.store.root.clone(),
+        };
         // A baseline mode's load is torch.compile's compile (PyTorch's code, not a
         // candidate's): its own, longer limit.
         config.timeouts.load = config.timeouts.compile;

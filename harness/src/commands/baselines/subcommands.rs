@@ -63,7 +63,7 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
 pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     let modes = Mode::parse_list(&m.modes).map_err(|e| anyhow::anyhow!("--modes: {e}"))?;
     // `out` is set per measuring run below.
-    let config = crate::commands::run_config::build(
+    let mut config = crate::commands::run_config::build(
         &m.suite,
         &m.python,
         &m.eval,
@@ -71,6 +71,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
         Path::new("."),
         m.shard,
     )?;
+    config.lookahead = m.lookahead.map(usize::from);
     for b in &config.broken {
         eprintln!("kbench: {b}; not measured");
     }
