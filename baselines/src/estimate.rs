@@ -1,11 +1,14 @@
-//! Stored eager times as a rough cost of evaluating a problem. Only the order in which
-//! several GPUs take problems depends on it (longest first), never a result, so an entry
-//! from another GPU or torch version, or a stale one, still serves.
+//! Stored times as rough costs: eager times for evaluating a problem (the order in which
+//! several GPUs take problems, longest first) and compile times for measuring a baseline
+//! mode (the order `baselines measure` takes problems in, cheapest first). Only orders
+//! depend on them, never a result, so an entry from another GPU or torch version, or a
+//! stale one, still serves.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::store::BaselineFile;
+use crate::Mode;
 
 /// The store kbench reads when none is named: the checkout's `baselines/data` when run from
 /// the repository, else `<cache>/baselines`.
@@ -18,6 +21,34 @@ pub fn default_root(cache: &Path) -> PathBuf {
     }
 }
 
+/// Every readable `<gpu>/torch-*/<mode>.json` under a store's root; unreadable folders and
+/// files are skipped (the callers estimate).
+fn mode_files(root: &Path, mode: Mode) -> Vec<BaselineFile> {
+    let dirs = |p: &Path| {
+        std::fs::read_dir(p)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect::<Vec<_>>()
+    };
+    let file = format!("{}.json", mode.as_str());
+    dirs(root)
+        .iter()
+        .flat_map(|gpu| dirs(gpu))
+        .filter_map(|torch| BaselineFile::load(&torch.join(&file)).ok())
+        .collect()
+}
+
+/// Keeps the larger of two estimates.
+fn keep_max<K: std::hash::Hash + Eq>(map: &mut HashMap<K, f64>, key: K, v: f64) {
+    if v.is_finite() && v > 0.0 {
+        let slot = map.entry(key).or_insert(v);
+        *slot = f64::max(*slot, v);
+    }
+}
+
 /// Eager medians (ms) by level and problem file, from every `<gpu>/torch-*/eager.json`
 /// under a store's root: where several GPUs have one, the slowest.
 #[derive(Debug, Default, Clone)]
@@ -27,28 +58,10 @@ impl EagerTimes {
     /// Reads what the store has; unreadable folders and files are skipped (an estimate).
     pub fn load(root: &Path) -> Self {
         let mut times = HashMap::new();
-        let dirs = |p: &Path| {
-            std::fs::read_dir(p)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect::<Vec<_>>()
-        };
-        for gpu in dirs(root) {
-            for torch in dirs(&gpu) {
-                let Ok(file) = BaselineFile::load(&torch.join("eager.json")) else {
-                    continue;
-                };
-                for (level, entries) in file.levels {
-                    for (name, e) in entries {
-                        let ms = e.center_ms();
-                        if ms.is_finite() && ms > 0.0 {
-                            let slot = times.entry((level, name)).or_insert(ms);
-                            *slot = f64::max(*slot, ms);
-                        }
-                    }
+        for file in mode_files(root, Mode::Eager) {
+            for (level, entries) in file.levels {
+                for (name, e) in entries {
+                    keep_max(&mut times, (level, name), e.center_ms());
                 }
             }
         }
@@ -68,10 +81,70 @@ impl EagerTimes {
     }
 }
 
+/// Compile seconds (load and first call) by mode, level and problem file, from every
+/// `<gpu>/torch-*/<mode>.json` under a store's root, timed entries and recorded failures
+/// alike (a compile that timed out before costs at least its limit): where several GPUs or
+/// torch versions have one, the longest.
+#[derive(Debug, Default, Clone)]
+pub struct CompileTimes(HashMap<(Mode, u8, String), f64>);
+
+impl CompileTimes {
+    pub fn load(root: &Path) -> Self {
+        let mut times = HashMap::new();
+        for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Eager) {
+            for file in mode_files(root, mode) {
+                let timed = file.levels.into_iter().flat_map(|(level, entries)| {
+                    entries
+                        .into_iter()
+                        .map(move |(name, e)| (level, name, e.compile_s))
+                });
+                let failed = file.errors.into_iter().flat_map(|(level, entries)| {
+                    entries
+                        .into_iter()
+                        .map(move |(name, e)| (level, name, e.compile_s))
+                });
+                for (level, name, s) in timed.chain(failed) {
+                    if let Some(s) = s {
+                        keep_max(&mut times, (mode, level, name), s);
+                    }
+                }
+            }
+        }
+        CompileTimes(times)
+    }
+
+    pub fn get(&self, mode: Mode, level: u8, file: &str) -> Option<f64> {
+        self.0.get(&(mode, level, file.to_string())).copied()
+    }
+
+    /// Expected compile seconds of `mode` for a problem: its own stored time, else the
+    /// default mode's scaled by the median ratio of the two over the problems that have both
+    /// (an autotuning mode's compile is mostly its autotuning, minutes on level 3 where the
+    /// default mode takes seconds), else `None`.
+    pub fn estimate(&self, mode: Mode, level: u8, file: &str) -> Option<f64> {
+        if let Some(s) = self.get(mode, level, file) {
+            return Some(s);
+        }
+        if mode == Mode::Compile || mode == Mode::Eager {
+            return None;
+        }
+        let compile = self.get(Mode::Compile, level, file)?;
+        let mut ratios: Vec<f64> = self
+            .0
+            .iter()
+            .filter(|((m, _, _), _)| *m == mode)
+            .filter_map(|((_, l, f), s)| Some(s / self.get(Mode::Compile, *l, f)?))
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(1.0);
+        Some(compile * ratio)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BaselineEnv, Entry, Mode, Origin, Store};
+    use crate::{BaselineEnv, Entry, ErrorEntry, Mode, Origin, Store};
 
     fn file_with(entries: &[(u8, &str, f64)]) -> BaselineFile {
         let mut f = BaselineFile::new(Mode::Eager, Origin::Measured, BaselineEnv::default());
@@ -112,5 +185,63 @@ mod tests {
         let gru = t.get(3, "40_GRUHidden.py").expect("L3/40 stored");
         let relu = t.get(1, "19_ReLU.py").expect("L1/19 stored");
         assert!(gru > 10.0 * relu, "GRU {gru} ms, ReLU {relu} ms");
+    }
+
+    #[test]
+    fn compile_times_come_from_timed_and_failed_entries_and_fill_in_from_the_default_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let save = |gpu: &str, mode: Mode, timed: &[(&str, f64)], failed: &[(&str, f64)]| {
+            let mut f = BaselineFile::new(mode, Origin::Measured, BaselineEnv::default());
+            for &(name, s) in timed {
+                let mut e = Entry::from_samples(vec![1.0], "G", "cuda:0");
+                e.compile_s = Some(s);
+                f.put(3, name, e);
+            }
+            for &(name, s) in failed {
+                let e = ErrorEntry {
+                    outcome: "timeout".into(),
+                    message: format!("compile ran past {s} s"),
+                    compile_s: Some(s),
+                    problem_sha256: None,
+                    measured_unix_s: None,
+                    run_id: None,
+                    profile: None,
+                    gpu_alone: true,
+                };
+                f.errors.entry(3).or_default().insert(name.into(), e);
+            }
+            let path = store.path(gpu, "2.11.0", mode);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            f.save(&path).unwrap();
+        };
+        save(
+            "A",
+            Mode::Compile,
+            &[("a.py", 20.0), ("b.py", 30.0), ("c.py", 10.0)],
+            &[],
+        );
+        save(
+            "A",
+            Mode::MaxAutotune,
+            &[("a.py", 200.0)],
+            &[("d.py", 450.0)],
+        );
+        save(
+            "B",
+            Mode::MaxAutotune,
+            &[("a.py", 150.0), ("c.py", 40.0)],
+            &[],
+        );
+        let t = CompileTimes::load(dir.path());
+        // The longest of two GPUs; a recorded timeout counts its limit.
+        assert_eq!(t.get(Mode::MaxAutotune, 3, "a.py"), Some(200.0));
+        assert_eq!(t.estimate(Mode::MaxAutotune, 3, "d.py"), Some(450.0));
+        // b.py has only the default mode: 30 s times the median of 200/20 and 40/10.
+        let b = t.estimate(Mode::MaxAutotune, 3, "b.py").unwrap();
+        assert!((b - 300.0).abs() < 1e-9, "{b}");
+        assert_eq!(t.estimate(Mode::Compile, 3, "b.py"), Some(30.0));
+        assert_eq!(t.estimate(Mode::MaxAutotune, 3, "e.py"), None);
+        assert_eq!(t.estimate(Mode::Compile, 1, "a.py"), None);
     }
 }

@@ -13,7 +13,7 @@ mod store;
 mod table;
 
 pub use coverage::{coverage_of, entries_of, LevelCoverage};
-pub use estimate::{default_root, EagerTimes};
+pub use estimate::{default_root, CompileTimes, EagerTimes};
 pub use import::{import_kernelbench, known_caveats, ImportOptions};
 pub use kernelbench::{BaselineError, KernelBenchBaselines, KernelBenchMode, KernelBenchTiming};
 pub use mode::Mode;

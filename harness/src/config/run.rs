@@ -98,6 +98,8 @@ pub enum AgentConfig {
     /// Baseline modes to measure, by problem key (`kbench baselines measure`).
     Baselines {
         plan: std::collections::BTreeMap<String, Vec<kbench_baselines::Mode>>,
+        /// The store being filled: its compile times order the problems (cheapest first).
+        store: std::path::PathBuf,
     },
     /// Kernels an LLM agent produced, evaluated one call at a time under the agent's name
     /// (`coder-judge`, `kevin`, `cuda-agent`, `command`): (problem key, candidate).

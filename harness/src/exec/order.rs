@@ -2,8 +2,15 @@
 //! first (list scheduling's LPT rule), so no GPU is left running one long problem alone at
 //! the end while the others sit idle. The estimate comes from stored eager times; it moves
 //! only when a problem starts, never what its record says.
+//!
+//! `baselines measure` goes the other way: cheapest compile first. Its measurements resume
+//! across calls cut off by a time limit, and a compile cut off is lost, so the cheap ones
+//! first get the most measured per call; the long ones, last, are the ones that may need a
+//! call of their own (or end as a recorded timeout).
 
-use kbench_baselines::EagerTimes;
+use std::collections::BTreeMap;
+
+use kbench_baselines::{CompileTimes, EagerTimes, Mode};
 
 use super::queue::Batch;
 
@@ -47,7 +54,54 @@ pub(crate) fn longest_first(batches: &mut [Batch], eager: &EagerTimes) {
         .map(|(i, b)| (estimate(b, eager, &median), i))
         .collect();
     keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let order: Vec<usize> = keyed.into_iter().map(|(_, i)| i).collect();
+    reorder(batches, keyed.into_iter().map(|(_, i)| i).collect());
+}
+
+/// Sorts a baseline measurement's `batches` cheapest expected compile first: the sum over
+/// the modes `plan` measures for the problem of [`CompileTimes::estimate`]; a problem with
+/// no estimate gets its level's median (0 when the level has none: it goes first, in its
+/// place). Equal estimates keep their order.
+pub(crate) fn cheapest_compile_first(
+    batches: &mut [Batch],
+    plan: &BTreeMap<String, Vec<Mode>>,
+    times: &CompileTimes,
+) {
+    let known: Vec<Option<f64>> = batches
+        .iter()
+        .map(|b| {
+            let p = &b.problem;
+            let modes = plan.get(&b.pkey).map(Vec::as_slice).unwrap_or_default();
+            modes
+                .iter()
+                .map(|m| times.estimate(*m, p.level, &p.file))
+                .sum::<Option<f64>>()
+                .filter(|_| !modes.is_empty())
+        })
+        .collect();
+    let mut by_level: BTreeMap<u8, Vec<f64>> = BTreeMap::new();
+    for (b, k) in batches.iter().zip(&known) {
+        if let Some(s) = k {
+            by_level.entry(b.problem.level).or_default().push(*s);
+        }
+    }
+    for v in by_level.values_mut() {
+        v.sort_by(f64::total_cmp);
+    }
+    let mut keyed: Vec<(f64, usize)> = batches
+        .iter()
+        .zip(&known)
+        .enumerate()
+        .map(|(i, (b, k))| {
+            let median = by_level.get(&b.problem.level).map(|v| v[v.len() / 2]);
+            (k.or(median).unwrap_or(0.0), i)
+        })
+        .collect();
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    reorder(batches, keyed.into_iter().map(|(_, i)| i).collect());
+}
+
+/// Puts `batches[order[k]]` at position k.
+fn reorder(batches: &mut [Batch], order: Vec<usize>) {
     let mut taken: Vec<Option<Batch>> = batches.iter().cloned().map(Some).collect();
     for (slot, i) in batches.iter_mut().zip(order) {
         *slot = taken[i].take().expect("each batch once");
@@ -57,7 +111,7 @@ pub(crate) fn longest_first(batches: &mut [Batch], eager: &EagerTimes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbench_baselines::{BaselineEnv, BaselineFile, Entry, Mode, Origin, Store};
+    use kbench_baselines::{BaselineEnv, BaselineFile, Entry, Origin, Store};
     use kbench_suites::Problem;
     use std::path::PathBuf;
     use std::time::Instant;
@@ -185,5 +239,62 @@ mod tests {
             // LPT's guarantee is 4/3 of optimal; here it comes within 5% of the bound.
             assert!(l <= 1.05 * bound, "{devices}: {l} s vs bound {bound} s");
         }
+    }
+
+    #[test]
+    fn baselines_are_measured_cheapest_compile_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let save = |mode: Mode, entries: &[(&str, f64)]| {
+            let mut f = BaselineFile::new(mode, Origin::Measured, BaselineEnv::default());
+            for &(file, s) in entries {
+                let mut e = Entry::from_samples(vec![1.0], "GPU", "cuda:0");
+                e.compile_s = Some(s);
+                f.put(3, file, e);
+            }
+            let path = store.path("GPU", "2.11.0", mode);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            f.save(&path).unwrap();
+        };
+        // The 2026-11-28 H100 calls: the heaviest level-3 compiles taken first, four at a
+        // time, none finished within a call.
+        save(
+            Mode::Compile,
+            &[
+                ("resnet101.py", 74.0),
+                ("lenet.py", 21.0),
+                ("lstm.py", 10.0),
+                ("mid.py", 30.0),
+            ],
+        );
+        save(Mode::MaxAutotune, &[("lstm.py", 12.0), ("mlp.py", 27.0)]);
+        let t = CompileTimes::load(dir.path());
+        let mut batches = vec![
+            batch(3, "resnet101.py"),
+            batch(3, "unknown.py"),
+            batch(3, "lenet.py"),
+            batch(3, "mid.py"),
+        ];
+        let plan: BTreeMap<String, Vec<Mode>> = batches
+            .iter()
+            .map(|b| (b.pkey.clone(), vec![Mode::MaxAutotune]))
+            .collect();
+        cheapest_compile_first(&mut batches, &plan, &t);
+        // Max-autotune over compile: 1.2 (lstm, the one problem with both): resnet101 88.8,
+        // lenet 25.2, mid 36; unknown takes the median of those (36) and keeps its place
+        // before mid.
+        assert_eq!(
+            keys(&batches),
+            [
+                "L3/lenet.py",
+                "L3/unknown.py",
+                "L3/mid.py",
+                "L3/resnet101.py"
+            ]
+        );
+        // Nothing stored: the order stays as given.
+        let mut batches = vec![batch(3, "y.py"), batch(1, "x.py")];
+        cheapest_compile_first(&mut batches, &plan, &CompileTimes::default());
+        assert_eq!(keys(&batches), ["L3/y.py", "L1/x.py"]);
     }
 }

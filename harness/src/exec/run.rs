@@ -38,8 +38,25 @@ pub struct RunResult {
 /// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
 /// torch's import (4–5 s on the H100 host) are hidden behind problems of 2–3 s.
 pub(crate) const LOOKAHEAD: usize = 2;
-/// Problems taken ahead when measuring baselines.
+/// Problems taken ahead when measuring baselines: their compiles (CPU work, for the default
+/// mode) hide behind the timing of the one before.
 const BASELINE_LOOKAHEAD: usize = 4;
+/// Problems taken ahead when a baseline mode autotunes. Max-autotune's compile times kernels
+/// on the GPU: with four level-3 models ahead on each of 4 H100s (20 compiles at once), each
+/// autotuning pass took 3-10 times as long, every load ran past the 400 s compile timeout and
+/// was loaded again, and a 555 s call finished none.
+const AUTOTUNE_LOOKAHEAD: usize = 1;
+
+/// The default lookahead of a baseline plan.
+fn baseline_lookahead(
+    plan: &std::collections::BTreeMap<String, Vec<kbench_baselines::Mode>>,
+) -> usize {
+    if plan.values().flatten().any(|m| m.autotunes()) {
+        AUTOTUNE_LOOKAHEAD
+    } else {
+        BASELINE_LOOKAHEAD
+    }
+}
 
 /// The records of this invocation, in the order they were appended.
 struct Added(Mutex<Vec<EvalRecord>>);
@@ -75,7 +92,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             }
             Box::new(a)
         }
-        AgentConfig::Baselines { plan } => {
+        AgentConfig::Baselines { plan, .. } => {
             Box::new(crate::agents::baseline::BaselineAgent { plan: plan.clone() })
         }
         AgentConfig::Given { agent, candidates } => Box::new(GivenAgent {
@@ -139,10 +156,13 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             last: true,
         });
     }
-    // Several GPUs take the problems longest expected first, and the builds ahead go in the
-    // same order (else the pool works through short problems while the GPUs wait for the
-    // long ones' builds).
-    if matches!(config.device, kbench_record::Device::Cuda(_)) && config.gpus.len() > 1 {
+    // Baselines are measured cheapest compile first (see `order`). Several GPUs take other
+    // problems longest expected first, and the builds ahead go in the same order (else the
+    // pool works through short problems while the GPUs wait for the long ones' builds).
+    if let AgentConfig::Baselines { plan, store } = &config.agent {
+        let times = kbench_baselines::CompileTimes::load(store);
+        super::order::cheapest_compile_first(&mut batches, plan, &times);
+    } else if matches!(config.device, kbench_record::Device::Cuda(_)) && config.gpus.len() > 1 {
         let eager =
             kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
         super::order::longest_first(&mut batches, &eager);
@@ -197,8 +217,8 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     let ahead = if config.gpus.is_empty() {
         1
     } else {
-        config.lookahead.unwrap_or(match config.agent {
-            AgentConfig::Baselines { .. } => BASELINE_LOOKAHEAD,
+        config.lookahead.unwrap_or_else(|| match &config.agent {
+            AgentConfig::Baselines { plan, .. } => baseline_lookahead(plan),
             _ => LOOKAHEAD,
         })
     };
@@ -234,4 +254,29 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         cut_off,
         run_dir: run_dir.root.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kbench_baselines::Mode;
+
+    #[test]
+    fn an_autotuning_mode_takes_one_problem_ahead_the_others_four() {
+        let plan = |modes: &[Mode]| {
+            [("kernelbench/L3/1".to_string(), modes.to_vec())]
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(baseline_lookahead(&plan(&[Mode::Eager, Mode::Compile])), 4);
+        assert_eq!(
+            baseline_lookahead(&plan(&[Mode::Compile, Mode::MaxAutotune])),
+            1
+        );
+        assert_eq!(
+            baseline_lookahead(&plan(&[Mode::MaxAutotuneNoCudagraphs])),
+            1
+        );
+        assert_eq!(baseline_lookahead(&plan(&[Mode::ReduceOverhead])), 4);
+    }
 }
