@@ -14,9 +14,13 @@
 #
 # Order, cheapest first (issue 25's plan): eager and compile of every level before any
 # max-autotune (eager comes with each compile mode's record); max-autotune level 1, then 2,
-# then 3 (level 3's autotuning is minutes per model: 131 s for ResNet18). A problem still
-# compiling when the budget ends is measured again next call; one that runs past the compile
-# timeout is recorded as a `timeout` with the limit, which is its recorded reason.
+# then 3 (level 3's autotuning is minutes per model: 131 s for ResNet18). Within a call kbench
+# takes the problems cheapest stored compile first. A problem still compiling when the budget
+# ends is measured again next call; one that runs past the compile timeout is recorded as a
+# `timeout` with the limit, which is its recorded reason. Level 3's heavy models: each alone
+# on its GPU, so that the limit is the model's own (on 2026-11-28 three calls that compiled
+# them side by side timed none):
+#   GPUS=0,1,2,3 MODES=max-autotune LEVELS=3 BUDGET=550 EXTRA="--timeout-load 500 --lookahead 0"
 #
 # Assumes python3 with a CUDA build of torch (KBENCH_PYTHON=python3) and, in D, the release
 # binary (kbench) and the KernelBench problems (kernelbench/).
@@ -50,5 +54,7 @@ timeout -s INT -k 60 "$BUDGET" "$D/kbench" baselines measure --kernelbench "$D/k
 echo "measure rc=$? $(( $(date +%s) - S ))s"; tail -15 "$OUT/measure.txt"
 step coverage
 "$D/kbench" baselines show --store "$STORE" --kernelbench "$D/kernelbench" | tee "$OUT/coverage.txt"
-# The store's files (a few MB of samples) are what comes back; run logs stay behind.
+# The store's files (a few MB of samples) come back, and the measuring runs' records and
+# worker logs (what each compile did, when), without the candidates' sources.
 tar -czf "$OUT/store.tgz" -C "$STORE" .
+tar -czf "$OUT/work.tgz" -C "$KBENCH_CACHE_DIR" --exclude=kernels --exclude=secret baseline-runs 2>/dev/null
