@@ -123,6 +123,24 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
     // Usage errors are clap's exit code 2.
     let out = kbench().args(["run", "--bogus"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // A lookahead out of range names the option and the range, before anything is measured.
+    let out = kbench()
+        .args([
+            "baselines",
+            "measure",
+            "--suite",
+            "smoke",
+            "--lookahead",
+            "65",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--lookahead") && err.contains("0..=64"),
+        "{err}"
+    );
 }
 
 #[test]
