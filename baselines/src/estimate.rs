@@ -86,7 +86,12 @@ impl EagerTimes {
 /// alike (a compile that timed out before costs at least its limit): where several GPUs or
 /// torch versions have one, the longest.
 #[derive(Debug, Default, Clone)]
-pub struct CompileTimes(HashMap<(Mode, u8, String), f64>);
+pub struct CompileTimes {
+    times: HashMap<(Mode, u8, String), f64>,
+    /// Per mode, the median of its compile time over the default mode's, over the problems
+    /// that have both (the upper one of an even count).
+    ratio_to_compile: HashMap<Mode, f64>,
+}
 
 impl CompileTimes {
     pub fn load(root: &Path) -> Self {
@@ -110,11 +115,27 @@ impl CompileTimes {
                 }
             }
         }
-        CompileTimes(times)
+        let mut ratios: HashMap<Mode, Vec<f64>> = HashMap::new();
+        for ((mode, level, file), s) in &times {
+            if let Some(c) = times.get(&(Mode::Compile, *level, file.clone())) {
+                ratios.entry(*mode).or_default().push(s / c);
+            }
+        }
+        let ratio_to_compile = ratios
+            .into_iter()
+            .map(|(mode, mut v)| {
+                v.sort_by(f64::total_cmp);
+                (mode, v[v.len() / 2])
+            })
+            .collect();
+        CompileTimes {
+            times,
+            ratio_to_compile,
+        }
     }
 
     pub fn get(&self, mode: Mode, level: u8, file: &str) -> Option<f64> {
-        self.0.get(&(mode, level, file.to_string())).copied()
+        self.times.get(&(mode, level, file.to_string())).copied()
     }
 
     /// Expected compile seconds of `mode` for a problem: its own stored time, else the
@@ -129,14 +150,7 @@ impl CompileTimes {
             return None;
         }
         let compile = self.get(Mode::Compile, level, file)?;
-        let mut ratios: Vec<f64> = self
-            .0
-            .iter()
-            .filter(|((m, _, _), _)| *m == mode)
-            .filter_map(|((_, l, f), s)| Some(s / self.get(Mode::Compile, *l, f)?))
-            .collect();
-        ratios.sort_by(f64::total_cmp);
-        let ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(1.0);
+        let ratio = self.ratio_to_compile.get(&mode).copied().unwrap_or(1.0);
         Some(compile * ratio)
     }
 }

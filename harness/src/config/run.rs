@@ -165,8 +165,8 @@ pub struct RunConfig {
     /// Baselines each correct kernel's time is compared with (`--baselines`).
     pub baselines: Option<std::sync::Arc<kbench_baselines::BaselineTable>>,
     /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
-    /// default. `Some(1)` starts nothing ahead, so a problem has its GPU to itself
-    /// (baselines measured again after running out of memory beside loads sent ahead).
+    /// default. `Some(0)` starts nothing ahead, so a problem has its GPU to itself
+    /// ([`keeps_gpu_alone`](Self::keeps_gpu_alone)).
     pub lookahead: Option<usize>,
     /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
     /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
@@ -180,6 +180,14 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// Whether an evaluation on a GPU (`on_gpu`) has the GPU to itself: nothing taken ahead
+    /// (`lookahead` 0, `baselines measure --lookahead 0` and its out-of-memory pass), so no
+    /// other problem's or mode's worker is loaded beside it. Its records say so, and a
+    /// failure of its load is its own (not loaded again).
+    pub fn keeps_gpu_alone(&self, on_gpu: bool) -> bool {
+        on_gpu && self.lookahead == Some(0)
+    }
+
     /// Cases per candidate: the random trials, then one per stress family.
     pub fn cases_total(&self) -> u32 {
         self.trials + self.families.len() as u32
@@ -433,5 +441,30 @@ pub(crate) mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("--timeout-load"), "{e}");
+    }
+
+    /// Only `lookahead` 0 on a GPU keeps the GPU alone: on the CPU workers always start
+    /// ahead, and lookahead 1 still loads one problem beside the one evaluated.
+    #[test]
+    fn only_lookahead_zero_on_a_gpu_keeps_it_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = RunConfig::build(
+            &SuiteSpec::default(),
+            None,
+            &spec(None),
+            AgentConfig::Reference,
+            &dir.path().join("run"),
+            None,
+        )
+        .unwrap();
+        for (lookahead, on_gpu, alone) in [
+            (None, true, false),
+            (Some(1), true, false),
+            (Some(0), false, false),
+            (Some(0), true, true),
+        ] {
+            c.lookahead = lookahead;
+            assert_eq!(c.keeps_gpu_alone(on_gpu), alone, "{lookahead:?} {on_gpu}");
+        }
     }
 }

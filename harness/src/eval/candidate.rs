@@ -148,7 +148,7 @@ pub(crate) fn evaluate_candidate(
         .as_ref()
         .and_then(|p| p.claim(&unit.prep.build_dir));
     ev.phases.compile_s += tb.elapsed().as_secs_f64();
-    if c.lookahead == Some(0) && exec.gpu.is_some() {
+    if c.keeps_gpu_alone(exec.gpu.is_some()) {
         ev.notes.push(GPU_ALONE_NOTE.to_string());
     }
     let (cwd, prestart) = started_worker;
@@ -206,10 +206,10 @@ impl Evaluation<'_, '_> {
             Some(Err(_)) => true,
             None => false,
         };
-        // With nothing taken ahead on the GPU (`lookahead` 0) the load ran beside no other
-        // problem: its failure is its own, and loading again would only double a compile
-        // timeout (max-autotune on level 3 runs for minutes).
-        let ahead_failed = ahead_failed && !(c.lookahead == Some(0) && self.exec.gpu.is_some());
+        // With the GPU kept alone the load ran beside no other problem: its failure is its
+        // own, and loading again would only double a compile timeout (max-autotune on level
+        // 3 runs for minutes).
+        let ahead_failed = ahead_failed && !c.keeps_gpu_alone(self.exec.gpu.is_some());
         if ahead_failed {
             if let Ok(w) = started_worker {
                 w.shutdown();

@@ -230,7 +230,8 @@ impl Executor<'_> {
             // the published set, 0.9-5.8 s for the second sample of a problem whose first was
             // quick). A later one that cannot be started now is started at its turn.
             let mut first_candidates = VecDeque::new();
-            let ahead = candidates_ahead(&batch, station.gpu.is_some(), c.lookahead);
+            let gpu = station.gpu.is_some();
+            let ahead = candidates_ahead(&batch, gpu, c.keeps_gpu_alone(gpu));
             for (k, item) in batch.items.iter().take(ahead).enumerate() {
                 match start_candidate(
                     ctx,
@@ -329,7 +330,8 @@ impl Executor<'_> {
         // next item's).
         let mut cand_ahead = first_candidates;
         let n = batch.items.len();
-        let depth = candidates_ahead(&batch, station.gpu.is_some(), ctx.config.lookahead);
+        let gpu = station.gpu.is_some();
+        let depth = candidates_ahead(&batch, gpu, ctx.config.keeps_gpu_alone(gpu));
         let mut flow = Flow::Next;
         for (k, item) in batch.items.iter().enumerate() {
             if ctx.stop.load(Ordering::SeqCst) {
@@ -493,11 +495,11 @@ impl Executor<'_> {
 /// on average, a fifth of the pass); each costs a CUDA context (about half a GiB) while it
 /// waits. One on the CPU, where starting workers share the few cores with the evaluation,
 /// and for a baseline mode's candidates, whose `load` (torch.compile) is sent ahead: two
-/// such compiles at once would compete for the host. None on a GPU with `lookahead` 0
-/// (`baselines measure --lookahead 0` and its out-of-memory pass), whose records say that
-/// nothing else was loaded on the GPU: a baseline mode's compile ahead would be.
-fn candidates_ahead(batch: &Batch, gpu: bool, lookahead: Option<usize>) -> usize {
-    if gpu && lookahead == Some(0) {
+/// such compiles at once would compete for the host. None when the GPU is kept `alone`
+/// ([`RunConfig::keeps_gpu_alone`](crate::config::RunConfig::keeps_gpu_alone)), whose
+/// records say that nothing else was loaded on it: a baseline mode's compile ahead would be.
+fn candidates_ahead(batch: &Batch, gpu: bool, alone: bool) -> usize {
+    if alone {
         0
     } else if !gpu || batch.items.iter().any(|i| i.cand.warm_up) {
         1
@@ -529,27 +531,9 @@ mod tests {
 
     #[test]
     fn candidates_ahead_two_on_a_gpu_one_on_the_cpu_none_when_the_gpu_is_kept_alone() {
-        let batch = Batch {
-            problem: kbench_suites::Problem {
-                suite: "kernelbench".into(),
-                level: 3,
-                id: 0,
-                name: "m".into(),
-                file: "m.py".into(),
-                source: String::new(),
-                origin: None,
-                sha256: String::new(),
-            },
-            pkey: "L3/m.py".into(),
-            problem_path: "m.py".into(),
-            items: Vec::new(),
-            queued: Instant::now(),
-            last: true,
-        };
-        assert_eq!(candidates_ahead(&batch, true, None), 2);
-        assert_eq!(candidates_ahead(&batch, true, Some(1)), 2);
-        assert_eq!(candidates_ahead(&batch, false, None), 1);
-        assert_eq!(candidates_ahead(&batch, false, Some(0)), 1);
-        assert_eq!(candidates_ahead(&batch, true, Some(0)), 0);
+        let batch = Batch::fake(3, "m.py", "L3/m.py");
+        assert_eq!(candidates_ahead(&batch, true, false), 2);
+        assert_eq!(candidates_ahead(&batch, false, false), 1);
+        assert_eq!(candidates_ahead(&batch, true, true), 0);
     }
 }

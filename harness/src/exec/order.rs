@@ -32,21 +32,31 @@ fn estimate(batch: &Batch, eager: &EagerTimes, level_median: &dyn Fn(u8) -> Opti
     batch.items.len().max(1) as f64 * (FIXED_S + CALLS * ms / 1000.0)
 }
 
-/// Sorts `batches` longest expected first; equal estimates keep their order.
-pub(crate) fn longest_first(batches: &mut [Batch], eager: &EagerTimes) {
-    let mut by_level: std::collections::HashMap<u8, Vec<f64>> = Default::default();
-    for b in batches.iter() {
-        if let Some(ms) = eager.get(b.problem.level, &b.problem.file) {
-            by_level.entry(b.problem.level).or_default().push(ms);
+/// Per level, the median (the upper one of an even count) of the known values among
+/// `batches`: what a problem with no stored value of its own is given.
+fn level_medians(batches: &[Batch], known: &[Option<f64>]) -> BTreeMap<u8, f64> {
+    let mut by_level: BTreeMap<u8, Vec<f64>> = BTreeMap::new();
+    for (b, k) in batches.iter().zip(known) {
+        if let Some(v) = k {
+            by_level.entry(b.problem.level).or_default().push(*v);
         }
     }
-    let medians: std::collections::HashMap<u8, f64> = by_level
+    by_level
         .into_iter()
         .map(|(level, mut v)| {
             v.sort_by(f64::total_cmp);
             (level, v[v.len() / 2])
         })
+        .collect()
+}
+
+/// Sorts `batches` longest expected first; equal estimates keep their order.
+pub(crate) fn longest_first(batches: &mut [Batch], eager: &EagerTimes) {
+    let known: Vec<Option<f64>> = batches
+        .iter()
+        .map(|b| eager.get(b.problem.level, &b.problem.file))
         .collect();
+    let medians = level_medians(batches, &known);
     let median = |level: u8| medians.get(&level).copied();
     let mut keyed: Vec<(f64, usize)> = batches
         .iter()
@@ -78,21 +88,13 @@ pub(crate) fn cheapest_compile_first(
                 .filter(|_| !modes.is_empty())
         })
         .collect();
-    let mut by_level: BTreeMap<u8, Vec<f64>> = BTreeMap::new();
-    for (b, k) in batches.iter().zip(&known) {
-        if let Some(s) = k {
-            by_level.entry(b.problem.level).or_default().push(*s);
-        }
-    }
-    for v in by_level.values_mut() {
-        v.sort_by(f64::total_cmp);
-    }
+    let medians = level_medians(batches, &known);
     let mut keyed: Vec<(f64, usize)> = batches
         .iter()
         .zip(&known)
         .enumerate()
         .map(|(i, (b, k))| {
-            let median = by_level.get(&b.problem.level).map(|v| v[v.len() / 2]);
+            let median = medians.get(&b.problem.level).copied();
             (k.or(median).unwrap_or(0.0), i)
         })
         .collect();
@@ -112,28 +114,9 @@ fn reorder(batches: &mut [Batch], order: Vec<usize>) {
 mod tests {
     use super::*;
     use kbench_baselines::{BaselineEnv, BaselineFile, Entry, Origin, Store};
-    use kbench_suites::Problem;
-    use std::path::PathBuf;
-    use std::time::Instant;
 
     fn batch(level: u8, file: &str) -> Batch {
-        Batch {
-            problem: Problem {
-                suite: "kernelbench".into(),
-                level,
-                id: 0,
-                name: file.into(),
-                file: file.into(),
-                source: String::new(),
-                origin: None,
-                sha256: String::new(),
-            },
-            pkey: format!("L{level}/{file}"),
-            problem_path: PathBuf::from(file),
-            items: Vec::new(),
-            queued: Instant::now(),
-            last: true,
-        }
+        Batch::fake(level, file, &format!("L{level}/{file}"))
     }
 
     fn eager(entries: &[(u8, &str, f64)]) -> (tempfile::TempDir, EagerTimes) {

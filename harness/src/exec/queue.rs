@@ -243,27 +243,36 @@ fn choose<'k>(
         .or(Some(0))
 }
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn batch(key: &str) -> Batch {
+impl Batch {
+    /// A batch of no candidates for problem `file` of `level`, keyed `pkey` (the scheduler's
+    /// tests).
+    pub(crate) fn fake(level: u8, file: &str, pkey: &str) -> Batch {
         Batch {
             problem: Problem {
                 suite: "fake".into(),
-                level: 1,
+                level,
                 id: 0,
-                name: key.into(),
-                file: format!("{key}.py"),
+                name: file.into(),
+                file: file.into(),
                 source: String::new(),
                 origin: None,
                 sha256: String::new(),
             },
-            pkey: key.into(),
-            problem_path: PathBuf::from(format!("{key}.py")),
+            pkey: pkey.into(),
+            problem_path: PathBuf::from(file),
             items: Vec::new(),
             queued: Instant::now(),
             last: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(key: &str) -> Batch {
+        Batch::fake(1, &format!("{key}.py"), key)
     }
 
     /// What a fake device did: (problem, started, finished) in its order.
