@@ -3,11 +3,15 @@
 # retry (found 2026-11-27: tests/gpu/runs/2026-11-27-h100x4-issue26-b, L1/38 L1Norm_ and L1/39
 # L2Norm_ failed the honest candidate with `runtime_error` out of memory on their nan-inf case
 # on an 80 GB H100). One device call, about 2-3 minutes on one H100:
-#   1. the worker's CUDA tests (export with drop_case among them);
+#   1. the worker's CUDA tests (export with drop_case among them; a worker keeps up to 1 GiB
+#      of free blocks cached between commands and gives everything back on a drop:
+#      test_small_cases_keep_their_blocks_until_a_drop);
 #   2. the reference agent with every check on L1/36-39 (8 GiB tensors; 36 and 37 passed
 #      before and must still pass) on GPU 0: every record must be ok;
 #   3. the same on L2/1 and L1/19 with --families random: small and large cases timed as before
-#      (self-speedup), the timed case still held by the reference for timing;
+#      (self-speedup), the timed case still held by the reference for timing (a case of up to
+#      1 GiB, L2/1's, moves from the reference in one export; L1/19's, larger, a tensor at a
+#      time);
 #   4. L1/45 (Average_Pooling_2D, a 16 GiB input) with every check: `reference_error` in every
 #      run until the reference released its float64 forward's memory before the harness
 #      allocates the case's buffers (the worker's test_made_case_holds_only_its_tensors).

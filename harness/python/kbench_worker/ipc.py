@@ -249,7 +249,9 @@ class DeviceCaseCommands:
                     del self.pending[name]
         if not partial or not self.pending:
             self.pending = None
-        self._release_device_memory()
+        # Dropping the case with nothing to export is what the harness asks after a candidate
+        # ran out of memory beside this worker: then every cached block goes back too.
+        self._release_device_memory(keep=0 if drop_case and not targets else None)
         return {"type": "exported"}, []
 
     def _run_device_case(self, cmd, arg_specs, forward_seed):

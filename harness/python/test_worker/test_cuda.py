@@ -189,8 +189,10 @@ class DeviceIoTests(WorkerTestCase):
     def test_made_case_holds_only_its_tensors(self):
         # After make_case the harness allocates its buffers for the case: the reference's
         # float64 forward (inputs and temporaries twice the case's bytes) must not stay cached
-        # in its allocator then (L1/45's 16 GiB case did not fit beside them on 80 GB).
-        big = CUDA_PROBLEM.replace("batch_size = 4096", "batch_size = 16384")
+        # in its allocator then (L1/45's 16 GiB case did not fit beside them on 80 GB). A
+        # worker keeps up to 1 GiB of free blocks cached (session.KEEP_CACHED_BYTES): this
+        # case's float64 input copy is 2 GiB.
+        big = CUDA_PROBLEM.replace("batch_size = 4096", "batch_size = 262144")
         problem = self.files.write("9_CudaLinearBig.py", big)
         self.load_reference(problem, device="cuda:0")
         bufs = _HarnessBuffers()
@@ -202,8 +204,8 @@ class DeviceIoTests(WorkerTestCase):
                 self.assertEqual(reply["type"], "case", reply)
                 held = free_before - torch.cuda.mem_get_info(0)[0]
                 pending = sum(d["nbytes"] for d in reply["device_tensors"])
-                # in:0 64 MiB, out:0 64 MiB, out64:0 128 MiB; the float64 input copy
-                # (128 MiB) must be gone. The first case may also create cuBLAS's handles.
+                # in:0 1 GiB, out:0 1 GiB, out64:0 2 GiB; the float64 input copy (2 GiB)
+                # must be gone. The first case may also create cuBLAS's handles.
                 if seed == 8:
                     self.assertLessEqual(held, pending + 64 * mib, (held / mib, pending / mib))
                 targets = []
@@ -214,6 +216,37 @@ class DeviceIoTests(WorkerTestCase):
                 reply, _ = self.ref.call({"cmd": "export", "targets": targets, "drop_case": True})
                 self.assertEqual(reply["type"], "exported", reply)
                 bufs.free()
+        finally:
+            bufs.free()
+
+    def test_small_cases_keep_their_blocks_until_a_drop(self):
+        # Between commands a worker keeps up to 1 GiB of free blocks cached, so a small
+        # case's next one reuses them instead of freeing and allocating again through the
+        # driver; the drop the harness sends after a candidate ran out of memory beside the
+        # reference (export with no target and drop_case) gives every block back.
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        bufs = _HarnessBuffers()
+        try:
+            mib = 1 << 20
+            reply, _ = self.ref.call({"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True})
+            self.assertEqual(reply["type"], "case", reply)
+            targets = []
+            for d in reply["device_tensors"]:
+                dtype = {"f32": torch.float32, "f64": torch.float64}[d["dtype"]]
+                spec, _ = bufs.alloc(dtype, d["shape"])
+                targets.append(dict(spec, name=d["name"]))
+            # The whole small case in one export, as the harness sends it.
+            reply, _ = self.ref.call({"cmd": "export", "targets": targets})
+            self.assertEqual(reply["type"], "exported", reply)
+            torch.cuda.synchronize()
+            free_kept = torch.cuda.mem_get_info(0)[0]
+            reply, _ = self.ref.call({"cmd": "export", "targets": [], "drop_case": True})
+            self.assertEqual(reply["type"], "exported", reply)
+            # Cached until the drop: the exported in:0 and out:0 (16 MiB each), out64:0 and
+            # the float64 input copy (32 MiB each).
+            given_back = torch.cuda.mem_get_info(0)[0] - free_kept
+            self.assertGreaterEqual(given_back, 64 * mib, given_back / mib)
         finally:
             bufs.free()
 

@@ -19,6 +19,10 @@ use crate::runlog::RunDir;
 use crate::worker::{device_for_worker, error_text, str_field};
 use crate::worker::{Role, Worker, WorkerFault};
 
+/// The largest device case (all its tensors) that the reference exports in one command; a
+/// larger one moves a tensor at a time (see `take_device_case`).
+const ONE_EXPORT_MAX_BYTES: usize = 1 << 30;
+
 pub enum RefFailure {
     Failed(String),
     Interrupted,
@@ -509,10 +513,7 @@ impl ReferenceSession {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let mut inputs = Vec::new();
-        let mut outputs = Vec::new();
-        let mut outputs_f64 = Vec::new();
-        let mut alts = Vec::new();
+        let mut described = Vec::with_capacity(specs.len());
         for spec in specs {
             let bad = |why: &str| {
                 RefFailure::Failed(format!(
@@ -535,19 +536,46 @@ impl ReferenceSession {
                 .cloned()
                 .and_then(|d| serde_json::from_value(d).ok())
                 .ok_or_else(|| bad("shape"))?;
-            let nbytes = shape.iter().product::<u64>() as usize * dtype.size();
-            let buf = self.alloc_case_buffer(&gpu, nbytes).map_err(|e| {
-                RefFailure::Failed(format!(
-                    "keeping case {case} of {} on GPU {}: {e:#}",
-                    self.problem_file, gpu.ordinal
-                ))
-            })?;
+            described.push((name, dtype, shape));
+        }
+        let nbytes =
+            |dtype: Dtype, shape: &[u64]| shape.iter().product::<u64>() as usize * dtype.size();
+        let total: usize = described.iter().map(|(_, d, s)| nbytes(*d, s)).sum();
+        // A small case moves in one `export`; a large one a tensor at a time, the worker
+        // freeing its copy before the next buffer is allocated here, so the GPU holds the
+        // case once plus one tensor. Each export is a round trip with a device sync, IPC
+        // mappings and a release of the worker's cached memory: one per tensor cost
+        // 2.6 exports a case, and on 4 GPUs at once each export took 1.7x as long.
+        let whole = total <= ONE_EXPORT_MAX_BYTES;
+        let mut made = Vec::with_capacity(described.len());
+        let mut targets = Vec::new();
+        for (name, dtype, shape) in described {
+            let buf = self
+                .alloc_case_buffer(&gpu, nbytes(dtype, &shape))
+                .map_err(|e| {
+                    RefFailure::Failed(format!(
+                        "keeping case {case} of {} on GPU {}: {e:#}",
+                        self.problem_file, gpu.ordinal
+                    ))
+                })?;
             let t = DevTensorOwned { buf, dtype, shape };
             let mut target = t.spec();
             target["name"] = json!(name);
-            // One tensor at a time: the worker frees its copy before the next buffer is
-            // allocated here, so the GPU holds the case once plus one tensor.
-            self.export(ctx, vec![target], true, drop_case)?;
+            if whole {
+                targets.push(target);
+            } else {
+                self.export(ctx, vec![target], true, drop_case)?;
+            }
+            made.push((name, t));
+        }
+        if !targets.is_empty() {
+            self.export(ctx, targets, false, drop_case)?;
+        }
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        let mut outputs_f64 = Vec::new();
+        let mut alts = Vec::new();
+        for (name, t) in made {
             if name.starts_with("in:") {
                 inputs.push((name, t));
             } else if name.starts_with("out64:") {
