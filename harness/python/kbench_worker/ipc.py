@@ -247,11 +247,16 @@ class DeviceCaseCommands:
                 if partial:
                     del dst, t
                     del self.pending[name]
+        # The loop's last tensor too (often out64, the largest), or it would still be
+        # allocated when the release below decides what is cached.
+        dst = t = None
         if not partial or not self.pending:
             self.pending = None
-        # Dropping the case with nothing to export is what the harness asks after a candidate
-        # ran out of memory beside this worker: then every cached block goes back too.
-        self._release_device_memory(keep=0 if drop_case and not targets else None)
+        # Every cached block goes back on the two paths that exist for a GPU short of memory:
+        # a large case moved a tensor at a time (the harness allocates the next buffer right
+        # after), and the drop with nothing to export that the harness sends before a case is
+        # tried again beside a worker stopped for memory.
+        self._release_device_memory(keep=0 if partial or (drop_case and not targets) else None)
         return {"type": "exported"}, []
 
     def _run_device_case(self, cmd, arg_specs, forward_seed):

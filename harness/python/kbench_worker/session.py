@@ -11,6 +11,12 @@ from .protocol import WorkerError, _error_from
 from .tensors import _sync, seed_all
 
 
+# Free blocks a worker's allocator may keep cached between commands: small beside any GPU
+# kbench runs on (80 GB and up), and more than a level-2 or level-3 case's working set, so
+# those cases reuse their blocks; a level-1 case of GBs releases everything.
+KEEP_CACHED_BYTES = 1 << 30
+
+
 class Session:
     """What a worker keeps between commands: the loaded model, its device and dtype, the
     current case."""
@@ -84,10 +90,3 @@ class Session:
             idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
             if idle > (KEEP_CACHED_BYTES if keep is None else keep):
                 torch.cuda.empty_cache()
-
-
-# Free blocks a worker's allocator may keep cached between commands: small beside any GPU
-# kbench runs on (80 GB and up), and more than a level-2 or level-3 case's working set, so
-# those cases reuse their blocks; a level-1 case of GBs releases everything.
-KEEP_CACHED_BYTES = 1 << 30
-

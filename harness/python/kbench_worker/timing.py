@@ -213,12 +213,14 @@ class TimingCommands:
         # they were GBs the other worker's next case could not have (the reference's stress
         # cases of 6 GiB inputs ran out of memory beside an idle candidate that had just been
         # timed). Not after every round: a full collection and empty_cache, then the next
-        # round's copies allocated afresh, cost every one of 50 rounds on both sides.
+        # round's copies allocated afresh, cost every one of 50 rounds on both sides. Every
+        # free block, not only beyond the 1 GiB other commands keep: this runs once per timed
+        # problem, or every round when the harness times again after an out-of-memory error.
         recent.clear()
         state.clear()
         t_loop = clock_s()
         if cmd.get("release", True) is not False:
-            self._release_device_memory()
+            self._release_device_memory(keep=0)
         if split is not None:
             # Not the "<role> <command> <start> +<s>s" form: worker_trace.py counts those.
             parts = ", ".join(f"{k} {v:.4f}" for k, v in split.items())

@@ -243,8 +243,10 @@ class DeviceIoTests(WorkerTestCase):
             free_kept = torch.cuda.mem_get_info(0)[0]
             reply, _ = self.ref.call({"cmd": "export", "targets": [], "drop_case": True})
             self.assertEqual(reply["type"], "exported", reply)
-            # Cached until the drop: the exported in:0 and out:0 (16 MiB each), out64:0 and
-            # the float64 input copy (32 MiB each).
+            # Cached until the drop: the exported out:0 and the working input (16 MiB each),
+            # out64:0 and the float64 input copy (32 MiB each); in:0, the worker's current
+            # case, is freed by the drop (16 MiB). Emptied after every command as before, only
+            # in:0 and out64:0 (the export's last tensor) would come back.
             given_back = torch.cuda.mem_get_info(0)[0] - free_kept
             self.assertGreaterEqual(given_back, 64 * mib, given_back / mib)
         finally:

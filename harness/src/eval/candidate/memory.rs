@@ -45,7 +45,8 @@ impl Evaluation<'_, '_> {
 
     /// Allocates device case `rc`'s buffers for the candidate after that failed for lack of
     /// GPU memory: with the candidate's worker stopped (its memory, hostile or only cached,
-    /// goes back to the driver), then starts and loads the candidate again. A candidate
+    /// goes back to the driver) and the reference's worker without its case and cached
+    /// blocks, then starts and loads the candidate again. A candidate
     /// that takes the memory again at load fails its own call, not the harness.
     pub(super) fn prepare_alone(
         &mut self,
@@ -53,6 +54,7 @@ impl Evaluation<'_, '_> {
         rc: &RefCase,
     ) -> Step<anyhow::Result<PreparedCase>> {
         worker.kill();
+        self.reference.drop_worker_case(self.ctx);
         self.settle_after_kill();
         let prepared = prepare_device_case(self.exec, rc);
         self.notes.push(match &prepared {
