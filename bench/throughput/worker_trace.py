@@ -23,7 +23,14 @@ On a GPU each `time` command also logs where its seconds went (kbench_worker/tim
 
     kbench worker: time split (<role>): <N> calls, samples <s>, before <s>, flush <s>, call <s>, untimed <s>, after <s>, loop <s>, release <s> (s)
 
-summed per role into the timing split table: the timed calls' own seconds (samples), and
+summed per role into the timing split table (below), and after each command that made them
+its driver-heavy steps (kbench_worker/protocol.py, DRIVER_SPLIT):
+
+    kbench worker: driver split (<role> <command>): empty_cache 1 0.0123, gc 2 0.0040, ipc_close 3 0.0011, ipc_open 3 0.0052, sync 1 0.0004 (calls, s)
+
+summed per (role, command, step) into the driver table: whether a command that slowed with
+more GPUs at once lost its time in IPC mappings, the sync before unmapping, the collection or
+the allocator's release. In the timing split: the timed calls' own seconds (samples), and
 outside them fresh inputs and probes (before), the flush and synchronize before each call
 (flush), the host's time from the start event to the end event's completion less the
 samples (call − samples: launch and synchronize), the untimed calls opening each round
@@ -44,6 +51,7 @@ LINE = re.compile(r"kbench worker: (\S+) (\S+) (\d+(?:\.\d+)?) \+(\d+(?:\.\d+)?)
 SPLIT = re.compile(r"kbench worker: time split \((\S+)\): (\d+) calls, samples (\d+(?:\.\d+)?), (.*), "
                    r"loop (\d+(?:\.\d+)?), release (\d+(?:\.\d+)?) \(s\)\s*$")
 SPLIT_PARTS = ("before", "flush", "call", "untimed", "after")
+DRIVER = re.compile(r"kbench worker: driver split \((\S+) (\S+)\): (.*) \(calls, s\)\s*$")
 STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+(?:\.\d+)?)s, "
                      r"CUDA ready \+(\d+(?:\.\d+)?)s")
 
@@ -51,7 +59,7 @@ STARTED = re.compile(r"kbench worker: reference started: .*torch imported \+(\d+
 def read_run(run_dir):
     """{(role, command): [calls, seconds]}, the summed 'between' seconds per role and the
     summed timing splits per role."""
-    totals, between, split = {}, {}, {}
+    totals, between, split, driver = {}, {}, {}, {}
     # Build jobs' logs (*.build.log) are candidate-role workers too, but not the evaluation's.
     logs = sorted(p for p in glob.glob(os.path.join(run_dir, "logs", "*.log")) if not p.endswith(".build.log"))
     for path in logs:
@@ -59,6 +67,14 @@ def read_run(run_dir):
         role = None
         with open(path, errors="replace") as f:
             for line in f:
+                m = DRIVER.search(line)
+                if m:
+                    for part in m.group(3).split(", "):
+                        step, n, secs = part.split(" ")
+                        t = driver.setdefault((m.group(1), m.group(2), step), [0, 0.0])
+                        t[0] += int(n)
+                        t[1] += float(secs)
+                    continue
                 m = SPLIT.search(line)
                 if m:
                     row = split.setdefault(m.group(1), dict.fromkeys(
@@ -94,7 +110,35 @@ def read_run(run_dir):
             spans.sort()
             busy = sum(e - s for s, e in spans)
             between[role] = between.get(role, 0.0) + (max(e for _, e in spans) - spans[0][0] - busy)
-    return {"logs": len(logs), "totals": totals, "between": between, "split": split}
+    return {"logs": len(logs), "totals": totals, "between": between, "split": split, "driver": driver}
+
+
+def driver_markdown(runs):
+    """The driver steps' table: calls and seconds per (role, command, step) for each run, and
+    with two runs the second's seconds per call over the first's."""
+    keys = sorted({k for _, run in runs for k in run["driver"]})
+    if not keys:
+        return []
+    names = [name for name, _ in runs]
+    head = "| role | command | step | " + " | ".join(f"calls {n} | s {n}" for n in names)
+    rule = "|---|---|---|" + "---:|---:|" * len(runs)
+    if len(runs) == 2:
+        head += f" | per call {names[1]}/{names[0]}"
+        rule += "---:|"
+    out = ["", "Driver steps within commands (traced by the workers; seconds summed over the run):", "",
+           head + " |", rule]
+    for key in keys:
+        cells = []
+        per_call = []
+        for _, run in runs:
+            n, secs = run["driver"].get(key, [0, 0.0])
+            cells += [str(n), f(secs, "{:.3f}")]
+            per_call.append(secs / n if n else None)
+        if len(runs) == 2:
+            a, b = per_call
+            cells.append(f(b / a if a and b is not None else None))
+        out.append("| {} | {} | {} | {} |".format(*key, " | ".join(cells)))
+    return out
 
 
 def split_table(name, run):
@@ -124,7 +168,7 @@ def single(name, run):
         out.append("| {} | {} | {} | {} |".format(role, cmd, n, f(secs)))
     out += ["", "| role | between s |", "|---|---:|"]
     out += ["| {} | {} |".format(role, f(x)) for role, x in sorted(run["between"].items())]
-    return "\n".join(out + split_markdown([(name, run)])) + "\n"
+    return "\n".join(out + split_markdown([(name, run)]) + driver_markdown([(name, run)])) + "\n"
 
 
 def compare(a, b):
@@ -164,6 +208,7 @@ def markdown(name_a, name_b, a, b):
     for r in between:
         out.append("| {} | {} | {} | {} |".format(r["role"], f(r["s_a"]), f(r["s_b"]), f(r["ratio"])))
     out += split_markdown([(name_a, a), (name_b, b)])
+    out += driver_markdown([(name_a, a), (name_b, b)])
     return "\n".join(out) + "\n"
 
 
@@ -214,7 +259,9 @@ def self_test():
             "kbench worker: reference make_case 102.000 +1.000s",
             "kbench worker: make_case random: 1.000s (inputs 0.1s)",
             "kbench worker: reference make_case 103.500 +1.000s", "kbench worker: reference exit 105.000"])
-        write("A", "p1__cand.log", ["kbench worker: candidate run_case 103.000 +0.500s"])
+        write("A", "p1__cand.log", ["kbench worker: candidate run_case 103.000 +0.500s",
+                                    "kbench worker: driver split (candidate run_case): gc 1 0.0100, ipc_open 2 0.0040 "
+                                    "(calls, s)"])
         # A build job's log: not the evaluation's workers.
         write("A", "p1__cand.build.log", ["kbench worker: candidate load 90.000 +50.000s"])
         # B: the same commands, make_case 1.5 s each and 1.5 s apart.
@@ -226,6 +273,8 @@ def self_test():
             "kbench worker: reference make_case 105.000 +1.500s"])
         # An old split line (no untimed part) and a new one: both read.
         write("B", "p1__cand.log", ["kbench worker: candidate run_case 104.000 +0.500s",
+                                    "kbench worker: driver split (candidate run_case): empty_cache 1 0.0200, gc 1 0.0100, "
+                                    "ipc_open 2 0.0080 (calls, s)",
                                     "kbench worker: candidate time 106.000 +0.300s",
                                     "kbench worker: time split (candidate): 3 calls, samples 0.0600, before 0.0100, "
                                     "flush 0.0200, call 0.0900, after 0.0050, loop 0.1400, release 0.0010 (s)",
@@ -259,7 +308,13 @@ def self_test():
         check("time command counted", b["totals"][("candidate", "time")], [2, 0.6])
         check("split row", "| B | candidate | 2 | 6 | 0.12 | 0.02 | 0.04 | 0.04 | 0.02 | 0.01 | 0.03 | 0.00 | 0.28 |"
               in text, True)
+        check("driver steps summed", b["driver"][("candidate", "run_case", "ipc_open")], [2, 0.008])
+        check("driver line not a command", ("driver", "split") in b["totals"], False)
+        check("driver row, per-call ratio", "| candidate | run_case | ipc_open | 2 | 0.004 | 2 | 0.008 | 2.00 |"
+              in text, True)
+        check("driver step only in B", "| candidate | run_case | empty_cache | 0 | 0.000 | 1 | 0.020 | – |" in text, True)
         one = single("B", b)
+        check("single run has the driver steps", "| candidate | run_case | gc | 1 | 0.010 |" in one, True)
         check("single run has the split", "| B | candidate | 2 | 6 |" in one, True)
         check("single run lists commands", "| candidate | time | 2 | 0.60 |" in one, True)
         check("no traces is an error", main([os.path.join(tmp, "A"), os.path.join(tmp, "missing")]), 2)

@@ -17,6 +17,7 @@ from .protocol import (
     _describe,
     _field,
     _is_uint,
+    driver_step,
 )
 from .tensors import _TORCH_OF, _check_sendable, _to_f64, _wire_dtype, flatten_outputs
 
@@ -60,7 +61,8 @@ class _Ipc:
         handle = driver.CUipcMemHandle(_ptr=raw.ctypes.data)
         flags = driver.CUipcMem_flags.CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
         try:
-            err, ptr = driver.cuIpcOpenMemHandle(handle, flags)
+            with driver_step("ipc_open"):
+                err, ptr = driver.cuIpcOpenMemHandle(handle, flags)
         except Exception as exc:  # noqa: BLE001 (e.g. no driver library to load)
             raise WorkerError("environment", phase, f"cuIpcOpenMemHandle: {_describe(exc)}") from None
         del handle, raw
@@ -70,7 +72,8 @@ class _Ipc:
 
     @classmethod
     def close(cls, ptr):
-        cls._driver.cuIpcCloseMemHandle(ptr)
+        with driver_step("ipc_close"):
+            cls._driver.cuIpcCloseMemHandle(ptr)
 
 
 class _DeviceBytes:
@@ -111,7 +114,8 @@ class _Mapped:
         return raw.view(_TORCH_OF[dtype]).view(shape)
 
     def __exit__(self, *exc):
-        torch.cuda.synchronize(self.device)
+        with driver_step("sync"):
+            torch.cuda.synchronize(self.device)
         for ptr in self.ptrs:
             _Ipc.close(ptr)
         self.ptrs = []

@@ -5,11 +5,13 @@ Standard library only: the entry point uses it before torch is imported, so a wo
 cannot import torch still answers with an error frame.
 """
 
+import contextlib
 import io
 import json
 import linecache
 import math
 import os
+import time
 import traceback
 
 # Exit codes (PROTOCOL.md, "Exit codes").
@@ -30,6 +32,35 @@ MAX_HEADER_BYTES = 16 << 20
 # it took; server.py) and, on a GPU, one per `time` command splitting its seconds
 # (timing.py), for finding where an evaluation's time goes.
 TRACE = os.environ.get("KBENCH_WORKER_TRACE") == "1"
+# With TRACE, the calls and host seconds of the driver-heavy steps within the current command
+# (the IPC mappings and the sync before unmapping in ipc.py, the collection and the
+# allocator's release in session.py), written after the command's line (server.py) and
+# reset: bench/throughput/worker_trace.py sums them per command.
+DRIVER_SPLIT = {}
+
+
+@contextlib.contextmanager
+def driver_step(part):
+    """Counts the block's calls and host seconds under `part` in DRIVER_SPLIT (TRACE only)."""
+    if not TRACE:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        n, s = DRIVER_SPLIT.get(part, (0, 0.0))
+        DRIVER_SPLIT[part] = (n + 1, s + time.perf_counter() - t0)
+
+
+def driver_split_line(role, command):
+    """The trace line of the current command's driver steps (None when there were none), and
+    the count reset for the next command."""
+    if not DRIVER_SPLIT:
+        return None
+    parts = ", ".join(f"{k} {n} {s:.4f}" for k, (n, s) in sorted(DRIVER_SPLIT.items()))
+    DRIVER_SPLIT.clear()
+    return f"kbench worker: driver split ({role} {command}): {parts} (calls, s)"
 
 MAX_MESSAGE_CHARS = 20_000
 MAX_TRACEBACK_CHARS = 20_000

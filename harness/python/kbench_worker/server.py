@@ -13,7 +13,17 @@ from .integrity import IntegrityCommands
 from .ipc import DeviceCaseCommands
 from .loading import LoadCommands
 from .modes import ModeCommands
-from .protocol import EXIT_OK, TRACE, Channel, WorkerError, _describe, _error_header, _format_tb
+from .protocol import (
+    DRIVER_SPLIT,
+    EXIT_OK,
+    TRACE,
+    Channel,
+    WorkerError,
+    _describe,
+    _error_header,
+    _format_tb,
+    driver_split_line,
+)
 from .session import Session
 from .timing import TimingCommands
 
@@ -72,11 +82,15 @@ class Worker(
                 header["id"] = req_id
                 buffers = Channel.encode(header)
             else:
+                DRIVER_SPLIT.clear()  # what ran between commands is not this command's
                 t0 = time.time()
                 buffers = self._answer(handler, cmd, payload, phase)
                 if TRACE:
                     print(f"kbench worker: {self.role} {name} {t0:.3f} +{time.time() - t0:.3f}s",
                           file=sys.stderr, flush=True)
+                    split = driver_split_line(self.role, name)
+                    if split:
+                        print(split, file=sys.stderr, flush=True)
             del payload
             self.channel.send(buffers)
 

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from .protocol import WorkerError, _error_from
+from .protocol import WorkerError, _error_from, driver_step
 from .tensors import _sync, seed_all
 
 
@@ -86,7 +86,9 @@ class Session:
         every command freed and allocated the same blocks again each case, driver calls that
         took longer with four GPUs busy at once. `keep=0` releases every free block."""
         if self.device is not None and self.device.type == "cuda":
-            gc.collect()
+            with driver_step("gc"):
+                gc.collect()
             idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
             if idle > (KEEP_CACHED_BYTES if keep is None else keep):
-                torch.cuda.empty_cache()
+                with driver_step("empty_cache"):
+                    torch.cuda.empty_cache()

@@ -18,7 +18,7 @@ from .test_families import CaseFamilyTests
 from .test_probes import ProbeReferenceTests
 from .test_integrity import IntegrityProbeTests
 from .test_modes import ModeTests
-from .test_protocol import HelloAndReferenceTests, PriorityTests, ProcessTests
+from .test_protocol import DriverSplitTests, HelloAndReferenceTests, PriorityTests, ProcessTests
 from .test_stability import StabilityTests
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "CudaStressTests",
     "CudaTests",
     "DeviceIoTests",
+    "DriverSplitTests",
     "ExtensionBuildTests",
     "HelloAndReferenceTests",
     "IntegrityProbeTests",

@@ -30,6 +30,54 @@ class PriorityTests(unittest.TestCase):
         self.assertEqual(self.niceness({}), base)
 
 
+class DriverSplitTests(unittest.TestCase):
+    """KBENCH_WORKER_TRACE's driver steps: counted per command, written in the line that
+    bench/throughput/worker_trace.py reads."""
+
+    def setUp(self):
+        from kbench_worker import protocol
+
+        self.protocol = protocol
+        self.was = protocol.TRACE
+        protocol.TRACE = True
+        protocol.DRIVER_SPLIT.clear()
+
+    def tearDown(self):
+        self.protocol.TRACE = self.was
+        self.protocol.DRIVER_SPLIT.clear()
+
+    def test_steps_are_counted_and_read_back_by_worker_trace(self):
+        import importlib.util
+
+        p = self.protocol
+        for _ in range(2):
+            with p.driver_step("ipc_open"):
+                pass
+        with self.assertRaises(ValueError):
+            with p.driver_step("gc"):
+                raise ValueError("a failing step still counts")
+        line = p.driver_split_line("reference", "export")
+        self.assertIsNone(p.driver_split_line("reference", "export"), "reset after the line")
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "throughput", "worker_trace.py")
+        spec = importlib.util.spec_from_file_location("worker_trace", path)
+        worker_trace = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(worker_trace)
+        with tempfile.TemporaryDirectory() as run:
+            os.mkdir(os.path.join(run, "logs"))
+            with open(os.path.join(run, "logs", "p__reference.log"), "w") as f:
+                f.write("kbench worker: reference export 100.000 +0.010s\n" + line + "\n")
+            read = worker_trace.read_run(run)
+        self.assertEqual(read["driver"][("reference", "export", "ipc_open")][0], 2)
+        self.assertEqual(read["driver"][("reference", "export", "gc")][0], 1)
+        self.assertEqual(read["totals"], {("reference", "export"): [1, 0.01]})
+
+    def test_nothing_is_counted_without_the_trace(self):
+        self.protocol.TRACE = False
+        with self.protocol.driver_step("sync"):
+            pass
+        self.assertIsNone(self.protocol.driver_split_line("candidate", "run_case"))
+
+
 class HelloAndReferenceTests(WorkerTestCase):
     def test_hello(self):
         for hello, role in ((self.ref_hello, "reference"), (self.cand_hello, "candidate")):
