@@ -21,17 +21,6 @@ use super::queue::Batch;
 const FIXED_S: f64 = 3.0;
 const CALLS: f64 = 300.0;
 
-/// Expected seconds of `batch`: each candidate once over the problem's stored eager time;
-/// a problem without one gets its level's median (3 s when the level has none either).
-fn estimate(batch: &Batch, eager: &EagerTimes, level_median: &dyn Fn(u8) -> Option<f64>) -> f64 {
-    let p = &batch.problem;
-    let ms = eager
-        .get(p.level, &p.file)
-        .or_else(|| level_median(p.level))
-        .unwrap_or(0.0);
-    batch.items.len().max(1) as f64 * (FIXED_S + CALLS * ms / 1000.0)
-}
-
 /// Per level, the median (the upper one of an even count) of the known values among
 /// `batches`: what a problem with no stored value of its own is given.
 fn level_medians(batches: &[Batch], known: &[Option<f64>]) -> BTreeMap<u8, f64> {
@@ -50,21 +39,52 @@ fn level_medians(batches: &[Batch], known: &[Option<f64>]) -> BTreeMap<u8, f64> 
         .collect()
 }
 
-/// Sorts `batches` longest expected first; equal estimates keep their order.
+/// Each batch's known value, else its level's median, else 0.
+fn filled_in(batches: &[Batch], known: &[Option<f64>]) -> Vec<f64> {
+    let medians = level_medians(batches, known);
+    batches
+        .iter()
+        .zip(known)
+        .map(|(b, k)| {
+            k.or_else(|| medians.get(&b.problem.level).copied())
+                .unwrap_or(0.0)
+        })
+        .collect()
+}
+
+/// Sorts `batches` by `keys` (one per batch), largest first when `descending`; equal keys
+/// keep their order.
+fn sort_by_keys(batches: &mut [Batch], keys: &[f64], descending: bool) {
+    let mut order: Vec<usize> = (0..batches.len()).collect();
+    order.sort_by(|&a, &b| {
+        let by_key = keys[a].total_cmp(&keys[b]);
+        if descending {
+            by_key.reverse()
+        } else {
+            by_key
+        }
+    });
+    let mut taken: Vec<Option<Batch>> = batches.iter().cloned().map(Some).collect();
+    for (slot, i) in batches.iter_mut().zip(order) {
+        *slot = taken[i].take().expect("each batch once");
+    }
+}
+
+/// Sorts `batches` longest expected first: each candidate once over the problem's stored
+/// eager time; a problem without one gets its level's median (3 s a candidate when the
+/// level has none either). Equal estimates keep their order.
 pub(crate) fn longest_first(batches: &mut [Batch], eager: &EagerTimes) {
     let known: Vec<Option<f64>> = batches
         .iter()
         .map(|b| eager.get(b.problem.level, &b.problem.file))
         .collect();
-    let medians = level_medians(batches, &known);
-    let median = |level: u8| medians.get(&level).copied();
-    let mut keyed: Vec<(f64, usize)> = batches
+    let ms = filled_in(batches, &known);
+    let seconds: Vec<f64> = batches
         .iter()
-        .enumerate()
-        .map(|(i, b)| (estimate(b, eager, &median), i))
+        .zip(ms)
+        .map(|(b, ms)| b.items.len().max(1) as f64 * (FIXED_S + CALLS * ms / 1000.0))
         .collect();
-    keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    reorder(batches, keyed.into_iter().map(|(_, i)| i).collect());
+    sort_by_keys(batches, &seconds, true);
 }
 
 /// Sorts a baseline measurement's `batches` cheapest expected compile first: the sum over
@@ -88,26 +108,7 @@ pub(crate) fn cheapest_compile_first(
                 .filter(|_| !modes.is_empty())
         })
         .collect();
-    let medians = level_medians(batches, &known);
-    let mut keyed: Vec<(f64, usize)> = batches
-        .iter()
-        .zip(&known)
-        .enumerate()
-        .map(|(i, (b, k))| {
-            let median = medians.get(&b.problem.level).copied();
-            (k.or(median).unwrap_or(0.0), i)
-        })
-        .collect();
-    keyed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    reorder(batches, keyed.into_iter().map(|(_, i)| i).collect());
-}
-
-/// Puts `batches[order[k]]` at position k.
-fn reorder(batches: &mut [Batch], order: Vec<usize>) {
-    let mut taken: Vec<Option<Batch>> = batches.iter().cloned().map(Some).collect();
-    for (slot, i) in batches.iter_mut().zip(order) {
-        *slot = taken[i].take().expect("each batch once");
-    }
+    sort_by_keys(batches, &filled_in(batches, &known), false);
 }
 
 #[cfg(test)]
