@@ -19,6 +19,7 @@ exception is Channel.encode, which imports tensors for frames that carry tensors
 - tensors: wire dtypes, payload tensors, the casting rule, output checks
 - measure: float64 reductions behind the stability and audit measurements
 - families: the case families' input values
+- cpu_heap: poisoning the CPU's free heap chunks through glibc (torch and ctypes only)
 - integrity: the integrity probes, and the `profile` command
 - timing: the timing loop both roles use, and the `time` command
 - session: the state a worker keeps between commands, and shared helpers

@@ -56,7 +56,8 @@ def main(argv):
         channel.write_frame(header)
         return EXIT_ENVIRONMENT
     # The modules that use torch, now that it has loaded.
-    from .integrity import _capture_watched, _malloc_reuses_freed_blocks, _warm_cuda
+    from .cpu_heap import reuse_freed_blocks
+    from .integrity import _capture_watched, _warm_cuda
     from .server import Worker
     from .tensors import _init_dtype_tables
 
@@ -64,7 +65,7 @@ def main(argv):
     _init_dtype_tables()
     # Before any problem or candidate code: what the timing code calls, and what is watched.
     _capture_watched()
-    _malloc_reuses_freed_blocks()
+    reuse_freed_blocks()
 
     if role == "reference" and os.environ.get("KBENCH_WARM_CUDA") == "1":
         # A GPU's reference (problems' costs are counted on GPUs only): the `cost` command's

@@ -5,11 +5,11 @@ them; they catch the tricks that do not go that far, and the harness's own check
 bits, wall clock, replayed outputs, the protocol's ids) do not depend on them.
 """
 
-import ctypes
 import time
 
 import torch
 
+from . import cpu_heap
 from .measure import COMPARE_CHUNK
 from .protocol import WorkerError, _clean_text, _error_from, _field, _is_uint
 from .tensors import _sync, copy_outputs, flatten_outputs
@@ -69,28 +69,22 @@ def _orig(label):
     return _WATCHED[label][2]
 
 
-def _malloc_reuses_freed_blocks():
-    """CPU: large blocks come from the heap instead of fresh (zeroed) mmap pages and freed
-    memory stays in the process, so a poisoned block freed before a call is what the
-    candidate's next allocation of that size gets, as a GPU caching allocator would hand it.
-    glibc only; elsewhere poisoning is best-effort."""
-    try:
-        libc = ctypes.CDLL(None)
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum (HEAP_MAX_SIZE / 2)
-        libc.mallopt(m_trim_threshold, 1 << 30)
-    except (OSError, AttributeError):
-        pass
+def _poison_pattern(wire):
+    """(bits, integer dtype of the same size) of dtype `wire`'s poison; (0xA5, None), a byte
+    pattern, for a dtype without one."""
+    if wire in POISON_BITS:
+        return POISON_BITS[wire], _POISON_INT_DTYPE[wire]
+    return 0xA5, None
 
 
 def _poison_fill(nbytes, wire, device):
     """A tensor of `nbytes` (rounded up to whole elements) filled with the poison pattern
     of dtype `wire`."""
-    if wire in POISON_BITS:
-        idt = _POISON_INT_DTYPE[wire]
-        n = -(-nbytes // torch.tensor([], dtype=idt).element_size())
-        return torch.full((n,), POISON_BITS[wire], dtype=idt, device=device)
-    return torch.full((nbytes,), 0xA5, dtype=torch.uint8, device=device)
+    bits, idt = _poison_pattern(wire)
+    if idt is None:
+        return torch.full((nbytes,), bits, dtype=torch.uint8, device=device)
+    n = -(-nbytes // torch.tensor([], dtype=idt).element_size())
+    return torch.full((n,), bits, dtype=idt, device=device)
 
 
 def poison_free_memory(specs, device, cap_bytes):
@@ -99,9 +93,10 @@ def poison_free_memory(specs, device, cap_bytes):
 
     CUDA: besides blocks of the outputs' sizes, every inactive block of the caching
     allocator (from its snapshot; best-fit hands each size back exactly), up to
-    `cap_bytes` in all. CPU: blocks of the outputs' sizes (see _malloc_reuses_freed_blocks)."""
+    `cap_bytes` in all. CPU: the free heap chunks an allocation of each output's size can be
+    given (cpu_heap.poison_heap)."""
     wire = next((s["dtype"] for s in specs if s.get("dtype") in POISON_BITS), "f32")
-    held = []
+    held, heap_blocks = [], []
     try:
         if device.type == "cuda":
             sizes = []
@@ -119,15 +114,21 @@ def poison_free_memory(specs, device, cap_bytes):
                 total += s
         for s in specs:
             n = int(s.get("nbytes", 0))
-            if 0 < n <= cap_bytes:
-                # A little larger too: an aligned allocation (posix_memalign) asks malloc
-                # for more than its size and would skip a freed block of exactly that size.
-                for extra in (0, 128, 4096):
-                    held.append(_poison_fill(n + extra, s.get("dtype"), device))
+            if not 0 < n <= cap_bytes:
+                continue
+            if device.type != "cuda":
+                blocks = cpu_heap.poison_heap(n, *_poison_pattern(s.get("dtype")))
+                if blocks is not None:
+                    heap_blocks.extend(blocks)
+                    continue
+            # A little larger too: an aligned allocation asks for more than its size.
+            for extra in (0, 128, 4096):
+                held.append(_poison_fill(n + extra, s.get("dtype"), device))
         _sync(device)
     except (RuntimeError, MemoryError):
         pass  # out of memory: poison what fitted
     del held
+    cpu_heap.free_blocks(heap_blocks)
 
 
 def _checksum_view(x):

@@ -16,7 +16,7 @@ from .test_cost import CostAndProfileTests
 from .test_cuda import CudaStressTests, CudaTests, DeviceIoTests
 from .test_families import CaseFamilyTests
 from .test_probes import ProbeReferenceTests
-from .test_integrity import IntegrityProbeTests
+from .test_integrity import CpuHeapTests, IntegrityProbeTests
 from .test_modes import ModeTests
 from .test_protocol import DriverSplitTests, HelloAndReferenceTests, PriorityTests, ProcessTests
 from .test_stability import StabilityTests
@@ -26,6 +26,7 @@ __all__ = [
     "CandidateTests",
     "CaseFamilyTests",
     "CostAndProfileTests",
+    "CpuHeapTests",
     "CudaStressTests",
     "CudaTests",
     "DeviceIoTests",

@@ -232,3 +232,28 @@ class IntegrityProbeTests(WorkerTestCase):
         names = [k["name"] for k in reply["kernels"]]
         self.assertTrue(any("elementwise" in n or "mul" in n.lower() for n in names), names)
         self.assertTrue(all(k["us"] >= 0 and k["stream"] is not None for k in reply["kernels"]), reply)
+
+
+class CpuHeapTests(unittest.TestCase):
+    """cpu_heap.poison_heap in this process: torch's next CPU allocation of the size gets a
+    poisoned block, on a heap fragmented by a thousand freed tensors of many sizes. Outputs
+    of a few dozen bytes are left out: a heap can hold more free chunks that fit them than
+    poison_heap takes (its _MAX_BLOCKS), and such an output then gets one never poisoned."""
+
+    def test_next_allocation_of_the_size_is_poisoned(self):
+        from kbench_worker import cpu_heap
+
+        if cpu_heap._libc() is None:
+            self.skipTest("not glibc 2.33 or later: CPU poisoning is best effort")
+        cpu_heap.reuse_freed_blocks()
+        junk = [torch.empty(i * 37 + 5) for i in range(3000)]
+        del junk[::3]
+        for n in (1000, 4096, 16384, 100_000, 1 << 20):
+            blocks = cpu_heap.poison_heap(n, 0x7FC0DEAD, torch.int32)
+            self.assertTrue(blocks, n)
+            cpu_heap.free_blocks(blocks)
+            out = torch.empty(n // 4, dtype=torch.float32)
+            share = float((out.view(torch.int32) == 0x7FC0DEAD).float().mean())
+            self.assertGreater(share, 0.9, f"{n} bytes: {share:.3f} of the output poisoned")
+            del out
+        self.assertIsNone(cpu_heap.poison_heap(cpu_heap.MMAP_THRESHOLD, 0x7FC0DEAD, torch.int32))
