@@ -161,6 +161,7 @@ class DeviceIoTests(WorkerTestCase):
             in_view.copy_(x)
             slot_spec, slot = bufs.alloc(torch.float32, list(out.shape))
             slot.fill_(float("nan"))
+            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
             cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
                    "device_inputs": {"in:0": in_spec}, "device_outputs": [slot_spec]}
             reply, tensors = self.cand.call(cmd)
@@ -170,6 +171,7 @@ class DeviceIoTests(WorkerTestCase):
             # A slot of the wrong shape is described, not written.
             bad_spec, bad = bufs.alloc(torch.float32, [3])
             bad.fill_(1.0)
+            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
             reply, _ = self.cand.call(dict(cmd, device_outputs=[bad_spec]))
             self.assertFalse(reply["device_outputs"][0]["copied"])
             self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
@@ -268,6 +270,7 @@ class DeviceIoTests(WorkerTestCase):
             shape = reply["device_outputs"][0]["shape"]
             slot_spec, slot = bufs.alloc(torch.float32, shape)
             slot.fill_(float("nan"))
+            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
             timed, tensors = self.cand.call({"cmd": "time", "warmup": 1, "trials": 4, "forward_seed": 11,
                                              "check_calls": [2], "device_outputs": [slot_spec]})
             self.assertEqual(timed["type"], "timing", timed)
@@ -279,6 +282,7 @@ class DeviceIoTests(WorkerTestCase):
             # A slot of another shape is described, not written.
             bad_spec, bad = bufs.alloc(torch.float32, [3])
             bad.fill_(1.0)
+            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
             timed, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "forward_seed": 11,
                                        "check_calls": [0], "device_outputs": [bad_spec]})
             self.assertFalse(timed["checked_device"][0]["outputs"][0]["copied"])

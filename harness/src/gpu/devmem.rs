@@ -92,6 +92,17 @@ impl Gpu {
         Ok(buf)
     }
 
+    /// Waits for the work queued on the legacy default (NULL) stream, where `copy` and
+    /// `fill` run: the driver's "synchronous" device-to-device copy and memset return to
+    /// the host before the device has done them, and a worker given the buffer's handle
+    /// next reads it on a stream of its own process, which nothing orders after them.
+    fn wait_default_stream(&self, what: &str) -> Result<()> {
+        // SAFETY: the NULL stream always exists in the bound context.
+        #[allow(unsafe_code)]
+        unsafe { result::stream::synchronize(result::stream::null()) }
+            .map_err(|e| anyhow!("waiting for the {what} on GPU {}: {e:?}", self.ordinal))
+    }
+
     /// Copies `n` bytes from `src` to `dst` (device to device) and waits for the copy.
     pub fn copy(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
         if n > dst.nbytes || n > src.nbytes {
@@ -105,7 +116,10 @@ impl Gpu {
         // SAFETY: both pointers are live allocations of at least `n` bytes (checked above).
         #[allow(unsafe_code)]
         unsafe { result::memcpy_dtod_sync(dst.ptr, src.ptr, n) }
-            .map_err(|e| anyhow!("device copy on GPU {}: {e:?}", self.ordinal))
+            .map_err(|e| anyhow!("device copy on GPU {}: {e:?}", self.ordinal))?;
+        // Without this wait a candidate read its input copy before the copy reached it: L1/5
+        // (a 4 GiB input) on an H200, 8832 elements read as zeros by the reference's own Model.
+        self.wait_default_stream("device copy")
     }
 
     /// Reads `n` bytes from `offset` into host memory.
@@ -153,13 +167,15 @@ impl Gpu {
         Ok(buf)
     }
 
-    /// Fills `buf` with the byte `value`.
+    /// Fills `buf` with the byte `value` and waits for the fill.
     pub fn fill(&self, buf: &DevBuf, value: u8) -> Result<()> {
         self.bind()?;
         // SAFETY: writes exactly the allocation's `nbytes` bytes.
         #[allow(unsafe_code)]
         unsafe { result::memset_d8_sync(buf.ptr, value, buf.nbytes) }
-            .map_err(|e| anyhow!("memset on GPU {}: {e:?}", self.ordinal))
+            .map_err(|e| anyhow!("memset on GPU {}: {e:?}", self.ordinal))?;
+        // An output slot's fill landing after the candidate wrote it would read as unwritten.
+        self.wait_default_stream("memset")
     }
 
     /// Waits for all work in the harness's context on this GPU.
@@ -214,6 +230,46 @@ impl Drop for DevBuf {
             // frees a buffer while it waits on a worker that uses it.
             #[allow(unsafe_code)]
             let _ = unsafe { result::free_sync(self.ptr) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `copy` and `fill` return only once the device has done them: right after each, the
+    /// NULL stream has nothing left to do, and the bytes are there. Before the wait was
+    /// added a 1 GiB copy was still running when `copy` returned (it takes about 0.3 ms on
+    /// an H100, the call microseconds). Skipped without a GPU.
+    #[test]
+    fn copy_and_fill_are_done_when_they_return() {
+        if crate::gpu::inventory::inventory().count() == 0 {
+            println!("skipped: no GPU");
+            return;
+        }
+        let gpu = Gpu::open(0).expect("open GPU 0");
+        let n = 1 << 30;
+        let (a, b) = (gpu.alloc(n).unwrap(), gpu.alloc(n).unwrap());
+        let idle = || {
+            // SAFETY: queries the NULL stream of the context `copy`/`fill` bound.
+            #[allow(unsafe_code)]
+            let r = unsafe { sys::cuStreamQuery(result::stream::null()) };
+            r == sys::CUresult::CUDA_SUCCESS
+        };
+        for round in 0..5u8 {
+            let want = round * 37 + 1;
+            gpu.fill(&a, want).unwrap();
+            assert!(idle(), "round {round}: fill returned with work queued");
+            gpu.copy(&b, &a, n).unwrap();
+            assert!(idle(), "round {round}: copy returned with work queued");
+            for at in [0, n / 2, n - 64] {
+                assert_eq!(
+                    gpu.read(&b, at, 64).unwrap(),
+                    vec![want; 64],
+                    "round {round} at {at}"
+                );
+            }
         }
     }
 }
