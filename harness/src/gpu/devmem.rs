@@ -92,9 +92,9 @@ impl Gpu {
         Ok(buf)
     }
 
-    /// Waits for the work queued on the legacy default (NULL) stream, where `copy` and
-    /// `fill` run: the driver's "synchronous" device-to-device copy and memset return to
-    /// the host before the device has done them, and a worker given the buffer's handle
+    /// Waits for the work queued on the legacy default (NULL) stream, where `copy`, `fill`
+    /// and `write` run: the driver's "synchronous" device-to-device copy, memset and
+    /// host-to-device copy from pageable memory return before the device has done them, and a worker given the buffer's handle
     /// next reads it on a stream of its own process, which nothing orders after them.
     fn wait_default_stream(&self, what: &str) -> Result<()> {
         // SAFETY: the NULL stream always exists in the bound context.
@@ -141,7 +141,7 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Writes `bytes` at the start of `buf`.
+    /// Writes `bytes` at the start of `buf` and waits for them to land.
     pub fn write(&self, buf: &DevBuf, bytes: &[u8]) -> Result<()> {
         if bytes.len() > buf.nbytes {
             bail!(
@@ -156,6 +156,9 @@ impl Gpu {
             #[allow(unsafe_code)]
             unsafe { result::memcpy_htod_sync(buf.ptr, bytes) }
                 .map_err(|e| anyhow!("host-to-device copy on GPU {}: {e:?}", self.ordinal))?;
+            // From pageable memory the call returns once the bytes are staged, before the
+            // DMA into the buffer has finished.
+            self.wait_default_stream("host-to-device copy")?;
         }
         Ok(())
     }
