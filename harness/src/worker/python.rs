@@ -34,6 +34,7 @@ pub const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("audit.py"),
     worker_file!("cases.py"),
     worker_file!("cost.py"),
+    worker_file!("cpu_heap.py"),
     worker_file!("families.py"),
     worker_file!("integrity.py"),
     worker_file!("ipc.py"),
