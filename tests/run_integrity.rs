@@ -304,11 +304,7 @@ fn stopped_mid_run_resumes(sig: Signal) {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
     let records = run.join("records.jsonl");
-    // Five problems: with three, the last two (about a second each on the CPU) once finished
-    // between the first record and the signal, and the run exited 0 (CI rehearsal,
-    // 2026-11-28).
-    let select = "1,2,3,4,5";
-    let mut child = spawn(smoke(&run, select));
+    let mut child = spawn(smoke(&run, "1,2,3"));
     let root = child.id() as i32;
     wait_until(
         "a first record",
@@ -385,15 +381,15 @@ fn stopped_mid_run_resumes(sig: Signal) {
     let before = std::fs::read(&records).unwrap();
     let (keys, bad) = verified(&run);
     assert!(bad.is_empty(), "{bad:?}");
-    assert!(keys.len() >= n_before && keys.len() < 5, "{keys:?}");
-    let out = smoke(&run, select).arg("--resume").output().unwrap();
+    assert!(keys.len() >= n_before && keys.len() < 3, "{keys:?}");
+    let out = smoke(&run, "1,2,3").arg("--resume").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let after = std::fs::read(&records).unwrap();
     assert!(after.starts_with(&before), "records were lost or changed");
     let (keys, bad) = verified(&run);
     assert!(bad.is_empty(), "{bad:?}");
     assert_unique(&keys);
-    assert_eq!(problem_ids(&keys), vec![1, 2, 3, 4, 5]);
+    assert_eq!(problem_ids(&keys), vec![1, 2, 3]);
 }
 
 #[test]
@@ -403,5 +399,22 @@ fn sigterm_mid_run_stops_it_leaving_nothing_and_resume_completes_it() {
 
 #[test]
 fn sighup_mid_run_stops_it_leaving_nothing_and_resume_completes_it() {
+    // kbench keeps a SIGHUP that was ignored when it started ignored (`nohup kbench ...`), and
+    // the run it spawns inherits this process's dispositions: under `nohup cargo test` the
+    // run would finish and exit 0, which says nothing about kbench.
+    if sighup_ignored_here() {
+        println!("skipped: SIGHUP is ignored in this process (nohup?), so in the run too");
+        return;
+    }
     stopped_mid_run_resumes(Signal::SIGHUP);
+}
+
+/// Whether this process ignores SIGHUP (bit 0 of `SigIgn` in /proc/self/status).
+fn sighup_ignored_here() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & 1 != 0)
 }
