@@ -32,13 +32,22 @@ class _MallInfo2(ctypes.Structure):
 
 
 @functools.cache
+def _process_libc():
+    """The C library this process is linked with, or None."""
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+@functools.cache
 def _libc():
     """(malloc, free, mallinfo2, sbrk) of glibc, or None where one is missing (glibc before
     2.33, other C libraries)."""
+    libc = _process_libc()
     try:
-        libc = ctypes.CDLL(None)
         malloc, free, mallinfo2, sbrk = libc.malloc, libc.free, libc.mallinfo2, libc.sbrk
-    except (OSError, AttributeError):
+    except AttributeError:  # no mallinfo2, or no C library at all (None)
         return None
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     free.restype, free.argtypes = None, [ctypes.c_void_p]
@@ -52,13 +61,13 @@ def reuse_freed_blocks():
     memory stays in the process, so a poisoned block freed before a call is what the
     candidate's next allocation of that size gets, as a GPU caching allocator would hand
     it. Called once at start-up, before any problem or candidate code."""
+    m_trim_threshold, m_mmap_threshold = -1, -3
     try:
-        libc = ctypes.CDLL(None)
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)
-        libc.mallopt(m_trim_threshold, 1 << 30)
-    except (OSError, AttributeError):
-        pass
+        mallopt = _process_libc().mallopt
+    except AttributeError:  # not glibc, or no C library at all (None)
+        return
+    mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+    mallopt(m_trim_threshold, 1 << 30)
 
 
 def _memalign_request(n):

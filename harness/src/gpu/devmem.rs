@@ -94,8 +94,9 @@ impl Gpu {
 
     /// Waits for the work queued on the legacy default (NULL) stream, where `copy`, `fill`
     /// and `write` run: the driver's "synchronous" device-to-device copy, memset and
-    /// host-to-device copy from pageable memory return before the device has done them, and a worker given the buffer's handle
-    /// next reads it on a stream of its own process, which nothing orders after them.
+    /// host-to-device copy from pageable memory return before the device has done them,
+    /// and a worker given the buffer's handle next reads it on a stream of its own
+    /// process, which nothing orders after them.
     fn wait_default_stream(&self, what: &str) -> Result<()> {
         // SAFETY: the NULL stream always exists in the bound context.
         #[allow(unsafe_code)]
