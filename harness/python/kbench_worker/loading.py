@@ -91,6 +91,24 @@ def _exec_candidate(module, path):
     return factory
 
 
+def float64_copy(model):
+    """A deep copy of `model` whose floating-point parameters and buffers are float64, what
+    `copy.deepcopy(model).to(torch.float64)` gives, without the transient second copy of the
+    weights at their own precision: each such tensor is converted straight into the copy
+    (deepcopy's memo maps it to its converted self), on the device it is on."""
+    if not isinstance(model, torch.nn.Module):
+        return copy.deepcopy(model).to(dtype=torch.float64)
+    memo = {}
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and id(p) not in memo:
+                memo[id(p)] = torch.nn.Parameter(p.detach().to(torch.float64), requires_grad=p.requires_grad)
+        for b in model.buffers():
+            if b.is_floating_point() and id(b) not in memo:
+                memo[id(b)] = b.detach().to(torch.float64)
+    return copy.deepcopy(model, memo)
+
+
 def _cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -169,19 +187,30 @@ class LoadCommands:
             raise _error_from(exc, "runtime_error", "load", f"constructing {name} failed: ")
         # Right after construction, before the float64 copy (which keeps the mode) is made.
         self._apply_mode(model, mode)
+        if cmd.get("gate_device_work"):
+            self._await_proceed(cmd.get("id"))
+        # Moved as constructed, then the float64 copy made on the device from the moved
+        # weights (before the cast, so it holds the weights as constructed): a copy made on
+        # the host cost a second host copy of the weights, their conversion there and a
+        # transfer of twice their size (about 5 s of a 4 GiB model's load on an H200 host).
+        try:
+            moved = model.to(device=self.device)
+        except (Exception, SystemExit) as exc:
+            raise _error_from(exc, "runtime_error", "load", f"moving {name} to {self.device} failed: ")
+        if moved is None:
+            raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
         if want_f64:
-            # Copied before the cast, so the float64 model holds the weights as constructed.
             try:
-                self.model64 = copy.deepcopy(model).to(device=self.device, dtype=torch.float64)
+                self.model64 = float64_copy(moved)
             except (Exception, SystemExit) as exc:
                 self.model64 = None
                 self.f64_error = _clean_text(_describe(exc), MAX_MESSAGE_CHARS)
         try:
-            self.model = model.to(device=self.device, dtype=self.dtype)
+            self.model = moved.to(dtype=self.dtype)
             _sync(self.device)
         except (Exception, SystemExit) as exc:
             self.model64 = None
-            raise _error_from(exc, "runtime_error", "load", f"moving {name} to {self.device} failed: ")
+            raise _error_from(exc, "runtime_error", "load", f"casting {name} to {self.dtype} failed: ")
         if self.model is None:
             raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
         self._snapshot_buffers()
@@ -217,6 +246,19 @@ class LoadCommands:
             "warm_s": warm_s,
             "integrity": {"tampered": tampered_names(), **self.mode_observations()},
         }, []
+
+    def _await_proceed(self, req_id):
+        """A load sent ahead (PROTOCOL.md, "load", `gate_device_work`): everything so far ran
+        on the host alone, unpaused while kernels are timed; the device work that follows
+        waits for the harness, which first puts this process under the device's gate."""
+        self.channel.write_frame({"type": "device_work", "id": req_id})
+        frame = self.channel.read_frame()
+        got = frame[0] if frame is not None else {}
+        if got.get("cmd") != "proceed" or got.get("id") != req_id:
+            raise WorkerError(
+                "protocol", "load",
+                f"expected proceed for load {req_id!r} after device_work, got {got.get('cmd')!r} ({got.get('id')!r})",
+            )
 
     def _warm_up(self, seed):
         """One untimed call on inputs from the problem's own get_inputs (seeded with the

@@ -180,6 +180,41 @@ class HelloAndReferenceTests(WorkerTestCase):
         reply, _ = self.make_case()
         self.assertEqual(reply["outputs_f64"], 0)
 
+    def test_a_load_sent_ahead_waits_for_proceed_before_its_device_work(self):
+        path = self.files.write("5_Marks.py", """
+            import os, torch
+            class Model(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    open(os.environ["KBENCH_TEST_MARK"], "w").close()  # constructed
+                    self.w = torch.nn.Parameter(torch.ones(3))
+                def forward(self, x):
+                    return x * self.w
+            def get_inputs(): return [torch.rand(3)]
+            def get_init_inputs(): return []
+        """)
+        mark = os.path.join(self.files.dir.name, "constructed")
+        w = Worker("reference", env={**os.environ, "KBENCH_TEST_MARK": mark})
+        self.addCleanup(w.close)
+        self.assertEqual(w.recv()[0]["type"], "hello")
+        load = {"cmd": "load", "id": 7, "problem_path": path, "device": "cpu", "want_f64": True,
+                "gate_device_work": True}  # fmt: skip
+        # The model is built on the host first; the device work then waits for proceed.
+        notice, _ = w.call(load)
+        self.assertEqual(notice, {"type": "device_work", "id": 7})
+        self.assertTrue(os.path.exists(mark))
+        reply, _ = w.call({"cmd": "proceed", "id": 7})
+        self.assertEqual((reply["type"], reply["id"], reply["f64_available"]), ("loaded", 7, True), reply)
+        # Anything but proceed for that load is a protocol error, and the worker goes on.
+        notice, _ = w.call({**load, "id": 8})
+        self.assertEqual(notice["type"], "device_work")
+        reply, _ = w.call({"cmd": "make_case", "id": 8})
+        self.assertEqual((reply["type"], reply["kind"], reply["id"]), ("error", "protocol", 8), reply)
+        self.assertIn("expected proceed", reply["message"])
+        # Without the field, no notice: the load answers at once.
+        reply, _ = w.call({**load, "id": 9, "gate_device_work": False})
+        self.assertEqual((reply["type"], reply["id"]), ("loaded", 9), reply)
+
     def test_inputs_are_sent_as_they_were_before_the_forward(self):
         path = self.files.write("6_InPlace.py", """
             import torch

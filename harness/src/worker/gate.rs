@@ -292,4 +292,89 @@ time.sleep(30)
         child.kill().unwrap();
         child.wait().unwrap();
     }
+
+    /// A stand-in worker for a load sent ahead: hello, then for its one command (with
+    /// `gate_device_work`) "builds the model" (writes `built`), says `device_work`, waits for
+    /// `proceed`, "moves it" (writes `moved`) and answers `loaded`.
+    const FAKE_LOADER: &str = r#"#!/usr/bin/env python3
+import json, os, struct, sys, time
+d = os.path.dirname(os.path.abspath(__file__))
+def frame(h):
+    b = json.dumps(h).encode()
+    sys.stdout.buffer.write(b"KBF1" + struct.pack("<IQ", len(b), 0) + b)
+    sys.stdout.buffer.flush()
+def read():
+    n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
+    h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
+    return h
+open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
+frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
+load = read()
+assert load["gate_device_work"] is True, load
+time.sleep(0.5)
+open(os.path.join(d, "built"), "w").close()
+frame({"type": "device_work", "id": load["id"]})
+go = read()
+assert go == {"cmd": "proceed", "id": load["id"]}, go
+open(os.path.join(d, "moved"), "w").close()
+frame({"type": "loaded", "id": load["id"]})
+time.sleep(30)
+"#;
+
+    #[test]
+    fn a_load_sent_ahead_builds_on_the_host_while_timing_and_waits_for_it_to_move() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("python");
+        std::fs::write(&fake, FAKE_LOADER).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let gate = Arc::new(StartGate::for_device(kbench_record::Device::Cuda(0)));
+        let spec = WorkerSpec {
+            python: fake,
+            script: dir.path().into(),
+            role: Role::Reference,
+            cwd: dir.path().into(),
+            env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+            log_path: None,
+            max_payload: 1 << 20,
+            interrupt: None,
+            gate: Some(Arc::clone(&gate)),
+            sandbox: None,
+        };
+        let mut worker = Worker::start(&spec, Duration::from_secs(60)).unwrap();
+        let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        gate.begin_timing();
+        let loading = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || {
+                let load = kbench_record::protocol::Frame::new(serde_json::json!({"cmd": "load"}));
+                let reply = worker.request_gated(load, Duration::from_secs(60), &gate);
+                (worker, reply)
+            })
+        };
+        let (built, moved) = (dir.path().join("built"), dir.path().join("moved"));
+        let waited = Instant::now();
+        while !built.exists() && waited.elapsed() < Duration::from_secs(8) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(built.exists(), "the host part was paused by the timing");
+        assert_eq!(wait_state(pid, 'T'), 'T', "its device work was not paused");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !moved.exists(),
+            "it moved the model while a kernel was timed"
+        );
+        gate.end_timing();
+        let (worker, reply) = loading.join().unwrap();
+        assert_eq!(reply.unwrap().kind(), "loaded");
+        assert!(moved.exists());
+        assert!(
+            gate.state.lock().unwrap().starting.is_empty(),
+            "left in the gate"
+        );
+        worker.shutdown();
+    }
 }

@@ -12,7 +12,8 @@ use super::{Worker, WorkerFault, WorkerSpec};
 /// (Until issue 24 the CPU started each worker only when needed; starting ahead under the
 /// gate halved a CPU run of the smoke suite, 77 s → 42 s on 2 cores.)
 ///
-/// A started worker may also be sent its first request ahead (a reference worker's `load`).
+/// A started worker may also be sent its first request ahead (a reference worker's `load`,
+/// a baseline mode's): on a GPU it joins the gate only for the device work of that request.
 pub struct Prestart(std::thread::JoinHandle<Prestarted>);
 
 /// A worker started ahead, and its answer to the request sent ahead, if any.
@@ -30,12 +31,16 @@ impl Prestart {
         Prestart(std::thread::spawn(move || {
             let mut started = Worker::start(&spec, timeout);
             let reply = match (&mut started, first) {
-                (Ok(w), Some((frame, limit))) => {
-                    let hold = spec.gate.as_ref().map(|g| g.hold(w.pgid()));
-                    let reply = w.request(frame, limit);
-                    drop(hold);
-                    Some(reply)
-                }
+                // On a GPU the request's host part runs unpaused (`Worker::request_gated`);
+                // on the CPU, where any work competes with the timed code, all of it is held.
+                (Ok(w), Some((frame, limit))) => Some(match spec.gate.as_deref() {
+                    Some(g) if g.after_imports => w.request_gated(frame, limit, g),
+                    Some(g) => {
+                        let _hold = g.hold(w.pgid());
+                        w.request(frame, limit)
+                    }
+                    None => w.request(frame, limit),
+                }),
                 _ => None,
             };
             (started, reply)

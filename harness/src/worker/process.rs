@@ -301,6 +301,52 @@ impl Worker {
         frame: Arc<Frame>,
         timeout: Duration,
     ) -> Result<Frame, WorkerFault> {
+        let id = self.send_command(frame)?;
+        let reply = self.receive(timeout)?;
+        self.answer_to(id, reply)
+    }
+
+    /// A `load` sent ahead while kernels may be timed on the worker's device (PROTOCOL.md,
+    /// `gate_device_work`): its host part (the problem's module, the model built on the
+    /// host, seconds of CPU for a model of a few GiB) runs unpaused, like torch's import; when
+    /// the worker says its device work is next it joins `gate` (paused while a kernel is
+    /// timed) and is told to proceed, and stays in the gate until it answers. Held in the
+    /// gate for the whole load, the reference of a 4 GiB model took 38 s to load ahead where
+    /// 13 s of work was all it needed (4 × H200, 2026-11-28), and its GPU stood idle meanwhile.
+    pub fn request_gated(
+        &mut self,
+        frame: Frame,
+        timeout: Duration,
+        gate: &StartGate,
+    ) -> Result<Frame, WorkerFault> {
+        let started = Instant::now();
+        let mut frame = frame;
+        if let Some(obj) = frame.header.as_object_mut() {
+            obj.insert("gate_device_work".into(), true.into());
+        }
+        let id = self.send_command(Arc::new(frame))?;
+        let first = self.receive(timeout)?;
+        if first.kind() != "device_work" {
+            return self.answer_to(id, first);
+        }
+        self.answer_to(id, first)?;
+        let _hold = gate.hold(self.pgid);
+        let proceed = Frame::new(serde_json::json!({"cmd": "proceed", "id": id}));
+        if let Some(tx) = &self.to_worker {
+            let send = Outgoing {
+                header: proceed.header.clone(),
+                payload: Arc::new(proceed),
+            };
+            if tx.send(send).is_err() {
+                return Err(self.died());
+            }
+        }
+        let reply = self.receive(timeout.saturating_sub(started.elapsed()))?;
+        self.answer_to(id, reply)
+    }
+
+    /// Sends `frame` with the next command id, which it returns.
+    fn send_command(&mut self, frame: Arc<Frame>) -> Result<u64, WorkerFault> {
         if let Some(f) = &self.dead {
             return Err(f.clone());
         }
@@ -320,7 +366,12 @@ impl Worker {
                 return Err(self.died());
             }
         }
-        let reply = self.receive(timeout)?;
+        Ok(id)
+    }
+
+    /// `reply` if it answers command `id`; otherwise the worker is killed (a forged or stray
+    /// frame).
+    fn answer_to(&mut self, id: u64, reply: Frame) -> Result<Frame, WorkerFault> {
         match reply.header.get("id").and_then(|v| v.as_u64()) {
             Some(got) if got == id => Ok(reply),
             got => {
