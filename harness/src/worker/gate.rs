@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 /// gate when it says it has imported (`{"type": "imported"}`, before its CUDA context is
 /// made). Paused for its whole start, the next problem's reference was still importing when
 /// the problem before it finished: 7-8 s of waiting on three of eight level-1 problems on an
-/// H100, where its start takes about 5 s.
+/// H100, where its start takes about 5 s. A load sent ahead on a GPU likewise builds its model
+/// on the host unpaused and joins the gate for its device work only
+/// ([`Worker::request_gated`](super::Worker::request_gated)).
 #[derive(Debug, Default)]
 pub struct StartGate {
     state: Mutex<GateState>,
