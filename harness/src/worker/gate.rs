@@ -208,26 +208,32 @@ time.sleep(30)
     /// Starts [`FAKE_WORKER`] under `gate` while a kernel is timed; returns what its start
     /// looked like: whether it finished "importing" while timing went on, and whether it was
     /// paused before its hello. The timing ends after that and the start must succeed.
-    fn start_while_timing(gate: StartGate) -> (bool, bool) {
+    /// A worker spec whose "python" is the stand-in script `fake`, written into `dir`, under
+    /// `gate`.
+    fn fake_spec(dir: &std::path::Path, fake: &str, gate: &Arc<StartGate>) -> WorkerSpec {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("python");
-        std::fs::write(&fake, FAKE_WORKER).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let gate = Arc::new(gate);
-        gate.begin_timing();
-        let spec = WorkerSpec {
-            python: fake,
-            script: dir.path().into(),
+        let python = dir.join("python");
+        std::fs::write(&python, fake).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        WorkerSpec {
+            python,
+            script: dir.into(),
             role: Role::Reference,
-            cwd: dir.path().into(),
+            cwd: dir.into(),
             env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
             log_path: None,
             max_payload: 1 << 20,
             interrupt: None,
-            gate: Some(Arc::clone(&gate)),
+            gate: Some(Arc::clone(gate)),
             sandbox: None,
-        };
+        }
+    }
+
+    fn start_while_timing(gate: StartGate) -> (bool, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = Arc::new(gate);
+        gate.begin_timing();
+        let spec = fake_spec(dir.path(), FAKE_WORKER, &gate);
         let starting = std::thread::spawn(move || Worker::start(&spec, Duration::from_secs(60)));
         let pid_file = dir.path().join("pid");
         let imported_file = dir.path().join("imported");
@@ -325,24 +331,9 @@ time.sleep(30)
 
     #[test]
     fn a_load_sent_ahead_builds_on_the_host_while_timing_and_waits_for_it_to_move() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("python");
-        std::fs::write(&fake, FAKE_LOADER).unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let gate = Arc::new(StartGate::for_device(kbench_record::Device::Cuda(0)));
-        let spec = WorkerSpec {
-            python: fake,
-            script: dir.path().into(),
-            role: Role::Reference,
-            cwd: dir.path().into(),
-            env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
-            log_path: None,
-            max_payload: 1 << 20,
-            interrupt: None,
-            gate: Some(Arc::clone(&gate)),
-            sandbox: None,
-        };
+        let spec = fake_spec(dir.path(), FAKE_LOADER, &gate);
         let mut worker = Worker::start(&spec, Duration::from_secs(60)).unwrap();
         let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
             .unwrap()
