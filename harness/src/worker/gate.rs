@@ -187,16 +187,19 @@ mod tests {
         child.wait().unwrap();
     }
 
-    /// A stand-in worker: writes its pid, "imports" for a second, says `imported`, sets up
-    /// "CUDA" for three seconds, then says hello.
-    const FAKE_WORKER: &str = r#"#!/usr/bin/env python3
+    /// What the stand-in workers begin with: a frame writer, and `d`, their folder.
+    const FAKE_PRELUDE: &str = r#"#!/usr/bin/env python3
 import json, os, struct, sys, time
 d = os.path.dirname(os.path.abspath(__file__))
 def frame(h):
     b = json.dumps(h).encode()
     sys.stdout.buffer.write(b"KBF1" + struct.pack("<IQ", len(b), 0) + b)
     sys.stdout.buffer.flush()
-open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
+"#;
+
+    /// A stand-in worker: writes its pid, "imports" for a second, says `imported`, sets up
+    /// "CUDA" for three seconds, then says hello (after [`FAKE_PRELUDE`]).
+    const FAKE_WORKER: &str = r#"open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
 time.sleep(1.0)
 open(os.path.join(d, "imported"), "w").close()
 frame({"type": "imported"})
@@ -213,7 +216,7 @@ time.sleep(30)
     fn fake_spec(dir: &std::path::Path, fake: &str, gate: &Arc<StartGate>) -> WorkerSpec {
         use std::os::unix::fs::PermissionsExt;
         let python = dir.join("python");
-        std::fs::write(&python, fake).unwrap();
+        std::fs::write(&python, format!("{FAKE_PRELUDE}{fake}")).unwrap();
         std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
         WorkerSpec {
             python,
@@ -303,15 +306,8 @@ time.sleep(30)
 
     /// A stand-in worker for a load sent ahead: hello, then for its one command (with
     /// `gate_device_work`) "builds the model" (writes `built`), says `device_work`, waits for
-    /// `proceed`, "moves it" (writes `moved`) and answers `loaded`.
-    const FAKE_LOADER: &str = r#"#!/usr/bin/env python3
-import json, os, struct, sys, time
-d = os.path.dirname(os.path.abspath(__file__))
-def frame(h):
-    b = json.dumps(h).encode()
-    sys.stdout.buffer.write(b"KBF1" + struct.pack("<IQ", len(b), 0) + b)
-    sys.stdout.buffer.flush()
-def read():
+    /// `proceed`, "moves it" (writes `moved`) and answers `loaded` (after [`FAKE_PRELUDE`]).
+    const FAKE_LOADER: &str = r#"def read():
     n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
     h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
     return h
