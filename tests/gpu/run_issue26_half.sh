@@ -9,6 +9,7 @@
 # back in $D/issue26_$HALF (RESTORE; run.sh's COPY_TO layout: run.json, records, secret).
 #
 #   D=devrun OUT=$OUT HALF=a BUDGET_S=540 bash tests/gpu/run_issue26_half.sh
+#   STEPS="warm ref4 ref1" ...   # on a machine of 4 GPUs
 #   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
 #   # and the same command again until results.md shows both runs complete
 set -uo pipefail
@@ -37,13 +38,18 @@ fi
 SELECT=$SELECT STEPS=${STEPS:-warm ref2 ref1} FAMILIES=all BUDGET_S=${BUDGET_S:-540} D=$D OUT=$B COPY_TO=$C \
     bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
 echo "bench rc=$?"
+# Each multi-GPU run present against the 1-GPU one (STEPS="warm ref4 ref1" on 4 GPUs).
 COMPARE=()
-[ -d "$B/ref_1gpu" ] && [ -d "$B/ref_2gpu" ] && COMPARE+=(--scaling ref_1gpu ref_2gpu)
+for n in 2 4; do
+    [ -d "$B/ref_1gpu" ] && [ -d "$B/ref_${n}gpu" ] && COMPARE+=(--scaling ref_1gpu "ref_${n}gpu")
+done
 python3 bench/throughput/summarize.py --out "$C/results.json" --md "$C/results.md" \
     "${COMPARE[@]}" "$B"/*/ > "$OUT/summarize.txt" 2>&1
-if [ -d "$C/ref_1gpu" ] && [ -d "$C/ref_2gpu" ]; then
-    python3 bench/throughput/worker_trace.py --md "$C/worker_trace_1_vs_2.md" "$C/ref_1gpu" "$C/ref_2gpu" \
-        > /dev/null 2> "$OUT/worker_trace.txt"
-fi
+for n in 2 4; do
+    if [ -d "$C/ref_1gpu" ] && [ -d "$C/ref_${n}gpu" ]; then
+        python3 bench/throughput/worker_trace.py --md "$C/worker_trace_1_vs_$n.md" "$C/ref_1gpu" \
+            "$C/ref_${n}gpu" > /dev/null 2>> "$OUT/worker_trace.txt"
+    fi
+done
 tar -czf "$OUT/bench.tgz" -C "$C" .
 tail -4 "$OUT/run_sh.txt"; sed -n 1,14p "$C/results.md"; grep -A4 "^## Scaling" "$C/results.md"
