@@ -126,7 +126,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::worker::{Role, Worker, WorkerSpec};
+    use crate::worker::{Role, Worker, WorkerFault, WorkerSpec};
 
     /// The process state letter of `pid` from /proc (`T` when stopped).
     fn proc_state(pid: u32) -> char {
@@ -365,5 +365,48 @@ time.sleep(30)
             "left in the gate"
         );
         worker.shutdown();
+    }
+
+    /// A stand-in that answers its load with `device_work` for another command's id (a
+    /// forged or stray frame), or, with a file `fail` in its folder, with an error at once.
+    const FAKE_FORGER: &str = r#"frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
+n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
+load = json.loads(sys.stdin.buffer.read(n))
+if os.path.exists(os.path.join(d, "fail")):
+    frame({"type": "error", "id": load["id"], "kind": "environment", "message": "no such problem"})
+else:
+    frame({"type": "device_work", "id": load["id"] + 1})
+time.sleep(30)
+"#;
+
+    #[test]
+    fn a_forged_device_work_kills_the_worker_and_an_early_error_is_the_answer() {
+        let load = || kbench_record::protocol::Frame::new(serde_json::json!({"cmd": "load"}));
+        for fail in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            if fail {
+                std::fs::write(dir.path().join("fail"), "").unwrap();
+            }
+            let gate = Arc::new(StartGate::for_device(kbench_record::Device::Cuda(0)));
+            let spec = fake_spec(dir.path(), FAKE_FORGER, &gate);
+            let mut worker = Worker::start(&spec, Duration::from_secs(60)).unwrap();
+            let reply = worker.request_gated(load(), Duration::from_secs(30), &gate);
+            if fail {
+                assert_eq!(reply.unwrap().kind(), "error");
+            } else {
+                let fault = reply.unwrap_err();
+                assert!(
+                    matches!(&fault, WorkerFault::Protocol(m) if m.contains("expected 1")),
+                    "{fault:?}"
+                );
+                // The worker is dead: nothing more is sent to it or waited for.
+                assert_eq!(
+                    worker.request(load(), Duration::from_secs(5)).unwrap_err(),
+                    fault
+                );
+            }
+            assert!(gate.state.lock().unwrap().starting.is_empty());
+            worker.shutdown();
+        }
     }
 }
