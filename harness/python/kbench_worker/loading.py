@@ -91,24 +91,6 @@ def _exec_candidate(module, path):
     return factory
 
 
-def float64_copy(model):
-    """A deep copy of `model` whose floating-point parameters and buffers are float64, what
-    `copy.deepcopy(model).to(torch.float64)` gives, without the transient second copy of the
-    weights at their own precision: each such tensor is converted straight into the copy
-    (deepcopy's memo maps it to its converted self), on the device it is on."""
-    if not isinstance(model, torch.nn.Module):
-        return copy.deepcopy(model).to(dtype=torch.float64)
-    memo = {}
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.is_floating_point() and id(p) not in memo:
-                memo[id(p)] = torch.nn.Parameter(p.detach().to(torch.float64), requires_grad=p.requires_grad)
-        for b in model.buffers():
-            if b.is_floating_point() and id(b) not in memo:
-                memo[id(b)] = b.detach().to(torch.float64)
-    return copy.deepcopy(model, memo)
-
-
 def _cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -193,6 +175,9 @@ class LoadCommands:
         # weights (before the cast, so it holds the weights as constructed): a copy made on
         # the host cost a second host copy of the weights, their conversion there and a
         # transfer of twice their size (about 5 s of a 4 GiB model's load on an H200 host).
+        # The copy converts tensor by tensor, each of its own freed as it goes, so the peak is
+        # about what the model and its float64 copy hold; the blocks freed on the way are
+        # given back below.
         try:
             moved = model.to(device=self.device)
         except (Exception, SystemExit) as exc:
@@ -201,7 +186,7 @@ class LoadCommands:
             raise WorkerError("runtime_error", "load", f"{name}.to(...) returned None")
         if want_f64:
             try:
-                self.model64 = float64_copy(moved)
+                self.model64 = copy.deepcopy(moved).to(dtype=torch.float64)
             except (Exception, SystemExit) as exc:
                 self.model64 = None
                 self.f64_error = _clean_text(_describe(exc), MAX_MESSAGE_CHARS)
@@ -229,6 +214,9 @@ class LoadCommands:
         else:
             device_name = _cpu_name()
             self.l2_bytes = None
+        # The blocks the float64 copy and the cast freed (or a failed copy left), given back
+        # before this load's memory sits beside another problem's evaluation on the GPU.
+        self._release_device_memory()
         # What is alive now (torch, the problem module, the model, an extension) lives as
         # long as the worker: frozen out of every later collection, so the collection in each
         # _release_device_memory scans only a case's objects. A full collection over torch

@@ -186,31 +186,40 @@ class HelloAndReferenceTests(WorkerTestCase):
             class Model(torch.nn.Module):
                 def __init__(self):
                     super().__init__()
-                    open(os.environ["KBENCH_TEST_MARK"], "w").close()  # constructed
+                    open(os.environ["KBENCH_TEST_MARK"] + ".built", "w").close()
                     self.w = torch.nn.Parameter(torch.ones(3))
+                def _apply(self, fn, *args, **kwargs):  # what .to(device) and .to(dtype) call
+                    open(os.environ["KBENCH_TEST_MARK"] + ".moved", "w").close()
+                    return super()._apply(fn, *args, **kwargs)
                 def forward(self, x):
                     return x * self.w
             def get_inputs(): return [torch.rand(3)]
             def get_init_inputs(): return []
         """)
-        mark = os.path.join(self.files.dir.name, "constructed")
+        mark = os.path.join(self.files.dir.name, "mark")
+        built, moved = mark + ".built", mark + ".moved"
         w = Worker("reference", env={**os.environ, "KBENCH_TEST_MARK": mark})
         self.addCleanup(w.close)
         self.assertEqual(w.recv()[0]["type"], "hello")
         load = {"cmd": "load", "id": 7, "problem_path": path, "device": "cpu", "want_f64": True,
                 "gate_device_work": True}  # fmt: skip
-        # The model is built on the host first; the device work then waits for proceed.
+        # The model is built on the host first; its device work then waits for proceed.
         notice, _ = w.call(load)
         self.assertEqual(notice, {"type": "device_work", "id": 7})
-        self.assertTrue(os.path.exists(mark))
+        self.assertTrue(os.path.exists(built))
+        self.assertFalse(os.path.exists(moved), "moved before proceed")
         reply, _ = w.call({"cmd": "proceed", "id": 7})
         self.assertEqual((reply["type"], reply["id"], reply["f64_available"]), ("loaded", 7, True), reply)
-        # Anything but proceed for that load is a protocol error, and the worker goes on.
+        self.assertTrue(os.path.exists(moved))
+        # Anything but proceed for that load is a protocol error answering the load, and the
+        # worker goes on.
+        os.remove(moved)
         notice, _ = w.call({**load, "id": 8})
         self.assertEqual(notice["type"], "device_work")
-        reply, _ = w.call({"cmd": "make_case", "id": 8})
+        reply, _ = w.call({"cmd": "make_case", "id": 99})
         self.assertEqual((reply["type"], reply["kind"], reply["id"]), ("error", "protocol", 8), reply)
         self.assertIn("expected proceed", reply["message"])
+        self.assertFalse(os.path.exists(moved), "moved without proceed")
         # Without the field, no notice: the load answers at once.
         reply, _ = w.call({**load, "id": 9, "gate_device_work": False})
         self.assertEqual((reply["type"], reply["id"]), ("loaded", 9), reply)

@@ -92,46 +92,6 @@ class StabilityTests(WorkerTestCase):
         self.assertEqual(reply["stability"]["f64"]["nan_mismatch"], 0)
 
 
-class Float64CopyTests(unittest.TestCase):
-    """The float64 model, made on the device from the moved weights (loading.float64_copy):
-    what deepcopy(model).to(float64) gives, without a second copy at the model's precision."""
-
-    def test_same_as_deepcopy_then_to_float64(self):
-        from kbench_worker.loading import float64_copy
-
-        class M(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = torch.nn.Linear(4, 3)
-                self.b = torch.nn.Linear(4, 3, bias=False)
-                self.b.weight = self.a.weight  # shared: one parameter in both places
-                self.frozen = torch.nn.Parameter(torch.randn(2), requires_grad=False)
-                self.register_buffer("steps", torch.tensor([3], dtype=torch.int64))
-                self.register_buffer("scale", torch.randn(3, dtype=torch.float16))
-                self.note = "kept"
-
-        torch.manual_seed(0)
-        m = M()
-        before = {k: v.clone() for k, v in m.state_dict().items()}
-        got = float64_copy(m)
-        want = __import__("copy").deepcopy(m).to(torch.float64)
-        self.assertEqual(list(got.state_dict()), list(want.state_dict()))
-        for k, v in want.state_dict().items():
-            self.assertEqual(got.state_dict()[k].dtype, v.dtype, k)
-            self.assertTrue(torch.equal(got.state_dict()[k], v), k)
-        self.assertIs(got.b.weight, got.a.weight)
-        self.assertFalse(got.frozen.requires_grad)
-        self.assertTrue(got.a.weight.requires_grad)
-        self.assertEqual(got.steps.dtype, torch.int64)
-        self.assertEqual(got.note, "kept")
-        # The original is untouched and shares no storage with the copy.
-        for k, v in m.state_dict().items():
-            self.assertTrue(torch.equal(v, before[k]), k)
-            self.assertEqual(v.dtype, before[k].dtype, k)
-        got.a.weight.data.add_(1)
-        self.assertTrue(torch.equal(m.a.weight, before["a.weight"]))
-
-
 class ExcessTests(unittest.TestCase):
     """Excess accumulates on the device and reads its figures once (measure.py)."""
 

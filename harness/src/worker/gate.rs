@@ -367,45 +367,55 @@ time.sleep(30)
         worker.shutdown();
     }
 
-    /// A stand-in that answers its load with `device_work` for another command's id (a
-    /// forged or stray frame), or, with a file `fail` in its folder, with an error at once.
-    const FAKE_FORGER: &str = r#"frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
-n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
-load = json.loads(sys.stdin.buffer.read(n))
+    /// A stand-in whose load goes wrong as the file in its folder says: `forge`, a
+    /// `device_work` for another command's id (a forged or stray frame); `fail`, an error at
+    /// once; `hang`, no answer after `proceed`.
+    const FAKE_MISLOADER: &str = r#"frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
+def read():
+    n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
+    h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
+    return h
+load = read()
 if os.path.exists(os.path.join(d, "fail")):
     frame({"type": "error", "id": load["id"], "kind": "environment", "message": "no such problem"})
-else:
+elif os.path.exists(os.path.join(d, "forge")):
     frame({"type": "device_work", "id": load["id"] + 1})
+else:
+    frame({"type": "device_work", "id": load["id"]})
+    read()
 time.sleep(30)
 "#;
 
     #[test]
-    fn a_forged_device_work_kills_the_worker_and_an_early_error_is_the_answer() {
+    fn a_load_sent_ahead_that_goes_wrong_leaves_the_gate_and_says_why() {
         let load = || kbench_record::protocol::Frame::new(serde_json::json!({"cmd": "load"}));
-        for fail in [false, true] {
+        let limit = Duration::from_secs(3);
+        for how in ["forge", "fail", "hang"] {
             let dir = tempfile::tempdir().unwrap();
-            if fail {
-                std::fs::write(dir.path().join("fail"), "").unwrap();
-            }
+            std::fs::write(dir.path().join(how), "").unwrap();
             let gate = Arc::new(StartGate::for_device(kbench_record::Device::Cuda(0)));
-            let spec = fake_spec(dir.path(), FAKE_FORGER, &gate);
+            let spec = fake_spec(dir.path(), FAKE_MISLOADER, &gate);
             let mut worker = Worker::start(&spec, Duration::from_secs(60)).unwrap();
-            let reply = worker.request_gated(load(), Duration::from_secs(30), &gate);
-            if fail {
-                assert_eq!(reply.unwrap().kind(), "error");
-            } else {
-                let fault = reply.unwrap_err();
-                assert!(
-                    matches!(&fault, WorkerFault::Protocol(m) if m.contains("expected 1")),
-                    "{fault:?}"
-                );
-                // The worker is dead: nothing more is sent to it or waited for.
-                assert_eq!(
-                    worker.request(load(), Duration::from_secs(5)).unwrap_err(),
-                    fault
-                );
+            let reply = worker.request_gated(load(), limit, &gate);
+            match how {
+                // An error before the device work is the load's answer.
+                "fail" => assert_eq!(reply.unwrap().kind(), "error"),
+                // A forged id kills the worker; later requests fail the same way.
+                "forge" => {
+                    let fault = reply.unwrap_err();
+                    assert!(
+                        matches!(&fault, WorkerFault::Protocol(m) if m.contains("expected 1")),
+                        "{fault:?}"
+                    );
+                    assert_eq!(
+                        worker.request(load(), Duration::from_secs(5)).unwrap_err(),
+                        fault
+                    );
+                }
+                // A timeout after proceed names the load's whole limit.
+                _ => assert_eq!(reply.unwrap_err(), WorkerFault::Timeout { limit }),
             }
-            assert!(gate.state.lock().unwrap().starting.is_empty());
+            assert!(gate.state.lock().unwrap().starting.is_empty(), "{how}");
             worker.shutdown();
         }
     }

@@ -332,16 +332,26 @@ impl Worker {
         self.answer_to(id, first)?;
         let _hold = gate.hold(self.pgid);
         let proceed = Frame::new(serde_json::json!({"cmd": "proceed", "id": id}));
-        if let Some(tx) = &self.to_worker {
-            let send = Outgoing {
-                header: proceed.header.clone(),
-                payload: Arc::new(proceed),
-            };
-            if tx.send(send).is_err() {
-                return Err(self.died());
-            }
+        let send = Outgoing {
+            header: proceed.header.clone(),
+            payload: Arc::new(proceed),
+        };
+        if !self
+            .to_worker
+            .as_ref()
+            .is_some_and(|tx| tx.send(send).is_ok())
+        {
+            return Err(self.died());
         }
-        let reply = self.receive(timeout.saturating_sub(started.elapsed()))?;
+        // The load's limit covers both parts; a timeout names that limit, not what was left.
+        let reply = match self.receive(timeout.saturating_sub(started.elapsed())) {
+            Err(WorkerFault::Timeout { .. }) => {
+                let fault = WorkerFault::Timeout { limit: timeout };
+                self.dead = Some(fault.clone());
+                return Err(fault);
+            }
+            other => other?,
+        };
         self.answer_to(id, reply)
     }
 
