@@ -336,10 +336,10 @@ impl Worker {
             header: proceed.header.clone(),
             payload: Arc::new(proceed),
         };
-        if !self
+        if self
             .to_worker
             .as_ref()
-            .is_some_and(|tx| tx.send(send).is_ok())
+            .is_none_or(|tx| tx.send(send).is_err())
         {
             return Err(self.died());
         }
