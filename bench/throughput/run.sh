@@ -12,6 +12,9 @@
 #   ref1, ref2, ref2b   the parts of gpus2 one by one (ref2b: --gpus 0,1 again, for
 #            run-to-run agreement)                                               -> $OUT/ref_1gpu, ref_2gpu, ref_2gpu_b
 #   ref4     with 4+ GPUs: SELECT on --gpus 0,1,2,3                              -> $OUT/ref_4gpu
+#   ref2p    with 2+ GPUs: two kbench processes at once, --shard 0/2 on GPU 0 and 1/2 on
+#            GPU 1, each on half the cores: one process per GPU against ref2's one for
+#            both                                                         -> $OUT/ref_2proc_0, ref_2proc_1
 #   ref4t    ref4 again with OMP_NUM_THREADS=WORKER_THREADS (default 4) for every worker:
 #            the A/B of torch's CPU threads per worker (its default is one per core in
 #            each of the eight or more workers)                                -> $OUT/ref_4gpu_threads
@@ -109,7 +112,10 @@ kb_run() {
     fi
     local resume=()
     [ -f "$dir/run.json" ] && resume=(--resume)
-    local cmd=("$KBENCH" run "$@" --device cuda --out "$dir" "${resume[@]}")
+    # KB_WRAP (word-split): a command the run goes through, e.g. `taskset -c 0-15` (ref2p).
+    local wrap=()
+    [ -n "${KB_WRAP:-}" ] && read -ra wrap <<< "$KB_WRAP"
+    local cmd=("${wrap[@]}" "$KBENCH" run "$@" --device cuda --out "$dir" "${resume[@]}")
     log "$name: ${cmd[*]}"
     local s e rc
     s=$(date +%s.%N)
@@ -165,6 +171,25 @@ for step in $STEPS; do
         # shellcheck disable=SC2046
         kb_run ref_2gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0,1 &&
             kb_run ref_1gpu --agent reference --kernelbench "$KB" $(sel_args) --gpus 0
+        ;;
+    ref2p)
+        # The A/B of one kbench process driving two GPUs (ref2): two processes at once, each
+        # on one GPU with half the problems (--shard) and half the cores (taskset, so each
+        # reserves its own timing core). Whether a problem takes longer beside another in the
+        # same process than in another process: compare Σ problem wall of ref_2proc_0 and
+        # ref_2proc_1 together with ref_2gpu's and ref_1gpu's.
+        if [ "$NGPU" -lt 2 ]; then
+            log "ref2p: $NGPU GPU(s) visible, skipped"
+            continue
+        fi
+        ncpu=$(nproc); halfcpu=$(( ncpu / 2 ))
+        # shellcheck disable=SC2046
+        KB_WRAP="taskset -c 0-$(( halfcpu - 1 ))" kb_run ref_2proc_0 --agent reference --kernelbench "$KB" \
+            $(sel_args) --shard 0/2 --gpus 0 &
+        # shellcheck disable=SC2046
+        KB_WRAP="taskset -c $halfcpu-$(( ncpu - 1 ))" kb_run ref_2proc_1 --agent reference --kernelbench "$KB" \
+            $(sel_args) --shard 1/2 --gpus 1 &
+        wait
         ;;
     ref4t)
         if [ "$NGPU" -lt 4 ]; then

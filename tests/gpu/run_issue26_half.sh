@@ -10,6 +10,7 @@
 #
 #   D=devrun OUT=$OUT HALF=a BUDGET_S=540 bash tests/gpu/run_issue26_half.sh
 #   STEPS="warm ref4 ref1" ...   # on a machine of 4 GPUs
+#   STEPS="ref2p" ...            # one process per GPU (two at once) against ref_2gpu's one for both
 #   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
 #   # and the same command again until results.md shows both runs complete
 set -uo pipefail
