@@ -187,7 +187,7 @@ mod tests {
         child.wait().unwrap();
     }
 
-    /// What the stand-in workers begin with: a frame writer, and `d`, their folder.
+    /// What the stand-in workers begin with: a frame writer and reader, and `d`, their folder.
     const FAKE_PRELUDE: &str = r#"#!/usr/bin/env python3
 import json, os, struct, sys, time
 d = os.path.dirname(os.path.abspath(__file__))
@@ -195,6 +195,10 @@ def frame(h):
     b = json.dumps(h).encode()
     sys.stdout.buffer.write(b"KBF1" + struct.pack("<IQ", len(b), 0) + b)
     sys.stdout.buffer.flush()
+def read():
+    n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
+    h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
+    return h
 "#;
 
     /// A stand-in worker: writes its pid, "imports" for a second, says `imported`, sets up
@@ -208,9 +212,6 @@ frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
 time.sleep(30)
 "#;
 
-    /// Starts [`FAKE_WORKER`] under `gate` while a kernel is timed; returns what its start
-    /// looked like: whether it finished "importing" while timing went on, and whether it was
-    /// paused before its hello. The timing ends after that and the start must succeed.
     /// A worker spec whose "python" is the stand-in script `fake`, written into `dir`, under
     /// `gate`.
     fn fake_spec(dir: &std::path::Path, fake: &str, gate: &Arc<StartGate>) -> WorkerSpec {
@@ -232,6 +233,9 @@ time.sleep(30)
         }
     }
 
+    /// Starts [`FAKE_WORKER`] under `gate` while a kernel is timed; returns what its start
+    /// looked like: whether it finished "importing" while timing went on, and whether it was
+    /// paused before its hello. The timing ends after that and the start must succeed.
     fn start_while_timing(gate: StartGate) -> (bool, bool) {
         let dir = tempfile::tempdir().unwrap();
         let gate = Arc::new(gate);
@@ -307,11 +311,7 @@ time.sleep(30)
     /// A stand-in worker for a load sent ahead: hello, then for its one command (with
     /// `gate_device_work`) "builds the model" (writes `built`), says `device_work`, waits for
     /// `proceed`, "moves it" (writes `moved`) and answers `loaded` (after [`FAKE_PRELUDE`]).
-    const FAKE_LOADER: &str = r#"def read():
-    n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
-    h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
-    return h
-open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
+    const FAKE_LOADER: &str = r#"open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
 frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
 load = read()
 assert load["gate_device_work"] is True, load
@@ -371,10 +371,6 @@ time.sleep(30)
     /// `device_work` for another command's id (a forged or stray frame); `fail`, an error at
     /// once; `hang`, no answer after `proceed`.
     const FAKE_MISLOADER: &str = r#"frame({"type": "hello", "magic": "kbench-worker", "protocol": 2})
-def read():
-    n, p = struct.unpack("<IQ", sys.stdin.buffer.read(16)[4:])
-    h = json.loads(sys.stdin.buffer.read(n)); sys.stdin.buffer.read(p)
-    return h
 load = read()
 if os.path.exists(os.path.join(d, "fail")):
     frame({"type": "error", "id": load["id"], "kind": "environment", "message": "no such problem"})

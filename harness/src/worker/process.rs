@@ -326,23 +326,16 @@ impl Worker {
         }
         let id = self.send_command(Arc::new(frame))?;
         let first = self.receive(timeout)?;
+        let first = self.answer_to(id, first)?;
         if first.kind() != "device_work" {
-            return self.answer_to(id, first);
+            return Ok(first);
         }
-        self.answer_to(id, first)?;
         let _hold = gate.hold(self.pgid);
         let proceed = Frame::new(serde_json::json!({"cmd": "proceed", "id": id}));
-        let send = Outgoing {
+        self.send_out(Outgoing {
             header: proceed.header.clone(),
             payload: Arc::new(proceed),
-        };
-        if self
-            .to_worker
-            .as_ref()
-            .is_none_or(|tx| tx.send(send).is_err())
-        {
-            return Err(self.died());
-        }
+        })?;
         // The load's limit covers both parts; a timeout names that limit, not what was left.
         let reply = match self.receive(timeout.saturating_sub(started.elapsed())) {
             Err(WorkerFault::Timeout { .. }) => {
@@ -367,16 +360,23 @@ impl Worker {
             obj.insert("id".into(), id.into());
         }
         // Only the (small) header is rebuilt; the payload is shared.
-        let send = Outgoing {
+        self.send_out(Outgoing {
             header,
             payload: frame,
-        };
-        if let Some(tx) = &self.to_worker {
-            if tx.send(send).is_err() {
-                return Err(self.died());
-            }
-        }
+        })?;
         Ok(id)
+    }
+
+    /// Hands `out` to the writer thread; a worker whose channel is gone (killed) has died.
+    fn send_out(&mut self, out: Outgoing) -> Result<(), WorkerFault> {
+        if self
+            .to_worker
+            .as_ref()
+            .is_none_or(|tx| tx.send(out).is_err())
+        {
+            return Err(self.died());
+        }
+        Ok(())
     }
 
     /// `reply` if it answers command `id`; otherwise the worker is killed (a forged or stray
