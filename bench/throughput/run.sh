@@ -73,7 +73,7 @@ left_s() {
 copy_results() {
     [ -n "$COPY_TO" ] || return 0
     mkdir -p "$COPY_TO"
-    cp "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.invocations "$OUT"/*.done "$COPY_TO"/ 2>/dev/null
+    cp "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.invocations "$OUT"/*.cpu_speed "$OUT"/*.done "$COPY_TO"/ 2>/dev/null
     for d in "$OUT"/*/; do
         [ -f "$d/run.json" ] || continue
         n=$(basename "$d")
@@ -92,6 +92,17 @@ copy_results() {
         fi
     done
     log "copied results to $COPY_TO"
+}
+
+# cpu_speed NAME WHEN: the host's single-core speed (cpu_speed.py, about 2 s) appended to
+# $OUT/NAME.cpu_speed as "unix_s WHEN json": summarize.py compares it between the runs of a
+# scaling figure, whose sides ran minutes apart on a host whose vCPUs change speed.
+# CPU_SPEED=0 turns it off.
+cpu_speed() {
+    [ "${CPU_SPEED:-1}" = 0 ] && return 0
+    local got
+    got=$("$KBENCH_PYTHON" "$(dirname "${BASH_SOURCE[0]}")/cpu_speed.py" 2>/dev/null) || return 0
+    echo "$(date +%s.%N) $2 $got" >> "$OUT/$1.cpu_speed"
 }
 
 # kb_run NAME ARGS...: kbench run ... --out $OUT/NAME, resumed when NAME was started before,
@@ -117,6 +128,7 @@ kb_run() {
     [ -n "${KB_WRAP:-}" ] && read -ra wrap <<< "$KB_WRAP"
     local cmd=("${wrap[@]}" "$KBENCH" run "$@" --device cuda --out "$dir" "${resume[@]}")
     log "$name: ${cmd[*]}"
+    cpu_speed "$name" before
     local s e rc
     s=$(date +%s.%N)
     # SIGTERM (timeout) makes kbench stop cleanly: what was recorded is kept for --resume.
@@ -124,6 +136,7 @@ kb_run() {
     rc=${PIPESTATUS[0]}
     e=$(date +%s.%N)
     echo "$s $e $rc" >> "$OUT/$name.invocations"
+    cpu_speed "$name" after
     log "$name: rc=$rc wall=$(awk -v s="$s" -v e="$e" 'BEGIN { printf "%.1f", e - s }')s"
     # 0: all ok; 3: evaluated, some kernels failed. Anything else leaves the run resumable.
     if [ "$rc" = 0 ] || [ "$rc" = 3 ]; then

@@ -22,6 +22,9 @@ SELF_SPEEDUP_TOL = 0.01  # |speedup - 1| within 1%
 PAIR_TOL = 0.02  # |a / b - 1| within 2%
 # Pauses between records longer than this are taken for a run stopped and resumed later.
 RESUME_GAP_S = 120.0
+# The two sides of a scaling figure ran on the same machine speed if their median single-core
+# speeds (run.sh's cpu_speed.py samples) are within 5%.
+CPU_SPEED_TOL = 0.05
 SLOWEST = 15
 
 
@@ -241,6 +244,45 @@ def read_invocations(run_dir):
             "first_start_unix_s": spans[0][0], "spans": spans}
 
 
+def read_cpu_speed(run_dir):
+    """run.sh's samples of the host's single-core speed (<run>.cpu_speed beside the run: a line
+    "unix_s before|after {"cores": {core: iterations/s}}" around each invocation): their count,
+    the median over samples of each sample's mean over its cores, the lowest and the highest.
+    None without the file or a readable sample."""
+    path = os.path.normpath(run_dir) + ".cpu_speed"
+    if not os.path.exists(path):
+        return None
+    rates = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split(None, 2)
+            if len(parts) < 3:
+                continue
+            try:
+                cores = json.loads(parts[2]).get("cores") or {}
+                xs = [float(v) for v in cores.values()]
+            except (ValueError, AttributeError, TypeError):
+                continue
+            if xs:
+                rates.append(sum(xs) / len(xs))
+    if not rates:
+        return None
+    return {"samples": len(rates), "median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+
+
+def interleaved(one, two):
+    """Whether one run has an invocation started between two of the other's
+    (run_issue26_half.sh ORDER=abba: 2-GPU, 1-GPU, 1-GPU, 2-GPU), so that a drift in the host's
+    speed over the session weighs on both sides alike rather than on the one run later."""
+    s1 = [s for s, _ in (one.get("process_wall") or {}).get("spans", [])]
+    s2 = [s for s, _ in (two.get("process_wall") or {}).get("spans", [])]
+
+    def between(xs, ys):
+        return bool(ys) and any(min(ys) < x < max(ys) for x in xs)
+
+    return between(s1, s2) or between(s2, s1)
+
+
 def resume_free_wall(problems, invocations):
     """What the invocations' wall time would have been in one go: the process wall less what
     each restart of a resumed run added, which is each later invocation's start before its first
@@ -319,6 +361,7 @@ def summarize_run(run_dir):
         "s_per_problem_excluding_pauses": wall_active / n if wall_active is not None and n else None,
         "process_wall": invocations,
         "resume_free_wall_s": resume_free_wall(problems, invocations),
+        "cpu_speed": read_cpu_speed(run_dir),
         "per_gpu": per_gpu(problems, wall_active, gaps, invocations and invocations["first_start_unix_s"]),
         # The first verdict's time after kbench started (issue 24: within 60 s for a cold
         # load_inline set); None without run.sh's .invocations.
@@ -399,8 +442,18 @@ def scaling(one, two):
     # when the 1-GPU side is the one resumed: the third takes them out.
     r1, r2 = one.get("resume_free_wall_s"), two.get("resume_free_wall_s")
     resume_free = r1 / r2 if r1 and r2 else None
-    ratios = [x for x in (by_records, by_process, resume_free) if x is not None]
+    mixed = interleaved(one, two)
+    # Interleaved runs' records' spans hold each other's blocks (the gaps shorter than
+    # RESUME_GAP_S): that figure is given but not quoted.
+    ratios = [x for x in (None if mixed else by_records, by_process, resume_free) if x is not None]
+    c1, c2 = one.get("cpu_speed"), two.get("cpu_speed")
     return {
+        # The host's single-core speed while each side ran (median of run.sh's samples), and
+        # the ratio: outside CPU_SPEED_TOL the two sides did not have the same machine.
+        "one_cpu_speed": c1 and c1["median"],
+        "two_cpu_speed": c2 and c2["median"],
+        "cpu_speed_ratio": c1["median"] / c2["median"] if c1 and c2 and c2["median"] else None,
+        "interleaved": mixed,
         "one": one["name"],
         "two": two["name"],
         "one_wall_s": w1,
@@ -509,6 +562,19 @@ def markdown(result):
                            f(s["speedup_resume_free"])))
         if s.get("speedup_by_process_wall") or s.get("speedup_resume_free"):
             out.append("Quote the lowest: {}×.".format(f(s["speedup_conservative"])))
+        if s.get("interleaved"):
+            out.append("The two runs' invocations interleave in time (ORDER=abba), so a drift of the "
+                       "host's speed weighs on both; the records' spans hold each other's blocks, so "
+                       "the first figure is not quoted.")
+        if s.get("cpu_speed_ratio") is not None:
+            ratio = s["cpu_speed_ratio"]
+            out.append("Host single-core speed (cpu_speed.py, median of the samples around each "
+                       "invocation): {} on {}, {} on {} ({}×).".format(
+                           f(s["one_cpu_speed"], "{:.0f}"), s["one"], f(s["two_cpu_speed"], "{:.0f}"),
+                           s["two"], f(ratio)))
+            if abs(ratio - 1.0) > CPU_SPEED_TOL:
+                out.append("**The two sides did not run at the same machine speed (more than {:.0f}% "
+                           "apart): the scaling figure carries that difference.**".format(100 * CPU_SPEED_TOL))
         out.append("")
     for r in runs:
         if len(r["per_gpu"]) < 2:

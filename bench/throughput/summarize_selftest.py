@@ -115,16 +115,45 @@ def self_test():
         _write(os.path.join(tmp, "runD"), d_recs)
         with open(os.path.join(tmp, "runD.invocations"), "w") as fh:
             fh.write("{} {} 124\n{} {} 0\n".format(t0 - 1, t0 + 7, t0 + 37, t0 + 41))
+        # Host speed samples (run.sh's cpu_speed): A's two (means 2500 and 3000, median 2750)
+        # and a line that is not one; B's one (2000); D has none.
+        with open(os.path.join(tmp, "runA.cpu_speed"), "w") as fh:
+            fh.write('{} before {{"cores": {{"0": 3000, "31": 2000}}}}\n'.format(t0 - 3))
+            fh.write("{} after not json\n".format(t0 + 8))
+            fh.write('{} after {{"cores": {{"0": 3000, "31": 3000}}}}\n'.format(t0 + 9))
+        with open(os.path.join(tmp, "runB.cpu_speed"), "w") as fh:
+            fh.write('{} before {{"cores": {{"0": 2000}}}}\n'.format(t0 - 3))
+        # Runs E and F: invocations interleaved (ORDER=abba): E, F, F, E.
+        _write(os.path.join(tmp, "runE"), [_record(1, 1, "P", t0 + 1, 2.0, 1.0), _record(1, 2, "Q", t0 + 31, 2.0, 1.0)])
+        _write(os.path.join(tmp, "runF"), [_record(1, 1, "P", t0 + 11, 2.0, 1.0), _record(1, 2, "Q", t0 + 21, 2.0, 1.0)])
+        with open(os.path.join(tmp, "runE.invocations"), "w") as fh:
+            fh.write("{} {} 0\n{} {} 0\n".format(t0, t0 + 4, t0 + 30, t0 + 34))
+        with open(os.path.join(tmp, "runF.invocations"), "w") as fh:
+            fh.write("{} {} 0\n{} {} 0\n".format(t0 + 10, t0 + 14, t0 + 20, t0 + 24))
         out_json = os.path.join(tmp, "r.json")
         out_md = os.path.join(tmp, "r.md")
         rc = main(["--out", out_json, "--md", out_md, "--pair", "runA", "runB",
                    "--scaling", os.path.join(tmp, "runA"), "runB", "--scaling", "runD", "runA",
+                   "--scaling", "runE", "runF",
                    os.path.join(tmp, "runA"), os.path.join(tmp, "runB"), os.path.join(tmp, "runC"),
-                   os.path.join(tmp, "runD"), os.path.join(tmp, "missing")])
+                   os.path.join(tmp, "runD"), os.path.join(tmp, "runE"), os.path.join(tmp, "runF"),
+                   os.path.join(tmp, "missing")])
         check("rc", rc, 0)
         with open(out_json) as fh:
             res = json.load(fh)
-        a, b, c, d = res["runs"]
+        a, b, c, d, _, _ = res["runs"]
+        check("A cpu speed", (a["cpu_speed"]["samples"], a["cpu_speed"]["median"]), (2, 2750.0))
+        check("D no cpu speed", d["cpu_speed"], None)
+        s_ab, s_da, s_ef = res["scaling"]
+        check("A→B cpu speed ratio", s_ab["cpu_speed_ratio"], 2750.0 / 2000.0)
+        check("D→A no cpu speed ratio", s_da["cpu_speed_ratio"], None)
+        check("A→B not interleaved", s_ab["interleaved"], False)
+        check("E→F interleaved", s_ef["interleaved"], True)
+        # E's records span 32 s and F's 12 s (each holding the other's block): not quoted; by
+        # process wall 8 s each.
+        check("E→F span figure given", s_ef["speedup"], 32.0 / 12.0)
+        check("E→F quotes the process wall, not the spans", s_ef["speedup_conservative"], 1.0)
+        check("D→A not interleaved (A ran once)", s_da["interleaved"], False)
         check("C agent", c["agent"], "replay")
         check("C key", c["per_problem"][0]["key"], "L1/19::19_relu_cuda#0")
         check("C build ahead", c["build_ahead_s"]["max"], 12.0)
@@ -207,7 +236,8 @@ def self_test():
         for needle in ("| runA | 4 | 4 | 8 | 2.00 |", "## Agreement runA vs runB", "2/4 problems agree",
                        "## runA: slowest 4", "## Scaling runA → runB", "1.33× faster",
                        "Quote the lowest: 0.82×", "9 s and 9 s, 1.00× faster", "L1/3 Softmax (1.050)",
-                       "n/a (replay)", "## Compile", "| runC | 1 | 0.50 | 0.50 | 12.00 | 12.00 | 0.25 | 0.25 |"):
+                       "n/a (replay)", "## Compile", "2750 on runA, 2000 on runB (1.38×)",
+                       "did not run at the same machine speed", "interleave in time (ORDER=abba)", "| runC | 1 | 0.50 | 0.50 | 12.00 | 12.00 | 0.25 | 0.25 |"):
             if needle not in md:
                 failures.append("markdown lacks {!r}".format(needle))
         if md.index("| run |") > md.index("slowest"):

@@ -11,6 +11,8 @@
 #   D=devrun OUT=$OUT HALF=a BUDGET_S=540 bash tests/gpu/run_issue26_half.sh
 #   STEPS="warm ref4 ref1" ...   # on a machine of 4 GPUs
 #   STEPS="ref2p" ...            # one process per GPU (two at once) against ref_2gpu's one for both
+#   ORDER=abba ...               # two blocks, 2-GPU/1-GPU/1-GPU/2-GPU (MULTI=ref4 on 4 GPUs), so a
+#                                # drift of the host's speed weighs on both sides alike
 #   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
 #   # and the same command again until results.md shows both runs complete
 set -uo pipefail
@@ -36,9 +38,44 @@ if [ ! -d "$B/ref_2gpu" ] && [ -d "$RESTORE" ]; then
     cp -r "$RESTORE"/. "$B"/
     echo "restored $(cat "$B"/*/records.jsonl 2>/dev/null | wc -l) records from $RESTORE"
 fi
-SELECT=$SELECT STEPS=${STEPS:-warm ref2 ref1} FAMILIES=all BUDGET_S=${BUDGET_S:-540} D=$D OUT=$B COPY_TO=$C \
-    bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
-echo "bench rc=$?"
+BUDGET_S=${BUDGET_S:-540}
+if [ "${ORDER:-}" = abba ]; then
+    # Interleaved: the half's problems in two blocks (alternate positions of SELECT, so each
+    # block holds every level), run MULTI (ref2, or ref4 on 4 GPUs) on block 0, ref1 on block 0,
+    # ref1 on block 1, MULTI on block 1. A host whose speed drifts over the session (its vCPUs
+    # did, by up to 38%: tests/gpu/runs/2026-11-28-h200x2-issue26-half-b) then weighs on both
+    # sides alike instead of on the side run later. Each side is one run folder, resumed with
+    # the next block's problems; abba_<step>_<block>.done marks a finished quarter, so a call
+    # cut by the budget goes on where it stopped. warm runs first in every call.
+    MULTI=${MULTI:-ref2}
+    IFS=, read -ra ALL <<< "$SELECT"
+    BLOCK=("" "")
+    for i in "${!ALL[@]}"; do BLOCK[$(( i % 2 ))]+="${BLOCK[$(( i % 2 ))]:+,}${ALL[$i]}"; done
+    T0=$(date +%s)
+    SELECT=${ALL[0]} STEPS=warm FAMILIES=all D=$D OUT=$B COPY_TO=$C bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
+    for item in "$MULTI:0" ref1:0 ref1:1 "$MULTI:1"; do
+        step=${item%%:*}; blk=${item#*:}
+        case $step in ref1) name=ref_1gpu ;; ref2) name=ref_2gpu ;; ref4) name=ref_4gpu ;; esac
+        [ -f "$B/abba_${step}_$blk.done" ] && continue
+        left=$(( BUDGET_S - ($(date +%s) - T0) ))
+        if [ "$left" -lt 60 ]; then echo "budget spent before $step on block $blk; call again"; break; fi
+        # The run folder goes on with this block: run.sh skips a run whose NAME.done exists.
+        rm -f "$B/$name.done"
+        SELECT=${BLOCK[$blk]} STEPS=$step FAMILIES=all BUDGET_S=$left D=$D OUT=$B COPY_TO=$C \
+            bash bench/throughput/run.sh >> "$OUT/run_sh.txt" 2>&1
+        if [ -f "$B/$name.done" ]; then
+            touch "$B/abba_${step}_$blk.done"
+            cp "$B/abba_${step}_$blk.done" "$C"/
+        else
+            echo "$step on block $blk stopped before its end; call again"; break
+        fi
+    done
+    echo "bench done: $(cd "$B" && ls abba_*.done 2>/dev/null | paste -sd' ')"
+else
+    SELECT=$SELECT STEPS=${STEPS:-warm ref2 ref1} FAMILIES=all BUDGET_S=$BUDGET_S D=$D OUT=$B COPY_TO=$C \
+        bash bench/throughput/run.sh > "$OUT/run_sh.txt" 2>&1
+    echo "bench rc=$?"
+fi
 # Each multi-GPU run present against the 1-GPU one (STEPS="warm ref4 ref1" on 4 GPUs).
 COMPARE=()
 for n in 2 4; do

@@ -1,0 +1,45 @@
+"""The host's single-core speed now: a pure-Python loop pinned to one core at a time (the
+first and the last allowed core: the harness keeps the highest-numbered ones for timing),
+the median of three short rounds each, in loop iterations per second. run.sh records it
+before and after every run (`<run>.cpu_speed`), so that two runs compared with each other
+(1 GPU against 2) can be checked for having had the same machine speed: on a virtual host
+the same loop ran 1.5x faster on one vCPU than on another, and one vCPU lost 38% within half
+an hour (tests/gpu/runs/2026-11-28-h200x2-issue26-half-b).
+
+    python3 bench/throughput/cpu_speed.py   # prints {"cores": {"0": 2885.0, "31": 1906.3}}
+"""
+
+import json
+import os
+import statistics
+import time
+
+ROUND_S = 0.3
+
+
+def rate_on(core):
+    os.sched_setaffinity(0, {core})
+    rates = []
+    for _ in range(3):
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < ROUND_S:
+            s = 0
+            for i in range(10000):
+                s += i
+            n += 1
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def main():
+    allowed = sorted(os.sched_getaffinity(0))
+    cores = sorted({allowed[0], allowed[-1]})
+    try:
+        out = {str(c): round(rate_on(c), 1) for c in cores}
+    finally:
+        os.sched_setaffinity(0, set(allowed))
+    print(json.dumps({"cores": out}))
+
+
+if __name__ == "__main__":
+    main()
