@@ -13,6 +13,7 @@
 #   STEPS="ref2p" ...            # one process per GPU (two at once) against ref_2gpu's one for both
 #   ORDER=abba ...               # two blocks, 2-GPU/1-GPU/1-GPU/2-GPU (MULTI=ref4 on 4 GPUs), so a
 #                                # drift of the host's speed weighs on both sides alike
+#   PROBE=1 ...                  # probe_contention.py first (about 100 s)
 #   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
 #   # and the same command again until results.md shows both runs complete
 set -uo pipefail
@@ -39,6 +40,14 @@ if [ ! -d "$B/ref_2gpu" ] && [ -d "$RESTORE" ]; then
     echo "restored $(cat "$B"/*/records.jsonl 2>/dev/null | wc -l) records from $RESTORE"
 fi
 BUDGET_S=${BUDGET_S:-540}
+# PROBE=1: bench/throughput/probe_contention.py first, on the idle machine (about 100 s of the
+# budget): how the host's cores and the two GPUs' driver calls slow each other, beside the runs.
+if [ "${PROBE:-0}" = 1 ]; then
+    mkdir -p "$C"
+    P0=$(date +%s)
+    timeout 150 python3 bench/throughput/probe_contention.py --seconds 2 > "$C/probe_$(date -u +%H%M%S).json" 2>> "$OUT/probe.err"
+    BUDGET_S=$(( BUDGET_S - ($(date +%s) - P0) ))
+fi
 if [ "${ORDER:-}" = abba ]; then
     # Interleaved: the half's problems in two blocks (alternate positions of SELECT, so each
     # block holds every level), run MULTI (ref2, or ref4 on 4 GPUs) on block 0, ref1 on block 0,
