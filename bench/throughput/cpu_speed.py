@@ -3,8 +3,9 @@ first and the last allowed core: the harness keeps the highest-numbered ones for
 the median of three short rounds each, in loop iterations per second. run.sh records it
 before and after every run (`<run>.cpu_speed`), so that two runs compared with each other
 (1 GPU against 2) can be checked for having had the same machine speed: on a virtual host
-the same loop ran 1.5x faster on one vCPU than on another, and one vCPU lost 38% within half
-an hour (tests/gpu/runs/2026-11-28-h200x2-issue26-half-b).
+the same loop ran 1.5x faster on one vCPU than on another within a minute, and the problems of a
+1-GPU run's second call ran 7-14% slower than its first call's had against the same 2-GPU run
+(tests/gpu/runs/2026-11-28-h200x2-issue26-half-b).
 
     python3 bench/throughput/cpu_speed.py   # prints {"cores": {"0": 2885.0, "31": 1906.3}}
 """
