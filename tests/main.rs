@@ -20,6 +20,8 @@ mod agents_kevin;
 mod agents_selection;
 mod audit;
 mod baselines;
+// The GPU benchmark scripts' sequencing, with stand-ins for kbench and nvidia-smi.
+mod bench_scripts;
 mod cli;
 // Issue 22: every relative link and #anchor of the Markdown docs resolves.
 mod docs_links;

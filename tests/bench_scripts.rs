@@ -1,0 +1,134 @@
+//! The GPU benchmark scripts' own logic, run here with stand-ins for what needs a GPU: a
+//! `kbench` that records the problems it is given and an `nvidia-smi` that lists two GPUs.
+//! What is real: bash, run.sh's budget, resume and markers, cpu_speed.py, summarize.py.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{repo_root, show};
+
+/// A stand-in `kbench run`: one record per selected problem (`--select L/ID,...`) appended to
+/// `--out`'s records.jsonl, FAKE_SLEEP seconds each, spread over `--gpus`.
+const FAKE_KBENCH: &str = r#"#!/usr/bin/env bash
+case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; gpus) echo "stand-in"; exit 0 ;; esac
+out=; sel=; gpus=0
+while [ $# -gt 0 ]; do
+  case $1 in --out) out=$2; shift ;; --select) sel=$2; shift ;; --gpus) gpus=$2; shift ;; esac
+  shift
+done
+mkdir -p "$out"; echo '{"agent":"reference"}' > "$out/run.json"
+IFS=, read -ra P <<< "$sel"; IFS=, read -ra G <<< "$gpus"
+i=0
+for p in "${P[@]}"; do
+  s=$(date +%s.%N); sleep "${FAKE_SLEEP:-0.01}"; e=$(date +%s.%N)
+  printf '{"problem":{"level":%s,"id":%s,"name":"p"},"outcome":{"kind":"ok"},"wall_s":0.01,"started_unix_s":%s,"finished_unix_s":%s,"gpu":%s,"timing":{"speedup":1.0}}\n' \
+    "${p%/*}" "${p#*/}" "$s" "$e" "${G[$(( i % ${#G[@]} ))]}" >> "$out/records.jsonl"
+  i=$((i + 1))
+done
+"#;
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// `run_issue26_half.sh ORDER=abba`: the half's 125 problems in two blocks, 2-GPU, 1-GPU,
+/// 1-GPU, 2-GPU, each side one run folder resumed with the next block. A call whose budget
+/// ends after the first quarter stops there with its marker; the next call does the other
+/// three; each side then holds all 125 problems once, from two invocations, with the host's
+/// speed sampled around each, and the summary says the runs interleave.
+#[test]
+fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("D");
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(d.join("kernelbench")).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(d.join("kbench"), FAKE_KBENCH).unwrap();
+    std::fs::write(
+        bin.join("nvidia-smi"),
+        "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n",
+    )
+    .unwrap();
+    for f in [d.join("kbench"), bin.join("nvidia-smi")] {
+        Command::new("chmod").arg("+x").arg(&f).status().unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let bench = tmp.path().join("bench");
+    let copy = tmp.path().join("copy");
+    let call = |budget: &str, sleep: &str| {
+        let out = Command::new("bash")
+            .arg("tests/gpu/run_issue26_half.sh")
+            .current_dir(repo_root())
+            .env("PATH", &path)
+            .env("D", &d)
+            .env("OUT", tmp.path().join("out"))
+            .env("BENCH_DIR", &bench)
+            .env("COPY_DIR", &copy)
+            .env("HALF", "b")
+            .env("ORDER", "abba")
+            .env("BUDGET_S", budget)
+            .env("FAKE_SLEEP", sleep)
+            .env("KBENCH_BWRAP", "/bin/true")
+            .env("KBENCH_PYTHON", "python3")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", show(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // 75 s: the first quarter (63 problems, 0.25 s each, about 16 s) starts with about 65 s
+    // left and ends with under 60, which is too little to start the next.
+    let first = call("75", "0.25");
+    assert!(
+        first.contains("budget spent before ref1 on block 0"),
+        "{first}"
+    );
+    assert!(bench.join("abba_ref2_0.done").exists());
+    assert!(!bench.join("abba_ref1_0.done").exists());
+    assert_eq!(lines(&bench.join("ref_2gpu/records.jsonl")), 63);
+    assert!(!bench.join("ref_1gpu").exists());
+
+    let second = call("600", "0.01");
+    for q in ["ref2_0", "ref1_0", "ref1_1", "ref2_1"] {
+        assert!(
+            bench.join(format!("abba_{q}.done")).exists(),
+            "{q}: {second}"
+        );
+        assert!(
+            copy.join(format!("abba_{q}.done")).exists(),
+            "{q} copied back"
+        );
+    }
+    for side in ["ref_1gpu", "ref_2gpu"] {
+        let recs = std::fs::read_to_string(bench.join(side).join("records.jsonl")).unwrap();
+        let mut keys: Vec<(u64, u64)> = recs
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let p = &v["problem"];
+                (p["level"].as_u64().unwrap(), p["id"].as_u64().unwrap())
+            })
+            .collect();
+        keys.sort();
+        let n = keys.len();
+        keys.dedup();
+        assert_eq!((n, keys.len()), (125, 125), "{side}: every even id once");
+        assert!(keys.iter().all(|(_, id)| id % 2 == 0), "{side}: half b");
+        assert_eq!(
+            lines(&bench.join(format!("{side}.invocations"))),
+            2,
+            "{side}"
+        );
+        // cpu_speed.py before and after each invocation.
+        assert_eq!(lines(&bench.join(format!("{side}.cpu_speed"))), 4, "{side}");
+    }
+    let md = std::fs::read_to_string(copy.join("results.md")).unwrap();
+    assert!(md.contains("## Scaling ref_1gpu → ref_2gpu"), "{md}");
+    assert!(md.contains("interleave in time (ORDER=abba)"), "{md}");
+    assert!(md.contains("Host single-core speed"), "{md}");
+}
