@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{repo_root, show};
+use crate::common::{records, repo_root, show};
 
 /// A stand-in `kbench run`: one record per selected problem (`--select L/ID,...`) appended to
 /// `--out`'s records.jsonl, FAKE_SLEEP seconds each, spread over `--gpus`.
@@ -52,7 +52,8 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
     )
     .unwrap();
     for f in [d.join("kbench"), bin.join("nvidia-smi")] {
-        Command::new("chmod").arg("+x").arg(&f).status().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let path = format!(
         "{}:{}",
@@ -90,7 +91,7 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
     );
     assert!(bench.join("abba_ref2_0.done").exists());
     assert!(!bench.join("abba_ref1_0.done").exists());
-    assert_eq!(lines(&bench.join("ref_2gpu/records.jsonl")), 63);
+    assert_eq!(records(&bench.join("ref_2gpu")).len(), 63);
     assert!(!bench.join("ref_1gpu").exists());
 
     let second = call("600", "0.01");
@@ -105,11 +106,9 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
         );
     }
     for side in ["ref_1gpu", "ref_2gpu"] {
-        let recs = std::fs::read_to_string(bench.join(side).join("records.jsonl")).unwrap();
-        let mut keys: Vec<(u64, u64)> = recs
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let mut keys: Vec<(u64, u64)> = records(&bench.join(side))
+            .iter()
+            .map(|v| {
                 let p = &v["problem"];
                 (p["level"].as_u64().unwrap(), p["id"].as_u64().unwrap())
             })

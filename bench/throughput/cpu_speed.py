@@ -18,15 +18,22 @@ import time
 ROUND_S = 0.3
 
 
+def spin_once():
+    """One unit of the loop both this script and probe_contention.py count (so that their
+    iterations per second are one unit and can be compared)."""
+    s = 0
+    for i in range(10000):
+        s += i
+    return s
+
+
 def rate_on(core):
     os.sched_setaffinity(0, {core})
     rates = []
     for _ in range(3):
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < ROUND_S:
-            s = 0
-            for i in range(10000):
-                s += i
+            spin_once()
             n += 1
         rates.append(n / (time.perf_counter() - t0))
     return statistics.median(rates)

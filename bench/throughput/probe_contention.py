@@ -23,6 +23,8 @@ import multiprocessing as mp
 import os
 import time
 
+from cpu_speed import spin_once  # the same unit as run.sh's cpu_speed samples (this folder)
+
 
 def topology():
     out = {}
@@ -46,9 +48,7 @@ def worker(kind, gpu, cpu, seconds, barrier, q):
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         if kind == "spin":
-            s = 0
-            for i in range(10000):
-                s += i
+            spin_once()
         elif kind == "launch":
             y = x
             for _ in range(200):
