@@ -120,6 +120,22 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
         "{err}"
     );
 
+    // A bad KBENCH_KEEP_CACHED_BYTES (every worker would refuse it) is one error at the start,
+    // naming the variable and its value, before any problem runs.
+    let out = kbench()
+        .env("KBENCH_KEEP_CACHED_BYTES", "8GiB")
+        .args(["run", "--suite", "smoke", "--device", "cpu", "--out"])
+        .arg(dir.path().join("run3"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KBENCH_KEEP_CACHED_BYTES=\"8GiB\"") && err.contains("whole number of bytes"),
+        "{err}"
+    );
+    assert!(!dir.path().join("run3").join("records.jsonl").exists());
+
     // Usage errors are clap's exit code 2.
     let out = kbench().args(["run", "--bogus"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -161,6 +161,8 @@ sel_args() {
     echo "== torch"; "$KBENCH_PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)'
     echo "== host"; echo "nproc $(nproc)"; free -g | head -2
     echo "== steps: $STEPS; SELECT=${SELECT:-all}; OUT=$OUT; D=$D"
+    # What reaches the workers and changes their speed, when exported (unset: kbench's defaults).
+    echo "== worker env: OMP_NUM_THREADS=${OMP_NUM_THREADS:-} KBENCH_KEEP_CACHED_BYTES=${KBENCH_KEEP_CACHED_BYTES:-}"
 } 2>&1 | tee -a "$OUT/env.txt"
 
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)

@@ -30,6 +30,40 @@ class PriorityTests(unittest.TestCase):
         self.assertEqual(self.niceness({}), base)
 
 
+class KeepCachedTests(unittest.TestCase):
+    """KBENCH_KEEP_CACHED_BYTES: the bound on free GPU memory a worker keeps cached."""
+
+    def test_the_bound_is_whole_bytes_or_the_default(self):
+        from kbench_worker.session import keep_cached_bytes
+
+        self.assertEqual(keep_cached_bytes(None), 1 << 30)
+        self.assertEqual(keep_cached_bytes(""), 1 << 30)
+        self.assertEqual(keep_cached_bytes("0"), 0)
+        self.assertEqual(keep_cached_bytes("8589934592"), 8 << 30)
+        for bad in ("8GiB", "-1", "1e9", " 1", "\u00b2"):
+            with self.assertRaises(ValueError) as caught:
+                keep_cached_bytes(bad)
+            self.assertIn("KBENCH_KEEP_CACHED_BYTES", str(caught.exception))
+
+    def test_a_worker_takes_the_bound_from_its_environment(self):
+        # Real worker processes: one starts with a good value; a bad value stops one before
+        # its hello, with a message that names the variable and the value.
+        w = Worker("reference", env=dict(os.environ, KBENCH_KEEP_CACHED_BYTES="123"))
+        try:
+            hello, _ = w.recv()
+            self.assertEqual(hello["type"], "hello")
+        finally:
+            self.assertEqual(w.close(), 0)
+        w = Worker("reference", env=dict(os.environ, KBENCH_KEEP_CACHED_BYTES="lots"))
+        with self.assertRaises(EOFError):
+            w.recv()
+        try:
+            self.assertNotEqual(w.wait(), 0)
+            self.assertIn("KBENCH_KEEP_CACHED_BYTES='lots'", w.stderr_text())
+        finally:
+            w.close()
+
+
 class DriverSplitTests(unittest.TestCase):
     """KBENCH_WORKER_TRACE's driver steps: counted per command, written in the line that
     bench/throughput/worker_trace.py reads."""

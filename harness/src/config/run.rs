@@ -308,6 +308,12 @@ impl RunConfig {
         if a.cpu_threads == 0 {
             bail!("--cpu-threads must be at least 1");
         }
+        crate::worker::check_keep_cached(
+            std::env::var(crate::worker::KEEP_CACHED_ENV)
+                .ok()
+                .as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?;
         let cache = python::cache_dir();
         let gpu_worker_threads = match device {
             Device::Cpu => None,

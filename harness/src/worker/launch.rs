@@ -12,6 +12,25 @@ pub const MAX_PAYLOAD: u64 = 256 << 30;
 /// Niceness of build-ahead jobs and their compilers.
 pub const BUILD_NICENESS: u32 = 10;
 
+/// The bound, in bytes, on the free GPU memory a worker's allocator keeps cached between
+/// commands (the worker's `session.KEEP_CACHED_BYTES`, 1 GiB unset): for measuring what
+/// giving memory back to the driver costs with several GPUs busy. Passed to the workers as
+/// exported; checked by [`check_keep_cached`] before a run starts.
+pub const KEEP_CACHED_ENV: &str = "KBENCH_KEEP_CACHED_BYTES";
+
+/// `Err` with what to do when [`KEEP_CACHED_ENV`]'s value is not whole bytes (the workers
+/// would each refuse to start with it).
+pub fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
+    match value {
+        None | Some("") => Ok(()),
+        Some(v) if v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<u64>().is_ok() => Ok(()),
+        Some(v) => Err(format!(
+            "{KEEP_CACHED_ENV}={v:?}: not a whole number of bytes; unset it for the default \
+             of 1 GiB, or give bytes such as 8589934592"
+        )),
+    }
+}
+
 /// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
 /// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
 /// from kbench's environment is found by torch's extension builder.
@@ -41,6 +60,7 @@ pub fn worker_env(
         "TRITON_CACHE_DIR",
         "TORCHINDUCTOR_CACHE_DIR",
         "KBENCH_WORKER_TRACE",
+        KEEP_CACHED_ENV,
         // torch's CPU threads per worker (its default: one per core in every worker), when
         // the user or a job script exports it (Slurm does not set it from cpus-per-task); on
         // the CPU device the run's own --cpu-threads still decides (`set_num_threads`).
@@ -115,4 +135,43 @@ pub fn pycache_dir(cache: &Path) -> std::path::PathBuf {
 /// bytecode into [`pycache_dir`]; candidates only read it.
 pub fn allow_bytecode_writes(env: &mut Vec<(String, String)>) {
     env.retain(|(k, _)| k != "PYTHONDONTWRITEBYTECODE");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_keep_cached, worker_env, KEEP_CACHED_ENV};
+    use kbench_record::Device;
+    use std::path::Path;
+
+    #[test]
+    fn the_keep_cached_bound_reaches_the_workers_as_exported() {
+        // Process-wide, but read by no other test of this binary.
+        std::env::set_var(KEEP_CACHED_ENV, "4096");
+        let env = worker_env(
+            Path::new("/usr/bin/python3"),
+            Device::Cpu,
+            None,
+            Path::new("/c"),
+        );
+        std::env::remove_var(KEEP_CACHED_ENV);
+        assert!(
+            env.iter().any(|(k, v)| k == KEEP_CACHED_ENV && v == "4096"),
+            "{env:?}"
+        );
+    }
+
+    #[test]
+    fn the_keep_cached_bound_is_whole_bytes_or_unset() {
+        assert!(check_keep_cached(None).is_ok());
+        assert!(check_keep_cached(Some("")).is_ok());
+        assert!(check_keep_cached(Some("0")).is_ok());
+        assert!(check_keep_cached(Some("8589934592")).is_ok());
+        for bad in ["8GiB", "-1", "1e9", " 1", "1.5", "99999999999999999999999"] {
+            let err = check_keep_cached(Some(bad)).unwrap_err();
+            assert!(
+                err.contains("KBENCH_KEEP_CACHED_BYTES") && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
 }

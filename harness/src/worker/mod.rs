@@ -17,7 +17,10 @@ pub mod setup;
 mod wire;
 
 pub use gate::{GateHold, Gates, StartGate};
-pub use launch::{allow_bytecode_writes, pycache_dir, worker_env, BUILD_NICENESS, MAX_PAYLOAD};
+pub use launch::{
+    allow_bytecode_writes, check_keep_cached, pycache_dir, worker_env, BUILD_NICENESS,
+    KEEP_CACHED_ENV, MAX_PAYLOAD,
+};
 pub use prestart::{Prestart, Prestarted};
 pub use process::*;
 pub use wire::{device_for_worker, error_text, str_field};
