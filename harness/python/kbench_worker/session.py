@@ -8,34 +8,65 @@ import time
 
 import torch
 
+from .integrity import POISON_CAP_BYTES
 from .protocol import WorkerError, _error_from, driver_step
 from .tensors import _sync, seed_all
 
 
-# Free blocks a worker's allocator may keep cached between commands: small beside any GPU
-# kbench runs on (80 GB and up), and more than a level-2 or level-3 case's working set, so
-# those cases reuse their blocks; a level-1 case of GBs releases everything.
-# KBENCH_KEEP_CACHED_BYTES (whole bytes, checked by the harness before a run starts) sets
-# another bound, for measuring what releasing costs: with four GPUs busy the driver calls of
-# `empty_cache` took 1.7-2.6x as long per call as with one
-# (tests/gpu/runs/2026-11-28-h200x4-issue26-half-a-abba). A larger bound leaves less memory
-# to the other worker on the GPU, so it is not the default until a GPU run shows that every
-# problem's cases still fit.
+# Between commands a worker gives its allocator's free blocks back to the driver
+# (`empty_cache`) unless the GPU has room for them: the reference and a candidate share one
+# GPU, and blocks cached here (float64 copies, old outputs) must not make an honest candidate
+# run out of memory. With four GPUs busy those driver calls took 1.7-2.6x as long per call as
+# with one (tests/gpu/runs/2026-11-28-h200x4-issue26-half-a-abba), and the blocks freed were
+# allocated again through the driver by the next case, so a worker keeps them while the GPU's
+# free memory is at least what this worker reserves plus an eighth of the GPU (the other
+# worker and the harness's buffers for a case need about what this worker needed at its
+# peak). A candidate keeps at most POISON_CAP_BYTES (integrity.py): every cached block it
+# holds is poisoned before its calls, and only that much is. Up to FLOOR_CACHED_BYTES stays
+# cached whatever the GPU holds (a level-2 or level-3 case's working set).
+# KBENCH_KEEP_CACHED_BYTES (whole bytes, checked by the harness before a run starts) replaces
+# this with a fixed bound, no looking at the GPU: 1073741824 is the rule before 2026-11-28,
+# for measuring what the releasing costs.
 KEEP_CACHED_ENV = "KBENCH_KEEP_CACHED_BYTES"
+FLOOR_CACHED_BYTES = 1 << 30
+# The part of the GPU's memory left free beyond a worker's own reservation for it to keep
+# its cached blocks.
+FREE_MARGIN_DIVISOR = 8
 
 
 def keep_cached_bytes(value):
-    """The bound on cached free blocks: `value` (the environment variable's text, or None for
-    the default of 1 GiB) as whole bytes."""
+    """The fixed bound on cached free blocks that `value` (the environment variable's text)
+    sets, or None (unset or empty) for the rule that looks at the GPU's free memory."""
     if value is None or value == "":
-        return 1 << 30
+        return None
     if not (value.isascii() and value.isdigit()):
         raise ValueError(f"{KEEP_CACHED_ENV}={value!r}: not a whole number of bytes "
-                         f"(unset it for the default of 1 GiB, or give bytes such as 8589934592)")
+                         f"(unset it for the default, which keeps what the GPU has room for, or "
+                         f"give bytes such as 1073741824)")
     return int(value)
 
 
 KEEP_CACHED_BYTES = keep_cached_bytes(os.environ.get(KEEP_CACHED_ENV))
+
+
+def should_release(idle, reserved, free, total, role, fixed=None):
+    """Whether a worker holding `idle` free blocks of `reserved` bytes on a GPU with `free` of
+    `total` bytes free gives them back. `free` may be None: the caller asks the driver only
+    when the answer depends on it (see `needs_free`)."""
+    if fixed is not None:
+        return idle > fixed
+    if idle <= FLOOR_CACHED_BYTES:
+        return False
+    if role == "candidate" and idle > POISON_CAP_BYTES:
+        return True
+    return free < reserved + total // FREE_MARGIN_DIVISOR
+
+
+def needs_free(idle, role, fixed=None):
+    """Whether `should_release` needs the GPU's free memory for these arguments."""
+    if fixed is not None or idle <= FLOOR_CACHED_BYTES:
+        return False
+    return role != "candidate" or idle <= POISON_CAP_BYTES
 
 
 class Session:
@@ -100,16 +131,19 @@ class Session:
                 inputs[i] = src.to(device=x.device, copy=True)
 
     def _release_device_memory(self, keep=None):
-        """Returns the caching allocator's free blocks to the driver when they are more than
-        KEEP_CACHED_BYTES. The reference and a candidate share one GPU: memory cached here
-        (float64 copies, old outputs) would make a correct candidate fail with an
-        out-of-memory error that is not its fault. A little is kept: emptying the cache after
-        every command freed and allocated the same blocks again each case, driver calls that
-        took longer with four GPUs busy at once. `keep=0` releases every free block."""
+        """Returns the caching allocator's free blocks to the driver unless this worker may
+        keep them (`should_release`; the module comment says why). `keep=0` releases every
+        free block; another `keep` is a fixed bound."""
         if self.device is not None and self.device.type == "cuda":
             with driver_step("gc"):
                 gc.collect()
-            idle = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-            if idle > (KEEP_CACHED_BYTES if keep is None else keep):
+            reserved = torch.cuda.memory_reserved(self.device)
+            idle = reserved - torch.cuda.memory_allocated(self.device)
+            fixed = KEEP_CACHED_BYTES if keep is None else keep
+            free = total = None
+            if needs_free(idle, self.role, fixed):
+                with driver_step("mem_info"):
+                    free, total = torch.cuda.mem_get_info(self.device)
+            if should_release(idle, reserved, free, total, self.role, fixed):
                 with driver_step("empty_cache"):
                     torch.cuda.empty_cache()

@@ -31,19 +31,49 @@ class PriorityTests(unittest.TestCase):
 
 
 class KeepCachedTests(unittest.TestCase):
-    """KBENCH_KEEP_CACHED_BYTES: the bound on free GPU memory a worker keeps cached."""
+    """What free GPU memory a worker keeps cached between commands, and
+    KBENCH_KEEP_CACHED_BYTES's fixed bound in place of that rule."""
 
-    def test_the_bound_is_whole_bytes_or_the_default(self):
+    def test_the_bound_is_whole_bytes_or_unset(self):
         from kbench_worker.session import keep_cached_bytes
 
-        self.assertEqual(keep_cached_bytes(None), 1 << 30)
-        self.assertEqual(keep_cached_bytes(""), 1 << 30)
+        self.assertIsNone(keep_cached_bytes(None))
+        self.assertIsNone(keep_cached_bytes(""))
         self.assertEqual(keep_cached_bytes("0"), 0)
         self.assertEqual(keep_cached_bytes("8589934592"), 8 << 30)
         for bad in ("8GiB", "-1", "1e9", " 1", "\u00b2"):
             with self.assertRaises(ValueError) as caught:
                 keep_cached_bytes(bad)
             self.assertIn("KBENCH_KEEP_CACHED_BYTES", str(caught.exception))
+
+    def test_blocks_are_kept_while_the_gpu_has_room_for_them(self):
+        from kbench_worker.integrity import POISON_CAP_BYTES
+        from kbench_worker.session import FLOOR_CACHED_BYTES, needs_free, should_release
+
+        gib = 1 << 30
+        total = 140 * gib
+        # Up to the floor nothing goes back, and the driver is not asked.
+        self.assertFalse(needs_free(FLOOR_CACHED_BYTES, "reference"))
+        self.assertFalse(should_release(FLOOR_CACHED_BYTES, 4 * gib, None, None, "reference"))
+        # A reference holding 36 GiB (a level-1 case with its float64 forward) on a GPU with
+        # 85 GiB free keeps it: the candidate and the case's buffers fit in what is free.
+        self.assertTrue(needs_free(30 * gib, "reference"))
+        self.assertFalse(should_release(30 * gib, 36 * gib, 85 * gib, total, "reference"))
+        # The same with 44 GiB free (a 16 GiB case beside a candidate) gives it back: less
+        # than its reservation and an eighth of the GPU are free.
+        self.assertTrue(should_release(30 * gib, 36 * gib, 44 * gib, total, "reference"))
+        self.assertTrue(should_release(30 * gib, 36 * gib, 36 * gib + total // 8 - 1, total, "reference"))
+        self.assertFalse(should_release(30 * gib, 36 * gib, 36 * gib + total // 8, total, "reference"))
+        # A candidate keeps no more than the poisoning covers, however much is free.
+        self.assertFalse(should_release(POISON_CAP_BYTES, POISON_CAP_BYTES, 130 * gib, total, "candidate"))
+        self.assertFalse(needs_free(POISON_CAP_BYTES + 1, "candidate"))
+        self.assertTrue(should_release(POISON_CAP_BYTES + 1, 9 * gib, None, None, "candidate"))
+        # A fixed bound (the environment variable, or a command's keep=0) decides alone.
+        self.assertFalse(needs_free(30 * gib, "reference", fixed=gib))
+        self.assertTrue(should_release(gib + 1, 2 * gib, None, None, "reference", fixed=gib))
+        self.assertFalse(should_release(gib, 2 * gib, None, None, "reference", fixed=gib))
+        self.assertTrue(should_release(1, 2 * gib, None, None, "candidate", fixed=0))
+        self.assertFalse(should_release(0, 2 * gib, None, None, "candidate", fixed=0))
 
     def test_a_worker_takes_the_bound_from_its_environment(self):
         # Real worker processes: one starts with a good value; a bad value stops one before

@@ -416,7 +416,7 @@ impl ReferenceSession {
     /// Makes the worker drop its current case and give every cached block back to the driver
     /// (after a candidate or its buffers ran out of GPU memory beside it); timing remakes the
     /// case when it needs it. Sent even when the worker holds no case: between commands it
-    /// keeps up to 1 GiB of free blocks cached. A worker that cannot answer is left to the
+    /// may keep free blocks cached. A worker that cannot answer is left to the
     /// next case, which restarts it.
     pub fn drop_worker_case(&mut self, ctx: &Ctx) {
         if self.gpu.is_some() {

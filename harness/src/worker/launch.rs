@@ -12,10 +12,11 @@ pub const MAX_PAYLOAD: u64 = 256 << 30;
 /// Niceness of build-ahead jobs and their compilers.
 pub const BUILD_NICENESS: u32 = 10;
 
-/// The bound, in bytes, on the free GPU memory a worker's allocator keeps cached between
-/// commands (the worker's `session.KEEP_CACHED_BYTES`, 1 GiB unset): for measuring what
-/// giving memory back to the driver costs with several GPUs busy. Passed to the workers as
-/// exported; checked by [`check_keep_cached`] before a run starts.
+/// A fixed bound, in bytes, on the free GPU memory a worker's allocator keeps cached between
+/// commands, in place of the workers' rule (unset: keep what the GPU has room for, see the
+/// worker's `session.should_release`); 1073741824 is the rule before 2026-11-28. For
+/// measuring what giving memory back to the driver costs with several GPUs busy. Passed to
+/// the workers as exported; checked by [`check_keep_cached`] before a run starts.
 pub const KEEP_CACHED_ENV: &str = "KBENCH_KEEP_CACHED_BYTES";
 
 /// `Err` with what to do when [`KEEP_CACHED_ENV`]'s value is not whole bytes (the workers
@@ -26,7 +27,7 @@ pub fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
         Some(v) if v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<u64>().is_ok() => Ok(()),
         Some(v) => Err(format!(
             "{KEEP_CACHED_ENV}={v:?}: not a whole number of bytes; unset it for the default \
-             of 1 GiB, or give bytes such as 8589934592"
+             (keep what the GPU has room for), or give bytes such as 1073741824"
         )),
     }
 }
