@@ -38,6 +38,8 @@ mod nan_inf;
 // Issue 20, items 6-8: no_kernel and problem_error records, command-line faults.
 mod outcomes_issue20;
 mod profile;
+// A reference load sent ahead that ran out of GPU memory is tried once more.
+mod reference_load;
 mod report;
 // Signed records, one writer per run folder, SIGTERM/SIGHUP: real runs on the CPU.
 mod run_integrity;

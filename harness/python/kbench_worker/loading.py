@@ -24,6 +24,7 @@ from .protocol import (
     _field,
     _is_int,
 )
+from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
 
 
@@ -215,8 +216,9 @@ class LoadCommands:
             device_name = _cpu_name()
             self.l2_bytes = None
         # The blocks the float64 copy and the cast freed (or a failed copy left), given back
-        # before this load's memory sits beside another problem's evaluation on the GPU.
-        self._release_device_memory()
+        # past the floor whatever the GPU holds: a load sent ahead sits beside another
+        # problem's evaluation on the GPU, out of reach of the harness's memory retries.
+        self._release_device_memory(keep=FLOOR_CACHED_BYTES)
         # What is alive now (torch, the problem module, the model, an extension) lives as
         # long as the worker: frozen out of every later collection, so the collection in each
         # _release_device_memory scans only a case's objects. A full collection over torch
@@ -280,7 +282,8 @@ class LoadCommands:
             raise _error_from(exc, "compile_error", "load", "first call (compilation) failed: ")
         finally:
             del inputs
-            self._release_device_memory()
+            # Past the floor whatever the GPU holds, as after the load itself.
+            self._release_device_memory(keep=FLOOR_CACHED_BYTES)
         return time.perf_counter() - t0
 
     def _parse_device(self, name):

@@ -13,24 +13,28 @@ from .protocol import WorkerError, _error_from, driver_step
 from .tensors import _sync, seed_all
 
 
-# Between commands a worker gives its allocator's free blocks back to the driver
+# Between commands the reference's worker gives its allocator's free blocks back to the driver
 # (`empty_cache`) unless the GPU has room for them: the reference and a candidate share one
 # GPU, and blocks cached here (float64 copies, old outputs) must not make an honest candidate
 # run out of memory. With four GPUs busy those driver calls took 1.7-2.6x as long per call as
 # with one (tests/gpu/runs/2026-11-28-h200x4-issue26-half-a-abba), and the blocks freed were
-# allocated again through the driver by the next case, so a worker keeps them while the GPU's
-# free memory is at least what this worker reserves plus an eighth of the GPU (the other
-# worker and the harness's buffers for a case need about what this worker needed at its
-# peak). A candidate keeps at most POISON_CAP_BYTES (integrity.py): every cached block it
-# holds is poisoned before its calls, and only that much is. Up to FLOOR_CACHED_BYTES stays
-# cached whatever the GPU holds (a level-2 or level-3 case's working set).
+# allocated again through the driver by the next case, so it keeps them while the GPU's free
+# memory is at least what it reserves plus an eighth of the GPU (the candidate and the
+# harness's buffers for a case need about what the reference needed at its peak). Up to
+# FLOOR_CACHED_BYTES stays cached whatever the GPU holds (a level-2 or level-3 case's working
+# set). Everything else keeps only that floor: a candidate's worker (its kept blocks would be
+# memory the reference's next case, with its float64 forward, may need, and a reference that
+# runs out making a random case is not tried again), and `load` (a worker loaded ahead sits
+# beside another problem's evaluation, out of reach of the harness's memory retries).
 # KBENCH_KEEP_CACHED_BYTES (whole bytes, checked by the harness before a run starts) replaces
-# this with a fixed bound, no looking at the GPU: 1073741824 is the rule before 2026-11-28,
-# for measuring what the releasing costs.
+# the rule with a fixed bound, no looking at the GPU (1073741824 is the floor everywhere, the
+# rule before 2026-11-28), for measuring what the releasing costs; a candidate's worker keeps
+# no more than POISON_CAP_BYTES whatever the bound (the poisoning before its calls covers that
+# much).
 KEEP_CACHED_ENV = "KBENCH_KEEP_CACHED_BYTES"
 FLOOR_CACHED_BYTES = 1 << 30
-# The part of the GPU's memory left free beyond a worker's own reservation for it to keep
-# its cached blocks.
+# The part of the GPU's memory left free beyond the reference's own reservation for it to
+# keep its cached blocks.
 FREE_MARGIN_DIVISOR = 8
 
 
@@ -49,24 +53,31 @@ def keep_cached_bytes(value):
 KEEP_CACHED_BYTES = keep_cached_bytes(os.environ.get(KEEP_CACHED_ENV))
 
 
-def should_release(idle, reserved, free, total, role, fixed=None):
-    """Whether a worker holding `idle` free blocks of `reserved` bytes on a GPU with `free` of
-    `total` bytes free gives them back. `free` may be None: the caller asks the driver only
-    when the answer depends on it (see `needs_free`)."""
+def fixed_bound(role, keep):
+    """The fixed bound on cached free blocks for a worker of `role` asked to keep `keep`
+    (None: the default), or None when the reference's rule on the GPU's free memory decides.
+    Fails closed: a role other than the reference keeps the floor (or the environment's bound)
+    and never more than POISON_CAP_BYTES."""
+    if keep is None:
+        keep = KEEP_CACHED_BYTES
+        if keep is None and role != "reference":
+            keep = FLOOR_CACHED_BYTES
+    if keep is not None and role != "reference":
+        keep = min(keep, POISON_CAP_BYTES)
+    return keep
+
+
+def should_release(idle, reserved, free, total, fixed):
+    """Whether a worker holding `idle` free blocks of `reserved` bytes gives them back, on a
+    GPU with `free` of `total` bytes free (None when the driver was not asked), under the
+    fixed bound `fixed` (None: the reference's rule)."""
     if fixed is not None:
         return idle > fixed
     if idle <= FLOOR_CACHED_BYTES:
         return False
-    if role == "candidate" and idle > POISON_CAP_BYTES:
+    if free is None or total is None:
         return True
     return free < reserved + total // FREE_MARGIN_DIVISOR
-
-
-def needs_free(idle, role, fixed=None):
-    """Whether `should_release` needs the GPU's free memory for these arguments."""
-    if fixed is not None or idle <= FLOOR_CACHED_BYTES:
-        return False
-    return role != "candidate" or idle <= POISON_CAP_BYTES
 
 
 class Session:
@@ -132,18 +143,18 @@ class Session:
 
     def _release_device_memory(self, keep=None):
         """Returns the caching allocator's free blocks to the driver unless this worker may
-        keep them (`should_release`; the module comment says why). `keep=0` releases every
-        free block; another `keep` is a fixed bound."""
+        keep them (`fixed_bound`, `should_release`; the module comment says why). `keep=0`
+        releases every free block; another `keep` is a fixed bound."""
         if self.device is not None and self.device.type == "cuda":
             with driver_step("gc"):
                 gc.collect()
             reserved = torch.cuda.memory_reserved(self.device)
             idle = reserved - torch.cuda.memory_allocated(self.device)
-            fixed = KEEP_CACHED_BYTES if keep is None else keep
+            fixed = fixed_bound(self.role, keep)
             free = total = None
-            if needs_free(idle, self.role, fixed):
+            if fixed is None and idle > FLOOR_CACHED_BYTES:
                 with driver_step("mem_info"):
                     free, total = torch.cuda.mem_get_info(self.device)
-            if should_release(idle, reserved, free, total, self.role, fixed):
+            if should_release(idle, reserved, free, total, fixed):
                 with driver_step("empty_cache"):
                     torch.cuda.empty_cache()

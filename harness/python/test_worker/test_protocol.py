@@ -46,34 +46,91 @@ class KeepCachedTests(unittest.TestCase):
                 keep_cached_bytes(bad)
             self.assertIn("KBENCH_KEEP_CACHED_BYTES", str(caught.exception))
 
-    def test_blocks_are_kept_while_the_gpu_has_room_for_them(self):
-        from kbench_worker.integrity import POISON_CAP_BYTES
-        from kbench_worker.session import FLOOR_CACHED_BYTES, needs_free, should_release
+    def test_the_reference_keeps_blocks_while_the_gpu_has_room_for_them(self):
+        from kbench_worker.session import FLOOR_CACHED_BYTES, should_release
 
         gib = 1 << 30
         total = 140 * gib
-        # Up to the floor nothing goes back, and the driver is not asked.
-        self.assertFalse(needs_free(FLOOR_CACHED_BYTES, "reference"))
-        self.assertFalse(should_release(FLOOR_CACHED_BYTES, 4 * gib, None, None, "reference"))
+        # Up to the floor nothing goes back, whatever is free.
+        self.assertFalse(should_release(FLOOR_CACHED_BYTES, 4 * gib, 0, total, None))
         # A reference holding 36 GiB (a level-1 case with its float64 forward) on a GPU with
         # 85 GiB free keeps it: the candidate and the case's buffers fit in what is free.
-        self.assertTrue(needs_free(30 * gib, "reference"))
-        self.assertFalse(should_release(30 * gib, 36 * gib, 85 * gib, total, "reference"))
-        # The same with 44 GiB free (a 16 GiB case beside a candidate) gives it back: less
-        # than its reservation and an eighth of the GPU are free.
-        self.assertTrue(should_release(30 * gib, 36 * gib, 44 * gib, total, "reference"))
-        self.assertTrue(should_release(30 * gib, 36 * gib, 36 * gib + total // 8 - 1, total, "reference"))
-        self.assertFalse(should_release(30 * gib, 36 * gib, 36 * gib + total // 8, total, "reference"))
-        # A candidate keeps no more than the poisoning covers, however much is free.
-        self.assertFalse(should_release(POISON_CAP_BYTES, POISON_CAP_BYTES, 130 * gib, total, "candidate"))
-        self.assertFalse(needs_free(POISON_CAP_BYTES + 1, "candidate"))
-        self.assertTrue(should_release(POISON_CAP_BYTES + 1, 9 * gib, None, None, "candidate"))
-        # A fixed bound (the environment variable, or a command's keep=0) decides alone.
-        self.assertFalse(needs_free(30 * gib, "reference", fixed=gib))
-        self.assertTrue(should_release(gib + 1, 2 * gib, None, None, "reference", fixed=gib))
-        self.assertFalse(should_release(gib, 2 * gib, None, None, "reference", fixed=gib))
-        self.assertTrue(should_release(1, 2 * gib, None, None, "candidate", fixed=0))
-        self.assertFalse(should_release(0, 2 * gib, None, None, "candidate", fixed=0))
+        self.assertFalse(should_release(30 * gib, 36 * gib, 85 * gib, total, None))
+        # With 44 GiB free (a 16 GiB case beside a candidate) it gives them back: less than
+        # its reservation and an eighth of the GPU are free.
+        self.assertTrue(should_release(30 * gib, 36 * gib, 44 * gib, total, None))
+        self.assertTrue(should_release(30 * gib, 36 * gib, 36 * gib + total // 8 - 1, total, None))
+        self.assertFalse(should_release(30 * gib, 36 * gib, 36 * gib + total // 8, total, None))
+        # Without the driver's answer: given back.
+        self.assertTrue(should_release(30 * gib, 36 * gib, None, None, None))
+        # A fixed bound decides alone.
+        self.assertTrue(should_release(gib + 1, 2 * gib, 100 * gib, total, gib))
+        self.assertFalse(should_release(gib, 2 * gib, 0, total, gib))
+        self.assertTrue(should_release(1, 2 * gib, None, None, 0))
+        self.assertFalse(should_release(0, 2 * gib, None, None, 0))
+
+    def test_only_the_reference_follows_the_rule_and_a_candidate_keeps_what_is_poisoned(self):
+        from kbench_worker import session
+        from kbench_worker.integrity import POISON_CAP_BYTES
+
+        floor = session.FLOOR_CACHED_BYTES
+        was = session.KEEP_CACHED_BYTES
+        try:
+            session.KEEP_CACHED_BYTES = None
+            self.assertIsNone(session.fixed_bound("reference", None))
+            self.assertEqual(session.fixed_bound("candidate", None), floor)
+            self.assertEqual(session.fixed_bound("builder", None), floor)  # fails closed
+            self.assertEqual(session.fixed_bound("reference", floor), floor)  # load, warm-up
+            self.assertEqual(session.fixed_bound("candidate", 0), 0)
+            self.assertEqual(session.fixed_bound("reference", 0), 0)
+            # The environment's bound for both roles, a candidate's capped at the poisoning.
+            session.KEEP_CACHED_BYTES = 32 << 30
+            self.assertEqual(session.fixed_bound("reference", None), 32 << 30)
+            self.assertEqual(session.fixed_bound("candidate", None), POISON_CAP_BYTES)
+            self.assertEqual(session.fixed_bound("candidate", 0), 0)
+        finally:
+            session.KEEP_CACHED_BYTES = was
+
+    def test_a_release_asks_the_driver_only_when_its_answer_decides(self):
+        # _release_device_memory itself, with torch.cuda's allocator and driver calls stood
+        # in for (no GPU here): which of them it makes for each role and `keep`.
+        from unittest import mock
+
+        from kbench_worker import session
+
+        gib = 1 << 30
+        calls = []
+
+        def run(role, keep, reserved, allocated, free, total=140 * gib):
+            calls.clear()
+            s = session.Session(role, None)
+            s.device = torch.device("cuda", 0)
+            with mock.patch.multiple(
+                torch.cuda,
+                memory_reserved=lambda d: reserved,
+                memory_allocated=lambda d: allocated,
+                mem_get_info=lambda d: calls.append("mem_info") or (free, total),
+                empty_cache=lambda: calls.append("empty_cache"),
+            ):
+                s._release_device_memory(keep)
+            return list(calls)
+
+        was = session.KEEP_CACHED_BYTES
+        try:
+            session.KEEP_CACHED_BYTES = None
+            # The reference: kept with room, given back without, the driver not asked below
+            # the floor; keep=0 (timing, partial exports, drops) always gives back.
+            self.assertEqual(run("reference", None, 36 * gib, 6 * gib, 90 * gib), ["mem_info"])
+            self.assertEqual(run("reference", None, 36 * gib, 6 * gib, 40 * gib), ["mem_info", "empty_cache"])
+            self.assertEqual(run("reference", None, 4 * gib, 3 * gib, 0), [])
+            self.assertEqual(run("reference", 0, 36 * gib, 6 * gib, 130 * gib), ["empty_cache"])
+            self.assertEqual(run("reference", session.FLOOR_CACHED_BYTES, 36 * gib, 6 * gib, 130 * gib),
+                             ["empty_cache"])
+            # A candidate keeps the floor however much is free.
+            self.assertEqual(run("candidate", None, 4 * gib, 2 * gib, 130 * gib), ["empty_cache"])
+            self.assertEqual(run("candidate", None, 4 * gib, 3 * gib, 130 * gib), [])
+        finally:
+            session.KEEP_CACHED_BYTES = was
 
     def test_a_worker_takes_the_bound_from_its_environment(self):
         # Real worker processes: one starts with a good value; a bad value stops one before

@@ -109,6 +109,19 @@ impl ReferenceSession {
             trains: true,
         };
         match load_reply {
+            Some(Ok(reply)) if ran_out_of_memory(&reply) => {
+                // The load sent ahead ran beside the previous problem's workers on this GPU,
+                // whose memory (their cached blocks included) has gone back since: loaded
+                // once more by a fresh worker, so that what another problem held never costs
+                // this one its reference. A second failure is the problem's own.
+                s.notes.push(format!(
+                    "the reference's load sent ahead ran out of GPU memory beside the previous problem's workers; loaded again by a fresh worker ({})",
+                    first_line(&error_text(&reply))
+                ));
+                s.worker.kill();
+                s.worker = start_reference(ctx, exec, problem, &s.log, None)?;
+                s.load(ctx, exec)?
+            }
             Some(reply) => s.loaded(ctx, reply)?,
             None => s.load(ctx, exec)?,
         }
@@ -731,4 +744,18 @@ fn applicability(
         stability("f64").as_ref(),
         tol,
     )
+}
+
+/// Whether a worker's reply is torch running out of GPU memory: an error whose message
+/// (not its traceback) says so. Here, not in `judge`, which this layer may not import.
+fn ran_out_of_memory(reply: &Frame) -> bool {
+    reply.kind() == "error" && {
+        let message = str_field(&reply.header, "message");
+        let first = message.lines().next().unwrap_or_default();
+        first.contains("OutOfMemoryError") || first.contains("CUDA out of memory")
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or_default()
 }

@@ -13,8 +13,9 @@ pub const MAX_PAYLOAD: u64 = 256 << 30;
 pub const BUILD_NICENESS: u32 = 10;
 
 /// A fixed bound, in bytes, on the free GPU memory a worker's allocator keeps cached between
-/// commands, in place of the workers' rule (unset: keep what the GPU has room for, see the
-/// worker's `session.should_release`); 1073741824 is the rule before 2026-11-28. For
+/// commands, in place of the workers' rule (unset: 1 GiB, and the reference's worker more
+/// while the GPU has room for it, see the worker's `session.fixed_bound` and
+/// `should_release`); 1073741824 is the rule before 2026-11-28. For
 /// measuring what giving memory back to the driver costs with several GPUs busy. Passed to
 /// the workers as exported; checked by [`check_keep_cached`] before a run starts.
 pub const KEEP_CACHED_ENV: &str = "KBENCH_KEEP_CACHED_BYTES";
