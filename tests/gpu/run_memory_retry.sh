@@ -3,8 +3,9 @@
 # retry (found 2026-11-27: tests/gpu/runs/2026-11-27-h100x4-issue26-b, L1/38 L1Norm_ and L1/39
 # L2Norm_ failed the honest candidate with `runtime_error` out of memory on their nan-inf case
 # on an 80 GB H100). One device call, about 2-3 minutes on one H100:
-#   1. the worker's CUDA tests (export with drop_case among them; a worker keeps up to 1 GiB
-#      of free blocks cached between commands and gives everything back on a drop:
+#   1. the worker's CUDA tests (export with drop_case among them; a worker keeps free blocks
+#      cached between commands, the reference's past 1 GiB while the GPU has room for them,
+#      and gives everything back on a drop:
 #      test_small_cases_keep_their_blocks_until_a_drop);
 #   2. the reference agent with every check on L1/36-39 (8 GiB tensors; 36 and 37 passed
 #      before and must still pass) on GPU 0: every record must be ok;

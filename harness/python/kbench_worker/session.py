@@ -45,8 +45,8 @@ def keep_cached_bytes(value):
         return None
     if not (value.isascii() and value.isdigit()):
         raise ValueError(f"{KEEP_CACHED_ENV}={value!r}: not a whole number of bytes "
-                         f"(unset it for the default, which keeps what the GPU has room for, or "
-                         f"give bytes such as 1073741824)")
+                         f"(unset it for the default: 1 GiB, and the reference's worker more "
+                         f"while the GPU has room; or give bytes such as 1073741824)")
     return int(value)
 
 

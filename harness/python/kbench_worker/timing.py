@@ -214,7 +214,7 @@ class TimingCommands:
         # cases of 6 GiB inputs ran out of memory beside an idle candidate that had just been
         # timed). Not after every round: a full collection and empty_cache, then the next
         # round's copies allocated afresh, cost every one of 50 rounds on both sides. Every
-        # free block, not only what other commands give back: this runs once per timed
+        # free block, not only past the bound other commands keep: this runs once per timed
         # problem, or every round when the harness times again after an out-of-memory error.
         recent.clear()
         state.clear()

@@ -192,8 +192,8 @@ class DeviceIoTests(WorkerTestCase):
         # After make_case the harness allocates its buffers for the case: the reference's
         # float64 forward (inputs and temporaries twice the case's bytes) must not stay cached
         # in its allocator then when the GPU is short of memory (L1/45's 16 GiB case did not
-        # fit beside them on 80 GB). A worker keeps its free blocks only while the GPU's free
-        # memory is at least its reservation plus an eighth of the GPU
+        # fit beside them on 80 GB). The reference's worker keeps its free blocks only while
+        # the GPU's free memory is at least its reservation plus an eighth of the GPU
         # (session.should_release): a tensor of this process leaves a little more than that
         # eighth free, so this case's float64 input copy (2 GiB) must go back.
         big = CUDA_PROBLEM.replace("batch_size = 4096", "batch_size = 262144")
@@ -202,9 +202,11 @@ class DeviceIoTests(WorkerTestCase):
         free, total = torch.cuda.mem_get_info(0)
         if free < total // 8 + (12 << 30):
             self.skipTest(f"the GPU has {free >> 30} GiB free; the test needs an eighth of it and 12 GiB")
-        blocker = torch.empty(free - (total // 8 + (6 << 30)), dtype=torch.uint8, device="cuda:0")
+        # Held in a list the cleanup empties: the tensor's last reference goes with it (a
+        # resize to 0 would keep the storage), then its blocks go back to the driver.
+        blocker = [torch.empty(free - (total // 8 + (6 << 30)), dtype=torch.uint8, device="cuda:0")]
         self.addCleanup(torch.cuda.empty_cache)
-        self.addCleanup(lambda: blocker.resize_(0))
+        self.addCleanup(blocker.clear)
         bufs = _HarnessBuffers()
         try:
             mib = 1 << 20

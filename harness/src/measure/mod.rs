@@ -4,6 +4,7 @@
 //! May import: `gpu`, `worker`, `config`, `runlog`, `agents` and the small crates. What it
 //! returns is data (outputs, samples, replies); `judge` turns it into outcomes.
 
+mod ahead_load;
 mod ctx;
 pub(crate) mod device_case;
 pub(crate) mod mode_check;

@@ -10,6 +10,7 @@ use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
+use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
 pub use super::ref_case::{CaseData, DevTensorOwned, RefCase};
 use super::{Ctx, Station};
@@ -108,22 +109,31 @@ impl ReferenceSession {
             cost: None,
             trains: true,
         };
-        match load_reply {
-            Some(Ok(reply)) if ran_out_of_memory(&reply) => {
-                // The load sent ahead ran beside the previous problem's workers on this GPU,
-                // whose memory (their cached blocks included) has gone back since: loaded
-                // once more by a fresh worker, so that what another problem held never costs
-                // this one its reference. A second failure is the problem's own.
+        let out_of_memory = match &load_reply {
+            Some(Ok(reply)) => ahead_out_of_memory(reply),
+            _ => None,
+        };
+        match (load_reply, out_of_memory) {
+            (_, Some(why)) => {
+                // The load sent ahead ran beside other work on this GPU (the previous
+                // problem's workers), whose memory, cached blocks included, has gone back
+                // since: loaded once more by a fresh worker, so that what another problem held
+                // never costs this one its reference or its float64 copy. A second failure is
+                // the problem's own.
                 s.notes.push(format!(
-                    "the reference's load sent ahead ran out of GPU memory beside the previous problem's workers; loaded again by a fresh worker ({})",
-                    first_line(&error_text(&reply))
+                    "the reference's load sent ahead ran out of GPU memory beside other work on the GPU; loaded again by a fresh worker ({why})"
                 ));
                 s.worker.kill();
                 s.worker = start_reference(ctx, exec, problem, &s.log, None)?;
-                s.load(ctx, exec)?
+                s.load(ctx, exec).map_err(|e| match e {
+                    RefFailure::Failed(m) => RefFailure::Failed(format!(
+                        "{m}\n(the second load: the one sent ahead had run out of GPU memory too: {why})"
+                    )),
+                    other => other,
+                })?
             }
-            Some(reply) => s.loaded(ctx, reply)?,
-            None => s.load(ctx, exec)?,
+            (Some(reply), None) => s.loaded(ctx, reply)?,
+            (None, None) => s.load(ctx, exec)?,
         }
         Ok(s)
     }
@@ -744,18 +754,4 @@ fn applicability(
         stability("f64").as_ref(),
         tol,
     )
-}
-
-/// Whether a worker's reply is torch running out of GPU memory: an error whose message
-/// (not its traceback) says so. Here, not in `judge`, which this layer may not import.
-fn ran_out_of_memory(reply: &Frame) -> bool {
-    reply.kind() == "error" && {
-        let message = str_field(&reply.header, "message");
-        let first = message.lines().next().unwrap_or_default();
-        first.contains("OutOfMemoryError") || first.contains("CUDA out of memory")
-    }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or_default()
 }

@@ -28,7 +28,8 @@ pub fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
         Some(v) if v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<u64>().is_ok() => Ok(()),
         Some(v) => Err(format!(
             "{KEEP_CACHED_ENV}={v:?}: not a whole number of bytes; unset it for the default \
-             (keep what the GPU has room for), or give bytes such as 1073741824"
+             (1 GiB, and the reference's worker more while the GPU has room), or give bytes \
+             such as 1073741824"
         )),
     }
 }
