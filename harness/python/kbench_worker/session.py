@@ -60,11 +60,9 @@ def fixed_bound(role, keep):
     and never more than POISON_CAP_BYTES."""
     if keep is None:
         keep = KEEP_CACHED_BYTES
-        if keep is None and role != "reference":
-            keep = FLOOR_CACHED_BYTES
-    if keep is not None and role != "reference":
-        keep = min(keep, POISON_CAP_BYTES)
-    return keep
+    if role == "reference":
+        return keep
+    return min(FLOOR_CACHED_BYTES if keep is None else keep, POISON_CAP_BYTES)
 
 
 def should_release(idle, reserved, free, total, fixed):

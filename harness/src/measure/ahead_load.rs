@@ -1,11 +1,10 @@
 //! A reference's `load` sent ahead, while other work ran on its GPU, that failed for GPU
-//! memory: what [`super::reference::ReferenceSession::open`] loads again. Imports only the
-//! protocol's frames and the worker's field helper, like the rest of `measure`.
+//! memory: what [`super::reference::ReferenceSession::open`] loads again.
 
 use kbench_record::protocol::Frame;
 use serde_json::Value;
 
-use crate::worker::str_field;
+use crate::worker::{first_line, str_field};
 
 /// The first line of the out-of-memory error in a `load` reply, if it had one: the load's own
 /// error, or a float64 copy that failed for memory (the load then answers `loaded` without
@@ -14,7 +13,7 @@ use crate::worker::str_field;
 /// not import.
 pub(super) fn ahead_out_of_memory(reply: &Frame) -> Option<String> {
     let first = match reply.kind() {
-        "error" => first_line(&str_field(&reply.header, "message")).to_string(),
+        "error" => first_line(&str_field(&reply.header, "message")),
         "loaded" if reply.header.get("f64_available").and_then(Value::as_bool) == Some(false) => {
             format!(
                 "float64 copy: {}",
@@ -31,10 +30,6 @@ pub(super) fn ahead_out_of_memory(reply: &Frame) -> Option<String> {
     .iter()
     .any(|m| first.contains(m))
     .then_some(first)
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -10,16 +10,12 @@ use kbench_record::HostTensor;
 use serde_json::json;
 
 use super::reference::ReferenceSession;
-use crate::worker::{error_text, Worker};
+use crate::worker::{error_text, first_line, Worker};
 
 /// Both sides' outputs of one eval-mode case.
 pub(crate) struct EvalModeOutputs {
     pub candidate: Vec<HostTensor>,
     pub reference: Vec<HostTensor>,
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().to_string()
 }
 
 /// Runs the case of `seed` (inputs) and `forward_seed` in eval mode on both workers. Err:

@@ -123,9 +123,7 @@ impl ReferenceSession {
                 s.notes.push(format!(
                     "the reference's load sent ahead ran out of GPU memory beside other work on the GPU; loaded again by a fresh worker ({why})"
                 ));
-                s.worker.kill();
-                s.worker = start_reference(ctx, exec, problem, &s.log, None)?;
-                s.load(ctx, exec).map_err(|e| match e {
+                s.fresh_worker(ctx, exec, problem).map_err(|e| match e {
                     RefFailure::Failed(m) => RefFailure::Failed(format!(
                         "{m}\n(the second load: the one sent ahead had run out of GPU memory too: {why})"
                     )),
@@ -199,6 +197,16 @@ impl ReferenceSession {
             )));
         }
         self.restarts += 1;
+        self.fresh_worker(ctx, exec, problem)
+    }
+
+    /// Kills the worker and loads the problem in a fresh one.
+    fn fresh_worker(
+        &mut self,
+        ctx: &Ctx,
+        exec: &Station,
+        problem: &Problem,
+    ) -> Result<(), RefFailure> {
         self.worker.kill();
         self.worker = start_reference(ctx, exec, problem, &self.log, None)?;
         self.load(ctx, exec)

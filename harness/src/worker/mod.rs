@@ -23,4 +23,4 @@ pub use launch::{
 };
 pub use prestart::{Prestart, Prestarted};
 pub use process::*;
-pub use wire::{device_for_worker, error_text, str_field};
+pub use wire::{device_for_worker, error_text, first_line, str_field};

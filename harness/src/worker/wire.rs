@@ -17,6 +17,11 @@ pub fn str_field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
+/// The first line of a message (an error's, before its traceback).
+pub fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
 /// The message of an `error` frame (or a description of an unexpected one).
 pub fn error_text(reply: &Frame) -> String {
     if reply.kind() == "error" {
