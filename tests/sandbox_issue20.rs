@@ -329,9 +329,12 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
     {
         let r = &by_name[name];
         table.push_str(&format!(
-            "{name:26} {:8} speedup {:6.3} worker_wait_s {:.3}\n",
+            "{name:26} {:8} speedup {:6.3} of medians {:6.3} worker_wait_s {:.3}\n",
             r["outcome"]["kind"].as_str().unwrap(),
             speedup(r),
+            r["timing"]["speedup_of_medians"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
             r["phases"]["worker_wait_s"].as_f64().unwrap_or(f64::NAN)
         ));
     }
@@ -359,12 +362,31 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
         s1 < 1.3 * control,
         "S1 speedup {s1} against the control's {control}\n{table}"
     );
-    // The others run beside a tiny elementwise reference (timings noisy at ~10 us): within
-    // a factor of 2 of their control, which a stopped or starved reference would leave.
-    let c1 = speedup(&by_name["1_honest"]);
+    // The others run beside a tiny elementwise reference (timings noisy at ~10 us): each
+    // within a factor of 2 of the median of problem 1's kernels (its control and the five
+    // attacks), which a stopped or starved reference would leave. The median, not the control
+    // alone: on 2 busy cores one kernel's speedup is now and then 2x off (once the control's
+    // own, 2.08 against the attacks' 1.0), and one outlier cannot move a median of six; the
+    // speedup of the round medians, for the same reason.
+    let of_medians = |name: &str| {
+        by_name[name]["timing"]["speedup_of_medians"]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+    };
+    let mut level1: Vec<f64> = ATTACKS[1..]
+        .iter()
+        .map(|(_, n)| of_medians(n))
+        .chain([of_medians("1_honest")])
+        .collect();
+    level1.sort_by(f64::total_cmp);
+    let mid = (level1[level1.len() / 2 - 1] + level1[level1.len() / 2]) / 2.0;
+    assert!(mid.is_finite(), "{level1:?}\n{table}");
     for (_, name) in &ATTACKS[1..] {
-        let s = speedup(&by_name[*name]);
-        assert!(s < 2.0 * c1 && s > c1 / 2.0, "{name}: {s} vs {c1}\n{table}");
+        let s = of_medians(name);
+        assert!(
+            s < 2.0 * mid && s > mid / 2.0,
+            "{name}: speedup of medians {s} against problem 1's median {mid}\n{table}"
+        );
     }
     // Each attack did run, inside: its own log says what it tried.
     for (name, said) in [
