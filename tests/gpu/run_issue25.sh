@@ -10,7 +10,8 @@
 #   GPUS=0,1,2,3 ... on a machine of four GPUs
 #
 # Then, here: tar -xzf <files_at>/store.tgz -C baselines/data && kbench baselines show
-# --kernelbench KB, and commit baselines/data.
+# --kernelbench KB, and commit baselines/data; cp <files_at>/compile-cache.tgz D/ and give
+# the next call CACHE_IN=D/compile-cache.tgz (see below).
 #
 # Order, cheapest first (issue 25's plan): eager and compile of every level before any
 # max-autotune (eager comes with each compile mode's record); max-autotune level 1, then 2,
@@ -40,8 +41,22 @@ mkdir -p "$OUT"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
-# Inductor's and Triton's caches are per machine: a fresh one starts cold.
+# Inductor's and Triton's caches are per machine: a fresh one starts cold. CACHE_IN (a
+# compile-cache.tgz an earlier call sent back, carried in D) seeds them, so that a model whose
+# max-autotune compile a call cut off goes on where it stopped instead of starting over: each
+# autotuned choice's timings are kept in inductor's cache (on 2026-11-28 L3/23's grouped
+# convolutions took about 30 s each; a cut-off compile of 445 s then took 192 s on the same
+# warm machine). The compile_s stored for such a problem is then the last attempt's, not a
+# cold compile's: say so where the figures are given. The times are those of the same
+# compiled model.
 export TORCHINDUCTOR_CACHE_DIR=/tmp/inductor-cache TRITON_CACHE_DIR=/tmp/triton-cache
+if [ -n "${CACHE_IN:-}" ]; then
+    if [ -f "$CACHE_IN" ]; then
+        mkdir -p /tmp/inductor-cache && tar -xzf "$CACHE_IN" -C /tmp && echo "compile caches seeded from $CACHE_IN ($(du -sh /tmp/inductor-cache | cut -f1) inductor)"
+    else
+        echo "CACHE_IN=$CACHE_IN is not a file: the compile caches start cold" >&2
+    fi
+fi
 step "measure $MODES, levels $LEVELS, budget ${BUDGET}s"
 S=$(date +%s)
 # STOP_STARTING (seconds, default none): no problem is started after it, so a compile that
@@ -58,3 +73,18 @@ step coverage
 # worker logs (what each compile did, when), without the candidates' sources.
 tar -czf "$OUT/store.tgz" -C "$STORE" .
 tar -czf "$OUT/work.tgz" -C "$KBENCH_CACHE_DIR" --exclude=kernels --exclude=secret baseline-runs 2>/dev/null
+# The compile caches come back for the next call's CACHE_IN, both when they fit CACHE_MAX_MB
+# compressed (default 30: what the 64 MiB carried beside the binary and the problems leaves),
+# else inductor's alone (the autotuning timings and compiled graphs; Triton's cubins are
+# compiled again).
+CACHE_MAX_MB=${CACHE_MAX_MB:-30}
+if [ -d /tmp/inductor-cache ]; then
+    tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache $([ -d /tmp/triton-cache ] && echo triton-cache)
+    if [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; then
+        tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache
+    fi
+    echo "compile-cache.tgz: $(du -h "$OUT/compile-cache.tgz" | cut -f1) ($(tar -tzf "$OUT/compile-cache.tgz" | cut -d/ -f1 | sort -u | tr '\n' ' '))"
+    if [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; then
+        echo "compile-cache.tgz is past CACHE_MAX_MB=$CACHE_MAX_MB even without Triton's cache: carry it only if the rest leaves room" >&2
+    fi
+fi
