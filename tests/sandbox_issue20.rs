@@ -268,6 +268,13 @@ fn speedup(r: &Value) -> f64 {
     r["timing"]["speedup"].as_f64().unwrap_or(f64::NAN)
 }
 
+/// The speedup of the timing rounds' medians (NaN when the record has none).
+fn speedup_of_medians(r: &Value) -> f64 {
+    r["timing"]["speedup_of_medians"]
+        .as_f64()
+        .unwrap_or(f64::NAN)
+}
+
 /// Mean of the records' `phases.worker_wait_s`: the wait for a candidate's worker to start,
 /// where the sandbox's cost lands.
 fn mean_worker_wait(records: &BTreeMap<String, Value>) -> f64 {
@@ -332,9 +339,7 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
             "{name:26} {:8} speedup {:6.3} of medians {:6.3} worker_wait_s {:.3}\n",
             r["outcome"]["kind"].as_str().unwrap(),
             speedup(r),
-            r["timing"]["speedup_of_medians"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
+            speedup_of_medians(r),
             r["phases"]["worker_wait_s"].as_f64().unwrap_or(f64::NAN)
         ));
     }
@@ -368,11 +373,7 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
     // alone: on 2 busy cores one kernel's speedup is now and then 2x off (once the control's
     // own, 2.08 against the attacks' 1.0), and one outlier cannot move a median of six; the
     // speedup of the round medians, for the same reason.
-    let of_medians = |name: &str| {
-        by_name[name]["timing"]["speedup_of_medians"]
-            .as_f64()
-            .unwrap_or(f64::NAN)
-    };
+    let of_medians = |name: &str| speedup_of_medians(&by_name[name]);
     let mut level1: Vec<f64> = ATTACKS[1..]
         .iter()
         .map(|(_, n)| of_medians(n))

@@ -78,13 +78,12 @@ tar -czf "$OUT/work.tgz" -C "$KBENCH_CACHE_DIR" --exclude=kernels --exclude=secr
 # else inductor's alone (the autotuning timings and compiled graphs; Triton's cubins are
 # compiled again).
 CACHE_MAX_MB=${CACHE_MAX_MB:-30}
+too_big() { [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; }
 if [ -d /tmp/inductor-cache ]; then
     tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache $([ -d /tmp/triton-cache ] && echo triton-cache)
-    if [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; then
-        tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache
-    fi
+    too_big && tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache
     echo "compile-cache.tgz: $(du -h "$OUT/compile-cache.tgz" | cut -f1) ($(tar -tzf "$OUT/compile-cache.tgz" | cut -d/ -f1 | sort -u | tr '\n' ' '))"
-    if [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; then
+    if too_big; then
         echo "compile-cache.tgz is past CACHE_MAX_MB=$CACHE_MAX_MB even without Triton's cache: carry it only if the rest leaves room" >&2
     fi
 fi

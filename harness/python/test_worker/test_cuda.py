@@ -234,8 +234,9 @@ class DeviceIoTests(WorkerTestCase):
     def test_small_cases_keep_their_blocks_until_a_drop(self):
         # Between commands a worker keeps free blocks cached (up to 1 GiB whatever the GPU
         # holds, more while the GPU has room for them), so a small case's next one reuses
-        # them instead of freeing and allocating again through the driver; the drop the harness sends after a candidate ran out of memory beside the
-        # reference (export with no target and drop_case) gives every block back.
+        # them instead of freeing and allocating again through the driver; the drop the
+        # harness sends after a candidate ran out of memory beside the reference (export with
+        # no target and drop_case) gives every block back.
         problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
         self.load_reference(problem, device="cuda:0")
         bufs = _HarnessBuffers()
