@@ -1,0 +1,48 @@
+"""One max-autotune compile of a KernelBench problem's Model in plain Python, outside kbench:
+the anchor `run_autotune_probe.sh` sets beside kbench's own measurement of the same problem,
+to tell torch's compile time from anything kbench's worker adds to it.
+
+    python3 tests/gpu/autotune_plain.py path/to/level3/4_LeNet5.py [mode [device]]
+
+Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
+autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
+`AUTOTUNE ... benchmarking takes` lines to stderr.
+"""
+
+import importlib.util
+import json
+import sys
+import time
+
+import torch
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main():
+    path = sys.argv[1]
+    mode = sys.argv[2] if len(sys.argv) > 2 else "max-autotune"
+    device = torch.device(sys.argv[3] if len(sys.argv) > 3 else "cuda")
+    spec = importlib.util.spec_from_file_location("problem", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    compiled = torch.compile(model, mode=mode)
+    t0 = time.perf_counter()
+    compiled(*inputs)
+    sync(device)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled(*inputs)
+    sync(device)
+    second = time.perf_counter() - t0
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "first_call_s": first, "second_call_s": second}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 25, on the GPU machine, one device call (about 5 minutes for the default problem): is
+# a max-autotune compile slower inside kbench than in plain Python? On 2026-11-29 on one H200,
+# L3/9 ResNet18 ran past kbench's 500 s compile limit (recorded as a `timeout`), where a plain
+# compile of it has been seen to take about 131 s. Its worker log showed the first
+# autotunings precompiling their Triton choices in parallel (6 s) and benchmarking them in
+# 0.3 s, and the later ones "0.0003 seconds precompiling" then 20-119 s of benchmarking, as if
+# each choice were compiled one by one inside the benchmark; L3/4 LeNet5 showed the same
+# (33 s and 15 s of benchmarking for two small matmuls).
+#
+# The same problem, each variant from cold compile caches of its own:
+#   plain    tests/gpu/autotune_plain.py: torch.compile(mode="max-autotune") and one call;
+#   bare     kbench baselines measure --no-sandbox (kbench's worker, no bubblewrap);
+#   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
+# Writes, under OUT, each variant's stderr or worker logs, and summary.txt: per variant the
+# compile seconds and the sums of inductor's "benchmarking" and "precompiling" seconds.
+#
+#   D=devrun OUT=$OUT/probe bash tests/gpu/run_autotune_probe.sh
+#   PROBLEM=level3/9_ResNet18.py (default level3/4_LeNet5.py), VARIANTS="plain sandbox"
+set -uo pipefail
+export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
+D=${D:-devrun}; OUT=${OUT:-/tmp/out}
+PROBLEM=${PROBLEM:-level3/4_LeNet5.py}; VARIANTS=${VARIANTS:-plain bare sandbox}
+LIMIT=${LIMIT:-500}
+# DEVICE=cpu tries the script out on a machine without a GPU (inductor then autotunes no Triton).
+DEVICE=${DEVICE:-cuda}
+mkdir -p "$OUT"
+nvidia-smi -L 2>/dev/null; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc
+# inductor's summary line per autotuning: "... benchmarking takes X seconds and Y seconds
+# precompiling for N choices"; the sums of X and of Y over a log's lines.
+sums() {
+    awk '/AUTOTUNE benchmarking takes/ { for (i = 1; i <= NF; i++) { if ($i == "takes") b += $(i+1); if ($i == "and") p += $(i+1) } n++ }
+         END { printf "%d autotunings, benchmarking %.1f s, precompiling %.1f s", n, b, p }' "$@"
+}
+for v in $VARIANTS; do
+    echo "== $v $(date -u +%T)"
+    export TORCHINDUCTOR_CACHE_DIR=/tmp/probe-$v/inductor TRITON_CACHE_DIR=/tmp/probe-$v/triton
+    rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$OUT/$v"
+    S=$(date +%s.%N)
+    case $v in
+        plain)
+            timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
+                > "$OUT/$v/result.json" 2> "$OUT/$v/stderr.log"
+            echo "rc=$?"; cat "$OUT/$v/result.json";;
+        bare|sandbox)
+            NS=(); [ "$v" = bare ] && NS=(--no-sandbox)
+            "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
+                --store "/tmp/probe-$v/store" --work "/tmp/probe-$v/work" --device "$DEVICE" --lookahead 0 \
+                --timeout-load "$LIMIT" "${NS[@]}" > "$OUT/$v/measure.txt" 2>&1
+            echo "rc=$?"; tail -3 "$OUT/$v/measure.txt"
+            find "/tmp/probe-$v/work" -name '*.log' -exec cp {} "$OUT/$v/" \;
+            find "/tmp/probe-$v/store" -name 'max-autotune.json' -exec cp {} "$OUT/$v/" \;;;
+    esac
+    E=$(python3 -c "import time; print(round(time.time() - $S, 1))")
+    logs=("$OUT/$v"/*.log)
+    line="$v: ${E} s in all; $(sums "${logs[@]}")"
+    if [ -f "$OUT/$v/max-autotune.json" ]; then
+        line="$line; stored compile_s $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([round(e.get('compile_s') or -1, 1) for l in d.values() if isinstance(l, dict) for e in l.values() if isinstance(e, dict) and 'compile_s' in e])" "$OUT/$v/max-autotune.json")"
+    fi
+    echo "$line" | tee -a "$OUT/summary.txt"
+done
+echo "== summary"; cat "$OUT/summary.txt"
