@@ -73,17 +73,36 @@ step coverage
 # worker logs (what each compile did, when), without the candidates' sources.
 tar -czf "$OUT/store.tgz" -C "$STORE" .
 tar -czf "$OUT/work.tgz" -C "$KBENCH_CACHE_DIR" --exclude=kernels --exclude=secret baseline-runs 2>/dev/null
-# The compile caches come back for the next call's CACHE_IN, both when they fit CACHE_MAX_MB
-# compressed (default 30: what the 64 MiB carried beside the binary and the problems leaves),
-# else inductor's alone (the autotuning timings and compiled graphs; Triton's cubins are
-# compiled again).
-CACHE_MAX_MB=${CACHE_MAX_MB:-30}
-too_big() { [ "$(du -m "$OUT/compile-cache.tgz" | cut -f1)" -gt "$CACHE_MAX_MB" ]; }
+# The compile caches come back for the next call's CACHE_IN, as much of them as fits
+# CACHE_MAX_MB compressed (default 15: a file sent back from a device call is at most 16 MiB):
+# inductor's and Triton's caches; else inductor's alone (compiled graphs and autotuning
+# results; Triton's cubins are compiled again); else the autotuning results alone, a few
+# hundred kB: inductor's table of each autotuned choice's timings (`cache/`, keyed by GPU,
+# torch and Triton) and the `.best_config` of each tuned kernel. These are what a level-3
+# compile spends its time on (on 2026-11-29 ResNet18's 8 autotunings benchmarked for 469 s),
+# and the next attempt looks them up instead of benchmarking again. On 2026-11-29 inductor's
+# cache alone was 47 to 75 MB compressed after one to three heavy models, and lost.
+CACHE_MAX_MB=${CACHE_MAX_MB:-15}
+cache_tgz="$OUT/compile-cache.tgz"
+fits() { [ "$(du -m "$1" | cut -f1)" -le "$CACHE_MAX_MB" ]; }
+# A tar that cannot fit is not made: compression gives about 4x here at best, and each try on
+# 300 MB of cache costs tens of seconds at the end of a call.
+may_fit() { [ "$(du -smc "$@" | tail -1 | cut -f1)" -le $((4 * CACHE_MAX_MB)) ]; }
 if [ -d /tmp/inductor-cache ]; then
-    tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache $([ -d /tmp/triton-cache ] && echo triton-cache)
-    too_big && tar -czf "$OUT/compile-cache.tgz" -C /tmp inductor-cache
-    echo "compile-cache.tgz: $(du -h "$OUT/compile-cache.tgz" | cut -f1) ($(tar -tzf "$OUT/compile-cache.tgz" | cut -d/ -f1 | sort -u | tr '\n' ' '))"
-    if too_big; then
-        echo "compile-cache.tgz is past CACHE_MAX_MB=$CACHE_MAX_MB even without Triton's cache: carry it only if the rest leaves room" >&2
+    rm -f "$cache_tgz"
+    tries=("inductor-cache triton-cache" "inductor-cache")
+    [ -d /tmp/triton-cache ] || tries=("inductor-cache")
+    for parts in "${tries[@]}"; do
+        # shellcheck disable=SC2086 # a list of folder names
+        set -- $parts
+        (cd /tmp && may_fit "$@") || continue
+        tar -czf "$cache_tgz.part" -C /tmp "$@" && fits "$cache_tgz.part" && mv "$cache_tgz.part" "$cache_tgz" && break
+    done
+    if [ ! -f "$cache_tgz" ]; then
+        (cd /tmp && find inductor-cache/cache -type f 2>/dev/null; find inductor-cache -name '*.best_config') \
+            | tar -czf "$cache_tgz" -C /tmp -T -
     fi
+    rm -f "$cache_tgz.part"
+    echo "compile-cache.tgz: $(du -h "$cache_tgz" | cut -f1), $(tar -tzf "$cache_tgz" | grep -vc '/$') files ($(tar -tzf "$cache_tgz" | cut -d/ -f1 | sort -u | tr '\n' ' '))"
+    fits "$cache_tgz" || echo "compile-cache.tgz is past CACHE_MAX_MB=$CACHE_MAX_MB even with the autotuning results alone: it will not come back" >&2
 fi
