@@ -4,6 +4,10 @@ to tell torch's compile time from anything kbench's worker adds to it.
 
     python3 tests/gpu/autotune_plain.py path/to/level3/4_LeNet5.py [mode [device]]
 
+With PROBE_CUPTI=1 it first starts and stops a CUDA-only Kineto profiler around one small
+kernel, as kbench's GPU workers do when they start (`integrity._warm_cuda`), so that a compile
+slowed by CUPTI having been initialised shows as the difference from the plain one.
+
 Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
 autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
 `AUTOTUNE ... benchmarking takes` lines to stderr.
@@ -11,6 +15,7 @@ autotuning included, as kbench's `load` counts it) and of a second call. Inducto
 
 import importlib.util
 import json
+import os
 import sys
 import time
 
@@ -32,6 +37,15 @@ def main():
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    cupti = os.environ.get("PROBE_CUPTI") == "1" and device.type == "cuda"
+    if cupti:
+        # kbench_worker.integrity: cuda_profiler() and _warm_cuda(), restated so that this
+        # script imports nothing of kbench's.
+        x = torch.zeros(1024, device=device)
+        with torch.autograd.profiler.profile(use_device="cuda", use_kineto=True, use_cpu=False):
+            x.add_(1.0)
+            torch.cuda.synchronize(device)
+        del x
     compiled = torch.compile(model, mode=mode)
     t0 = time.perf_counter()
     compiled(*inputs)
@@ -41,7 +55,7 @@ def main():
     compiled(*inputs)
     sync(device)
     second = time.perf_counter() - t0
-    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "first_call_s": first, "second_call_s": second}))
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "first_call_s": first, "second_call_s": second}))
 
 
 if __name__ == "__main__":

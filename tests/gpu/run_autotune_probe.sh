@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25, on the GPU machine, one device call (about 5 minutes for the default problem): is
+# Issue 25, on the GPU machine, one device call (about 6 minutes for the default problem): is
 # a max-autotune compile slower inside kbench than in plain Python? On 2026-11-29 on one H200,
 # L3/9 ResNet18 ran past kbench's 500 s compile limit (recorded as a `timeout`), where a plain
 # compile of it has been seen to take about 131 s. Its worker log showed the first
@@ -10,6 +10,9 @@
 #
 # The same problem, each variant from cold compile caches of its own:
 #   plain    tests/gpu/autotune_plain.py: torch.compile(mode="max-autotune") and one call;
+#   cupti    the same after a CUDA-only profiler was started and stopped, as each of kbench's
+#            GPU workers does when it starts (a suspect: CUPTI, once initialised, may slow
+#            every later module load, and autotuning loads a module per choice);
 #   bare     kbench baselines measure --no-sandbox (kbench's worker, no bubblewrap);
 #   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
 # Writes, under OUT, each variant's stderr or worker logs, and summary.txt: per variant the
@@ -20,7 +23,7 @@
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}
-PROBLEM=${PROBLEM:-level3/4_LeNet5.py}; VARIANTS=${VARIANTS:-plain bare sandbox}
+PROBLEM=${PROBLEM:-level3/4_LeNet5.py}; VARIANTS=${VARIANTS:-plain cupti bare sandbox}
 LIMIT=${LIMIT:-500}
 # DEVICE=cpu tries the script out on a machine without a GPU (inductor then autotunes no Triton).
 DEVICE=${DEVICE:-cuda}
@@ -38,8 +41,8 @@ for v in $VARIANTS; do
     rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$OUT/$v"
     S=$(date +%s.%N)
     case $v in
-        plain)
-            timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
+        plain|cupti)
+            PROBE_CUPTI=$([ "$v" = cupti ] && echo 1 || echo 0) timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
                 > "$OUT/$v/result.json" 2> "$OUT/$v/stderr.log"
             echo "rc=$?"; cat "$OUT/$v/result.json";;
         bare|sandbox)
