@@ -8,11 +8,15 @@ With PROBE_CUPTI=1 it first starts and stops a CUDA-only Kineto profiler around 
 kernel, as kbench's GPU workers do when they start (`integrity._warm_cuda`), so that a compile
 slowed by CUPTI having been initialised shows as the difference from the plain one.
 
+With PROBE_MALLOPT=1 it also sets glibc's heap thresholds as kbench's workers do at start
+(`cpu_heap.reuse_freed_blocks`: mmap threshold 32 MiB, trim threshold 1 GiB).
+
 Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
 autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
 `AUTOTUNE ... benchmarking takes` lines to stderr.
 """
 
+import ctypes
 import importlib.util
 import json
 import os
@@ -37,6 +41,11 @@ def main():
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    mallopt = os.environ.get("PROBE_MALLOPT") == "1"
+    if mallopt:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     cupti = os.environ.get("PROBE_CUPTI") == "1" and device.type == "cuda"
     if cupti:
         # kbench_worker.integrity: cuda_profiler() and _warm_cuda(), restated so that this
@@ -55,7 +64,7 @@ def main():
     compiled(*inputs)
     sync(device)
     second = time.perf_counter() - t0
-    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "first_call_s": first, "second_call_s": second}))
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second}))
 
 
 if __name__ == "__main__":

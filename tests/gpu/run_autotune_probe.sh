@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25, on the GPU machine, one device call (about 6 minutes for the default problem): is
+# Issue 25, on the GPU machine, one device call (about 7 minutes for the default problem): is
 # a max-autotune compile slower inside kbench than in plain Python? On 2026-11-29 on one H200,
 # L3/9 ResNet18 ran past kbench's 500 s compile limit (recorded as a `timeout`), where a plain
 # compile of it has been seen to take about 131 s. Its worker log showed the first
@@ -13,21 +13,26 @@
 #   cupti    the same after a CUDA-only profiler was started and stopped, as each of kbench's
 #            GPU workers does when it starts (a suspect: CUPTI, once initialised, may slow
 #            every later module load, and autotuning loads a module per choice);
+#   workerenv  the same with the rest of what a kbench GPU worker sets up before a load:
+#            glibc's heap thresholds (cpu_heap.reuse_freed_blocks) and OMP_NUM_THREADS=4
+#            (16 cores, one GPU);
 #   bare     kbench baselines measure --no-sandbox (kbench's worker, no bubblewrap);
 #   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
-# Writes, under OUT, each variant's stderr or worker logs, and summary.txt: per variant the
-# compile seconds and the sums of inductor's "benchmarking" and "precompiling" seconds.
+# Writes, under OUT, summary.txt (per variant the seconds in all, the sums of inductor's
+# "benchmarking" and "precompiling" seconds, kbench's stored compile_s) and logs.tgz (each
+# variant's stderr or worker logs: a device call sends back at most 8 files).
 #
 #   D=devrun OUT=$OUT/probe bash tests/gpu/run_autotune_probe.sh
 #   PROBLEM=level3/9_ResNet18.py (default level3/4_LeNet5.py), VARIANTS="plain sandbox"
 set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}
-PROBLEM=${PROBLEM:-level3/4_LeNet5.py}; VARIANTS=${VARIANTS:-plain cupti bare sandbox}
+PROBLEM=${PROBLEM:-level3/4_LeNet5.py}; VARIANTS=${VARIANTS:-plain cupti workerenv bare sandbox}
 LIMIT=${LIMIT:-500}
 # DEVICE=cpu tries the script out on a machine without a GPU (inductor then autotunes no Triton).
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
+W=$(mktemp -d)  # each variant's files, sent back as one logs.tgz
 nvidia-smi -L 2>/dev/null; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; nproc
 # inductor's summary line per autotuning: "... benchmarking takes X seconds and Y seconds
 # precompiling for N choices"; the sums of X and of Y over a log's lines.
@@ -38,28 +43,35 @@ sums() {
 for v in $VARIANTS; do
     echo "== $v $(date -u +%T)"
     export TORCHINDUCTOR_CACHE_DIR=/tmp/probe-$v/inductor TRITON_CACHE_DIR=/tmp/probe-$v/triton
-    rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$OUT/$v"
+    rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$W/$v"
     S=$(date +%s.%N)
     case $v in
-        plain|cupti)
-            PROBE_CUPTI=$([ "$v" = cupti ] && echo 1 || echo 0) timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
-                > "$OUT/$v/result.json" 2> "$OUT/$v/stderr.log"
-            echo "rc=$?"; cat "$OUT/$v/result.json";;
+        plain|cupti|workerenv)
+            env=(PROBE_CUPTI=0 PROBE_MALLOPT=0)
+            [ "$v" = cupti ] && env=(PROBE_CUPTI=1 PROBE_MALLOPT=0)
+            [ "$v" = workerenv ] && env=(PROBE_CUPTI=1 PROBE_MALLOPT=1 OMP_NUM_THREADS=4)
+            env "${env[@]}" timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
+                > "$W/$v/result.json" 2> "$W/$v/stderr.log"
+            echo "rc=$?"; cat "$W/$v/result.json";;
         bare|sandbox)
             NS=(); [ "$v" = bare ] && NS=(--no-sandbox)
             "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
                 --store "/tmp/probe-$v/store" --work "/tmp/probe-$v/work" --device "$DEVICE" --lookahead 0 \
-                --timeout-load "$LIMIT" "${NS[@]}" > "$OUT/$v/measure.txt" 2>&1
-            echo "rc=$?"; tail -3 "$OUT/$v/measure.txt"
-            find "/tmp/probe-$v/work" -name '*.log' -exec cp {} "$OUT/$v/" \;
-            find "/tmp/probe-$v/store" -name 'max-autotune.json' -exec cp {} "$OUT/$v/" \;;;
+                --timeout-load "$LIMIT" "${NS[@]}" > "$W/$v/measure.txt" 2>&1
+            echo "rc=$?"; tail -3 "$W/$v/measure.txt"
+            find "/tmp/probe-$v/work" -name '*.log' -exec cp {} "$W/$v/" \;
+            find "/tmp/probe-$v/store" -name 'max-autotune.json' -exec cp {} "$W/$v/" \;;;
     esac
     E=$(python3 -c "import time; print(round(time.time() - $S, 1))")
-    logs=("$OUT/$v"/*.log)
+    logs=("$W/$v"/*.log)
     line="$v: ${E} s in all; $(sums "${logs[@]}")"
-    if [ -f "$OUT/$v/max-autotune.json" ]; then
-        line="$line; stored compile_s $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([round(e.get('compile_s') or -1, 1) for l in d.values() if isinstance(l, dict) for e in l.values() if isinstance(e, dict) and 'compile_s' in e])" "$OUT/$v/max-autotune.json")"
+    if [ -s "$W/$v/result.json" ]; then
+        line="$line; first call $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['first_call_s'], 1))" "$W/$v/result.json") s"
+    fi
+    if [ -f "$W/$v/max-autotune.json" ]; then
+        line="$line; stored compile_s $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([round(e.get('compile_s') or -1, 1) for l in d.values() if isinstance(l, dict) for e in l.values() if isinstance(e, dict) and 'compile_s' in e])" "$W/$v/max-autotune.json")"
     fi
     echo "$line" | tee -a "$OUT/summary.txt"
 done
+tar -czf "$OUT/logs.tgz" -C "$W" .
 echo "== summary"; cat "$OUT/summary.txt"
