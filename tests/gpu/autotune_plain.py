@@ -35,17 +35,18 @@ def main():
     path = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 else "max-autotune"
     device = torch.device(sys.argv[3] if len(sys.argv) > 3 else "cuda")
+    # As a kbench worker: before any problem code.
+    mallopt = os.environ.get("PROBE_MALLOPT") == "1"
+    if mallopt:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     spec = importlib.util.spec_from_file_location("problem", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
-    mallopt = os.environ.get("PROBE_MALLOPT") == "1"
-    if mallopt:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
     cupti = os.environ.get("PROBE_CUPTI") == "1" and device.type == "cuda"
     if cupti:
         # kbench_worker.integrity: cuda_profiler() and _warm_cuda(), restated so that this
