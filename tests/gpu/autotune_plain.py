@@ -11,6 +11,11 @@ slowed by CUPTI having been initialised shows as the difference from the plain o
 With PROBE_MALLOPT=1 it also sets glibc's heap thresholds as kbench's workers do at start
 (`cpu_heap.reuse_freed_blocks`: mmap threshold 32 MiB, trim threshold 1 GiB).
 
+With PROBE_NO_POOL=1 inductor's compile_threads is 1, so it starts no pool of compile
+processes: a template's choices are then precompiled by a thread pool (as many threads as
+cores) before they are benchmarked, where with the process pool (the default once it has
+started) each choice may be compiled inside its own benchmark, one after the other.
+
 Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
 autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
 `AUTOTUNE ... benchmarking takes` lines to stderr.
@@ -56,6 +61,11 @@ def main():
             x.add_(1.0)
             torch.cuda.synchronize(device)
         del x
+    no_pool = os.environ.get("PROBE_NO_POOL") == "1"
+    if no_pool:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1
     compiled = torch.compile(model, mode=mode)
     t0 = time.perf_counter()
     compiled(*inputs)
@@ -65,7 +75,7 @@ def main():
     compiled(*inputs)
     sync(device)
     second = time.perf_counter() - t0
-    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second}))
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "no_pool": no_pool, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second}))
 
 
 if __name__ == "__main__":
