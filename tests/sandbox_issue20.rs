@@ -22,6 +22,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use common::{alone, ensure_python, kbench, key, repo_root, show};
+use kbench_reports::Sample;
 use serde_json::Value;
 
 /// The run's secret, passed with --secret-from: no file a candidate writes to may hold it.
@@ -374,14 +375,14 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
     // own, 2.08 against the attacks' 1.0), and one outlier cannot move a median of six; the
     // speedup of the round medians, for the same reason.
     let of_medians = |name: &str| speedup_of_medians(&by_name[name]);
-    let mut level1: Vec<f64> = ATTACKS[1..]
+    let level1: Vec<f64> = ATTACKS[1..]
         .iter()
         .map(|(_, n)| of_medians(n))
         .chain([of_medians("1_honest")])
         .collect();
-    level1.sort_by(f64::total_cmp);
-    let mid = (level1[level1.len() / 2 - 1] + level1[level1.len() / 2]) / 2.0;
-    assert!(mid.is_finite(), "{level1:?}\n{table}");
+    let mid = Sample::new(level1.clone())
+        .unwrap_or_else(|e| panic!("problem 1's speedups of medians {level1:?}: {e}\n{table}"))
+        .median();
     for (_, name) in &ATTACKS[1..] {
         let s = of_medians(name);
         assert!(
