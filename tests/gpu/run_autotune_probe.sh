@@ -56,10 +56,13 @@ for v in $VARIANTS; do
     S=$(date +%s.%N)
     case $v in
         plain|cupti|workerenv|nopool)
+            # Off unless the variant turns it on (env takes the last of repeated names).
             env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=0)
-            [ "$v" = cupti ] && env=(PROBE_CUPTI=1 PROBE_MALLOPT=0 PROBE_NO_POOL=0)
-            [ "$v" = workerenv ] && env=(PROBE_CUPTI=1 PROBE_MALLOPT=1 PROBE_NO_POOL=0 OMP_NUM_THREADS=4)
-            [ "$v" = nopool ] && env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=1)
+            case $v in
+                cupti) env+=(PROBE_CUPTI=1);;
+                workerenv) env+=(PROBE_CUPTI=1 PROBE_MALLOPT=1 OMP_NUM_THREADS=4);;
+                nopool) env+=(PROBE_NO_POOL=1);;
+            esac
             env "${env[@]}" timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
                 > "$W/$v/result.json" 2> "$W/$v/stderr.log"
             echo "rc=$?"; cat "$W/$v/result.json";;

@@ -103,6 +103,7 @@ if [ -d /tmp/inductor-cache ]; then
             | tar -czf "$cache_tgz" -C /tmp -T -
     fi
     rm -f "$cache_tgz.part"
-    echo "compile-cache.tgz: $(du -h "$cache_tgz" | cut -f1), $(tar -tzf "$cache_tgz" | grep -vc '/$') files ($(tar -tzf "$cache_tgz" | cut -d/ -f1 | sort -u | tr '\n' ' '))"
+    listed=$(tar -tzf "$cache_tgz")
+    echo "compile-cache.tgz: $(du -h "$cache_tgz" | cut -f1), $(grep -vc '/$' <<< "$listed") files ($(cut -d/ -f1 <<< "$listed" | sort -u | tr '\n' ' '))"
     fits "$cache_tgz" || echo "compile-cache.tgz is past CACHE_MAX_MB=$CACHE_MAX_MB even with the autotuning results alone: it will not come back" >&2
 fi
