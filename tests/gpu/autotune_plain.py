@@ -16,6 +16,10 @@ processes: a template's choices are then precompiled by a thread pool (as many t
 cores) before they are benchmarked, where with the process pool (the default once it has
 started) each choice may be compiled inside its own benchmark, one after the other.
 
+With PROBE_WARM_POOL=1 it starts inductor's pool of compile processes first and waits (up to
+60 s) until inductor would use it, as it does in a kbench worker, whose compile starts after
+the reference's load: templates' choices are then compiled in the pool, not by threads.
+
 Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
 autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
 `AUTOTUNE ... benchmarking takes` lines to stderr.
@@ -66,6 +70,16 @@ def main():
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1
+    warm_pool = os.environ.get("PROBE_WARM_POOL") == "1"
+    pool_ready_s = None
+    if warm_pool:
+        from torch._inductor.async_compile import AsyncCompile
+
+        t0 = time.perf_counter()
+        AsyncCompile.warm_pool()
+        while not AsyncCompile.use_process_pool() and time.perf_counter() - t0 < 60:
+            time.sleep(0.1)
+        pool_ready_s = time.perf_counter() - t0 if AsyncCompile.use_process_pool() else None
     compiled = torch.compile(model, mode=mode)
     t0 = time.perf_counter()
     compiled(*inputs)
@@ -75,7 +89,14 @@ def main():
     compiled(*inputs)
     sync(device)
     second = time.perf_counter() - t0
-    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "no_pool": no_pool, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second}))
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "no_pool": no_pool, "warm_pool": warm_pool, "pool_ready_s": pool_ready_s, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second, "inductor_counters": counters()}))
+
+
+def counters():
+    """inductor's counts of compiles in the pool and in this process (which path ran)."""
+    from torch._dynamo.utils import counters as c
+
+    return {k: v for k, v in c["inductor"].items() if "async_compile" in k or "precompil" in k}
 
 
 if __name__ == "__main__":

@@ -20,7 +20,13 @@
 #            template's choices are precompiled by threads before their benchmarks (is the
 #            slow path torch's own, once its process pool has started?);
 #   bare     kbench baselines measure --no-sandbox (kbench's worker, no bubblewrap);
-#   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
+#   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were);
+#   warmpool plain after inductor's compile-process pool has started and is ready (in a kbench
+#            worker the compile starts well after torch's import, once the reference has
+#            loaded, so the pool is ready; in plain Python it may not yet be, and inductor
+#            then compiles choices with threads);
+#   warmkbenv  warmpool in a worker's environment (env -i and kbench's allow-list);
+#   bare1    bare with TORCHINDUCTOR_COMPILE_THREADS=1 (no compile-process pool).
 # Writes, under OUT, summary.txt (per variant the seconds in all, the sums of inductor's
 # "benchmarking" and "precompiling" seconds, kbench's stored compile_s) and logs.tgz (each
 # variant's stderr or worker logs: a device call sends back at most 8 files).
@@ -55,20 +61,27 @@ for v in $VARIANTS; do
     rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$W/$v"
     S=$(date +%s.%N)
     case $v in
-        plain|cupti|workerenv|nopool)
+        plain|cupti|workerenv|nopool|warmpool|warmkbenv)
             # Off unless the variant turns it on (env takes the last of repeated names).
-            env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=0)
+            env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=0 PROBE_WARM_POOL=0)
             case $v in
                 cupti) env+=(PROBE_CUPTI=1);;
                 workerenv) env+=(PROBE_CUPTI=1 PROBE_MALLOPT=1 OMP_NUM_THREADS=4);;
                 nopool) env+=(PROBE_NO_POOL=1);;
+                warmpool) env+=(PROBE_WARM_POOL=1);;
+                # As warmpool, in a worker's environment: nothing but kbench's allow-list.
+                warmkbenv) env=(-i HOME="$HOME" PATH="$PATH" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES=0
+                                OMP_NUM_THREADS=4 TORCHINDUCTOR_CACHE_DIR="$TORCHINDUCTOR_CACHE_DIR" TRITON_CACHE_DIR="$TRITON_CACHE_DIR"
+                                PROBE_WARM_POOL=1);;
             esac
             env "${env[@]}" timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
                 > "$W/$v/result.json" 2> "$W/$v/stderr.log"
             echo "rc=$?"; cat "$W/$v/result.json";;
-        bare|sandbox)
-            NS=(); [ "$v" = bare ] && NS=(--no-sandbox)
-            "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
+        bare|sandbox|bare1)
+            NS=(); [ "$v" != sandbox ] && NS=(--no-sandbox)
+            # bare1: inductor's compile_threads at 1 in kbench's worker (no process pool).
+            T1=(); [ "$v" = bare1 ] && T1=(TORCHINDUCTOR_COMPILE_THREADS=1)
+            env "${T1[@]}" "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
                 --store "/tmp/probe-$v/store" --work "/tmp/probe-$v/work" --device "$DEVICE" --lookahead 0 \
                 --timeout-load "$LIMIT" "${NS[@]}" > "$W/$v/measure.txt" 2>&1
             echo "rc=$?"; tail -3 "$W/$v/measure.txt"

@@ -62,6 +62,8 @@ pub fn worker_env(
         "NVSHMEM_DISABLE_NVLS",
         "TRITON_CACHE_DIR",
         "TORCHINDUCTOR_CACHE_DIR",
+        // inductor's compile parallelism (1: no pool of compile processes), for baselines.
+        "TORCHINDUCTOR_COMPILE_THREADS",
         "KBENCH_WORKER_TRACE",
         KEEP_CACHED_ENV,
         // torch's CPU threads per worker (its default: one per core in every worker), when
