@@ -122,7 +122,19 @@ impl Mode {
                 "class ModelNew(Model):\n    \"\"\"The problem's Model, run eagerly.\"\"\"\n",
             ),
             Some(mode) => {
-                s.push_str("import torch as _kbench_torch\n\n\n");
+                s.push_str("import torch as _kbench_torch\n");
+                if self.autotunes() {
+                    // torch 2.11: once inductor's pool of compile processes is ready (in a
+                    // worker it is, by the time the baseline compiles), each template choice
+                    // is compiled in the pool and then again, one at a time, in this process
+                    // inside its own benchmark. On an H200, LeNet5's max-autotune compile took
+                    // 126 s with the pool ready and 30 s without it; ResNet18's ran past 500 s.
+                    // At compile_threads 1 inductor starts no pool and precompiles the choices
+                    // with a thread per core, then benchmarks them: the same choices, timed the
+                    // same way. An exported TORCHINDUCTOR_COMPILE_THREADS still decides.
+                    s.push_str(AUTOTUNE_NO_POOL);
+                }
+                s.push_str("\n\n");
                 s.push_str("class ModelNew(Model):\n");
                 s.push_str(&format!(
                     "    \"\"\"The problem's Model through torch.compile(mode={mode:?}).\"\"\"\n\n"
@@ -139,6 +151,13 @@ impl Mode {
         s
     }
 }
+
+/// What a generated autotuning candidate runs before its `torch.compile` (see
+/// [`Mode::candidate_source`]).
+const AUTOTUNE_NO_POOL: &str = "import os as _kbench_os\n\
+import torch._inductor.config as _kbench_inductor_config\n\n\
+if \"TORCHINDUCTOR_COMPILE_THREADS\" not in _kbench_os.environ:\n    \
+_kbench_inductor_config.compile_threads = 1\n";
 
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -188,7 +207,10 @@ mod tests {
         assert!(!eager.contains("torch.compile"));
         let ma = Mode::MaxAutotune.candidate_source(problem);
         assert!(ma.contains("_kbench_torch.compile(super().forward, mode=\"max-autotune\")"));
+        assert!(ma.contains("compile_threads = 1"));
         let c = Mode::Compile.candidate_source(problem);
         assert!(c.contains("mode=\"default\""));
+        // The default mode keeps inductor's compile-process pool (no template autotuning).
+        assert!(!c.contains("compile_threads"));
     }
 }
