@@ -20,6 +20,12 @@ With PROBE_WARM_POOL=1 it starts inductor's pool of compile processes first and 
 60 s) until inductor would use it, as it does in a kbench worker, whose compile starts after
 the reference's load: templates' choices are then compiled in the pool, not by threads.
 
+With PROBE_HYBRID=1 (which implies PROBE_WARM_POOL=1) the pool is kept for inductor's ordinary
+kernels, but while a template's choices are being submitted for precompiling inductor is told
+the pool is not there, so they are precompiled by threads (as with compile_threads 1) while
+everything else still compiles in the pool. A candidate for kbench's generated baselines if it
+is much faster than compile_threads 1 on a large model (L3/9 ResNet18).
+
 Prints one JSON line: the problem, the mode, the seconds of the first call (the compile,
 autotuning included, as kbench's `load` counts it) and of a second call. Inductor writes its
 `AUTOTUNE ... benchmarking takes` lines to stderr.
@@ -70,7 +76,10 @@ def main():
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1
-    warm_pool = os.environ.get("PROBE_WARM_POOL") == "1"
+    hybrid = os.environ.get("PROBE_HYBRID") == "1"
+    if hybrid:
+        templates_by_threads()
+    warm_pool = os.environ.get("PROBE_WARM_POOL") == "1" or hybrid
     pool_ready_s = None
     if warm_pool:
         from torch._inductor.async_compile import AsyncCompile
@@ -89,7 +98,35 @@ def main():
     compiled(*inputs)
     sync(device)
     second = time.perf_counter() - t0
-    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "no_pool": no_pool, "warm_pool": warm_pool, "pool_ready_s": pool_ready_s, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second, "inductor_counters": counters()}))
+    print(json.dumps({"problem": path, "mode": mode, "device": str(device), "cupti_warmed": cupti, "mallopt": mallopt, "no_pool": no_pool, "warm_pool": warm_pool, "hybrid": hybrid, "pool_ready_s": pool_ready_s, "omp_threads": os.environ.get("OMP_NUM_THREADS"), "first_call_s": first, "second_call_s": second, "inductor_counters": counters()}))
+
+
+def templates_by_threads():
+    """PROBE_HYBRID: AsyncCompile.use_process_pool answers False inside
+    AlgorithmSelectorCache.make_precompile_fn (where a template's choices are submitted), and
+    as before everywhere else. torch 2.11's internals: a probe, not kbench's code."""
+    import threading
+
+    from torch._inductor import select_algorithm
+    from torch._inductor.async_compile import AsyncCompile
+
+    local = threading.local()
+    use_pool = AsyncCompile.use_process_pool.__func__
+
+    def use_process_pool(cls):
+        return False if getattr(local, "templates", False) else use_pool(cls)
+
+    make = select_algorithm.AlgorithmSelectorCache.make_precompile_fn
+
+    def make_precompile_fn(self, *args, **kwargs):
+        local.templates = True
+        try:
+            return make(self, *args, **kwargs)
+        finally:
+            local.templates = False
+
+    AsyncCompile.use_process_pool = classmethod(use_process_pool)
+    select_algorithm.AlgorithmSelectorCache.make_precompile_fn = make_precompile_fn
 
 
 def counters():

@@ -26,7 +26,9 @@
 #            loaded, so the pool is ready; in plain Python it may not yet be, and inductor
 #            then compiles choices with threads);
 #   warmkbenv  warmpool in a worker's environment (env -i and kbench's allow-list);
-#   bare1    bare with TORCHINDUCTOR_COMPILE_THREADS=1 (no compile-process pool).
+#   bare1    bare with TORCHINDUCTOR_COMPILE_THREADS=1 (no compile-process pool);
+#   hybrid   warmpool, but a template's choices precompiled by threads (the pool kept for the
+#            other kernels): is it faster than nopool on a large model?
 # Writes, under OUT, summary.txt (per variant the seconds in all, the sums of inductor's
 # "benchmarking" and "precompiling" seconds, kbench's stored compile_s) and logs.tgz (each
 # variant's stderr or worker logs: a device call sends back at most 8 files).
@@ -61,14 +63,15 @@ for v in $VARIANTS; do
     rm -rf "/tmp/probe-$v"; mkdir -p "$TORCHINDUCTOR_CACHE_DIR" "$TRITON_CACHE_DIR" "$W/$v"
     S=$(date +%s.%N)
     case $v in
-        plain|cupti|workerenv|nopool|warmpool|warmkbenv)
+        plain|cupti|workerenv|nopool|warmpool|warmkbenv|hybrid)
             # Off unless the variant turns it on (env takes the last of repeated names).
-            env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=0 PROBE_WARM_POOL=0)
+            env=(PROBE_CUPTI=0 PROBE_MALLOPT=0 PROBE_NO_POOL=0 PROBE_WARM_POOL=0 PROBE_HYBRID=0)
             case $v in
                 cupti) env+=(PROBE_CUPTI=1);;
                 workerenv) env+=(PROBE_CUPTI=1 PROBE_MALLOPT=1 OMP_NUM_THREADS=4);;
                 nopool) env+=(PROBE_NO_POOL=1);;
                 warmpool) env+=(PROBE_WARM_POOL=1);;
+                hybrid) env+=(PROBE_HYBRID=1);;
                 # As warmpool, in a worker's environment: nothing but kbench's allow-list.
                 warmkbenv) env=(-i HOME="$HOME" PATH="$PATH" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES=0
                                 OMP_NUM_THREADS=4 TORCHINDUCTOR_CACHE_DIR="$TORCHINDUCTOR_CACHE_DIR" TRITON_CACHE_DIR="$TRITON_CACHE_DIR"
