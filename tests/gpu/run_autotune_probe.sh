@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 25, on the GPU machine, one device call (about 8 minutes for the default problem): is
-# a max-autotune compile slower inside kbench than in plain Python? On 2026-11-29 on one H200,
+# Issue 25, on the GPU machine, one device call (about 8 minutes for the default problem): was
+# a max-autotune compile slower inside kbench than in plain Python, and why? (Answered on
+# 2026-11-29: torch's own path once its compile-process pool is ready; see warmpool.) On 2026-11-29 on one H200,
 # L3/9 ResNet18 ran past kbench's 500 s compile limit (recorded as a `timeout`), where a plain
 # compile of it has been seen to take about 131 s. Its worker log showed the first
 # autotunings precompiling their Triton choices in parallel (6 s) and benchmarking them in
@@ -20,13 +21,16 @@
 #            template's choices are precompiled by threads before their benchmarks (is the
 #            slow path torch's own, once its process pool has started?);
 #   bare     kbench baselines measure --no-sandbox (kbench's worker, no bubblewrap);
-#   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were);
+#   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
+#            Since the generated max-autotune baseline sets compile_threads to 1 (the answer,
+#            below), these two show kbench without the pool; before, they showed the slow path
+#            (tests/gpu/runs/2026-11-29-h200-autotune-probe, with a `bare1` variant that
+#            exported TORCHINDUCTOR_COMPILE_THREADS=1, now what bare does by itself);
 #   warmpool plain after inductor's compile-process pool has started and is ready (in a kbench
 #            worker the compile starts well after torch's import, once the reference has
 #            loaded, so the pool is ready; in plain Python it may not yet be, and inductor
 #            then compiles choices with threads);
 #   warmkbenv  warmpool in a worker's environment (env -i and kbench's allow-list);
-#   bare1    bare with TORCHINDUCTOR_COMPILE_THREADS=1 (no compile-process pool);
 #   hybrid   warmpool, but a template's choices precompiled by threads (the pool kept for the
 #            other kernels): is it faster than nopool on a large model?
 # Writes, under OUT, summary.txt (per variant the seconds in all, the sums of inductor's
@@ -80,11 +84,9 @@ for v in $VARIANTS; do
             env "${env[@]}" timeout -s INT "$LIMIT" python3 tests/gpu/autotune_plain.py "$D/kernelbench/$PROBLEM" max-autotune "$DEVICE" \
                 > "$W/$v/result.json" 2> "$W/$v/stderr.log"
             echo "rc=$?"; cat "$W/$v/result.json";;
-        bare|sandbox|bare1)
-            NS=(); [ "$v" != sandbox ] && NS=(--no-sandbox)
-            # bare1: inductor's compile_threads at 1 in kbench's worker (no process pool).
-            T1=(); [ "$v" = bare1 ] && T1=(TORCHINDUCTOR_COMPILE_THREADS=1)
-            env "${T1[@]}" "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
+        bare|sandbox)
+            NS=(); [ "$v" = bare ] && NS=(--no-sandbox)
+            "$D/kbench" baselines measure --problem "$D/kernelbench/$PROBLEM" --modes max-autotune \
                 --store "/tmp/probe-$v/store" --work "/tmp/probe-$v/work" --device "$DEVICE" --lookahead 0 \
                 --timeout-load "$LIMIT" "${NS[@]}" > "$W/$v/measure.txt" 2>&1
             echo "rc=$?"; tail -3 "$W/$v/measure.txt"
