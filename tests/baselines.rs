@@ -266,6 +266,15 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let used = read_json(&run1.join("baselines_used.json"));
     assert_eq!(used.as_array().unwrap().len(), 3);
     assert_eq!(used[0]["problems_with_time"], 2);
+    // On the CPU no GPU timed anything: no entry names one, and no note compares GPUs.
+    assert_eq!(used[0]["timed_on"], serde_json::json!({}));
+    assert_eq!(used[0]["timed_on_unrecorded"], 2);
+    assert!(recs.iter().all(|r| r["env"].get("gpu_uuid").is_none()));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("note:"),
+        "{}",
+        show(&out)
+    );
 
     // 5. Live: measured now, into the run directory, and used.
     let run2 = tmp.path().join("run2");

@@ -85,12 +85,13 @@ pub fn entries_of(file: &BaselineFile) -> Vec<LevelCoverage> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::{BaselineEnv, Entry, ErrorEntry, Origin};
     use crate::Mode;
 
-    fn problem(level: u8, id: u32) -> Problem {
+    /// A problem of `level` whose source names it (shared with the table's tests).
+    pub(crate) fn problem(level: u8, id: u32) -> Problem {
         let source = format!("class Model: pass  # problem {level}/{id}\n");
         Problem {
             suite: "kernelbench".into(),
@@ -121,6 +122,7 @@ mod tests {
             run_id: None,
             profile: None,
             gpu_alone: false,
+            gpu_uuid: None,
         }
     }
 

@@ -222,6 +222,7 @@ mod tests {
                     run_id: None,
                     profile: None,
                     gpu_alone: true,
+                    gpu_uuid: None,
                 };
                 f.errors.entry(3).or_default().insert(name.into(), e);
             }

@@ -177,6 +177,7 @@ pub fn import_kernelbench(path: &Path, opts: &ImportOptions) -> Result<BaselineF
                 run_id: None,
                 stale: why,
                 profile: None,
+                gpu_uuid: None,
             },
         );
     }

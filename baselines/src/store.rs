@@ -129,6 +129,11 @@ pub struct Entry {
     /// (`strict`, `kernelbench`, ...); absent in imported entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The physical GPU that timed it (`GPU-xxxxxxxx-...`; the record's `env.gpu_uuid`): the
+    /// file's `environment` is only the last measurement's. Absent on the CPU, in imported
+    /// entries and in those measured before kbench recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
 }
 
 impl Entry {
@@ -164,6 +169,7 @@ impl Entry {
             run_id: None,
             stale: None,
             profile: None,
+            gpu_uuid: None,
         }
     }
 
@@ -195,6 +201,9 @@ pub struct ErrorEntry {
     /// out of memory was the mode's own doing and is not retried on its own again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gpu_alone: bool,
+    /// The physical GPU it failed on, as [`Entry::gpu_uuid`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
 }
 
 /// What a store file says about one problem.
@@ -584,6 +593,7 @@ mod tests {
                 run_id: None,
                 profile: Some("strict".into()),
                 gpu_alone: false,
+                gpu_uuid: None,
             },
         );
         let path = store.path(&env().gpu, &env().torch, Mode::Compile);

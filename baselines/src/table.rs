@@ -108,7 +108,9 @@ impl BaselineTable {
             .collect()
     }
 
-    /// `baselines_used.json` of a run: which file each mode came from and what it covers.
+    /// `baselines_used.json` of a run: which file each mode came from, what it covers, and
+    /// which physical GPUs timed the times used (`timed_on`: entries per GPU UUID;
+    /// `timed_on_unrecorded`: entries that do not say).
     pub fn manifest(&self, problems: &[Problem]) -> serde_json::Value {
         let cov = self.coverage(problems);
         serde_json::Value::Array(
@@ -116,6 +118,7 @@ impl BaselineTable {
                 .iter()
                 .zip(cov)
                 .map(|(u, (n, total))| {
+                    let (on, unrecorded) = u.timed_on(problems);
                     serde_json::json!({
                         "mode": u.mode.as_str(),
                         "file": u.path.display().to_string(),
@@ -125,32 +128,91 @@ impl BaselineTable {
                         "caveats": u.file.meta.caveats,
                         "problems_with_time": n,
                         "problems": total,
+                        "timed_on": on,
+                        "timed_on_unrecorded": unrecorded,
                     })
                 })
                 .collect(),
         )
     }
 
-    /// Lines for the run's summary: one per baseline file.
-    pub fn describe(&self, problems: &[Problem]) -> Vec<String> {
+    /// Lines for the run's summary: one per baseline file, and under a file of times taken
+    /// before this run a note when some were not taken on `run_gpus` (the UUIDs of the GPUs
+    /// that timed this run's candidates; empty on the CPU, where no note is given).
+    pub fn describe(&self, problems: &[Problem], run_gpus: &[String]) -> Vec<String> {
         self.used
             .iter()
             .zip(self.coverage(problems))
             .map(|(u, (n, total))| {
+                let env = &u.file.meta.environment;
                 let mut s = format!(
                     "baseline {:<12} {} ({}; {} torch {}; {n}/{total} problems)",
                     u.mode.as_str(),
                     u.path.display(),
                     u.origin,
-                    u.file.meta.environment.gpu,
-                    u.file.meta.environment.torch,
+                    env.gpu,
+                    env.torch,
                 );
                 for c in &u.file.meta.caveats {
                     s.push_str(&format!("\n    caveat: {c}"));
                 }
+                if let Some(note) = u.elsewhere_note(problems, run_gpus) {
+                    s.push_str(&format!("\n    note: {note}"));
+                }
                 s
             })
             .collect()
+    }
+}
+
+impl UsedFile {
+    /// Which physical GPUs timed this file's usable entries for `problems`: entries per GPU
+    /// UUID, and how many do not say (imported, or measured before kbench recorded it).
+    pub fn timed_on(&self, problems: &[Problem]) -> (BTreeMap<String, usize>, usize) {
+        let mut on = BTreeMap::new();
+        let mut unrecorded = 0;
+        for p in problems {
+            let r = p.to_ref();
+            if let Lookup::Usable(e) = self.file.lookup(r.level, &r.file, &r.sha256) {
+                match &e.gpu_uuid {
+                    Some(g) => *on.entry(g.clone()).or_insert(0) += 1,
+                    None => unrecorded += 1,
+                }
+            }
+        }
+        (on, unrecorded)
+    }
+
+    /// For a file of times taken before the run (not `live`), how many of those it uses were
+    /// taken on another GPU than the run's or on one not recorded: two GPUs of one model time
+    /// the same code differently, by more than one GPU's noise between two runs.
+    fn elsewhere_note(&self, problems: &[Problem], run_gpus: &[String]) -> Option<String> {
+        if self.origin == "live" || run_gpus.is_empty() {
+            return None;
+        }
+        let (on, unrecorded) = self.timed_on(problems);
+        let other: usize = on
+            .iter()
+            .filter(|(g, _)| !run_gpus.contains(g))
+            .map(|(_, n)| n)
+            .sum();
+        if other + unrecorded == 0 {
+            return None;
+        }
+        let total = on.values().sum::<usize>() + unrecorded;
+        let what = match (other, unrecorded) {
+            (o, 0) => format!("{o} of the {total} times used were taken on another GPU than this run's"),
+            (0, u) => format!("{u} of the {total} times used do not say which GPU took them"),
+            (o, u) => format!(
+                "{o} of the {total} times used were taken on another GPU than this run's and {u} do not say which"
+            ),
+        };
+        Some(format!(
+            "{what}; GPUs of one model can time the same code several percent apart, beyond one GPU's \
+             noise (docs/baselines.md, stored against live): `--baselines live,{}` times it on \
+             this run's GPU",
+            self.mode.as_str()
+        ))
     }
 }
 
@@ -201,6 +263,76 @@ impl BaselineRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coverage::tests::problem;
+    use crate::store::{BaselineEnv, Entry, Origin};
+
+    const A: &str = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+    const B: &str = "GPU-bbbbbbbb-0000-0000-0000-000000000000";
+
+    /// A compile file timing problems 1/1..=1/3 on GPU A, GPU B and one not named.
+    fn table(origin: &str, gpus: [Option<&str>; 3]) -> (BaselineTable, Vec<Problem>) {
+        let problems: Vec<Problem> = (1..=3).map(|i| problem(1, i)).collect();
+        let mut f = BaselineFile::new(Mode::Compile, Origin::Measured, BaselineEnv::default());
+        for (p, g) in problems.iter().zip(gpus) {
+            let e = Entry {
+                problem_sha256: Some(p.sha256.clone()),
+                gpu_uuid: g.map(str::to_string),
+                ..Entry::from_samples(vec![1.0], "H100", "cuda:0")
+            };
+            f.levels.entry(1).or_default().insert(p.file.clone(), e);
+        }
+        let used = UsedFile {
+            mode: Mode::Compile,
+            path: "compile.json".into(),
+            origin: origin.into(),
+            file: f,
+        };
+        (BaselineTable { used: vec![used] }, problems)
+    }
+
+    #[test]
+    fn stored_times_say_when_another_gpu_took_them() {
+        let (t, problems) = table("measured", [Some(A), Some(B), None]);
+        assert_eq!(
+            t.used[0].timed_on(&problems),
+            (BTreeMap::from([(A.to_string(), 1), (B.to_string(), 1)]), 1)
+        );
+        let lines = t.describe(&problems, &[A.to_string()]);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("\n    note: 1 of the 3 times used were taken on another GPU than this run's and 1 do not say which;"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].contains("`--baselines live,compile`"),
+            "{}",
+            lines[0]
+        );
+        // Only what the run uses counts: problem 1/2 alone, timed on B.
+        let lines = t.describe(&problems[1..2], &[A.to_string()]);
+        assert!(
+            lines[0].contains("1 of the 1 times used were taken on another GPU than this run's;"),
+            "{}",
+            lines[0]
+        );
+        let lines = t.describe(&problems[2..], &[A.to_string()]);
+        assert!(
+            lines[0].contains("1 of the 1 times used do not say which GPU took them;"),
+            "{}",
+            lines[0]
+        );
+        // All on the run's GPUs, a run on the CPU (no GPU to compare), live times: no note.
+        assert!(!t.describe(&problems[..2], &[A.to_string(), B.to_string()])[0].contains("note:"));
+        assert!(!t.describe(&problems, &[])[0].contains("note:"));
+        let (live, problems) = table("live", [Some(A), Some(B), None]);
+        assert!(!live.describe(&problems, &[A.to_string()])[0].contains("note:"));
+        // baselines_used.json names them.
+        let m = t.manifest(&problems);
+        assert_eq!(m[0]["timed_on"][A], 1);
+        assert_eq!(m[0]["timed_on"][B], 1);
+        assert_eq!(m[0]["timed_on_unrecorded"], 1);
+    }
 
     #[test]
     fn requests_parse() {

@@ -333,6 +333,11 @@ pub struct Environment {
     pub python: String,
     pub torch: String,
     pub device_name: String,
+    /// The GPU that ran the evaluation as the driver names it (`GPU-xxxxxxxx-...`): the
+    /// physical chip, where `device_name` is only its model. Absent on the CPU and in records
+    /// written before kbench recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_uuid: Option<String>,
     pub cuda: Option<String>,
     pub hostname: String,
     /// How the candidate's worker was contained: `bubblewrap`, or `none` (`--no-sandbox`,

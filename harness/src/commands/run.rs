@@ -66,7 +66,16 @@ pub fn evaluate(config: &RunConfig) -> Result<i32> {
     let summary = kbench_reports::summarize(&result.records);
     println!("{}", kbench_reports::render_summary(&summary));
     if let Some(table) = &config.baselines {
-        for line in table.describe(&config.problems) {
+        // The GPUs that timed this run's candidates, against which the stored times' GPUs
+        // are told.
+        let run_gpus: Vec<String> = result
+            .records
+            .iter()
+            .filter_map(|r| r.env.gpu_uuid.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for line in table.describe(&config.problems, &run_gpus) {
             println!("{line}");
         }
         for line in baselines::summary_lines(&result.records, table) {

@@ -130,13 +130,15 @@ fn bare_record(
     }
 }
 
-/// The environment every record of the run carries (its device name is filled per GPU).
+/// The environment every record of the run carries (its device name and GPU are filled per
+/// GPU).
 pub(crate) fn environment_base(info: &PythonInfo, containment: &Containment) -> Environment {
     Environment {
         kbench: env!("CARGO_PKG_VERSION").into(),
         python: info.python.clone(),
         torch: info.torch.clone(),
         device_name: String::new(),
+        gpu_uuid: None,
         cuda: info.torch_cuda.clone(),
         hostname: hostname(),
         containment: Some(containment.name().to_string()),

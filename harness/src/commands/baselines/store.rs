@@ -181,6 +181,7 @@ impl StoreFiles {
                 e.measured_unix_s = Some(r.finished_unix_s);
                 e.run_id = Some(r.run_id.clone());
                 e.profile = Some(r.profile.as_str().into());
+                e.gpu_uuid = r.env.gpu_uuid.clone();
                 e
             };
             // Folding the same record again changes nothing (and is not counted), and nor
@@ -239,6 +240,7 @@ impl StoreFiles {
                         run_id: Some(r.run_id.clone()),
                         profile: Some(r.profile.as_str().into()),
                         gpu_alone,
+                        gpu_uuid: r.env.gpu_uuid.clone(),
                     };
                     if let (true, Some(f)) = (eager_too, self.files.get_mut(&Mode::Eager)) {
                         if !matches!(f.lookup(p.level, &p.file, &p.sha256), Lookup::Usable(_)) {
@@ -259,6 +261,7 @@ impl StoreFiles {
                                 run_id: Some(r.run_id.clone()),
                                 profile: Some(r.profile.as_str().into()),
                                 gpu_alone,
+                                gpu_uuid: r.env.gpu_uuid.clone(),
                             },
                         );
                         changed += 1;
@@ -423,6 +426,56 @@ pub fn stored_torches(root: &Path, gpu: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn folded_entries_name_the_gpu_that_timed_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = BaselineEnv {
+            gpu: "NVIDIA H100 80GB HBM3".into(),
+            gpu_slug: "nvidia-h100-80gb-hbm3".into(),
+            torch: "2.11.0+cu130".into(),
+            ..Default::default()
+        };
+        let mut files =
+            StoreFiles::open(Store::new(dir.path()), env, &[Mode::Eager, Mode::Compile]).unwrap();
+        let all = crate::test_support::one_shot_records();
+        let as_baseline = |i: usize, gpu: Option<&str>| {
+            let mut r = all[i].clone();
+            r.candidate.agent = AGENT.into();
+            r.candidate.name = "compile".into();
+            r.env.gpu_uuid = gpu.map(str::to_string);
+            r
+        };
+        // 0 and 1 were timed (ok); 2 timed out: a failure of the mode.
+        let records = [
+            as_baseline(0, Some("GPU-aaaaaaaa-0000-0000-0000-000000000000")),
+            as_baseline(1, None),
+            as_baseline(2, Some("GPU-bbbbbbbb-0000-0000-0000-000000000000")),
+        ];
+        assert!(files.fold(&records, None) > 0);
+        let compile = &files.files[&Mode::Compile];
+        let eager = &files.files[&Mode::Eager];
+        let (p0, p1, p2) = (
+            &records[0].problem,
+            &records[1].problem,
+            &records[2].problem,
+        );
+        let entry = |f: &BaselineFile, p: &kbench_record::ProblemRef| {
+            f.levels[&p.level][&p.file].gpu_uuid.clone()
+        };
+        assert_eq!(
+            entry(compile, p0).as_deref(),
+            Some("GPU-aaaaaaaa-0000-0000-0000-000000000000")
+        );
+        // The eager time is the same record's reference side, on the same GPU.
+        assert_eq!(entry(eager, p0), entry(compile, p0));
+        // A record from before kbench named the GPU gives an entry that does not say.
+        assert_eq!(entry(compile, p1), None);
+        assert_eq!(
+            compile.errors[&p2.level][&p2.file].gpu_uuid.as_deref(),
+            Some("GPU-bbbbbbbb-0000-0000-0000-000000000000")
+        );
+    }
 
     #[test]
     fn another_torch_in_the_store_is_named_once() {
