@@ -347,6 +347,8 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
             listing.contains("imported") && listing.contains("max-autotune"),
             "{listing}"
         );
+        // CPU and imported times name no GPU, and are not counted as ones that should.
+        assert!(!listing.contains("do not name which"), "{listing}");
     }
 
     // 7. A file timed on another GPU (or torch) is refused, naming it, unless forced.

@@ -455,6 +455,20 @@ impl BaselineFile {
         self.errors.values().map(BTreeMap::len).sum()
     }
 
+    /// The timed entries per GPU that timed them ([`Entry::gpu_uuid`]), and how many do not
+    /// name one.
+    pub fn gpus(&self) -> (BTreeMap<String, usize>, usize) {
+        let mut on = BTreeMap::new();
+        let mut unnamed = 0;
+        for e in self.levels.values().flat_map(BTreeMap::values) {
+            match &e.gpu_uuid {
+                Some(g) => *on.entry(g.clone()).or_insert(0) += 1,
+                None => unnamed += 1,
+            }
+        }
+        (on, unnamed)
+    }
+
     /// Refuses a file timed on another GPU or torch version than the one given.
     pub fn check_environment(&self, path: &Path, gpu: &str, torch: &str) -> Result<(), StoreError> {
         let env = &self.meta.environment;

@@ -297,6 +297,7 @@ mod tests {
             t.used[0].timed_on(&problems),
             (BTreeMap::from([(A.to_string(), 1), (B.to_string(), 1)]), 1)
         );
+        assert_eq!(t.used[0].file.gpus(), t.used[0].timed_on(&problems));
         let lines = t.describe(&problems, &[A.to_string()]);
         assert_eq!(lines.len(), 1);
         assert!(

@@ -256,6 +256,10 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             "failed": f.error_count(),
             "stale": stale,
             "caveats": f.meta.caveats,
+            "timed_on": f.gpus().0,
+            "timed_on_unrecorded": f.gpus().1,
+            // Measured on a GPU (on the CPU no entry names one).
+            "on_gpu": f.meta.environment.gpu_properties.is_some(),
         }));
         files.push((path.display().to_string(), f));
     }
@@ -288,6 +292,17 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             r["failed"].to_string(),
             r["stale"].to_string(),
             s("per_level")
+        );
+    }
+    // Which GPU timed an entry is recorded since kbench named it: say how many do not.
+    let on_gpu = || rows.iter().filter(|r| r["on_gpu"] == true);
+    let unnamed: u64 = on_gpu()
+        .filter_map(|r| r["timed_on_unrecorded"].as_u64())
+        .sum();
+    let timed: u64 = on_gpu().filter_map(|r| r["timed"].as_u64()).sum();
+    if unnamed > 0 {
+        println!(
+            "{unnamed} of {timed} entries timed on a GPU do not name which (measured before kbench recorded it; `--json` gives each file's `timed_on`)"
         );
     }
     print!(
