@@ -180,6 +180,21 @@ impl Entry {
     }
 }
 
+/// `entries` per GPU that timed them ([`Entry::gpu_uuid`]), and how many do not name one.
+pub(crate) fn gpus_of<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+) -> (BTreeMap<String, usize>, usize) {
+    let mut on = BTreeMap::new();
+    let mut unnamed = 0;
+    for e in entries {
+        match &e.gpu_uuid {
+            Some(g) => *on.entry(g.clone()).or_insert(0) += 1,
+            None => unnamed += 1,
+        }
+    }
+    (on, unnamed)
+}
+
 /// A mode that did not produce a usable time for a problem.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorEntry {
@@ -458,15 +473,7 @@ impl BaselineFile {
     /// The timed entries per GPU that timed them ([`Entry::gpu_uuid`]), and how many do not
     /// name one.
     pub fn gpus(&self) -> (BTreeMap<String, usize>, usize) {
-        let mut on = BTreeMap::new();
-        let mut unnamed = 0;
-        for e in self.levels.values().flat_map(BTreeMap::values) {
-            match &e.gpu_uuid {
-                Some(g) => *on.entry(g.clone()).or_insert(0) += 1,
-                None => unnamed += 1,
-            }
-        }
-        (on, unnamed)
+        gpus_of(self.levels.values().flat_map(BTreeMap::values))
     }
 
     /// Refuses a file timed on another GPU or torch version than the one given.

@@ -169,18 +169,13 @@ impl UsedFile {
     /// Which physical GPUs timed this file's usable entries for `problems`: entries per GPU
     /// UUID, and how many do not say (imported, or measured before kbench recorded it).
     pub fn timed_on(&self, problems: &[Problem]) -> (BTreeMap<String, usize>, usize) {
-        let mut on = BTreeMap::new();
-        let mut unrecorded = 0;
-        for p in problems {
+        crate::store::gpus_of(problems.iter().filter_map(|p| {
             let r = p.to_ref();
-            if let Lookup::Usable(e) = self.file.lookup(r.level, &r.file, &r.sha256) {
-                match &e.gpu_uuid {
-                    Some(g) => *on.entry(g.clone()).or_insert(0) += 1,
-                    None => unrecorded += 1,
-                }
+            match self.file.lookup(r.level, &r.file, &r.sha256) {
+                Lookup::Usable(e) => Some(e),
+                _ => None,
             }
-        }
-        (on, unrecorded)
+        }))
     }
 
     /// For a file of times taken before the run (not `live`), how many of those it uses were

@@ -391,11 +391,7 @@ impl Executor<'_> {
                 Ok(match &mut open.session {
                     Ok(r) => {
                         env.device_name = r.device_name.clone();
-                        env.gpu_uuid = match station.device {
-                            Device::Cuda(i) => crate::gpu::cuda_uuid(i as usize)
-                                .map(|u| crate::gpu::format_uuid(&u)),
-                            Device::Cpu => None,
-                        };
+                        env.gpu_uuid = station.gpu_uuid.clone();
                         evaluate_candidate(ctx, station, &unit, r, run_dir, env, this)?
                     }
                     Err(msg) => {

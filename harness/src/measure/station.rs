@@ -16,6 +16,9 @@ pub struct Station {
     pub cmp: Option<DeviceComparator>,
     /// The core both timing workers run on while timing (see `affinity`).
     pub timing_cpu: Option<usize>,
+    /// The GPU's UUID as the driver names it (`GPU-xxxxxxxx-...`), read once when the
+    /// station opens; records carry it as `env.gpu_uuid`. None on the CPU.
+    pub gpu_uuid: Option<String>,
 }
 
 impl Station {
@@ -26,6 +29,7 @@ impl Station {
                 gpu: None,
                 cmp: None,
                 timing_cpu: None,
+                gpu_uuid: None,
             }),
             Device::Cuda(i) => {
                 let gpu = Gpu::open(i as usize)?;
@@ -36,6 +40,8 @@ impl Station {
                     gpu: Some(gpu),
                     cmp: Some(cmp),
                     timing_cpu,
+                    gpu_uuid: crate::gpu::cuda_uuid(i as usize)
+                        .map(|u| crate::gpu::format_uuid(&u)),
                 })
             }
         }

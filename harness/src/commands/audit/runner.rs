@@ -473,6 +473,7 @@ pub(super) fn measure(
                         gpu: None,
                         cmp: None,
                         timing_cpu: None,
+                        gpu_uuid: None,
                     };
                     while !stopped() {
                         let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();

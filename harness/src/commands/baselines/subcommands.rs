@@ -237,9 +237,11 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
         None => None,
     };
     let mut files = Vec::new();
+    let (mut unnamed_on_gpu, mut timed_on_gpu) = (0, 0);
     for path in paths {
         let f = BaselineFile::load(&path)?;
         let stale = f.stale_count();
+        let (on, unnamed) = f.gpus();
         let per_level: Vec<String> = f
             .levels
             .iter()
@@ -256,11 +258,14 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
             "failed": f.error_count(),
             "stale": stale,
             "caveats": f.meta.caveats,
-            "timed_on": f.gpus().0,
-            "timed_on_unrecorded": f.gpus().1,
-            // Measured on a GPU (on the CPU no entry names one).
-            "on_gpu": f.meta.environment.gpu_properties.is_some(),
+            "timed_on": on,
+            "timed_on_unrecorded": unnamed,
         }));
+        // Entries timed on a GPU that do not name it (on the CPU, or imported, none can).
+        if f.meta.environment.gpu_properties.is_some() {
+            unnamed_on_gpu += unnamed;
+            timed_on_gpu += f.len();
+        }
         files.push((path.display().to_string(), f));
     }
     let coverage = super::coverage::coverage(&files, problems.as_deref());
@@ -295,14 +300,9 @@ pub fn show_command(a: &crate::cli::ShowArgs) -> Result<i32> {
         );
     }
     // Which GPU timed an entry is recorded since kbench named it: say how many do not.
-    let on_gpu = || rows.iter().filter(|r| r["on_gpu"] == true);
-    let unnamed: u64 = on_gpu()
-        .filter_map(|r| r["timed_on_unrecorded"].as_u64())
-        .sum();
-    let timed: u64 = on_gpu().filter_map(|r| r["timed"].as_u64()).sum();
-    if unnamed > 0 {
+    if unnamed_on_gpu > 0 {
         println!(
-            "{unnamed} of {timed} entries timed on a GPU do not name which (measured before kbench recorded it; `--json` gives each file's `timed_on`)"
+            "{unnamed_on_gpu} of {timed_on_gpu} entries timed on a GPU do not name which (measured before kbench recorded it; `--json` gives each file's `timed_on`)"
         );
     }
     print!(
