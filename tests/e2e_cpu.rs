@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, key, records, repo_root, shared, show};
+use common::{alone, ensure_python, kbench, key, records, repo_root, shared, show};
 
 fn smoke_run(out: &Path) -> std::process::Command {
     let mut c = kbench();
@@ -32,13 +32,18 @@ fn smoke_run(out: &Path) -> std::process::Command {
 /// killed with SIGKILL halfway and resumed yields the same records, nothing evaluated twice.
 #[test]
 fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
-    let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();
 
-    // Uninterrupted run.
+    // Uninterrupted run, the only one whose times are checked: with the machine to itself
+    // (a minute on the 2-core VM). Beside the neighbours' C++ builds, smoke 7_GroupNorm_Affine
+    // timed against itself came out 0.665 in CI, and 0.46 to 1.41 in 16 runs here beside two
+    // busy loops; 0.76 to 1.28 in 16 idle runs.
+    let machine = alone();
     let full = dir.path().join("full");
     let out = smoke_run(&full).output().unwrap();
+    drop(machine);
+    let _guard = shared();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let full_records = records(&full);
     let n_problems = String::from_utf8(
@@ -52,12 +57,13 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
     .lines()
     .count();
     assert_eq!(full_records.len(), n_problems);
-    // Self-speedups: the median over the suite within 10% of 1, each problem within 1.5x.
-    // A single tiny CPU op is not held to the median's bound: smoke 7_GroupNorm_Affine
-    // (0.1 ms on one core) came out 1.308 and 0.778 in two idle runs on the 2-core VM, with
-    // every round of the run off the same way, so the two processes differed (memory
-    // placement), not the timing; interleaving cannot cancel that. The GPU path's fidelity
-    // is measured by bench/throughput on the GPU machine.
+    // Self-speedups: the median over the suite within 10% of 1, each problem within 2x. Each
+    // smoke problem is one CPU op of 0.1 to 1 ms on one core, and on this VM such an op is
+    // noisy by itself: GroupNorm's forward in a plain Python loop, idle, spans 0.19 to 0.40
+    // ms from its 10th to its 90th percentile, so one problem's median of 50 paired rounds
+    // moves by a quarter either way (above). The median over the suite is the fidelity check;
+    // the per-problem bound catches timing the wrong thing. The GPU path's fidelity is
+    // measured by bench/throughput on the GPU machine.
     let mut speedups = Vec::new();
     for r in &full_records {
         assert_eq!(r["schema_version"], 1);
@@ -69,7 +75,7 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
         assert!(cases.iter().all(|c| c["passed"] == true), "{}", key(r));
         let s = r["timing"]["speedup"].as_f64().unwrap();
         assert!(
-            (1.0 / 1.5..=1.5).contains(&s),
+            (1.0 / 2.0..=2.0).contains(&s),
             "{}: self-speedup {s}",
             key(r)
         );
