@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Issue 25, on the GPU machine, one device call (about 3 minutes on an H200 at the defaults): is
+# the per-run drift of launch-bound level-3 models (docs/baselines.md, "Stored against live")
+# a property of the process, of the core it runs on, or of the machine at that time? In the
+# committed records L3/30 SwinTransformerV2's eager forward took 25.2 ms in one kbench run and
+# 13.7 ms in another on one 4-GPU H100 machine, and L3/20 MobileNetV2 4.6 to 8.5 ms over eight
+# H100 evaluations, while within one run the reference and the candidate (the same code)
+# agreed within 4%. GPU-bound L3/13 stayed within 1%.
+#
+# Plain Python, no kbench: tests/gpu/launch_drift.py times one problem's forward in a fresh
+# process. ROUNDS rounds (default 6), each starting one process per problem in turn (so a
+# change of the machine over time hits every problem alike), unpinned; then PINNED rounds
+# (default 2) of the same pinned with taskset to each of three cores (the first, the middle and
+# the last allowed). Each process prints its core, that core's clock where sysfs gives it, the
+# forward's median, p10/p90 and three block medians (drift inside the process), and two probes
+# of its CPU side alone (µs per tiny kernel launch, ms of a fixed Python loop).
+#
+# Writes, under OUT: drift.jsonl (one line per process, with "pinned"), host.txt (lscpu,
+# nvidia-smi clocks before and after), summary.txt: per problem and pinning, the medians'
+# range (max/min) and, over the unpinned processes, how the forward's median follows the
+# launch probe (Spearman's rho).
+#
+#   D=devrun OUT=$OUT/drift bash tests/gpu/run_launch_drift.sh
+#   PROBLEMS="20_MobileNetV2 30_SwinTransformerV2 13_DenseNet121TransitionLayer" ROUNDS=6 PINNED=2
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+D=${D:-devrun}
+OUT=${OUT:?set OUT}
+KB=${KBENCH_KERNELBENCH_DIR:-$D/kernelbench}
+PY=${KBENCH_PYTHON:-python3}
+PROBLEMS=${PROBLEMS:-"20_MobileNetV2 30_SwinTransformerV2 13_DenseNet121TransitionLayer"}
+ROUNDS=${ROUNDS:-6}
+PINNED=${PINNED:-2}
+CALLS=${CALLS:-200}
+mkdir -p "$OUT"
+J=$OUT/drift.jsonl
+: > "$J"
+
+{
+    date -u
+    lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|Thread|NUMA node\(s\)|MHz" || true
+    cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
+    nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.mem,clocks.max.sm,power.draw,pstate --format=csv 2>/dev/null || true
+} > "$OUT/host.txt"
+
+cores=$("$PY" -c 'import os; print(" ".join(map(str, sorted(os.sched_getaffinity(0)))))')
+read -r -a all <<< "$cores"
+pins=$(printf "%s\n" "${all[0]}" "${all[$(( ${#all[@]} / 2 ))]}" "${all[$(( ${#all[@]} - 1 ))]}" | sort -nu)
+
+one() { # pinned-core-or-"none" problem
+    local pin=$1 p=$2 line
+    local file=$KB/level3/$p.py
+    if [ "$pin" = none ]; then
+        line=$("$PY" tests/gpu/launch_drift.py "$file" "$CALLS" 2>>"$OUT/errors.log")
+    else
+        line=$(taskset -c "$pin" "$PY" tests/gpu/launch_drift.py "$file" "$CALLS" 2>>"$OUT/errors.log")
+    fi
+    if [ -n "$line" ]; then
+        "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); r["pinned"]=sys.argv[2]; print(json.dumps(r))' "$line" "$pin" >> "$J"
+        echo "$pin $p $(printf '%s' "$line" | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print("core", r["core"], "median %.3f ms" % r["median_ms"], "launch %.2f us" % r["launch_us"], "python %.0f ms" % r["python_ms"])')"
+    else
+        echo "$pin $p: no result (see errors.log)"
+    fi
+}
+
+t0=$(date +%s)
+for r in $(seq "$ROUNDS"); do
+    for p in $PROBLEMS; do one none "$p"; done
+done
+for r in $(seq "$PINNED"); do
+    for c in $pins; do
+        for p in $PROBLEMS; do one "$c" "$p"; done
+    done
+done
+echo "processes done in $(( $(date +%s) - t0 )) s"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,pstate --format=csv >> "$OUT/host.txt" 2>/dev/null || true
+
+"$PY" - "$J" > "$OUT/summary.txt" <<'EOF'
+import json, sys
+from collections import defaultdict
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def rank(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    for k, i in enumerate(order):
+        r[i] = float(k)
+    return r
+def spearman(a, b):
+    # Spearman's rho as the Pearson correlation of ranks (ties are rare in timings).
+    if len(a) < 3:
+        return float("nan")
+    ra, rb = rank(a), rank(b)
+    n = len(a); ma = sum(ra) / n; mb = sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra); vb = sum((y - mb) ** 2 for y in rb)
+    return cov / (va * vb) ** 0.5 if va and vb else float("nan")
+groups = defaultdict(list)
+for r in rows:
+    groups[(r["problem"], r["pinned"])].append(r)
+print(f"{'problem':<36} {'pinned':>6} {'n':>3} {'min ms':>9} {'max ms':>9} {'max/min':>8} {'launch us':>14} {'python ms':>12} {'in-proc max/min':>16}")
+for (p, pin), rs in sorted(groups.items()):
+    m = [r["median_ms"] for r in rs]
+    lu = [r["launch_us"] for r in rs]
+    py = [r["python_ms"] for r in rs]
+    inproc = max(max(r["block_medians_ms"]) / min(r["block_medians_ms"]) for r in rs)
+    print(f"{p:<36} {pin:>6} {len(rs):>3} {min(m):>9.3f} {max(m):>9.3f} {max(m)/min(m):>8.3f} "
+          f"{min(lu):>6.2f}-{max(lu):<7.2f} {min(py):>5.0f}-{max(py):<6.0f} {inproc:>16.3f}")
+print()
+for p in sorted({r["problem"] for r in rows}):
+    rs = [r for r in rows if r["problem"] == p and r["pinned"] == "none"]
+    m = [r["median_ms"] for r in rs]
+    print(f"{p}: unpinned, rho(median, launch_us) = {spearman(m, [r['launch_us'] for r in rs]):.2f}, "
+          f"rho(median, python_ms) = {spearman(m, [r['python_ms'] for r in rs]):.2f}, "
+          f"cores {sorted({r['core'] for r in rs})}")
+EOF
+cat "$OUT/summary.txt"
