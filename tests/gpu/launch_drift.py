@@ -24,6 +24,9 @@ import time
 
 # Untimed calls before the timed ones (KBENCH_DRIFT_WARMUP; 20 unless set).
 WARMUP = int(os.environ.get("KBENCH_DRIFT_WARMUP", "20"))
+# The core run_launch_drift.sh pinned this process to with taskset, or "none" (the label its
+# summary groups by; the process's own affinity is in "allowed").
+PINNED = os.environ.get("KBENCH_DRIFT_PINNED", "none")
 
 
 def _pct(xs, q):
@@ -101,6 +104,7 @@ def main():
                 "launch_us": launch_us,
                 "python_ms": python_ms,
                 "torch": torch.__version__,
+                "pinned": PINNED,
             }
         ),
         flush=True,

@@ -48,15 +48,11 @@ read -r -a all <<< "$cores"
 pins=$(printf "%s\n" "${all[0]}" "${all[$(( ${#all[@]} / 2 ))]}" "${all[$(( ${#all[@]} - 1 ))]}" | sort -nu)
 
 one() { # pinned-core-or-"none" problem
-    local pin=$1 p=$2 line
-    local file=$KB/level3/$p.py
-    if [ "$pin" = none ]; then
-        line=$("$PY" tests/gpu/launch_drift.py "$file" "$CALLS" 2>>"$OUT/errors.log")
-    else
-        line=$(taskset -c "$pin" "$PY" tests/gpu/launch_drift.py "$file" "$CALLS" 2>>"$OUT/errors.log")
-    fi
+    local pin=$1 p=$2 line pre=()
+    [ "$pin" = none ] || pre=(taskset -c "$pin")
+    line=$(KBENCH_DRIFT_PINNED=$pin "${pre[@]}" "$PY" tests/gpu/launch_drift.py "$KB/level3/$p.py" "$CALLS" 2>>"$OUT/errors.log")
     if [ -n "$line" ]; then
-        "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); r["pinned"]=sys.argv[2]; print(json.dumps(r))' "$line" "$pin" >> "$J"
+        echo "$line" >> "$J"
         echo "$pin $p $(printf '%s' "$line" | "$PY" -c 'import json,sys; r=json.load(sys.stdin); print("core", r["core"], "median %.3f ms" % r["median_ms"], "launch %.2f us" % r["launch_us"], "python %.0f ms" % r["python_ms"])')"
     else
         echo "$pin $p: no result (see errors.log)"
