@@ -89,8 +89,15 @@ for run in fresh stored; do
     rcs+=("$run=${PIPESTATUS[0]}")
 done
 echo "compare rc: ${rcs[*]}"
-# The run directories come back without the kernels (the problems' own code) and the secret.
+# The run directories and their logs come back in one archive (the device sends at most 8
+# files back; three runs' folders and logs are more), without the kernels (the problems' own
+# code) and the secret; the comparisons stay beside it.
+packed=()
 for run in $RUNS; do
-    [ -d "$OUT/$run" ] || continue
-    tar -czf "$OUT/$run.tgz" -C "$OUT" --exclude=kernels --exclude=secret "$run" && rm -rf "${OUT:?}/$run"
+    for f in "$run" "$run.log"; do [ -e "$OUT/$f" ] && packed+=("$f"); done
 done
+[ -e "$OUT/fresh-measure.log" ] && packed+=(fresh-measure.log)
+if [ ${#packed[@]} -gt 0 ] &&
+    tar -czf "$OUT/runs.tgz" -C "$OUT" --exclude=kernels --exclude=secret "${packed[@]}"; then
+    for f in "${packed[@]}"; do rm -rf "${OUT:?}/$f"; done
+fi
