@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 25, on the GPU machine, one device call (about 3 minutes on an H200 at the defaults): is
-# the per-run drift of launch-bound level-3 models (docs/baselines.md, "Stored against live")
-# a property of the process, of the core it runs on, or of the machine at that time? In the
+# Issue 25, on the GPU machine, one device call (about 5 minutes at the defaults: 28 processes
+# took 235 s on an H200 host): is the per-run drift of launch-bound level-3 models
+# (docs/baselines.md, "Stored against live") a property of the process, of the core it runs
+# on, or of the machine at that time? In the
 # committed records L3/30 SwinTransformerV2's eager forward took 25.2 ms in one kbench run and
 # 13.7 ms in another on one 4-GPU H100 machine, and L3/20 MobileNetV2 4.6 to 8.5 ms over eight
 # H100 evaluations, while within one run the reference and the candidate (the same code)
@@ -18,7 +19,8 @@
 # Writes, under OUT: drift.jsonl (one line per process, with "pinned"), host.txt (lscpu,
 # nvidia-smi clocks before and after), summary.txt: per problem and pinning, the medians'
 # range (max/min) and, over the unpinned processes, how the forward's median follows the
-# launch probe (Spearman's rho).
+# launch probe (Spearman's rho): tests/gpu/drift_summary.py, which also reads a cut-off
+# run's lines.
 #
 #   D=devrun OUT=$OUT/drift bash tests/gpu/run_launch_drift.sh
 #   PROBLEMS="20_MobileNetV2 30_SwinTransformerV2 13_DenseNet121TransitionLayer" ROUNDS=6 PINNED=2
@@ -59,55 +61,20 @@ one() { # pinned-core-or-"none" problem
     fi
 }
 
+# The summary is rewritten after each round, so that a call cut off by its limit keeps one.
+summary() { "$PY" tests/gpu/drift_summary.py "$J" > "$OUT/summary.txt"; }
 t0=$(date +%s)
 for r in $(seq "$ROUNDS"); do
     for p in $PROBLEMS; do one none "$p"; done
+    summary
 done
 for r in $(seq "$PINNED"); do
     for c in $pins; do
         for p in $PROBLEMS; do one "$c" "$p"; done
     done
+    summary
 done
 echo "processes done in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,pstate --format=csv >> "$OUT/host.txt" 2>/dev/null || true
-
-"$PY" - "$J" > "$OUT/summary.txt" <<'EOF'
-import json, sys
-from collections import defaultdict
-
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def rank(xs):
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    r = [0.0] * len(xs)
-    for k, i in enumerate(order):
-        r[i] = float(k)
-    return r
-def spearman(a, b):
-    # Spearman's rho as the Pearson correlation of ranks (ties are rare in timings).
-    if len(a) < 3:
-        return float("nan")
-    ra, rb = rank(a), rank(b)
-    n = len(a); ma = sum(ra) / n; mb = sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = sum((x - ma) ** 2 for x in ra); vb = sum((y - mb) ** 2 for y in rb)
-    return cov / (va * vb) ** 0.5 if va and vb else float("nan")
-groups = defaultdict(list)
-for r in rows:
-    groups[(r["problem"], r["pinned"])].append(r)
-print(f"{'problem':<36} {'pinned':>6} {'n':>3} {'min ms':>9} {'max ms':>9} {'max/min':>8} {'launch us':>14} {'python ms':>12} {'in-proc max/min':>16}")
-for (p, pin), rs in sorted(groups.items()):
-    m = [r["median_ms"] for r in rs]
-    lu = [r["launch_us"] for r in rs]
-    py = [r["python_ms"] for r in rs]
-    inproc = max(max(r["block_medians_ms"]) / min(r["block_medians_ms"]) for r in rs)
-    print(f"{p:<36} {pin:>6} {len(rs):>3} {min(m):>9.3f} {max(m):>9.3f} {max(m)/min(m):>8.3f} "
-          f"{min(lu):>6.2f}-{max(lu):<7.2f} {min(py):>5.0f}-{max(py):<6.0f} {inproc:>16.3f}")
-print()
-for p in sorted({r["problem"] for r in rows}):
-    rs = [r for r in rows if r["problem"] == p and r["pinned"] == "none"]
-    m = [r["median_ms"] for r in rs]
-    print(f"{p}: unpinned, rho(median, launch_us) = {spearman(m, [r['launch_us'] for r in rs]):.2f}, "
-          f"rho(median, python_ms) = {spearman(m, [r['python_ms'] for r in rs]):.2f}, "
-          f"cores {sorted({r['core'] for r in rs})}")
-EOF
+summary
 cat "$OUT/summary.txt"
