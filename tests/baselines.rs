@@ -261,6 +261,20 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
                 relative_eq!(b["speedup"].as_f64().unwrap(), want, max_relative = 1e-9),
                 "{mode} {file}: {b} vs {want}"
             );
+            // How far the store's eager time is from this run's own reference, on every
+            // stored mode (the store's eager file is the anchor, asked for or not).
+            let stored_eager = entry(&read_json(&dir.join("eager.json")), file)["median"]
+                .as_f64()
+                .unwrap();
+            let run_eager = r["timing"]["reference"]["median_ms"].as_f64().unwrap();
+            assert!(
+                relative_eq!(
+                    b["eager_drift"].as_f64().unwrap(),
+                    stored_eager / run_eager,
+                    max_relative = 1e-9
+                ),
+                "{mode} {file}: {b}"
+            );
         }
     }
     let used = read_json(&run1.join("baselines_used.json"));
@@ -271,7 +285,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     assert_eq!(used[0]["timed_on_unrecorded"], 2);
     assert!(recs.iter().all(|r| r["env"].get("gpu_uuid").is_none()));
     assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("note:"),
+        !String::from_utf8_lossy(&out.stdout).contains("times used"),
         "{}",
         show(&out)
     );
@@ -294,6 +308,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     for mode in ["eager", "compile"] {
         let b = &recs[0]["baselines"][mode];
         assert_eq!(b["origin"], "live", "{mode}: {b}");
+        assert!(b.get("eager_drift").is_none(), "{mode}: {b}");
         assert!(
             b["file"].as_str().unwrap().contains("baselines/store"),
             "{b}"
@@ -429,6 +444,70 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     );
     assert!(
         report.contains("speedups vs compile: times from measured "),
+        "{report}"
+    );
+
+    // 9. A store whose eager time for 1/1 is three times what this run's reference takes
+    //    (its machine was slower, or its host CPU, for a launch-bound model): the run's
+    //    summary and the report both say that the speedups over that store's compile times
+    //    carry that factor, naming the problem.
+    let store2 = tmp.path().join("store2");
+    let rel = dir.strip_prefix(&store).unwrap();
+    std::fs::create_dir_all(store2.join(rel)).unwrap();
+    std::fs::copy(
+        dir.join("compile.json"),
+        store2.join(rel).join("compile.json"),
+    )
+    .unwrap();
+    let mut eager = read_json(&dir.join("eager.json"));
+    let e = &mut eager["level1"]["1_Elementwise_Multiply_Add.py"];
+    for k in ["median", "mean"] {
+        e[k] = (e[k].as_f64().unwrap() * 3.0).into();
+    }
+    let e = e.clone();
+    std::fs::write(
+        store2.join(rel).join("eager.json"),
+        serde_json::to_string(&eager).unwrap(),
+    )
+    .unwrap();
+    let run5 = tmp.path().join("run5");
+    let out = kbench()
+        .args(["run", "--suite", "smoke", "--select", "1/1", "--out"])
+        .arg(&run5)
+        .args(["--baselines", "compile", "--baseline-store"])
+        .arg(&store2)
+        .args(FAST)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let recs = records(&run5);
+    let drift = recs[0]["baselines"]["compile"]["eager_drift"]
+        .as_f64()
+        .unwrap();
+    let run_eager = recs[0]["timing"]["reference"]["median_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        relative_eq!(
+            drift,
+            e["median"].as_f64().unwrap() / run_eager,
+            max_relative = 1e-9
+        ),
+        "{drift}"
+    );
+    assert!(
+        drift > 1.5,
+        "3x the stored eager time, {drift}x the run's reference"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let want = "note: STORED COMPILE TIMES FROM ANOTHER MOMENT: on 1 of 1 problem(s) compared, the store's eager time is more than 10% from this run's own reference (store / run: smoke/L1/1 ";
+    assert!(stdout.contains(want), "{}", show(&out));
+    let out = kbench().arg("report").arg(&run5).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("STORED COMPILE TIMES FROM ANOTHER MOMENT: on 1 of 1 problem(s)")
+            && report.contains("smoke/L1/1 "),
         "{report}"
     );
 }

@@ -33,14 +33,20 @@ pub struct UsedFile {
 #[derive(Debug, Clone, Default)]
 pub struct BaselineTable {
     pub used: Vec<UsedFile>,
+    /// The store's eager file beside the stored files used (same GPU and torch), whether or
+    /// not eager was asked for: each record's `eager_drift` compares its times with the run's
+    /// own reference. None for live runs and when the store has no eager file.
+    pub anchor: Option<UsedFile>,
 }
 
 impl BaselineTable {
     /// Speedups of a timed candidate over every baseline with a usable time for `problem`.
+    /// `reference` is the run's own timing of the problem's eager code, beside the candidate.
     pub fn ratios(
         &self,
         problem: &kbench_record::ProblemRef,
         candidate: &TimingStats,
+        reference: &TimingStats,
     ) -> BTreeMap<String, BaselineRatio> {
         let mut out = BTreeMap::new();
         for u in &self.used {
@@ -65,10 +71,34 @@ impl BaselineTable {
                     basis: basis.into(),
                     origin: u.origin.clone(),
                     file: u.path.display().to_string(),
+                    eager_drift: self.eager_drift(u, problem, basis, reference),
                 },
             );
         }
         out
+    }
+
+    /// The anchor's eager time for `problem` over the run's reference time, on `basis`, for
+    /// a stored file `u` of the anchor's store folder (same GPU and torch).
+    fn eager_drift(
+        &self,
+        u: &UsedFile,
+        problem: &kbench_record::ProblemRef,
+        basis: &str,
+        reference: &TimingStats,
+    ) -> Option<f64> {
+        let a = self.anchor.as_ref()?;
+        if u.origin != "measured" || u.path.parent() != a.path.parent() {
+            return None;
+        }
+        let Lookup::Usable(e) = a.file.lookup(problem.level, &problem.file, &problem.sha256) else {
+            return None;
+        };
+        let (stored, run) = match basis {
+            "median" => (e.median?, reference.median_ms),
+            _ => (e.mean, reference.mean_ms),
+        };
+        (stored > 0.0 && run > 0.0).then(|| stored / run)
     }
 
     /// The modes with no usable time for `problem`, with why: what a record carries as
@@ -282,7 +312,13 @@ mod tests {
             origin: origin.into(),
             file: f,
         };
-        (BaselineTable { used: vec![used] }, problems)
+        (
+            BaselineTable {
+                used: vec![used],
+                anchor: None,
+            },
+            problems,
+        )
     }
 
     #[test]
@@ -328,6 +364,85 @@ mod tests {
         assert_eq!(m[0]["timed_on"][A], 1);
         assert_eq!(m[0]["timed_on"][B], 1);
         assert_eq!(m[0]["timed_on_unrecorded"], 1);
+    }
+
+    fn stats(median_ms: f64, mean_ms: f64) -> TimingStats {
+        TimingStats {
+            clock: "perf_counter".into(),
+            samples_ms: vec![median_ms],
+            median_ms,
+            mean_ms,
+            min_ms: median_ms,
+            max_ms: median_ms,
+            std_ms: 0.0,
+            p25_ms: median_ms,
+            p75_ms: median_ms,
+            wall_s: 0.0,
+        }
+    }
+
+    /// An eager file of the store folder `dir` timing `problems[0]` at 3 ms (median and mean).
+    fn anchor(dir: &str, problems: &[Problem]) -> UsedFile {
+        let mut f = BaselineFile::new(Mode::Eager, Origin::Measured, BaselineEnv::default());
+        let p = &problems[0];
+        let e = Entry {
+            problem_sha256: Some(p.sha256.clone()),
+            ..Entry::from_samples(vec![3.0], "H100", "cuda:0")
+        };
+        f.levels.entry(1).or_default().insert(p.file.clone(), e);
+        UsedFile {
+            mode: Mode::Eager,
+            path: PathBuf::from(dir).join("eager.json"),
+            origin: "measured".into(),
+            file: f,
+        }
+    }
+
+    #[test]
+    fn stored_speedups_say_how_far_the_stores_eager_time_is_from_the_runs() {
+        // The compile file (1 ms for every problem) sits at `compile.json`, a folder of "".
+        let (mut t, problems) = table("measured", [None, None, None]);
+        let cand = stats(0.5, 0.5);
+        let p0 = problems[0].to_ref();
+        // No anchor: no drift.
+        assert_eq!(
+            t.ratios(&p0, &cand, &stats(2.0, 2.0))["compile"].eager_drift,
+            None
+        );
+        // The store's eager time 3 ms against the run's own reference of 2 ms: 1.5.
+        t.anchor = Some(anchor("", &problems));
+        let r = &t.ratios(&p0, &cand, &stats(2.0, 4.0))["compile"];
+        assert_eq!((r.speedup, r.eager_drift), (2.0, Some(1.5)));
+        // A problem the anchor has no time for; a file from another folder; live times.
+        assert_eq!(
+            t.ratios(&problems[1].to_ref(), &cand, &stats(2.0, 2.0))["compile"].eager_drift,
+            None
+        );
+        t.anchor = Some(anchor("elsewhere", &problems));
+        assert_eq!(
+            t.ratios(&p0, &cand, &stats(2.0, 2.0))["compile"].eager_drift,
+            None
+        );
+        let (mut live, problems) = table("live", [None, None, None]);
+        live.anchor = Some(anchor("", &problems));
+        assert_eq!(
+            live.ratios(&problems[0].to_ref(), &cand, &stats(2.0, 2.0))["compile"].eager_drift,
+            None
+        );
+        // An anchor entry without a median against a median-basis time: not compared
+        // across statistics.
+        let mut a = anchor("", &problems);
+        a.file
+            .levels
+            .get_mut(&1)
+            .unwrap()
+            .values_mut()
+            .for_each(|e| e.median = None);
+        t.anchor = Some(a);
+        assert_eq!(
+            t.ratios(&p0, &cand, &stats(2.0, 6.0))["compile"].eager_drift,
+            None
+        );
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub use case_table::render_case_table;
 pub use error::SampleError;
 pub use extras::RecordExtras;
 pub use report::{
-    build_report, build_report_picking, run_report, FamilyRow, IntegrityRow, ProblemRow, Report,
-    RunInput, RunReport, REPORT_VERSION,
+    build_report, build_report_picking, drift_note, run_report, FamilyRow, IntegrityRow,
+    ProblemRow, Report, RunInput, RunReport, EAGER_DRIFT_NOTED, REPORT_VERSION,
 };
 pub use sample::{percentile_sorted, Sample};
 pub use summary::{fast_p, summarize, RunSummary, SOL_SLACK};

@@ -254,16 +254,16 @@ fn baseline_notes(tasks: &[Task]) -> Vec<String> {
                 named.join("; ")
             ));
         }
+        let drifts: Vec<(&str, f64)> = tasks
+            .iter()
+            .filter_map(|t| {
+                let (c, _) = t.best(b)?;
+                Some((t.key.as_str(), *c.eager_drift.get(&b)?))
+            })
+            .collect();
+        notes.extend(drift_note(b.as_str(), &drifts));
         if !missing.is_empty() {
-            const SHOWN: usize = 12;
-            let mut named: Vec<String> = missing
-                .iter()
-                .take(SHOWN)
-                .map(|(key, why)| format!("{key} ({why})"))
-                .collect();
-            if missing.len() > SHOWN {
-                named.push(format!("and {} more", missing.len() - SHOWN));
-            }
+            let named = first_named(missing.iter().map(|(key, why)| format!("{key} ({why})")));
             notes.push(format!(
                 "NO {} TIME for {} of {} problem(s), left out of the {} rows (not counted as 0): {}",
                 b.as_str().to_uppercase(),
@@ -275,6 +275,49 @@ fn baseline_notes(tasks: &[Task]) -> Vec<String> {
         }
     }
     notes
+}
+
+/// How far a store's eager time may be from a run's own reference before the run's speedups
+/// over that store's times are noted: beyond the few percent two GPUs of one model differ by
+/// on GPU-bound problems (docs/baselines.md, stored against live).
+pub const EAGER_DRIFT_NOTED: f64 = 0.10;
+
+/// The note for speedups over `mode`'s stored times when, on some problems, the store's eager
+/// time is more than [`EAGER_DRIFT_NOTED`] from the run's own reference (`drifts`: problem and
+/// [`kbench_record::BaselineRatio::eager_drift`] of each problem compared): those speedups
+/// carry the store's machine and moment. The worst are named first. Used by `kbench report`
+/// and by the summary `kbench run` prints.
+pub fn drift_note(mode: &str, drifts: &[(&str, f64)]) -> Option<String> {
+    let bound = (1.0 + EAGER_DRIFT_NOTED).ln();
+    let mut far: Vec<(&str, f64)> = drifts
+        .iter()
+        .copied()
+        .filter(|(_, d)| d.is_finite() && *d > 0.0 && d.ln().abs() > bound)
+        .collect();
+    if far.is_empty() {
+        return None;
+    }
+    far.sort_by(|a, b| b.1.ln().abs().total_cmp(&a.1.ln().abs()).then(a.0.cmp(b.0)));
+    let named = first_named(far.iter().map(|(key, d)| format!("{key} {d:.2}x")));
+    Some(format!(
+        "STORED {} TIMES FROM ANOTHER MOMENT: on {} of {} problem(s) compared, the store's eager time is more than {:.0}% from this run's own reference (store / run: {}); speedups vs {mode} on them carry about that factor (the store's machine and moment; launch-bound models follow the host CPU's speed): `--baselines live,{mode}` measures them in the run",
+        mode.to_uppercase(),
+        far.len(),
+        drifts.len(),
+        100.0 * EAGER_DRIFT_NOTED,
+        named.join(", "),
+    ))
+}
+
+/// The first twelve of `items`, and "and N more" for the rest: a note's list of problems.
+fn first_named(items: impl ExactSizeIterator<Item = String>) -> Vec<String> {
+    const SHOWN: usize = 12;
+    let n = items.len();
+    let mut named: Vec<String> = items.take(SHOWN).collect();
+    if n > SHOWN {
+        named.push(format!("and {} more", n - SHOWN));
+    }
+    named
 }
 
 /// Notes on module modes: records of both modes in one run, and `mode-switch` kernels that

@@ -117,6 +117,10 @@ pub struct Candidate {
     /// Where each non-eager speedup's baseline time came from (`<origin> <file>`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub baseline_sources: BTreeMap<Baseline, String>,
+    /// Per non-eager baseline of stored times: the store's eager time over the run's own
+    /// reference ([`kbench_record::BaselineRatio::eager_drift`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eager_drift: BTreeMap<Baseline, f64>,
     /// Per case family: did every case of the family that ran pass.
     pub families: BTreeMap<String, bool>,
     /// Integrity flags: an `integrity` outcome's flag and the record's `flags`.
@@ -199,6 +203,14 @@ impl Candidate {
                 Some((Baseline::from_name(name)?, source.trim().to_string()))
             })
             .collect();
+        let eager_drift = r
+            .baselines
+            .iter()
+            .filter_map(|(name, b)| {
+                let d = b.eager_drift.filter(|d| d.is_finite() && *d > 0.0)?;
+                Some((Baseline::from_name(name)?, d))
+            })
+            .collect();
         let mut families: BTreeMap<String, bool> = BTreeMap::new();
         // A case that does not apply to the problem is no evidence either way.
         for c in r.cases.iter().filter(|c| c.not_applicable.is_none()) {
@@ -231,6 +243,7 @@ impl Candidate {
             paired_per_round,
             baselines_missing,
             baseline_sources,
+            eager_drift,
             families,
             flags,
             cost: extras.cost.clone(),

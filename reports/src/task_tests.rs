@@ -195,8 +195,6 @@ fn an_agents_fresh_final_measurement_is_the_tasks_result_not_the_maximum() {
 fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
     use kbench_record::BaselineRatio;
 
-    use crate::report::{run_report, RunInput};
-
     let ratio = |s: f64| BaselineRatio {
         speedup: s,
         speedup_mean: Some(s),
@@ -204,6 +202,7 @@ fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
         basis: "median".into(),
         origin: "measured".into(),
         file: "store/h100/compile.json".into(),
+        eager_drift: None,
     };
     let timed = |id: u32, compile: Option<f64>, missing: Option<&str>| {
         let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
@@ -226,27 +225,14 @@ fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
         .insert("compile".into(), "missing".into());
     let mut wrong = record(mismatch_on("random"), None);
     wrong.problem.id = 5;
-    let records: Vec<_> = [
+    let records = [
         timed(1, Some(3.0), None),
         timed(2, Some(0.5), None),
         timed(3, None, Some("failed: timeout: 600 s")),
         wrong_missing,
         wrong,
-    ]
-    .into_iter()
-    .map(|r| {
-        let extras = RecordExtras::from_json(&serde_json::to_value(&r).unwrap());
-        (r, extras)
-    })
-    .collect();
-    let input = RunInput {
-        label: "run".into(),
-        path: "run".into(),
-        run_id: None,
-        agent: None,
-        records,
-    };
-    let report = run_report(&input, SpeedupBasis::Median, Pick::BestCorrect);
+    ];
+    let report = report_of(records.into());
     let all = report.scope("all").unwrap();
     let eager = all.baseline(Baseline::Eager).unwrap();
     let compile = all.baseline(Baseline::Compile).unwrap();
@@ -269,4 +255,85 @@ fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
         notes.contains("NO COMPILE TIME for 2 of 5 problem(s), left out of the compile rows (not counted as 0): smoke/L1/3 (failed: timeout: 600 s), smoke/L1/4 (missing)"),
         "{notes}"
     );
+}
+
+/// Issue 25: where a store's eager time is far from the run's own reference (a launch-bound
+/// model on a host whose CPU ran at another speed), the report says that the speedups over
+/// that store's times carry the factor, worst first; within the bound, nothing is said.
+#[test]
+fn stored_times_far_from_the_runs_own_reference_are_noted() {
+    use kbench_record::BaselineRatio;
+
+    use crate::report::drift_note;
+
+    let timed = |id: u32, drift: f64| {
+        let mut r = record(Outcome::Ok, Some((2.0, 2.0)));
+        r.problem.id = id;
+        r.problem.file = format!("{id}_x.py");
+        r.baselines.insert(
+            "compile".into(),
+            BaselineRatio {
+                speedup: 1.0,
+                speedup_mean: Some(1.0),
+                baseline_ms: 1.0,
+                basis: "median".into(),
+                origin: "measured".into(),
+                file: "store/h100/compile.json".into(),
+                eager_drift: Some(drift),
+            },
+        );
+        r
+    };
+    let notes_of = |drifts: &[f64]| {
+        let records = drifts.iter().enumerate();
+        report_of(records.map(|(i, &d)| timed(i as u32 + 1, d)).collect()).notes
+    };
+    let notes = notes_of(&[1.05, 0.85, 1.8, 0.91]);
+    let drift: Vec<&String> = notes.iter().filter(|n| n.starts_with("STORED")).collect();
+    assert_eq!(drift.len(), 1, "{notes:?}");
+    let key = |id: u32| {
+        let mut r = timed(id, 1.0);
+        r.problem.id = id;
+        r.problem.key()
+    };
+    assert!(
+        drift[0].starts_with(&format!(
+            "STORED COMPILE TIMES FROM ANOTHER MOMENT: on 2 of 4 problem(s) compared, the store's eager time is more than 10% from this run's own reference (store / run: {} 1.80x, {} 0.85x); speedups vs compile on them carry about that factor"
+            , key(3), key(2))),
+        "{}",
+        drift[0]
+    );
+    assert!(drift[0].ends_with("`--baselines live,compile` measures them in the run"));
+    // Within 10% either way: no note.
+    assert!(!notes_of(&[1.09, 0.92])
+        .iter()
+        .any(|n| n.starts_with("STORED")));
+    // More than twelve far: the rest counted.
+    let many: Vec<(String, f64)> = (0..15).map(|i| (format!("p{i:02}"), 2.0)).collect();
+    let many: Vec<(&str, f64)> = many.iter().map(|(k, d)| (k.as_str(), *d)).collect();
+    let n = drift_note("max-autotune", &many).unwrap();
+    assert!(
+        n.contains("on 15 of 15 problem(s)") && n.contains("p11 2.00x, and 3 more);"),
+        "{n}"
+    );
+    assert!(!n.contains("p12 "), "{n}");
+}
+
+/// The report of one run of `records` (median basis, best correct candidate per task).
+fn report_of(records: Vec<kbench_record::EvalRecord>) -> crate::report::RunReport {
+    let records = records
+        .into_iter()
+        .map(|r| {
+            let extras = RecordExtras::from_json(&serde_json::to_value(&r).unwrap());
+            (r, extras)
+        })
+        .collect();
+    let input = crate::report::RunInput {
+        label: "run".into(),
+        path: "run".into(),
+        run_id: None,
+        agent: None,
+        records,
+    };
+    crate::report::run_report(&input, SpeedupBasis::Median, Pick::BestCorrect)
 }

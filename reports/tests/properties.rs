@@ -29,6 +29,7 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         paired_per_round: None,
         baselines_missing: BTreeMap::new(),
         baseline_sources: BTreeMap::new(),
+        eager_drift: Default::default(),
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

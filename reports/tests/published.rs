@@ -24,6 +24,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         paired_per_round: None,
         baselines_missing: BTreeMap::new(),
         baseline_sources: BTreeMap::new(),
+        eager_drift: Default::default(),
         families: BTreeMap::new(),
         flags: vec![],
         cost: None,

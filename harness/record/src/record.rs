@@ -537,6 +537,15 @@ pub struct BaselineRatio {
     /// The baseline file the time came from.
     #[serde(default)]
     pub file: String,
+    /// For a time taken before the run (from the store): the store's eager time for the
+    /// problem over this run's own reference time (the same eager code, timed beside the
+    /// candidate), on `basis`. It says how the store's machine and moment compare with the
+    /// run's: within a few percent on GPU-bound problems, up to 2x on launch-bound ones, whose
+    /// eager time follows the host CPU's speed (docs/baselines.md, stored against live). This
+    /// speedup carries about that factor. Absent for live and imported times, where the store
+    /// has no eager time for the problem, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager_drift: Option<f64>,
 }
 
 impl EvalRecord {

@@ -638,7 +638,9 @@ impl Evaluation<'_, '_> {
         // Timed only when every random case passed: the ratios serve the random-only
         // (KernelBench-comparable) figures even when a stress family failed.
         let baselines = match (&c.baselines, &timing) {
-            (Some(table), Some(t)) => table.ratios(&unit.problem.to_ref(), &t.candidate),
+            (Some(table), Some(t)) => {
+                table.ratios(&unit.problem.to_ref(), &t.candidate, &t.reference)
+            }
             _ => Default::default(),
         };
         let baselines_missing =

@@ -259,6 +259,22 @@ pub fn prepare_for_run(
                 );
             }
         }
+        // The store's eager times, against which each record's own reference tells how far
+        // the store's machine and moment are from the run's (`eager_drift`); a live run's
+        // times are this run's.
+        if !req.live {
+            let store = Store::new(&store_root);
+            let anchor = match files.files.get(&Mode::Eager) {
+                Some(f) => Some(f.clone()),
+                None => store.load(&env.gpu, &env.torch, Mode::Eager)?,
+            };
+            table.anchor = anchor.map(|file| UsedFile {
+                mode: Mode::Eager,
+                path: store.path(&env.gpu, &env.torch, Mode::Eager),
+                origin: origin.into(),
+                file,
+            });
+        }
         for m in modes {
             let path = files.path(m);
             if let Some(f) = files.files.remove(&m) {

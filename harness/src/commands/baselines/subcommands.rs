@@ -55,6 +55,17 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
             records.len(),
             100.0 * fast1 as f64 / records.len().max(1) as f64
         ));
+        // Where the store's eager time is far from the run's own reference, the speedups
+        // over its times carry that factor: said under the line.
+        let drifts: Vec<(String, f64)> = records
+            .iter()
+            .filter(|r| r.outcome.is_ok())
+            .filter_map(|r| Some((r.problem.key(), r.baselines.get(name)?.eager_drift?)))
+            .collect();
+        let drifts: Vec<(&str, f64)> = drifts.iter().map(|(k, d)| (k.as_str(), *d)).collect();
+        if let Some(note) = kbench_reports::drift_note(name, &drifts) {
+            out.push(format!("    note: {note}"));
+        }
     }
     out
 }
