@@ -287,11 +287,11 @@ pub const EAGER_DRIFT_NOTED: f64 = 0.10;
 /// [`kbench_record::BaselineRatio::eager_drift`] of each problem compared): those speedups
 /// carry the store's machine and moment. The worst are named first. Used by `kbench report`
 /// and by the summary `kbench run` prints.
-pub fn drift_note(mode: &str, drifts: &[(&str, f64)]) -> Option<String> {
+pub fn drift_note<K: AsRef<str>>(mode: &str, drifts: &[(K, f64)]) -> Option<String> {
     let bound = (1.0 + EAGER_DRIFT_NOTED).ln();
     let mut far: Vec<(&str, f64)> = drifts
         .iter()
-        .copied()
+        .map(|(k, d)| (k.as_ref(), *d))
         .filter(|(_, d)| d.is_finite() && *d > 0.0 && d.ln().abs() > bound)
         .collect();
     if far.is_empty() {

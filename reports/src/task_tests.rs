@@ -291,11 +291,7 @@ fn stored_times_far_from_the_runs_own_reference_are_noted() {
     let notes = notes_of(&[1.05, 0.85, 1.8, 0.91]);
     let drift: Vec<&String> = notes.iter().filter(|n| n.starts_with("STORED")).collect();
     assert_eq!(drift.len(), 1, "{notes:?}");
-    let key = |id: u32| {
-        let mut r = timed(id, 1.0);
-        r.problem.id = id;
-        r.problem.key()
-    };
+    let key = |id: u32| timed(id, 1.0).problem.key();
     assert!(
         drift[0].starts_with(&format!(
             "STORED COMPILE TIMES FROM ANOTHER MOMENT: on 2 of 4 problem(s) compared, the store's eager time is more than 10% from this run's own reference (store / run: {} 1.80x, {} 0.85x); speedups vs compile on them carry about that factor"
@@ -310,7 +306,6 @@ fn stored_times_far_from_the_runs_own_reference_are_noted() {
         .any(|n| n.starts_with("STORED")));
     // More than twelve far: the rest counted.
     let many: Vec<(String, f64)> = (0..15).map(|i| (format!("p{i:02}"), 2.0)).collect();
-    let many: Vec<(&str, f64)> = many.iter().map(|(k, d)| (k.as_str(), *d)).collect();
     let n = drift_note("max-autotune", &many).unwrap();
     assert!(
         n.contains("on 15 of 15 problem(s)") && n.contains("p11 2.00x, and 3 more);"),

@@ -263,14 +263,13 @@ pub fn prepare_for_run(
         // the store's machine and moment are from the run's (`eager_drift`); a live run's
         // times are this run's.
         if !req.live {
-            let store = Store::new(&store_root);
             let anchor = match files.files.get(&Mode::Eager) {
                 Some(f) => Some(f.clone()),
-                None => store.load(&env.gpu, &env.torch, Mode::Eager)?,
+                None => files.store.load(&env.gpu, &env.torch, Mode::Eager)?,
             };
             table.anchor = anchor.map(|file| UsedFile {
                 mode: Mode::Eager,
-                path: store.path(&env.gpu, &env.torch, Mode::Eager),
+                path: files.path(Mode::Eager),
                 origin: origin.into(),
                 file,
             });

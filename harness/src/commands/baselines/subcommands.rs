@@ -62,7 +62,6 @@ pub fn summary_lines(records: &[EvalRecord], table: &BaselineTable) -> Vec<Strin
             .filter(|r| r.outcome.is_ok())
             .filter_map(|r| Some((r.problem.key(), r.baselines.get(name)?.eager_drift?)))
             .collect();
-        let drifts: Vec<(&str, f64)> = drifts.iter().map(|(k, d)| (k.as_str(), *d)).collect();
         if let Some(note) = kbench_reports::drift_note(name, &drifts) {
             out.push(format!("    note: {note}"));
         }
