@@ -29,6 +29,8 @@ pub(crate) struct Engine {
     pub cuda_arch: Option<String>,
     /// The sandbox untrusted workers run in.
     pub jail: Jail,
+    /// The workers' cgroups, or why there are none (workers are then frozen with signals).
+    pub cgroups: Result<Arc<crate::worker::cgroup::CgroupTree>, String>,
 }
 
 impl Engine {
@@ -52,6 +54,7 @@ impl Engine {
             timing_cores,
             cuda_arch: cuda_arch_of(config),
             jail,
+            cgroups: crate::worker::cgroup::CgroupTree::open(),
         })
     }
 
@@ -67,6 +70,7 @@ impl Engine {
             builds: None,
             gates: Gates::default(),
             jail: self.jail.clone(),
+            cgroups: self.cgroups.as_ref().ok().cloned(),
         }
     }
 
@@ -185,6 +189,7 @@ fn start_build_pool(
             interrupt: Some(Arc::clone(&interrupt)),
             gate: None,
             sandbox: None,
+            cgroups: None,
         };
         // A build job imports the candidate's code: it is contained like the candidate.
         jail.apply(

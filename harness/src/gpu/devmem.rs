@@ -57,6 +57,15 @@ impl Gpu {
             .map_err(|e| anyhow!("cuMemGetInfo on GPU {}: {e:?}", self.ordinal))
     }
 
+    /// The device's L2 cache size in bytes, when the driver says.
+    pub fn l2_bytes(&self) -> Option<usize> {
+        self.ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .ok()
+            .and_then(|v| usize::try_from(v).ok())
+            .filter(|&v| v > 0)
+    }
+
     /// A new buffer of `nbytes` (at least 1), contents undefined, exportable through IPC.
     pub fn alloc(self: &Arc<Self>, nbytes: usize) -> Result<DevBuf> {
         self.bind()?;

@@ -8,7 +8,7 @@
 //!
 //! It sits just above `exit/` and imports nothing of the harness: only the record and
 //! adversarial crates. Inside it, lowest first: `uuid` < `inventory` < `devmem`, `nvml` <
-//! `health`, `compare`, `listing`; each file imports only from files before it. This file
+//! `health`, `compare`, `quiet`, `listing`; each file imports only from files before it. This file
 //! only declares the modules and re-exports what the rest of the harness uses as
 //! `crate::gpu::…`.
 
@@ -18,6 +18,7 @@ mod health;
 mod inventory;
 mod listing;
 pub mod nvml;
+pub mod quiet;
 mod uuid;
 
 pub use health::{health_check, health_check_with, HealthKernel};

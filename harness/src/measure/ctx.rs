@@ -28,6 +28,9 @@ pub struct Ctx<'a> {
     pub gates: Gates,
     /// The sandbox untrusted workers run in.
     pub jail: Jail,
+    /// Each worker's own cgroup (freezing it whole while the other side is timed); `None`
+    /// where the host has no writable cgroup v2 folder: workers are frozen with signals.
+    pub cgroups: Option<Arc<crate::worker::cgroup::CgroupTree>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -49,6 +52,7 @@ impl<'a> Ctx<'a> {
             builds: None,
             gates: Gates::default(),
             jail: Jail::none(&config.cache),
+            cgroups: None,
         }
     }
 }
@@ -85,6 +89,7 @@ impl Ctx<'_> {
             interrupt: Some(Arc::clone(&self.stop)),
             gate: Some(self.gates.of(device)),
             sandbox: None,
+            cgroups: self.cgroups.clone(),
         }
     }
 

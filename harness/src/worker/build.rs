@@ -367,6 +367,7 @@ mod tests {
             interrupt: None,
             gate: None,
             sandbox: None,
+            cgroups: None,
         }
     }
 

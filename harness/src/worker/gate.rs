@@ -230,6 +230,7 @@ time.sleep(30)
             interrupt: None,
             gate: Some(Arc::clone(gate)),
             sandbox: None,
+            cgroups: None,
         }
     }
 

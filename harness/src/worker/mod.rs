@@ -6,6 +6,8 @@
 //! verdicts.
 
 pub mod build;
+pub mod cgroup;
+pub mod freeze;
 mod gate;
 mod launch;
 mod prestart;
@@ -24,3 +26,18 @@ pub use launch::{
 pub use prestart::{Prestart, Prestarted};
 pub use process::*;
 pub use wire::{device_for_worker, error_text, first_line, str_field};
+
+/// A folder for files the harness shares with workers by mapping them: `/dev/shm` (memory,
+/// no writeback to a disk while timing) where the host has it, else the temporary folder.
+pub fn fast_temp_dir() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    let writable = tempfile::Builder::new()
+        .prefix(".kbench-probe-")
+        .tempfile_in(shm)
+        .is_ok();
+    if writable {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}

@@ -60,6 +60,9 @@ pub struct WorkerSpec {
     pub gate: Option<Arc<StartGate>>,
     /// Run inside this sandbox (untrusted workers); `None`: a plain child process.
     pub sandbox: Option<super::sandbox::Sandbox>,
+    /// Start the worker in a cgroup of its own under this tree (freezing, killing it whole);
+    /// `None`, or a group that cannot be entered: frozen with signals.
+    pub cgroups: Option<Arc<super::cgroup::CgroupTree>>,
 }
 
 /// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
@@ -152,20 +155,30 @@ pub struct Worker {
     interrupt: Option<Arc<AtomicBool>>,
     /// Runs under bwrap: a signal that ended the worker comes back as bwrap's exit code.
     sandboxed: bool,
+    /// How the worker's processes are frozen (and, with a group, killed whole).
+    freezer: super::freeze::Freezer,
 }
 
 impl Worker {
     /// Starts a worker and waits for its hello.
     pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
-        let mut cmd = match &spec.sandbox {
+        let group = spec.cgroups.as_ref().and_then(|t| t.group().ok());
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(g) = &group {
+            argv.extend(g.enter_args());
+        }
+        match &spec.sandbox {
             Some(s) => {
-                let mut cmd = Command::new(&s.bwrap);
-                cmd.args(s.view.args(&spec.cwd)).arg("--").arg(&spec.python);
-                cmd
+                argv.push(s.bwrap.clone().into());
+                argv.extend(s.view.args(&spec.cwd));
+                argv.push("--".into());
+                argv.push(spec.python.clone().into());
             }
-            None => Command::new(&spec.python),
-        };
-        cmd.arg("-u")
+            None => argv.push(spec.python.clone().into()),
+        }
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .arg("-u")
             .args(super::python::worker_args(&spec.script))
             .arg(spec.role.as_str())
             .current_dir(&spec.cwd)
@@ -232,6 +245,8 @@ impl Worker {
             g.register(pgid);
         }
         let mut worker = Worker {
+            // Decided once the worker has said hello (its shell has long run by then).
+            freezer: super::freeze::Freezer::Signals { root: pgid },
             child,
             pgid,
             to_worker: Some(to_tx),
@@ -280,6 +295,13 @@ impl Worker {
             )));
         }
         worker.hello = hello.header;
+        // The shell put itself (now the worker) into the group before its exec; where it
+        // could not, the worker is frozen with signals.
+        if let Some(g) = group {
+            if g.holds(worker.child.id()) {
+                worker.freezer = super::freeze::Freezer::Group(g);
+            }
+        }
         Ok(worker)
     }
 
@@ -511,6 +533,26 @@ impl Worker {
         use nix::unistd::Pid;
         // The group may already be gone; that is fine.
         let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+        // Processes that left the process group (`setsid`) are still in the cgroup.
+        if let super::freeze::Freezer::Group(g) = &self.freezer {
+            g.kill();
+        }
+    }
+
+    /// Stops every process of the worker, confirmed, waiting at most `limit`; returns how
+    /// long the confirmation took. See [`super::freeze`].
+    pub fn freeze(&self, limit: Duration) -> Result<Duration, String> {
+        self.freezer.freeze(limit)
+    }
+
+    /// Lets a frozen worker run again.
+    pub fn thaw(&self) -> Result<(), String> {
+        self.freezer.thaw()
+    }
+
+    /// How this worker is frozen: `cgroup` or `signals`.
+    pub fn freeze_method(&self) -> &'static str {
+        self.freezer.method()
     }
 
     /// Kills the worker's whole process group and reaps it.
@@ -625,6 +667,7 @@ mod tests {
             interrupt: Some(Arc::clone(&stop)),
             gate: None,
             sandbox: None,
+            cgroups: None,
         };
         // The job's signal reaches kbench about 100 ms after the worker.
         let setter = {
