@@ -403,15 +403,13 @@ pub struct EvalArgs {
     /// Untimed warm-up calls before timing.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
-    /// Timed calls are interleaved between reference and candidate in this many rounds (each
-    /// round after the first opening with `--round-warmup` untimed calls). Short rounds pair
-    /// the two sides closely, so host drift cancels in the paired speedup.
-    #[arg(long, default_value_t = 50)]
+    /// Ignored, kept so that older scripts still run: timed calls are driven one at a time,
+    /// the reference's and the candidate's alternating, each call its own round.
+    #[arg(long, default_value_t = 50, hide = true)]
     pub rounds: u32,
-    /// Untimed calls opening each round after the first: `auto` (one while the reference's
-    /// first timed calls are shorter than 5 ms; none for longer calls, where the cold first
-    /// call of a round measured under 1% slower), or a number. A case large enough to be
-    /// timed in released rounds opens each with at least `--warmup` calls.
+    /// Untimed calls opening each timed call's window, on the worker's own case: `auto`
+    /// (one while the reference's warm-up calls are shorter than 5 ms; none for longer calls,
+    /// where a cold first call measured under 1% slower), or a number.
     #[arg(long, default_value = "auto", value_name = "auto|N")]
     pub round_warmup: String,
     /// Check correctness only.

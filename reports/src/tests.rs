@@ -50,6 +50,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
             l2_flush: true,
             rounds: 1,
             round_warmup: None,
+            harness_clock: None,
         }),
         load_s: None,
         build_ahead_s: None,

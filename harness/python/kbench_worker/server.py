@@ -46,8 +46,9 @@ class Worker(
     # -- loop ---------------------------------------------------------------------------
 
     PHASES = {
-        "load": "load", "make_case": "run", "run_case": "run", "time": "time", "export": "run", "audit": "run",
-        "profile": "run", "cost": "run", "eval_case": "run",
+        "load": "load", "make_case": "run", "run_case": "run", "export": "run", "audit": "run",
+        "profile": "run", "cost": "run", "eval_case": "run", "time_open": "time", "stage_inputs": "time",
+        "timed_call": "time", "release": "time", "time_close": "time",
     }  # fmt: skip
 
     def serve(self):
@@ -55,7 +56,11 @@ class Worker(
             "load": self.cmd_load,
             "make_case": self.cmd_make_case,
             "run_case": self.cmd_run_case,
-            "time": self.cmd_time,
+            "time_open": self.cmd_time_open,
+            "stage_inputs": self.cmd_stage_inputs,
+            "timed_call": self.cmd_timed_call,
+            "release": self.cmd_release,
+            "time_close": self.cmd_time_close,
             "export": self.cmd_export,
             "audit": self.cmd_audit,
             "cost": self.cmd_cost,

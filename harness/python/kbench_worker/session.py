@@ -93,7 +93,7 @@ class Session:
         self.dtype = None
         self.num_threads = None
         self.case = None  # the current case: the argument list of the last make/run_case
-        self.flush_buffer = None  # allocated once, on first use
+        self.gated = None  # the open timing phase (timing.py)
         self.pending = None  # a device case made but not yet exported (name -> tensor)
         self.l2_bytes = None
         # The reference's outputs ({dtype, nbytes}) of the current case: the sizes the

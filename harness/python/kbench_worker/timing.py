@@ -1,250 +1,270 @@
-"""Timing: the one function both roles use (PROTOCOL.md, "time"), and the `time` command."""
+"""Timing (PROTOCOL.md, "Timing"): the harness drives the calls one at a time. Between them
+it freezes this worker's every process, has the trusted reference draw the next call's
+inputs (fresh values from the run's secret) into buffers both sides map for the whole
+phase, flushes the GPU's L2 from its own context and measures each call's window on its
+own clock. A worker only runs the calls: `time_open` maps the buffers, `timed_call` runs one
+call (timed with the clocks captured at start-up: the claim the harness checks against its
+own clock) and copies its outputs into the harness's slots, `stage_inputs` (reference)
+draws a call's inputs, `time_close` unmaps. The code is the same for both roles."""
 
-import collections
 import gc
+import mmap
 import os
 import sys
+import time
 
 import torch
 
-from .integrity import (
-    POISON_CAP_BYTES,
-    _changed_inputs,
-    _orig,
-    _python_threads,
-    input_checksums,
-    poison_free_memory,
-    tampered_names,
-)
-from .ipc import copy_into_slots
-from .protocol import TRACE, WorkerError, _error_from, _field, _is_uint
-from .tensors import _host_copy, flatten_outputs, seed_all
+from .cases import _json_value
+from .integrity import _orig, tampered_names
+from .ipc import _Mapped
+from .protocol import _ITEMSIZE, TRACE, WorkerError, _error_from, _field, _is_uint
+from .tensors import _TORCH_OF, _sync, _wire_dtype, flatten_outputs, seed_forward
 
 
-# L2 flush size when the device does not report its L2 (KernelBench timing.py writes 256 MiB).
-FALLBACK_FLUSH_BYTES = 256 << 20
+class _Phase:
+    """What one timing phase holds from `time_open` to `time_close`."""
 
-
-def time_calls(call, device, warmup, trials, flush_buffer, before_call, after_call=None, split=None):
-    """Runs `call(args)` warmup + trials times; returns (clock name, the `trials` samples in ms).
-
-    `before_call(i)` returns the arguments of call i (fresh tensors every call) and runs,
-    like `after_call(i, args, out)`, outside the timed region.
-    CUDA: a device-wide synchronize before recording the end event, so work the call left
-    on side streams is counted; `flush_buffer` (>= 2x L2, or None for no flush) is written
-    before every call so no call starts with a warm L2. Events are recorded on the default
-    stream, which the candidate cannot have swapped out from under us.
-    CPU: perf_counter_ns around the call.
-    The clock functions are the ones captured at start-up, before any candidate code ran,
-    so rebinding them (time.perf_counter_ns, torch.cuda.Event.elapsed_time) changes nothing.
-    `split` (a dict, CUDA only; KBENCH_WORKER_TRACE): host seconds per part of the loop added
-    into it ("before": fresh inputs and probes, "flush": the flush and the synchronize
-    before the start event, "call": start event to the end event's completion of the timed
-    calls, "untimed": the same of the warm-up calls, "after"),
-    for finding where a timing round's time goes outside the timed calls.
-    """
-    samples = []
-    if device.type == "cuda":
-        sync = _orig("torch.cuda.synchronize")
-        record = _orig("torch.cuda.Event.record")
-        ev_sync = _orig("torch.cuda.Event.synchronize")
-        elapsed = _orig("torch.cuda.Event.elapsed_time")
-        stream = torch.cuda.default_stream(device)
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        tick = _orig("time.perf_counter") if split is not None else None
-        for i in range(warmup + trials):
-            t0 = tick() if tick else 0.0
-            args = before_call(i)
-            t1 = tick() if tick else 0.0
-            if flush_buffer is not None:
-                flush_buffer.fill_(i & 0x7F)
-            sync(device)
-            t2 = tick() if tick else 0.0
-            record(start, stream)
-            out = call(args)
-            sync(device)
-            record(end, stream)
-            ev_sync(end)
-            t3 = tick() if tick else 0.0
-            if i >= warmup:
-                samples.append(float(elapsed(start, end)))
-            if after_call is not None:
-                after_call(i, args, out)
-            del out, args
-            if tick:
-                t4 = tick()
-                region = "call" if i >= warmup else "untimed"
-                for k, v in (("before", t1 - t0), ("flush", t2 - t1), (region, t3 - t2), ("after", t4 - t3)):
-                    split[k] = split.get(k, 0.0) + v
-        return "cuda_event", samples
-    clock = _orig("time.perf_counter_ns")
-    for i in range(warmup + trials):
-        args = before_call(i)
-        t0 = clock()
-        out = call(args)
-        t1 = clock()
-        if i >= warmup:
-            samples.append((t1 - t0) / 1e6)
-        if after_call is not None:
-            after_call(i, args, out)
-        del out, args
-    return "perf_counter", samples
+    def __init__(self):
+        self.mapped = None  # device buffers (_Mapped kept open)
+        self.file = None  # host: the exchange file and its mapping
+        self.mm = None
+        self.source = []  # reference: tensors over the buffers it draws each call's inputs into
+        self.staged = []  # tensors over the staged inputs' buffers (a call's arguments)
+        self.slots = []  # tensors over the output slots
+        self.args = []  # the call's arguments: staged tensors and plain values
+        self.layout = []  # per argument: ("staged", j) or ("value", json)
+        self.forward_seed = 0
+        self.events = None
+        self.old_affinity = None
+        self.gc_was_enabled = False
 
 
 class TimingCommands:
-    """The Worker's `time` command."""
+    """The Worker's timing commands."""
 
-    def cmd_time(self, cmd, payload):
+    def _require_phase(self):
+        if self.gated is None:
+            raise WorkerError("protocol", "time", "no timing phase is open (send time_open first)")
+        return self.gated
+
+    def _host_view(self, ph, spec, size):
+        dtype, shape, nbytes, offset = spec.get("dtype"), spec.get("shape"), spec.get("nbytes"), spec.get("offset")
+        if dtype not in _ITEMSIZE or not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
+            raise WorkerError("protocol", "time", f"bad exchange tensor spec {spec!r}")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if not (_is_uint(nbytes) and _is_uint(offset)) or numel * _ITEMSIZE[dtype] != nbytes or offset + nbytes > size:
+            raise WorkerError("protocol", "time", f"exchange tensor spec {spec!r} does not fit the file ({size} bytes)")
+        if numel == 0:
+            return torch.empty(shape, dtype=_TORCH_OF[dtype])
+        return torch.frombuffer(ph.mm, dtype=_TORCH_OF[dtype], count=numel, offset=offset).view(shape)
+
+    def cmd_time_open(self, cmd, payload):
         self._require_model("time")
-        warmup = _field(cmd, "warmup", int, "time")
-        trials = _field(cmd, "trials", int, "time")
-        forward_seed = _field(cmd, "forward_seed", int, "time")
-        if warmup < 0 or trials < 1:
-            raise WorkerError("protocol", "time", f"need warmup >= 0 and trials >= 1, got {warmup}, {trials}")
-        if self.case is None:
-            raise WorkerError("protocol", "time", "no current case (send make_case or run_case first)")
-        flush = None
-        if cmd.get("l2_flush", True) and self.device.type == "cuda":
-            flush = self._flush_buffer()
-        check_calls = cmd.get("check_calls") or []
-        if not (isinstance(check_calls, list) and all(_is_uint(j) and j < trials for j in check_calls)):
-            raise WorkerError("protocol", "time", f"check_calls must list timed-call indices below {trials}, got {check_calls!r}")
-        # Probed in both roles alike (checksums, poison), so the probes' side effects on
-        # caches and the allocator cost both sides the same; only the candidate reports.
-        check_calls = set(check_calls)
-        # The candidate's checked outputs into harness buffers on the GPU (compared there),
-        # instead of host copies sent back through the pipe.
-        device_outputs = cmd.get("device_outputs")
-        if device_outputs is not None:
-            if not (isinstance(device_outputs, list) and self.role == "candidate" and self.device.type == "cuda"):
-                raise WorkerError("protocol", "time", "device_outputs must be a list, for a candidate on a GPU")
-        fresh_inputs = bool(cmd.get("fresh_inputs", True))
-        model, case = self.model, self.case
-        probes = {"inputs_changed": set(), "threads_started": 0}
-        checked = []  # (timed-call index, host copies of its outputs)
-        checked_device = []  # {call, outputs: descriptions}, the outputs in device_outputs
-        recent = collections.deque(maxlen=2)
-        state = {}
+        if self.gated is not None:
+            self._close_phase()
+        args = _field(cmd, "args", list, "time")
+        staged = _field(cmd, "staged", list, "time")
+        outputs = _field(cmd, "outputs", list, "time")
+        ph = _Phase()
+        ph.forward_seed = _field(cmd, "forward_seed", int, "time")
+        try:
+            if self.device.type == "cuda":
+                ph.mapped = _Mapped(self.device, "time").__enter__()
+                view = ph.mapped.view
+            else:
+                exchange = _field(cmd, "exchange", dict, "time")
+                path = exchange.get("path")
+                if not isinstance(path, str):
+                    raise WorkerError("protocol", "time", "exchange needs a path")
+                ph.file = open(path, "r+b")
+                size = os.fstat(ph.file.fileno()).st_size
+                ph.mm = mmap.mmap(ph.file.fileno(), size) if size else None
 
-        def before_call(i):
-            self._pin_threads()
-            # Fresh tensors at fresh addresses for every call (the two previous calls' are
-            # kept alive, so no address is handed straight back): a result cached on an
-            # input's data_ptr is never found again. Same code in both roles.
-            fresh = list(case)
-            if fresh_inputs:
-                try:
-                    fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
-                except torch.OutOfMemoryError:
-                    # A case too large to copy three times: keep one copy alive, or none.
-                    recent.clear()
-                    try:
-                        fresh = [x.clone() if isinstance(x, torch.Tensor) else x for x in case]
-                    except torch.OutOfMemoryError:
-                        fresh = list(case)
-            recent.append(fresh)
-            state["threads"] = _python_threads()
-            if i - warmup in check_calls:
-                state["sums"] = input_checksums(fresh)
-                if self.poison is not None:
-                    poison_free_memory(self.poison, self.device, POISON_CAP_BYTES)
-            # Every call starts from the case's random state, as its forward did in
-            # make_case/run_case: a model drawing random numbers (training-mode dropout) then
-            # gives the case's outputs in a checked call. Every call alike, in both roles, so
-            # the state tells a kernel nothing about which calls are checked.
-            seed_all(forward_seed)
-            return fresh
+                def view(spec):
+                    return self._host_view(ph, spec, size)
 
-        def after_call(i, args, out):
-            if i - warmup in check_calls:
-                before = state.pop("sums")
-                if self.role == "candidate":
-                    probes["inputs_changed"].update(_changed_inputs(before, args))
-                    flat = flatten_outputs(out)
-                    if device_outputs is not None:
-                        described = copy_into_slots(flat, device_outputs, self.device, "time")
-                        checked_device.append({"call": i - warmup, "outputs": described})
-                    else:
-                        checked.append((i - warmup, [_host_copy(t, snapshot=True) for t in flat]))
+            ph.staged = [view(s) for s in staged]
+            ph.slots = [view(s) for s in outputs]
+            if self.role == "reference":
+                source = _field(cmd, "source", list, "time")
+                if len(source) != len(staged):
+                    raise WorkerError("protocol", "time", "source must list one buffer per staged input")
+                ph.source = [view(s) for s in source]
+            for i, a in enumerate(args):
+                if isinstance(a, dict) and set(a) == {"staged"} and _is_uint(a["staged"]) and a["staged"] < len(ph.staged):
+                    ph.layout.append(("staged", a["staged"]))
+                    ph.args.append(ph.staged[a["staged"]])
+                elif isinstance(a, dict) and set(a) == {"value"}:
+                    ph.layout.append(("value", a["value"]))
+                    ph.args.append(a["value"])
                 else:
-                    _changed_inputs(before, args)
-            probes["threads_started"] = max(probes["threads_started"], _python_threads() - state["threads"])
-        # As timeit does: no garbage collection inside timed calls. The reference process holds
-        # more Python objects (float64 model, cases) than a candidate process, so collections
-        # would cost the two sides differently and bias launch-bound timings.
-        gc_was_enabled = gc.isenabled()
-        # "cpu": the core the harness keeps free for this GPU's timing (both sides move there,
-        # so a launch-bound forward is timed on the same, otherwise idle core). CUDA only: a
-        # CPU forward's threads must keep every core they were given.
-        old_affinity = None
+                    raise WorkerError("protocol", "time", f"argument {i} is neither {{staged}} nor {{value}}: {a!r}")
+        except BaseException:
+            self.gated = ph
+            self._close_phase()
+            raise
+        if self.device.type == "cuda":
+            ph.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        # "cpu": the core the harness keeps free for this GPU's timing; CUDA only, as a CPU
+        # forward's threads must keep every core they were given.
         cpu = cmd.get("cpu")
         if cpu is not None and self.device.type == "cuda" and hasattr(os, "sched_setaffinity"):
-            if not isinstance(cpu, int) or isinstance(cpu, bool) or cpu < 0:
+            if not _is_uint(cpu):
                 raise WorkerError("protocol", "time", f"cpu must be a core number, got {cpu!r}")
             try:
-                old_affinity = os.sched_getaffinity(0)
+                ph.old_affinity = os.sched_getaffinity(0)
                 os.sched_setaffinity(0, {cpu})
             except OSError:
-                old_affinity = None
-        # Objects alive now (torch, the model, the problem module) are frozen out of every
-        # later collection: a full collection over them took ~75 ms per timing round.
-        split = {} if TRACE and self.device.type == "cuda" else None
-        clock_s = _orig("time.perf_counter")
-        t_start = clock_s()
+                ph.old_affinity = None
+        # As timeit does: no garbage collection inside the phase. The reference process holds
+        # more Python objects than a candidate's, so collections would cost the sides
+        # differently; what is alive now is frozen out of every later collection.
+        ph.gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.freeze()
         gc.disable()
+        self.gated = ph
+        return {"type": "time_opened"}, []
+
+    def cmd_stage_inputs(self, cmd, payload):
+        """Reference: draws one call's inputs with `seed` as a case of the `random` family is
+        drawn (the problem's own get_inputs, on the GPU where it allows) and writes them into
+        the source buffers (the harness copies them into each side's staged inputs inside its
+        window). A draw whose layout differs from the case's (another shape, a
+        different plain value) is an error: the harness then times nothing."""
+        if self.role != "reference":
+            raise WorkerError("protocol", "time", "stage_inputs is for the reference role only")
+        ph = self._require_phase()
+        seed = _field(cmd, "seed", int, "time")
+        inputs, inputs_on, inputs_s, _ = self._make_inputs(seed, "random", self.device.type == "cuda")
+        if len(inputs) != len(ph.layout):
+            raise WorkerError("runtime_error", "time", f"get_inputs() gave {len(inputs)} inputs with seed {seed}, the timed case has {len(ph.layout)}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
+        for i, (x, (kind, ref)) in enumerate(zip(inputs, ph.layout)):
+            if kind == "staged":
+                dst = ph.source[ref]
+                if not isinstance(x, torch.Tensor) or x.dtype != dst.dtype or x.shape != dst.shape:
+                    got = f"{_wire_dtype(x)} {list(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+                    raise WorkerError("runtime_error", "time", f"input {i} drawn with seed {seed} is {got}, the timed case's is {_wire_dtype(dst)} {list(dst.shape)}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
+                dst.copy_(x)
+            elif isinstance(x, torch.Tensor) or _json_value(x, i) != ref:
+                raise WorkerError("runtime_error", "time", f"input {i} drawn with seed {seed} differs from the timed case's plain value {ref!r}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
+        del inputs, x
+        _sync(self.device)
+        return {"type": "staged", "inputs_s": inputs_s, "inputs_on": inputs_on}, []
+
+    def cmd_timed_call(self, cmd, payload):
+        """One call on the staged inputs, its outputs copied into the slots. `opening` (a
+        count) runs untimed calls on the worker's own current case instead, outputs dropped:
+        they warm the host's launch path before a timed call, on other values."""
+        ph = self._require_phase()
+        opening = cmd.get("opening", 0)
+        if not _is_uint(opening):
+            raise WorkerError("protocol", "time", f"opening must be a count, got {opening!r}")
+        model = self.model
+        if opening:
+            if self.case is None:
+                raise WorkerError("protocol", "time", "opening calls need a current case")
+            for _ in range(opening):
+                self._pin_threads()
+                seed_forward(ph.forward_seed, self.device)
+                try:
+                    out = model(*self.case)
+                    _sync(self.device)
+                except (Exception, SystemExit) as exc:
+                    raise _error_from(exc, "runtime_error", "time")
+                del out
+            return {"type": "opened", "calls": opening}, []
+        tr = [time.perf_counter()]
+        self._pin_threads()
+        seed_forward(ph.forward_seed, self.device)
+        args = ph.args
+        tr.append(time.perf_counter())
         try:
-            clock, samples = time_calls(
-                lambda args: model(*args), self.device, warmup, trials, flush, before_call, after_call, split
-            )
-        except WorkerError:
+            if self.device.type == "cuda":
+                sync = _orig("torch.cuda.synchronize")
+                record = _orig("torch.cuda.Event.record")
+                ev_sync = _orig("torch.cuda.Event.synchronize")
+                elapsed = _orig("torch.cuda.Event.elapsed_time")
+                start, end = ph.events
+                stream = torch.cuda.default_stream(self.device)
+                record(start, stream)
+                out = model(*args)
+                # Outputs are made contiguous inside the timed region, on both sides: what
+                # then goes into the slots costs the same for any kernel.
+                outs = [t.contiguous() for t in flatten_outputs(out)]
+                sync(self.device)
+                record(end, stream)
+                ev_sync(end)
+                sample, clock = float(elapsed(start, end)), "cuda_event"
+            else:
+                ns = _orig("time.perf_counter_ns")
+                t0 = ns()
+                out = model(*args)
+                outs = [t.contiguous() for t in flatten_outputs(out)]
+                t1 = ns()
+                sample, clock = (t1 - t0) / 1e6, "perf_counter"
+        except WorkerError as exc:
+            exc.phase = exc.phase or "time"
             raise
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "time")
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-            if old_affinity is not None:
-                os.sched_setaffinity(0, old_affinity)
-        # The fresh copies die and, after the last round (`release`, default true), the
-        # allocator's blocks go back to the driver: held until this worker's next command,
-        # they were GBs the other worker's next case could not have (the reference's stress
-        # cases of 6 GiB inputs ran out of memory beside an idle candidate that had just been
-        # timed). Not after every round: a full collection and empty_cache, then the next
-        # round's copies allocated afresh, cost every one of 50 rounds on both sides. Every
-        # free block, not only past the bound other commands keep: this runs once per timed
-        # problem, or every round when the harness times again after an out-of-memory error.
-        recent.clear()
-        state.clear()
-        t_loop = clock_s()
+        tr.append(time.perf_counter())
+        described = []
+        for k, t in enumerate(outs):
+            d = {"dtype": _wire_dtype(t), "shape": list(t.shape), "device": t.device.type, "copied": False}
+            slot = ph.slots[k] if k < len(ph.slots) else None
+            if slot is not None and t.device == slot.device and t.dtype == slot.dtype and t.shape == slot.shape:
+                slot.copy_(t.detach())
+                d["copied"] = True
+            described.append(d)
+        del out, outs
+        _sync(self.device)
+        tr.append(time.perf_counter())
+        if TRACE:
+            print("timed_call split", [round((b - a) * 1e6) for a, b in zip(tr, tr[1:])], file=sys.stderr)
+        return {
+            "type": "timed_call",
+            "clock": clock,
+            "sample_ms": sample,
+            "outputs": described,
+            "integrity": {"tampered": tampered_names()},
+        }, []
+
+    def cmd_release(self, cmd, payload):
+        """Hands every free block of the caching allocator back to the driver (between the
+        calls of a case too large for both sides to keep their blocks cached)."""
+        self._release_device_memory(keep=0)
+        return {"type": "released"}, []
+
+    def cmd_time_close(self, cmd, payload):
+        if self.gated is not None:
+            self._close_phase()
         if cmd.get("release", True) is not False:
             self._release_device_memory(keep=0)
-        if split is not None:
-            # Not the "<role> <command> <start> +<s>s" form: worker_trace.py counts those.
-            parts = ", ".join(f"{k} {v:.4f}" for k, v in split.items())
-            print(f"kbench worker: time split ({self.role}): {warmup + trials} calls, samples {sum(samples) / 1e3:.4f}, "
-                  f"{parts}, loop {t_loop - t_start:.4f}, release {clock_s() - t_loop:.4f} (s)",
-                  file=sys.stderr, flush=True)
-        reply = {"type": "timing", "clock": clock, "samples_ms": samples}
-        tensors = []
-        if self.role == "candidate":
-            reply["integrity"] = {
-                "inputs_changed": sorted(probes["inputs_changed"]),
-                "threads_started": probes["threads_started"],
-                "tampered": tampered_names(),
-            }
-            reply["checked_calls"] = [j for j, _ in checked] + [c["call"] for c in checked_device]
-            if device_outputs is not None:
-                reply["checked_device"] = checked_device
-            for j, outs in checked:
-                tensors += [(f"timed:{j}:out:{k}", t) for k, t in enumerate(outs)]
-        return reply, tensors
+        return {"type": "time_closed"}, []
 
-    def _flush_buffer(self):
-        if self.flush_buffer is None:
-            nbytes = 2 * self.l2_bytes if self.l2_bytes else FALLBACK_FLUSH_BYTES
-            nbytes = max(nbytes, 2 << 20)
-            self.flush_buffer = torch.empty(nbytes // 4, dtype=torch.int32, device=self.device)
-        return self.flush_buffer
+    def _close_phase(self):
+        ph, self.gated = self.gated, None
+        if ph.old_affinity is not None:
+            try:
+                os.sched_setaffinity(0, ph.old_affinity)
+            except OSError:
+                pass
+        gc.unfreeze()
+        if ph.gc_was_enabled:
+            gc.enable()
+        ph.args = ph.staged = ph.slots = ph.source = None
+        ph.events = None
+        gc.collect()
+        if ph.mapped is not None:
+            ph.mapped.__exit__(None, None, None)
+        if ph.mm is not None:
+            try:
+                ph.mm.close()
+            except BufferError:
+                pass  # a tensor over it is still alive (held by the candidate): the GC frees it
+        if ph.file is not None:
+            ph.file.close()

@@ -257,15 +257,6 @@ class HelloAndReferenceTests(WorkerTestCase):
         self.assertEqual(t["out64:0"].dtype, torch.float64)
         self.assert_bit_identical(t["out:1"], t["in:0"] * 2)
 
-    def test_reference_time(self):
-        self.load_reference(self.linear)
-        self.make_case()
-        reply, _ = self.ref.call({"cmd": "time", "warmup": 2, "trials": 7, "l2_flush": True, "forward_seed": 1})
-        self.assertEqual(reply["type"], "timing", reply)
-        self.assertEqual(reply["clock"], "perf_counter")
-        self.assertEqual(len(reply["samples_ms"]), 7)
-        self.assertTrue(all(isinstance(s, float) and s > 0 for s in reply["samples_ms"]))
-
     def test_f64_forward_failure_is_reported_not_fatal(self):
         path = self.files.write("3_NoF64.py", """
             import torch

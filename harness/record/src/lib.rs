@@ -17,8 +17,9 @@ pub use case::{CaseFamily, CaseRef};
 pub use outcome::{Outcome, Phase};
 pub use record::{
     eval_key, AgentCost, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, CaseTimes, Device,
-    Environment, EvalRecord, FlushCount, IntegrityReport, KernelProfile, ModelMode, PhaseTimes,
-    Precision, ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary, ToleranceProfile,
+    Environment, EvalRecord, FlushCount, HarnessClock, IntegrityReport, KernelProfile, ModelMode,
+    PhaseTimes, Precision, ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary,
+    ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

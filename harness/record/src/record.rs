@@ -320,10 +320,47 @@ pub struct TimingSummary {
     pub l2_flush: bool,
     /// Timed calls were interleaved between reference and candidate in this many rounds.
     pub rounds: u32,
-    /// Untimed calls that opened each round after the first (`warmup` opened the first).
-    /// Absent in records written before it could be other than one.
+    /// Untimed calls that opened each round after the first (`warmup` opened the first);
+    /// since timed calls are driven one at a time, the untimed calls opening each timed
+    /// call's window. Absent in records written before it could be other than one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_warmup: Option<u32>,
+    /// What the harness's own clock measured of every timed call, and whether it supports
+    /// the candidate's claims. Absent in records written before timed calls were driven one
+    /// at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_clock: Option<HarnessClock>,
+}
+
+/// The harness's clock against the times the workers claimed: every timed call's window
+/// (from thawing the worker to its confirmed freeze), per side, and the check that the
+/// candidate's claims leave no more of its windows unexplained than the reference's do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessClock {
+    /// How the workers were frozen between their calls: `cgroup` or `signals`.
+    pub freeze: String,
+    /// Each timed call's window, milliseconds, in call order.
+    pub reference_wall_ms: Vec<f64>,
+    pub candidate_wall_ms: Vec<f64>,
+    /// Median over calls of the candidate's unexplained time (window minus claim) minus the
+    /// reference's in the same pair of calls, milliseconds, with its 99% confidence bounds.
+    pub excess_ms: f64,
+    pub excess_low_ms: f64,
+    pub excess_high_ms: f64,
+    /// The excess the check allows before the claims count as unsupported.
+    pub allowed_ms: f64,
+    /// Whether the harness's clock supports the candidate's claims.
+    pub supported: bool,
+    /// The speedup the harness's clock supports: the median over pairs of calls of the
+    /// reference's claim over the candidate's claim plus its excess in that pair (when
+    /// positive). Close to the claimed speedup when the claims are supported.
+    pub speedup: f64,
+    /// Reference calls timed again because the GPU was busy before or in their window.
+    #[serde(default)]
+    pub reference_retimed: u32,
+    /// Candidate windows that closed only once its GPU work had drained after its answer.
+    #[serde(default)]
+    pub candidate_busy: u32,
 }
 
 /// Software and hardware the evaluation ran on.
@@ -366,6 +403,10 @@ pub struct PhaseTimes {
     pub correctness_s: f64,
     /// Interleaved timing of reference and candidate.
     pub timing_s: f64,
+    /// Of `timing_s`, the reference drawing every timed call's fresh inputs. Absent in
+    /// records written before timed calls got fresh inputs.
+    #[serde(default)]
+    pub staging_s: f64,
     /// The stress families' cases after timing (`--families`), their reference cases
     /// included; `reference_s` and `correctness_s` are the random trials' alone.
     #[serde(default)]

@@ -45,14 +45,12 @@ pub struct TimingConfig {
     /// Timed calls per kernel, for the reference and the candidate each.
     pub timed_calls: u32,
     pub warmup: u32,
-    /// Interleaving rounds between reference and candidate.
-    pub rounds: u32,
     pub l2_flush: bool,
-    /// Untimed calls opening each round after the first.
+    /// Untimed calls opening each timed call's window.
     pub round_warmup: RoundWarmup,
 }
 
-/// Untimed calls opening each timing round after the first (`--round-warmup`).
+/// Untimed calls opening each timed call's window (`--round-warmup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RoundWarmup {
     /// One (at most `--warmup`) while the reference's first timed calls are shorter than
@@ -225,6 +223,7 @@ pub struct EvalSpec {
     pub families: String,
     pub timed_calls: u32,
     pub warmup: u32,
+    /// `--rounds`: accepted and ignored (timed calls are driven one at a time).
     pub rounds: u32,
     /// `--round-warmup`: `auto` or a number.
     pub round_warmup: String,
@@ -294,13 +293,12 @@ impl RunConfig {
         let timing = if a.no_timing {
             None
         } else {
-            if a.timed_calls == 0 || a.rounds == 0 {
-                bail!("--timed-calls and --rounds must be at least 1 (or pass --no-timing)");
+            if a.timed_calls == 0 {
+                bail!("--timed-calls must be at least 1 (or pass --no-timing)");
             }
             Some(TimingConfig {
                 timed_calls: a.timed_calls,
                 warmup: a.warmup,
-                rounds: a.rounds.min(a.timed_calls),
                 l2_flush: !a.no_l2_flush,
                 round_warmup: RoundWarmup::parse(&a.round_warmup)?,
             })

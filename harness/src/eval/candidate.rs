@@ -29,10 +29,10 @@ use crate::judge::faults::{error_outcome, fault_outcome, out_of_memory};
 use crate::judge::kernels::judge_profile;
 use crate::judge::speed::faster_than_light;
 use crate::judge::{integrity, mode, Tolerance};
-use crate::measure::device_case::{private_copies, send_device_case, DeviceCaseError};
+use crate::measure::device_case::{send_device_case, DeviceCaseError};
+use crate::measure::exchange::CaseLayout;
 use crate::measure::mode_check::eval_mode_case;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
-use crate::measure::timing::CheckedCall;
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
 use crate::worker::{Prestart, Worker, WorkerFault};
@@ -55,6 +55,14 @@ fn fault(f: WorkerFault, phase: Phase) -> Stop {
         Some(o) => Stop::Verdict(o),
         None => Stop::Interrupted,
     }
+}
+
+/// The timed case as timing needs it.
+struct TimedCase {
+    layout: CaseLayout,
+    forward_seed: u64,
+    mutated_inputs: Vec<u64>,
+    case_tol_needed: f64,
 }
 
 /// When an evaluation began, and the reference session's counters then (its phase times are
@@ -80,17 +88,14 @@ struct Evaluation<'a, 'c> {
     load_s: Option<f64>,
     timing: Option<TimingSummary>,
     integrity: IntegrityReport,
-    /// Issue 6: the last random case (the inputs timing uses).
-    last_random: Option<Arc<RefCase>>,
-    /// Set when the timed case is a device case the reference session does not keep: its
-    /// inputs' and outputs' bytes, taken before its inputs were freed. `last_random` then
-    /// holds only what checking the timed calls needs (the candidate's checked outputs
-    /// standing for the reference's), dropped once timing is done.
-    timed_case_bytes: Option<u64>,
+    /// What timing needs of the last random case: its layout (timed calls get fresh values
+    /// of it), its forward seed and the inputs the reference writes to.
+    timed_case: Option<TimedCase>,
+    /// The largest elementwise tolerance the candidate needed on a random case (each of
+    /// which passed): what its timed calls are held to (`judge::timed`).
+    random_tol_needed: f64,
     /// Random cases already passed (device path: a failing output is compared with them).
     earlier_random: Vec<Arc<RefCase>>,
-    /// The outputs of probed timed calls.
-    checked_calls: Vec<CheckedCall>,
     /// Each host case's output hashes (candidate's, reference's), to recognise an output
     /// replayed from an earlier case.
     seen_outputs: Vec<(CaseRef, Vec<u64>, Vec<u64>)>,
@@ -132,10 +137,9 @@ pub(crate) fn evaluate_candidate(
         load_s: None,
         timing: None,
         integrity: IntegrityReport::default(),
-        last_random: None,
-        timed_case_bytes: None,
+        timed_case: None,
+        random_tol_needed: 0.0,
         earlier_random: Vec::new(),
-        checked_calls: Vec::new(),
         seen_outputs: Vec::new(),
         mode_switch: None,
         eval_check: None,
@@ -431,13 +435,6 @@ impl Evaluation<'_, '_> {
         let mut answered: Option<Instant> = None;
         // Whether the reference session keeps the case (it holds a clone).
         let cached = Arc::strong_count(&rc) >= 2;
-        // The timed case of a problem whose cases the session does not keep: the candidate's
-        // outputs on it will stand for the reference's under timing (see `timed_case_bytes`).
-        let stand_in = !stress
-            && !cached
-            && self.ctx.config.timing.is_some()
-            && t + 1 == self.ctx.config.trials;
-        let mut candidate_outputs = None;
         let mut judged = match &rc.data {
             CaseData::Host { run_frame, .. } => {
                 let reply = worker
@@ -463,28 +460,10 @@ impl Evaluation<'_, '_> {
                     }
                     break sent;
                 };
-                let judged = sent.and_then(|mut run| {
+                let judged = sent.and_then(|run| {
                     answered = Some(Instant::now());
                     self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
-                    // What is judged is what is kept: copies made before judging, in buffers
-                    // the candidate never saw (it holds the slots' handles and may write
-                    // there later, e.g. from work it left running).
-                    let private = match stand_in.then(|| private_copies(exec, &run.slots)) {
-                        Some(Ok(copies)) => {
-                            run.slots = copies;
-                            true
-                        }
-                        Some(Err(e)) => {
-                            self.notes.push(format!("the candidate's outputs on {case} could not be copied to stand for the reference's under timing: {e:#}"));
-                            false
-                        }
-                        None => false,
-                    };
-                    let j = judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random);
-                    if private {
-                        candidate_outputs = Some(run.slots);
-                    }
-                    j
+                    judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random)
                 });
                 match judged {
                     Ok(Ok(j)) => j,
@@ -499,21 +478,23 @@ impl Evaluation<'_, '_> {
         } else {
             // A device case is kept only when the reference session keeps it anyway: holding
             // it here would double the GPU memory of a case too large to cache.
-            let device = matches!(rc.data, CaseData::Device { .. });
-            let kept = !device || cached;
-            self.last_random = kept.then(|| Arc::clone(&rc));
-            if device && kept {
+            if matches!(rc.data, CaseData::Device { .. }) && cached {
                 self.earlier_random.push(Arc::clone(&rc));
-            } else if let Some(outputs) = candidate_outputs.filter(|_| judged.failure.is_none()) {
-                // The timed case, too large to keep with its float64 outputs beside timing's
-                // buffers (an 80 GB card ran out on level-1 problem 20): the candidate's own
-                // outputs, which passed, stand for them until timing has checked its calls.
-                let cap = exec.gpu_memory() / 8;
-                self.timed_case_bytes = Some(rc.io_bytes());
-                self.last_random = rc.into_timed_check(outputs, cap);
-                if self.last_random.is_some() {
-                    self.notes.push(format!("timed calls checked against the candidate's own outputs on {case} (which passed): the reference session keeps none of this problem's cases on the GPU"));
-                }
+            }
+            if judged.failure.is_none() {
+                self.random_tol_needed = self
+                    .random_tol_needed
+                    .max(judged.result.tol_needed.unwrap_or(0.0));
+                // Timing draws fresh values of the last random case's layout.
+                self.timed_case = match CaseLayout::of(&rc) {
+                    Ok(layout) => Some(TimedCase {
+                        layout,
+                        forward_seed: rc.forward_seed,
+                        mutated_inputs: rc.mutated_inputs.clone(),
+                        case_tol_needed: self.random_tol_needed,
+                    }),
+                    Err(e) => return Err(Stop::Harness(e)),
+                };
             }
         }
         let done = Instant::now();

@@ -28,9 +28,12 @@ pub(crate) fn start_candidate(
     cand: &Candidate,
     prep: &Prepared,
 ) -> Result<(tempfile::TempDir, Prestart)> {
+    // In memory where the host allows (`fast_temp_dir`): its timing exchange file lies here,
+    // mapped by the worker, and pages of a disk-backed file under writeback stall the
+    // worker's writes into them while it is timed.
     let cwd = tempfile::Builder::new()
         .prefix("kbench-cand-")
-        .tempdir()
+        .tempdir_in(crate::worker::fast_temp_dir())
         .context("creating a private working directory for the candidate")?;
     let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), problem_path, cand, prep);
     let load = cand.warm_up.then(|| {

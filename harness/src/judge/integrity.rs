@@ -1,4 +1,4 @@
-//! Integrity checks (issue 6): the harness's names for how a kernel cheats.
+//! Integrity checks: the harness's names for how a kernel cheats.
 //!
 //! The candidate worker measures (PROTOCOL.md, "Integrity probes"); this module decides.
 //! Checks that rest on data the candidate cannot forge (poison bits in the outputs it sent,
@@ -28,6 +28,12 @@ pub const PROTOCOL_VIOLATION: &str = "protocol-violation";
 pub const TIME_CLAIM_EXCEEDS_WALL_CLOCK: &str = "time-claim-exceeds-wall-clock";
 /// A timing reply the harness cannot read as samples.
 pub const MALFORMED_TIMING: &str = "malformed-timing";
+/// Claimed times the harness's own clock does not support (`judge::clock`): a forged clock,
+/// or work done where no claim covers it.
+pub const TIME_CLAIM_UNSUPPORTED: &str = "time-claim-unsupported";
+/// The candidate kept running while frozen for the reference's timing: its processes could
+/// not be frozen, or its GPU work ran on (`measure::gated`).
+pub const REFERENCE_DISTURBED: &str = "reference-disturbed";
 /// Advisory only (timing is already device-synchronized, so side-stream work is timed).
 pub const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.
@@ -37,7 +43,7 @@ pub const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
 pub const MODE_SWITCH: &str = "mode-switch";
 
 /// Every flag that can fail a kernel (`Outcome::Integrity`), for `--ignore-flag`.
-pub const FLAGS: [&str; 13] = [
+pub const FLAGS: [&str; 15] = [
     UNWRITTEN_OUTPUT,
     INPUT_MUTATED,
     THREAD_LEFT_RUNNING,
@@ -51,6 +57,8 @@ pub const FLAGS: [&str; 13] = [
     PROTOCOL_VIOLATION,
     TIME_CLAIM_EXCEEDS_WALL_CLOCK,
     MALFORMED_TIMING,
+    TIME_CLAIM_UNSUPPORTED,
+    REFERENCE_DISTURBED,
 ];
 
 /// The poison bit patterns the worker writes into free memory (PROTOCOL.md): quiet NaNs

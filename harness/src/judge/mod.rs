@@ -6,6 +6,7 @@
 //! data it judges) and the small crates. Starts no process and prints nothing.
 
 pub(crate) mod case;
+pub mod clock;
 pub(crate) mod device;
 pub mod faults;
 pub mod integrity;

@@ -1,99 +1,95 @@
-//! Timing's verdicts: a candidate's timing answers (errors, integrity probes, claims that do
-//! not fit the harness's clock, malformed samples), and the summary of the raw samples.
+//! Timing's verdicts: a candidate's answers to its timed calls (errors, integrity probes,
+//! claims the window does not hold, malformed samples), every call's outputs (`timed`), the
+//! harness clock's support for its claims (`clock`), and the summary of the raw samples.
 
 use kbench_record::protocol::Frame;
 use kbench_record::{Device, Outcome, Phase, TimingSummary};
-
 use serde_json::Value;
 
 use super::faults::error_outcome;
-use super::{integrity, Tolerance};
-use crate::measure::reference::{DevTensorOwned, RefCase};
-use crate::measure::timing::{RawTiming, RoundJudge};
-use crate::measure::Station;
+use super::integrity;
+use super::timed::TimedCheck;
+use crate::measure::exchange::{CaseLayout, Exchange};
+use crate::measure::gated::{CallJudge, RawGated};
 
 /// How a candidate's timing ended.
 pub enum TimingResult {
-    Measured(TimingSummary),
+    Measured(Box<TimingSummary>),
+    /// Measured, but the harness's clock does not support the candidate's claims: the
+    /// summary is kept for the record (with the speedup the clock does support), the
+    /// outcome fails the kernel.
+    Unsupported(Box<TimingSummary>, Outcome),
     /// The candidate broke a timing rule.
     Failed(Outcome),
     /// The reference could not be timed; the candidate keeps its verdict, untimed.
     ReferenceFailed(String),
 }
 
-/// The candidate's timing rounds judged as they come.
-pub struct CandidateRounds<'a> {
-    /// Inputs the reference itself writes to (not flagged `input-mutated`).
-    pub allowed_mutations: &'a [u64],
-    /// The timed case on the device (its checked calls are compared there): the run's
-    /// tolerance, the station and the case.
-    pub device: Option<(Tolerance, &'a Station, &'a RefCase)>,
+/// The candidate's timed calls judged as they come.
+pub(crate) struct CandidateCalls<'a> {
+    pub check: TimedCheck<'a>,
+    pub layout: &'a CaseLayout,
 }
 
-impl RoundJudge for CandidateRounds<'_> {
-    fn answer(&self, reply: &Frame, round: u32) -> Option<Outcome> {
+impl CallJudge for CandidateCalls<'_> {
+    fn answer(&self, reply: &Frame, call: u32) -> Option<Outcome> {
         if reply.kind() == "error" {
             return Some(error_outcome(reply, Phase::Time));
         }
-        let what = format!("timing round {round}");
-        integrity::probe_failure(reply.header.get("integrity"), self.allowed_mutations, &what)
+        let what = format!("timed call {call}");
+        integrity::probe_failure(reply.header.get("integrity"), &[], &what)
     }
 
-    fn samples(&self, samples: Result<&[f64], &str>, n: u32, wall: f64) -> Option<Outcome> {
-        match samples {
-            Ok(s) => {
-                // The harness's own clock bounds what the candidate claims.
-                let claimed: f64 = s.iter().sum::<f64>() / 1e3;
-                (claimed > wall * 1.01 + 1e-3).then(|| Outcome::Integrity {
-                    flag: integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
-                    detail: format!(
-                        "{n} timed calls claimed {claimed:.6} s but the timing phase took {wall:.6} s by the harness's clock"
-                    ),
-                })
-            }
+    fn outputs(&self, reply: &Frame, call: u32, exchange: &Exchange) -> Option<Outcome> {
+        let described: Vec<Value> = reply
+            .header
+            .get("outputs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        self.check.judge(exchange, &described, self.layout, call)
+    }
+
+    fn sample(&self, claimed: Result<f64, String>, wall_ms: f64, call: u32) -> Option<Outcome> {
+        match claimed {
+            // The window holds the call: a claim longer than the window is impossible.
+            Ok(ms) => (ms > wall_ms * 1.01 + 1e-3).then(|| Outcome::Integrity {
+                flag: integrity::TIME_CLAIM_EXCEEDS_WALL_CLOCK.into(),
+                detail: format!(
+                    "timed call {call} claimed {ms:.6} ms but its window took {wall_ms:.6} ms by the harness's clock"
+                ),
+            }),
             Err(e) => Some(Outcome::Integrity {
                 flag: integrity::MALFORMED_TIMING.into(),
-                detail: e.to_string(),
+                detail: format!("timed call {call}: {e}"),
             }),
         }
     }
 
-    fn device_call(
-        &self,
-        round: u32,
-        call: u32,
-        described: &[Value],
-        slots: &[DevTensorOwned],
-    ) -> Option<Outcome> {
-        let (tol, station, rc) = self.device?;
-        super::timed::judge_timed_device_call(tol, station, rc, round, call, described, slots)
-    }
-
-    fn unreturned(&self, round: u32, call: u32) -> Outcome {
+    fn disturbed(&self, detail: String) -> Outcome {
         Outcome::Integrity {
-            flag: integrity::MALFORMED_TIMING.into(),
-            detail: format!(
-                "timing round {round}: the answer lacks the outputs of its checked timed call {call}"
-            ),
+            flag: integrity::REFERENCE_DISTURBED.into(),
+            detail,
         }
     }
 }
 
-/// The timing summary of a complete timing phase: statistics of both sides and the
-/// speedups, or why there are none.
-pub fn summarize(raw: RawTiming, warmup: u32, l2_flush: bool, device: Device) -> TimingResult {
-    let stats =
-        |clock: String, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(&clock, s, wall);
+/// The timing summary of a complete timing: both sides' statistics, the speedups, and the
+/// harness clock's check of the candidate's claims.
+pub fn summarize(raw: RawGated, warmup: u32, l2_flush: bool, device: Device) -> TimingResult {
+    let clock = super::clock::check(&raw, device);
+    let walls = |v: &[f64]| v.iter().sum::<f64>() / 1e3;
+    let stats = |clock: &str, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(clock, s, wall);
     let (reference, candidate) = match (
         stats(
-            raw.reference_clock,
-            raw.reference_samples,
-            raw.reference_wall_s,
+            &raw.reference_clock,
+            raw.reference.iter().map(|t| t.claimed_ms).collect(),
+            walls(&clock.reference_wall_ms),
         ),
         stats(
-            raw.candidate_clock,
-            raw.candidate_samples,
-            raw.candidate_wall_s,
+            &raw.candidate_clock,
+            raw.candidate.iter().map(|t| t.claimed_ms).collect(),
+            walls(&clock.candidate_wall_ms),
         ),
     ) {
         (Ok(r), Ok(c)) => (r, c),
@@ -105,11 +101,9 @@ pub fn summarize(raw: RawTiming, warmup: u32, l2_flush: bool, device: Device) ->
             })
         }
     };
-    let paired = kbench_reports::paired_speedup(
-        &reference.samples_ms,
-        &candidate.samples_ms,
-        raw.per_round as usize,
-    );
+    // Each pair of calls is its own round: the paired speedup is the median over calls of
+    // reference time / candidate time.
+    let paired = kbench_reports::paired_speedup(&reference.samples_ms, &candidate.samples_ms, 1);
     let (
         Some(kbench_reports::Speedup {
             median: speedup_of_medians,
@@ -126,7 +120,12 @@ pub fn summarize(raw: RawTiming, warmup: u32, l2_flush: bool, device: Device) ->
             ),
         });
     };
-    TimingResult::Measured(TimingSummary {
+    let supported = clock.supported;
+    let detail = format!(
+        "the harness's clock does not support the times the candidate claimed: its windows held a median {:.4} ms more than its claims explain, beyond the reference's for the same calls (99% interval {:.4} to {:.4} ms; {:.4} ms allowed); claimed speedup {speedup:.3}x, supported by the harness's clock {:.3}x",
+        clock.excess_ms, clock.excess_low_ms, clock.excess_high_ms, clock.allowed_ms, clock.speedup
+    );
+    let summary = TimingSummary {
         reference,
         candidate,
         speedup,
@@ -134,7 +133,19 @@ pub fn summarize(raw: RawTiming, warmup: u32, l2_flush: bool, device: Device) ->
         speedup_mean,
         warmup,
         l2_flush: l2_flush && matches!(device, Device::Cuda(_)),
-        rounds: raw.rounds,
-        round_warmup: Some(raw.round_warmup),
-    })
+        rounds: raw.reference.len() as u32,
+        round_warmup: Some(raw.opening),
+        harness_clock: Some(clock),
+    };
+    if supported {
+        TimingResult::Measured(Box::new(summary))
+    } else {
+        TimingResult::Unsupported(
+            Box::new(summary),
+            Outcome::Integrity {
+                flag: integrity::TIME_CLAIM_UNSUPPORTED.into(),
+                detail,
+            },
+        )
+    }
 }

@@ -99,34 +99,6 @@ pub(crate) fn send_device_case(
     })
 }
 
-/// Buffers for the outputs of a device case's checked timed calls, shaped like the
-/// reference's outputs (the timing poisons them before each checked call); `None` for a
-/// host case.
-pub(crate) fn timed_output_slots(
-    station: &Station,
-    rc: &RefCase,
-) -> anyhow::Result<Option<Vec<DevTensorOwned>>> {
-    let (CaseData::Device { outputs, .. }, Some(gpu)) = (&rc.data, station.gpu.as_ref()) else {
-        return Ok(None);
-    };
-    output_slots(gpu, outputs).map(Some)
-}
-
-/// Copies of `slots` into buffers no worker was ever given a handle to: a candidate that
-/// kept the IPC handles of its output slots (they reach its process with every case) can
-/// write to those slots whenever it likes, never to these.
-pub(crate) fn private_copies(
-    station: &Station,
-    slots: &[DevTensorOwned],
-) -> anyhow::Result<Vec<DevTensorOwned>> {
-    let gpu = station.gpu.as_ref().expect("device case without a GPU");
-    let copies = output_slots(gpu, slots)?;
-    for (dst, src) in copies.iter().zip(slots) {
-        gpu.copy(&dst.buf, &src.buf, src.nbytes())?;
-    }
-    Ok(copies)
-}
-
 /// One harness buffer per reference output, of its dtype and shape (contents undefined).
 fn output_slots(
     gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,

@@ -1,5 +1,5 @@
 //! Raw measurements, no verdicts: the station (an executor's device), reference sessions
-//! and their cases, running a candidate on a case, interleaved timing, profiling.
+//! and their cases, running a candidate on a case, timing driven one call at a time, profiling.
 //!
 //! May import: `gpu`, `worker`, `config`, `runlog`, `agents` and the small crates. What it
 //! returns is data (outputs, samples, replies); `judge` turns it into outcomes.
@@ -7,13 +7,14 @@
 mod ahead_load;
 mod ctx;
 pub(crate) mod device_case;
+pub(crate) mod exchange;
+pub(crate) mod gated;
 pub(crate) mod mode_check;
 mod probe;
 pub mod profile;
 pub(crate) mod ref_case;
 pub(crate) mod reference;
 mod station;
-pub(crate) mod timing;
 
 pub use ctx::Ctx;
 pub use station::Station;

@@ -8,7 +8,6 @@ use kbench_record::protocol::Frame;
 use kbench_record::{CaseRef, Dtype, HostTensor};
 use serde_json::{json, Value};
 
-use super::Station;
 use crate::gpu::compare::DevTensor;
 use crate::gpu::devmem::DevBuf;
 
@@ -136,79 +135,6 @@ impl RefCase {
             not_applicable: Some(why),
             mutated_inputs: Vec::new(),
         }
-    }
-
-    /// What checking the timed calls needs of a device case the session does not keep, where
-    /// its reference outputs and float64 outputs are too large to hold beside timing's own
-    /// buffers: the case with `checked` (the candidate's outputs on it, which passed, in
-    /// buffers the candidate never had a handle to: `private_copies`) in
-    /// place of the reference's outputs, no float64 outputs, inputs and probe references
-    /// freed. Timed calls are then held to what the candidate returned when checked. None
-    /// when `checked` is over `cap` bytes (or the case is held elsewhere, or is a host case).
-    pub fn into_timed_check(
-        self: Arc<Self>,
-        checked: Vec<DevTensorOwned>,
-        cap: u64,
-    ) -> Option<Arc<RefCase>> {
-        let RefCase {
-            case,
-            forward_seed,
-            data,
-            not_applicable,
-            mutated_inputs,
-        } = Arc::into_inner(self)?;
-        let CaseData::Device { args, .. } = data else {
-            return None;
-        };
-        let slim = RefCase {
-            case,
-            forward_seed,
-            data: CaseData::Device {
-                args,
-                inputs: Vec::new(),
-                outputs: checked,
-                outputs_f64: None,
-                outputs_alt: None,
-            },
-            not_applicable,
-            mutated_inputs,
-        };
-        (slim.bytes() <= cap).then(|| Arc::new(slim))
-    }
-
-    /// The case's reference outputs (and float64 outputs) on the host: read back from the
-    /// GPU for a device case.
-    pub fn host_outputs(
-        &self,
-        station: &Station,
-    ) -> anyhow::Result<(Vec<HostTensor>, Option<Vec<HostTensor>>)> {
-        Ok(match &self.data {
-            CaseData::Host {
-                outputs,
-                outputs_f64,
-                ..
-            } => (outputs.clone(), outputs_f64.clone()),
-            CaseData::Device {
-                outputs,
-                outputs_f64,
-                ..
-            } => {
-                let gpu = station.gpu.as_ref().expect("device case without a GPU");
-                let read = |t: &DevTensorOwned| -> anyhow::Result<HostTensor> {
-                    let bytes = gpu.read(&t.buf, 0, t.nbytes())?;
-                    Ok(HostTensor::new(t.dtype, t.shape.clone(), bytes)?)
-                };
-                let refs = outputs
-                    .iter()
-                    .map(read)
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                let refs64 = match outputs_f64 {
-                    Some(v) => Some(v.iter().map(read).collect::<anyhow::Result<Vec<_>>>()?),
-                    None => None,
-                };
-                (refs, refs64)
-            }
-        })
     }
 }
 

@@ -83,7 +83,8 @@ pub(super) fn settings(config: &RunConfig) -> Option<TimingSettings> {
     config.timing.as_ref().map(|t| TimingSettings {
         timed_calls: t.timed_calls,
         warmup: t.warmup,
-        rounds: t.rounds,
+        // Every timed call is its own round.
+        rounds: t.timed_calls,
         l2_flush: t.l2_flush,
         precision: config.precision.as_str().into(),
         profile: config.profile.as_str().into(),

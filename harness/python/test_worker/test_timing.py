@@ -1,0 +1,246 @@
+"""Timing (PROTOCOL.md, "Timing"): the phase's buffers on the host, fresh inputs drawn by the
+reference, one call at a time, outputs into the slots, the captured clocks."""
+
+import mmap
+import os
+import tempfile
+import textwrap
+
+import torch
+
+from .support import WIRE, WIRE_OF, Worker, WorkerTestCase, as_candidate, simple_problem
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+class HostPhase:
+    """The buffers of one timing phase on the host, as the harness lays them out: one file
+    with (for the reference) the source inputs, the staged inputs, the output slots."""
+
+    def __init__(self, inputs, outputs, source=True):
+        self.file = tempfile.NamedTemporaryFile(prefix="kbench-exchange-test-")
+        end = 0
+
+        def place(layouts):
+            nonlocal end
+            specs = []
+            for dtype, shape in layouts:
+                off = -(-end // 64) * 64
+                n = torch.empty(shape, dtype=WIRE[dtype]).numel() * torch.empty((), dtype=WIRE[dtype]).element_size()
+                specs.append({"offset": off, "dtype": dtype, "shape": list(shape), "nbytes": n})
+                end = off + n
+            return specs
+
+        self.source = place(inputs) if source else None
+        self.staged = place(inputs)
+        self.outputs = place(outputs)
+        self.file.truncate(-(-end // 64) * 64 or 64)
+        self.file.flush()
+
+    def open_cmd(self, args, forward_seed=11):
+        cmd = {"cmd": "time_open", "args": args, "staged": self.staged, "outputs": self.outputs,
+               "forward_seed": forward_seed, "exchange": {"path": self.file.name}}  # fmt: skip
+        if self.source is not None:
+            cmd["source"] = self.source
+        return cmd
+
+    def _view(self, spec):
+        with open(self.file.name, "rb") as f:
+            f.seek(spec["offset"])
+            data = bytearray(f.read(spec["nbytes"]))
+        return torch.frombuffer(data, dtype=WIRE[spec["dtype"]]).reshape(spec["shape"]).clone()
+
+    def write(self, spec, t):
+        with open(self.file.name, "r+b") as f:
+            f.seek(spec["offset"])
+            f.write(t.contiguous().view(torch.uint8).numpy().tobytes())
+
+    def source_tensor(self, i):
+        return self._view(self.source[i])
+
+    def staged_tensor(self, i):
+        return self._view(self.staged[i])
+
+    def output(self, k):
+        return self._view(self.outputs[k])
+
+    def poison(self):
+        for s in self.outputs:
+            self.write(s, torch.full((s["nbytes"],), 0xFF, dtype=torch.uint8))
+
+    def stage_from(self, other):
+        """The harness's copy of `other`'s source into this side's staged inputs."""
+        for i, s in enumerate(self.staged):
+            self.write(s, other.source_tensor(i))
+
+
+class TimingTests(WorkerTestCase):
+    def setUp(self):
+        # A candidate worker of its own per test, as the harness starts one per candidate.
+        self.cand = Worker("candidate")
+        hello, _ = self.cand.recv()
+        self.assertEqual(hello["type"], "hello")
+
+    def tearDown(self):
+        self.cand.close()
+
+    def phases(self, case):
+        """Reference and candidate phases shaped like `case` (a make_case reply and tensors)."""
+        reply, t = case
+        inputs = [(WIRE_OF[t[a["tensor"]].dtype], list(t[a["tensor"]].shape)) for a in reply["inputs"] if "tensor" in a]
+        outputs = [(WIRE_OF[t[f"out:{k}"].dtype], list(t[f"out:{k}"].shape)) for k in range(reply["outputs"])]
+        args, j = [], 0
+        for a in reply["inputs"]:
+            if "tensor" in a:
+                args.append({"staged": j})
+                j += 1
+            else:
+                args.append(a)
+        return HostPhase(inputs, outputs), HostPhase(inputs, outputs, source=False), args
+
+    def open_both(self, problem, candidate_source):
+        self.load_reference(problem)
+        loaded, _ = self.load_candidate(candidate_source, problem)
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case = self.make_case()
+        ran, _ = self.run_case(*case)
+        self.assertEqual(ran["type"], "outputs", ran)
+        ref, cand, args = self.phases(case)
+        for w, p in ((self.ref, ref), (self.cand, cand)):
+            reply, _ = w.call(p.open_cmd(args))
+            self.assertEqual(reply["type"], "time_opened", reply)
+        return ref, cand, case
+
+    def call_both(self, ref, cand, seed):
+        staged, _ = self.ref.call({"cmd": "stage_inputs", "seed": seed})
+        self.assertEqual(staged["type"], "staged", staged)
+        ref.poison()
+        cand.poison()
+        ref.stage_from(ref)
+        cand.stage_from(ref)
+        r, _ = self.ref.call({"cmd": "timed_call"})
+        c, _ = self.cand.call({"cmd": "timed_call"})
+        return r, c
+
+    def test_fresh_inputs_are_drawn_as_cases_are_and_outputs_land_in_the_slots(self):
+        ref, cand, case = self.open_both(self.mixed, as_candidate(_read(self.mixed)))
+        r, c = self.call_both(ref, cand, seed=123)
+        for reply in (r, c):
+            self.assertEqual(reply["type"], "timed_call", reply)
+            self.assertEqual(reply["clock"], "perf_counter")
+            self.assertGreater(reply["sample_ms"], 0)
+            self.assertEqual([o["copied"] for o in reply["outputs"]], [True, True])
+            self.assertEqual(reply["integrity"], {"tampered": []})
+        # The draw is the random family's case of that seed.
+        made, t = self.make_case(seed=123)
+        self.assert_bit_identical(ref.source_tensor(0), t["in:0"])
+        self.assert_bit_identical(ref.source_tensor(1), t["in:1"])
+        for k in range(2):
+            self.assert_bit_identical(cand.output(k), t[f"out:{k}"])
+            self.assert_bit_identical(ref.output(k), t[f"out:{k}"])
+        # Another seed, other values.
+        self.call_both(ref, cand, seed=124)
+        self.assertFalse(torch.equal(ref.source_tensor(1), t["in:1"]))
+        closed, _ = self.cand.call({"cmd": "time_close"})
+        self.assertEqual(closed["type"], "time_closed", closed)
+        reply, _ = self.cand.call({"cmd": "timed_call"})
+        self.assert_error(reply, "protocol", "time")
+
+    def test_only_the_reference_draws_and_a_phase_comes_first(self):
+        reply, _ = self.cand.call({"cmd": "timed_call"})
+        self.assert_error(reply, "protocol", "time")
+        ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
+        reply, _ = self.cand.call({"cmd": "stage_inputs", "seed": 1})
+        self.assert_error(reply, "protocol", "time")
+
+    def test_inputs_whose_shape_follows_the_seed_cannot_be_drawn_fresh(self):
+        problem = self.files.write("30_Ragged.py", simple_problem(
+            "x * 2", "[torch.rand(int(torch.randint(2, 9, (1,))), 4)]"))
+        self.load_reference(problem)
+        made = self.make_case(seed=1)
+        ref, _, args = self.phases(made)
+        reply, _ = self.ref.call(ref.open_cmd(args))
+        self.assertEqual(reply["type"], "time_opened", reply)
+        seeds = [s for s in range(2, 40)]
+        errors = [self.ref.call({"cmd": "stage_inputs", "seed": s})[0] for s in seeds]
+        failed = [e for e in errors if e["type"] == "error"]
+        self.assertTrue(failed, "some seed draws another shape")
+        self.assertIn("change with the seed", failed[0]["message"])
+
+    def test_a_wrong_output_is_described_not_copied(self):
+        ref, cand, _ = self.open_both(self.linear, textwrap.dedent("""
+            import torch
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    return x[:, :3] * 2
+        """))
+        r, c = self.call_both(ref, cand, seed=5)
+        self.assertEqual(c["type"], "timed_call", c)
+        self.assertEqual(c["outputs"], [{"dtype": "f32", "shape": [4, 3], "device": "cpu", "copied": False}])
+        # The slot keeps its fill.
+        self.assertTrue(torch.isnan(cand.output(0)).all())
+
+    def test_a_patched_clock_changes_no_sample_and_is_named(self):
+        ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)) + textwrap.dedent("""
+            import time
+            _real = time.perf_counter_ns
+            time.perf_counter_ns = lambda: _real() // 1000
+            _fwd = ModelNew.forward
+            def forward(self, x):
+                time.sleep(0.002)
+                return _fwd(self, x)
+            ModelNew.forward = forward
+        """))
+        r, c = self.call_both(ref, cand, seed=5)
+        self.assertGreaterEqual(c["sample_ms"], 1.9, c)
+        self.assertEqual(c["integrity"]["tampered"], ["time.perf_counter_ns"])
+
+    def test_every_call_starts_from_the_cases_random_state(self):
+        # Training-mode dropout: a timed call on the case's own inputs gives the case's
+        # outputs, so the reference's and the candidate's calls on the same inputs agree.
+        problem = self.files.write("31_Dropout.py", simple_problem(
+            "(torch.nn.functional.dropout(x, 0.5, True), torch.rand(4))"))
+        ref, cand, case = self.open_both(problem, as_candidate(_read(problem)))
+        for seed in (7, 7, 8):
+            r, c = self.call_both(ref, cand, seed)
+            for k in range(2):
+                self.assert_bit_identical(cand.output(k), ref.output(k))
+        made, t = self.make_case(seed=7, forward_seed=11)
+        self.call_both(ref, cand, 7)
+        self.assert_bit_identical(cand.output(0), t["out:0"])
+
+    def test_opening_calls_run_on_the_workers_own_case(self):
+        ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
+        reply, _ = self.cand.call({"cmd": "timed_call", "opening": 2})
+        self.assertEqual(reply, {"type": "opened", "calls": 2, "id": reply["id"]})
+        reply, _ = self.cand.call({"cmd": "timed_call", "opening": -1})
+        self.assert_error(reply, "protocol", "time")
+
+    def test_a_raising_call_is_a_runtime_error_of_timing(self):
+        ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)) + textwrap.dedent("""
+            calls = [0]
+            _fwd = ModelNew.forward
+            def forward(self, x):
+                calls[0] += 1
+                if calls[0] > 1:
+                    raise RuntimeError("kernel exploded")
+                return _fwd(self, x)
+            ModelNew.forward = forward
+        """))
+        r, c = self.call_both(ref, cand, seed=5)
+        self.assert_error(c, "runtime_error", "time")
+        self.assertIn("kernel exploded", c["message"])
+
+    def test_an_exchange_file_that_does_not_hold_the_specs_is_refused(self):
+        self.load_reference(self.linear)
+        p = HostPhase([("f32", [4, 16])], [("f32", [4, 8])])
+        cmd = p.open_cmd([{"staged": 0}])
+        cmd["staged"][0]["offset"] = 1 << 30
+        reply, _ = self.ref.call(cmd)
+        self.assert_error(reply, "protocol", "time")
+        self.assertIn("does not fit", reply["message"])

@@ -1,0 +1,183 @@
+//! Whether the harness's own clock supports the times a candidate claims.
+//!
+//! A candidate's claim for a call (its CUDA events, its `perf_counter`) comes from its own
+//! process, which it controls down to the C library: a detour in `clock_gettime` or
+//! `cudaEventElapsedTime`, a patched GOT entry, a write through `/proc/self/mem`, or plain
+//! Python reaching the worker's sample list. The harness times every call's window itself
+//! (`measure::gated`): thaw, request, answer, confirmed freeze. A window holds the call and
+//! a fixed part, the same code on both sides (the request and answer, the output copy into
+//! the slots, the freeze). So for the pair of calls `k` the candidate's unexplained time,
+//! window minus claim, should be the reference's:
+//!
+//!   d_k = (W_cand,k − claim_cand,k) − (W_ref,k − claim_ref,k)  ≈ 0.
+//!
+//! A candidate that claims `δ` less than its call took adds `δ` to every `d_k`. The check
+//! takes the median of `d_k` over the pairs with a distribution-free 99% confidence interval
+//! (order statistics of the binomial, normal approximation) and counts the claims as
+//! unsupported when even its lower bound exceeds what is allowed: [`ALLOWED_FRACTION`] of the
+//! candidate's median claim, and never less than a floor for the device's jitter. The
+//! reference's claims are trusted (its process runs only the problem file).
+
+use kbench_record::{Device, HarnessClock};
+
+use crate::measure::gated::RawGated;
+
+/// The share of the candidate's median claim its median excess may reach: what timing noise
+/// alone may leave between the two sides' fixed parts.
+pub const ALLOWED_FRACTION: f64 = 0.05;
+
+/// The least excess ever counted, milliseconds: the jitter of a window's fixed part (a
+/// request, an answer and a freeze through two processes and the kernel's scheduler).
+pub fn floor_ms(device: Device) -> f64 {
+    match device {
+        Device::Cuda(_) => 0.005,
+        Device::Cpu => 0.02,
+    }
+}
+
+/// z for a two-sided 99% interval.
+const Z99: f64 = 2.576;
+
+/// The median of `v` (sorted in place) and the ranks bounding its 99% confidence interval:
+/// `[v_(j), v_(k)]` with `j = ⌊n/2 − z√n/2⌋`, `k = ⌈1 + n/2 + z√n/2⌉` (1-based; Conover,
+/// Practical Nonparametric Statistics, the sign-test interval for a quantile).
+fn median_interval(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    let half = Z99 * (n as f64).sqrt() / 2.0;
+    let j = ((n as f64 / 2.0 - half).floor() as i64).max(1) as usize;
+    let k = (((1.0 + n as f64 / 2.0 + half).ceil()) as usize).min(n);
+    (median, v[j - 1], v[k - 1])
+}
+
+/// The harness clock's check of a complete timing.
+pub fn check(raw: &RawGated, device: Device) -> HarnessClock {
+    let mut d: Vec<f64> = raw
+        .reference
+        .iter()
+        .zip(&raw.candidate)
+        .map(|(r, c)| (c.wall_ms - c.claimed_ms) - (r.wall_ms - r.claimed_ms))
+        .collect();
+    let (excess, low, high) = median_interval(&mut d);
+    let mut claims: Vec<f64> = raw.candidate.iter().map(|c| c.claimed_ms).collect();
+    let (median_claim, _, _) = median_interval(&mut claims);
+    let allowed = (ALLOWED_FRACTION * median_claim).max(floor_ms(device));
+    let mut supported_ratio: Vec<f64> = raw
+        .reference
+        .iter()
+        .zip(&raw.candidate)
+        .map(|(r, c)| {
+            let excess = (c.wall_ms - c.claimed_ms) - (r.wall_ms - r.claimed_ms);
+            r.claimed_ms / (c.claimed_ms + excess.max(0.0)).max(f64::MIN_POSITIVE)
+        })
+        .collect();
+    let (speedup, _, _) = median_interval(&mut supported_ratio);
+    HarnessClock {
+        freeze: raw.freeze.to_string(),
+        reference_wall_ms: raw.reference.iter().map(|t| t.wall_ms).collect(),
+        candidate_wall_ms: raw.candidate.iter().map(|t| t.wall_ms).collect(),
+        excess_ms: excess,
+        excess_low_ms: low,
+        excess_high_ms: high,
+        allowed_ms: allowed,
+        // No pairs (nothing timed) supports nothing: the caller times at least one call.
+        supported: low.is_finite() && low <= allowed,
+        speedup,
+        reference_retimed: raw.retimed,
+        candidate_busy: raw.candidate_busy,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::gated::CallTime;
+
+    fn raw(pairs: Vec<(CallTime, CallTime)>) -> RawGated {
+        let (reference, candidate) = pairs.into_iter().unzip();
+        RawGated {
+            reference_clock: "perf_counter".into(),
+            candidate_clock: "perf_counter".into(),
+            reference,
+            candidate,
+            opening: 1,
+            freeze: "cgroup",
+            retimed: 0,
+            candidate_busy: 0,
+            staging_s: 0.0,
+        }
+    }
+
+    /// A deterministic jitter in [-1, 1): splitmix64 of `i`.
+    fn jitter(i: usize) -> f64 {
+        let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
+
+    fn pairs(n: usize, call_ms: f64, fixed_ms: f64, noise_ms: f64, forged: f64) -> RawGated {
+        raw((0..n)
+            .map(|i| {
+                let r = CallTime {
+                    claimed_ms: call_ms,
+                    wall_ms: call_ms + fixed_ms + noise_ms * jitter(i),
+                };
+                let c = CallTime {
+                    claimed_ms: call_ms * forged,
+                    wall_ms: call_ms + fixed_ms + noise_ms * jitter(i + 500),
+                };
+                (r, c)
+            })
+            .collect())
+    }
+
+    #[test]
+    fn honest_claims_are_supported_and_halved_ones_are_not() {
+        // A 0.4 ms call with a 0.1 ms fixed part and 20 us of jitter per window.
+        let honest = check(&pairs(100, 0.4, 0.1, 0.02, 1.0), Device::Cuda(0));
+        assert!(honest.supported, "{honest:?}");
+        assert!(honest.excess_ms.abs() < 0.01, "{honest:?}");
+        let halved = check(&pairs(100, 0.4, 0.1, 0.02, 0.5), Device::Cuda(0));
+        assert!(!halved.supported, "{halved:?}");
+        assert!((halved.excess_ms - 0.2).abs() < 0.01, "{halved:?}");
+        // The clock still supports the true speedup, 1.
+        assert!((halved.speedup - 1.0).abs() < 0.1, "{halved:?}");
+        assert!((honest.speedup - 1.0).abs() < 0.1, "{honest:?}");
+        // Claiming 10% less than the call took is beyond the 5% allowed.
+        let shaved = check(&pairs(100, 0.4, 0.1, 0.02, 0.9), Device::Cuda(0));
+        assert!(!shaved.supported, "{shaved:?}");
+    }
+
+    #[test]
+    fn the_floor_covers_the_jitter_of_short_calls() {
+        // 20 us calls with 10 us of jitter: 5% of the claim is 1 us, the floor 20 us (CPU).
+        let honest = check(&pairs(100, 0.02, 0.1, 0.01, 1.0), Device::Cpu);
+        assert!(honest.supported, "{honest:?}");
+        assert_eq!(honest.allowed_ms, floor_ms(Device::Cpu));
+        // A claim of nothing at all on a 1 ms call is caught whatever the noise.
+        let nothing = check(&pairs(100, 1.0, 0.1, 0.05, 0.001), Device::Cpu);
+        assert!(!nothing.supported, "{nothing:?}");
+    }
+
+    #[test]
+    fn the_median_interval_brackets_the_median() {
+        let mut v: Vec<f64> = (0..100).map(|i| i as f64).collect();
+        let (m, lo, hi) = median_interval(&mut v);
+        assert_eq!(m, 49.5);
+        assert_eq!((lo, hi), (36.0, 63.0));
+        let mut one = vec![3.0];
+        assert_eq!(median_interval(&mut one), (3.0, 3.0, 3.0));
+        let (m, lo, hi) = median_interval(&mut []);
+        assert!(m.is_nan() && lo.is_nan() && hi.is_nan());
+    }
+}

@@ -1,0 +1,644 @@
+//! Timing a candidate against its reference one call at a time, each call's window measured
+//! on the harness's own clock.
+//!
+//! A candidate's process is untrusted in full, its clocks and C libraries included: the time
+//! it claims for a call (CUDA events, `perf_counter`) stands only as far as the harness's
+//! clock supports it (`judge::clock`). So the harness drives every call:
+//!
+//! 1. with both workers frozen (every process of each, `worker::freeze`), the reference draws
+//!    the call's inputs: fresh values from the run's secret, made as the problem's own
+//!    `get_inputs()` makes them (`stage_inputs`), into the source buffers
+//!    (`measure::exchange`); both sides' output slots are poisoned;
+//! 2. for each side in turn (the order alternates from call to call): untimed opening calls
+//!    on the worker's own case warm its launch path; the harness checks that no other
+//!    context's work is running on the GPU (`gpu::quiet`), thaws the worker and opens the
+//!    window: it copies the source into the side's staged inputs, flushes the L2 from its
+//!    own context, sends the call, and on the answer freezes the worker again; the window
+//!    closes when the freeze is confirmed or, should the GPU still be busy, when it has gone
+//!    quiet.
+//!    The copy and the flush lie inside the window, the same for both sides, so a candidate
+//!    sees a call's values only once its window is open;
+//! 3. the candidate's outputs, in its slots, are compared with the reference's for the same
+//!    inputs, and its staged inputs with the reference's.
+//!
+//! So the reference is timed only while the candidate cannot run, and no work of the
+//! candidate's is left running on the GPU (a window of the reference during which the GPU
+//! was busy is timed again); no two calls see the same input values, and the candidate
+//! cannot compute a call ahead, since it sees the inputs only inside the call's window; every
+//! call is checked alike, so no call can be told from another; and whatever the candidate
+//! did (CPU threads, GPU work left queued) lies inside windows the harness timed.
+
+use std::time::{Duration, Instant};
+
+use kbench_record::protocol::Frame;
+use kbench_record::Outcome;
+use serde_json::{json, Value};
+
+use super::exchange::{CaseLayout, Exchange, Side};
+use super::Station;
+use crate::config::{RoundWarmup, TimingConfig, ROUND_WARMUP_UNTIL_MS};
+use crate::gpu::quiet::{Quiet, QuietProbe};
+use crate::worker::{error_text, str_field, Worker, WorkerFault};
+
+/// How a timing runs.
+#[derive(Clone, Copy)]
+pub struct GatedSettings<'a> {
+    pub config: &'a TimingConfig,
+    /// Limit of each request.
+    pub timeout: Duration,
+    /// Both workers give their allocator's free blocks back after every call: a case whose
+    /// tensors are a large share of the GPU (see [`release_every_call`]).
+    pub release_calls: bool,
+    /// Longest wait for a freeze to be confirmed, and for the GPU to go quiet.
+    pub freeze_limit: Duration,
+    pub quiet_limit: Duration,
+}
+
+/// Whether a timing of a case of `io_bytes` (inputs and outputs) on a GPU of `total` bytes
+/// releases memory after every call: from a sixteenth of the card on. Each side keeps its
+/// staged inputs, slots and cached blocks while the other is timed; on an 80 GB H100 the
+/// idle side's cached blocks left an honest candidate of level-1 problem 20 (6 GiB in, 6 GiB
+/// out) out of memory.
+pub fn release_every_call(io_bytes: u64, total: u64) -> bool {
+    total > 0 && io_bytes >= total / 16
+}
+
+/// At most this many times a reference call is timed again after a window the GPU was busy
+/// in; beyond, the timing stops with the candidate's verdict.
+pub const RETIMES: u32 = 3;
+
+/// One side's measurement of one timed call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallTime {
+    /// What the worker said the call took (its CUDA events or `perf_counter`).
+    pub claimed_ms: f64,
+    /// The window as the harness measured it: thaw, request, answer, confirmed freeze (and
+    /// the wait for a quiet GPU, when it was busy).
+    pub wall_ms: f64,
+}
+
+/// What a complete timing measured. Raw: `judge::timing` makes the summary and verdicts.
+pub struct RawGated {
+    pub reference_clock: String,
+    pub candidate_clock: String,
+    /// Timed calls (warm-up calls left out), in order.
+    pub reference: Vec<CallTime>,
+    pub candidate: Vec<CallTime>,
+    /// Untimed calls opening each timed call's window.
+    pub opening: u32,
+    /// How the workers were frozen: `cgroup` or `signals`.
+    pub freeze: &'static str,
+    /// Reference calls timed again because the GPU was busy in or before their window.
+    pub retimed: u32,
+    /// Candidate windows that closed only once its GPU work had drained after the answer.
+    pub candidate_busy: u32,
+    /// Seconds the reference spent drawing inputs.
+    pub staging_s: f64,
+}
+
+/// How a timing ended.
+pub enum GatedRun {
+    Complete(RawGated),
+    /// The candidate's answer to a call was judged failing; timing stopped there.
+    Stopped(Outcome),
+    /// The reference could not be timed; the candidate keeps its verdict, untimed.
+    ReferenceFailed(String),
+}
+
+/// Verdicts timing needs while it runs, supplied by the judge.
+pub trait CallJudge {
+    /// The candidate's answer to call `call`: an error, or what its probes report.
+    fn answer(&self, reply: &Frame, call: u32) -> Option<Outcome>;
+    /// Its outputs and inputs after call `call`, against the reference's.
+    fn outputs(&self, reply: &Frame, call: u32, exchange: &Exchange) -> Option<Outcome>;
+    /// Its claim for call `call` against the window the harness measured.
+    fn sample(&self, claimed: Result<f64, String>, wall_ms: f64, call: u32) -> Option<Outcome>;
+    /// The candidate kept running while frozen (its processes, or its GPU work).
+    fn disturbed(&self, detail: String) -> Outcome;
+}
+
+/// The timed case: its layout, its forward seed, and each call's input seed (warm-up calls
+/// first).
+pub struct GatedCase<'a> {
+    pub layout: &'a CaseLayout,
+    pub forward_seed: u64,
+    pub input_seeds: &'a [u64],
+}
+
+/// Runs the calls of `case` on both workers (module docs). `candidate_dir` is the candidate
+/// worker's private folder (its exchange file on the CPU).
+pub fn time_gated(
+    settings: GatedSettings<'_>,
+    station: &Station,
+    reference: &mut Worker,
+    candidate: &mut Worker,
+    case: GatedCase<'_>,
+    judge: &dyn CallJudge,
+    candidate_dir: &std::path::Path,
+) -> Result<GatedRun, WorkerFault> {
+    let exchange = match Exchange::new(station, case.layout, candidate_dir) {
+        Ok(e) => e,
+        Err(e) => {
+            return Ok(GatedRun::ReferenceFailed(format!(
+                "allocating the timing's buffers: {e:#}"
+            )))
+        }
+    };
+    let probe = match station.gpu.as_ref().map(QuietProbe::new).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(GatedRun::ReferenceFailed(format!(
+                "allocating the GPU probe: {e:#}"
+            )))
+        }
+    };
+    let mut run = Run {
+        s: settings,
+        exchange: &exchange,
+        probe: probe.as_ref(),
+        judge,
+        raw: RawGated {
+            reference_clock: String::new(),
+            candidate_clock: String::new(),
+            reference: Vec::new(),
+            candidate: Vec::new(),
+            opening: 0,
+            freeze: candidate.freeze_method(),
+            retimed: 0,
+            candidate_busy: 0,
+            staging_s: 0.0,
+        },
+    };
+    let open = |side| {
+        let mut cmd = exchange.open_command(side, case.layout, case.forward_seed);
+        if let Some(cpu) = station.timing_cpu {
+            cmd["cpu"] = json!(cpu);
+        }
+        Frame::new(cmd)
+    };
+    match reference.request(open(Side::Reference), settings.timeout) {
+        Ok(r) if r.kind() == "time_opened" => {}
+        Ok(r) => {
+            return Ok(GatedRun::ReferenceFailed(format!(
+                "reference timing: {}",
+                error_text(&r)
+            )))
+        }
+        Err(f) => return Ok(GatedRun::ReferenceFailed(format!("reference timing: {f}"))),
+    }
+    let reply = candidate.request(open(Side::Candidate), settings.timeout)?;
+    if reply.kind() != "time_opened" {
+        let o = judge.answer(&reply, 0).unwrap_or_else(|| {
+            judge.disturbed(format!("answered time_open with {}", reply.kind()))
+        });
+        return Ok(GatedRun::Stopped(o));
+    }
+    let result = run.calls(reference, candidate, &case);
+    // Thawed however the timing ended: a frozen reference is used again by the next
+    // candidate, and a frozen candidate could not be told to exit.
+    let _ = reference.thaw();
+    let _ = candidate.thaw();
+    // Closing is best effort: the reference's answer matters (it is used again), the
+    // candidate's does not.
+    let close = || Frame::new(json!({"cmd": "time_close"}));
+    let ref_closed = reference.request(close(), settings.timeout);
+    if !matches!(result, Ok(GatedRun::Stopped(_)) | Err(_)) {
+        let _ = candidate.request(close(), settings.timeout);
+    }
+    match (result, ref_closed) {
+        (Ok(GatedRun::Complete(_)), Ok(r)) if r.kind() != "time_closed" => Ok(
+            GatedRun::ReferenceFailed(format!("reference timing: {}", error_text(&r))),
+        ),
+        (Ok(GatedRun::Complete(_)), Err(f)) => {
+            Ok(GatedRun::ReferenceFailed(format!("reference timing: {f}")))
+        }
+        (result, _) => result,
+    }
+}
+
+/// The state of one timing.
+struct Run<'a> {
+    s: GatedSettings<'a>,
+    exchange: &'a Exchange,
+    probe: Option<&'a QuietProbe>,
+    judge: &'a dyn CallJudge,
+    raw: RawGated,
+}
+
+/// What ended the calls early.
+enum Stop {
+    /// The candidate's verdict.
+    Verdict(Box<Outcome>),
+    /// The reference could not be timed.
+    Reference(String),
+    Fault(WorkerFault),
+}
+
+impl From<WorkerFault> for Stop {
+    fn from(f: WorkerFault) -> Self {
+        Stop::Fault(f)
+    }
+}
+
+type Step<T> = Result<T, Stop>;
+
+fn reference_failed<T>(what: impl std::fmt::Display) -> Step<T> {
+    Err(Stop::Reference(format!("reference timing: {what}")))
+}
+
+fn verdict<T>(o: Outcome) -> Step<T> {
+    Err(Stop::Verdict(Box::new(o)))
+}
+
+impl Run<'_> {
+    fn calls(
+        &mut self,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+        case: &GatedCase<'_>,
+    ) -> Result<GatedRun, WorkerFault> {
+        match self.all_calls(reference, candidate, case) {
+            Ok(()) => Ok(GatedRun::Complete(std::mem::replace(
+                &mut self.raw,
+                RawGated {
+                    reference_clock: String::new(),
+                    candidate_clock: String::new(),
+                    reference: Vec::new(),
+                    candidate: Vec::new(),
+                    opening: 0,
+                    freeze: "",
+                    retimed: 0,
+                    candidate_busy: 0,
+                    staging_s: 0.0,
+                },
+            ))),
+            Err(Stop::Verdict(o)) => Ok(GatedRun::Stopped(*o)),
+            Err(Stop::Reference(m)) => Ok(GatedRun::ReferenceFailed(m)),
+            Err(Stop::Fault(f)) => Err(f),
+        }
+    }
+
+    fn all_calls(
+        &mut self,
+        reference: &mut Worker,
+        candidate: &mut Worker,
+        case: &GatedCase<'_>,
+    ) -> Step<()> {
+        let tc = self.s.config;
+        self.freeze(candidate, Side::Candidate)?;
+        self.freeze(reference, Side::Reference)?;
+        let warmup = tc.warmup as usize;
+        let mut opening = opening_calls(tc, None);
+        let mut reference_warm = Vec::new();
+        for (i, &seed) in case.input_seeds.iter().enumerate() {
+            let call = i as u32;
+            if i == warmup && warmup > 0 {
+                opening = opening_calls(tc, Some(&reference_warm));
+            }
+            self.stage(reference, seed)?;
+            self.exchange
+                .poison_outputs()
+                .or_else(|e| reference_failed(format!("poisoning the output slots: {e:#}")))?;
+            let order = if i % 2 == 0 {
+                [Side::Reference, Side::Candidate]
+            } else {
+                [Side::Candidate, Side::Reference]
+            };
+            let mut times = [None, None];
+            let mut cand_reply = None;
+            for side in order {
+                match side {
+                    Side::Reference => {
+                        let mut tries = 0;
+                        let t = loop {
+                            let (reply, t, disturbed) =
+                                self.window(reference, Side::Reference, call, opening)?;
+                            if disturbed.is_none() {
+                                break self.reference_sample(&reply, t)?;
+                            }
+                            tries += 1;
+                            self.raw.retimed += 1;
+                            if tries > RETIMES {
+                                let why = disturbed.unwrap_or_default();
+                                return verdict(self.judge.disturbed(format!(
+                                    "the GPU was busy in {tries} windows of the reference's timed call {call} while the candidate was frozen ({why})"
+                                )));
+                            }
+                            // Drawn again (the same values): the reference may have written to
+                            // its inputs.
+                            self.stage(reference, seed)?;
+                        };
+                        if i < warmup {
+                            reference_warm.push(t.claimed_ms);
+                        }
+                        times[0] = Some(t);
+                    }
+                    Side::Candidate => {
+                        let (reply, t, _) =
+                            self.window(candidate, Side::Candidate, call, opening)?;
+                        if let Some(o) = self.judge.answer(&reply, call) {
+                            return verdict(o);
+                        }
+                        let claimed = parse_sample(&reply);
+                        if let Some(o) = self.judge.sample(claimed.clone(), t.wall_ms, call) {
+                            return verdict(o);
+                        }
+                        self.raw.candidate_clock = str_field(&reply.header, "clock");
+                        times[1] = Some(CallTime {
+                            claimed_ms: claimed.unwrap_or(0.0),
+                            ..t
+                        });
+                        cand_reply = Some(reply);
+                    }
+                }
+            }
+            if let Some(reply) = &cand_reply {
+                if let Some(o) = self.judge.outputs(reply, call, self.exchange) {
+                    return verdict(o);
+                }
+            }
+            if self.s.release_calls {
+                self.release(reference, Side::Reference)?;
+                self.release(candidate, Side::Candidate)?;
+            }
+            if i >= warmup {
+                if let [Some(r), Some(c)] = times {
+                    self.raw.reference.push(r);
+                    self.raw.candidate.push(c);
+                }
+            }
+        }
+        self.raw.opening = opening;
+        Ok(())
+    }
+
+    /// The reference draws call inputs with `seed` (thawed for it, frozen again after).
+    fn stage(&mut self, reference: &mut Worker, seed: u64) -> Step<()> {
+        let t = Instant::now();
+        self.thaw(reference)?;
+        let reply = reference.request(
+            Frame::new(json!({"cmd": "stage_inputs", "seed": seed})),
+            self.s.timeout,
+        );
+        self.freeze(reference, Side::Reference)?;
+        self.raw.staging_s += t.elapsed().as_secs_f64();
+        match reply {
+            Ok(r) if r.kind() == "staged" => Ok(()),
+            Ok(r) => reference_failed(error_text(&r)),
+            Err(f) => reference_failed(f),
+        }
+    }
+
+    /// One side's window for call `call`: opening calls (untimed), the L2 flush, a quiet GPU,
+    /// then the timed request. Returns the answer, the times (the claim read later), and for
+    /// the reference why its window was disturbed.
+    fn window(
+        &mut self,
+        worker: &mut Worker,
+        side: Side,
+        call: u32,
+        opening: u32,
+    ) -> Step<(Frame, CallTime, Option<String>)> {
+        if opening > 0 {
+            self.thaw(worker)?;
+            let reply = worker.request(
+                Frame::new(json!({"cmd": "timed_call", "opening": opening})),
+                self.s.timeout,
+            );
+            self.freeze(worker, side)?;
+            match (reply, side) {
+                (Ok(r), _) if r.kind() == "opened" => {}
+                (Ok(r), Side::Reference) => return reference_failed(error_text(&r)),
+                (Err(f), Side::Reference) => return reference_failed(f),
+                (Ok(r), Side::Candidate) => {
+                    let o = self.judge.answer(&r, call).unwrap_or_else(|| {
+                        self.judge
+                            .disturbed(format!("answered its opening calls with {}", r.kind()))
+                    });
+                    return verdict(o);
+                }
+                (Err(f), Side::Candidate) => return Err(Stop::Fault(f)),
+            }
+        }
+        // Before the window: nothing of anyone else's may be running on the GPU. Only a
+        // frozen candidate's work can be (the reference synchronizes before it answers).
+        let mut disturbed = None;
+        if let Some(pre) = self.quiet()? {
+            if pre.was_busy() && side == Side::Reference {
+                disturbed = Some(format!(
+                    "busy for {:.1} ms before the window",
+                    pre.waited.as_secs_f64() * 1e3
+                ));
+            }
+        }
+        // On a GPU the inputs are copied in and the L2 flushed inside the window: a frozen
+        // candidate's GPU work could otherwise compute on them before its window opened. On
+        // the CPU nothing of a frozen candidate runs, and the copy stays outside.
+        let gpu = self.probe.is_some();
+        let stage = |this: &Self| {
+            this.exchange
+                .stage_into(side)
+                .and_then(|()| this.exchange.flush_l2(call))
+                .or_else(|e| reference_failed(format!("staging the call's inputs: {e:#}")))
+        };
+        if !gpu {
+            stage(self)?;
+        }
+        // Thawed just before the window opens: the kernel's cost of waking the worker's
+        // processes (more of them in a sandbox) is no part of either side's call.
+        self.thaw(worker)?;
+        let t0 = Instant::now();
+        if gpu {
+            stage(self)?;
+        }
+        let t_staged = t0.elapsed();
+        let t_thawed = t0.elapsed();
+        let reply = worker.request(Frame::new(json!({"cmd": "timed_call"})), self.s.timeout);
+        let t_reply = t0.elapsed();
+        self.freeze(worker, side)?;
+        let mut wall = t0.elapsed();
+        if std::env::var_os("KBENCH_GATED_TRACE").is_some() {
+            eprintln!(
+                "gated {side:?} call {call}: staged {:?} thawed {:?} reply {:?} frozen {:?}",
+                t_staged, t_thawed, t_reply, wall
+            );
+        }
+        if let Some(post) = self.quiet()? {
+            if post.was_busy() {
+                // Work left running after the answer: the window lasts until it is done.
+                wall += post.waited;
+                match side {
+                    Side::Candidate => self.raw.candidate_busy += 1,
+                    Side::Reference => {
+                        disturbed.get_or_insert_with(|| {
+                            format!(
+                                "busy for {:.1} ms after the window",
+                                post.waited.as_secs_f64() * 1e3
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        let reply = match (reply, side) {
+            (Ok(r), _) => r,
+            (Err(f), Side::Reference) => return reference_failed(f),
+            (Err(f), Side::Candidate) => return Err(Stop::Fault(f)),
+        };
+        let t = CallTime {
+            claimed_ms: 0.0,
+            wall_ms: wall.as_secs_f64() * 1e3,
+        };
+        Ok((reply, t, disturbed))
+    }
+
+    fn reference_sample(&mut self, reply: &Frame, t: CallTime) -> Step<CallTime> {
+        if reply.kind() != "timed_call" {
+            return reference_failed(error_text(reply));
+        }
+        match parse_sample(reply) {
+            Ok(ms) => {
+                self.raw.reference_clock = str_field(&reply.header, "clock");
+                Ok(CallTime {
+                    claimed_ms: ms,
+                    ..t
+                })
+            }
+            Err(e) => reference_failed(e),
+        }
+    }
+
+    /// Waits for a quiet GPU (nothing on the CPU). A GPU that stays busy while both workers
+    /// are frozen is the candidate's doing: its verdict.
+    fn quiet(&self) -> Step<Option<Quiet>> {
+        let Some(probe) = self.probe else {
+            return Ok(None);
+        };
+        match probe.wait_quiet(self.s.quiet_limit) {
+            Ok(Some(q)) => Ok(Some(q)),
+            Ok(None) => verdict(self.judge.disturbed(format!(
+                "the GPU stayed busy for {:.1} s with both workers frozen: work of the candidate's kept running (a kernel left spinning, or a queue it filled)",
+                self.s.quiet_limit.as_secs_f64()
+            ))),
+            Err(e) => reference_failed(format!("probing the GPU: {e:#}")),
+        }
+    }
+
+    fn freeze(&self, worker: &Worker, side: Side) -> Step<()> {
+        match (worker.freeze(self.s.freeze_limit), side) {
+            (Ok(_), _) => Ok(()),
+            (Err(e), Side::Candidate) => verdict(
+                self.judge
+                    .disturbed(format!("the candidate could not be frozen: {e}")),
+            ),
+            (Err(e), Side::Reference) => reference_failed(format!("freezing the reference: {e}")),
+        }
+    }
+
+    fn thaw(&self, worker: &Worker) -> Step<()> {
+        worker
+            .thaw()
+            .or_else(|e| reference_failed(format!("thawing a worker: {e}")))
+    }
+
+    fn release(&mut self, worker: &mut Worker, side: Side) -> Step<()> {
+        self.thaw(worker)?;
+        let reply = worker.request(Frame::new(json!({"cmd": "release"})), self.s.timeout);
+        self.freeze(worker, side)?;
+        match (reply, side) {
+            (Ok(r), _) if r.kind() == "released" => Ok(()),
+            (Ok(r), Side::Reference) => reference_failed(error_text(&r)),
+            (Err(f), Side::Reference) => reference_failed(f),
+            (Ok(r), Side::Candidate) => verdict(self.judge.answer(&r, 0).unwrap_or_else(|| {
+                self.judge
+                    .disturbed(format!("answered a release with {}", r.kind()))
+            })),
+            (Err(f), Side::Candidate) => Err(Stop::Fault(f)),
+        }
+    }
+}
+
+/// Untimed calls opening each timed call's window: `--round-warmup N` as given; `auto` one
+/// (at most `--warmup`) unless the reference's warm-up calls each took at least
+/// [`ROUND_WARMUP_UNTIL_MS`]. Decided on the reference's claims only (it is trusted): the
+/// candidate cannot steer how both sides are timed.
+pub fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
+    match tc.round_warmup {
+        RoundWarmup::Calls(n) => n,
+        RoundWarmup::Auto => {
+            let long = reference_warm
+                .is_some_and(|s| !s.is_empty() && s.iter().all(|&ms| ms >= ROUND_WARMUP_UNTIL_MS));
+            if long {
+                0
+            } else {
+                tc.warmup.min(1)
+            }
+        }
+    }
+}
+
+/// The claimed time of a call's answer: a finite, positive number of milliseconds.
+pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
+    if reply.kind() != "timed_call" {
+        return Err(format!(
+            "expected a timed call's answer, got {}",
+            error_text(reply)
+        ));
+    }
+    match reply.header.get("sample_ms").and_then(Value::as_f64) {
+        Some(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
+        Some(ms) => Err(format!("sample {ms} ms is not a positive time")),
+        None => Err("the answer carries no sample".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
+        TimingConfig {
+            timed_calls: 100,
+            warmup,
+            l2_flush: true,
+            round_warmup,
+        }
+    }
+
+    #[test]
+    fn calls_open_with_a_call_until_the_reference_is_long() {
+        let auto = tc(3, RoundWarmup::Auto);
+        assert_eq!(opening_calls(&auto, None), 1);
+        assert_eq!(opening_calls(&auto, Some(&[0.08, 0.09])), 1);
+        let long = ROUND_WARMUP_UNTIL_MS;
+        assert_eq!(opening_calls(&auto, Some(&[long * 0.99, 14.9])), 1);
+        assert_eq!(opening_calls(&auto, Some(&[long, 14.9])), 0);
+        assert_eq!(opening_calls(&tc(0, RoundWarmup::Auto), Some(&[0.08])), 0);
+        assert_eq!(
+            opening_calls(&tc(3, RoundWarmup::Calls(2)), Some(&[14.9, 15.0])),
+            2
+        );
+    }
+
+    #[test]
+    fn large_cases_release_after_every_call() {
+        let gib = 1u64 << 30;
+        assert!(release_every_call(12 * gib, 80 * gib), "L1/20");
+        assert!(release_every_call(5 * gib, 80 * gib));
+        assert!(!release_every_call(2 * gib, 80 * gib), "L1/70");
+        assert!(
+            !release_every_call(12 * gib, 0),
+            "no GPU: nothing to release"
+        );
+    }
+
+    #[test]
+    fn a_claim_must_be_a_positive_finite_time() {
+        let reply = |v: Value| Frame::new(json!({"type": "timed_call", "sample_ms": v}));
+        assert_eq!(parse_sample(&reply(json!(0.25))), Ok(0.25));
+        assert!(parse_sample(&reply(json!(0.0))).is_err());
+        assert!(parse_sample(&reply(json!(-1.0))).is_err());
+        assert!(parse_sample(&reply(json!("fast"))).is_err());
+        assert!(parse_sample(&Frame::new(json!({"type": "error", "message": "x"}))).is_err());
+    }
+}
