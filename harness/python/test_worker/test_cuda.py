@@ -29,14 +29,27 @@ class CudaTests(WorkerTestCase):
                 self.assertEqual(list(t["out64:0"].shape), [4096, 1024])
                 reply, out = self.run_case(case, t, pad=1)
                 self.assert_bit_identical(out["out:0"], t["out:0"])
-                for w in (self.ref, self.cand):
-                    reply, _ = w.call({"cmd": "time", "warmup": 3, "trials": 20, "l2_flush": True, "forward_seed": 0})
-                    self.assertEqual(reply["type"], "timing", reply)
-                    self.assertEqual(reply["clock"], "cuda_event")
-                    self.assertEqual(len(reply["samples_ms"]), 20)
-                    self.assertTrue(all(s > 0 for s in reply["samples_ms"]))
-                    print(f"\n{precision} {w is self.ref and 'reference' or 'candidate'} "
-                          f"median {sorted(reply['samples_ms'])[10]:.4f} ms", file=sys.stderr)
+                dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+                bufs = _HarnessBuffers()
+                try:
+                    phase = _DevicePhase(bufs, [(dtype, [4096, 1024])], [(dtype, [4096, 1024])])
+                    for side, w in (("reference", self.ref), ("candidate", self.cand)):
+                        opened, _ = w.call(phase.open_cmd(side, [{"staged": 0}]))
+                        self.assertEqual(opened["type"], "time_opened", opened)
+                    pairs = timed_calls(self, self.ref, self.cand, phase, 20)
+                    for k, name in enumerate(("reference", "candidate")):
+                        samples = [p[k]["sample_ms"] for p in pairs]
+                        self.assertTrue(all(p[k]["clock"] == "cuda_event" for p in pairs), pairs[0])
+                        self.assertTrue(all(p[k]["outputs"][0]["copied"] for p in pairs), pairs[0])
+                        self.assertTrue(all(s > 0 for s in samples))
+                        print(f"\n{precision} {name} median {sorted(samples)[10]:.4f} ms", file=sys.stderr)
+                    # Both sides computed the same call: the same outputs.
+                    self.assert_bit_identical(phase.outputs["candidate"][0][1].cpu(), phase.outputs["reference"][0][1].cpu())
+                    for w in (self.ref, self.cand):
+                        closed, _ = w.call({"cmd": "time_close"})
+                        self.assertEqual(closed["type"], "time_closed", closed)
+                finally:
+                    bufs.free()
 
     def test_side_stream_work_is_timed(self):
         # The candidate leaves its work on a side stream; the device-wide synchronize
@@ -59,9 +72,19 @@ class CudaTests(WorkerTestCase):
         self.assertEqual(reply["type"], "loaded", reply)
         case, t = self.make_case()
         self.run_case(case, t)
-        reply, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 5, "l2_flush": False, "forward_seed": 0})
-        # 20 fp32 4096^3 matmuls: well over a millisecond on any GPU
-        self.assertGreater(min(reply["samples_ms"]), 1.0, reply)
+        bufs = _HarnessBuffers()
+        try:
+            phase = _DevicePhase(bufs, [(torch.float32, [4, 16])], [(torch.float32, [4, 16])])
+            for side, w in (("reference", self.ref), ("candidate", self.cand)):
+                opened, _ = w.call(phase.open_cmd(side, [{"staged": 0}]))
+                self.assertEqual(opened["type"], "time_opened", opened)
+            pairs = timed_calls(self, self.ref, self.cand, phase, 3)
+            # 20 fp32 4096^3 matmuls: well over a millisecond on any GPU
+            self.assertGreater(min(p[1]["sample_ms"] for p in pairs), 1.0, pairs)
+            for w in (self.ref, self.cand):
+                w.call({"cmd": "time_close"})
+        finally:
+            bufs.free()
 
 
 class _DeviceBytes:
@@ -106,6 +129,58 @@ class _HarnessBuffers:
         self.ptrs = []
 
 
+class _DevicePhase:
+    """A timing phase on the GPU as the harness runs it, from this test process: source,
+    staged and output buffers (IPC), the reference's draw copied into a side's staged inputs
+    before its call."""
+
+    def __init__(self, bufs, inputs, outputs):
+        self.bufs = bufs
+        alloc = lambda layouts: [bufs.alloc(dtype, shape) for dtype, shape in layouts]
+        self.source = alloc(inputs)
+        self.staged = {side: alloc(inputs) for side in ("reference", "candidate")}
+        self.outputs = {side: alloc(outputs) for side in ("reference", "candidate")}
+
+    def open_cmd(self, side, args, forward_seed=11):
+        cmd = {"cmd": "time_open", "args": args, "forward_seed": forward_seed,
+               "staged": [s for s, _ in self.staged[side]], "outputs": [s for s, _ in self.outputs[side]]}  # fmt: skip
+        if side == "reference":
+            cmd["source"] = [s for s, _ in self.source]
+        return cmd
+
+    def stage(self, side):
+        for (_, dst), (_, src) in zip(self.staged[side], self.source):
+            dst.copy_(src)
+        for _, out in self.outputs[side]:
+            out.view(torch.uint8).fill_(0xFF)
+        torch.cuda.synchronize()  # as the harness does: done before the worker runs
+
+
+def opening_call(w):
+    """One untimed opening call on the worker's current case, in an empty timing phase: what
+    tells whether the worker still keeps its case for timing."""
+    opened, _ = w.call({"cmd": "time_open", "args": [], "staged": [], "outputs": [], "source": [], "forward_seed": 0})
+    assert opened["type"] == "time_opened", opened
+    reply, tensors = w.call({"cmd": "timed_call", "opening": 1})
+    w.call({"cmd": "time_close", "release": False})
+    return reply, tensors
+
+
+def timed_calls(case, ref, cand, phase, n, seed0=100):
+    """`n` timed calls on both workers (fresh inputs from the reference each); the replies."""
+    replies = []
+    for i in range(n):
+        staged, _ = ref.call({"cmd": "stage_inputs", "seed": seed0 + i})
+        case.assertEqual(staged["type"], "staged", staged)
+        pair = []
+        for side, w in (("reference", ref), ("candidate", cand)):
+            phase.stage(side)
+            reply, _ = w.call({"cmd": "timed_call"})
+            pair.append(reply)
+        replies.append(pair)
+    return replies
+
+
 @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
 class DeviceIoTests(WorkerTestCase):
     def test_case_made_exported_and_run_through_ipc(self):
@@ -138,13 +213,13 @@ class DeviceIoTests(WorkerTestCase):
             self.assertEqual(reply["type"], "error")
             # The reference keeps the case's inputs for timing until told to drop them
             # ("drop_case", with nothing pending and no targets); then timing is refused.
-            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
-            self.assertEqual(timed["type"], "timing", timed)
+            timed, _ = opening_call(self.ref)
+            self.assertEqual(timed["type"], "opened", timed)
             reply, _ = self.ref.call({"cmd": "export", "targets": [], "drop_case": True})
             self.assertEqual(reply["type"], "exported", reply)
-            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
+            timed, _ = opening_call(self.ref)
             self.assertEqual(timed["type"], "error", timed)
-            self.assertIn("no current case", timed["message"])
+            self.assertIn("need a current case", timed["message"])
             # drop_case on the exports of a case: the same tensors arrive, and no case stays.
             reply, _ = self.ref.call({"cmd": "make_case", "seed": 7, "forward_seed": 11, "device_io": True})
             self.assertEqual(reply["type"], "case", reply)
@@ -153,7 +228,7 @@ class DeviceIoTests(WorkerTestCase):
                 self.assertEqual(reply["type"], "exported", reply)
             self.assert_bit_identical(views["in:0"].cpu(), x.cpu())
             self.assert_bit_identical(views["out:0"].cpu(), out.cpu())
-            timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 11})
+            timed, _ = opening_call(self.ref)
             self.assertEqual(timed["type"], "error", timed)
 
             # The candidate: inputs from a copy, outputs into a NaN-filled slot.
@@ -177,14 +252,14 @@ class DeviceIoTests(WorkerTestCase):
             self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
             # The case stays for timing; with release_case (stress cases, after timing) the
             # worker keeps no copy of it, and timing it is refused.
-            timed, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
-            self.assertEqual(timed["type"], "timing", timed)
+            timed, _ = opening_call(self.cand)
+            self.assertEqual(timed["type"], "opened", timed)
             reply, _ = self.cand.call(dict(cmd, release_case=True))
             self.assertEqual(reply["type"], "outputs", reply)
             self.assert_bit_identical(slot.cpu(), out.cpu())
-            timed, _ = self.cand.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
+            timed, _ = opening_call(self.cand)
             self.assertEqual(timed["type"], "error", timed)
-            self.assertIn("no current case", timed["message"])
+            self.assertIn("need a current case", timed["message"])
         finally:
             bufs.free()
 
@@ -265,42 +340,6 @@ class DeviceIoTests(WorkerTestCase):
         finally:
             bufs.free()
 
-    def test_checked_timed_call_outputs_go_into_harness_buffers(self):
-        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
-        loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, "fp32", "cuda:0")
-        self.assertEqual(loaded["type"], "loaded", loaded)
-        bufs = _HarnessBuffers()
-        try:
-            x = torch.randn(64, 1024, device="cuda")
-            in_spec, in_view = bufs.alloc(torch.float32, list(x.shape))
-            in_view.copy_(x)
-            cmd = {"cmd": "run_case", "forward_seed": 11, "inputs": [{"tensor": "in:0"}],
-                   "device_inputs": {"in:0": in_spec}, "device_outputs": []}
-            reply, _ = self.cand.call(cmd)
-            self.assertEqual(reply["type"], "outputs", reply)
-            shape = reply["device_outputs"][0]["shape"]
-            slot_spec, slot = bufs.alloc(torch.float32, shape)
-            slot.fill_(float("nan"))
-            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
-            timed, tensors = self.cand.call({"cmd": "time", "warmup": 1, "trials": 4, "forward_seed": 11,
-                                             "check_calls": [2], "device_outputs": [slot_spec]})
-            self.assertEqual(timed["type"], "timing", timed)
-            self.assertEqual(tensors, {}, "nothing crosses the pipe")
-            self.assertEqual(timed["checked_calls"], [2])
-            self.assertEqual(timed["checked_device"], [{"call": 2, "outputs": [
-                {"dtype": "f32", "shape": shape, "device": "cuda", "copied": True}]}])
-            self.assertFalse(torch.isnan(slot).any())
-            # A slot of another shape is described, not written.
-            bad_spec, bad = bufs.alloc(torch.float32, [3])
-            bad.fill_(1.0)
-            torch.cuda.synchronize()  # as the harness does: done before the handle goes out
-            timed, _ = self.cand.call({"cmd": "time", "warmup": 0, "trials": 2, "forward_seed": 11,
-                                       "check_calls": [0], "device_outputs": [bad_spec]})
-            self.assertFalse(timed["checked_device"][0]["outputs"][0]["copied"])
-            self.assertTrue(torch.equal(bad.cpu(), torch.ones(3)))
-        finally:
-            bufs.free()
-
 
 @unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
 class CudaStressTests(WorkerTestCase):
@@ -378,8 +417,8 @@ class CudaStressTests(WorkerTestCase):
                 # The float64 forward runs last, on the pristine snapshot, not on the inputs
                 # the working forward doubled in place.
                 self.assert_bit_identical(t["out64:0"], t["in:0"].double() * 2)
-                timed, _ = self.ref.call({"cmd": "time", "warmup": 1, "trials": 2, "forward_seed": 0})
-                self.assertEqual(timed["type"], "timing", timed)
+                timed, _ = opening_call(self.ref)
+                self.assertEqual(timed["type"], "opened", timed)
 
     def test_audit_on_cuda(self):
         problem = self.files.write("21_ReLU.py", simple_problem("torch.relu(x)", "[torch.rand(256, 4096)]"))
