@@ -53,3 +53,5 @@ mod slurm_run;
 // Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
 mod standalone;
 mod stress;
+// Files kbench reads for candidates (replay kernels, `check`): no link out, nothing leaked.
+mod untrusted_files;
