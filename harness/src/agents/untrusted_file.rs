@@ -116,6 +116,14 @@ impl fmt::Display for Refusal {
     }
 }
 
+impl Refusal {
+    /// Nothing at that path at all (not even a link): a file the set lacks, which its caller
+    /// may treat as an absent entry rather than a refused one.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, Refusal::Unreadable(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
 /// A folder whose files are read on someone else's behalf. See the module's doc.
 #[derive(Debug, Clone)]
 pub struct UntrustedDir {
