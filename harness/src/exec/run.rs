@@ -69,7 +69,10 @@ impl Sink for Added {
 
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
-    let engine = Engine::prepare(config, matches!(config.agent, AgentConfig::Given { .. }))?;
+    // LLM agents evaluate one call at a time in one process: the probe kept in memory. A
+    // kernel file given to `check` (a `replay` agent's) is evaluated once: the one on disk.
+    let repeated = matches!(&config.agent, AgentConfig::Given { agent, .. } if *agent != "replay");
+    let engine = Engine::prepare(config, repeated)?;
     let say = |msg: &str| {
         if !config.quiet {
             eprintln!("kbench: {msg}");
