@@ -29,6 +29,8 @@ mod e2e_cpu;
 mod exploits_issue6;
 // Issue 21: kbench import of published kernel sets; eval_results.json both ways.
 mod import;
+// kbench import reads a set as untrusted and removes only what it wrote itself.
+mod import_untrusted;
 // Issue 23: the pipeline's layering, read from the source.
 mod layers;
 mod leaderboard;

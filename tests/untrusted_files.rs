@@ -220,3 +220,68 @@ fn a_kernel_file_not_utf8_or_not_a_file_costs_its_own_verdict() {
     let correct = samples.iter().filter(|s| s["correctness"] == true).count();
     assert_eq!(correct, 1, "{kb}");
 }
+
+#[test]
+fn check_wants_a_problem_id_and_names_the_users_own_kernel_file() {
+    let _guard = shared();
+    ensure_python();
+    let t = tempfile::tempdir().unwrap();
+    let problem = repo_root().join("suites/smoke/1_Elementwise_Multiply_Add.py");
+    let unnamed = t.path().join("mul_add.py");
+    std::fs::copy(&problem, &unnamed).unwrap();
+    let kernel = t.path().join("my_kernel.py");
+    std::fs::write(
+        &kernel,
+        "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b, c):\n        raise RuntimeError('raised in ' + __file__)\n",
+    )
+    .unwrap();
+    let check = |problem: &Path, out: &Path| {
+        kbench()
+            .args([
+                "check",
+                "--device",
+                "cpu",
+                "--no-timing",
+                "--families",
+                "random",
+            ])
+            .arg("--problem")
+            .arg(problem)
+            .arg("--kernel")
+            .arg(&kernel)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    // No id in the problem file's name: refused before anything runs, saying what to do.
+    let o = check(&unnamed, &t.path().join("run0"));
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("mul_add.py") && err.contains("<id>_<Name>.py") && err.contains("rename"),
+        "{err}"
+    );
+    assert!(!t.path().join("run0").exists());
+    let named = t.path().join("1_Mul_Add.py");
+    std::fs::copy(&problem, &named).unwrap();
+    let run = t.path().join("run");
+    let o = check(&named, &run);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.starts_with("file/L0/1 Mul_Add · my_kernel "),
+        "{stdout}"
+    );
+    // The kernel's own path where the run's copy of it raised, not the run's copy.
+    assert!(
+        stdout.contains(&format!("raised in {}", kernel.display())) && !stdout.contains("kernels/"),
+        "{stdout}"
+    );
+    let r = &records(&run)[0];
+    assert_eq!(r["candidate"]["name"], "my_kernel");
+    assert_eq!(
+        r["candidate"]["source_path"].as_str(),
+        Some(kernel.to_str().unwrap())
+    );
+}
