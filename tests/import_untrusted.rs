@@ -298,6 +298,19 @@ fn reimport_removes_only_what_the_earlier_import_wrote() {
     ] {
         assert!(out.join(f).is_file(), "{f}");
     }
+    // An import from before the manifest: what its claims file names, and the copies of its
+    // references in problems/, are its own; the user's files still stay.
+    std::fs::remove_file(out.join("import_manifest.json")).unwrap();
+    let o = import("leaderboard", &site, &out, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("replaced 2 kernel file(s)"));
+    for f in [
+        "problems/run/records.jsonl",
+        "problems/level1/notes.txt",
+        "notes.txt",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
 }
 
 #[test]

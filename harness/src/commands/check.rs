@@ -28,15 +28,12 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
     if a.eval.stop_starting_after.is_some() {
         bail!("--stop-starting-after is for runs of many problems (`kbench run`, `kbench baselines measure`); `check` evaluates one kernel");
     }
-    if !a.kernel.is_file() {
+    // Anything there (a link, a FIFO) is read as a replayed kernel is, and judged so.
+    if a.kernel.symlink_metadata().is_err() {
         bail!(
             "kernel file {} not found: pass the candidate module (defining class ModelNew) with --kernel",
             a.kernel.display()
         );
-    }
-    // The check's record is keyed by the problem's id, which only the file's name gives.
-    if let Err(e) = kbench_suites::parse_problem_file_name(&a.problem) {
-        bail!("{e}: `kbench check` keys its record by that id; copy or rename the file");
     }
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let out = match &a.out {
@@ -62,18 +59,26 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         .unwrap_or("kernel")
         .replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "_");
     let candidate = Candidate::from_file(&folder, &file, name, 0);
-    let problem = kbench_suites::load_problem_file(&a.problem)?;
     let mut config = crate::commands::run_config::build(
         &suite,
         &a.python,
         &a.eval,
         AgentConfig::Given {
             agent: CHECK_AGENT,
-            candidates: vec![(problem.key(), candidate)],
+            candidates: Vec::new(),
         },
         &out,
         None,
     )?;
+    // The check's record is keyed by the problem's id, which only the file's name gives
+    // (once the file has loaded: a missing or unreadable one says so first).
+    if let Err(e) = kbench_suites::parse_problem_file_name(&a.problem) {
+        bail!("{e}: `kbench check` keys its record by that id; copy or rename the file");
+    }
+    config.agent = AgentConfig::Given {
+        agent: CHECK_AGENT,
+        candidates: vec![(config.problems[0].key(), candidate)],
+    };
     config.quiet = true;
     let result = crate::exec::run(&config, stop)?;
     if result.interrupted && result.added == 0 {

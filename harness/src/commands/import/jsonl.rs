@@ -218,3 +218,37 @@ fn kind(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_differing_only_in_case_are_refused_where_kbench_reads_them() {
+        let at = "line 1";
+        let e = entry(
+            r#"{"level_id": 1, "task_id": 2, "custom_code": "a", "Custom_Code": "b"}"#,
+            at,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("\"Custom_Code\"")
+                && e.contains("\"custom_code\"")
+                && e.contains("differ only in case"),
+            "{e}"
+        );
+        let e = entry(
+            r#"{"level_id": 1, "task_id": 2, "custom_code": "a", "score_eager": 1, "SCORE_EAGER": 2}"#,
+            at,
+        )
+        .unwrap_err();
+        assert!(e.contains("differ only in case"), "{e}");
+        // Fields kbench does not read may differ only in case; one field in any case is read.
+        let ok = entry(
+            r#"{"Level_ID": 1, "TASK_ID": 2, "custom_code": "a", "notes": 1, "Notes": 2}"#,
+            at,
+        )
+        .unwrap();
+        assert_eq!((ok.level, ok.problem), (1, 2));
+    }
+}
