@@ -50,7 +50,7 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         .with_context(|| format!("resolving {}", a.kernel.display()))?;
     let kernel_dir = kernel_path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let file = a.kernel.file_name().map(PathBuf::from).unwrap_or_default();
-    let folder = UntrustedDir::new(&kernel_dir, &[out.clone()])
+    let folder = UntrustedDir::new(&kernel_dir, std::slice::from_ref(&out))
         .with_context(|| format!("reading the folder of {}", a.kernel.display()))?;
     let name = a
         .kernel
