@@ -29,6 +29,8 @@ mod e2e_cpu;
 mod exploits_issue6;
 // Issue 21: kbench import of published kernel sets; eval_results.json both ways.
 mod import;
+// kbench import reads a set as untrusted and removes only what it wrote itself.
+mod import_untrusted;
 // Issue 23: the pipeline's layering, read from the source.
 mod layers;
 mod leaderboard;
@@ -53,3 +55,5 @@ mod slurm_run;
 // Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
 mod standalone;
 mod stress;
+// Files kbench reads for candidates (replay kernels, `check`): no link out, nothing leaked.
+mod untrusted_files;

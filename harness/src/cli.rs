@@ -249,8 +249,8 @@ pub struct SuiteArgs {
     /// A KernelBench checkout, or a folder holding level1/ level2/ level3/.
     #[arg(long, value_name = "DIR", conflicts_with = "problem")]
     pub kernelbench: Option<PathBuf>,
-    /// Levels to take from --kernelbench.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    /// Levels to take from --kernelbench (default: every level folder it has of 1, 2, 3).
+    #[arg(long, value_delimiter = ',')]
     pub levels: Vec<u8>,
     /// A single problem file (class Model, get_inputs, get_init_inputs).
     #[arg(long, value_name = "FILE")]

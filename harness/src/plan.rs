@@ -24,7 +24,7 @@ pub const PROBLEM_ERROR: &str = "problem_error";
 pub struct Unjudged {
     pub problem: ProblemRef,
     pub cand: Candidate,
-    /// `no_kernel` or `problem_error`.
+    /// `no_kernel`, `problem_error`, or `compile_error` for a kernel file not read.
     pub outcome: Outcome,
     /// Its record key.
     pub key: String,
@@ -75,6 +75,19 @@ pub fn blank_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged>
     })
 }
 
+/// The `compile_error` record of a candidate whose file was not taken as a kernel (a link
+/// out of its folder, a FIFO, not UTF-8, too large: [`Candidate::unreadable`]). Python
+/// could not have loaded it either, and a reviewer reads why in the message.
+pub fn unreadable_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
+    let message = c.unreadable.clone()?;
+    Some(Unjudged {
+        problem: p.to_ref(),
+        cand: c.clone(),
+        outcome: Outcome::CompileError { message },
+        key: record_key(p, agent, c),
+    })
+}
+
 /// The `problem_error` record of a broken problem file.
 pub fn broken_problem(b: &BrokenProblem, agent: &str) -> Unjudged {
     let cand = Candidate::new(PROBLEM_ERROR.into(), 0, String::new(), None);
@@ -117,7 +130,7 @@ pub fn pending<'p>(
         }
         let mut left = Vec::new();
         for c in cands {
-            match blank_kernel(p, name, &c) {
+            match unreadable_kernel(p, name, &c).or_else(|| blank_kernel(p, name, &c)) {
                 Some(u) => unjudged.push(u),
                 None => left.push(c),
             }

@@ -23,7 +23,7 @@ pub enum SuiteError {
     #[error(
         "KernelBench level {level} folder not found at {path}: pass a KernelBench checkout \
          (holding KernelBench/level1..3) or a folder holding level1/ level2/ level3/, \
-         or ask only for the levels it has"
+         or ask only for the levels it has with --levels (left out, it takes every level it has)"
     )]
     MissingLevelDir { level: u8, path: PathBuf },
 

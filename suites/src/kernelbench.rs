@@ -42,6 +42,16 @@ pub fn load_kernelbench(dir: &Path, levels: &[u8]) -> Result<Vec<Loaded>, SuiteE
     Ok(problems)
 }
 
+/// The KernelBench levels whose folder `dir` has (a checkout or a folder holding `level1/`..),
+/// in order: what a run takes when it is not told which levels.
+pub fn kernelbench_levels(dir: &Path) -> Vec<u8> {
+    let root = kernelbench_root(dir);
+    KERNELBENCH_LEVELS
+        .into_iter()
+        .filter(|l| root.join(format!("level{l}")).is_dir())
+        .collect()
+}
+
 /// The folder holding `level1/`..: `dir/KernelBench` in a checkout, else `dir` itself.
 fn kernelbench_root(dir: &Path) -> PathBuf {
     let nested = dir.join("KernelBench");

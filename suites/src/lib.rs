@@ -21,7 +21,9 @@ mod validate;
 
 pub use broken::{BrokenProblem, Loaded};
 pub use error::SuiteError;
-pub use kernelbench::{load_kernelbench, load_problem_file, KERNELBENCH_LEVELS};
-pub use problem::{sha256_hex, Problem};
+pub use kernelbench::{
+    kernelbench_levels, load_kernelbench, load_problem_file, KERNELBENCH_LEVELS,
+};
+pub use problem::{parse_problem_file_name, sha256_hex, Problem};
 pub use smoke::{smoke, SMOKE_SUITE};
 pub use validate::validate_problem_source;

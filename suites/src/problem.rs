@@ -83,7 +83,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// KernelBench's `dataset.py` takes `int(file_name.split("_")[0])`; kbench asks for the
 /// stricter `<ascii digits>_<non-empty name>.py` so that a stray file is reported instead
 /// of being given a surprising id. Leading zeros are accepted (`07_X.py` is id 7).
-pub(crate) fn parse_problem_file_name(path: &Path) -> Result<(u32, String), SuiteError> {
+pub fn parse_problem_file_name(path: &Path) -> Result<(u32, String), SuiteError> {
     let bad = |reason: &str| SuiteError::BadFileName {
         path: path.to_path_buf(),
         reason: reason.to_string(),

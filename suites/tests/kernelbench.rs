@@ -3,7 +3,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kbench_suites::{load_kernelbench, load_problem_file, sha256_hex, Loaded, Problem, SuiteError};
+use kbench_suites::{
+    kernelbench_levels, load_kernelbench, load_problem_file, sha256_hex, Loaded, Problem,
+    SuiteError,
+};
 
 /// `$KBENCH_KERNELBENCH_DIR` (a KernelBench checkout); `None`, with the reason printed, when
 /// unset: the caller skips.
@@ -232,7 +235,15 @@ fn missing_level_dir_says_what_to_pass() {
         text.contains(&tmp.path().join("level3").display().to_string()),
         "{text}"
     );
-    assert!(text.contains("KernelBench checkout"), "{text}");
+    assert!(
+        text.contains("KernelBench checkout") && text.contains("--levels"),
+        "{text}"
+    );
+    // Not told which levels: those it has.
+    assert_eq!(kernelbench_levels(tmp.path()), [1, 2]);
+    fs::remove_dir_all(tmp.path().join("level1")).unwrap();
+    assert_eq!(kernelbench_levels(tmp.path()), [2]);
+    assert!(kernelbench_levels(&tmp.path().join("nowhere")).is_empty());
 
     let gone = tmp.path().join("nowhere");
     let text = load_kernelbench(&gone, &[1]).unwrap_err().to_string();

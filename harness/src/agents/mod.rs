@@ -7,12 +7,14 @@
 //! `baselines`): a candidate is plain data that `config/` and every box above it carry.
 
 pub mod baseline;
+pub mod untrusted_file;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use kbench_suites::Problem;
+use untrusted_file::{Refusal, UntrustedDir};
 
 use kbench_suites::sha256_hex;
 
@@ -31,6 +33,9 @@ pub struct Candidate {
     pub selection: Option<kbench_record::Selection>,
     /// What producing it cost the LLM agent that wrote it; goes into its record.
     pub cost: Option<kbench_record::AgentCost>,
+    /// Why its file was not taken as a kernel (a link out of its folder, not UTF-8, too
+    /// large, a FIFO): recorded as this kernel's `compile_error` without starting a worker.
+    pub unreadable: Option<String>,
 }
 
 impl Candidate {
@@ -45,7 +50,28 @@ impl Candidate {
             warm_up: false,
             selection: None,
             cost: None,
+            unreadable: None,
         }
+    }
+
+    /// The candidate of kernel file `rel` of `dir`, read through [`UntrustedDir`]: its
+    /// source, or for a file that may not be read (or is not UTF-8) an empty source and
+    /// `unreadable` saying why and what to do. Nothing of a refused file is kept: not its
+    /// bytes, nor their hash.
+    pub fn from_file(dir: &UntrustedDir, rel: &Path, name: String, sample: u32) -> Self {
+        let path = dir.path().join(rel);
+        let why = match dir.read(rel, untrusted_file::KERNEL_CAP) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(source) => return Candidate::new(name, sample, source, Some(path)),
+                Err(e) => Refusal::NotUtf8 {
+                    offset: e.utf8_error().valid_up_to(),
+                },
+            },
+            Err(why) => why,
+        };
+        let mut c = Candidate::new(name, sample, String::new(), Some(path.clone()));
+        c.unreadable = Some(format!("kernel file {} not run: it {why}", path.display()));
+        c
     }
 
     /// No kernel at all: an empty or whitespace-only source (a placeholder file, an agent
@@ -146,6 +172,10 @@ pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
 /// - KernelBench's `runs/<name>/level_<L>_problem_<P>_sample_<S>_kernel.py`;
 /// - `<dir>/level<L>/<P>_<anything>.py`;
 /// - `<dir>/<P>_<anything>.py`, when problem ids are unique in the selected suite.
+///
+/// Files are read through [`UntrustedDir`]: an entry named like a kernel that may not be
+/// read (a link out of the folder or to kbench's own run files, a FIFO, a dangling link, an
+/// oversized or non-UTF-8 file) is still a candidate, recorded as its own `compile_error`.
 pub struct ReplayAgent {
     /// The replay folder.
     dir: PathBuf,
@@ -153,25 +183,40 @@ pub struct ReplayAgent {
     by_problem: BTreeMap<(u8, u32), Vec<Candidate>>,
     /// Files that matched no selected problem.
     pub unmatched: Vec<PathBuf>,
+    /// `level<L>` folders not read, and why.
+    pub skipped: Vec<String>,
 }
 
 impl ReplayAgent {
-    pub fn scan(dir: &Path, problems: &[Problem]) -> Result<Self> {
+    /// Scans `dir`; files under `guarded` (the run's own folder, `--secret-from`) are never
+    /// read, even when `dir` holds them.
+    pub fn scan(dir: &Path, problems: &[Problem], guarded: &[PathBuf]) -> Result<Self> {
+        let folder = UntrustedDir::new(dir, guarded)
+            .with_context(|| format!("reading replay folder {}", dir.display()))?;
         let mut found: Vec<(Option<u8>, u32, Option<u32>, PathBuf)> = Vec::new();
-        scan_dir(dir, None, &mut found)?;
-        let mut sub: Vec<PathBuf> = read_dir_sorted(dir, "replay folder")?
-            .into_iter()
-            .filter(|p| p.is_dir())
-            .collect();
-        sub.sort();
-        for d in sub {
-            let name = d.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if let Some(level) = name
+        scan_dir(dir, Path::new(""), None, &mut found)?;
+        let mut skipped = Vec::new();
+        for d in read_dir_sorted(dir, "replay folder")? {
+            let Some(name) = d.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(level) = name
                 .strip_prefix("level")
                 .and_then(|l| l.parse::<u8>().ok())
-            {
-                scan_dir(&d, Some(level), &mut found)?;
+            else {
+                continue;
+            };
+            if !d.is_dir() {
+                continue;
             }
+            if !folder.holds(Path::new(name)) {
+                skipped.push(format!(
+                    "{} leads outside the replay folder (or to kbench's own run files): its kernels are not read; put the folder itself there",
+                    d.display()
+                ));
+                continue;
+            }
+            scan_dir(&d, Path::new(name), Some(level), &mut found)?;
         }
         if found.is_empty() {
             bail!(
@@ -181,7 +226,8 @@ impl ReplayAgent {
         }
         let mut by_problem: BTreeMap<(u8, u32), Vec<Candidate>> = BTreeMap::new();
         let mut unmatched = Vec::new();
-        for (level, id, sample, path) in found {
+        for (level, id, sample, rel) in found {
+            let path = dir.join(&rel);
             let matches: Vec<&Problem> = problems
                 .iter()
                 .filter(|p| p.id == id && level.is_none_or(|l| l == p.level))
@@ -199,21 +245,20 @@ impl ReplayAgent {
                     many.iter().map(|p| p.level).collect::<Vec<_>>()
                 ),
             };
-            let source = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading replay kernel {}", path.display()))?;
-            let name = path
+            let name = rel
                 .file_stem()
                 .and_then(|s| s.to_str())
                 .unwrap_or("kernel")
                 .to_string();
             let list = by_problem.entry((problem.level, problem.id)).or_default();
             let sample = sample.unwrap_or(list.len() as u32);
-            list.push(Candidate::new(name, sample, source, Some(path)));
+            list.push(Candidate::from_file(&folder, &rel, name, sample));
         }
         Ok(Self {
             dir: dir.to_path_buf(),
             by_problem,
             unmatched,
+            skipped,
         })
     }
 
@@ -264,20 +309,27 @@ pub(crate) fn read_dir_sorted(dir: &Path, what: &str) -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
+/// The kernel files of `dir` (`rel` inside the replay folder): every entry but folders whose
+/// name is a kernel's, links, FIFOs and other non-files included, so that each is recorded
+/// rather than skipped unseen.
 fn scan_dir(
     dir: &Path,
+    rel: &Path,
     level: Option<u8>,
     found: &mut Vec<(Option<u8>, u32, Option<u32>, PathBuf)>,
 ) -> Result<()> {
     for path in read_dir_sorted(dir, "replay folder")? {
-        if !path.is_file() || path.extension().and_then(|e| e.to_str()) != Some("py") {
+        if path.is_dir() || path.extension().and_then(|e| e.to_str()) != Some("py") {
             continue;
         }
+        let Some(file) = path.file_name() else {
+            continue;
+        };
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         if let Some((l, p, s)) = parse_kernelbench_run_name(stem) {
-            found.push((Some(l), p, Some(s), path));
+            found.push((Some(l), p, Some(s), rel.join(file)));
         } else if let Some(id) = leading_id(stem) {
-            found.push((level, id, None, path));
+            found.push((level, id, None, rel.join(file)));
         }
     }
     Ok(())
@@ -338,7 +390,7 @@ mod tests {
         std::fs::write(d.join("99_nobody.py"), "e").unwrap();
         std::fs::write(d.join("notes.txt"), "f").unwrap();
         let problems = vec![problem(1, 5), problem(2, 5), problem(3, 7)];
-        let a = ReplayAgent::scan(d, &problems).unwrap();
+        let a = ReplayAgent::scan(d, &problems, &[]).unwrap();
         assert_eq!(a.len(), 4);
         let l2: Vec<_> = a.candidates(&problems[1]).unwrap();
         assert_eq!(
@@ -359,20 +411,55 @@ mod tests {
         assert_eq!(a.unmatched.len(), 1);
         // A plain <id>_ file is ambiguous when two selected problems share the id.
         std::fs::write(d.join("5_which.py"), "g").unwrap();
-        let err = ReplayAgent::scan(d, &problems).err().unwrap().to_string();
+        let err = ReplayAgent::scan(d, &problems, &[])
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("5_which.py") && err.contains("level<L>"),
             "{err}"
         );
         // An empty folder says what it expected.
         let empty = tempfile::tempdir().unwrap();
-        let err = ReplayAgent::scan(empty.path(), &problems)
+        let err = ReplayAgent::scan(empty.path(), &problems, &[])
             .err()
             .unwrap()
             .to_string();
         assert!(
             err.contains("level_<L>_problem_<P>_sample_<S>_kernel.py"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn replay_keeps_kernel_files_it_may_not_read_as_failed_candidates() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("set");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(t.path().join("outside.py"), "private = 1\n").unwrap();
+        std::os::unix::fs::symlink("../outside.py", d.join("5_out.py")).unwrap();
+        std::os::unix::fs::symlink("gone.py", d.join("5_gone.py")).unwrap();
+        std::fs::write(d.join("5_bytes.py"), b"x = '\xff'\n").unwrap();
+        std::fs::write(d.join("5_good.py"), "x = 1\n").unwrap();
+        // A level folder that links out is not read at all, and said so.
+        std::os::unix::fs::symlink(t.path(), d.join("level1")).unwrap();
+        let problems = vec![problem(1, 5)];
+        let a = ReplayAgent::scan(&d, &problems, &[]).unwrap();
+        let c = a.candidates(&problems[0]).unwrap();
+        let why: Vec<(&str, Option<&str>)> = c
+            .iter()
+            .map(|c| (c.name.as_str(), c.unreadable.as_deref()))
+            .collect();
+        assert_eq!(why.len(), 4, "{why:?}");
+        assert!(why[0].1.unwrap().contains("not UTF-8"), "{why:?}");
+        assert!(why[1].1.unwrap().contains("link to nothing"), "{why:?}");
+        assert_eq!(why[2], ("5_good", None));
+        assert!(why[3].1.unwrap().contains("outside"), "{why:?}");
+        assert!(c.iter().all(|c| !c.source.contains("private")));
+        assert!(
+            a.skipped[0].contains("level1 leads outside"),
+            "{:?}",
+            a.skipped
         );
     }
 

@@ -17,7 +17,7 @@ pub struct SuiteSpec {
     pub problem: Option<PathBuf>,
     /// A KernelBench checkout, or a folder holding level1/ level2/ level3/.
     pub kernelbench: Option<PathBuf>,
-    /// Levels to take from `kernelbench`.
+    /// Levels to take from `kernelbench`; none: every level folder it has.
     pub levels: Vec<u8>,
     /// `--select`: comma-separated `ID`, `A-B`, `L/ID` or `L/A-B`.
     pub select: Option<String>,
@@ -30,9 +30,19 @@ impl SuiteSpec {
             return format!("file {}", p.display());
         }
         if let Some(d) = &self.kernelbench {
-            return format!("kernelbench {} levels {:?}", d.display(), self.levels);
+            return format!("kernelbench {} levels {:?}", d.display(), self.levels_of(d));
         }
         "smoke".into()
+    }
+
+    /// The levels to take from KernelBench folder `dir`: those asked for, else every level
+    /// folder it has.
+    fn levels_of(&self, dir: &Path) -> Vec<u8> {
+        if self.levels.is_empty() {
+            kbench_suites::kernelbench_levels(dir)
+        } else {
+            self.levels.clone()
+        }
     }
 }
 
@@ -60,8 +70,15 @@ pub fn load_suite(s: &SuiteSpec) -> Result<Suite> {
                 bail!("--levels: level {l} is not one of 1, 2, 3");
             }
         }
+        let levels = s.levels_of(d);
+        if levels.is_empty() && d.is_dir() {
+            bail!(
+                "KernelBench folder {} has no level1/, level2/ or level3/ folder: pass a KernelBench checkout (holding KernelBench/level1..3) or a folder holding level folders",
+                d.display()
+            );
+        }
         let mut suite = Suite::default();
-        for entry in kbench_suites::load_kernelbench(d, &s.levels)? {
+        for entry in kbench_suites::load_kernelbench(d, &levels)? {
             match entry {
                 Loaded::Problem(p) => suite.problems.push(p),
                 Loaded::Broken(b) => suite.broken.push(b),

@@ -69,26 +69,32 @@ impl Sink for Added {
 
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
-    let engine = Engine::prepare(config, matches!(config.agent, AgentConfig::Given { .. }))?;
-    let mut run_dir = super::run_dir::open(config)?;
+    // LLM agents evaluate one call at a time in one process: the probe kept in memory. A
+    // kernel file given to `check` (a `replay` agent's) is evaluated once: the one on disk.
+    let repeated = matches!(&config.agent, AgentConfig::Given { agent, .. } if *agent != "replay");
+    let engine = Engine::prepare(config, repeated)?;
     let say = |msg: &str| {
         if !config.quiet {
             eprintln!("kbench: {msg}");
         }
     };
-    // Said even with --quiet: a line skipped may be a forgery.
-    for note in &run_dir.notes {
-        eprintln!("kbench: {note}");
-    }
+    // The agent before the run folder: a replay folder that cannot be read at all leaves no
+    // half-made run behind (a kernel file that cannot be read is that kernel's verdict).
     let agent: Box<dyn Agent> = match &config.agent {
         AgentConfig::Reference => Box::new(ReferenceAgent),
         AgentConfig::Replay { dir } => {
-            let a = ReplayAgent::scan(dir, &config.problems)?;
+            // Never read on a kernel's behalf, even from inside the replay folder.
+            let mut guarded = vec![config.out.clone()];
+            guarded.extend(config.secret_from.clone());
+            let a = ReplayAgent::scan(dir, &config.problems, &guarded)?;
             for p in &a.unmatched {
                 say(&format!(
                     "replay file {} matches no selected problem; skipped",
                     p.display()
                 ));
+            }
+            for s in &a.skipped {
+                eprintln!("kbench: {s}");
             }
             Box::new(a)
         }
@@ -100,6 +106,11 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             candidates: candidates.clone(),
         }),
     };
+    let mut run_dir = super::run_dir::open(config)?;
+    // Said even with --quiet: a line skipped may be a forgery.
+    for note in &run_dir.notes {
+        eprintln!("kbench: {note}");
+    }
 
     // The plan: every (problem, candidate) not yet recorded.
     let plan = crate::plan::pending(&config.problems, &config.broken, agent.as_ref(), |k| {

@@ -1,23 +1,46 @@
 //! `kbench import jsonl`: one JSON object a line with `level_id`, `task_id`, `custom_code`
 //! (the kernel), `ref_code` (the set's reference, optional), claimed speedups in `score_*`
 //! or `*speedup*` fields and, optionally, a correctness field (`correct`, `is_correct`,
-//! `correctness`). Field names are matched without regard to case. Several lines for one
-//! problem become samples 0, 1, ... in line order; a bad line is an error naming it.
+//! `correctness`). Field names are matched without regard to case; a line with two names
+//! kbench reads that differ only in case (`custom_code` and `Custom_Code`) is an error, since
+//! which one the set meant cannot be told. Several lines for one problem become samples 0,
+//! 1, ... in line order; a bad line (not UTF-8, not JSON, a field missing or wrong) is an
+//! error naming it and costs that line only.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Result};
 use kbench_record::claims::Claim;
 use serde_json::{Map, Value};
 
 use super::{baseline_of, Entry, Parsed};
+use crate::agents::untrusted_file::{read_named, INDEX_CAP};
 
 pub fn read(src: &Path) -> Result<Parsed> {
-    let text = std::fs::read_to_string(src)
-        .with_context(|| format!("cannot read the JSON-lines file {}", src.display()))?;
+    let bytes = read_named(src, INDEX_CAP).map_err(|why| {
+        anyhow!(
+            "cannot read the JSON-lines file {}: it {why}",
+            src.display()
+        )
+    })?;
     let mut out = Parsed::default();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         let at = format!("line {}", i + 1);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = match std::str::from_utf8(line) {
+            Ok(l) => l,
+            Err(e) => {
+                out.error(
+                    at,
+                    format!(
+                        "not UTF-8 text (invalid byte at column {}): this line is not imported; save the file as UTF-8 and import it again",
+                        e.valid_up_to() + 1
+                    ),
+                );
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -29,7 +52,41 @@ pub fn read(src: &Path) -> Result<Parsed> {
     Ok(out)
 }
 
-/// A field by name, any case.
+/// The fields kbench reads by name (besides `score*` and `*speedup*`).
+const NAMED_FIELDS: [&str; 12] = [
+    "level_id",
+    "task_id",
+    "custom_code",
+    "ref_code",
+    "correct",
+    "is_correct",
+    "correctness",
+    "problem_name",
+    "task_name",
+    "model",
+    "label",
+    "display_name",
+];
+
+/// Two keys kbench reads that differ only in case, if the object has them.
+fn case_clash(obj: &Map<String, Value>) -> Option<(&str, &str)> {
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for k in obj.keys() {
+        let lower = k.to_ascii_lowercase();
+        let read = NAMED_FIELDS.contains(&lower.as_str())
+            || lower.starts_with("score")
+            || lower.contains("speedup");
+        if !read {
+            continue;
+        }
+        if let Some(first) = seen.insert(lower, k) {
+            return Some((first, k));
+        }
+    }
+    None
+}
+
+/// A field by name, any case ([`case_clash`] has ruled out two).
 fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     obj.iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -79,6 +136,11 @@ fn entry(line: &str, at: &str) -> Result<Entry, String> {
     let Value::Object(obj) = value else {
         return Err("not a JSON object".into());
     };
+    if let Some((a, b)) = case_clash(&obj) {
+        return Err(format!(
+            "fields {a:?} and {b:?} differ only in case: which one the set meant cannot be told; keep one and import again"
+        ));
+    }
     let get_id = |name: &str, max: u64| -> Result<u64, String> {
         let v = field(&obj, name).ok_or_else(|| format!("{name} is missing"))?;
         whole(v)
@@ -154,5 +216,39 @@ fn kind(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_differing_only_in_case_are_refused_where_kbench_reads_them() {
+        let at = "line 1";
+        let e = entry(
+            r#"{"level_id": 1, "task_id": 2, "custom_code": "a", "Custom_Code": "b"}"#,
+            at,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("\"Custom_Code\"")
+                && e.contains("\"custom_code\"")
+                && e.contains("differ only in case"),
+            "{e}"
+        );
+        let e = entry(
+            r#"{"level_id": 1, "task_id": 2, "custom_code": "a", "score_eager": 1, "SCORE_EAGER": 2}"#,
+            at,
+        )
+        .unwrap_err();
+        assert!(e.contains("differ only in case"), "{e}");
+        // Fields kbench does not read may differ only in case; one field in any case is read.
+        let ok = entry(
+            r#"{"Level_ID": 1, "TASK_ID": 2, "custom_code": "a", "notes": 1, "Notes": 2}"#,
+            at,
+        )
+        .unwrap();
+        assert_eq!((ok.level, ok.problem), (1, 2));
     }
 }

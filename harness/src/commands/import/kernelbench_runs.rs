@@ -6,16 +6,21 @@
 //! A speedup is claimed only with KernelBench's baseline times (`--baseline-json`,
 //! `{"level1": {"<id>_<Name>.py": {"mean": ms}}}`): baseline mean / runtime, against
 //! `compile` when the file's name says so, else `eager`.
+//!
+//! Files are read through [`UntrustedDir`] over the folder: a kernel file that links out of
+//! it (or to a kbench run's `secret`, which a kbench run folder holds), a FIFO, an
+//! oversized or non-UTF-8 file is an error naming it, and its entry a `no_kernel` one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use kbench_record::claims::Claim;
 use kbench_record::eval_results::samples_of;
 use serde_json::Value;
 
 use super::{Entry, Parsed};
+use crate::agents::untrusted_file::{read_named_text, UntrustedDir, INDEX_CAP, KERNEL_CAP};
 
 const EVAL_RESULTS: &str = "eval_results.json";
 
@@ -35,8 +40,8 @@ struct Baselines {
 }
 
 fn read_baselines(path: &Path) -> Result<Baselines> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --baseline-json {}", path.display()))?;
+    let text = read_named_text(path, INDEX_CAP)
+        .map_err(|why| anyhow!("cannot read --baseline-json {}: it {why}", path.display()))?;
     let data: Value = serde_json::from_str(&text)
         .with_context(|| format!("--baseline-json {} is not JSON", path.display()))?;
     let Some(levels) = data.as_object() else {
@@ -76,6 +81,8 @@ pub fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
     let listing = std::fs::read_dir(src)
         .with_context(|| format!("cannot read the runs folder {}", src.display()))?;
     let baselines = baseline_json.map(read_baselines).transpose()?;
+    let folder = UntrustedDir::new(src, &[])
+        .with_context(|| format!("cannot read the runs folder {}", src.display()))?;
     let mut out = Parsed::default();
     let mut names: Vec<String> = listing
         .filter_map(|e| e.ok())
@@ -87,10 +94,13 @@ pub fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
         let Some((level, problem, sample)) = parse_name(&name) else {
             continue;
         };
-        let path = src.join(&name);
-        let (kernel, missing) = match std::fs::read_to_string(&path) {
+        let (kernel, missing) = match folder.read_text(Path::new(&name), KERNEL_CAP) {
             Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(format!("{name} cannot be read as text ({e})"))),
+            Err(why) => {
+                let why = format!("kernel file {name} not imported: it {why}");
+                out.error(name.clone(), why.clone());
+                (None, Some(why))
+            }
         };
         at.insert((level, problem, sample), out.entries.len());
         out.entries.push(Entry {
@@ -104,7 +114,8 @@ pub fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
         });
     }
     let results_path = src.join(EVAL_RESULTS);
-    if !results_path.exists() {
+    // `symlink_metadata`: a dangling link is there, and named below.
+    if std::fs::symlink_metadata(&results_path).is_err() {
         if baselines.is_some() {
             out.error(
                 EVAL_RESULTS,
@@ -125,8 +136,9 @@ pub fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
             return Ok(out);
         }
     };
-    let parsed: Result<Value, String> = std::fs::read_to_string(&results_path)
-        .map_err(|e| e.to_string())
+    let parsed: Result<Value, String> = folder
+        .read_text(Path::new(EVAL_RESULTS), INDEX_CAP)
+        .map_err(|why| format!("not read: it {why}"))
         .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON ({e})")));
     let problems = match parsed {
         Ok(Value::Object(m)) => m,

@@ -4,14 +4,19 @@
 //! `docs/assets/problems/lL_pP.py` (the set's reference). An entry's sample is its index in
 //! its problem's list; published entries passed KernelBench's check, so each is claimed
 //! correct, with `torch_speedup` against eager PyTorch.
+//!
+//! Every file is read through [`UntrustedDir`] over the assets folder: a `file` with `..` or
+//! an absolute path, a link out of the folder, a FIFO, an oversized or non-UTF-8 file is an
+//! error naming its entry, and the entry is kept as a `no_kernel` one (its claims visible).
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use kbench_record::claims::Claim;
 use serde_json::Value;
 
 use super::{Entry, Parsed};
+use crate::agents::untrusted_file::{Refusal, UntrustedDir, INDEX_CAP, KERNEL_CAP};
 
 /// The assets folder: SRC itself or SRC/docs/assets.
 fn assets_of(src: &Path) -> Result<PathBuf> {
@@ -37,8 +42,11 @@ fn parse_key(key: &str) -> Option<(u8, u32)> {
 pub fn read(src: &Path) -> Result<Parsed> {
     let assets = assets_of(src)?;
     let data_path = assets.join("data.json");
-    let text = std::fs::read_to_string(&data_path)
-        .with_context(|| format!("cannot read {}", data_path.display()))?;
+    let folder = UntrustedDir::new(&assets, &[])
+        .with_context(|| format!("cannot read {}", assets.display()))?;
+    let text = folder
+        .read_text(Path::new("data.json"), INDEX_CAP)
+        .map_err(|why| anyhow!("cannot read {}: it {why}", data_path.display()))?;
     let data: Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", data_path.display()))?;
     let Value::Object(map) = data else {
@@ -63,16 +71,24 @@ pub fn read(src: &Path) -> Result<Parsed> {
             empty += 1;
             continue;
         }
-        let ref_path = assets
-            .join("problems")
-            .join(format!("l{level}_p{problem}.py"));
-        let reference = std::fs::read_to_string(&ref_path).ok();
-        if reference.is_none() {
-            out.error(
-                at.clone(),
-                format!("no problem file problems/l{level}_p{problem}.py: its kernels are imported without the set's reference"),
-            );
-        }
+        let ref_rel = format!("problems/l{level}_p{problem}.py");
+        let reference = match folder.read_text(Path::new(&ref_rel), KERNEL_CAP) {
+            Ok(r) => Some(r),
+            Err(why) if why.is_missing() => {
+                out.error(
+                    at.clone(),
+                    format!("no problem file {ref_rel}: its kernels are imported without the set's reference"),
+                );
+                None
+            }
+            Err(why) => {
+                out.error(
+                    at.clone(),
+                    format!("problem file {ref_rel} not read: it {why}; its kernels are imported without the set's reference"),
+                );
+                None
+            }
+        };
         for (i, item) in items.iter().enumerate() {
             let at = format!("{at} [{i}]");
             let file = match item.get("file").and_then(Value::as_str) {
@@ -100,8 +116,20 @@ pub fn read(src: &Path) -> Result<Parsed> {
                     continue;
                 }
             };
-            let kernel_rel = format!("solutions/{file}.py");
-            let kernel = std::fs::read_to_string(assets.join(&kernel_rel)).ok();
+            // Joined as paths: an absolute `file` stays absolute, and is refused as such.
+            let kernel_path = Path::new("solutions").join(format!("{file}.py"));
+            let kernel_rel = kernel_path.display().to_string();
+            let (kernel, missing) = match folder.read_text(&kernel_path, KERNEL_CAP) {
+                Ok(k) => (Some(k), None),
+                Err(why) if why.is_missing() => {
+                    (None, Some(format!("{kernel_rel} is not in the set")))
+                }
+                Err(why) => {
+                    let why = not_imported(&kernel_rel, &why);
+                    out.error(at.clone(), why.clone());
+                    (None, Some(why))
+                }
+            };
             out.entries.push(Entry {
                 at,
                 level,
@@ -111,9 +139,7 @@ pub fn read(src: &Path) -> Result<Parsed> {
                     .get("display_name")
                     .and_then(Value::as_str)
                     .map(str::to_string),
-                missing: kernel
-                    .is_none()
-                    .then(|| format!("{kernel_rel} is not in the set (or not readable text)")),
+                missing,
                 kernel,
                 claims,
                 claimed_correct: Some(true),
@@ -131,6 +157,11 @@ pub fn read(src: &Path) -> Result<Parsed> {
         ));
     }
     Ok(out)
+}
+
+/// Why a kernel file of the set was refused, for its entry.
+fn not_imported(rel: &str, why: &Refusal) -> String {
+    format!("kernel file {rel} not imported: it {why}")
 }
 
 #[cfg(test)]

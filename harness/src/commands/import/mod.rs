@@ -4,14 +4,18 @@
 //! (`kbench_record::claims`: what the set says of each kernel).
 //!
 //! One file per source layout reads it into [`Entry`]s (`kernelbench_runs`, `jsonl`,
-//! `leaderboard`); `write` turns entries into files. A bad entry costs itself only: it is
-//! an `errors` entry of the claims file naming its line, key or file. Empty and placeholder
-//! kernels get no file and a `no_kernel` reason. The command fails only when SRC cannot be
-//! read or nothing in it could be imported.
+//! `leaderboard`), every file of the set through `agents::untrusted_file` (no link out of
+//! the set's folder, no `..`, sizes capped); `write` turns entries into files and
+//! `out_folder` checks --out first (an import removes only what an earlier import wrote). A
+//! bad entry costs itself only: it is an `errors` entry of the claims file naming its line,
+//! key or file. Empty and placeholder kernels get no file and a `no_kernel` reason. The
+//! command fails only when SRC cannot be read, nothing in it could be imported, or --out
+//! holds something of the user's where the import would write.
 
 mod jsonl;
 mod kernelbench_runs;
 mod leaderboard;
+mod out_folder;
 mod write;
 
 use std::path::Path;
@@ -102,15 +106,24 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
             ModelModeArg::Eval => "eval".into(),
         }),
     };
-    let removed = write::prepare_out(&a.out, a.force)?;
-    let done = write::write(&a.out, set, parsed)?;
-    let claims = &done.claims;
+    let planned = write::plan(set, parsed);
+    let prepared = out_folder::prepare_out(&a.out, a.force, &planned.paths())?;
+    write::commit(&a.out, &planned)?;
+    let claims = &planned.claims;
     let kernels = claims.kernels.iter().filter(|k| k.kernel.is_some()).count();
     let no_kernel = claims.kernels.len() - kernels;
-    if removed > 0 {
+    if prepared.removed_kernels > 0 {
         println!(
-            "replaced {removed} kernel file(s) of the earlier import in {}",
+            "replaced {} kernel file(s) of the earlier import in {}",
+            prepared.removed_kernels,
             a.out.display()
+        );
+    }
+    if !prepared.kept_changed.is_empty() {
+        println!(
+            "note: kept {} file(s) of the earlier import that changed since it wrote them: {}",
+            prepared.kept_changed.len(),
+            prepared.kept_changed.join(", ")
         );
     }
     for e in claims.errors.iter().take(20) {
@@ -122,7 +135,7 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
             claims.errors.len() - 20
         );
     }
-    for n in &done.notes {
+    for n in &planned.notes {
         println!("note: {n}");
     }
     println!(
@@ -131,7 +144,7 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
         claims.set.format,
         claims.errors.len(),
         a.out.display(),
-        a.out.join(write::CLAIMS).display()
+        a.out.join(out_folder::CLAIMS).display()
     );
     if claims.kernels.is_empty() {
         eprintln!(
@@ -144,11 +157,13 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
         "evaluate it: kbench run --kernelbench KernelBench --agent replay --replay-dir {} --out RUN_DIR",
         a.out.display()
     );
-    let problems = a.out.join("problems");
-    if problems.is_dir() {
+    let levels = planned.problem_levels();
+    if !levels.is_empty() {
+        let levels: Vec<String> = levels.iter().map(u8::to_string).collect();
         println!(
-            "or on the problems the set was written for (its own references): kbench run --kernelbench {} --agent replay --replay-dir {} --out RUN_DIR",
-            problems.display(),
+            "or on the problems the set was written for (its own references): kbench run --kernelbench {} --levels {} --agent replay --replay-dir {} --out RUN_DIR",
+            a.out.join(out_folder::PROBLEMS).display(),
+            levels.join(","),
             a.out.display()
         );
     }

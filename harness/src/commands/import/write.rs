@@ -1,80 +1,56 @@
-//! The import's output: samples numbered, kernels written in the replay layout, the set's
-//! reference code under `refs/`, empty and placeholder kernels kept as `no_kernel` entries
-//! (no file), and `claims.json`. Also what --out may hold before an import.
+//! The import's output: samples numbered, kernels in the replay layout, the set's reference
+//! code under `refs/` and again under `problems/`, empty and placeholder kernels kept as
+//! `no_kernel` entries (no file), and `claims.json`. [`plan`] decides every file without
+//! touching the disk, so that `out_folder` can check --out before anything is written;
+//! [`commit`] writes them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use kbench_record::claims::{
     ClaimSet, ClaimedKernel, ClaimsFile, ImportError, CLAIMS_SCHEMA_VERSION,
 };
 
+use super::out_folder::{write_new, WrittenFile, CLAIMS, MANIFEST, PROBLEMS, REFS};
 use super::Parsed;
-use crate::runlog::write_atomic;
 
-/// The claims file's name in --out.
-pub const CLAIMS: &str = "claims.json";
-const REFS: &str = "refs";
-/// The set's references again in KernelBench's layout (`level<L>/<P>_<name>.py`), so
-/// `kbench run --kernelbench DIR/problems` evaluates the kernels on the problems they were
-/// written for.
-const PROBLEMS: &str = "problems";
-
-/// What was written.
-pub struct Written {
+/// What an import will write.
+pub struct Planned {
     pub claims: ClaimsFile,
+    /// Every file but the claims file and the manifest: (path relative to --out, bytes).
+    pub files: Vec<(String, Vec<u8>)>,
     /// Things worth saying that are not errors (a problem shipped with two references).
     pub notes: Vec<String>,
 }
 
-/// A replay kernel file's name: `level_<L>_problem_<P>_sample_<S>_kernel.py`.
-fn is_replay_file(name: &str) -> bool {
-    name.starts_with("level_")
-        && name.ends_with("_kernel.py")
-        && name.contains("_problem_")
-        && name.contains("_sample_")
-}
+impl Planned {
+    /// Every path the import writes, relative to --out, the claims file and manifest too.
+    pub fn paths(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.files.iter().map(|(p, _)| p.clone()).collect();
+        v.push(CLAIMS.into());
+        v.push(MANIFEST.into());
+        v
+    }
 
-/// Makes --out ready: new, empty, or an earlier import (whose kernels, refs and claims are
-/// removed); anything else only with `force`. Returns the kernel files removed.
-pub fn prepare_out(out: &Path, force: bool) -> Result<usize> {
-    if !out.exists() {
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        return Ok(0);
+    /// The levels whose references are written under `problems/`.
+    pub fn problem_levels(&self) -> Vec<u8> {
+        let mut levels: Vec<u8> = self
+            .files
+            .iter()
+            .filter_map(|(p, _)| {
+                p.strip_prefix(PROBLEMS)?
+                    .strip_prefix("/level")?
+                    .split('/')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        levels.sort_unstable();
+        levels.dedup();
+        levels
     }
-    if !out.is_dir() {
-        bail!("--out {} is a file, not a folder", out.display());
-    }
-    let entries: Vec<_> = std::fs::read_dir(out)
-        .with_context(|| format!("reading {}", out.display()))?
-        .filter_map(|e| e.ok())
-        .collect();
-    if entries.is_empty() {
-        return Ok(0);
-    }
-    let earlier = ClaimsFile::read(&out.join(CLAIMS)).is_ok();
-    if !earlier && !force {
-        bail!(
-            "--out {} is not empty and is not an earlier `kbench import` (it has no readable {CLAIMS}): choose a new or empty folder, or pass --force to import into it (its level_*_problem_*_sample_*_kernel.py files, {REFS}/ and {PROBLEMS}/ are replaced)",
-            out.display()
-        );
-    }
-    let mut removed = 0;
-    for e in entries {
-        let name = e.file_name().to_string_lossy().to_string();
-        let path = e.path();
-        if is_replay_file(&name) && path.is_file() {
-            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-            removed += 1;
-        } else if (name == REFS || name == PROBLEMS) && path.is_dir() {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("removing {}", path.display()))?;
-        } else if name == CLAIMS {
-            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-        }
-    }
-    Ok(removed)
 }
 
 /// Why `source` is no kernel: empty, no `ModelNew`, or a body of only `pass`, `...`,
@@ -137,9 +113,9 @@ pub fn placeholder(source: &str) -> Option<String> {
     }
 }
 
-/// Numbers the entries' samples, writes their kernels and references into `out` and the
-/// claims file; `out` must have been made ready by [`prepare_out`].
-pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
+/// Numbers the entries' samples and decides their kernel and reference files and the
+/// claims file; nothing is written.
+pub fn plan(set: ClaimSet, parsed: Parsed) -> Planned {
     let Parsed {
         entries,
         mut errors,
@@ -183,11 +159,7 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
             }
         }
     }
-    let refs_dir = out.join(REFS);
-    if !refs.is_empty() {
-        std::fs::create_dir_all(&refs_dir)
-            .with_context(|| format!("creating {}", refs_dir.display()))?;
-    }
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut shared_ref: HashMap<(u8, u32), String> = HashMap::new();
     let names: HashMap<(u8, u32), &str> = numbered
         .iter()
@@ -196,13 +168,14 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
     for ((level, problem), list) in &refs {
         if let [only] = list.as_slice() {
             let rel = format!("{REFS}/level_{level}_problem_{problem}.py");
-            write_atomic(&out.join(&rel), only.as_bytes())?;
+            files.push((rel.clone(), only.as_bytes().to_vec()));
             shared_ref.insert((*level, *problem), rel);
             let name =
                 crate::runlog::sanitize(names.get(&(*level, *problem)).unwrap_or(&"problem"));
-            let dir = out.join(PROBLEMS).join(format!("level{level}"));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            write_atomic(&dir.join(format!("{problem}_{name}.py")), only.as_bytes())?;
+            files.push((
+                format!("{PROBLEMS}/level{level}/{problem}_{name}.py"),
+                only.as_bytes().to_vec(),
+            ));
         } else {
             notes.push(format!(
                 "level {level} problem {problem}: the set ships {} different reference codes; each sample's is kept in {REFS}/level_{level}_problem_{problem}_sample_<S>.py",
@@ -219,7 +192,7 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
             None => match e.reference.as_deref().filter(|r| !r.trim().is_empty()) {
                 Some(r) => {
                     let rel = format!("{REFS}/level_{level}_problem_{problem}_sample_{sample}.py");
-                    write_atomic(&out.join(&rel), r.as_bytes())?;
+                    files.push((rel.clone(), r.as_bytes().to_vec()));
                     Some(rel)
                 }
                 None => None,
@@ -236,7 +209,7 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
         let kernel = match (&no_kernel, &e.kernel) {
             (None, Some(src)) => {
                 let file = format!("{name}.py");
-                write_atomic(&out.join(&file), src.as_bytes())?;
+                files.push((file.clone(), src.as_bytes().to_vec()));
                 Some(file)
             }
             _ => None,
@@ -261,11 +234,28 @@ pub fn write(out: &Path, set: ClaimSet, parsed: Parsed) -> Result<Written> {
         kernels,
         errors,
     };
-    write_atomic(
-        &out.join(CLAIMS),
-        serde_json::to_string_pretty(&claims)?.as_bytes(),
-    )?;
-    Ok(Written { claims, notes })
+    Planned {
+        claims,
+        files,
+        notes,
+    }
+}
+
+/// Writes what [`plan`] decided into `out` (made ready by `out_folder::prepare_out`), the
+/// claims file and then the manifest of every file written last.
+pub fn commit(out: &Path, planned: &Planned) -> Result<()> {
+    let claims = serde_json::to_string_pretty(&planned.claims)?;
+    let mut written = Vec::with_capacity(planned.files.len() + 1);
+    for (rel, bytes) in planned
+        .files
+        .iter()
+        .map(|(r, b)| (r.as_str(), b.as_slice()))
+        .chain([(CLAIMS, claims.as_bytes())])
+    {
+        write_new(&out.join(rel), bytes)?;
+        written.push(WrittenFile::of(rel, bytes));
+    }
+    super::out_folder::write_manifest(out, written)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::http::Http;
 use super::model::{LlmFile, ModelConfig};
 use super::reply::{parse_reply, ChatReply, LlmError, Usage};
+use crate::agents::untrusted_file::{UntrustedDir, INDEX_CAP};
 
 /// Totals over calls.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -265,8 +266,13 @@ impl Llm {
                 d.display()
             )));
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| LlmError::Replay(format!("reading {}: {e}", path.display())))?;
+        // A recorded run may be a published one: its calls are read as a set's files are
+        // (no link out of its llm/ folder, no FIFO, size capped).
+        let rel = path.strip_prefix(dir).unwrap_or(&path);
+        let text = UntrustedDir::new(dir, &[])
+            .map_err(|e| LlmError::Replay(format!("reading {}: {e}", dir.display())))?
+            .read_text(rel, INDEX_CAP)
+            .map_err(|why| LlmError::Replay(format!("{} not read: it {why}", path.display())))?;
         serde_json::from_str(&text).map_err(|e| {
             LlmError::Replay(format!("{} is not a recorded call: {e}", path.display()))
         })
