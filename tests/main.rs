@@ -20,6 +20,8 @@ mod agents_kevin;
 mod agents_selection;
 mod audit;
 mod baselines;
+// Every worker ends with kbench, is capped in memory, and as root runs sandboxed as nobody.
+mod bounded_workers;
 // The GPU benchmark scripts' sequencing, with stand-ins for kbench and nvidia-smi.
 mod bench_scripts;
 mod cli;

@@ -428,6 +428,15 @@ pub struct EvalArgs {
     /// sandbox can be made is refused.
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Each worker's memory cap (reference, candidates, build jobs): a size such as 8GiB,
+    /// `none`, or `auto`: three quarters of the host's memory (or of kbench's cgroup limit)
+    /// shared among the workers alive at once, at least 2 GiB. A cgroup's memory.max where
+    /// the host allows it (then all workers together are capped at three quarters too), else
+    /// on the CPU each worker's address-space limit beyond what torch maps, else (a GPU
+    /// without a cgroup memory controller) no cap. A candidate over its cap is
+    /// `memory_cap`; a reference over it is the problem's `reference_error`.
+    #[arg(long, value_name = "SIZE", default_value = "auto")]
+    pub memory_cap: String,
     /// Seconds allowed for starting a worker (python and torch import).
     #[arg(long, default_value_t = 120.0)]
     pub timeout_start: f64,

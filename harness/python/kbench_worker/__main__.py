@@ -25,7 +25,14 @@ from .protocol import (
     _error_header,
     _format_tb,
 )
-from .startup import _lower_priority, _put_interpreter_bin_on_path, _take_protocol_fds
+from .startup import (
+    _cap_address_space,
+    _die_with_harness,
+    _drop_privileges,
+    _lower_priority,
+    _put_interpreter_bin_on_path,
+    _take_protocol_fds,
+)
 
 
 def main(argv):
@@ -33,6 +40,13 @@ def main(argv):
         return profile_main(argv[2])
     proto_in, proto_out = _take_protocol_fds()
     channel = Channel(proto_in, proto_out)
+    # Before anything else runs: the uid the harness asked for (which clears a parent-death
+    # signal), then the parent-death signal (the worker ends with the harness).
+    dropped = _drop_privileges()
+    if dropped is not None:
+        channel.write_frame(_error_header("environment", "start", dropped))
+        return EXIT_ENVIRONMENT
+    _die_with_harness(proto_in)
     role = argv[1] if len(argv) == 2 else None
     if role not in ("reference", "candidate"):
         channel.write_frame(_error_header("protocol", "start", "usage: worker.py reference|candidate"))
@@ -61,6 +75,12 @@ def main(argv):
     from .server import Worker
     from .tensors import _init_dtype_tables
 
+    # Before any problem or candidate code: the memory cap, where no cgroup sets it.
+    try:
+        rlimit_as = _cap_address_space()
+    except (OSError, ValueError) as exc:
+        channel.write_frame(_error_header("environment", "start", f"could not cap the worker's memory: {exc}"))
+        return EXIT_ENVIRONMENT
     _cache_own_source()
     _init_dtype_tables()
     # Before any problem or candidate code: what the timing code calls, and what is watched.
@@ -100,6 +120,8 @@ def main(argv):
             "protocol": PROTOCOL_VERSION,
             "role": role,
             "pid": os.getpid(),
+            "uid": os.getuid(),
+            "rlimit_as": rlimit_as,
             "python": platform.python_version(),
             "python_executable": sys.executable,
             "torch": torch.__version__,

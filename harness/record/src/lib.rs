@@ -14,12 +14,12 @@ mod record;
 mod tensor;
 
 pub use case::{CaseFamily, CaseRef};
-pub use outcome::{Outcome, Phase};
+pub use outcome::{human_bytes, Outcome, Phase};
 pub use record::{
-    eval_key, AgentCost, ArtefactCount, BaselineRatio, CandidateRef, CaseResult, CaseTimes, Device,
-    Environment, EvalRecord, FlushCount, HarnessClock, IntegrityReport, KernelProfile, ModelMode,
-    PhaseTimes, Precision, ProblemRef, Selection, SelectionRole, TimingStats, TimingSummary,
-    ToleranceProfile,
+    eval_key, AgentCost, ArtefactCount, BaselineRatio, Bounds, CandidateRef, CaseResult, CaseTimes,
+    Device, Environment, EvalRecord, FlushCount, HarnessClock, IntegrityReport, KernelProfile,
+    ModelMode, PhaseTimes, Precision, ProblemRef, Selection, SelectionRole, TimingStats,
+    TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -45,6 +45,15 @@ pub enum Outcome {
         signal: Option<i32>,
         exit_code: Option<i32>,
     },
+    /// The candidate's worker went past its memory cap (`--memory-cap`): killed by its
+    /// cgroup's `memory.max`, or an allocation refused under its address-space limit.
+    /// `limit_bytes` is the cap it met (each worker's, or all workers' together); `message`
+    /// says how it was told.
+    MemoryCap {
+        phase: Phase,
+        limit_bytes: u64,
+        message: String,
+    },
     WrongShape {
         case: CaseRef,
         output: u32,
@@ -109,6 +118,10 @@ impl Outcome {
                     phase: Phase::Load | Phase::Start,
                     ..
                 }
+                | Outcome::MemoryCap {
+                    phase: Phase::Load | Phase::Start,
+                    ..
+                }
         )
     }
 
@@ -120,6 +133,7 @@ impl Outcome {
             Outcome::RuntimeError { .. } => "runtime_error",
             Outcome::Timeout { .. } => "timeout",
             Outcome::Crashed { .. } => "crashed",
+            Outcome::MemoryCap { .. } => "memory_cap",
             Outcome::WrongShape { .. } => "wrong_shape",
             Outcome::WrongDtype { .. } => "wrong_dtype",
             Outcome::Mismatch { .. } => "mismatch",
@@ -158,6 +172,9 @@ impl std::fmt::Display for Outcome {
                 (None, Some(c)) => write!(f, "crashed ({phase}, exited early with code {c})"),
                 (None, None) => write!(f, "crashed ({phase})"),
             },
+            Outcome::MemoryCap {
+                phase, limit_bytes, ..
+            } => write!(f, "memory_cap ({phase}, {})", human_bytes(*limit_bytes)),
             Outcome::WrongShape {
                 case,
                 output,
@@ -195,6 +212,22 @@ impl std::fmt::Display for Outcome {
     }
 }
 
+/// Bytes in binary units, one decimal: `2.0 GiB`, `512.0 MiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
 fn first_line(s: &str) -> &str {
     s.lines()
         .rev()
@@ -226,6 +259,34 @@ mod tests {
             message: "x".into()
         }
         .compiled());
+    }
+
+    #[test]
+    fn a_worker_past_its_memory_cap_is_tagged_and_never_correct() {
+        let o = Outcome::MemoryCap {
+            phase: Phase::Run,
+            limit_bytes: 2 << 30,
+            message: "killed at its cgroup's memory.max".into(),
+        };
+        let s = serde_json::to_string(&o).unwrap();
+        assert_eq!(
+            s,
+            r#"{"kind":"memory_cap","phase":"run","limit_bytes":2147483648,"message":"killed at its cgroup's memory.max"}"#
+        );
+        assert_eq!(serde_json::from_str::<Outcome>(&s).unwrap(), o);
+        assert_eq!(o.to_string(), "memory_cap (run, 2.0 GiB)");
+        assert_eq!(
+            (o.kind(), o.is_ok(), o.compiled(), o.unjudged()),
+            ("memory_cap", false, true, false)
+        );
+        let at_load = Outcome::MemoryCap {
+            phase: Phase::Load,
+            limit_bytes: 1,
+            message: String::new(),
+        };
+        assert!(!at_load.compiled());
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
     }
 
     #[test]

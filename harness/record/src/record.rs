@@ -382,6 +382,29 @@ pub struct Environment {
     /// contained candidates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<String>,
+    /// What bounded the workers: their memory cap and the uid sandboxed candidates ran as.
+    /// Absent in records written before kbench bounded its workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<Bounds>,
+}
+
+/// The bounds every worker of a run got (`--memory-cap`, `KBENCH_CANDIDATE_UID`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Bounds {
+    /// Each worker's memory cap, bytes; absent: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_cap_bytes: Option<u64>,
+    /// How the cap is enforced: `cgroup` (its group's `memory.max`), `rlimit` (the worker's
+    /// own address-space limit, set before any problem or candidate code runs) or `none`
+    /// (and why, e.g. `none: a GPU run without a cgroup memory controller`).
+    pub memory_cap_by: String,
+    /// The cap on all workers together (the cgroup folder of the run's workers), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_workers_cap_bytes: Option<u64>,
+    /// The unprivileged uid sandboxed candidates and build jobs ran as; absent: the user who
+    /// ran kbench (only root can change it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_uid: Option<u32>,
 }
 
 /// Seconds per phase of one evaluation, as the harness measured them.

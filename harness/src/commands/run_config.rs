@@ -60,6 +60,7 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
         require_custom_kernels: a.require_custom_kernels,
         no_l2_flush: a.no_l2_flush,
         no_sandbox: a.no_sandbox,
+        memory_cap: a.memory_cap.clone(),
         timeout_start: a.timeout_start,
         timeout_load: a.timeout_load,
         timeout_run: a.timeout_run,

@@ -110,15 +110,19 @@ pub fn host_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The memory kbench may use on this host: the smaller of its physical memory and its
+/// cgroup's limit (a Slurm job's `--mem`); `None` when neither is known.
+pub fn host_memory_bytes() -> Option<u64> {
+    match (mem_total_bytes(), cgroup_limit_bytes()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// [`default_build_jobs`] of this host: its cores, and the smaller of its memory and its
 /// cgroup's limit.
 pub fn host_build_jobs() -> usize {
-    let cores = host_cores();
-    let mem = match (mem_total_bytes(), cgroup_limit_bytes()) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    default_build_jobs(cores, mem)
+    default_build_jobs(host_cores(), host_memory_bytes())
 }
 
 /// torch's CPU threads in each worker of a GPU run, when `OMP_NUM_THREADS` is not exported:

@@ -171,6 +171,11 @@ pub struct RunConfig {
     pub require_custom_kernels: bool,
     /// Candidates run uncontained (`--no-sandbox`).
     pub no_sandbox: bool,
+    /// `--memory-cap`: each worker's memory cap as asked (`worker::bounds`).
+    pub memory_cap: crate::worker::bounds::MemoryCapChoice,
+    /// The unprivileged uid sandboxed candidates run as (`KBENCH_CANDIDATE_UID`; only when
+    /// kbench runs as root).
+    pub candidate_uid: Option<u32>,
     /// `--stop-starting-after` (its seconds) and the instant it comes, counted from when the
     /// command's configuration was made: one deadline for every run of the command
     /// (`baselines measure` runs up to three passes).
@@ -231,6 +236,8 @@ pub struct EvalSpec {
     pub require_custom_kernels: bool,
     pub no_l2_flush: bool,
     pub no_sandbox: bool,
+    /// `--memory-cap`: `auto`, `none` or a size.
+    pub memory_cap: String,
     /// Seconds.
     pub timeout_start: f64,
     /// `None`: [`DEFAULT_LOAD_S`] for kernels, [`DEFAULT_COMPILE_LOAD_S`] for baseline modes.
@@ -312,6 +319,15 @@ impl RunConfig {
                 .as_deref(),
         )
         .map_err(anyhow::Error::msg)?;
+        let memory_cap =
+            crate::worker::bounds::parse_memory_cap(&a.memory_cap).map_err(anyhow::Error::msg)?;
+        let candidate_uid = crate::worker::bounds::candidate_uid(
+            std::env::var(crate::worker::bounds::CANDIDATE_UID_ENV)
+                .ok()
+                .as_deref(),
+            nix::unistd::geteuid().as_raw(),
+        )
+        .map_err(anyhow::Error::msg)?;
         let cache = python::cache_dir();
         let gpu_worker_threads = match device {
             Device::Cpu => None,
@@ -364,6 +380,8 @@ impl RunConfig {
             lookahead: None,
             require_custom_kernels: a.require_custom_kernels,
             no_sandbox: a.no_sandbox,
+            memory_cap,
+            candidate_uid,
             // A deadline too far off to represent is no deadline.
             stop_starting: a.stop_starting_after.and_then(|s| {
                 let after = Duration::try_from_secs_f64(s).ok()?;
@@ -395,6 +413,7 @@ pub(crate) mod tests {
             require_custom_kernels: false,
             no_l2_flush: false,
             no_sandbox: false,
+            memory_cap: "auto".into(),
             timeout_start: 120.0,
             timeout_load,
             timeout_run: 120.0,

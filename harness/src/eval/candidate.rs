@@ -32,6 +32,7 @@ use crate::judge::{integrity, mode, Tolerance};
 use crate::measure::device_case::{send_device_case, DeviceCaseError};
 use crate::measure::exchange::CaseLayout;
 use crate::measure::mode_check::eval_mode_case;
+use crate::measure::ref_failure::met_memory_cap;
 use crate::measure::reference::{CaseData, RefCase, RefFailure, ReferenceSession};
 use crate::measure::{Ctx, Station};
 use crate::runlog::{now_unix, RunDir};
@@ -162,6 +163,7 @@ pub(crate) fn evaluate_candidate(
         Ok((mut worker, load_ahead)) => {
             let ended = ev.drive(&mut worker, load_ahead);
             log_tail = worker.log_tail();
+            let ended = past_memory_cap(ended, &worker, &log_tail);
             if ended.is_ok() {
                 worker.shutdown();
             }
@@ -190,6 +192,37 @@ pub(crate) fn evaluate_candidate(
         env,
         log_tail,
     )))
+}
+
+/// A candidate's failure that its worker's memory cap explains (its group's memory events
+/// say the kernel killed it at its cap, or an allocation was refused at its address-space
+/// limit) becomes [`Outcome::MemoryCap`]: its own outcome, never correct.
+fn past_memory_cap(
+    ended: Step<Option<Outcome>>,
+    worker: &Worker,
+    log_tail: &str,
+) -> Step<Option<Outcome>> {
+    let failure = match &ended {
+        Ok(Some(o)) | Err(Stop::Verdict(o)) => o,
+        _ => return ended,
+    };
+    let (phase, said) = match failure {
+        Outcome::Crashed { phase, .. } | Outcome::Timeout { phase, .. } => (*phase, ""),
+        Outcome::RuntimeError { phase, message } => (*phase, message.as_str()),
+        Outcome::CompileError { message } => (Phase::Load, message.as_str()),
+        _ => return ended,
+    };
+    match worker.memory_cap_met(&format!("{said}\n{log_tail}")) {
+        Some(cap) => Err(Stop::Verdict(Outcome::MemoryCap {
+            phase,
+            limit_bytes: cap.limit_bytes,
+            message: format!(
+                "the candidate's worker {}",
+                cap.text(&format!(" in its {phase} phase"))
+            ),
+        })),
+        None => ended,
+    }
 }
 
 impl Evaluation<'_, '_> {
@@ -399,6 +432,11 @@ impl Evaluation<'_, '_> {
         }
         let rc = match made {
             Ok(rc) => rc,
+            // Past the memory cap the run gave it: the problem's error at this cap, named with
+            // the option that raises it, not a case the reference cannot take.
+            Err(RefFailure::Failed(message)) if met_memory_cap(&message) => {
+                return Err(Stop::Verdict(Outcome::ReferenceError { message }))
+            }
             Err(RefFailure::Failed(message)) if stress => {
                 // The reference itself fails on these inputs: nothing to judge against.
                 let first = message.lines().next().unwrap_or_default().to_string();

@@ -38,6 +38,13 @@ pub(crate) fn prepare_candidate(
     let source_path = run_dir.kernels_dir().join(format!("{key}.py"));
     std::fs::write(&source_path, &cand.source)
         .with_context(|| format!("saving candidate source {}", source_path.display()))?;
+    // Readable by the unprivileged uid a sandboxed candidate runs as, whatever the umask (the
+    // run folder around it stays hidden from the sandbox).
+    if c.candidate_uid.is_some() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&source_path, std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("making {} readable", source_path.display()))?;
+    }
     let build_dir = extension_build_dir(
         &c.cache,
         &cand.sha256,

@@ -132,7 +132,11 @@ fn bare_record(
 
 /// The environment every record of the run carries (its device name and GPU are filled per
 /// GPU).
-pub(crate) fn environment_base(info: &PythonInfo, containment: &Containment) -> Environment {
+pub(crate) fn environment_base(
+    info: &PythonInfo,
+    containment: &Containment,
+    bounds: kbench_record::Bounds,
+) -> Environment {
     Environment {
         kbench: env!("CARGO_PKG_VERSION").into(),
         python: info.python.clone(),
@@ -142,6 +146,7 @@ pub(crate) fn environment_base(info: &PythonInfo, containment: &Containment) -> 
         cuda: info.torch_cuda.clone(),
         hostname: hostname(),
         containment: Some(containment.name().to_string()),
+        bounds: Some(bounds),
     }
 }
 

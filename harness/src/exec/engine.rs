@@ -14,10 +14,12 @@ use crate::config::{AgentConfig, RunConfig};
 use crate::eval::prepare::Prepared;
 use crate::measure::{Ctx, Station};
 use crate::runlog::RunDir;
+use crate::worker::bounds::{MemoryCapChoice, MemoryPlan, WORKERS_PER_DEVICE};
 use crate::worker::build::{BuildJob, BuildPool};
+use crate::worker::cgroup::CgroupTree;
 use crate::worker::python::{self, PythonInfo};
 use crate::worker::sandbox::{self, Containment, Jail, View};
-use crate::worker::{worker_env, Gates, Role, WorkerSpec, BUILD_NICENESS};
+use crate::worker::{worker_env, Gates, MemoryCap, Role, WorkerSpec, BUILD_NICENESS};
 
 /// What an evaluation sets up before anything runs.
 pub(crate) struct Engine {
@@ -31,6 +33,8 @@ pub(crate) struct Engine {
     pub jail: Jail,
     /// The workers' cgroups, or why there are none (workers are then frozen with signals).
     pub cgroups: Result<Arc<crate::worker::cgroup::CgroupTree>, String>,
+    /// Each worker's memory cap, and the cap on all of them together.
+    pub memory: MemoryPlan,
 }
 
 impl Engine {
@@ -48,14 +52,57 @@ impl Engine {
         check_cuda(config, &info)?;
         let worker_script = python::materialize_worker(&config.cache)?;
         let jail = jail_of(config, &info)?;
+        let cgroups =
+            crate::worker::cgroup::CgroupTree::open(config.memory_cap != MemoryCapChoice::Off);
+        let memory = memory_plan(config, &cgroups);
         Ok(Engine {
             info,
             worker_script,
             timing_cores,
             cuda_arch: cuda_arch_of(config),
             jail,
-            cgroups: crate::worker::cgroup::CgroupTree::open(),
+            cgroups,
+            memory,
         })
+    }
+
+    /// What records say bounded the workers.
+    pub fn bounds(&self) -> kbench_record::Bounds {
+        kbench_record::Bounds {
+            memory_cap_bytes: self.memory.each,
+            memory_cap_by: self.memory.method(),
+            all_workers_cap_bytes: self.memory.all,
+            candidate_uid: self.jail.candidate_uid,
+        }
+    }
+
+    /// One line on how the workers are bounded, for the start of a run.
+    pub fn bounds_line(&self) -> String {
+        let memory = match self.memory.each {
+            Some(b) => format!(
+                "each worker's memory capped at {} ({}{})",
+                kbench_record::human_bytes(b),
+                if self.memory.by_cgroup {
+                    "cgroup memory.max"
+                } else {
+                    "address-space limit beyond torch's own mappings"
+                },
+                self.memory.all.map_or(String::new(), |a| format!(
+                    ", all workers together at {}",
+                    kbench_record::human_bytes(a)
+                ))
+            ),
+            None => format!(
+                "NO memory cap on the workers ({})",
+                self.memory.none_why.as_deref().unwrap_or("")
+            ),
+        };
+        let uid = match (&self.jail.containment, self.jail.candidate_uid) {
+            (Containment::None, _) => String::new(),
+            (_, Some(uid)) => format!("; sandboxed candidates run as uid {uid}"),
+            (_, None) => "; sandboxed candidates run as the invoking user".into(),
+        };
+        format!("{memory}{uid}")
     }
 
     /// The context of the evaluations (no build pool yet).
@@ -71,7 +118,16 @@ impl Engine {
             gates: Gates::default(),
             jail: self.jail.clone(),
             cgroups: self.cgroups.as_ref().ok().cloned(),
+            memory: self.worker_memory(),
         }
+    }
+
+    /// The memory cap each worker gets.
+    fn worker_memory(&self) -> Option<MemoryCap> {
+        self.memory.each.map(|bytes| MemoryCap {
+            bytes,
+            rlimit_fallback: self.memory.rlimit_fallback,
+        })
     }
 
     /// Starts the build-ahead pool with `jobs` processes.
@@ -83,6 +139,7 @@ impl Engine {
             self.cuda_arch.clone(),
             stop,
             jobs,
+            (self.cgroups.as_ref().ok().cloned(), self.worker_memory()),
         )
     }
 
@@ -157,7 +214,8 @@ fn cuda_arch_of(config: &RunConfig) -> Option<String> {
     })
 }
 
-/// The pool that builds candidate extensions ahead on the CPU.
+/// The pool that builds candidate extensions ahead on the CPU, each build job in a cgroup of
+/// its own under `bounds`' tree with the workers' memory cap.
 fn start_build_pool(
     jail: &Jail,
     config: &RunConfig,
@@ -165,7 +223,9 @@ fn start_build_pool(
     arch: Option<String>,
     stop: &Arc<AtomicBool>,
     jobs: usize,
+    bounds: (Option<Arc<CgroupTree>>, Option<MemoryCap>),
 ) -> BuildPool {
+    let (cgroups, memory) = bounds;
     let python = config.python.python.clone();
     let script = worker_script.to_path_buf();
     let cache = config.cache.clone();
@@ -189,7 +249,8 @@ fn start_build_pool(
             interrupt: Some(Arc::clone(&interrupt)),
             gate: None,
             sandbox: None,
-            cgroups: None,
+            cgroups: cgroups.clone(),
+            memory,
         };
         // A build job imports the candidate's code: it is contained like the candidate.
         jail.apply(
@@ -265,6 +326,37 @@ fn start_sampler(config: &RunConfig, run_dir: &RunDir) -> Option<crate::gpu::nvm
         .flatten()
 }
 
+/// Each worker's memory cap and the cap on all of them (`--memory-cap`, see
+/// `worker::bounds`), with the cap on all of them set on the cgroup folder. The workers alive
+/// at once: four a device, and the build jobs where no cgroup caps them all together.
+fn memory_plan(config: &RunConfig, cgroups: &Result<Arc<CgroupTree>, String>) -> MemoryPlan {
+    let cgroup_memory = cgroups.as_ref().is_ok_and(|t| t.has_memory());
+    let no_memory_why = match cgroups {
+        Ok(t) => t.no_memory_why().unwrap_or_default().to_string(),
+        Err(why) => why.clone(),
+    };
+    let devices = config.gpus.len().max(1) as u64;
+    let builds = if cgroup_memory {
+        0
+    } else {
+        config.build_jobs as u64
+    };
+    let mut plan = MemoryPlan::decide(
+        config.memory_cap,
+        crate::config::resolve::host_memory_bytes(),
+        WORKERS_PER_DEVICE * devices + builds,
+        cgroup_memory,
+        &no_memory_why,
+        !config.gpus.is_empty(),
+    );
+    if let (Ok(tree), Some(all)) = (cgroups, plan.all) {
+        if tree.cap_all(all).is_err() {
+            plan.all = None;
+        }
+    }
+    plan
+}
+
 /// The sandbox of a run's untrusted workers. Without `--no-sandbox`, a run of untrusted
 /// kernels (replayed files, an agent's) on a host where bubblewrap cannot make a sandbox is
 /// refused; a run of trusted code only (the reference agent, baseline modes) goes on
@@ -302,13 +394,21 @@ fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
     read_only.push(abs(&pycache));
     let mut hidden = vec![abs(&config.out), abs(&config.cache)];
     hidden.extend(config.secret_from.as_deref().map(abs));
+    let base = View {
+        read_only,
+        hidden,
+        ..View::default()
+    };
+    // Checked now, once: a sandbox that cannot change uid, or a Python environment the uid
+    // cannot read, would fail every candidate alike.
+    if let Some(uid) = config.candidate_uid {
+        sandbox::check_uid(&bwrap, &base, &config.python.python, uid)
+            .map_err(anyhow::Error::msg)?;
+    }
     Ok(Jail {
         containment: Containment::Bubblewrap(bwrap),
-        base: View {
-            read_only,
-            hidden,
-            ..View::default()
-        },
+        base,
         cache: config.cache.clone(),
+        candidate_uid: config.candidate_uid,
     })
 }

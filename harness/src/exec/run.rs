@@ -17,6 +17,7 @@ use crate::eval::prepare::prepare_candidate;
 use crate::eval::record::{environment_base, unjudged_record};
 use crate::judge::Tolerance;
 use crate::plan::record_key;
+use crate::worker::bounds::MemoryCapChoice;
 
 /// What a `kbench run` produced.
 #[derive(Debug)]
@@ -107,6 +108,12 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         }),
     };
     let mut run_dir = super::run_dir::open(config)?;
+    // Said even with --quiet where the workers have no memory cap.
+    if engine.memory.each.is_none() && config.memory_cap != MemoryCapChoice::Off {
+        eprintln!("kbench: {}", engine.bounds_line());
+    } else {
+        say(&engine.bounds_line());
+    }
     // Said even with --quiet: a line skipped may be a forgery.
     for note in &run_dir.notes {
         eprintln!("kbench: {note}");
@@ -123,7 +130,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         ));
     }
     let progress = progress_bar(total as u64, config.quiet);
-    let env_base = environment_base(&engine.info, &engine.jail.containment);
+    let env_base = environment_base(&engine.info, &engine.jail.containment, engine.bounds());
     let added = Added(Mutex::new(Vec::new()));
     // Missing kernels and broken problem files: recorded now, no worker started.
     let tol = Tolerance {

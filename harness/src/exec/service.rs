@@ -327,7 +327,7 @@ fn serve(
     for note in &run_dir.notes {
         eprintln!("kbench: {note}");
     }
-    let env_base = environment_base(&engine.info, &engine.jail.containment);
+    let env_base = environment_base(&engine.info, &engine.jail.containment, engine.bounds());
     let mut ctx = engine.ctx(config, stop);
     if config.build_jobs > 0 {
         ctx.builds = Some(engine.build_pool(config, stop, config.build_jobs));

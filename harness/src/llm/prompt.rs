@@ -111,9 +111,10 @@ pub fn status_of(o: &Outcome) -> &'static str {
     match o {
         Outcome::Ok => "correct",
         Outcome::CompileError { .. } => "compilation error",
-        Outcome::RuntimeError { .. } | Outcome::Timeout { .. } | Outcome::Crashed { .. } => {
-            "runtime error"
-        }
+        Outcome::RuntimeError { .. }
+        | Outcome::Timeout { .. }
+        | Outcome::Crashed { .. }
+        | Outcome::MemoryCap { .. } => "runtime error",
         Outcome::ReferenceError { .. } => "reference error",
         _ => "incorrect",
     }

@@ -31,6 +31,8 @@ pub struct Ctx<'a> {
     /// Each worker's own cgroup (freezing it whole while the other side is timed); `None`
     /// where the host has no writable cgroup v2 folder: workers are frozen with signals.
     pub cgroups: Option<Arc<crate::worker::cgroup::CgroupTree>>,
+    /// Each worker's memory cap (`--memory-cap`); `None`: no cap.
+    pub memory: Option<crate::worker::MemoryCap>,
 }
 
 impl<'a> Ctx<'a> {
@@ -53,6 +55,7 @@ impl<'a> Ctx<'a> {
             gates: Gates::default(),
             jail: Jail::none(&config.cache),
             cgroups: None,
+            memory: None,
         }
     }
 }
@@ -90,6 +93,7 @@ impl Ctx<'_> {
             gate: Some(self.gates.of(device)),
             sandbox: None,
             cgroups: self.cgroups.clone(),
+            memory: self.memory,
         }
     }
 

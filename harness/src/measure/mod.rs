@@ -13,6 +13,7 @@ pub(crate) mod mode_check;
 mod probe;
 pub mod profile;
 pub(crate) mod ref_case;
+pub(crate) mod ref_failure;
 pub(crate) mod reference;
 mod station;
 

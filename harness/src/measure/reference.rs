@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
 pub use super::ref_case::{CaseData, DevTensorOwned, RefCase};
+use super::ref_failure::{cap_message, fault_message, WORKER_FAULT};
 use super::{Ctx, Station};
 use crate::gpu::devmem::{DevBuf, Gpu};
 use crate::runlog::sanitize;
@@ -145,12 +146,21 @@ impl ReferenceSession {
     /// Takes the worker's answer to `load` (sent here or ahead, see [`load_request`]).
     fn loaded(&mut self, ctx: &Ctx, reply: Result<Frame, WorkerFault>) -> Result<(), RefFailure> {
         let c = ctx.config;
-        let reply = reply.map_err(|f| self.fail("failed to load the problem", f))?;
+        let reply = reply.map_err(|f| self.fail("loading the problem", "--timeout-load", f))?;
         if reply.kind() != "loaded" {
+            let text = error_text(&reply);
+            if let Some(cap) = self.worker.memory_cap_met(&text) {
+                let doing = "loading the problem";
+                return Err(RefFailure::Failed(cap_message(
+                    &self.problem_file,
+                    doing,
+                    &cap,
+                    &text,
+                )));
+            }
             return Err(RefFailure::Failed(format!(
-                "problem {} could not be loaded: {}",
+                "problem {} could not be loaded: {text}",
                 self.problem_file,
-                error_text(&reply)
             )));
         }
         self.device_name = str_field(&reply.header, "device_name");
@@ -175,15 +185,20 @@ impl ReferenceSession {
         Ok(())
     }
 
-    fn fail(&self, what: &str, fault: WorkerFault) -> RefFailure {
+    /// The failure of the worker with `fault` while `doing`, under the limit `option` sets.
+    fn fail(&self, doing: &str, option: &str, fault: WorkerFault) -> RefFailure {
         if fault == WorkerFault::Interrupted {
             return RefFailure::Interrupted;
         }
-        RefFailure::Failed(format!(
-            "reference worker for {} ({}) {what}: {fault}\n{}",
-            self.problem_file,
-            self.problem_key,
-            self.worker.log_tail()
+        let tail = self.worker.log_tail();
+        let cap = self.worker.memory_cap_met(&tail);
+        RefFailure::Failed(fault_message(
+            &format!("{} ({})", self.problem_file, self.problem_key),
+            doing,
+            &fault,
+            option,
+            cap,
+            &tail,
         ))
     }
 
@@ -282,7 +297,7 @@ impl ReferenceSession {
         keep: bool,
     ) -> Result<Option<RefCase>, RefFailure> {
         match self.make(ctx, run_dir, t, keep) {
-            Err(RefFailure::Failed(msg)) if msg.starts_with("worker fault:") => {
+            Err(RefFailure::Failed(msg)) if msg.starts_with(WORKER_FAULT) => {
                 self.restart(ctx, exec, problem)?;
                 self.make(ctx, run_dir, t, keep)
             }
@@ -370,20 +385,22 @@ impl ReferenceSession {
         }
         let reply = match self.worker.request(Frame::new(request), c.timeouts.run) {
             Ok(r) => r,
-            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
-            Err(f) => {
-                return Err(RefFailure::Failed(format!(
-                    "worker fault: reference worker for {} failed on case {case}: {f}\n{}",
-                    self.problem_file,
-                    self.worker.log_tail()
-                )))
-            }
+            Err(f) => return Err(self.fail(&format!("making case {case}"), "--timeout-run", f)),
         };
         if reply.kind() != "case" {
+            let text = error_text(&reply);
+            if let Some(cap) = self.worker.memory_cap_met(&text) {
+                let doing = format!("making case {case}");
+                return Err(RefFailure::Failed(cap_message(
+                    &self.problem_file,
+                    &doing,
+                    &cap,
+                    &text,
+                )));
+            }
             return Err(RefFailure::Failed(format!(
-                "reference of {} failed on case {case}: {}",
+                "reference of {} failed on case {case}: {text}",
                 self.problem_file,
-                error_text(&reply)
             )));
         }
         self.worker_case = Some(t);
@@ -480,13 +497,7 @@ impl ReferenceSession {
             .request(Frame::new(cmd), ctx.config.timeouts.run)
         {
             Ok(r) => r,
-            Err(WorkerFault::Interrupted) => return Err(RefFailure::Interrupted),
-            Err(f) => {
-                return Err(RefFailure::Failed(format!(
-                    "worker fault: reference worker for {} failed exporting a case: {f}",
-                    self.problem_file
-                )))
-            }
+            Err(f) => return Err(self.fail("exporting a case", "--timeout-run", f)),
         };
         if reply.kind() != "exported" {
             return Err(RefFailure::Failed(format!(
@@ -712,6 +723,14 @@ fn start_reference(
     match started {
         Ok(w) => Ok(w),
         Err(WorkerFault::Interrupted) => Err(RefFailure::Interrupted),
+        Err(f @ WorkerFault::Timeout { .. }) => Err(RefFailure::Failed(fault_message(
+            &format!("{} ({})", problem.file, problem.to_ref().key()),
+            "starting (python and torch's import)",
+            &f,
+            "--timeout-start",
+            None,
+            "",
+        ))),
         Err(f) => Err(RefFailure::Failed(format!(
             "reference worker for {} ({}) did not start: {f}",
             problem.file,

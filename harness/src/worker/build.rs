@@ -368,6 +368,7 @@ mod tests {
             gate: None,
             sandbox: None,
             cgroups: None,
+            memory: None,
         }
     }
 

@@ -3,11 +3,16 @@
 //! harness freezes a group while the other side of a timing is measured (a candidate cannot
 //! run, or slow the reference, while the reference is timed) and kills a group whole.
 //!
-//! The groups live under one folder of this kbench process, `kbench-<pid>`, made beside the
+//! The groups live under one folder of this kbench process, `kbench-<pid>`, made inside the
 //! process's own group (or at the hierarchy's root when the own group refuses children).
-//! Folders of kbench processes that no longer exist are removed when the next one opens.
-//! Where no writable cgroup v2 hierarchy exists (a user without delegation), [`CgroupTree::open`]
-//! says why and workers are frozen with signals instead (`super::freeze`).
+//! When a memory cap is wanted the folder goes to the nearest group up from there whose
+//! children can have the memory controller (`memory.max`): a group with processes of its own
+//! cannot hand controllers down (cgroup v2's "no internal processes" rule), the hierarchy's
+//! root always can. Folders of kbench processes that no longer exist are removed when the next
+//! one opens, and a watchdog process kills everything left in this process's folder as soon as
+//! kbench ends, however it ends (see [`CgroupTree::open`]). Where no writable cgroup v2
+//! hierarchy exists (a user without delegation), [`CgroupTree::open`] says why and workers
+//! are frozen with signals instead (`super::freeze`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,44 +25,94 @@ use std::time::{Duration, Instant};
 pub struct CgroupTree {
     dir: PathBuf,
     next: AtomicU64,
+    /// Whether the folder hands the memory controller to its groups (`memory.max` works).
+    memory: bool,
+    /// The cap on all groups together, once set ([`Self::cap_all`]).
+    all_cap: std::sync::OnceLock<u64>,
+    /// Why the folder has no memory controller (when one was wanted).
+    no_memory_why: Option<String>,
+    /// The watchdog that kills the folder when kbench ends, and the end of its stdin kbench
+    /// holds (closed by the kernel when kbench exits, however it exits).
+    watchdog: Option<(std::process::Child, std::process::ChildStdin)>,
 }
 
 impl CgroupTree {
     /// Finds the cgroup v2 hierarchy, removes the folders of dead kbench processes and makes
-    /// this process's. `Err` says why groups cannot be used here.
-    pub fn open() -> Result<Arc<CgroupTree>, String> {
+    /// this process's. With `want_memory` the folder is placed where its groups can have a
+    /// memory cap, if there is such a place ([`Self::has_memory`] tells; [`Self::no_memory_why`]
+    /// why not). `Err` says why groups cannot be used here.
+    ///
+    /// A watchdog, `sh` reading its stdin (whose writing end only this process holds), kills
+    /// the folder's every process through `cgroup.kill` once that end closes: when kbench
+    /// exits, is killed (SIGKILL included) or crashes. It catches what a worker started that
+    /// the worker's own parent-death signal does not reach (its compilers, anything that left
+    /// its process group), for workers outside the sandbox too; a shell because a process of
+    /// kbench's own cannot outlive kbench, and no other tool does this one line.
+    pub fn open(want_memory: bool) -> Result<Arc<CgroupTree>, String> {
         let mount = v2_mount().ok_or("no cgroup v2 hierarchy is mounted")?;
         let own = own_group().unwrap_or_default();
         let name = format!("kbench-{}", std::process::id());
-        let mut tried = Vec::new();
         let own_dir = mount.join(own.trim_start_matches('/'));
+        let mut no_memory_why = None;
+        if want_memory {
+            match place_with_memory(&mount, &own_dir, &name) {
+                Ok(dir) => return Ok(Self::opened(dir, true, None)),
+                Err(why) => no_memory_why = Some(why),
+            }
+        }
+        let mut tried = Vec::new();
         for parent in [own_dir, mount.clone()] {
             remove_stale(&parent);
             let dir = parent.join(&name);
-            match std::fs::create_dir(&dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    tried.push(format!("{}: {e}", dir.display()));
-                    continue;
-                }
+            match make_group_dir(&dir) {
+                Ok(()) => return Ok(Self::opened(dir, false, no_memory_why)),
+                Err(why) => tried.push(why),
             }
-            if dir.join("cgroup.freeze").exists() {
-                return Ok(Arc::new(CgroupTree {
-                    dir,
-                    next: AtomicU64::new(0),
-                }));
-            }
-            let _ = std::fs::remove_dir(&dir);
-            tried.push(format!(
-                "{}: no cgroup.freeze (a kernel before 5.2)",
-                dir.display()
-            ));
         }
         Err(format!(
             "no writable cgroup v2 folder ({})",
             tried.join("; ")
         ))
+    }
+
+    fn opened(dir: PathBuf, memory: bool, no_memory_why: Option<String>) -> Arc<CgroupTree> {
+        let watchdog = start_watchdog(&dir);
+        Arc::new(CgroupTree {
+            dir,
+            next: AtomicU64::new(0),
+            memory,
+            all_cap: std::sync::OnceLock::new(),
+            no_memory_why,
+            watchdog,
+        })
+    }
+
+    /// Whether the groups can have a memory cap (`memory.max`).
+    pub fn has_memory(&self) -> bool {
+        self.memory
+    }
+
+    /// Why the groups cannot have a memory cap, when one was wanted.
+    pub fn no_memory_why(&self) -> Option<&str> {
+        self.no_memory_why.as_deref()
+    }
+
+    /// Caps the memory of all the groups together (the folder's `memory.max`; no swap), so
+    /// that the workers cannot exhaust the host between them.
+    pub fn cap_all(&self, bytes: u64) -> Result<(), String> {
+        cap_memory(&self.dir, bytes)?;
+        let _ = self.all_cap.set(bytes);
+        Ok(())
+    }
+
+    /// The cap on all groups together, when one was set.
+    pub fn all_cap(&self) -> Option<u64> {
+        self.all_cap.get().copied()
+    }
+
+    /// The folder's memory events (every group's together).
+    pub fn memory_events(&self) -> MemoryEvents {
+        MemoryEvents::read(&self.dir)
     }
 
     /// A new, empty group for one worker.
@@ -76,7 +131,138 @@ impl CgroupTree {
 impl Drop for CgroupTree {
     fn drop(&mut self) {
         remove_tree(&self.dir);
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
     }
+}
+
+/// Makes a worker folder (or takes one left by an earlier run of this pid) and checks that it
+/// can freeze; `Err` names the folder and why not.
+fn make_group_dir(dir: &Path) -> Result<(), String> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    }
+    if dir.join("cgroup.freeze").exists() {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir(dir);
+    Err(format!(
+        "{}: no cgroup.freeze (a kernel before 5.2)",
+        dir.display()
+    ))
+}
+
+/// The nearest group from `own_dir` up to the hierarchy's root `mount` under which a folder
+/// `name` can hand the memory controller to its children: the folder gets `memory` from its
+/// parent (enabled there when the parent has it and no processes of its own), then enables it
+/// for its own children. Nearest first, so that a folder inside a job's group (a Slurm step)
+/// stays under the job's limits. Returns the folder, or why none works.
+fn place_with_memory(mount: &Path, own_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    for parent in own_dir.ancestors().take_while(|p| p.starts_with(mount)) {
+        remove_stale(parent);
+        let dir = parent.join(name);
+        if let Err(why) = make_group_dir(&dir) {
+            tried.push(why);
+            continue;
+        }
+        let has = |d: &Path| listed(&d.join("cgroup.controllers"), "memory");
+        if !has(&dir) && has(parent) {
+            // Fails (EBUSY) where the parent holds processes of its own: the next one up.
+            let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory");
+        }
+        let enabled = has(&dir)
+            && std::fs::write(dir.join("cgroup.subtree_control"), "+memory").is_ok()
+            && listed(&dir.join("cgroup.subtree_control"), "memory");
+        if enabled {
+            return Ok(dir);
+        }
+        let _ = std::fs::remove_dir(&dir);
+        tried.push(format!(
+            "{}: no memory controller for its children",
+            parent.display()
+        ));
+    }
+    Err(format!(
+        "no cgroup v2 folder can have the memory controller ({})",
+        tried.join("; ")
+    ))
+}
+
+/// Whether the space-separated list in `file` (`cgroup.controllers`) holds `word`.
+fn listed(file: &Path, word: &str) -> bool {
+    std::fs::read_to_string(file).is_ok_and(|t| t.split_whitespace().any(|w| w == word))
+}
+
+/// `memory.max` of the group `dir`, with no swap (where the host has swap, a group over its
+/// cap would otherwise be swapped out for minutes instead of stopped) and, for a worker's
+/// group, the whole group killed together when its cap is met (`memory.oom.group`).
+fn cap_memory(dir: &Path, bytes: u64) -> Result<(), String> {
+    let write = |file: &str, value: &str| {
+        std::fs::write(dir.join(file), value)
+            .map_err(|e| format!("writing {}: {e}", dir.join(file).display()))
+    };
+    write("memory.max", &bytes.to_string())?;
+    if dir.join("memory.swap.max").exists() {
+        write("memory.swap.max", "0")?;
+    }
+    Ok(())
+}
+
+/// Counts from a group's `memory.events` (its own and its descendants').
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryEvents {
+    /// Times the group's usage met its own `memory.max` and reclaim could not help.
+    pub oom: u64,
+    /// Processes of the group killed by an out-of-memory killer (its own cap's, or an
+    /// ancestor's).
+    pub oom_kill: u64,
+}
+
+impl MemoryEvents {
+    fn read(dir: &Path) -> MemoryEvents {
+        Self::parse(&std::fs::read_to_string(dir.join("memory.events")).unwrap_or_default())
+    }
+
+    fn parse(text: &str) -> MemoryEvents {
+        let count = |key: &str| {
+            text.lines()
+                .find_map(|l| {
+                    let mut w = l.split_whitespace();
+                    (w.next() == Some(key)).then(|| w.next()?.parse().ok())?
+                })
+                .unwrap_or(0)
+        };
+        MemoryEvents {
+            oom: count("oom"),
+            oom_kill: count("oom_kill"),
+        }
+    }
+}
+
+/// Starts the watchdog of [`CgroupTree::open`] for the folder `dir`: in a process group of its
+/// own and deaf to the terminal's and the job's signals, so that it outlives kbench to do its
+/// one job. `None` when no shell can be started (the parent-death signals still apply).
+fn start_watchdog(dir: &Path) -> Option<(std::process::Child, std::process::ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            "trap '' INT TERM HUP QUIT; read _ignored; echo 1 > \"$0/cgroup.kill\" 2>/dev/null",
+        ])
+        .arg(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .ok()?;
+    let stdin = child.stdin.take()?;
+    Some((child, stdin))
 }
 
 /// One worker's group. Dropping it kills whatever is left in it and removes the folder.
@@ -98,6 +284,24 @@ impl WorkerGroup {
             "echo $$ > \"$0\" 2>/dev/null; exec \"$@\"".into(),
             self.dir.join("cgroup.procs").into(),
         ]
+    }
+
+    /// Caps the group's memory (`memory.max`, no swap), and has the kernel kill the whole
+    /// group when the cap is met (`memory.oom.group`), not one of its processes. Needs a
+    /// tree with the memory controller ([`CgroupTree::has_memory`]).
+    pub fn cap_memory(&self, bytes: u64) -> Result<(), String> {
+        cap_memory(&self.dir, bytes)?;
+        std::fs::write(self.dir.join("memory.oom.group"), "1").map_err(|e| {
+            format!(
+                "writing {}: {e}",
+                self.dir.join("memory.oom.group").display()
+            )
+        })
+    }
+
+    /// The group's memory events.
+    pub fn memory_events(&self) -> MemoryEvents {
+        MemoryEvents::read(&self.dir)
     }
 
     /// Whether process `pid` is in this group.
@@ -283,7 +487,7 @@ mod tests {
     /// Groups need a writable cgroup v2 hierarchy (root, or delegation); without one the
     /// test says so and checks the error names why.
     fn tree() -> Option<Arc<CgroupTree>> {
-        match CgroupTree::open() {
+        match CgroupTree::open(false) {
             Ok(t) => Some(t),
             Err(why) => {
                 assert!(!why.is_empty());
@@ -357,6 +561,93 @@ mod tests {
         std::fs::create_dir(stale.join("w0")).unwrap();
         remove_stale(&parent);
         assert!(!stale.exists());
+    }
+
+    #[test]
+    fn memory_events_are_read_by_key() {
+        let e = MemoryEvents::parse("low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 1\n");
+        assert_eq!(
+            e,
+            MemoryEvents {
+                oom: 2,
+                oom_kill: 1
+            }
+        );
+        assert_eq!(MemoryEvents::parse(""), MemoryEvents::default());
+    }
+
+    /// The watchdog kills the folder's processes once the end of its pipe that kbench holds
+    /// closes (here: dropped; when kbench dies the kernel closes it).
+    #[test]
+    fn the_watchdog_kills_the_folder_when_its_pipe_closes() {
+        let Some(tree) = tree() else { return };
+        let group = tree.group().unwrap();
+        let mut cmd = Command::new(&group.enter_args()[0]);
+        cmd.args(&group.enter_args()[1..]).args([
+            "/bin/sh",
+            "-c",
+            "setsid sleep 60 & echo $!; wait",
+        ]);
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let sleeper: u32 = line.trim().parse().unwrap();
+        assert!(group.holds(sleeper));
+        let mut tree = Arc::into_inner(tree).unwrap();
+        let (mut watchdog, stdin) = tree.watchdog.take().expect("a watchdog");
+        drop(stdin);
+        watchdog.wait().unwrap();
+        let _ = child.wait();
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !Path::new(&format!("/proc/{sleeper}")).exists() || state(sleeper).contains('Z')
+        });
+        assert!(
+            gone,
+            "the setsid child outlived the watchdog: {}",
+            state(sleeper)
+        );
+        drop(group);
+        drop(tree);
+    }
+
+    /// Where the host's cgroup v2 hierarchy has the memory controller (a pure v2 host as
+    /// root: the GPU machine), a worker's group past its cap is killed whole and its events
+    /// say so; elsewhere the test says why it cannot run.
+    #[test]
+    fn a_group_past_its_memory_cap_is_killed_and_counted() {
+        let tree = match CgroupTree::open(true) {
+            Ok(t) if t.has_memory() => t,
+            Ok(t) => {
+                eprintln!(
+                    "no memory controller here, skipped: {:?}",
+                    t.no_memory_why()
+                );
+                return;
+            }
+            Err(why) => {
+                eprintln!("no cgroup v2 here, skipped: {why}");
+                return;
+            }
+        };
+        let group = tree.group().unwrap();
+        group.cap_memory(64 << 20).unwrap();
+        let mut cmd = Command::new(&group.enter_args()[0]);
+        // 256 MiB of touched memory: past a 64 MiB cap.
+        cmd.args(&group.enter_args()[1..]).args([
+            "python3",
+            "-c",
+            "b = bytearray(256 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1",
+        ]);
+        let status = cmd.status().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "{status:?}");
+        let events = group.memory_events();
+        assert!(events.oom_kill >= 1 && events.oom >= 1, "{events:?}");
     }
 
     #[test]

@@ -31,6 +31,14 @@ impl Freezer {
         }
     }
 
+    /// The worker's group, when it is frozen through one (its memory events are read there).
+    pub fn group(&self) -> Option<&WorkerGroup> {
+        match self {
+            Freezer::Group(g) => Some(g),
+            Freezer::Signals { .. } => None,
+        }
+    }
+
     /// Stops every process, waiting at most `limit` for the kernel to confirm it; returns
     /// how long that took.
     pub fn freeze(&self, limit: Duration) -> Result<Duration, String> {

@@ -231,6 +231,7 @@ time.sleep(30)
             gate: Some(Arc::clone(gate)),
             sandbox: None,
             cgroups: None,
+            memory: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! May import: `exit`, `gpu`, and the record/suites crates. Knows nothing of runs, cases or
 //! verdicts.
 
+pub mod bounds;
 pub mod build;
 pub mod cgroup;
 pub mod freeze;
@@ -16,6 +17,7 @@ mod process;
 pub mod python;
 pub mod sandbox;
 pub mod setup;
+pub mod spawn;
 mod wire;
 
 pub use gate::{GateHold, Gates, StartGate};

@@ -63,6 +63,44 @@ pub struct WorkerSpec {
     /// Start the worker in a cgroup of its own under this tree (freezing, killing it whole);
     /// `None`, or a group that cannot be entered: frozen with signals.
     pub cgroups: Option<Arc<super::cgroup::CgroupTree>>,
+    /// The worker's memory cap; `None`: no cap.
+    pub memory: Option<MemoryCap>,
+}
+
+/// A worker's memory cap: its cgroup's `memory.max` where its tree has the memory
+/// controller; otherwise, with `rlimit_fallback` (the CPU device), the worker's own
+/// address-space limit on top of what importing torch maps (`kbench_worker/startup.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryCap {
+    pub bytes: u64,
+    pub rlimit_fallback: bool,
+}
+
+/// How a running worker's memory is capped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemoryBound {
+    None,
+    /// Its group's `memory.max`, bytes.
+    Cgroup(u64),
+    /// Its own RLIMIT_AS, this many bytes beyond what torch maps.
+    Rlimit(u64),
+}
+
+/// A worker that went past a memory cap: the cap's bytes, whether it is the cap of all
+/// workers together, and how it was told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapMet {
+    pub limit_bytes: u64,
+    pub all_workers: bool,
+    pub how: String,
+}
+
+impl CapMet {
+    /// What the harness says of it (the cap, how it was met, the option that raises it),
+    /// `when` it happened (`""`, or e.g. " while making case random#0").
+    pub fn text(&self, when: &str) -> String {
+        super::bounds::cap_met_text(self.limit_bytes, self.all_workers, &self.how, when)
+    }
 }
 
 /// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
@@ -157,12 +195,36 @@ pub struct Worker {
     sandboxed: bool,
     /// How the worker's processes are frozen (and, with a group, killed whole).
     freezer: super::freeze::Freezer,
+    /// The tree its group is in (the cap of all workers together and its events).
+    tree: Option<Arc<super::cgroup::CgroupTree>>,
+    memory: MemoryBound,
+    /// The uid it runs as in the sandbox, when the harness asked for one: files a command
+    /// names in its working folder are handed to it ([`Self::hand_over_named_files`]).
+    uid: Option<u32>,
+    cwd: PathBuf,
 }
 
 impl Worker {
     /// Starts a worker and waits for its hello.
     pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
         let group = spec.cgroups.as_ref().and_then(|t| t.group().ok());
+        let mut env = spec.env.clone();
+        // The worker ends with this process (`kbench_worker/startup.py`, `_die_with_harness`).
+        env.push(("KBENCH_HARNESS_PID".into(), std::process::id().to_string()));
+        let mut memory = MemoryBound::None;
+        if let Some(cap) = spec.memory {
+            let tree_has_memory = spec.cgroups.as_ref().is_some_and(|t| t.has_memory());
+            if let Some(g) = group.as_ref().filter(|_| tree_has_memory) {
+                if g.cap_memory(cap.bytes).is_ok() {
+                    memory = MemoryBound::Cgroup(cap.bytes);
+                }
+            }
+            if memory == MemoryBound::None && cap.rlimit_fallback {
+                env.push(("KBENCH_MEMORY_CAP_RLIMIT".into(), cap.bytes.to_string()));
+                memory = MemoryBound::Rlimit(cap.bytes);
+            }
+        }
+        let uid = spec.sandbox.as_ref().and_then(|s| s.uid);
         let mut argv: Vec<std::ffi::OsString> = Vec::new();
         if let Some(g) = &group {
             argv.extend(g.enter_args());
@@ -183,17 +245,12 @@ impl Worker {
             .arg(spec.role.as_str())
             .current_dir(&spec.cwd)
             .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        let spawned = if spec.sandbox.is_some() {
-            super::sandbox::spawn_from_lasting_thread(cmd)
-        } else {
-            cmd.spawn()
-        };
-        let mut child = spawned.map_err(|e| {
+        let mut child = super::spawn::spawn_from_lasting_thread(cmd).map_err(|e| {
             WorkerFault::Spawn(format!(
                 "{} {}: {e}",
                 spec.python.display(),
@@ -257,6 +314,10 @@ impl Worker {
             dead: None,
             interrupt: spec.interrupt.clone(),
             sandboxed: spec.sandbox.is_some(),
+            tree: spec.cgroups.clone(),
+            memory,
+            uid,
+            cwd: spec.cwd.clone(),
         };
         let started = Instant::now();
         let mut hello = worker.receive(timeout);
@@ -292,6 +353,15 @@ impl Worker {
             worker.kill();
             return Err(WorkerFault::Protocol(format!(
                 "worker speaks protocol {version:?}, the harness speaks {PROTOCOL_VERSION}; the worker script is stale"
+            )));
+        }
+        let ran_as = hello.header.get("uid").and_then(|v| v.as_u64());
+        if let Some(uid) = uid.filter(|u| ran_as != Some(u64::from(*u))) {
+            worker.kill();
+            return Err(WorkerFault::Spawn(format!(
+                "the sandboxed worker runs as uid {ran_as:?}, not the unprivileged uid {uid} it was \
+                 started as; set {}=off to run sandboxed candidates as the invoking user",
+                super::bounds::CANDIDATE_UID_ENV
             )));
         }
         worker.hello = hello.header;
@@ -375,6 +445,7 @@ impl Worker {
         if let Some(f) = &self.dead {
             return Err(f.clone());
         }
+        self.hand_over_named_files(&frame.header);
         let id = self.next_id;
         self.next_id += 1;
         let mut header = frame.header.clone();
@@ -399,6 +470,58 @@ impl Worker {
             return Err(self.died());
         }
         Ok(())
+    }
+
+    /// A worker running as an unprivileged uid must be able to open the files the harness
+    /// made for it in its working folder and names in a command: the timing exchange file
+    /// (`exchange.path` of `time_open`, created by the harness as root). Only a file directly
+    /// in the working folder, and a link there is changed itself, never followed.
+    fn hand_over_named_files(&self, header: &serde_json::Value) {
+        let Some(uid) = self.uid else { return };
+        let Some(path) = header.pointer("/exchange/path").and_then(|p| p.as_str()) else {
+            return;
+        };
+        let path = std::path::Path::new(path);
+        if path.parent() == Some(self.cwd.as_path()) {
+            let _ = std::os::unix::fs::lchown(path, Some(uid), Some(uid));
+        }
+    }
+
+    /// Whether the worker went past a memory cap, from its group's memory events (a group
+    /// cap: the kernel killed it) or, under an address-space limit, from `detail` (what it
+    /// said or how it failed: an allocation refused). `None` when nothing says so.
+    pub fn memory_cap_met(&self, detail: &str) -> Option<CapMet> {
+        match self.memory {
+            MemoryBound::None => None,
+            MemoryBound::Rlimit(bytes) => {
+                super::bounds::allocation_failed(detail).then(|| CapMet {
+                    limit_bytes: bytes,
+                    all_workers: false,
+                    how: "an allocation was refused at its address-space limit".into(),
+                })
+            }
+            MemoryBound::Cgroup(bytes) => {
+                let group = self.freezer.group()?;
+                let events = group.memory_events();
+                if events.oom_kill == 0 && events.oom == 0 {
+                    return None;
+                }
+                if events.oom > 0 {
+                    return Some(CapMet {
+                        limit_bytes: bytes,
+                        all_workers: false,
+                        how: "its cgroup's memory.max was met; the kernel killed it".into(),
+                    });
+                }
+                let tree = self.tree.as_ref()?;
+                let all = tree.all_cap()?;
+                (tree.memory_events().oom > 0).then(|| CapMet {
+                    limit_bytes: all,
+                    all_workers: true,
+                    how: "the workers' cgroup folder met its memory.max; the kernel killed this worker".into(),
+                })
+            }
+        }
     }
 
     /// `reply` if it answers command `id`; otherwise the worker is killed (a forged or stray
@@ -668,6 +791,7 @@ mod tests {
             gate: None,
             sandbox: None,
             cgroups: None,
+            memory: None,
         };
         // The job's signal reaches kbench about 100 ms after the worker.
         let setter = {

@@ -295,21 +295,34 @@ pub fn write_content_addressed_package(
     for (name, source) in files {
         write_unless_there(&package_dir, name, source.as_bytes())?;
     }
+    open_to_all(&dir);
     Ok(dir)
 }
 
 /// Writes `bytes` to `<dir>/<name>` (atomically: a temporary file renamed) unless that file
-/// already holds them.
+/// already holds them. Readable by every uid whatever the umask: what is written this way (the
+/// worker package, problem files) is read by sandboxed workers running as an unprivileged uid.
 fn write_unless_there(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let path = dir.join(name);
     if std::fs::read(&path).map(|b| b == bytes).unwrap_or(false) {
         return Ok(());
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    open_to_all(dir);
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))
+        .with_context(|| format!("making {} readable", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+/// Makes a folder of kbench's own content traversable and listable by every uid (best effort:
+/// a folder kbench does not own stays as it is).
+fn open_to_all(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
 }
 
 #[cfg(test)]

@@ -12,9 +12,16 @@
 //!   files, kbench's cache or anyone's home;
 //! - no network (its own network namespace), its own IPC and UTS namespaces, and no
 //!   capabilities (`--cap-drop ALL`: a root user inside cannot undo the mounts);
+//! - the host's secrets in the system folders masked (`/etc/shadow`, `/etc/ssh`, ... see
+//!   [`SECRETS`]), and, when kbench runs as root, an unprivileged uid: the worker is started
+//!   with only the capabilities to change uid and becomes that uid before anything but the
+//!   standard library has run (`kbench_worker/startup.py`), so files only root may read stay
+//!   unreadable wherever they lie; what it must write (its working and build folders) is
+//!   handed to that uid;
+//! - its `/tmp`, `/dev/shm` and home sized to its memory cap, where it has one;
 //! - on a GPU, the NVIDIA device nodes.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -27,6 +34,28 @@ pub const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `apt-get inst
 /// Top-level system folders a sandboxed worker sees read-only (where they exist).
 const SYSTEM: &[&str] = &[
     "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "sys", "nix",
+];
+
+/// Secrets of the host under the system folders, masked in every sandbox even where the
+/// worker runs as root: a file is covered by an empty one, a folder by an empty read-only one.
+const SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/pki/tls/private",
+    "/etc/security/opasswd",
+    "/etc/krb5.keytab",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+    "/etc/letsencrypt",
+    "/etc/docker",
 ];
 
 /// How candidate workers are contained; every record names it.
@@ -91,11 +120,54 @@ pub fn check(bwrap: &Path) -> Result<(), String> {
     }
 }
 
+/// Checks that a sandboxed worker can become `uid` and still read the Python environment:
+/// `python` in a sandbox of the run's shape (`base`) becomes the uid as a worker does, then
+/// opens torch's `__init__.py`. The error says what to do.
+pub fn check_uid(bwrap: &Path, base: &View, python: &Path, uid: u32) -> Result<(), String> {
+    let mut view = base.clone();
+    view.changes_uid = true;
+    let tmp = std::env::temp_dir();
+    let script = format!(
+        "import os, importlib.util\nos.setgroups([]); os.setresgid({uid}, {uid}, {uid}); \
+         os.setresuid({uid}, {uid}, {uid})\nopen(importlib.util.find_spec('torch').origin, 'rb').read(1)\n"
+    );
+    let out = Command::new(bwrap)
+        .args(view.args(&tmp))
+        .arg("--")
+        .arg(python)
+        .args(["-I", "-c", &script])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", bwrap.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    Err(format!(
+        "sandboxed candidates run as the unprivileged uid {uid} and that failed here ({last}): \
+         make kbench's Python environment readable by others (e.g. chmod -R o+rX on it and \
+         a+x on the folders above it), choose another uid with {}=N, or set {}=off to run \
+         them as the invoking user",
+        super::bounds::CANDIDATE_UID_ENV,
+        super::bounds::CANDIDATE_UID_ENV
+    ))
+}
+
 /// A worker's sandbox: bwrap and what the worker may see.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     pub bwrap: PathBuf,
     pub view: View,
+    /// The unprivileged uid the worker becomes (its hello must say so); `None`: it keeps the
+    /// invoking user's.
+    pub uid: Option<u32>,
 }
 
 /// What a sandboxed worker may see besides the system's folders.
@@ -113,6 +185,12 @@ pub struct View {
     pub gpu: bool,
     /// The `HOME` of the worker's environment: a private empty folder inside.
     pub home: Option<PathBuf>,
+    /// The worker starts with the capabilities to change its uid (and only those), and its
+    /// `/tmp`, `/dev/shm` and home are writable by any uid.
+    pub changes_uid: bool,
+    /// The size of its `/tmp`, `/dev/shm` and home, bytes each (its memory cap: where no
+    /// cgroup counts what it writes there, its address-space limit does not either).
+    pub tmpfs_bytes: Option<u64>,
 }
 
 impl View {
@@ -133,6 +211,12 @@ impl View {
         .iter()
         .map(OsString::from)
         .collect();
+        if self.changes_uid {
+            for cap in ["CAP_SETUID", "CAP_SETGID"] {
+                a.push("--cap-add".into());
+                a.push(cap.into());
+            }
+        }
         for name in SYSTEM {
             let p = Path::new("/").join(name);
             match std::fs::read_link(&p) {
@@ -150,15 +234,39 @@ impl View {
                 Err(_) => {}
             }
         }
-        for (flag, path) in [("--proc", "/proc"), ("--dev", "/dev"), ("--tmpfs", "/tmp")] {
+        for secret in SECRETS.iter().map(Path::new) {
+            match std::fs::symlink_metadata(secret) {
+                Ok(m) if m.is_dir() => {
+                    for w in ["--tmpfs", "--remount-ro"] {
+                        a.push(w.into());
+                        a.push(secret.into());
+                    }
+                }
+                Ok(_) if secret.exists() => {
+                    a.push("--ro-bind".into());
+                    a.push("/dev/null".into());
+                    a.push(secret.into());
+                }
+                _ => {}
+            }
+        }
+        for (flag, path) in [("--proc", "/proc"), ("--dev", "/dev")] {
             a.push(flag.into());
             a.push(path.into());
         }
-        a.push("--tmpfs".into());
-        a.push("/dev/shm".into());
-        if let Some(home) = &self.home {
+        let private: Vec<&Path> = [Path::new("/tmp"), Path::new("/dev/shm")]
+            .into_iter()
+            .chain(self.home.as_deref())
+            .collect();
+        for p in private {
+            if self.changes_uid {
+                a.extend(["--perms".into(), "1777".into()]);
+            }
+            if let Some(bytes) = self.tmpfs_bytes {
+                a.extend(["--size".into(), bytes.to_string().into()]);
+            }
             a.push("--tmpfs".into());
-            a.push(home.into());
+            a.push(p.into());
         }
         // Real paths: a bind whose source or target is a symbolic link (`/usr/local/cuda ->
         // cuda-13.0`) fails. A read-only path the system folders already show is left out.
@@ -182,39 +290,62 @@ impl View {
         let writable = real(&self.writable);
         let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) =
             read_only.iter().partition(|p| p.is_dir());
+        // bwrap makes the folders above a mount point it creates with mode 0700 (bubblewrap
+        // 0.8): a worker that becomes another uid could not reach what is mounted below them
+        // (the Python environment under /root). They are made first, traversable.
+        let mut opened = std::collections::HashSet::new();
+        let changes_uid = self.changes_uid;
+        let mount = |a: &mut Vec<OsString>, opened: &mut _, words: &[&OsStr]| {
+            let dest = Path::new(words[words.len() - 1]);
+            if changes_uid {
+                open_parents(a, dest, opened);
+            }
+            a.extend(words.iter().map(|w| w.to_os_string()));
+        };
         for p in &dirs {
-            a.push("--ro-bind-try".into());
-            a.push(p.into());
-            a.push(p.into());
+            mount(
+                &mut a,
+                &mut opened,
+                &["--ro-bind-try".as_ref(), p.as_os_str(), p.as_os_str()],
+            );
         }
         for p in &hidden {
             if p.is_dir() {
-                a.push("--tmpfs".into());
-                a.push(p.into());
+                mount(&mut a, &mut opened, &["--tmpfs".as_ref(), p.as_os_str()]);
+                // What was made below it is covered now: made again for the mounts below.
+                opened.retain(|o| !o.starts_with(p));
             } else if p.exists() {
-                a.push("--ro-bind".into());
-                a.push("/dev/null".into());
-                a.push(p.into());
+                mount(
+                    &mut a,
+                    &mut opened,
+                    &["--ro-bind".as_ref(), "/dev/null".as_ref(), p.as_os_str()],
+                );
             }
         }
         // A read-only folder inside a hidden one (the Python environment in kbench's cache)
         // is bound again on top.
         for p in &dirs {
             if hidden.iter().any(|h| p.starts_with(h) && *p != h) {
-                a.push("--ro-bind".into());
-                a.push(p.into());
-                a.push(p.into());
+                mount(
+                    &mut a,
+                    &mut opened,
+                    &["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()],
+                );
             }
         }
         for p in files {
-            a.push("--ro-bind-try".into());
-            a.push(p.into());
-            a.push(p.into());
+            mount(
+                &mut a,
+                &mut opened,
+                &["--ro-bind-try".as_ref(), p.as_os_str(), p.as_os_str()],
+            );
         }
         for p in &writable {
-            a.push("--bind-try".into());
-            a.push(p.into());
-            a.push(p.into());
+            mount(
+                &mut a,
+                &mut opened,
+                &["--bind-try".as_ref(), p.as_os_str(), p.as_os_str()],
+            );
         }
         if self.gpu {
             for node in gpu_nodes() {
@@ -238,6 +369,9 @@ pub struct Jail {
     pub base: View,
     /// kbench's cache: trusted workers (baseline modes) keep torch.compile's caches there.
     pub cache: PathBuf,
+    /// The unprivileged uid untrusted workers become (kbench runs as root and
+    /// `KBENCH_CANDIDATE_UID` is not `off`).
+    pub candidate_uid: Option<u32>,
 }
 
 impl Jail {
@@ -247,6 +381,7 @@ impl Jail {
             containment: Containment::None,
             base: View::default(),
             cache: cache.to_path_buf(),
+            candidate_uid: None,
         }
     }
 
@@ -279,6 +414,21 @@ impl Jail {
         };
         // The sandbox's own /tmp, whatever TMPDIR the harness runs with.
         set(&mut spec.env, "TMPDIR", "/tmp".into());
+        // The worker checks for the harness through its pipe, not its parent (bwrap here).
+        set(&mut spec.env, "KBENCH_SANDBOX", "1".into());
+        view.tmpfs_bytes = spec.memory.map(|m| m.bytes);
+        // Untrusted code runs as the unprivileged uid; PyTorch's own code (baseline modes)
+        // keeps the harness's, as it writes kbench's shared torch.compile caches.
+        let uid = self.candidate_uid.filter(|_| !trusted);
+        if let Some(uid) = uid {
+            set(&mut spec.env, "KBENCH_WORKER_UID", uid.to_string());
+            view.changes_uid = true;
+            for dir in std::iter::once(spec.cwd.as_path()).chain(writable.iter().copied()) {
+                // Made by the harness as root: the worker must write there. A failure shows
+                // as the worker's own (it cannot write), never as a wider sandbox.
+                let _ = super::bounds::hand_over(dir, uid);
+            }
+        }
         for (var, sub) in [
             ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
             ("TRITON_CACHE_DIR", "triton"),
@@ -306,41 +456,31 @@ impl Jail {
         spec.sandbox = Some(Sandbox {
             bwrap: bwrap.clone(),
             view,
+            uid,
         });
     }
 }
 
-/// Spawns `cmd` from one thread that lives as long as the harness. bwrap's
-/// `--die-with-parent` is the kernel's parent-death signal, which fires when the *thread*
-/// that forked the child exits: workers started ahead on short-lived threads would be
-/// killed as soon as their start-up thread ended.
-pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<std::process::Child> {
-    type Job = (
-        Command,
-        std::sync::mpsc::Sender<std::io::Result<std::process::Child>>,
-    );
-    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> =
-        std::sync::OnceLock::new();
-    let tx = SPAWNER.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("kbench-sandbox-spawner".into())
-            .spawn(move || {
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .expect("starting the sandbox spawner thread");
-        std::sync::Mutex::new(tx)
-    });
-    let (reply, answer) = std::sync::mpsc::channel();
-    tx.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send((cmd, reply))
-        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?;
-    answer
-        .recv()
-        .map_err(|_| std::io::Error::other("the sandbox spawner thread is gone"))?
+/// `--perms 0755 --dir` for each folder above `dest` not yet opened, outside the system
+/// folders (bound whole, read-only), from the top. A folder that exists already (a tmpfs, a
+/// folder of an earlier mount) is left as it is: bwrap's `--dir` changes no existing mode.
+fn open_parents(
+    a: &mut Vec<OsString>,
+    dest: &Path,
+    opened: &mut std::collections::HashSet<PathBuf>,
+) {
+    let mut above: Vec<&Path> = dest
+        .ancestors()
+        .skip(1)
+        .filter(|p| p.parent().is_some())
+        .collect();
+    above.reverse();
+    for p in above {
+        let system = SYSTEM.iter().any(|s| p.starts_with(Path::new("/").join(s)));
+        if !system && opened.insert(p.to_path_buf()) {
+            a.extend(["--perms".into(), "0755".into(), "--dir".into(), p.into()]);
+        }
+    }
 }
 
 /// The NVIDIA device nodes of this host (`/dev/nvidia*`, `/dev/nvidia-caps/*`).
@@ -400,6 +540,8 @@ mod tests {
             hidden: vec![run.clone()],
             gpu: false,
             home: Some(PathBuf::from("/root")),
+            changes_uid: true,
+            tmpfs_bytes: Some(1 << 30),
         };
         let a = view.args(Path::new("/tmp/x"));
         let pos = |seq: &[&str]| {
@@ -417,7 +559,37 @@ mod tests {
             assert!(has(&a, &[flag]), "{flag}");
         }
         assert!(has(&a, &["--cap-drop", "ALL"]));
-        assert!(has(&a, &["--tmpfs", "/root"]));
+        assert!(has(
+            &a,
+            &["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        ));
+        for private in ["/tmp", "/dev/shm", "/root"] {
+            assert!(
+                has(
+                    &a,
+                    &[
+                        "--perms",
+                        "1777",
+                        "--size",
+                        "1073741824",
+                        "--tmpfs",
+                        private
+                    ]
+                ),
+                "{private}"
+            );
+        }
+        if Path::new("/etc/shadow").exists() {
+            assert!(has(&a, &["--ro-bind", "/dev/null", "/etc/shadow"]));
+            assert!(
+                pos(&["--ro-bind", "/etc", "/etc"])
+                    < pos(&["--ro-bind", "/dev/null", "/etc/shadow"])
+            );
+        }
+        let plain = View::default().args(Path::new("/"));
+        assert!(
+            !has(&plain, &["--cap-add"]) && !has(&plain, &["--perms"]) && !has(&plain, &["--size"])
+        );
         assert!(has(&a, &["--chdir", "/tmp/x"]));
     }
 
@@ -433,36 +605,5 @@ mod tests {
             "/does/not/exist".into(),
         ]);
         assert_eq!(roots, vec![base]);
-    }
-
-    /// Regression (issue 20, H100): a sandboxed worker started on a thread that then ends
-    /// (workers started ahead) must outlive that thread.
-    #[test]
-    fn a_worker_started_on_a_short_lived_thread_outlives_it() {
-        let Some(bwrap) = find_bwrap(&[]) else {
-            eprintln!("skipped: no bwrap here");
-            return;
-        };
-        let mut cmd = Command::new(&bwrap);
-        cmd.args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--die-with-parent",
-            "--",
-            "sleep",
-            "5",
-        ]);
-        let mut child = std::thread::spawn(move || spawn_from_lasting_thread(cmd))
-            .join()
-            .unwrap()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "killed with its starting thread"
-        );
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 }
