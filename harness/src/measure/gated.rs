@@ -457,7 +457,7 @@ impl Run<'_> {
         let t_reply = t0.elapsed();
         self.freeze(worker, side)?;
         let mut wall = t0.elapsed();
-        if std::env::var_os("KBENCH_GATED_TRACE").is_some() {
+        if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
             eprintln!(
                 "gated {side:?} call {call}: staged {:?} thawed {:?} reply {:?} frozen {:?}",
                 t_staged, t_thawed, t_reply, wall
