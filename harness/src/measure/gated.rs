@@ -14,8 +14,8 @@
 //!    context's work is running on the GPU (`gpu::quiet`), thaws the worker and opens the
 //!    window: it copies the source into the side's staged inputs, flushes the L2 from its
 //!    own context, sends the call, and on the answer freezes the worker again; the window
-//!    closes when the freeze is confirmed or, should the GPU still be busy, when it has gone
-//!    quiet.
+//!    closes when the freeze is asked for or, should the GPU still be busy once the freeze is
+//!    confirmed, when it has gone quiet.
 //!    The copy and the flush lie inside the window, the same for both sides, so a candidate
 //!    sees a call's values only once its window is open;
 //! 3. the candidate's outputs, in its slots, are compared with the reference's for the same
@@ -72,8 +72,8 @@ pub const RETIMES: u32 = 3;
 pub struct CallTime {
     /// What the worker said the call took (its CUDA events or `perf_counter`).
     pub claimed_ms: f64,
-    /// The window as the harness measured it: thaw, request, answer, confirmed freeze (and
-    /// the wait for a quiet GPU, when it was busy).
+    /// The window as the harness measured it: from the thaw to the freeze asked for on the
+    /// answer (and the wait for a quiet GPU, when it was busy).
     pub wall_ms: f64,
 }
 
@@ -454,13 +454,19 @@ impl Run<'_> {
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
         let reply = worker.request(Frame::new(json!({"cmd": "timed_call"})), self.s.timeout);
-        let t_reply = t0.elapsed();
-        self.freeze(worker, side)?;
+        // The window closes when the freeze is asked for: a running task stops at its next
+        // return to user space (microseconds), and confirming that every task has stopped
+        // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
+        // time, not the worker's. The next window opens only once the freeze is confirmed.
         let mut wall = t0.elapsed();
+        self.freeze(worker, side)?;
         if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
             eprintln!(
-                "gated {side:?} call {call}: staged {:?} thawed {:?} reply {:?} frozen {:?}",
-                t_staged, t_thawed, t_reply, wall
+                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?}",
+                t_staged,
+                t_thawed,
+                wall,
+                t0.elapsed()
             );
         }
         if let Some(post) = self.quiet()? {
