@@ -22,8 +22,8 @@ GPUS=(); [ "$DEVICE" = cuda ] && GPUS=(--gpus 0)
 rm -rf "$L" && mkdir -p "$A" "$OUT"
 EX=adversarial/exploits
 for f in $EX/cpu/level1/4_honest_library_matmul.py $EX/cpu/level1/4_cache_by_values.py \
-         $EX/cuda/level1/1_event_detour.py $EX/cuda/level1/1_event_got.py $EX/cuda/level1/1_gpu_contention.py \
-         $EX/cuda/level1/1_persistent_spin.py tests/gpu/timing_attacks/1_oracle_*.py; do
+         $EX/cuda/level1/6_event_detour.py $EX/cuda/level1/6_event_got.py $EX/cuda/level1/1_gpu_contention.py \
+         $EX/cuda/level1/1_persistent_spin.py $EX/cuda/level1/1_spin_child.py tests/gpu/timing_attacks/1_oracle_*.py; do
   name=$(basename "$f" .py); cp "$f" "$A/${ID}_${name#*_}.py"
 done
 secret "$L/secret"
@@ -42,8 +42,9 @@ python3 tests/gpu/timing_table.py "$L/run-old/records.jsonl" "$L/run-new/records
 if [ "${CORPUS:-1}" = 1 ]; then
   step "CUDA corpus, new binary"
   C=$L/corpus/level1; mkdir -p "$C"; cp $EX/cuda/level1/*.py $EX/cpu/level1/1_honest.py "$C/"
+  cp $EX/cpu/level1/4_honest_library_matmul.py "$C/6_honest_library_matmul.py"
   timeout ${CORPUS_LIMIT:-200} $D/kbench run --agent replay --replay-dir "$L/corpus" --kernelbench $EX/problems \
-    --select 1/1 --device cuda --gpus 0 --families signed --secret-from "$L/secret" --quiet --out "$L/run-corpus" \
+    --select 1/1,1/6 --device cuda --gpus 0 --families signed --secret-from "$L/secret" --quiet --out "$L/run-corpus" \
     > "$L/corpus.txt" 2>&1
   echo "corpus rc=$?"; tail -6 "$L/corpus.txt"
   python3 tests/gpu/timing_table.py "$L/run-corpus/records.jsonl" --manifest $EX/manifest.json | tee "$OUT/corpus.md"

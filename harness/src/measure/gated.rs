@@ -54,13 +54,17 @@ pub struct GatedSettings<'a> {
     pub quiet_limit: Duration,
 }
 
-/// Whether a timing of a case of `io_bytes` (inputs and outputs) on a GPU of `total` bytes
-/// releases memory after every call: from a sixteenth of the card on. Each side keeps its
-/// staged inputs, slots and cached blocks while the other is timed; on an 80 GB H100 the
-/// idle side's cached blocks left an honest candidate of level-1 problem 20 (6 GiB in, 6 GiB
-/// out) out of memory.
-pub fn release_every_call(io_bytes: u64, total: u64) -> bool {
-    total > 0 && io_bytes >= total / 16
+/// Whether a timing of a case with `inputs` and `outputs` bytes on a GPU of `total` bytes
+/// releases memory after every call: when what it holds at once reaches half the card. The
+/// harness holds the source inputs and both sides' staged inputs and output slots; each
+/// worker its outputs, their contiguous copy and about as much again of temporaries and
+/// cached blocks, kept while the other side is timed (on an 80 GB H100 the idle side's cached
+/// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
+/// memory). A released call reallocates its outputs: it opens with an untimed call
+/// ([`opening_calls`]).
+pub fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
+    let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
+    total > 0 && need >= total / 2
 }
 
 /// At most this many times a reference call is timed again after a window the GPU was busy
@@ -295,6 +299,11 @@ impl Run<'_> {
             if i == warmup && warmup > 0 {
                 opening = opening_calls(tc, Some(&reference_warm));
             }
+            if self.s.release_calls {
+                // Each call after a release allocates its outputs afresh: an untimed call
+                // takes that cost (its blocks are then cached for the timed one).
+                opening = opening.max(1);
+            }
             self.stage(reference, seed)?;
             self.exchange
                 .poison_outputs()
@@ -435,10 +444,10 @@ impl Run<'_> {
         // candidate's GPU work could otherwise compute on them before its window opened. On
         // the CPU nothing of a frozen candidate runs, and the copy stays outside.
         let gpu = self.probe.is_some();
+        let flush = self.s.config.l2_flush;
         let stage = |this: &Self| {
             this.exchange
-                .stage_into(side)
-                .and_then(|()| this.exchange.flush_l2(call))
+                .stage_and_flush(side, call, flush)
                 .or_else(|e| reference_failed(format!("staging the call's inputs: {e:#}")))
         };
         if !gpu {
@@ -629,13 +638,10 @@ mod tests {
     #[test]
     fn large_cases_release_after_every_call() {
         let gib = 1u64 << 30;
-        assert!(release_every_call(12 * gib, 80 * gib), "L1/20");
-        assert!(release_every_call(5 * gib, 80 * gib));
-        assert!(!release_every_call(2 * gib, 80 * gib), "L1/70");
-        assert!(
-            !release_every_call(12 * gib, 0),
-            "no GPU: nothing to release"
-        );
+        assert!(release_every_call(6 * gib, 6 * gib, 80 * gib), "L1/20 on an H100");
+        assert!(!release_every_call(6 * gib, 6 * gib, 141 * gib), "L1/20 on an H200");
+        assert!(!release_every_call(gib, gib, 80 * gib), "L1/70");
+        assert!(!release_every_call(6 * gib, 6 * gib, 0), "no GPU: nothing to release");
     }
 
     #[test]

@@ -61,7 +61,8 @@ impl Evaluation<'_, '_> {
                 };
                 let total = exec.gpu_memory();
                 let io_bytes = timed.layout.io_bytes();
-                let mut release_calls = release_every_call(io_bytes, total);
+                let (inputs, outputs) = timed.layout.bytes();
+                let mut release_calls = release_every_call(inputs, outputs, total);
                 let r = loop {
                     let settings = GatedSettings {
                         config: tc,
