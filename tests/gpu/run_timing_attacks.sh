@@ -28,7 +28,7 @@ for f in $EX/cpu/level1/4_honest_library_matmul.py $EX/cpu/level1/4_cache_by_val
 done
 secret "$L/secret"
 env_info | tee "$L/env.txt"
-for side in old new; do
+for side in ${SIDES:-old new}; do
   bin=$D/kbench; [ $side = old ] && bin=$D/kbench-old
   step "attacks, $side binary"
   S=$(date +%s)
@@ -37,7 +37,7 @@ for side in old new; do
   echo "$side rc=$? $(( $(date +%s)-S ))s"; tail -4 "$L/$side.txt"
 done
 step table
-python3 tests/gpu/timing_table.py "$L/run-old/records.jsonl" "$L/run-new/records.jsonl" \
+python3 tests/gpu/timing_table.py $(for s in ${SIDES:-old new}; do echo "$L/run-$s/records.jsonl"; done) \
   --jsonl "$OUT/attacks.jsonl" | tee "$OUT/attacks.md"
 if [ "${CORPUS:-1}" = 1 ]; then
   step "CUDA corpus, new binary"
