@@ -15,6 +15,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
+use crate::export::shown_label;
 use crate::report::Report;
 use crate::task::Baseline;
 
@@ -97,7 +98,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                 .iter()
                 .filter_map(|r| {
                     let b = r.scope(scope)?.baseline(baseline)?;
-                    Some((r.label.clone(), b.curve.clone()))
+                    Some((shown_label(r), b.curve.clone()))
                 })
                 .collect();
             if series.is_empty() {
@@ -129,7 +130,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                     })
                     .filter(|&(_, s)| s > 0.0)
                     .collect();
-                (r.label.clone(), points)
+                (shown_label(r), points)
             })
             .collect();
         if series.iter().any(|(_, p)| !p.is_empty()) {
@@ -163,11 +164,14 @@ pub fn plots(report: &Report) -> Vec<Plot> {
         if !bars.is_empty() {
             out.push(Plot {
                 name: format!("problems-{}", file_safe(&run.label)),
-                title: format!("{}: speedup vs eager per problem (95% CI)", run.label),
+                title: format!(
+                    "{}: speedup vs eager per problem (95% CI)",
+                    shown_label(run)
+                ),
                 data: PlotData::Bars {
                     y_label: "speedup (log scale)".into(),
                     log: true,
-                    series: vec![run.label.clone()],
+                    series: vec![shown_label(run)],
                     first_colour: i,
                     bars,
                 },
@@ -202,11 +206,16 @@ pub fn plots(report: &Report) -> Vec<Plot> {
             data: PlotData::Bars {
                 y_label: "pass rate".into(),
                 log: false,
-                series: report.runs.iter().map(|r| r.label.clone()).collect(),
+                series: report.runs.iter().map(shown_label).collect(),
                 first_colour: 0,
                 bars,
             },
         });
+    }
+    if !report.unverified.is_empty() {
+        for p in &mut out {
+            p.title = format!("UNVERIFIED: {}", p.title);
+        }
     }
     out
 }

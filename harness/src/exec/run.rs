@@ -70,16 +70,11 @@ impl Sink for Added {
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     let engine = Engine::prepare(config, matches!(config.agent, AgentConfig::Given { .. }))?;
-    let mut run_dir = super::run_dir::open(config)?;
     let say = |msg: &str| {
         if !config.quiet {
             eprintln!("kbench: {msg}");
         }
     };
-    // Said even with --quiet: a line skipped may be a forgery.
-    for note in &run_dir.notes {
-        eprintln!("kbench: {note}");
-    }
     let agent: Box<dyn Agent> = match &config.agent {
         AgentConfig::Reference => Box::new(ReferenceAgent),
         AgentConfig::Replay { dir } => {
@@ -100,6 +95,14 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             candidates: candidates.clone(),
         }),
     };
+
+    // Every evaluation the run plans goes into run.json before anything is recorded.
+    let planned = crate::plan::planned(&config.problems, &config.broken, agent.as_ref())?;
+    let mut run_dir = super::run_dir::open(config, planned)?;
+    // Said even with --quiet: a line skipped may be a forgery.
+    for note in &run_dir.notes {
+        eprintln!("kbench: {note}");
+    }
 
     // The plan: every (problem, candidate) not yet recorded.
     let plan = crate::plan::pending(&config.problems, &config.broken, agent.as_ref(), |k| {

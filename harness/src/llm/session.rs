@@ -45,7 +45,8 @@ pub fn run_with_profiler(
     stop: Arc<AtomicBool>,
     profiler: &dyn ProfileFeedback,
 ) -> Result<i32> {
-    let resuming = config.out.join(crate::runlog::MANIFEST).exists();
+    // Never another tool's folder: checked before anything is written into it.
+    let resuming = crate::runlog::check_out(&config.out)? == crate::runlog::OutFolder::Run;
     if resuming && !config.resume {
         bail!(
             "{} already holds a run: pass --resume to continue it (the model calls it recorded are answered from its llm/ folder and the kernels it evaluated are not evaluated again), or choose another --out",
