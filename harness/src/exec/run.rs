@@ -9,7 +9,7 @@ use kbench_record::EvalRecord;
 
 use super::engine::{build_job, run_executors, Engine};
 use super::executor::{Depth, Shared, Sink};
-use super::progress::{progress_bar, report_line};
+use super::progress::{progress_bar, report_line, Heartbeat};
 use super::queue::{lock, Batch, Item, Queue};
 use crate::agents::{Agent, GivenAgent, ReferenceAgent, ReplayAgent};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
@@ -115,6 +115,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         ));
     }
     let progress = progress_bar(total as u64, config.quiet);
+    let heartbeat = Heartbeat::of_bar(config.quiet, &progress);
     let env_base = environment_base(&engine.info, &engine.jail.containment);
     let added = Added(Mutex::new(Vec::new()));
     // Missing kernels and broken problem files: recorded now, no worker started.
@@ -227,6 +228,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     };
     let depth = Depth { ahead, keep: 1 };
     let error = run_executors(&ctx, &stations, depth, &shared, &|_| {}, || {});
+    drop(heartbeat);
     if let Some(s) = sampler {
         s.stop();
     }
