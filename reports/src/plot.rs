@@ -212,8 +212,20 @@ pub fn plots(report: &Report) -> Vec<Plot> {
             },
         });
     }
-    if !report.unverified.is_empty() {
-        for p in &mut out {
+    // A plot with a run read unverified says so: a run's own plot when that run is, every
+    // plot of several runs when one of them is.
+    let own = |p: &Plot| {
+        report
+            .runs
+            .iter()
+            .find(|r| p.name == format!("problems-{}", file_safe(&r.label)))
+    };
+    for p in &mut out {
+        let unverified = match own(p) {
+            Some(run) => run.records_check.unverified(),
+            None => !report.unverified.is_empty(),
+        };
+        if unverified {
             p.title = format!("UNVERIFIED: {}", p.title);
         }
     }
@@ -555,4 +567,49 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::completeness::{RecordsCheck, Verification};
+    use crate::report::{build_report, RunInput};
+    use crate::tests::record;
+    use crate::SpeedupBasis;
+    use kbench_record::Outcome;
+
+    #[test]
+    fn plots_showing_a_run_read_unverified_say_so_in_their_title() {
+        let run = |label: &str, verification| RunInput {
+            label: label.into(),
+            path: label.into(),
+            records: vec![(record(Outcome::Ok, Some((2.0, 2.0))), Default::default())],
+            check: RecordsCheck {
+                verification,
+                ..RecordsCheck::default()
+            },
+            ..RunInput::default()
+        };
+        let report = build_report(
+            &[
+                run("checked", Verification::Verified),
+                run("copied", Verification::Unverified),
+            ],
+            SpeedupBasis::Median,
+        );
+        let all = plots(&report);
+        let title = |name: &str| &all.iter().find(|p| p.name == name).unwrap().title;
+        assert!(title("problems-copied").starts_with("UNVERIFIED: copied (UNVERIFIED)"));
+        assert!(!title("problems-checked").contains("UNVERIFIED"));
+        assert!(title("fast_p-all-eager").starts_with("UNVERIFIED: "));
+        let PlotData::Lines { series, .. } = &all
+            .iter()
+            .find(|p| p.name == "fast_p-all-eager")
+            .unwrap()
+            .data
+        else {
+            panic!("fast_p is a line plot")
+        };
+        assert_eq!(series[1].0, "copied (UNVERIFIED)");
+    }
 }

@@ -15,8 +15,9 @@ use super::{LOCK, MANIFEST};
 pub enum OutFolder {
     /// It does not exist yet.
     New,
-    /// It exists and holds nothing but what a kbench start that stopped before writing
-    /// `run.json` leaves (a `lock` file, empty `logs/`, `kernels/`, `llm/`).
+    /// It exists and holds nothing but what kbench writes before `run.json` (a `lock` file,
+    /// empty `logs/`, `kernels/`, `llm/`, and the `baselines/` of `--baselines live`, holding
+    /// only its `store/` and `runs/`).
     Empty,
     /// A kbench run folder: its `run.json` is a kbench run manifest.
     Run,
@@ -26,6 +27,8 @@ pub enum OutFolder {
 
 /// Folders a kbench run creates before its `run.json`, harmless when empty.
 const SCAFFOLD_DIRS: [&str; 3] = ["logs", "kernels", "llm"];
+/// Where `kbench run --baselines live` measures, inside `--out`, before the run starts.
+const LIVE_BASELINES: &str = "baselines";
 /// Entries named in an error about a foreign folder.
 const NAMED: usize = 5;
 
@@ -60,9 +63,8 @@ pub fn out_folder(dir: &Path) -> Result<OutFolder> {
         let name = e.file_name().to_string_lossy().to_string();
         let path = e.path();
         let scaffold = (name == LOCK && path.is_file())
-            || (SCAFFOLD_DIRS.contains(&name.as_str())
-                && path.is_dir()
-                && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none()));
+            || (SCAFFOLD_DIRS.contains(&name.as_str()) && path.is_dir() && holds(&path, &[]))
+            || (name == LIVE_BASELINES && path.is_dir() && holds(&path, &["store", "runs"]));
         if !scaffold {
             foreign.push(name);
         }
@@ -72,6 +74,15 @@ pub fn out_folder(dir: &Path) -> Result<OutFolder> {
     }
     foreign.sort();
     Ok(OutFolder::Foreign(foreign))
+}
+
+/// Whether `dir` holds only folders named in `names` (nothing, for none).
+fn holds(dir: &Path, names: &[&str]) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .all(|e| names.contains(&e.file_name().to_string_lossy().as_ref()) && e.path().is_dir())
+    })
 }
 
 /// The error for a foreign `--out` folder holding `names`.
@@ -111,6 +122,13 @@ mod tests {
         std::fs::write(out.join(LOCK), "1 host\n").unwrap();
         std::fs::create_dir(out.join("logs")).unwrap();
         assert_eq!(check_out(&out).unwrap(), OutFolder::Empty);
+        // What `--baselines live` measured there before the run opened it.
+        std::fs::create_dir_all(out.join("baselines/store/x")).unwrap();
+        std::fs::create_dir_all(out.join("baselines/runs")).unwrap();
+        assert_eq!(check_out(&out).unwrap(), OutFolder::Empty);
+        std::fs::write(out.join("baselines/theirs.csv"), "t").unwrap();
+        assert!(check_out(&out).is_err());
+        std::fs::remove_dir_all(out.join("baselines")).unwrap();
         // A KernelBench runs/<name>/ folder.
         std::fs::write(out.join("eval_results.json"), "{}").unwrap();
         std::fs::write(out.join("logs/notes.txt"), "mine").unwrap();
