@@ -36,7 +36,10 @@ fn read_run_and_shard(path: &Path, unverified_ok: bool) -> Result<(RunInput, Opt
     }
     let (verification, note) = match &folder.trust {
         Trust::Verified => (Verification::Verified, None),
-        Trust::Legacy(why) => (Verification::RecordsOnly, Some(why.clone())),
+        Trust::Legacy(why) => {
+            eprintln!("kbench: note: {why}");
+            (Verification::RecordsOnly, Some(why.clone()))
+        }
         Trust::Unverified(why) => {
             eprintln!("kbench: warning: UNVERIFIED: {why}; read anyway (--unverified)");
             (Verification::Unverified, Some(why.clone()))

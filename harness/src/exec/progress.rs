@@ -3,9 +3,8 @@
 //! often while nothing else is said, so that a long step is never silent.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use kbench_record::EvalRecord;
 
@@ -81,11 +80,13 @@ fn progress_every() -> Duration {
     Duration::from_secs_f64(s)
 }
 
-/// A thread that, off a terminal, prints a plain progress line whenever nothing changed for
+/// A thread that, off a terminal, prints a plain progress line when nothing changed over
 /// [`progress_every`]: `status` gives a counter that moves when the run says something of
-/// its own (a record's line) and the line to print. Stops when dropped.
+/// its own (a record's line) and the line to print. It wakes once a period, no more (CPU
+/// timing is disturbed by anything that runs), so a line comes after one to two periods of
+/// silence. Stops when dropped.
 pub(crate) struct Heartbeat {
-    done: Arc<AtomicBool>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -95,30 +96,32 @@ impl Heartbeat {
         quiet: bool,
         status: impl Fn() -> (u64, String) + Send + 'static,
     ) -> Heartbeat {
-        let done = Arc::new(AtomicBool::new(false));
         if quiet || std::io::stderr().is_terminal() {
-            return Heartbeat { done, thread: None };
+            return Heartbeat {
+                stop: None,
+                thread: None,
+            };
         }
         let every = progress_every();
-        let flag = Arc::clone(&done);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("kbench-progress".into())
             .spawn(move || {
                 let (mut last, _) = status();
-                let mut said = Instant::now();
-                while !flag.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(100).min(every));
+                // Wakes each period until the sender is dropped.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                     let (now, line) = status();
-                    if now != last {
-                        (last, said) = (now, Instant::now());
-                    } else if said.elapsed() >= every {
+                    if now == last {
                         eprintln!("kbench: {line}");
-                        said = Instant::now();
                     }
+                    last = now;
                 }
             })
             .ok();
-        Heartbeat { done, thread }
+        Heartbeat {
+            stop: Some(stop),
+            thread,
+        }
     }
 
     /// The heartbeat of a run's progress bar: evaluations done, time, and what is running.
@@ -146,7 +149,7 @@ impl Heartbeat {
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.done.store(true, Ordering::SeqCst);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
