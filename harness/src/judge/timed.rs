@@ -145,10 +145,10 @@ impl<'a> TimedCheck<'a> {
             return (v.mismatches > 0).then(|| format!("output {k}: {c}"));
         }
         let t = tolerance(self.tol.profile, self.tol.precision);
-        let limit = t.atol.max(t.rtol).max(SLACK * self.case_tol_needed);
+        let limit = SLACK * t.atol.max(t.rtol).max(self.case_tol_needed);
         (v.tol_needed > limit).then(|| {
             format!(
-                "output {k}: needs atol = rtol = {:.3e}, beyond the {limit:.3e} allowed ({SLACK} times the {:.3e} it needed on its cases, at least the profile's); max abs {:.3e}",
+                "output {k}: needs atol = rtol = {:.3e}, beyond the {limit:.3e} allowed ({SLACK} times the larger of the profile's tolerance and the {:.3e} it needed on its cases); max abs {:.3e}",
                 v.tol_needed, self.case_tol_needed, v.max_abs
             )
         })

@@ -115,11 +115,11 @@ impl Evaluation<'_, '_> {
         self.phases.timing_s = tt.elapsed().as_secs_f64();
         match result.map_err(|f| fault(f, Phase::Time))? {
             TimingResult::Measured(t) => {
-                self.integrity.checked_timed_calls = t.rounds;
+                self.integrity.checked_timed_calls = t.candidate.samples_ms.len() as u32;
                 self.timing = Some(*t);
             }
             TimingResult::Unsupported(t, o) => {
-                self.integrity.checked_timed_calls = t.rounds;
+                self.integrity.checked_timed_calls = t.candidate.samples_ms.len() as u32;
                 self.timing = Some(*t);
                 return Err(Stop::Verdict(o));
             }
