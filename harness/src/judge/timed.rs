@@ -118,7 +118,12 @@ impl<'a> TimedCheck<'a> {
             }
             return Some(mismatch(why));
         }
-        if !self.input_checks.get(call as usize).copied().unwrap_or(true) {
+        if !self
+            .input_checks
+            .get(call as usize)
+            .copied()
+            .unwrap_or(true)
+        {
             return None;
         }
         match exchange.inputs_differ(self.station) {

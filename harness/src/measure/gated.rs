@@ -643,10 +643,19 @@ mod tests {
     #[test]
     fn large_cases_release_after_every_call() {
         let gib = 1u64 << 30;
-        assert!(release_every_call(6 * gib, 6 * gib, 80 * gib), "L1/20 on an H100");
-        assert!(!release_every_call(6 * gib, 6 * gib, 141 * gib), "L1/20 on an H200");
+        assert!(
+            release_every_call(6 * gib, 6 * gib, 80 * gib),
+            "L1/20 on an H100"
+        );
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 141 * gib),
+            "L1/20 on an H200"
+        );
         assert!(!release_every_call(gib, gib, 80 * gib), "L1/70");
-        assert!(!release_every_call(6 * gib, 6 * gib, 0), "no GPU: nothing to release");
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 0),
+            "no GPU: nothing to release"
+        );
     }
 
     #[test]
