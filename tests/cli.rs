@@ -221,6 +221,12 @@ fn round_warmup_analysis_passes_its_self_test() {
 
 /// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0
 /// and says `self-test: ok`.
+/// The CPU self-speedup benchmark's analysis (bench/self_speedup): its sign test.
+#[test]
+fn self_speedup_analysis_passes_its_self_test() {
+    passes_its_self_test("bench/self_speedup/analyze.py");
+}
+
 fn passes_its_self_test(script: &str) {
     let out = std::process::Command::new("python3")
         .arg(common::repo_root().join(script))

@@ -165,7 +165,7 @@ fn a_hostile_run_name_is_shown_as_text_in_headless_chromium() {
     let run = tmp.path().join(label);
     std::fs::create_dir(&run).unwrap();
     let fixture = repo_root().join("tests/fixtures/report_runs/one-shot");
-    for file in ["records.jsonl", "run.json"] {
+    for file in ["records.jsonl", "run.json", "secret"] {
         std::fs::copy(fixture.join(file), run.join(file)).unwrap();
     }
     let page = tmp.path().join("board.html");

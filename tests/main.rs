@@ -25,6 +25,8 @@ mod bounded_workers;
 // The GPU benchmark scripts' sequencing, with stand-ins for kbench and nvidia-smi.
 mod bench_scripts;
 mod cli;
+// A run's records against its signed plan; --out never takes another tool's folder.
+mod complete_records;
 // Issue 22: every relative link and #anchor of the Markdown docs resolves.
 mod docs_links;
 mod e2e_cpu;

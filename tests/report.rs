@@ -27,7 +27,7 @@ fn redacted_report(basis: SpeedupBasis) -> Report {
 }
 
 fn redacted_report_picking(basis: SpeedupBasis, pick: Pick) -> Report {
-    let runs = kbench::commands::report::read_runs(&fixture_runs()).unwrap();
+    let runs = kbench::commands::report::read_runs(&fixture_runs(), false).unwrap();
     let mut report = build_report_picking(&runs, basis, pick);
     for run in &mut report.runs {
         run.path = format!("[RUN_DIR]/{}", run.label);
@@ -240,7 +240,7 @@ fn report_reads_a_resumed_log_once_per_key_and_skips_a_partial_last_line() {
     // The first record twice (a resume that re-evaluated it) and a torn last line.
     let text = format!("{src}{first}\n{}", &first[..first.len() / 2]);
     std::fs::write(run.join("records.jsonl"), text).unwrap();
-    let runs = kbench::commands::report::read_runs(&[run]).unwrap();
+    let runs = kbench::commands::report::read_runs(&[run], true).unwrap();
     assert_eq!(runs[0].records.len(), 4);
     assert_eq!(runs[0].label, "resumed");
     assert_eq!(runs[0].agent.as_deref(), Some("one-shot"));

@@ -722,6 +722,10 @@ pub struct MergeArgs {
     /// Merge a submission even though some of its shards have not finished.
     #[arg(long)]
     pub partial: bool,
+    /// Merge runs that cannot be verified (no `secret`, a changed `run.json`) instead of
+    /// refusing them: the merged run gets no secret, so every report of it says UNVERIFIED.
+    #[arg(long)]
+    pub unverified: bool,
 }
 
 impl RunArgs {

@@ -159,6 +159,43 @@ pub fn pending<'p>(
     })
 }
 
+/// Every evaluation `agent` plans for `problems` (and the `broken` problem files), recorded or
+/// not: what `run.json` lists, so that a record never written, deleted, or that does not
+/// verify is counted as missing. Problems the agent proposes nothing for (and does not
+/// answer) are not in it.
+pub fn planned(
+    problems: &[Problem],
+    broken: &[BrokenProblem],
+    agent: &dyn Agent,
+) -> Result<kbench_record::Plan> {
+    let all = pending(problems, broken, agent, |_| false)?;
+    let mut plan = kbench_record::Plan::new(kbench_record::PlannedKernels::Ahead);
+    for (p, cands) in &all.pending {
+        let r = p.to_ref();
+        for c in cands {
+            plan.add_kernel(&r, &c.name, c.sample);
+        }
+    }
+    for u in &all.unjudged {
+        plan.add_kernel(&u.problem, &u.cand.name, u.cand.sample);
+    }
+    Ok(plan)
+}
+
+/// What an agent that writes its kernels as it goes plans (the LLM agents): every problem is
+/// a task that must get a record (a broken problem file its `problem_error`); each kernel
+/// joins the plan when it is recorded.
+pub fn planned_tasks(problems: &[Problem], broken: &[BrokenProblem]) -> kbench_record::Plan {
+    let mut plan = kbench_record::Plan::new(kbench_record::PlannedKernels::AsWritten);
+    for p in problems {
+        plan.add_problem(&p.to_ref());
+    }
+    for b in broken {
+        plan.add_problem(&b.to_ref());
+    }
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +271,23 @@ mod tests {
         // The reference agent answers everything: nothing missing.
         let plan = pending(&problems, &[], &ReferenceAgent, |_| false).unwrap();
         assert_eq!((plan.total(), plan.unjudged.len()), (problems.len(), 0));
+
+        // run.json's plan lists every record the run will write, recorded or not.
+        let listed = planned(&problems, &[broken()], &agent).unwrap();
+        let mut keys = listed.keys("replay");
+        keys.sort();
+        let mut want: Vec<String> = pending(&problems, &[broken()], &agent, |_| false)
+            .unwrap()
+            .unjudged
+            .iter()
+            .map(|u| u.key.clone())
+            .chain([record_key(p1, "replay", &agent.candidates(p1).unwrap()[0])])
+            .collect();
+        want.sort();
+        assert_eq!(keys, want);
+        let tasks = planned_tasks(&problems, &[broken()]);
+        assert_eq!(tasks.problems.len(), problems.len() + 1);
+        assert!(tasks.keys("kevin").is_empty());
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use crate::export::pct;
+use crate::export::{pct, records_line, shown_label, unverified_banner};
 use crate::metrics::{ScopeMetrics, FAST_P};
 use crate::plot::{file_safe, plots, render_svg, Plot, PlotError};
 use crate::report::{Report, RunReport};
@@ -40,6 +40,8 @@ tr.flagged td:first-child{border-left:4px solid #d55e00}
 .scroll{overflow-x:auto}
 .plots .wide{grid-column:1/-1;overflow-x:auto}.plots .wide svg{width:auto;max-width:none}
 details{font-size:13px;margin:2px 0}details:target{background:#fff6d5}
+p.unverified{background:#d55e00;color:#fff;font-weight:700;padding:8px 12px;max-width:980px}
+p.incomplete{color:#d55e00;font-weight:600}
 "#;
 
 const SCRIPT: &str = r#"
@@ -141,6 +143,8 @@ fn runs_table(report: &Report, scope: &str) -> Markup {
                 (th("usd_per_task", "$/task"))
                 (th("agent_min_per_task", "agent min/task"))
                 (th("flags", "integrity flags"))
+                (th("missing", "missing records"))
+                (th("invalid", "invalid records"))
             } }
             tbody {
                 @for run in &report.runs {
@@ -159,9 +163,10 @@ fn run_row(run: &RunReport, s: &ScopeMetrics) -> Markup {
         .count();
     let eager = s.baseline(Baseline::Eager);
     let z = eager.and_then(|b| b.zero_filled);
+    let check = &run.records_check;
     html! {
         tr class=[(flags > 0).then_some("flagged")] {
-            (td_link(&run.label, &format!("run-{}", file_safe(&run.label))))
+            (td_link(&shown_label(run), &format!("run-{}", file_safe(&run.label))))
             (td_text(run.agent.as_deref().unwrap_or("?")))
             (td_num(Some(s.tasks as f64), html! { (s.tasks) }))
             (rate_cell(&s.compiled))
@@ -170,6 +175,7 @@ fn run_row(run: &RunReport, s: &ScopeMetrics) -> Markup {
             @for p in FAST_P {
                 @match eager.and_then(|b| b.fast_p.iter().find(|f| f.p == p)) {
                     Some(f) => (td_num(Some(f.rate.value), html! { (pct(f.rate.value)) })),
+                    None if !run.timed => td data-v="" { "not timed" },
                     None => (td_num(None, html! {})),
                 }
             }
@@ -184,6 +190,26 @@ fn run_row(run: &RunReport, s: &ScopeMetrics) -> Markup {
             (td_num(Some(flags as f64), html! {
                 @if flags > 0 { span class="flag" { (flags) } } @else { "0" }
             }))
+            @match check.missing {
+                Some(m) => (td_num(Some(m as f64), html! { (m) })),
+                None => td data-v="" { "not known" },
+            }
+            (td_num(Some(check.invalid as f64), html! { (check.invalid) }))
+        }
+    }
+}
+
+/// Per run: what checking its records found (planned, missing, invalid, verification), and
+/// its notes.
+fn records_section(report: &Report) -> Markup {
+    html! {
+        h2 { "Records checked" }
+        @for run in &report.runs {
+            @let line = records_line(&run.records_check);
+            p class=[line.starts_with("INCOMPLETE").then_some("incomplete")] {
+                strong { (shown_label(run)) } ": " (line)
+            }
+            @for note in &run.notes { p class="note" { (note) } }
         }
     }
 }
@@ -204,7 +230,7 @@ fn record_anchor(run: &RunReport, key: &str) -> String {
 
 fn problems_section(run: &RunReport) -> Markup {
     html! {
-        h3 id={ "run-" (file_safe(&run.label)) } { (run.label) }
+        h3 id={ "run-" (file_safe(&run.label)) } { (shown_label(run)) }
         table class="problems" {
             thead { tr {
                 @for (k, l) in [
@@ -360,6 +386,7 @@ pub fn render_leaderboard_with(
             }
             body {
                 "\n" h1 { (title) } "\n"
+                @if let Some(b) = unverified_banner(report) { p class="unverified" { (b) } "\n" }
                 p class="note" { (note) } "\n"
                 div class="tabs" {
                     @for (i, s) in scopes.iter().enumerate() {
@@ -378,6 +405,8 @@ pub fn render_leaderboard_with(
                 }
                 h2 { "Plots" }
                 div class="plots" { "\n" @for c in &other_plots { (c) } }
+                "\n"
+                (records_section(report))
                 "\n"
                 (integrity_section(report))
                 "\n"
@@ -440,6 +469,7 @@ pub(crate) mod tests {
                 (r, extras),
                 (record(Outcome::Ok, Some((1.5, 1.5))), Default::default()),
             ],
+            ..Default::default()
         }
     }
 
@@ -491,6 +521,7 @@ pub(crate) mod tests {
             run_id: None,
             agent: Some("coder-judge".into()),
             records: vec![with_cost("a", 0.1, 60.0), with_cost("b", 0.2, 120.0)],
+            ..Default::default()
         };
         let report = build_report(&[input], SpeedupBasis::Median);
         let page = render_leaderboard(&report, "t").unwrap();
@@ -507,6 +538,7 @@ pub(crate) mod tests {
             run_id: None,
             agent: None,
             records: vec![(record(Outcome::Ok, Some((2.0, 2.0))), Default::default())],
+            ..Default::default()
         };
         let page = render_leaderboard(&build_report(&[input], SpeedupBasis::Median), "t").unwrap();
         assert!(!page.contains(">0.300</td>"));

@@ -15,10 +15,13 @@
 //!   intervals, geometric means.
 //! - [`task`] / [`metrics`]: tasks from records and each paper's metric by name.
 //! - [`claims`]: a published set's claims against a run's records, every gap explained.
+//! - [`completeness`]: a run's records matched with its plan: missing, invalid, duplicate
+//!   and unplanned records, so that no change to a log raises a rate.
 
 mod basis;
 mod case_table;
 pub mod claims;
+pub mod completeness;
 mod error;
 pub mod export;
 pub mod extras;

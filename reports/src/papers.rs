@@ -2,7 +2,7 @@
 //! set beside the published numbers. Each preset reads the report; the metric definitions are
 //! in [`crate::metrics`].
 
-use crate::export::{pct, speedup, Grid};
+use crate::export::{pct, records_line, shown_label, speedup, unverified_banner, Grid};
 use crate::metrics::ScopeMetrics;
 use crate::report::Report;
 use crate::task::Baseline;
@@ -61,6 +61,9 @@ impl PaperTable {
     }
 }
 
+/// What a speedup cell of a run made with `--no-timing` says.
+const NOT_TIMED: &str = "not timed";
+
 fn scope_name(s: &ScopeMetrics) -> String {
     match s.level {
         Some(l) => format!("Level {l} ({})", s.tasks),
@@ -78,14 +81,15 @@ fn cudaforge(report: &Report) -> Grid {
             let z = b.and_then(|b| b.zero_filled.as_ref());
             let fast1 = b.and_then(|b| b.fast_p.iter().find(|f| f.p == 1.0));
             let num = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+            let timed = |v: String| if run.timed { v } else { NOT_TIMED.into() };
             g.row(vec![
-                run.label.clone(),
+                shown_label(run),
                 scope_name(s),
                 pct(s.correct.value),
-                num(z.map(|z| z.median.value)),
-                num(z.map(|z| z.p75.value)),
-                num(z.map(|z| z.mean.value)),
-                fast1.map_or_else(|| "-".into(), |f| pct(f.rate.value)),
+                timed(num(z.map(|z| z.median.value))),
+                timed(num(z.map(|z| z.p75.value))),
+                timed(num(z.map(|z| z.mean.value))),
+                timed(fast1.map_or_else(|| "-".into(), |f| pct(f.rate.value))),
                 num(s.cost.usd_per_task),
                 s.cost
                     .agent_wall_min_per_task
@@ -124,15 +128,18 @@ fn cuda_agent(report: &Report) -> Grid {
                 };
                 g.map_or_else(|| "-".into(), |g| format!("{g:.2}x"))
             };
-            g.row(vec![
-                scope_name(s),
-                run.label.clone(),
-                pct(s.correct.value),
-                faster(Baseline::Eager),
-                faster(Baseline::Compile),
-                geomean(Baseline::Eager),
-                geomean(Baseline::Compile),
-            ]);
+            let mut row = vec![scope_name(s), shown_label(run), pct(s.correct.value)];
+            if run.timed {
+                row.extend([
+                    faster(Baseline::Eager),
+                    faster(Baseline::Compile),
+                    geomean(Baseline::Eager),
+                    geomean(Baseline::Compile),
+                ]);
+            } else {
+                row.resize(7, NOT_TIMED.into());
+            }
+            g.row(row);
         }
     }
     g
@@ -155,16 +162,19 @@ fn kevin(report: &Report) -> Grid {
         let Some(s) = run.scope("all") else { continue };
         let k = &s.kevin;
         let mut row = vec![
-            run.label.clone(),
+            shown_label(run),
             k.k.to_string(),
             pct(k.correct_best),
             pct(k.correct_avg),
-            speedup(Some(k.perf_best)),
-            speedup(Some(k.perf_avg)),
         ];
-        for (_, best, avg) in &k.fast {
-            row.push(pct(*best));
-            row.push(pct(*avg));
+        if run.timed {
+            row.extend([speedup(Some(k.perf_best)), speedup(Some(k.perf_avg))]);
+            for (_, best, avg) in &k.fast {
+                row.push(pct(*best));
+                row.push(pct(*avg));
+            }
+        } else {
+            row.resize(10, NOT_TIMED.into());
         }
         g.row(row);
     }
@@ -183,9 +193,20 @@ fn kernelbench(report: &Report) -> Grid {
     let mut g = Grid::new(&header);
     for run in &report.runs {
         for s in &run.scopes {
+            if !run.timed {
+                let mut row = vec![
+                    shown_label(run),
+                    scope_name(s),
+                    "not timed".into(),
+                    pct(s.compiled.value),
+                    pct(s.correct.value),
+                ];
+                row.resize(header.len(), NOT_TIMED.into());
+                g.row(row);
+            }
             for b in &s.baselines {
                 let mut row = vec![
-                    run.label.clone(),
+                    shown_label(run),
                     scope_name(s),
                     b.baseline.as_str().to_string(),
                     pct(s.compiled.value),
@@ -220,8 +241,22 @@ pub fn render_paper_table(report: &Report, table: PaperTable, markdown: bool) ->
     } else {
         grid.text()
     };
+    let banner = unverified_banner(report)
+        .map(|b| format!("{b}\n\n"))
+        .unwrap_or_default();
+    let checks: String = report
+        .runs
+        .iter()
+        .map(|run| {
+            format!(
+                "{}: {}\n",
+                shown_label(run),
+                records_line(&run.records_check)
+            )
+        })
+        .collect();
     format!(
-        "{body}\n{}; speedups on the {} basis; task = {}.\n",
+        "{banner}{body}\n{}; speedups on the {} basis; task = {}.\n{checks}",
         table.source(),
         report.basis.as_str(),
         report.pick.as_str()

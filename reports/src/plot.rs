@@ -15,6 +15,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
+use crate::export::shown_label;
 use crate::report::Report;
 use crate::task::Baseline;
 
@@ -97,7 +98,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                 .iter()
                 .filter_map(|r| {
                     let b = r.scope(scope)?.baseline(baseline)?;
-                    Some((r.label.clone(), b.curve.clone()))
+                    Some((shown_label(r), b.curve.clone()))
                 })
                 .collect();
             if series.is_empty() {
@@ -129,7 +130,7 @@ pub fn plots(report: &Report) -> Vec<Plot> {
                     })
                     .filter(|&(_, s)| s > 0.0)
                     .collect();
-                (r.label.clone(), points)
+                (shown_label(r), points)
             })
             .collect();
         if series.iter().any(|(_, p)| !p.is_empty()) {
@@ -163,11 +164,14 @@ pub fn plots(report: &Report) -> Vec<Plot> {
         if !bars.is_empty() {
             out.push(Plot {
                 name: format!("problems-{}", file_safe(&run.label)),
-                title: format!("{}: speedup vs eager per problem (95% CI)", run.label),
+                title: format!(
+                    "{}: speedup vs eager per problem (95% CI)",
+                    shown_label(run)
+                ),
                 data: PlotData::Bars {
                     y_label: "speedup (log scale)".into(),
                     log: true,
-                    series: vec![run.label.clone()],
+                    series: vec![shown_label(run)],
                     first_colour: i,
                     bars,
                 },
@@ -202,11 +206,28 @@ pub fn plots(report: &Report) -> Vec<Plot> {
             data: PlotData::Bars {
                 y_label: "pass rate".into(),
                 log: false,
-                series: report.runs.iter().map(|r| r.label.clone()).collect(),
+                series: report.runs.iter().map(shown_label).collect(),
                 first_colour: 0,
                 bars,
             },
         });
+    }
+    // A plot with a run read unverified says so: a run's own plot when that run is, every
+    // plot of several runs when one of them is.
+    let own = |p: &Plot| {
+        report
+            .runs
+            .iter()
+            .find(|r| p.name == format!("problems-{}", file_safe(&r.label)))
+    };
+    for p in &mut out {
+        let unverified = match own(p) {
+            Some(run) => run.records_check.unverified(),
+            None => !report.unverified.is_empty(),
+        };
+        if unverified {
+            p.title = format!("UNVERIFIED: {}", p.title);
+        }
     }
     out
 }
@@ -546,4 +567,49 @@ fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::completeness::{RecordsCheck, Verification};
+    use crate::report::{build_report, RunInput};
+    use crate::tests::record;
+    use crate::SpeedupBasis;
+    use kbench_record::Outcome;
+
+    #[test]
+    fn plots_showing_a_run_read_unverified_say_so_in_their_title() {
+        let run = |label: &str, verification| RunInput {
+            label: label.into(),
+            path: label.into(),
+            records: vec![(record(Outcome::Ok, Some((2.0, 2.0))), Default::default())],
+            check: RecordsCheck {
+                verification,
+                ..RecordsCheck::default()
+            },
+            ..RunInput::default()
+        };
+        let report = build_report(
+            &[
+                run("checked", Verification::Verified),
+                run("copied", Verification::Unverified),
+            ],
+            SpeedupBasis::Median,
+        );
+        let all = plots(&report);
+        let title = |name: &str| &all.iter().find(|p| p.name == name).unwrap().title;
+        assert!(title("problems-copied").starts_with("UNVERIFIED: copied (UNVERIFIED)"));
+        assert!(!title("problems-checked").contains("UNVERIFIED"));
+        assert!(title("fast_p-all-eager").starts_with("UNVERIFIED: "));
+        let PlotData::Lines { series, .. } = &all
+            .iter()
+            .find(|p| p.name == "fast_p-all-eager")
+            .unwrap()
+            .data
+        else {
+            panic!("fast_p is a line plot")
+        };
+        assert_eq!(series[1].0, "copied (UNVERIFIED)");
+    }
 }

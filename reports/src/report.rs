@@ -6,16 +6,17 @@ use kbench_record::EvalRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::basis::SpeedupBasis;
+use crate::completeness::{MissingEval, RecordsCheck};
 use crate::extras::RecordExtras;
 use crate::metrics::{metrics_by_level, pass_at_k_over, ScopeMetrics};
 use crate::stats::{Estimate, Rate, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, SPEEDUP_RESAMPLES};
-use crate::task::{group_tasks_picking, Baseline, Pick, Task};
+use crate::task::{group_tasks_planned, Baseline, Pick, Task};
 
 /// Version of the report's JSON shape. Bump on any incompatible change.
 pub const REPORT_VERSION: u32 = 1;
 
 /// One run as read from its directory: what `kbench report` hands to [`build_report`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunInput {
     /// Short name shown in tables (the run directory's name).
     pub label: String,
@@ -24,7 +25,16 @@ pub struct RunInput {
     /// `run.json`'s `run_id` and `agent`, when it was readable.
     pub run_id: Option<String>,
     pub agent: Option<String>,
+    /// The records that count: one per planned evaluation recorded
+    /// ([`crate::completeness::reconcile`]).
     pub records: Vec<(EvalRecord, RecordExtras)>,
+    /// Planned evaluations without a valid record: counted as not correct.
+    pub missing: Vec<MissingEval>,
+    /// What checking the run's files and matching its records with its plan found.
+    pub check: RecordsCheck,
+    /// Whether the run timed its kernels (`run.json`'s timed calls); `None` when unknown,
+    /// then read from the records.
+    pub timed: Option<bool>,
 }
 
 /// One problem's result in a run.
@@ -93,6 +103,18 @@ pub struct RunReport {
     /// (`--model-mode`), kernels correct only in eval mode (`mode-switch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Planned, missing, invalid, duplicate and unplanned records, and how far the run was
+    /// verified: every rendering states it.
+    #[serde(default)]
+    pub records_check: RecordsCheck,
+    /// Whether the run timed its kernels: an untimed run (`--no-timing`) has no speedup
+    /// figures at all, which renderings show as not timed, never as 0.
+    #[serde(default = "timed_default")]
+    pub timed: bool,
+}
+
+fn timed_default() -> bool {
+    true
 }
 
 impl RunReport {
@@ -112,6 +134,9 @@ pub struct Report {
     pub bootstrap_resamples: usize,
     pub speedup_resamples: usize,
     pub bootstrap_seed: u64,
+    /// Labels of the runs read with nothing verified (`--unverified`).
+    #[serde(default)]
+    pub unverified: Vec<String>,
     pub runs: Vec<RunReport>,
 }
 
@@ -160,11 +185,13 @@ fn problem_row(t: &Task, basis: SpeedupBasis) -> ProblemRow {
 
 /// Builds one run's report from its records.
 pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunReport {
-    let tasks = group_tasks_picking(&input.records, basis, pick);
+    let tasks = group_tasks_planned(&input.records, &input.missing, basis, pick);
     let mut families: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut integrity = Vec::new();
+    let mut missing = 0;
     for t in &tasks {
         for c in &t.candidates {
+            missing += usize::from(c.missing);
             for (family, &passed) in &c.families {
                 let e = families.entry(family.clone()).or_default();
                 e.0 += usize::from(passed);
@@ -179,12 +206,25 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunRepor
             }
         }
     }
+    // A missing evaluation ran no case: it fails every family the others ran.
+    for e in families.values_mut() {
+        e.1 += missing;
+    }
     let records = || input.records.iter().map(|(r, _)| r);
+    let timed = input.timed.unwrap_or_else(|| {
+        records().any(|r| r.timing.is_some()) || !records().any(|r| r.outcome.is_ok())
+    });
     let mut scopes = metrics_by_level(&tasks);
+    if !timed {
+        // No speedup was measured: not 0, not a figure at all.
+        for s in &mut scopes {
+            s.baselines.clear();
+        }
+    }
     if pick != Pick::BestCorrect {
         // pass@k is over every sample even when the other metrics read the first only
         // (KernelBench: fast_p from sample 0, pass@k from all samples).
-        let all = group_tasks_picking(&input.records, basis, Pick::BestCorrect);
+        let all = group_tasks_planned(&input.records, &input.missing, basis, Pick::BestCorrect);
         for s in &mut scopes {
             let of: Vec<&Task> = all
                 .iter()
@@ -220,8 +260,15 @@ pub fn run_report(input: &RunInput, basis: SpeedupBasis, pick: Pick) -> RunRepor
         notes: {
             let mut notes = mode_notes(records());
             notes.extend(baseline_notes(&tasks));
+            if !timed {
+                notes.push(
+                    "NOT TIMED: the run was made with --no-timing; it has no speedups (shown as not timed, never as 0)".into(),
+                );
+            }
             notes
         },
+        records_check: input.check.clone(),
+        timed,
     }
 }
 
@@ -364,6 +411,11 @@ pub fn build_report_picking(inputs: &[RunInput], basis: SpeedupBasis, pick: Pick
         bootstrap_resamples: BOOTSTRAP_RESAMPLES,
         speedup_resamples: SPEEDUP_RESAMPLES,
         bootstrap_seed: BOOTSTRAP_SEED,
+        unverified: inputs
+            .iter()
+            .filter(|i| i.check.unverified())
+            .map(|i| i.label.clone())
+            .collect(),
         runs: with_report_modes(
             inputs,
             inputs.iter().map(|i| run_report(i, basis, pick)).collect(),

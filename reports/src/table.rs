@@ -47,6 +47,22 @@ pub fn render_summary(s: &RunSummary) -> String {
             format!("{} basis, over {} timed correct", s.basis.as_str(), s.timed),
         ),
     ];
+    // Correct kernels and not one timed (`--no-timing`): no speedup figure, not 0.
+    let not_timed = s.timed == 0 && s.correct > 0;
+    let rows: Vec<(String, String, String)> = if not_timed {
+        rows.into_iter()
+            .map(|(name, value, note)| match name.as_str() {
+                "fast_1" | "median speedup" => (
+                    name,
+                    "not timed".into(),
+                    "no correct kernel was timed (--no-timing)".into(),
+                ),
+                _ => (name, value, note),
+            })
+            .collect()
+    } else {
+        rows
+    };
     let mut rows = rows;
     if let Some(m) = s.median_sol_ratio {
         rows.push((

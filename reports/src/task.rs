@@ -11,8 +11,10 @@
 //! over torch.compile and reports that kernel's eager speedup too; since all candidates of a
 //! task face the same baselines, the fastest kernel is the same for every baseline up to
 //! timing noise between records, which is where the two rules can differ.
-//! Tasks are the problems that have at least one record: a problem the run never recorded
-//! is not in any denominator, since the logs cannot know it was asked for. `kbench run`
+//! Tasks are the problems that have at least one record or one evaluation planned in the
+//! run's `run.json` without a valid record ([`crate::completeness`]): such a *missing*
+//! evaluation is a candidate that is neither compiled nor correct, so a record that was
+//! never written, deleted or spoiled counts against the run in every denominator. `kbench run`
 //! records a selected problem its agent gave no kernel for (`no_kernel`) and a broken
 //! problem file (`problem_error`), so those are in every denominator, never correct.
 
@@ -22,6 +24,7 @@ use kbench_record::{CaseFamily, EvalRecord, Outcome, SelectionRole};
 use serde::{Deserialize, Serialize};
 
 use crate::basis::SpeedupBasis;
+use crate::completeness::MissingEval;
 use crate::extras::{Cost, RecordExtras};
 
 /// Which candidates of a problem a report considers.
@@ -136,9 +139,46 @@ pub struct Candidate {
     /// a finalist's re-timing, or the chosen kernel's fresh measurement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<SelectionRole>,
+    /// A planned evaluation without a valid record: neither compiled nor correct, and failing
+    /// every case family the run's other candidates ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
+/// The outcome kind of a missing evaluation.
+pub const MISSING: &str = "missing";
+
 impl Candidate {
+    /// A planned evaluation without a valid record ([`crate::completeness`]).
+    pub fn missing(m: &MissingEval) -> Candidate {
+        let (name, sample) = m
+            .kernel
+            .clone()
+            .unwrap_or_else(|| ("(no record)".to_string(), 0));
+        Candidate {
+            name,
+            trajectory: sample,
+            turn: None,
+            outcome: MISSING.into(),
+            compiled: false,
+            correct: false,
+            correct_random: false,
+            speedups: BTreeMap::new(),
+            samples: None,
+            paired_per_round: None,
+            baselines_missing: BTreeMap::new(),
+            baseline_sources: BTreeMap::new(),
+            eager_drift: BTreeMap::new(),
+            families: BTreeMap::new(),
+            flags: Vec::new(),
+            cost: None,
+            eval_s: 0.0,
+            sol_ratio: None,
+            selection: None,
+            missing: true,
+        }
+    }
+
     /// The 95% interval of the eager speedup on `basis`, from the timing samples (the
     /// paired ratio when the record was timed in interleaved rounds).
     pub fn speedup_interval(&self, basis: SpeedupBasis) -> Option<crate::stats::Estimate> {
@@ -250,6 +290,7 @@ impl Candidate {
             eval_s: r.wall_s,
             sol_ratio: if correct { r.sol_ratio() } else { None },
             selection: r.candidate.selection.as_ref().map(|s| s.role),
+            missing: false,
         }
     }
 }
@@ -399,10 +440,27 @@ pub fn group_tasks_picking(
     basis: SpeedupBasis,
     pick: Pick,
 ) -> Vec<Task> {
+    group_tasks_planned(records, &[], basis, pick)
+}
+
+/// [`group_tasks_picking`] with the run's `missing` evaluations as candidates that are
+/// neither compiled nor correct. `pick` sees them like records: a missing first sample is
+/// the first sample, so no later sample stands in for it.
+pub fn group_tasks_planned(
+    records: &[(EvalRecord, RecordExtras)],
+    missing: &[MissingEval],
+    basis: SpeedupBasis,
+    pick: Pick,
+) -> Vec<Task> {
+    let missing_sample = |m: &MissingEval| m.kernel.as_ref().map_or(0, |(_, s)| *s);
     let mut first_sample: BTreeMap<String, u32> = BTreeMap::new();
     for (r, _) in records {
         let s = first_sample.entry(r.problem.key()).or_insert(u32::MAX);
         *s = (*s).min(r.candidate.sample);
+    }
+    for m in missing {
+        let s = first_sample.entry(m.problem_key()).or_insert(u32::MAX);
+        *s = (*s).min(missing_sample(m));
     }
     let mut tasks: BTreeMap<(u8, u32, String), Task> = BTreeMap::new();
     for (r, x) in records {
@@ -414,16 +472,15 @@ pub fn group_tasks_picking(
         {
             continue;
         }
-        let key = r.problem.key();
         let t = tasks
-            .entry((r.problem.level, r.problem.id, key.clone()))
-            .or_insert_with(|| Task {
-                key,
-                level: r.problem.level,
-                id: r.problem.id,
-                name: r.problem.name.clone(),
-                candidates: Vec::new(),
-                remeasured: Vec::new(),
+            .entry((r.problem.level, r.problem.id, r.problem.key()))
+            .or_insert_with(|| {
+                new_task(
+                    r.problem.level,
+                    r.problem.id,
+                    r.problem.key(),
+                    &r.problem.name,
+                )
             });
         let c = Candidate::from_record(r, x, basis);
         if c.selection.is_some() {
@@ -432,5 +489,27 @@ pub fn group_tasks_picking(
             t.candidates.push(c);
         }
     }
+    for m in missing {
+        let key = m.problem_key();
+        if pick == Pick::FirstSample && first_sample[&key] != missing_sample(m) {
+            continue;
+        }
+        tasks
+            .entry((m.level, m.id, key.clone()))
+            .or_insert_with(|| new_task(m.level, m.id, key, &m.name))
+            .candidates
+            .push(Candidate::missing(m));
+    }
     tasks.into_values().collect()
+}
+
+fn new_task(level: u8, id: u32, key: String, name: &str) -> Task {
+    Task {
+        key,
+        level,
+        id,
+        name: name.to_string(),
+        candidates: Vec::new(),
+        remeasured: Vec::new(),
+    }
 }

@@ -326,9 +326,8 @@ fn report_of(records: Vec<kbench_record::EvalRecord>) -> crate::report::RunRepor
     let input = crate::report::RunInput {
         label: "run".into(),
         path: "run".into(),
-        run_id: None,
-        agent: None,
         records,
+        ..Default::default()
     };
     crate::report::run_report(&input, SpeedupBasis::Median, Pick::BestCorrect)
 }

@@ -225,6 +225,22 @@ fn summary_table_snapshot() {
 }
 
 #[test]
+fn an_untimed_run_says_not_timed_where_speedups_would_be_not_zero() {
+    let s = summarize(&[record(Outcome::Ok, None), record(mismatch(), None)]);
+    let text = render_summary(&s);
+    assert!(
+        text.contains("fast_1            not timed  no correct kernel was timed (--no-timing)"),
+        "{text}"
+    );
+    assert!(text.contains("median speedup    not timed"), "{text}");
+    assert!(!text.contains("0.0%)  correct and speedup"), "{text}");
+    // A timed run whose kernels all failed has a fast_1 of 0, which is a figure.
+    let s = summarize(&[record(mismatch(), None)]);
+    let text = render_summary(&s);
+    assert!(text.contains("fast_1             0 (0.0%)"), "{text}");
+}
+
+#[test]
 fn summary_separates_random_from_every_family_and_names_failing_ones() {
     use kbench_record::{CaseFamily, CaseRef, CaseResult};
     let case = |family: &str, passed: bool, na: Option<&str>| CaseResult {

@@ -36,6 +36,7 @@ fn candidate(speedup: Option<f64>, compile: Option<f64>, trajectory: u32) -> Can
         eval_s: 0.0,
         sol_ratio: None,
         selection: None,
+        missing: false,
     }
 }
 

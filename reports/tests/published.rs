@@ -31,6 +31,7 @@ fn candidate(speedups: &[(Baseline, f64)], trajectory: u32) -> Candidate {
         eval_s: 1.0,
         sol_ratio: None,
         selection: None,
+        missing: false,
     }
 }
 

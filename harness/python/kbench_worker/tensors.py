@@ -132,19 +132,17 @@ def copy_outputs(out):
 
 def flatten_outputs(out):
     """forward's result as a flat list of checked tensors (tuples/lists flattened in order)."""
+    # Depth-first with a stack, not a nested function calling itself: such a closure is a
+    # reference cycle holding `flat`, so every call's outputs stayed alive until a garbage
+    # collection (timing disables it: 42 GiB of leaked outputs ran a worker out of memory).
     flat = []
-
-    def walk(x, path):
+    stack = [(out, "output")]
+    while stack:
+        x, path = stack.pop()
         if isinstance(x, (tuple, list)):
-            for i, item in enumerate(x):
-                walk(item, f"{path}[{i}]")
+            stack.extend(reversed([(item, f"{path}[{i}]") for i, item in enumerate(x)]))
         else:
             flat.append((x, path))
-
-    if isinstance(out, (tuple, list)):
-        walk(out, "output")
-    else:
-        flat.append((out, "output"))
     must = "forward must return a torch.Tensor or a tuple/list of tensors"
     if not any(isinstance(x, torch.Tensor) for x, _ in flat):
         # Said plainly: a Python or numpy number is no tensor, whatever its dtype is called.

@@ -119,13 +119,13 @@ class TimingCommands:
                 os.sched_setaffinity(0, {cpu})
             except OSError:
                 ph.old_affinity = None
-        # As timeit does: no garbage collection inside the phase. The reference process holds
-        # more Python objects than a candidate's, so collections would cost the sides
-        # differently; what is alive now is frozen out of every later collection.
+        # What is alive now is frozen out of every later collection (the reference process
+        # holds more Python objects than a candidate's, so full collections would cost the
+        # sides differently); collections stay on between calls, and each timed call runs
+        # with them off, as timeit does (a cycle a model makes is then freed after its call).
         ph.gc_was_enabled = gc.isenabled()
         gc.collect()
         gc.freeze()
-        gc.disable()
         self.gated = ph
         return {"type": "time_opened"}, []
 
@@ -182,6 +182,7 @@ class TimingCommands:
         seed_forward(ph.forward_seed, self.device)
         args = ph.args
         tr.append(time.perf_counter())
+        gc.disable()
         try:
             if self.device.type == "cuda":
                 sync = _orig("torch.cuda.synchronize")
@@ -211,6 +212,9 @@ class TimingCommands:
             raise
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "time")
+        finally:
+            if ph.gc_was_enabled:
+                gc.enable()
         tr.append(time.perf_counter())
         described = []
         for k, t in enumerate(outs):
@@ -220,6 +224,7 @@ class TimingCommands:
                 slot.copy_(t.detach())
                 d["copied"] = True
             described.append(d)
+        t = slot = None
         del out, outs
         _sync(self.device)
         tr.append(time.perf_counter())
@@ -254,8 +259,6 @@ class TimingCommands:
             except OSError:
                 pass
         gc.unfreeze()
-        if ph.gc_was_enabled:
-            gc.enable()
         ph.args = ph.staged = ph.slots = ph.source = None
         ph.events = None
         gc.collect()

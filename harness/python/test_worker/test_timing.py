@@ -214,6 +214,28 @@ class TimingTests(WorkerTestCase):
         self.call_both(ref, cand, 7)
         self.assert_bit_identical(cand.output(0), t["out:0"])
 
+    def test_a_calls_outputs_die_with_it(self):
+        # Each call returns how many of its earlier outputs are still alive: none may be (a
+        # reference cycle in the worker kept every output of the phase alive on a GPU).
+        ref, cand, _ = self.open_both(self.linear, textwrap.dedent("""
+            import weakref
+            import torch
+            outs = []
+
+            class ModelNew(torch.nn.Module):
+                def __init__(self, *args):
+                    super().__init__()
+                def forward(self, x):
+                    alive = sum(r() is not None for r in outs)
+                    out = (x[:, :1] * 0 + alive).expand(4, 8).contiguous()
+                    outs.append(weakref.ref(out))
+                    return out
+        """))
+        for seed in range(5):
+            r, c = self.call_both(ref, cand, seed)
+            self.assertEqual(c["type"], "timed_call", c)
+            self.assertEqual(float(cand.output(0).max()), 0.0, f"call {seed}: earlier outputs alive")
+
     def test_opening_calls_run_on_the_workers_own_case(self):
         ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
         reply, _ = self.cand.call({"cmd": "timed_call", "opening": 2})

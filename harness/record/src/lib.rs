@@ -9,12 +9,14 @@ pub mod claims;
 pub mod eval_results;
 mod outcome;
 pub mod perf;
+mod planned;
 pub mod protocol;
 mod record;
 mod tensor;
 
 pub use case::{CaseFamily, CaseRef};
 pub use outcome::{human_bytes, Outcome, Phase};
+pub use planned::{Plan, PlannedKernel, PlannedKernels, PlannedProblem};
 pub use record::{
     eval_key, AgentCost, ArtefactCount, BaselineRatio, Bounds, CandidateRef, CaseResult, CaseTimes,
     Device, Environment, EvalRecord, FlushCount, HarnessClock, IntegrityReport, KernelProfile,

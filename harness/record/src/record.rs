@@ -342,8 +342,9 @@ pub struct HarnessClock {
     /// Each timed call's window, milliseconds, in call order.
     pub reference_wall_ms: Vec<f64>,
     pub candidate_wall_ms: Vec<f64>,
-    /// Median over calls of the candidate's unexplained time (window minus claim) minus the
-    /// reference's in the same pair of calls, milliseconds, with its 99% confidence bounds.
+    /// The candidate's unexplained time (window minus claim) minus the reference's in the same
+    /// pair of calls, averaged over two consecutive pairs (one of each order), its median over
+    /// the timing, milliseconds, with its 99% confidence bounds.
     pub excess_ms: f64,
     pub excess_low_ms: f64,
     pub excess_high_ms: f64,

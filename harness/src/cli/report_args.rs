@@ -47,6 +47,11 @@ pub struct ReportArgs {
     /// per run, prefixed with the run's label when there are several).
     #[arg(long, value_name = "DIR", requires = "claims")]
     pub claims_out: Option<PathBuf>,
+    /// Read runs that cannot be verified (no `secret`, no or a changed `run.json`, records
+    /// from before kbench signed them, a records file outside its run folder) instead of
+    /// refusing them; every output then marks them UNVERIFIED.
+    #[arg(long)]
+    pub unverified: bool,
 }
 
 /// Which candidates of each problem a report considers.
@@ -80,4 +85,9 @@ pub struct LeaderboardArgs {
     /// A claims file from `kbench import`: adds a claims section (claimed vs measured) per run.
     #[arg(long, value_name = "FILE")]
     pub claims: Option<PathBuf>,
+    /// Read runs that cannot be verified (no `secret`, no or a changed `run.json`, records
+    /// from before kbench signed them, a records file outside its run folder) instead of
+    /// refusing them; every output then marks them UNVERIFIED.
+    #[arg(long)]
+    pub unverified: bool,
 }

@@ -28,7 +28,9 @@ pub fn command(a: DemoArgs) -> Result<i32> {
     let out = a
         .out
         .unwrap_or_else(|| std::path::PathBuf::from("kbench-demo"));
-    if out.join(crate::runlog::MANIFEST).exists() {
+    // Only a kbench run is cleared: another tool's folder (even one with a run.json) is
+    // refused, never removed.
+    if crate::runlog::check_out(&out)? == crate::runlog::OutFolder::Run {
         std::fs::remove_dir_all(&out)
             .with_context(|| format!("clearing the previous demo run {}", out.display()))?;
     }

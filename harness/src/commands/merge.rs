@@ -14,9 +14,11 @@ use kbench_record::EvalRecord;
 
 use crate::cli::MergeArgs;
 use crate::commands::slurm;
+use crate::runlog::read::{read_run_folder, Trust};
 use crate::runlog::seed::RunSecret;
 use crate::runlog::{
-    self, RecordLog, RunManifest, Verifier, WriterLock, MANIFEST, RECORDS, SECRET,
+    self, out_folder, write_signed, OutFolder, RunManifest, WriterLock, MANIFEST, RECORDS,
+    RECORD_MAC, SECRET,
 };
 
 /// What a merge did.
@@ -32,7 +34,7 @@ pub struct MergeReport {
     /// Shards of a submission left out because they have not finished (`--partial`).
     pub unfinished: Vec<u32>,
     /// Lines of the inputs (or of the output's previous content) that did not verify and
-    /// were left out, each naming its file, line and why; records read unverified.
+    /// were left out, each naming its file, line and why; runs read unverified.
     pub warnings: Vec<String>,
 }
 
@@ -40,34 +42,45 @@ pub struct MergeReport {
 struct RunParts {
     dir: PathBuf,
     manifest: RunManifest,
-    secret: RunSecret,
+    /// `None` for a run read unverified (`--unverified`).
+    secret: Option<RunSecret>,
     /// Each record with its line exactly as in the log, lines that did not verify left out.
     records: Vec<(String, EvalRecord)>,
-    /// What reading the log found: lines left out, records read unverified.
+    /// What reading the log found: lines left out, the run read unverified.
     warnings: Vec<String>,
 }
 
-fn read_run(dir: &Path) -> Result<RunParts> {
-    let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
+/// Reads a run folder for merging: verified as `kbench report` reads it (`runlog::read`),
+/// which refuses what cannot be verified unless `unverified_ok`.
+fn read_run(dir: &Path, unverified_ok: bool) -> Result<RunParts> {
+    if !dir.join(MANIFEST).exists() {
+        bail!(
             "reading {}: {} is not a kbench run directory",
-            path.display(),
+            dir.join(MANIFEST).display(),
             dir.display()
-        )
-    })?;
-    let manifest: RunManifest = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a kbench run manifest", path.display()))?;
-    let secret = RunSecret::load(&dir.join(SECRET))?;
-    // Each run's lines are checked against its own secret (shards of one run share it).
-    let verifier = Verifier::new(secret.clone(), manifest.record_mac.is_some());
-    let log = RecordLog::read(&dir.join(RECORDS), &verifier)?;
-    let warnings = log.warnings();
-    let records = log.lines.into_iter().map(|l| (l.text, l.record)).collect();
+        );
+    }
+    let folder = read_run_folder(dir, unverified_ok)?;
+    let Some(manifest) = folder.manifest else {
+        bail!(
+            "{} is not a kbench run manifest",
+            dir.join(MANIFEST).display()
+        );
+    };
+    let mut warnings = folder.log.warnings();
+    if let Trust::Unverified(why) = &folder.trust {
+        warnings.push(format!("UNVERIFIED: {why}; merged anyway (--unverified)"));
+    }
+    let records = folder
+        .log
+        .lines
+        .into_iter()
+        .map(|l| (l.text, l.record))
+        .collect();
     Ok(RunParts {
         dir: dir.to_path_buf(),
         manifest,
-        secret,
+        secret: folder.secret,
         records,
         warnings,
     })
@@ -117,7 +130,8 @@ fn expand_inputs(
 
 /// Names the first way in which `b` cannot be merged with `a`.
 fn mismatch(a: &RunParts, b: &RunParts) -> Option<String> {
-    if a.manifest.run_id != b.manifest.run_id || a.secret != b.secret {
+    let secrets_differ = matches!((&a.secret, &b.secret), (Some(x), Some(y)) if x != y);
+    if a.manifest.run_id != b.manifest.run_id || secrets_differ {
         return Some(format!(
             "they are different runs (run ids {} and {}): only shards of one run merge, since other runs' inputs came from other secret seeds",
             a.manifest.run_id, b.manifest.run_id
@@ -127,6 +141,13 @@ fn mismatch(a: &RunParts, b: &RunParts) -> Option<String> {
         if !diff.starts_with("shard:") {
             return Some(format!("their settings differ ({diff})"));
         }
+    }
+    if a.manifest.record_mac != b.manifest.record_mac {
+        return Some(format!(
+            "they were written by different kbench versions (records signed as {} and {})",
+            a.manifest.record_mac.as_deref().unwrap_or("nothing"),
+            b.manifest.record_mac.as_deref().unwrap_or("nothing")
+        ));
     }
     if a.manifest.suite != b.manifest.suite {
         return Some(format!(
@@ -156,7 +177,7 @@ pub fn command(a: &MergeArgs) -> Result<i32> {
         println!("{say}");
         return Ok(crate::exit::OK);
     }
-    let r = merge(&a.inputs, a.out.as_deref(), a.partial)?;
+    let r = merge(&a.inputs, a.out.as_deref(), a.partial, a.unverified)?;
     for w in &r.warnings {
         eprintln!("kbench: warning: {w}");
     }
@@ -176,8 +197,16 @@ pub fn command(a: &MergeArgs) -> Result<i32> {
     Ok(crate::exit::OK)
 }
 
-/// Merges `inputs` into `out` (default: the one submission directory given).
-pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<MergeReport> {
+/// Merges `inputs` into `out` (default: the one submission directory given). `out` must be
+/// new, empty, a run of the same run (an earlier merge) or the submission directory; runs
+/// that cannot be verified are refused unless `unverified_ok`, and then the merged run gets
+/// no secret (so its reports say UNVERIFIED).
+pub fn merge(
+    inputs: &[PathBuf],
+    out: Option<&Path>,
+    partial: bool,
+    unverified_ok: bool,
+) -> Result<MergeReport> {
     let (dirs, default_out, unfinished) = expand_inputs(inputs, partial)?;
     let out = match (out, default_out) {
         (Some(o), _) => std::path::absolute(o)?,
@@ -192,9 +221,15 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
             out.display()
         );
     }
+    if let OutFolder::Foreign(names) = out_folder(&out)? {
+        // `kbench slurm submit`'s folder holds its shards: the run merges into it.
+        if !out.join(slurm::SUBMISSION).exists() {
+            return Err(runlog::foreign_error(&out, &names));
+        }
+    }
     let mut runs = Vec::with_capacity(dirs.len());
     for d in &dirs {
-        runs.push(read_run(d)?);
+        runs.push(read_run(d, unverified_ok)?);
     }
     let first = &runs[0];
     for r in &runs[1..] {
@@ -208,7 +243,7 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
     }
     // The output's previous content: a run of the same run (an earlier merge), or nothing.
     let previous = if out.join(MANIFEST).exists() {
-        let prev = read_run(&out)?;
+        let prev = read_run(&out, unverified_ok)?;
         if let Some(s) = &prev.manifest.shard {
             bail!(
                 "{} is shard {s} of a run, not a merged run; merge into another directory",
@@ -223,13 +258,31 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
         }
         Some(prev)
     } else {
-        if out.join(SECRET).exists() && RunSecret::load(&out.join(SECRET))? != first.secret {
+        if out.join(SECRET).exists() && Some(RunSecret::load(&out.join(SECRET))?) != first.secret {
             bail!(
                 "cannot merge into {}: its secret seed is not the shards' (it belongs to another run); choose another --out",
                 out.display()
             );
         }
         None
+    };
+    // Merged unverified, the output is unverified too: it gets no secret.
+    let secret = match runs
+        .iter()
+        .chain(previous.iter())
+        .map(|r| r.secret.clone())
+        .collect::<Option<Vec<_>>>()
+    {
+        Some(_) => first.secret.clone(),
+        None => {
+            if out.join(SECRET).exists() {
+                bail!(
+                    "cannot merge runs read --unverified into {}: it holds a verified run (its secret); choose another --out",
+                    out.display()
+                );
+            }
+            None
+        }
     };
 
     // Union by eval key. A key recorded twice must be the same record; two different
@@ -273,11 +326,27 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
     }
     // The output is written like a run: never while a kbench run writes it.
     let _lock = WriterLock::acquire(&out)?;
-    if !out.join(SECRET).exists() {
-        first.secret.save(&out.join(SECRET))?;
+    if let Some(s) = secret.as_ref().filter(|_| !out.join(SECRET).exists()) {
+        s.save(&out.join(SECRET))?;
     }
     let mut manifest = first.manifest.clone();
     manifest.shard = None;
+    // Every input's plan (and an earlier merge's): the merged run plans all of them. A run
+    // without a plan (an older kbench) leaves the merged run without one.
+    manifest.planned = runs
+        .iter()
+        .chain(previous.iter())
+        .try_fold(None::<kbench_record::Plan>, |acc, r| {
+            let p = r.manifest.planned.as_ref()?;
+            Some(Some(match acc {
+                Some(mut a) => {
+                    a.extend(p);
+                    a
+                }
+                None => p.clone(),
+            }))
+        })
+        .flatten();
     manifest.created_unix_s = runs
         .iter()
         .chain(previous.iter())
@@ -298,7 +367,13 @@ pub fn merge(inputs: &[PathBuf], out: Option<&Path>, partial: bool) -> Result<Me
     // Records first, then the manifest: a merge cut short leaves no run.json announcing a
     // log that is not there.
     runlog::write_atomic(&out.join(RECORDS), text.as_bytes())?;
-    runlog::write_atomic(&out.join(MANIFEST), &serde_json::to_vec_pretty(&manifest)?)?;
+    match &secret {
+        // Shards of a run that signs run.json: so does their merge.
+        Some(s) if manifest.record_mac.as_deref() == Some(RECORD_MAC) => {
+            write_signed(&out.join(MANIFEST), s, &manifest)?
+        }
+        _ => runlog::write_atomic(&out.join(MANIFEST), &serde_json::to_vec_pretty(&manifest)?)?,
+    }
     let merged: Vec<EvalRecord> = lines.iter().map(|(_, r)| (*r).clone()).collect();
     runlog::write_eval_results(&out, &merged)?;
     Ok(MergeReport {
@@ -370,7 +445,8 @@ mod tests {
             timed_calls: None,
             weight_seed: 42,
             shard: shard.map(Into::into),
-            record_mac: None,
+            record_mac: Some(RECORD_MAC.into()),
+            planned: None,
         }
     }
 
@@ -426,14 +502,29 @@ mod tests {
         )
     }
 
+    /// `line` signed as a run with secret byte `secret` signs it, its bytes kept.
+    fn signed(secret: u8, line: &str) -> String {
+        let key =
+            crate::runlog::records_key(&RunSecret::from_bytes([secret; 32]), Some(RECORD_MAC))
+                .unwrap();
+        crate::runlog::mac::sign_object(&key, line).unwrap()
+    }
+
+    /// A run folder as kbench writes it: `run.json` signed and planning `lines`, each line
+    /// signed.
     fn write_run(dir: &Path, m: &RunManifest, secret: u8, lines: &[String]) {
         std::fs::create_dir_all(dir.join("kernels")).unwrap();
-        std::fs::write(dir.join(MANIFEST), serde_json::to_vec(m).unwrap()).unwrap();
-        RunSecret::from_bytes([secret; 32])
-            .save(&dir.join(SECRET))
-            .unwrap();
-        let mut text = lines.join("\n");
-        text.push('\n');
+        let s = RunSecret::from_bytes([secret; 32]);
+        let mut m = m.clone();
+        let mut plan = kbench_record::Plan::new(kbench_record::PlannedKernels::Ahead);
+        for l in lines {
+            let r: EvalRecord = serde_json::from_str(l).unwrap();
+            plan.add_kernel(&r.problem, &r.candidate.name, r.candidate.sample);
+        }
+        m.planned = Some(plan);
+        write_signed(&dir.join(MANIFEST), &s, &m).unwrap();
+        s.save(&dir.join(SECRET)).unwrap();
+        let text: String = lines.iter().map(|l| signed(secret, l) + "\n").collect();
         std::fs::write(dir.join(RECORDS), text).unwrap();
     }
 
@@ -454,12 +545,12 @@ mod tests {
             &[line("r", 2, Outcome::Ok), line("r", 10, Outcome::Ok)],
         );
         std::fs::write(b.join("kernels/k.py"), "kernel").unwrap();
-        let r = merge(&[a.clone(), b.clone()], Some(&out), false).unwrap();
+        let r = merge(&[a.clone(), b.clone()], Some(&out), false, false).unwrap();
         assert_eq!((r.records, r.added), (3, 3));
         let text = std::fs::read_to_string(out.join(RECORDS)).unwrap();
         let expected: String = [2, 3, 10]
             .iter()
-            .map(|&id| line("r", id, Outcome::Ok) + "\n")
+            .map(|&id| signed(1, &line("r", id, Outcome::Ok)) + "\n")
             .collect();
         assert_eq!(
             text, expected,
@@ -475,9 +566,19 @@ mod tests {
         assert_eq!(kb.keys().copied().collect::<Vec<_>>(), [2, 3, 10]);
         assert!(kb[&10][0].correctness && kb[&10][0].compiled);
         assert!(out.join("kernelbench/level_1/eval_results.json").exists());
-        let m: RunManifest =
-            serde_json::from_slice(&std::fs::read(out.join(MANIFEST)).unwrap()).unwrap();
+        // The merged run.json: signed, planning every shard's evaluations.
+        let file = crate::runlog::ManifestFile::read(&out.join(MANIFEST)).unwrap();
+        assert_eq!(
+            file.seal(&RunSecret::from_bytes([1; 32])),
+            crate::runlog::Seal::Intact
+        );
+        let mut m = file.manifest;
+        let planned = m.planned.take().unwrap();
         assert_eq!(m, manifest("r", None));
+        assert_eq!(planned.keys("reference").len(), 3);
+        // It reads as a verified run, nothing missing.
+        let run = crate::commands::report::read_run(&out, false).unwrap();
+        assert_eq!(run.check.missing, Some(0));
         assert_eq!(
             RunSecret::load(&out.join(SECRET)).unwrap(),
             RunSecret::from_bytes([1; 32])
@@ -490,7 +591,7 @@ mod tests {
             )
         };
         let before = files(&out);
-        let r = merge(&[a, b], Some(&out), false).unwrap();
+        let r = merge(&[a, b], Some(&out), false, false).unwrap();
         assert_eq!((r.records, r.added), (3, 0));
         assert_eq!(files(&out), before);
     }
@@ -539,7 +640,7 @@ mod tests {
             ("thirds", "split the run differently"),
             ("twice", "recorded differently"),
         ] {
-            let e = merge(&[p("a"), p(input)], Some(&p("out")), false).unwrap_err();
+            let e = merge(&[p("a"), p(input)], Some(&p("out")), false, false).unwrap_err();
             assert!(e.to_string().contains(says), "{input}: {e:#}");
             assert!(
                 !p("out").join(MANIFEST).exists(),
@@ -559,13 +660,58 @@ mod tests {
             2,
             &[line("s", 2, Outcome::Ok)],
         );
-        let e = merge(&[p("a"), p("b")], Some(&p("whole")), false).unwrap_err();
+        let e = merge(&[p("a"), p("b")], Some(&p("whole")), false, false).unwrap_err();
         assert!(e.to_string().contains("different runs"), "{e:#}");
         // Nor is a shard taken for a merged run.
-        let e = merge(&[p("a"), p("b")], Some(&p("other")), false).unwrap_err();
+        let e = merge(&[p("a"), p("b")], Some(&p("other")), false, false).unwrap_err();
         assert!(e.to_string().contains("is shard 1/2"), "{e:#}");
         // Without --out, only a submission directory says where to go.
-        let e = merge(&[p("a"), p("b")], None, false).unwrap_err();
+        let e = merge(&[p("a"), p("b")], None, false, false).unwrap_err();
         assert!(e.to_string().contains("--out"), "{e:#}");
+        // Nor another tool's folder.
+        std::fs::create_dir(p("foreign")).unwrap();
+        std::fs::write(p("foreign/eval_results.json"), "{}").unwrap();
+        let e = merge(&[p("a"), p("b")], Some(&p("foreign")), false, false).unwrap_err();
+        assert!(e.to_string().contains("not a kbench run folder"), "{e:#}");
+        assert_eq!(
+            std::fs::read_dir(p("foreign")).unwrap().count(),
+            1,
+            "nothing written into it"
+        );
+    }
+
+    #[test]
+    fn a_shard_without_its_secret_merges_only_unverified_into_an_unverified_run() {
+        let t = tempfile::tempdir().unwrap();
+        let p = |n: &str| t.path().join(n);
+        write_run(
+            &p("a"),
+            &manifest("r", Some("0/2")),
+            1,
+            &[line("r", 1, Outcome::Ok)],
+        );
+        write_run(
+            &p("b"),
+            &manifest("r", Some("1/2")),
+            1,
+            &[line("r", 2, Outcome::Ok)],
+        );
+        std::fs::remove_file(p("b").join(SECRET)).unwrap();
+        let e = merge(&[p("a"), p("b")], Some(&p("out")), false, false).unwrap_err();
+        assert!(e.to_string().contains("--unverified"), "{e:#}");
+        let r = merge(&[p("a"), p("b")], Some(&p("out")), false, true).unwrap();
+        assert_eq!(r.records, 2);
+        assert!(
+            r.warnings.iter().any(|w| w.starts_with("UNVERIFIED")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(
+            !p("out").join(SECRET).exists(),
+            "an unverified merge gets no secret"
+        );
+        assert!(crate::commands::report::read_run(&p("out"), false).is_err());
+        let run = crate::commands::report::read_run(&p("out"), true).unwrap();
+        assert!(run.check.unverified());
     }
 }

@@ -9,80 +9,92 @@ use anyhow::{bail, Context, Result};
 use kbench_record::claims::ClaimsFile;
 use kbench_record::EvalRecord;
 use kbench_reports::claims::build_claims_report;
+use kbench_reports::completeness::{reconcile, LogCheck, Verification};
 use kbench_reports::{RecordExtras, RunInput};
 use serde_json::Value;
 
 use crate::cli::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
 use crate::exit;
-use crate::runlog::{RecordLog, Verifier, MANIFEST, RECORDS};
+use crate::runlog::read::{read_run_folder, Trust};
 
-/// Reads one run: a run directory (its `records.jsonl`, and `run.json` when present) or a
-/// records file itself. Records are deduplicated by their key, the last one winning (a log
-/// that was resumed after a crash may repeat a key). Each line is verified against the run's
-/// secret (`runlog::records`): a line that fails (bad or missing MAC, not JSON, truncated) is
-/// named in a warning and skipped, never the whole run.
-pub fn read_run(path: &Path) -> Result<RunInput> {
-    let (records_path, manifest_path) = if path.is_dir() {
-        (path.join(RECORDS), Some(path.join(MANIFEST)))
-    } else {
-        (path.to_path_buf(), None)
-    };
-    if !records_path.exists() {
-        bail!(
-            "{} has no {RECORDS}: pass a run directory written by `kbench run --out DIR` or a records file",
-            path.display()
-        );
-    }
-    // A manifest that cannot be read costs its two names only: the records carry them too.
-    let manifest = manifest_path.filter(|m| m.exists()).and_then(|m| {
-        let v = std::fs::read(&m)
-            .map_err(anyhow::Error::from)
-            .and_then(|b| Ok(serde_json::from_slice::<Value>(&b)?));
-        v.map_err(|e| eprintln!("kbench: warning: {} is not a readable run manifest ({e}); the run's id and agent are taken from its records", m.display()))
-            .ok()
-    });
-    let name = |k: &str| {
-        manifest
-            .as_ref()
-            .and_then(|v| v.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let (run_id, agent) = (name("run_id"), name("agent"));
-    let verifier = if path.is_dir() {
-        Verifier::of_run(path)
-    } else {
-        Verifier::of_records_file(&records_path)
-    };
-    let log = RecordLog::read(&records_path, &verifier)?;
-    for w in log.warnings() {
+/// Reads one run: a run directory (or its `records.jsonl`), verified against its secret
+/// (`runlog::read`: what cannot be verified is refused unless `unverified_ok`), its records
+/// matched with the evaluations its `run.json` plans
+/// ([`kbench_reports::completeness::reconcile`]): a planned evaluation without a valid record
+/// is missing and counts as not correct; an evaluation recorded twice counts once. A line
+/// that fails (bad or missing MAC, not JSON, truncated) is named in a warning (the first
+/// few of them) and skipped, never the whole run.
+pub fn read_run(path: &Path, unverified_ok: bool) -> Result<RunInput> {
+    Ok(read_run_and_shard(path, unverified_ok)?.0)
+}
+
+/// [`read_run`], and the shard of a run its `run.json` says the folder holds.
+fn read_run_and_shard(path: &Path, unverified_ok: bool) -> Result<(RunInput, Option<String>)> {
+    let folder = read_run_folder(path, unverified_ok)?;
+    for w in folder.log.warnings() {
         eprintln!("kbench: warning: {w}");
     }
-    let mut by_key: HashMap<String, usize> = HashMap::new();
-    let mut records: Vec<(EvalRecord, RecordExtras)> = Vec::new();
-    for line in log.lines {
-        // The line parsed when it was read; only the optional fields are read again.
-        let value: Value = serde_json::from_str(&line.text).unwrap_or(Value::Null);
-        let extras = RecordExtras::from_json(&value);
-        let record = line.record;
-        let key = record.key();
-        match by_key.get(&key) {
-            Some(&at) => records[at] = (record, extras),
-            None => {
-                by_key.insert(key, records.len());
-                records.push((record, extras));
-            }
+    let (verification, note) = match &folder.trust {
+        Trust::Verified => (Verification::Verified, None),
+        Trust::Legacy(why) => {
+            eprintln!("kbench: note: {why}");
+            (Verification::RecordsOnly, Some(why.clone()))
         }
+        Trust::Unverified(why) => {
+            eprintln!("kbench: warning: UNVERIFIED: {why}; read anyway (--unverified)");
+            (Verification::Unverified, Some(why.clone()))
+        }
+    };
+    let log = LogCheck {
+        verification,
+        note,
+        invalid: folder.log.invalid(),
+        truncated: usize::from(folder.log.truncated_tail()),
+    };
+    let lines: Vec<(EvalRecord, RecordExtras)> = folder
+        .log
+        .lines
+        .into_iter()
+        .map(|line| {
+            // The line parsed when it was read; only the optional fields are read again.
+            let value: Value = serde_json::from_str(&line.text).unwrap_or(Value::Null);
+            (line.record, RecordExtras::from_json(&value))
+        })
+        .collect();
+    let manifest = folder.manifest.as_ref();
+    let agent = manifest
+        .map(|m| m.agent.clone())
+        .or_else(|| lines.first().map(|(r, _)| r.candidate.agent.clone()));
+    let run_id = manifest
+        .map(|m| m.run_id.clone())
+        .or_else(|| lines.first().map(|(r, _)| r.run_id.clone()));
+    let planned = manifest.and_then(|m| m.planned.as_ref());
+    let r = reconcile(planned, agent.as_deref().unwrap_or(""), lines, &log);
+    if r.check.missing.is_some_and(|m| m > 0) {
+        eprintln!(
+            "kbench: warning: {}: {} planned evaluation(s) have no valid record; counted as not correct",
+            path.display(),
+            r.check.missing.unwrap_or(0)
+        );
     }
-    let agent = agent.or_else(|| records.first().map(|(r, _)| r.candidate.agent.clone()));
-    let run_id = run_id.or_else(|| records.first().map(|(r, _)| r.run_id.clone()));
-    Ok(RunInput {
+    if r.check.unplanned > 0 {
+        eprintln!(
+            "kbench: warning: {}: {} valid record(s) of evaluations its run.json does not plan; left out",
+            path.display(),
+            r.check.unplanned
+        );
+    }
+    let input = RunInput {
         label: label_of(path),
         path: path.display().to_string(),
         run_id,
         agent,
-        records,
-    })
+        records: r.records,
+        missing: r.missing,
+        check: r.check,
+        timed: manifest.map(|m| m.timed_calls.is_some()),
+    };
+    Ok((input, manifest.and_then(|m| m.shard.clone())))
 }
 
 /// A run's short name: the directory's name, or a records file's stem (`x_records.jsonl`
@@ -107,12 +119,53 @@ fn label_of(path: &Path) -> String {
     }
 }
 
-/// Reads every run; labels that collide get `#2`, `#3` appended in order.
-pub fn read_runs(paths: &[PathBuf]) -> Result<Vec<RunInput>> {
-    let mut runs = Vec::with_capacity(paths.len());
+/// The folder a run argument stands for, for telling two arguments that name one run apart:
+/// a run folder, or the folder of its `records.jsonl`, links resolved.
+fn run_identity(path: &Path) -> PathBuf {
+    let p = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if p.is_file() && p.file_name().is_some_and(|n| n == crate::runlog::RECORDS) {
+        if let Some(d) = p
+            .parent()
+            .filter(|d| d.join(crate::runlog::MANIFEST).exists())
+        {
+            return d.to_path_buf();
+        }
+    }
+    p
+}
+
+/// Reads every run; labels that collide get `#2`, `#3` appended in order. A run given twice
+/// is refused, since it would count every evaluation twice: the same folder by any path, two
+/// copies of one run (the same run id), or a merged run beside one of its shards; only
+/// distinct shards of one run may be reported side by side.
+pub fn read_runs(paths: &[PathBuf], unverified_ok: bool) -> Result<Vec<RunInput>> {
+    let mut runs: Vec<RunInput> = Vec::with_capacity(paths.len());
     let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut folders: HashMap<PathBuf, &Path> = HashMap::new();
+    let mut ids: HashMap<String, Vec<(Option<String>, &Path)>> = HashMap::new();
     for p in paths {
-        let mut run = read_run(p)?;
+        if let Some(first) = folders.insert(run_identity(p), p) {
+            bail!(
+                "{} and {} are the same run: each run is reported once; drop one of them",
+                first.display(),
+                p.display()
+            );
+        }
+        let (mut run, shard) = read_run_and_shard(p, unverified_ok)?;
+        if let Some(id) = run.run_id.clone().filter(|id| !id.is_empty()) {
+            let same = ids.entry(id.clone()).or_default();
+            let overlap = same
+                .iter()
+                .find(|(s, _)| shard.is_none() || s.is_none() || *s == shard);
+            if let Some((_, first)) = overlap {
+                bail!(
+                    "{} and {} hold records of the same run (run id {id}): each run is reported once (distinct shards of one run aside); drop one of them",
+                    first.display(),
+                    p.display()
+                );
+            }
+            same.push((shard, p));
+        }
         let n = seen.entry(run.label.clone()).or_insert(0);
         *n += 1;
         if *n > 1 {
@@ -120,7 +173,10 @@ pub fn read_runs(paths: &[PathBuf]) -> Result<Vec<RunInput>> {
         }
         runs.push(run);
     }
-    if runs.iter().all(|r| r.records.is_empty()) {
+    if runs
+        .iter()
+        .all(|r| r.records.is_empty() && r.missing.is_empty())
+    {
         bail!("no eval records in the runs given: nothing to report");
     }
     Ok(runs)
@@ -176,7 +232,7 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
 pub fn command(a: ReportArgs) -> Result<i32> {
     use kbench_reports::task::Pick;
     use kbench_reports::{export, papers, plot};
-    let mut runs = read_runs(&a.runs)?;
+    let mut runs = read_runs(&a.runs, a.unverified)?;
     ignore_flags_said(&mut runs, &a.ignore_flags)?;
     let default = if a.table.is_some() {
         BasisArg::Mean
@@ -229,7 +285,7 @@ pub fn command(a: ReportArgs) -> Result<i32> {
 
 /// `kbench leaderboard`: the runs as one HTML page.
 pub fn leaderboard(a: LeaderboardArgs) -> Result<i32> {
-    let mut runs = read_runs(&a.runs)?;
+    let mut runs = read_runs(&a.runs, a.unverified)?;
     ignore_flags_said(&mut runs, &a.ignore_flags)?;
     let report = kbench_reports::build_report(&runs, basis(a.basis));
     let sections = match &a.claims {
@@ -324,9 +380,8 @@ mod ignore_flag_tests {
         RunInput {
             label: "t".into(),
             path: "t".into(),
-            run_id: None,
-            agent: None,
             records,
+            ..RunInput::default()
         }
     }
 

@@ -37,6 +37,9 @@ pub fn command(a: RunArgs) -> Result<i32> {
         k => Some(agent_options(k, &a.agent_args)?),
     };
     let mut config = run_config(a)?;
+    // Before anything is written there (live baselines, an agent's calls): never another
+    // tool's folder.
+    crate::runlog::check_out(&config.out)?;
     if let Some(opts) = agent_opts {
         if request.is_some() {
             anyhow::bail!("--baselines is not yet supported with the LLM agents");

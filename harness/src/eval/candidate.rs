@@ -289,12 +289,14 @@ impl Evaluation<'_, '_> {
         for t in 0..=total {
             if t == c.trials {
                 self.phases.correctness_s = tc_all.elapsed().as_secs_f64();
-                // Issue 6: which kernels one call launches (CUDA), on the last random case.
-                if matches!(self.exec.device, Device::Cuda(_)) && c.trials > 0 {
-                    self.profile_kernels(worker)?;
-                }
                 if c.timing.is_some() {
                     self.time(worker)?;
+                }
+                // Which kernels one call launches (CUDA), on the last random case. After
+                // timing: a profiler session leaves the CUDA API of the process it ran in
+                // slower (its callbacks stay subscribed), and only the candidate's is profiled.
+                if matches!(self.exec.device, Device::Cuda(_)) && c.trials > 0 {
+                    self.profile_kernels(worker)?;
                 }
             }
             if t == total {

@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::Result;
 use kbench_record::{Device, Environment, EvalRecord, Outcome};
 
-use super::progress::report_line;
+use super::progress::{report_line, say};
 use super::queue::{lock, Batch, Queue, Taken};
 use crate::eval::candidate::evaluate_candidate;
 use crate::eval::record::reference_error_record;
@@ -463,11 +463,14 @@ impl Executor<'_> {
                         u.discard();
                     }
                     shared.queue.push_front(back);
-                    shared.progress.println(format!(
-                        "kbench: GPU {} taken out of the run after {}: {e:#}",
-                        gpu.ordinal,
-                        record.problem.key()
-                    ));
+                    say(
+                        shared.progress,
+                        format!(
+                            "kbench: GPU {} taken out of the run after {}: {e:#}",
+                            gpu.ordinal,
+                            record.problem.key()
+                        ),
+                    );
                     discard_all(&mut cand_ahead);
                     self.close(open);
                     return Ok(Flow::Unhealthy(

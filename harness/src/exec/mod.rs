@@ -15,5 +15,6 @@ pub mod run_dir;
 mod service;
 
 pub use executor::device_lock;
+pub(crate) use progress::Heartbeat;
 pub use run::{run, RunResult};
 pub use service::{Service, ServiceStats};

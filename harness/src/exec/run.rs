@@ -9,7 +9,7 @@ use kbench_record::EvalRecord;
 
 use super::engine::{build_job, run_executors, Engine};
 use super::executor::{Depth, Shared, Sink};
-use super::progress::{progress_bar, report_line};
+use super::progress::{progress_bar, report_line, Heartbeat};
 use super::queue::{lock, Batch, Item, Queue};
 use crate::agents::{Agent, GivenAgent, ReferenceAgent, ReplayAgent};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
@@ -107,7 +107,9 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             candidates: candidates.clone(),
         }),
     };
-    let mut run_dir = super::run_dir::open(config)?;
+    // Every evaluation the run plans goes into run.json before anything is recorded.
+    let planned = crate::plan::planned(&config.problems, &config.broken, agent.as_ref())?;
+    let mut run_dir = super::run_dir::open(config, planned)?;
     // Said even with --quiet where the workers have no memory cap.
     if engine.memory.each.is_none() && config.memory_cap != MemoryCapChoice::Off {
         eprintln!("kbench: {}", engine.bounds_line());
@@ -130,6 +132,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
         ));
     }
     let progress = progress_bar(total as u64, config.quiet);
+    let heartbeat = Heartbeat::of_bar(config.quiet, &progress);
     let env_base = environment_base(&engine.info, &engine.jail.containment, engine.bounds());
     let added = Added(Mutex::new(Vec::new()));
     // Missing kernels and broken problem files: recorded now, no worker started.
@@ -242,6 +245,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     };
     let depth = Depth { ahead, keep: 1 };
     let error = run_executors(&ctx, &stations, depth, &shared, &|_| {}, || {});
+    drop(heartbeat);
     if let Some(s) = sampler {
         s.stop();
     }

@@ -7,18 +7,21 @@ use kbench_record::SCHEMA_VERSION;
 use crate::config::RunConfig;
 use crate::runlog::{now_unix, RunDir, RunManifest};
 
-/// Creates the run directory of `config`, or reopens it with `config.resume`.
-pub fn open(config: &RunConfig) -> Result<RunDir> {
+/// Creates the run directory of `config`, or reopens it with `config.resume`, with the
+/// evaluations it plans (added to the recorded plan on resume).
+pub fn open(config: &RunConfig, planned: kbench_record::Plan) -> Result<RunDir> {
+    let mut asked = manifest_of(config);
+    asked.planned = Some(planned);
     RunDir::open(
         &config.out,
         config.resume,
         config.secret_from.as_deref(),
-        manifest_of(config),
+        asked,
     )
 }
 
 /// What `config` asks for, as `run.json` records it; the run id and how records are signed
-/// are left for [`RunDir::open`] to fill in.
+/// are left for [`RunDir::open`] to fill in, the plan for [`open`].
 pub fn manifest_of(c: &RunConfig) -> RunManifest {
     RunManifest {
         schema_version: SCHEMA_VERSION,
@@ -37,5 +40,6 @@ pub fn manifest_of(c: &RunConfig) -> RunManifest {
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,
+        planned: None,
     }
 }

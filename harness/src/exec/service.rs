@@ -322,7 +322,10 @@ fn serve(
     let mut config = config.clone();
     config.case_cache_bytes /= keep as u64;
     let config = &config;
-    let run_dir = super::run_dir::open(config)?;
+    // The agent writes its kernels as it goes: each problem is a task, each kernel joins the
+    // plan as it is recorded.
+    let planned = crate::plan::planned_tasks(&config.problems, &config.broken);
+    let run_dir = super::run_dir::open(config, planned)?;
     // Said even with --quiet: a line skipped may be a forgery.
     for note in &run_dir.notes {
         eprintln!("kbench: {note}");

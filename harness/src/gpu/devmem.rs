@@ -191,6 +191,40 @@ impl Gpu {
         self.wait_default_stream("memset")
     }
 
+    /// Queues a copy of `n` bytes from `src` to `dst` on the NULL stream without waiting
+    /// ([`Self::wait`] does): several copies and fills then cost one wait.
+    pub fn copy_queued(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
+        if n > dst.nbytes || n > src.nbytes {
+            bail!(
+                "device copy of {n} bytes between buffers of {} and {}",
+                src.nbytes,
+                dst.nbytes
+            );
+        }
+        self.bind()?;
+        // SAFETY: both pointers are live allocations of at least `n` bytes (checked above);
+        // the buffers outlive the wait that follows (the caller holds them).
+        #[allow(unsafe_code)]
+        unsafe { result::memcpy_dtod_async(dst.ptr, src.ptr, n, result::stream::null()) }
+            .map_err(|e| anyhow!("device copy on GPU {}: {e:?}", self.ordinal))
+    }
+
+    /// Queues a fill of `buf` with `value` on the NULL stream without waiting.
+    pub fn fill_queued(&self, buf: &DevBuf, value: u8) -> Result<()> {
+        self.bind()?;
+        // SAFETY: writes exactly the allocation's `nbytes` bytes; the caller holds `buf`
+        // until the wait that follows.
+        #[allow(unsafe_code)]
+        unsafe { result::memset_d8_async(buf.ptr, value, buf.nbytes, result::stream::null()) }
+            .map_err(|e| anyhow!("memset on GPU {}: {e:?}", self.ordinal))
+    }
+
+    /// Waits for everything queued on the NULL stream.
+    pub fn wait(&self) -> Result<()> {
+        self.bind()?;
+        self.wait_default_stream("queued copies and fills")
+    }
+
     /// Waits for all work in the harness's context on this GPU.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;

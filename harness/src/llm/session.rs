@@ -45,7 +45,8 @@ pub fn run_with_profiler(
     stop: Arc<AtomicBool>,
     profiler: &dyn ProfileFeedback,
 ) -> Result<i32> {
-    let resuming = config.out.join(crate::runlog::MANIFEST).exists();
+    // Never another tool's folder: checked before anything is written into it.
+    let resuming = crate::runlog::check_out(&config.out)? == crate::runlog::OutFolder::Run;
     if resuming && !config.resume {
         bail!(
             "{} already holds a run: pass --resume to continue it (the model calls it recorded are answered from its llm/ folder and the kernels it evaluated are not evaluated again), or choose another --out",
@@ -112,6 +113,23 @@ pub fn run_with_profiler(
     let fatal: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let jobs = opts.jobs.max(1).min(config.problems.len().max(1));
     let runs_name = opts.runs_name.clone().unwrap_or_else(|| agent.to_string());
+    // Off a terminal, a plain line while no task ends (a task's rounds take minutes).
+    let tasks_done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let heartbeat = {
+        let (done, total, t0) = (
+            Arc::clone(&tasks_done),
+            config.problems.len(),
+            Instant::now(),
+        );
+        crate::exec::Heartbeat::start(config.quiet, move || {
+            let n = done.load(Ordering::SeqCst);
+            let line = format!(
+                "{n}/{total} task(s) done after {}",
+                indicatif::FormattedDuration(t0.elapsed())
+            );
+            (n, line)
+        })
+    };
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
@@ -135,6 +153,7 @@ pub fn run_with_profiler(
                     &gpu,
                     &runs_name,
                 );
+                tasks_done.fetch_add(1, Ordering::SeqCst);
                 match r {
                     Ok(t) => {
                         if !config.quiet {
@@ -154,6 +173,7 @@ pub fn run_with_profiler(
             });
         }
     });
+    drop(heartbeat);
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by(|a, b| a.problem.cmp(&b.problem));
     let mut lines = String::new();

@@ -145,6 +145,12 @@ impl CaseLayout {
         )
     }
 
+    /// Bytes of the tensor inputs and of the outputs.
+    pub fn bytes(&self) -> (u64, u64) {
+        let sum = |v: &[TensorLayout]| v.iter().map(TensorLayout::nbytes).sum();
+        (sum(&self.inputs), sum(&self.outputs))
+    }
+
     /// Bytes of the inputs and outputs: what one side's buffers hold.
     pub fn io_bytes(&self) -> u64 {
         self.inputs
@@ -260,9 +266,9 @@ impl Exchange {
         match self {
             Exchange::Device(d) => {
                 for (dst, src) in d.inputs[i].iter().zip(&d.source) {
-                    d.gpu.copy(&dst.buf, &src.buf, src.nbytes())?;
+                    d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
                 }
-                Ok(())
+                d.gpu.wait()
             }
             Exchange::Host(h) => {
                 let r = &h.files[0];
@@ -308,13 +314,22 @@ impl Exchange {
         }
     }
 
-    /// Writes the L2 flush buffer (`round` varies the byte so no write is skipped), from the
-    /// harness's own context, and waits for it. Nothing on the CPU.
-    pub fn flush_l2(&self, round: u32) -> Result<()> {
-        if let Exchange::Device(d) = self {
-            d.gpu.fill(&d.flush, (round & 0x7f) as u8)?;
+    /// Copies the source into `side`'s staged inputs, then writes the L2 flush buffer
+    /// (`round` varies the byte so no write is skipped) from the harness's own context, and
+    /// waits for both (one wait: a timed window holds this). On the CPU the copy alone.
+    pub fn stage_and_flush(&self, side: Side, round: u32, flush: bool) -> Result<()> {
+        match self {
+            Exchange::Device(d) => {
+                for (dst, src) in d.inputs[index(side)].iter().zip(&d.source) {
+                    d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
+                }
+                if flush {
+                    d.gpu.fill_queued(&d.flush, (round & 0x7f) as u8)?;
+                }
+                d.gpu.wait()
+            }
+            Exchange::Host(_) => self.stage_into(side),
         }
-        Ok(())
     }
 
     /// Compares the candidate's output `k` with the reference's under `profile` (no float64

@@ -8,14 +8,15 @@
 //! 1. with both workers frozen (every process of each, `worker::freeze`), the reference draws
 //!    the call's inputs: fresh values from the run's secret, made as the problem's own
 //!    `get_inputs()` makes them (`stage_inputs`), into the source buffers
-//!    (`measure::exchange`); both sides' output slots are poisoned;
+//!    (`measure::exchange`); both sides' output slots are poisoned before the first call (a
+//!    later slot holds the call before's outputs, wrong for new values);
 //! 2. for each side in turn (the order alternates from call to call): untimed opening calls
 //!    on the worker's own case warm its launch path; the harness checks that no other
 //!    context's work is running on the GPU (`gpu::quiet`), thaws the worker and opens the
 //!    window: it copies the source into the side's staged inputs, flushes the L2 from its
 //!    own context, sends the call, and on the answer freezes the worker again; the window
-//!    closes when the freeze is confirmed or, should the GPU still be busy, when it has gone
-//!    quiet.
+//!    closes when the freeze is asked for or, should the GPU still be busy once the freeze is
+//!    confirmed, when it has gone quiet.
 //!    The copy and the flush lie inside the window, the same for both sides, so a candidate
 //!    sees a call's values only once its window is open;
 //! 3. the candidate's outputs, in its slots, are compared with the reference's for the same
@@ -54,13 +55,17 @@ pub struct GatedSettings<'a> {
     pub quiet_limit: Duration,
 }
 
-/// Whether a timing of a case of `io_bytes` (inputs and outputs) on a GPU of `total` bytes
-/// releases memory after every call: from a sixteenth of the card on. Each side keeps its
-/// staged inputs, slots and cached blocks while the other is timed; on an 80 GB H100 the
-/// idle side's cached blocks left an honest candidate of level-1 problem 20 (6 GiB in, 6 GiB
-/// out) out of memory.
-pub fn release_every_call(io_bytes: u64, total: u64) -> bool {
-    total > 0 && io_bytes >= total / 16
+/// Whether a timing of a case with `inputs` and `outputs` bytes on a GPU of `total` bytes
+/// releases memory after every call: when what it holds at once reaches half the card. The
+/// harness holds the source inputs and both sides' staged inputs and output slots; each
+/// worker its outputs, their contiguous copy and about as much again of temporaries and
+/// cached blocks, kept while the other side is timed (on an 80 GB H100 the idle side's cached
+/// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
+/// memory). A released call reallocates its outputs: it opens with an untimed call
+/// ([`opening_calls`]).
+pub fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
+    let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
+    total > 0 && need >= total / 2
 }
 
 /// At most this many times a reference call is timed again after a window the GPU was busy
@@ -72,8 +77,8 @@ pub const RETIMES: u32 = 3;
 pub struct CallTime {
     /// What the worker said the call took (its CUDA events or `perf_counter`).
     pub claimed_ms: f64,
-    /// The window as the harness measured it: thaw, request, answer, confirmed freeze (and
-    /// the wait for a quiet GPU, when it was busy).
+    /// The window as the harness measured it: from the thaw to the freeze asked for on the
+    /// answer (and the wait for a quiet GPU, when it was busy).
     pub wall_ms: f64,
 }
 
@@ -295,10 +300,19 @@ impl Run<'_> {
             if i == warmup && warmup > 0 {
                 opening = opening_calls(tc, Some(&reference_warm));
             }
+            if self.s.release_calls {
+                // Each call after a release allocates its outputs afresh: an untimed call
+                // takes that cost (its blocks are then cached for the timed one).
+                opening = opening.max(1);
+            }
             self.stage(reference, seed)?;
-            self.exchange
-                .poison_outputs()
-                .or_else(|e| reference_failed(format!("poisoning the output slots: {e:#}")))?;
+            if i == 0 {
+                // Once: a later call's slot holds the call before's outputs, wrong for new
+                // values, so an output left unwritten fails the comparison anyway.
+                self.exchange
+                    .poison_outputs()
+                    .or_else(|e| reference_failed(format!("poisoning the output slots: {e:#}")))?;
+            }
             let order = if i % 2 == 0 {
                 [Side::Reference, Side::Candidate]
             } else {
@@ -435,10 +449,10 @@ impl Run<'_> {
         // candidate's GPU work could otherwise compute on them before its window opened. On
         // the CPU nothing of a frozen candidate runs, and the copy stays outside.
         let gpu = self.probe.is_some();
+        let flush = self.s.config.l2_flush;
         let stage = |this: &Self| {
             this.exchange
-                .stage_into(side)
-                .and_then(|()| this.exchange.flush_l2(call))
+                .stage_and_flush(side, call, flush)
                 .or_else(|e| reference_failed(format!("staging the call's inputs: {e:#}")))
         };
         if !gpu {
@@ -454,13 +468,19 @@ impl Run<'_> {
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
         let reply = worker.request(Frame::new(json!({"cmd": "timed_call"})), self.s.timeout);
-        let t_reply = t0.elapsed();
-        self.freeze(worker, side)?;
+        // The window closes when the freeze is asked for: a running task stops at its next
+        // return to user space (microseconds), and confirming that every task has stopped
+        // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
+        // time, not the worker's. The next window opens only once the freeze is confirmed.
         let mut wall = t0.elapsed();
-        if std::env::var_os("KBENCH_GATED_TRACE").is_some() {
+        self.freeze(worker, side)?;
+        if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
             eprintln!(
-                "gated {side:?} call {call}: staged {:?} thawed {:?} reply {:?} frozen {:?}",
-                t_staged, t_thawed, t_reply, wall
+                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?}",
+                t_staged,
+                t_thawed,
+                wall,
+                t0.elapsed()
             );
         }
         if let Some(post) = self.quiet()? {
@@ -623,11 +643,17 @@ mod tests {
     #[test]
     fn large_cases_release_after_every_call() {
         let gib = 1u64 << 30;
-        assert!(release_every_call(12 * gib, 80 * gib), "L1/20");
-        assert!(release_every_call(5 * gib, 80 * gib));
-        assert!(!release_every_call(2 * gib, 80 * gib), "L1/70");
         assert!(
-            !release_every_call(12 * gib, 0),
+            release_every_call(6 * gib, 6 * gib, 80 * gib),
+            "L1/20 on an H100"
+        );
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 141 * gib),
+            "L1/20 on an H200"
+        );
+        assert!(!release_every_call(gib, gib, 80 * gib), "L1/70");
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 0),
             "no GPU: nothing to release"
         );
     }

@@ -11,13 +11,18 @@ use anyhow::{bail, Context, Result};
 use kbench_record::{EvalRecord, SCHEMA_VERSION};
 
 use crate::runlog::lock::WriterLock;
-use crate::runlog::manifest::RunManifest;
-use crate::runlog::records::{signed_line, RecordLog, Verifier, RECORD_MAC};
+use crate::runlog::manifest::{
+    broken_seal, check_not_downgraded, write_signed, ManifestFile, RunManifest, Seal,
+};
+use crate::runlog::out_dir::{check_out, OutFolder};
+use crate::runlog::records::{records_key, signed_line, RecordLog, Verifier, RECORD_MAC};
 use crate::runlog::seed::RunSecret;
 
 /// An open run directory.
 pub struct RunDir {
     pub root: PathBuf,
+    /// `run.json` as the run was opened (a resumed run's recorded settings; its plan
+    /// extended by what this invocation plans).
     pub manifest: RunManifest,
     pub secret: RunSecret,
     /// Records already in the log when the run was opened.
@@ -25,6 +30,12 @@ pub struct RunDir {
     recorded: std::sync::Mutex<HashSet<String>>,
     /// Appends come from every GPU's executor; one line at a time.
     log: std::sync::Mutex<std::fs::File>,
+    /// The key record lines are signed with (`records::records_key`).
+    record_key: RunSecret,
+    /// The plan as `run.json` holds it now, and its keys: a record whose key it lacks joins
+    /// it (and `run.json` is signed again) before its line is written. `None` for a run
+    /// written before kbench listed planned evaluations, whose `run.json` stays as it was.
+    plan: std::sync::Mutex<Option<(RunManifest, HashSet<String>)>>,
     /// What reading the log on resume found: each line skipped (and why), a truncated last
     /// line cut off, records read unverified.
     pub notes: Vec<String>,
@@ -37,10 +48,13 @@ pub const SECRET: &str = "secret";
 
 impl RunDir {
     /// Creates a new run directory at `root`, or reopens one with `resume`. `asked` is what
-    /// this run asks for, its `run_id` aside: a new run records it under the id its secret
-    /// derives; a resumed run must ask what it recorded, and keeps its recorded manifest. The
-    /// secret seed of a new run comes from `secret_from` when given (and a resumed run's must
-    /// be that one). A folder another kbench is writing is refused, naming its pid.
+    /// this run asks for, its `run_id` aside, with the evaluations it plans: a new run
+    /// records it under the id its secret derives; a resumed run must ask what it recorded,
+    /// keeps its recorded settings and adds what it plans to the recorded plan. The secret
+    /// seed of a new run comes from `secret_from` when given (and a resumed run's must be
+    /// that one). `root` must be new, empty or a kbench run folder (never another tool's
+    /// files); one another kbench is writing is refused, naming its pid; a resumed run whose
+    /// `run.json` does not verify is refused.
     pub fn open(
         root: &Path,
         resume: bool,
@@ -50,9 +64,10 @@ impl RunDir {
         let root = root.to_path_buf();
         let records_path = root.join(RECORDS);
         let manifest_path = root.join(MANIFEST);
+        let state = check_out(&root)?;
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
         let lock = WriterLock::acquire(&root)?;
-        let exists = manifest_path.exists();
+        let exists = state == OutFolder::Run;
         if exists && !resume {
             bail!(
                 "{} already holds a run; pass --resume to continue it, or choose another --out",
@@ -72,11 +87,8 @@ impl RunDir {
                 .with_context(|| format!("creating {}", root.join(sub).display()))?;
         }
         let (manifest, secret) = if exists {
-            let text = std::fs::read_to_string(&manifest_path)
-                .with_context(|| format!("reading {}", manifest_path.display()))?;
-            let recorded: RunManifest = serde_json::from_str(&text).with_context(|| {
-                format!("{} is not a kbench run manifest", manifest_path.display())
-            })?;
+            let file = ManifestFile::read(&manifest_path)?;
+            let recorded = file.manifest.clone();
             if recorded.schema_version > SCHEMA_VERSION {
                 bail!(
                     "{} was written by a newer kbench (schema {}); use that version to resume",
@@ -84,16 +96,11 @@ impl RunDir {
                     recorded.schema_version
                 );
             }
+            let planned = asked.planned.clone();
             let now = RunManifest {
                 run_id: recorded.run_id.clone(),
                 ..asked
             };
-            if let Some(diff) = recorded.conflict(&now) {
-                bail!(
-                    "cannot resume {}: the settings differ ({diff}); rerun with the recorded settings or choose another --out",
-                    root.display()
-                );
-            }
             let secret = RunSecret::load(&root.join(SECRET))?;
             if let Some(from) = secret_from {
                 if RunSecret::load(from)? != secret {
@@ -104,7 +111,31 @@ impl RunDir {
                     );
                 }
             }
-            (recorded, secret)
+            // What run.json says counts only once it is known to be what kbench wrote.
+            let seal = file.seal(&secret);
+            if seal == Seal::Broken {
+                bail!("cannot resume {}: {}", root.display(), broken_seal(&root));
+            }
+            check_not_downgraded(&root, &recorded, seal)
+                .with_context(|| format!("cannot resume {}", root.display()))?;
+            if let Some(diff) = recorded.conflict(&now) {
+                bail!(
+                    "cannot resume {}: the settings differ ({diff}); rerun with the recorded settings or choose another --out",
+                    root.display()
+                );
+            }
+            let mut manifest = recorded;
+            // A run from before run.json was signed keeps its file as it was.
+            if seal == Seal::Intact {
+                if let (Some(have), Some(more)) = (manifest.planned.as_mut(), planned) {
+                    let before = have.clone();
+                    have.extend(&more);
+                    if *have != before {
+                        write_signed(&manifest_path, &secret, &manifest)?;
+                    }
+                }
+            }
+            (manifest, secret)
         } else {
             let secret = match secret_from {
                 Some(from) => RunSecret::load(from)?,
@@ -114,14 +145,26 @@ impl RunDir {
             let manifest = RunManifest {
                 run_id,
                 record_mac: Some(RECORD_MAC.into()),
+                planned: Some(asked.planned.clone().unwrap_or_else(|| {
+                    kbench_record::Plan::new(kbench_record::PlannedKernels::Ahead)
+                })),
                 ..asked
             };
             secret.save(&root.join(SECRET))?;
-            write_atomic(&manifest_path, &serde_json::to_vec_pretty(&manifest)?)?;
+            write_signed(&manifest_path, &secret, &manifest)?;
             (manifest, secret)
         };
-        let verifier = Verifier::new(secret.clone(), manifest.record_mac.is_some());
+        let verifier = Verifier::for_scheme(&secret, manifest.record_mac.as_deref())?;
+        let record_key = records_key(&secret, manifest.record_mac.as_deref())?;
         let read = RecordLog::read(&records_path, &verifier)?;
+        if read.replaced_manifest > 0 {
+            bail!(
+                "cannot resume {}: {} is not the one kbench wrote ({} line(s) are signed by a kbench that signs it); restore it, or choose another --out",
+                root.display(),
+                manifest_path.display(),
+                read.replaced_manifest
+            );
+        }
         let mut notes = read.warnings();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -146,6 +189,10 @@ impl RunDir {
         }
         let existing = read.records();
         let recorded = existing.iter().map(EvalRecord::key).collect();
+        let plan = manifest.planned.as_ref().map(|p| {
+            let keys = p.keys(&manifest.agent).into_iter().collect();
+            (manifest.clone(), keys)
+        });
         Ok(RunDir {
             root,
             manifest,
@@ -153,6 +200,8 @@ impl RunDir {
             existing,
             recorded: std::sync::Mutex::new(recorded),
             log: std::sync::Mutex::new(log),
+            record_key,
+            plan: std::sync::Mutex::new(plan),
             notes,
             _lock: lock,
         })
@@ -166,13 +215,17 @@ impl RunDir {
             .contains(key)
     }
 
-    /// Appends one record, signed with the run's secret (see `records`), and forces it to
-    /// disk before returning. It always starts a line of its own: a line something else left
-    /// unfinished (a process of a candidate writing to the log) is ended first, so that it
-    /// costs only itself, never the record after it.
+    /// Appends one record, signed with the run's records key (see `records`), and forces it
+    /// to disk before returning. A record the plan does not list yet (an agent that writes its
+    /// kernels as it goes) joins the plan first, so that `run.json` lists every record
+    /// written: a crash between the two leaves a planned evaluation missing, never a record
+    /// unplanned. It always starts a line of its own: a line something else left unfinished
+    /// (a process of a candidate writing to the log) is ended first, so that it costs only
+    /// itself, never the record after it.
     pub fn append(&self, record: &EvalRecord) -> Result<()> {
-        let mut line = signed_line(&self.secret, record)?;
+        let mut line = signed_line(&self.record_key, record)?;
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        self.plan_record(record)?;
         let len = log.metadata().map(|m| m.len()).unwrap_or(0);
         let mut last = [b'\n'];
         if len > 0 && log.read_at(&mut last, len - 1).is_ok() && last[0] != b'\n' {
@@ -185,6 +238,28 @@ impl RunDir {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(record.key());
+        Ok(())
+    }
+
+    /// Adds `record`'s evaluation to the plan in `run.json` when it is not there yet.
+    fn plan_record(&self, record: &EvalRecord) -> Result<()> {
+        let mut plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((manifest, keys)) = plan.as_mut() else {
+            return Ok(());
+        };
+        let key = record.key();
+        if keys.contains(&key) {
+            return Ok(());
+        }
+        if let Some(p) = manifest.planned.as_mut() {
+            p.add_kernel(
+                &record.problem,
+                &record.candidate.name,
+                record.candidate.sample,
+            );
+        }
+        write_signed(&self.root.join(MANIFEST), &self.secret, manifest)?;
+        keys.insert(key);
         Ok(())
     }
 
@@ -233,6 +308,7 @@ mod tests {
             weight_seed: 42,
             shard: None,
             record_mac: None,
+            planned: None,
         }
     }
 

@@ -1,6 +1,20 @@
-//! `run.json`: what a run was asked to do.
+//! `run.json`: what a run was asked to do, and every evaluation it plans.
+//!
+//! kbench signs it like a record line (`mac`, keyed by the run's `run.json` key derived from
+//! its secret), so that a plan edited to drop evaluations, or settings changed after the
+//! run, are recognised. Runs written before kbench signed it carry no `mac` and no plan.
 
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use kbench_record::Plan;
 use serde::{Deserialize, Serialize};
+
+use super::mac::{claim, sign_object, Claim};
+use super::seed::RunSecret;
+
+/// The purpose `run.json`'s key is derived for ([`RunSecret::subkey`]).
+const MANIFEST_KEY: &str = "run.json";
 
 /// What a run was asked to do; a resumed run must ask for the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +46,83 @@ pub struct RunManifest {
     /// whose lines are read unverified; a resumed run keeps what it recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_mac: Option<String>,
+    /// Every evaluation the run plans: the problems and the kernels of each (see
+    /// [`kbench_record::Plan`]). A record that is not written, deleted, or does not verify
+    /// leaves its planned evaluation missing, which reports count as not correct. Absent in
+    /// runs written before kbench listed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<Plan>,
+}
+
+/// Whether `run.json` carries a signature, and whether it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seal {
+    /// Signed, and the signature verifies under the run's secret.
+    Intact,
+    /// Signed, and it does not verify: changed after kbench wrote it, or signed with
+    /// another run's secret.
+    Broken,
+    /// Not signed: written by a kbench from before it signed `run.json`.
+    Unsigned,
+}
+
+/// `run.json` as read: the manifest and the text it was parsed from.
+#[derive(Debug, Clone)]
+pub struct ManifestFile {
+    pub manifest: RunManifest,
+    text: String,
+}
+
+impl ManifestFile {
+    /// Reads and parses `path`.
+    pub fn read(path: &Path) -> Result<ManifestFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let manifest = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a kbench run manifest", path.display()))?;
+        Ok(ManifestFile { manifest, text })
+    }
+
+    /// Whether it is signed, and whether the signature holds under `secret`.
+    pub fn seal(&self, secret: &RunSecret) -> Seal {
+        match claim(self.text.trim_end()) {
+            Claim::None => Seal::Unsigned,
+            c if c.verifies(&secret.subkey(MANIFEST_KEY)) => Seal::Intact,
+            _ => Seal::Broken,
+        }
+    }
+}
+
+/// `manifest` as the signed bytes of `run.json`.
+pub fn signed_manifest(secret: &RunSecret, manifest: &RunManifest) -> Result<Vec<u8>> {
+    let body = serde_json::to_string_pretty(manifest)?;
+    Ok(format!("{}\n", sign_object(&secret.subkey(MANIFEST_KEY), &body)?).into_bytes())
+}
+
+/// Writes `manifest` to `path`, signed (atomically: readers see the old or the new).
+pub fn write_signed(path: &Path, secret: &RunSecret, manifest: &RunManifest) -> Result<()> {
+    super::write_atomic(path, &signed_manifest(secret, manifest)?)
+}
+
+/// Why a signed `run.json` is refused, with what to do; `dir` is its run folder.
+pub fn broken_seal(dir: &Path) -> String {
+    format!(
+        "{} does not verify: it was changed after kbench wrote it (a plan edited to drop evaluations, a setting rewritten) or it belongs to another run (another secret); restore the run.json kbench wrote",
+        dir.join(super::MANIFEST).display()
+    )
+}
+
+/// Refuses a run whose `run.json` passes for an older one: unsigned, while its records say
+/// the kbench that wrote them signs `run.json`.
+pub fn check_not_downgraded(dir: &Path, manifest: &RunManifest, seal: Seal) -> Result<()> {
+    if seal == Seal::Unsigned && manifest.record_mac.as_deref() == Some(super::RECORD_MAC) {
+        bail!(
+            "{} carries no signature, though it says its records are signed as {}, by a kbench that signs run.json: it is not the run.json kbench wrote; restore that one",
+            dir.join(super::MANIFEST).display(),
+            super::RECORD_MAC
+        );
+    }
+    Ok(())
 }
 
 impl RunManifest {
@@ -80,9 +171,13 @@ impl RunManifest {
             ));
         }
         if self.timed_calls != other.timed_calls {
+            let show = |t: Option<u32>| {
+                t.map_or_else(|| "none (--no-timing)".to_string(), |n| n.to_string())
+            };
             return Some(format!(
-                "timed calls: recorded {:?}, now {:?}",
-                self.timed_calls, other.timed_calls
+                "timed calls: recorded {}, now {}",
+                show(self.timed_calls),
+                show(other.timed_calls)
             ));
         }
         if self.weight_seed != other.weight_seed {
@@ -113,4 +208,63 @@ pub fn now_unix() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn manifest() -> RunManifest {
+        RunManifest {
+            schema_version: 1,
+            kbench_version: "0.1.0".into(),
+            run_id: "r".into(),
+            created_unix_s: 0.0,
+            agent: "reference".into(),
+            suite: "smoke".into(),
+            device: "cpu".into(),
+            precision: "fp32".into(),
+            profile: "strict".into(),
+            model_mode: "train".into(),
+            trials: 5,
+            families: Vec::new(),
+            timed_calls: Some(100),
+            weight_seed: 42,
+            shard: None,
+            record_mac: Some(super::super::RECORD_MAC.into()),
+            planned: None,
+        }
+    }
+
+    #[test]
+    fn a_resume_mismatch_names_settings_in_words_not_debug_values() {
+        let a = manifest();
+        let b = RunManifest {
+            timed_calls: None,
+            ..manifest()
+        };
+        let said = a.conflict(&b).unwrap();
+        assert_eq!(said, "timed calls: recorded 100, now none (--no-timing)");
+        assert!(!said.contains("Some(") && !said.contains("None"), "{said}");
+    }
+
+    #[test]
+    fn a_signed_manifest_reads_back_and_any_edit_breaks_its_seal() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("run.json");
+        let s = RunSecret::from_bytes([9; 32]);
+        write_signed(&p, &s, &manifest()).unwrap();
+        let f = ManifestFile::read(&p).unwrap();
+        assert_eq!(f.manifest, manifest());
+        assert_eq!(f.seal(&s), Seal::Intact);
+        assert_eq!(f.seal(&RunSecret::from_bytes([8; 32])), Seal::Broken);
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.replace("\"trials\": 5", "\"trials\": 6")).unwrap();
+        assert_eq!(ManifestFile::read(&p).unwrap().seal(&s), Seal::Broken);
+        std::fs::write(&p, serde_json::to_string_pretty(&manifest()).unwrap()).unwrap();
+        let f = ManifestFile::read(&p).unwrap();
+        assert_eq!(f.seal(&s), Seal::Unsigned);
+        let e = check_not_downgraded(d.path(), &f.manifest, f.seal(&s)).unwrap_err();
+        assert!(e.to_string().contains("carries no signature"), "{e}");
+    }
 }

@@ -1,24 +1,20 @@
 //! `records.jsonl`: a record signed into a line, and a log read back with every line verified.
 //!
-//! A line the harness writes is the record's JSON serialisation `R` (one object) with a `mac`
-//! member spliced in first:
-//!
-//! ```text
-//! {"mac":"<64 lowercase hex digits>",<R without its opening brace>
-//! ```
-//!
-//! The MAC is HMAC-SHA256, keyed by the run's secret (`seed`), over exactly the bytes of `R`.
-//! A reader takes the line apart by bytes (`{` and everything after the MAC's `",`) and
-//! recomputes the MAC over them; it never parses the JSON and prints it again, which need not
-//! reproduce a float's digits (merge copies lines as written for the same reason). The line
-//! stays one JSON object whose extra `mac` member record readers ignore.
+//! A line the harness writes is the record's JSON serialisation with a `mac` member spliced
+//! in first (`mac`: HMAC-SHA256 over exactly the record's bytes). Runs written since kbench
+//! signs `run.json` (`record_mac` [`RECORD_MAC`]) key it with the records' own key, derived
+//! from the run's secret ([`RunSecret::subkey`] `records`); runs written before
+//! ([`LEGACY_RECORD_MAC`]) key it with the secret itself. A line signed under the current
+//! scheme never verifies under the old one, so a `run.json` stripped of its signature to pass
+//! for an older run's is recognised ([`RecordLog::replaced_manifest`]).
 //!
 //! Reading never refuses a log because of a line: a line that is truncated, not JSON, without
 //! a valid MAC, or not a record is named (file, line, why) and skipped. It is not counted, and
-//! `--resume` evaluates its kernel again. A run whose `run.json` does not say its records are
-//! signed (written before kbench signed them), or that has no `secret`, is read unverified
-//! with one warning, unless some line of it verifies: then every line without a MAC is a
-//! forgery.
+//! `--resume` evaluates its kernel again; reports count its evaluation as missing. A run whose
+//! `run.json` does not say its records are signed (written before kbench signed them), or
+//! that has no `secret`, is read unverified, unless some line of it verifies: then every
+//! line without a MAC is a forgery. Whether a reader may read a run unverified at all is the
+//! reader's decision (`runlog::read`).
 
 use std::path::{Path, PathBuf};
 
@@ -26,113 +22,109 @@ use anyhow::{Context, Result};
 use kbench_record::{EvalRecord, SCHEMA_VERSION};
 use serde::Deserialize;
 
+use super::mac::{claim, sign_object, Claim};
 use super::seed::RunSecret;
 use super::{MANIFEST, SECRET};
 
-/// What `run.json`'s `record_mac` says of a run whose lines carry a MAC.
-pub const RECORD_MAC: &str = "hmac-sha256";
+/// What `run.json`'s `record_mac` says of a run whose lines carry a MAC keyed by the records'
+/// own key and whose `run.json` is signed too (every run since kbench signed its manifest).
+pub const RECORD_MAC: &str = "hmac-sha256-v2";
+/// What it said of runs whose lines carry a MAC keyed by the secret itself, and whose
+/// `run.json` was not signed.
+pub const LEGACY_RECORD_MAC: &str = "hmac-sha256";
+/// The purpose the records' key is derived for ([`RunSecret::subkey`]).
+const RECORDS_KEY: &str = "records";
 
-const MAC_PREFIX: &str = "{\"mac\":\"";
-const MAC_HEX_LEN: usize = 64;
-
-/// `record` as one signed line of the log, with its newline.
-pub fn signed_line(secret: &RunSecret, record: &EvalRecord) -> Result<Vec<u8>> {
-    let body = serde_json::to_string(record).context("serialising an eval record")?;
-    let Some(members) = body.strip_prefix('{').filter(|m| m.len() > 1) else {
-        anyhow::bail!("an eval record serialised to {body}, not an object with members");
-    };
-    let mac = secret.mac_hex(body.as_bytes());
-    Ok(format!("{MAC_PREFIX}{mac}\",{members}\n").into_bytes())
-}
-
-/// The MAC a line claims and the bytes it must cover.
-enum Claim<'a> {
-    None,
-    Malformed,
-    Mac { hex: &'a str, body: String },
-}
-
-fn claim(line: &str) -> Claim<'_> {
-    let Some(rest) = line.strip_prefix(MAC_PREFIX) else {
-        return Claim::None;
-    };
-    let Some(hex) = rest.get(..MAC_HEX_LEN) else {
-        return Claim::Malformed;
-    };
-    match rest[MAC_HEX_LEN..].strip_prefix("\",") {
-        Some(members) => Claim::Mac {
-            hex,
-            body: format!("{{{members}"),
-        },
-        None => Claim::Malformed,
+/// The key a run's lines are signed with, from its secret and `run.json`'s `record_mac`.
+pub fn records_key(secret: &RunSecret, record_mac: Option<&str>) -> Result<RunSecret> {
+    match record_mac {
+        Some(RECORD_MAC) => Ok(secret.subkey(RECORDS_KEY)),
+        None | Some(LEGACY_RECORD_MAC) => Ok(secret.clone()),
+        Some(other) => anyhow::bail!(
+            "records signed as {other:?}, a scheme this kbench does not know: use the newer kbench that wrote them"
+        ),
     }
+}
+
+/// `record` as one signed line of the log, with its newline; `key` is the run's
+/// [`records_key`].
+pub fn signed_line(key: &RunSecret, record: &EvalRecord) -> Result<Vec<u8>> {
+    let body = serde_json::to_string(record).context("serialising an eval record")?;
+    Ok(format!("{}\n", sign_object(key, &body)?).into_bytes())
 }
 
 /// How the lines of one log are checked.
 #[derive(Debug, Clone)]
 pub struct Verifier {
-    secret: Option<RunSecret>,
+    /// The key the run's lines are signed with ([`records_key`]).
+    key: Option<RunSecret>,
     /// The run's manifest says its records are signed: a line without a MAC fails.
     signed: bool,
-    /// Why lines cannot be checked, when there is no secret.
+    /// Why lines cannot be checked, when there is no key.
     no_key: String,
+    /// For a run whose `run.json` claims the legacy scheme: the current scheme's key. A line
+    /// that verifies under it was written by a kbench that signs `run.json`, so this run's
+    /// `run.json` is not the one its kbench wrote.
+    current: Option<RunSecret>,
 }
 
 impl Verifier {
-    /// Lines checked against `secret`; `signed` when the run's manifest says its records are.
-    pub fn new(secret: RunSecret, signed: bool) -> Verifier {
+    /// Lines checked against `key`; `signed` when the run's manifest says its records are.
+    pub fn new(key: RunSecret, signed: bool) -> Verifier {
         Verifier {
-            secret: Some(secret),
+            key: Some(key),
             signed,
             no_key: String::new(),
+            current: None,
         }
     }
 
-    /// For the log of run folder `dir`: keyed by its `secret` when it has one, strict when its
-    /// `run.json` says its records are signed. A missing or corrupt secret does not stop the
-    /// reading: the lines are then read unverified, and the warning says why.
+    /// For a run with `secret` whose `run.json` says `record_mac`.
+    pub fn for_scheme(secret: &RunSecret, record_mac: Option<&str>) -> Result<Verifier> {
+        let key = records_key(secret, record_mac)?;
+        let legacy = record_mac != Some(RECORD_MAC);
+        Ok(Verifier {
+            key: Some(key),
+            signed: record_mac.is_some(),
+            no_key: String::new(),
+            current: legacy.then(|| secret.subkey(RECORDS_KEY)),
+        })
+    }
+
+    /// No line can be checked, because of `why`.
+    pub fn unchecked(why: impl Into<String>) -> Verifier {
+        Verifier {
+            key: None,
+            signed: false,
+            no_key: why.into(),
+            current: None,
+        }
+    }
+
+    /// For the log of run folder `dir` as kbench itself reads a folder it wrote (an agent
+    /// run's final kernels, baselines measured before an interruption): keyed by its
+    /// `secret` under the scheme its `run.json` names. A missing or corrupt secret does not
+    /// stop the reading: the lines are then read unverified, and the warning says why.
+    /// Reports and merges read through `runlog::read`, which refuses that unless asked.
     pub fn of_run(dir: &Path) -> Verifier {
-        let signed = std::fs::read(dir.join(MANIFEST))
+        let record_mac: Option<String> = std::fs::read(dir.join(MANIFEST))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|m| m.get("record_mac").is_some_and(|v| !v.is_null()));
+            .and_then(|m| m.get("record_mac")?.as_str().map(str::to_string));
         let path = dir.join(SECRET);
-        let (secret, no_key) = if path.exists() {
-            match RunSecret::load(&path) {
-                Ok(s) => (Some(s), String::new()),
-                Err(e) => (None, format!("{e:#}")),
-            }
-        } else {
-            let why = if signed {
+        if !path.exists() {
+            return Verifier::unchecked(if record_mac.is_some() {
                 format!(
                     "{} is missing though {MANIFEST} says the records are signed",
                     path.display()
                 )
             } else {
                 format!("{} has no {SECRET}", dir.display())
-            };
-            (None, why)
-        };
-        Verifier {
-            secret,
-            signed,
-            no_key,
+            });
         }
-    }
-
-    /// For a records file named directly: its run folder's, when it is a run folder's
-    /// `records.jsonl`; else nothing to check against.
-    pub fn of_records_file(path: &Path) -> Verifier {
-        match path.parent() {
-            Some(dir) if dir.join(MANIFEST).exists() || dir.join(SECRET).exists() => {
-                Verifier::of_run(dir)
-            }
-            _ => Verifier {
-                secret: None,
-                signed: false,
-                no_key: "it is not in a run folder with a secret".into(),
-            },
-        }
+        RunSecret::load(&path)
+            .and_then(|s| Verifier::for_scheme(&s, record_mac.as_deref()))
+            .unwrap_or_else(|e| Verifier::unchecked(format!("{e:#}")))
     }
 }
 
@@ -149,6 +141,20 @@ pub enum LineFault {
     /// Written by a newer kbench.
     Newer(u64),
     NotARecord(String),
+}
+
+impl LineFault {
+    /// The fault's kind in a few words, for counts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LineFault::Truncated => "truncated",
+            LineFault::NotJson(_) => "not JSON",
+            LineFault::NoMac => "no MAC",
+            LineFault::BadMac => "bad MAC",
+            LineFault::Newer(_) => "newer schema",
+            LineFault::NotARecord(_) => "not a record",
+        }
+    }
 }
 
 impl std::fmt::Display for LineFault {
@@ -173,6 +179,9 @@ impl std::fmt::Display for LineFault {
     }
 }
 
+/// Bad lines named one by one in [`RecordLog::warnings`]; the rest are counted.
+pub const WARNED_LINES: usize = 10;
+
 /// A line that was read, as written (without its newline), and its record.
 #[derive(Debug, Clone)]
 pub struct LogLine {
@@ -194,6 +203,9 @@ pub struct RecordLog {
     /// Bytes up to the end of the last line that ended with a newline: a truncated tail
     /// starts there.
     pub complete_len: u64,
+    /// Lines that fail under the legacy scheme `run.json` claims but verify under the
+    /// current one: that `run.json` was put in place of the one the run's kbench signed.
+    pub replaced_manifest: usize,
 }
 
 impl RecordLog {
@@ -211,6 +223,7 @@ impl RecordLog {
             unverified: 0,
             unverified_why: String::new(),
             complete_len: 0,
+            replaced_manifest: 0,
         };
         // Lines that carry no MAC, with their place in `lines`, until it is known whether
         // the run signs its lines.
@@ -245,14 +258,17 @@ impl RecordLog {
                 }
             };
             let mut has_mac = true;
-            match (claim(text), &verifier.secret) {
+            match (claim(text), &verifier.key) {
                 (Claim::None, _) => has_mac = false,
                 (Claim::Malformed, Some(_)) => {
                     log.bad.push((no, LineFault::BadMac));
                     continue;
                 }
-                (Claim::Mac { hex, body }, Some(secret)) => {
-                    if !secret.verify_mac(body.as_bytes(), hex) {
+                (c @ Claim::Mac { .. }, Some(key)) => {
+                    if !c.verifies(key) {
+                        if verifier.current.as_ref().is_some_and(|k| c.verifies(k)) {
+                            log.replaced_manifest += 1;
+                        }
                         log.bad.push((no, LineFault::BadMac));
                         continue;
                     }
@@ -282,7 +298,7 @@ impl RecordLog {
                 Err(e) => log.bad.push((no, LineFault::NotARecord(e.to_string()))),
             }
         }
-        let strict = verifier.secret.is_some() && (verifier.signed || verified > 0);
+        let strict = verifier.key.is_some() && (verifier.signed || verified > 0);
         if strict {
             for &i in unsigned.iter().rev() {
                 let line = log.lines.remove(i);
@@ -291,7 +307,7 @@ impl RecordLog {
             log.bad.sort_by_key(|(no, _)| *no);
         } else {
             log.unverified = unchecked + unsigned.len();
-            log.unverified_why = if verifier.secret.is_none() {
+            log.unverified_why = if verifier.key.is_none() {
                 verifier.no_key.clone()
             } else {
                 format!("{MANIFEST} does not say its records are signed: written by a kbench from before records were signed")
@@ -305,13 +321,30 @@ impl RecordLog {
         RecordLog::read(&dir.join(super::RECORDS), &Verifier::of_run(dir))
     }
 
-    /// One line per bad line (file, line number, why; skipped), and one for unverified lines.
+    /// One line per bad line (file, line number, why; skipped), the first
+    /// [`WARNED_LINES`] of them and then one line for the rest, by kind; and one for
+    /// unverified lines. A file of junk costs a screenful, not a line per line.
     pub fn warnings(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .bad
             .iter()
+            .take(WARNED_LINES)
             .map(|(no, why)| format!("{} line {no}: {why}; skipped", self.path.display()))
             .collect();
+        if self.bad.len() > WARNED_LINES {
+            let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
+            for (_, why) in &self.bad[WARNED_LINES..] {
+                *kinds.entry(why.kind()).or_default() += 1;
+            }
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            out.push(format!(
+                "{}: {} more bad line(s) skipped ({}); {} in all",
+                self.path.display(),
+                self.bad.len() - WARNED_LINES,
+                kinds.join(", "),
+                self.bad.len()
+            ));
+        }
         if self.unverified > 0 {
             out.push(format!(
                 "{}: {} record(s) read unverified, without a MAC check ({})",
@@ -321,6 +354,11 @@ impl RecordLog {
             ));
         }
         out
+    }
+
+    /// Bad lines that are not a truncated last line: changed, forged, not JSON, not records.
+    pub fn invalid(&self) -> usize {
+        self.bad.len() - usize::from(self.truncated_tail())
     }
 
     /// Whether the last line is a truncated one (cut off by `--resume`).

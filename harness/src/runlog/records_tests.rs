@@ -1,6 +1,7 @@
 //! Signing and verifying record lines.
 
 use super::*;
+use crate::runlog::mac::{MAC_HEX_LEN, MAC_PREFIX};
 use crate::test_support::one_shot_records;
 
 fn secret() -> RunSecret {
@@ -161,7 +162,7 @@ fn an_old_run_is_read_unverified_with_one_warning_unless_a_line_verifies() {
     let text = plain.join("\n") + "\n";
     // No secret (the committed report fixtures) or an unsigned manifest: read, unverified.
     for v in [
-        Verifier::of_records_file(Path::new("/nonexistent/x_records.jsonl")),
+        Verifier::unchecked("it is not in a run folder with a secret"),
         Verifier::new(s.clone(), false),
     ] {
         let log = read(&text, &v);
@@ -197,11 +198,45 @@ fn a_run_folder_gives_its_secret_and_whether_it_signs() {
     let log = RecordLog::of_run(d.path()).unwrap();
     assert_eq!(log.lines.len(), signed.len());
     assert!(log.warnings().is_empty());
-    let v = Verifier::of_records_file(&d.path().join("records.jsonl"));
-    assert!(v.signed && v.secret.is_some());
+    let v = Verifier::of_run(d.path());
+    assert!(v.signed && v.key.is_some());
     // Without its secret the lines cannot be checked: read, unverified, and said why.
     std::fs::remove_file(d.path().join(SECRET)).unwrap();
     let log = RecordLog::of_run(d.path()).unwrap();
     assert_eq!(log.unverified, signed.len());
     assert!(log.warnings()[0].contains("secret"), "{:?}", log.warnings());
+}
+
+#[test]
+fn a_line_of_the_current_scheme_under_a_legacy_run_json_is_recognised() {
+    // run.json stripped of its signature and put back as a legacy one: the lines, signed with
+    // the records' own key, fail the secret's MAC and are named for what they are.
+    let s = secret();
+    let key = records_key(&s, Some(RECORD_MAC)).unwrap();
+    assert_ne!(key, s);
+    let lines = signed_log(&key);
+    let text = lines.join("\n") + "\n";
+    let log = read(&text, &Verifier::for_scheme(&s, Some(RECORD_MAC)).unwrap());
+    assert_eq!(log.lines.len(), lines.len());
+    assert_eq!(log.replaced_manifest, 0);
+    for legacy in [None, Some(LEGACY_RECORD_MAC)] {
+        let log = read(&text, &Verifier::for_scheme(&s, legacy).unwrap());
+        assert!(log.lines.is_empty());
+        assert_eq!(log.replaced_manifest, lines.len());
+    }
+    assert!(Verifier::for_scheme(&s, Some("hmac-sha512")).is_err());
+}
+
+#[test]
+fn a_file_of_junk_is_warned_about_in_a_screenful() {
+    let junk: String = (0..5000).map(|i| format!("junk {i}\n")).collect();
+    let log = read(&junk, &Verifier::new(secret(), true));
+    assert_eq!(log.bad.len(), 5000);
+    assert_eq!(log.invalid(), 5000);
+    let w = log.warnings();
+    assert_eq!(w.len(), WARNED_LINES + 1, "{w:?}");
+    assert!(
+        w[WARNED_LINES].contains("4990 more bad line(s) skipped (4990 not JSON); 5000 in all"),
+        "{w:?}"
+    );
 }

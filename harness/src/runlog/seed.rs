@@ -86,6 +86,17 @@ impl RunSecret {
             .collect()
     }
 
+    /// A key of its own for `purpose`: HMAC-SHA256 keyed by the secret over
+    /// `kbench <purpose>`. Records and `run.json` are signed with keys of their own
+    /// (`runlog::records`), so neither verifies as the other, and a record signed under one
+    /// scheme never verifies under another.
+    pub fn subkey(&self, purpose: &str) -> RunSecret {
+        let mac = self.hmac(format!("kbench {purpose}").as_bytes()).finalize();
+        let mut b = [0u8; 32];
+        b.copy_from_slice(&mac.into_bytes());
+        RunSecret(b)
+    }
+
     /// Whether `mac_hex` (64 hex digits) is the HMAC of `bytes`; compared in constant time.
     pub fn verify_mac(&self, bytes: &[u8], mac_hex: &str) -> bool {
         let Some(mac) = decode_hex::<32>(mac_hex) else {
@@ -151,6 +162,11 @@ mod tests {
         assert!(!RunSecret::from_bytes([8; 32]).verify_mac(b"record", &mac));
         assert!(!s.verify_mac(b"record", &mac[..62]));
         assert!(!s.verify_mac(b"record", "zz"));
+        // A subkey is another key: its MACs are not the secret's, and differ by purpose.
+        let (a, b) = (s.subkey("records"), s.subkey("run.json"));
+        assert!(!a.verify_mac(b"record", &mac));
+        assert_ne!(a.mac_hex(b"record"), b.mac_hex(b"record"));
+        assert_eq!(a, s.subkey("records"));
         // RFC 4231 test case 2: HMAC pads a short key with zeros, so "Jefe" and 28 zero
         // bytes is that case's key; the MAC is HMAC-SHA256 itself, not a look-alike.
         let mut key = [0u8; 32];

@@ -3,8 +3,10 @@
 //! [0, 1]; `low`/`high` are 95% intervals (Wilson for rates, bootstrap for speedups);
 //! `count`/`n` are the numerator and denominator of a rate. Empty cells mean "not defined".
 
+use super::shown_label;
+use crate::completeness::Verification;
 use crate::metrics::ScopeMetrics;
-use crate::report::Report;
+use crate::report::{Report, RunReport};
 use crate::stats::{Estimate, Rate};
 
 /// One CSV row before writing.
@@ -68,7 +70,7 @@ fn value<'a>(run: &'a str, scope: &'a str, metric: &str, v: Option<f64>) -> Row<
     }
 }
 
-fn scope_rows<'a>(run: &'a str, s: &'a ScopeMetrics, out: &mut Vec<Row<'a>>) {
+fn scope_rows<'a>(run: &'a str, s: &'a ScopeMetrics, timed: bool, out: &mut Vec<Row<'a>>) {
     let scope = s.scope.as_str();
     out.push(value(run, scope, "tasks", Some(s.tasks as f64)));
     out.push(value(run, scope, "candidates", Some(s.candidates as f64)));
@@ -136,9 +138,12 @@ fn scope_rows<'a>(run: &'a str, s: &'a ScopeMetrics, out: &mut Vec<Row<'a>>) {
         Some(k.correct_best),
     ));
     out.push(value(run, scope, "kevin_correct_avg", Some(k.correct_avg)));
-    out.push(value(run, scope, "kevin_perf_best", Some(k.perf_best)));
-    out.push(value(run, scope, "kevin_perf_avg", Some(k.perf_avg)));
-    for (p, best, avg) in &k.fast {
+    // An untimed run has no speedups: no rows of them, never zeros.
+    let fast = if timed { &k.fast[..] } else { &[] };
+    let perf = |v: f64| timed.then_some(v);
+    out.push(value(run, scope, "kevin_perf_best", perf(k.perf_best)));
+    out.push(value(run, scope, "kevin_perf_avg", perf(k.perf_avg)));
+    for (p, best, avg) in fast {
         out.push(value(
             run,
             scope,
@@ -165,12 +170,54 @@ fn scope_rows<'a>(run: &'a str, s: &'a ScopeMetrics, out: &mut Vec<Row<'a>>) {
     out.push(value(run, scope, "eval_min_per_task", c.eval_min_per_task));
 }
 
-/// The report's metrics as CSV (RFC 4180 quoting through the `csv` crate).
+/// The run's records check (scope `all`): `records_planned` and `records_missing` (empty
+/// without a plan), `records_recorded`, `records_invalid`, `records_truncated`,
+/// `records_duplicate`, `records_unplanned`, and `verified` (1: run.json and every line;
+/// 0.5: record lines only, an older run.json; 0: UNVERIFIED, nothing checked); `timed` (0 for
+/// a run made with --no-timing, which has no speedup rows).
+fn check_rows<'a>(run: &'a str, r: &RunReport, out: &mut Vec<Row<'a>>) {
+    let c = &r.records_check;
+    let n = |v: usize| Some(v as f64);
+    out.push(value(
+        run,
+        "all",
+        "records_planned",
+        c.planned.map(|v| v as f64),
+    ));
+    out.push(value(run, "all", "records_recorded", n(c.recorded)));
+    out.push(value(
+        run,
+        "all",
+        "records_missing",
+        c.missing.map(|v| v as f64),
+    ));
+    out.push(value(run, "all", "records_invalid", n(c.invalid)));
+    out.push(value(run, "all", "records_truncated", n(c.truncated)));
+    out.push(value(run, "all", "records_duplicate", n(c.duplicates)));
+    out.push(value(run, "all", "records_unplanned", n(c.unplanned)));
+    let verified = match c.verification {
+        Verification::Verified => 1.0,
+        Verification::RecordsOnly => 0.5,
+        Verification::Unverified => 0.0,
+    };
+    out.push(value(run, "all", "verified", Some(verified)));
+    out.push(value(
+        run,
+        "all",
+        "timed",
+        Some(f64::from(u8::from(r.timed))),
+    ));
+}
+
+/// The report's metrics as CSV (RFC 4180 quoting through the `csv` crate). A run read
+/// unverified is labelled `<label> (UNVERIFIED)` in every row.
 pub fn render_csv(report: &Report) -> String {
+    let labels: Vec<String> = report.runs.iter().map(shown_label).collect();
     let mut rows = Vec::new();
-    for run in &report.runs {
+    for (run, label) in report.runs.iter().zip(&labels) {
+        check_rows(label, run, &mut rows);
         for s in &run.scopes {
-            scope_rows(&run.label, s, &mut rows);
+            scope_rows(label, s, run.timed, &mut rows);
         }
     }
     let mut w = csv::Writer::from_writer(Vec::new());

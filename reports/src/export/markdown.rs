@@ -2,11 +2,15 @@
 //! per-problem table, ready to paste into a paper draft or a pull request.
 
 use super::views;
+use super::{records_line, shown_label, unverified_banner};
 use crate::report::Report;
 
 /// The report as Markdown.
 pub fn render_markdown(report: &Report) -> String {
     let mut out = String::from("# kbench report\n\n");
+    if let Some(banner) = unverified_banner(report) {
+        out.push_str(&format!("> **{banner}**\n\n"));
+    }
     out.push_str(&format!(
         "Speedups are {basis}; a task's result is its {}. \
          Intervals are 95%: Wilson for rates, percentile bootstrap \
@@ -22,9 +26,10 @@ pub fn render_markdown(report: &Report) -> String {
     ));
     for run in &report.runs {
         out.push_str(&format!(
-            "\n## {}\n\n{}\n\n",
-            run.label,
-            views::run_line(run)
+            "\n## {}\n\n{}\n\n{}\n\n",
+            shown_label(run),
+            views::run_line(run),
+            records_line(&run.records_check)
         ));
         for note in &run.notes {
             out.push_str(&format!("> {note}\n\n"));

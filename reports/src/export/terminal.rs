@@ -2,16 +2,25 @@
 //! then case families, Kevin's trajectory metrics, costs and integrity flags when present.
 
 use super::views;
+use super::{records_line, shown_label, unverified_banner};
 use crate::report::Report;
 
 /// The terminal report. Lists every run in the order given.
 pub fn render_terminal(report: &Report) -> String {
     let mut out = String::new();
+    if let Some(banner) = unverified_banner(report) {
+        out.push_str(&format!("{banner}\n\n"));
+    }
     for (i, run) in report.runs.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&format!("== {}: {}\n", run.label, views::run_line(run)));
+        out.push_str(&format!(
+            "== {}: {}\n",
+            shown_label(run),
+            views::run_line(run)
+        ));
+        out.push_str(&format!("{}\n", records_line(&run.records_check)));
         for note in &run.notes {
             out.push_str(&format!("{note}\n"));
         }

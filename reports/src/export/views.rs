@@ -70,6 +70,11 @@ pub(crate) fn speedups(run: &RunReport) -> Grid {
     let refs: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut g = Grid::new(&refs);
     for s in &run.scopes {
+        if !run.timed {
+            let mut row = vec![s.scope.clone(), "-".into(), "not timed".into()];
+            row.resize(refs.len(), "not timed".into());
+            g.row(row);
+        }
         for b in &s.baselines {
             let mut row = vec![
                 s.scope.clone(),
@@ -126,12 +131,15 @@ pub(crate) fn kevin(run: &RunReport) -> Option<Grid> {
             k.k.to_string(),
             pct(k.correct_best),
             pct(k.correct_avg),
-            speedup(Some(k.perf_best)),
-            speedup(Some(k.perf_avg)),
         ];
-        for (_, best, avg) in &k.fast {
-            row.push(pct(*best));
-            row.push(pct(*avg));
+        if run.timed {
+            row.extend([speedup(Some(k.perf_best)), speedup(Some(k.perf_avg))]);
+            for (_, best, avg) in &k.fast {
+                row.push(pct(*best));
+                row.push(pct(*avg));
+            }
+        } else {
+            row.resize(10, "not timed".into());
         }
         g.row(row);
     }

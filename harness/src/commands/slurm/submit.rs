@@ -191,6 +191,12 @@ pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
             dir.display()
         );
     }
+    // The submission folder becomes the merged run folder: never another tool's files.
+    if cmd.kind == Sharded::Run {
+        if let crate::runlog::OutFolder::Foreign(names) = crate::runlog::out_folder(&dir)? {
+            return Err(crate::runlog::foreign_error(&dir, &names));
+        }
+    }
     for (flag, value) in a
         .sbatch_lines
         .iter()

@@ -1,0 +1,59 @@
+"""The table of tests/gpu/run_timing_cost.sh: per problem the timing phase's seconds and the
+reference agent's self-speedup, before (sbs-old) and after (sbs-new); the ratio of the summed
+timing phases; and over every run with the new binary, how many self-speedups lie within 1%."""
+
+import json
+import os
+import statistics
+import sys
+
+
+def load(path):
+    p = os.path.join(path, "records.jsonl")
+    if not os.path.exists(p):
+        return {}
+    out = {}
+    for line in open(p):
+        if line.strip():
+            r = json.loads(line)
+            out[f"L{r['problem']['level']}/{r['problem']['id']}"] = r
+    return out
+
+
+def main(root):
+    old, new = load(os.path.join(root, "sbs-old")), load(os.path.join(root, "sbs-new"))
+    sample = load(os.path.join(root, "sample"))
+    print("| problem | timing s old | timing s new | new/old | self-speedup old | self-speedup new | clock supports | excess us [99%] |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    to = tn = 0.0
+    for k in sorted(set(old) | set(new), key=lambda k: (k.split("/")[0], int(k.split("/")[1]))):
+        o, n = old.get(k), new.get(k)
+        ot = o["phases"]["timing_s"] if o else float("nan")
+        nt = n["phases"]["timing_s"] if n else float("nan")
+        if o and n:
+            to += ot
+            tn += nt
+        so = (o or {}).get("timing") or {}
+        sn = (n or {}).get("timing") or {}
+        h = sn.get("harness_clock") or {}
+        exc = f"{h['excess_ms']*1e3:.1f} [{h['excess_low_ms']*1e3:.1f}, {h['excess_high_ms']*1e3:.1f}]" if h else "-"
+        print(f"| {k} | {ot:.2f} | {nt:.2f} | {nt/ot if ot else float('nan'):.3f} | {so.get('speedup', float('nan')):.4f} | "
+              f"{sn.get('speedup', float('nan')):.4f} | {h.get('speedup', float('nan')):.4f} | {exc} |")
+    if to:
+        print(f"\ntiming phases summed over the problems timed by both: old {to:.2f} s, new {tn:.2f} s, new/old {tn/to:.3f}")
+    allnew = list(new.values()) + list(sample.values())
+    sp = [r["timing"]["speedup"] for r in allnew if r.get("timing")]
+    if sp:
+        within = sum(abs(s - 1) <= 0.01 for s in sp)
+        flagged = [f"L{r['problem']['level']}/{r['problem']['id']} {r['outcome'].get('flag') or r['outcome']['kind']}"
+                   for r in allnew if r["outcome"]["kind"] != "ok"]
+        print(f"new binary, reference agent: {len(sp)} timed, {within} within 1% ({100*within/len(sp):.1f}%), median {statistics.median(sp):.4f}, "
+              f"range {min(sp):.4f}-{max(sp):.4f}; not ok: {flagged or 'none'}")
+        out = [f"L{r['problem']['level']}/{r['problem']['id']} {r['timing']['speedup']:.4f}" for r in allnew
+               if r.get("timing") and abs(r["timing"]["speedup"] - 1) > 0.01]
+        if out:
+            print("beyond 1%: " + ", ".join(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
