@@ -51,6 +51,7 @@ pub(crate) fn prepare_candidate(
         &ctx.info.torch,
         c.device,
         ctx.cuda_arch.as_deref(),
+        ctx.jail.candidate_uid,
     );
     std::fs::create_dir_all(&build_dir)
         .with_context(|| format!("creating {}", build_dir.display()))?;

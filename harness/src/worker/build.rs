@@ -328,18 +328,22 @@ pub fn builds_extensions(source: &str) -> bool {
 /// The content-addressed build folder of a candidate's extensions: keyed by its source, the
 /// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
 /// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
-/// builds ahead, `kbench profile`).
+/// builds ahead, `kbench profile`). `uid`: the unprivileged uid the candidate runs as, when
+/// it changes uid; its folders are handed to that uid, so a folder of one uid is never one
+/// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
 pub fn extension_build_dir(
     cache: &Path,
     source_sha256: &str,
     torch: &str,
     device: kbench_record::Device,
     arch: Option<&str>,
+    uid: Option<u32>,
 ) -> PathBuf {
+    let owner = uid.map(|u| format!("|uid {u}")).unwrap_or_default();
     cache.join("torch_extensions").join(
         &kbench_suites::sha256_hex(
             format!(
-                "{}|{}|{}|{}",
+                "{}|{}|{}|{}{owner}",
                 source_sha256,
                 torch,
                 super::device_for_worker(device),

@@ -311,6 +311,8 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
         &info.torch,
         device,
         arch.as_deref(),
+        // `kbench profile` runs the user's own kernel as the user.
+        None,
     );
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let dir = match &a.keep {
