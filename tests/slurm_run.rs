@@ -188,11 +188,26 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
     let mut m1 = manifest(&dir.join("shards/1"));
     m1["trials"] = 2.into();
     std::fs::write(altered.join("run.json"), m1.to_string()).unwrap();
+    // A run.json changed by hand lost its signature: refused as not kbench's.
     let out = merge(&[
         &dir.join("shards/0"),
         &altered,
         Path::new("--out"),
         &elsewhere,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("carries no signature"),
+        "{}",
+        show(&out)
+    );
+    // Read anyway, its settings still do not match the other shard's.
+    let out = merge(&[
+        &dir.join("shards/0"),
+        &altered,
+        Path::new("--out"),
+        &elsewhere,
+        Path::new("--unverified"),
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(
