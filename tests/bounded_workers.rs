@@ -362,7 +362,7 @@ fn workers_past_their_memory_cap_cost_their_own_verdict_and_the_run_goes_on() {
 /// As root, a sandboxed candidate runs as an unprivileged uid: a 0600 file of root's in
 /// `/etc` (a folder the sandbox shows) and `/etc/shadow` are unreadable to it, and what it
 /// saw is in its log; an honest candidate still builds its `load_inline` extension cold, as
-/// that uid, and is correct.
+/// that uid, and is correct. The Python is named `python3` and found on PATH.
 #[test]
 fn sandboxed_candidates_cannot_read_files_only_root_may_read() {
     if !nix::unistd::geteuid().is_root() {
@@ -407,7 +407,22 @@ fn sandboxed_candidates_cannot_read_files_only_root_may_read() {
         ],
     );
     let out = dir.path().join("run");
+    // As on the GPU machine: `KBENCH_PYTHON=python3`, a venv's interpreter found on PATH
+    // (the check that the uid can read torch once ran the system's Python instead).
+    let cache = std::env::var_os("KBENCH_CACHE_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/kbench"));
+    let venv_bin = std::path::absolute(cache.join("venv/bin")).unwrap();
+    assert!(venv_bin.join("python3").exists(), "no {}", venv_bin.display());
+    let path = format!(
+        "{}:{}",
+        venv_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let o = kbench()
+        .env("KBENCH_PYTHON", "python3")
+        .env("PATH", path)
         .args([
             "run", "--suite", "smoke", "--select", "1", "--agent", "replay",
         ])

@@ -131,12 +131,18 @@ pub fn check_uid(bwrap: &Path, base: &View, python: &Path, uid: u32) -> Result<(
         "import os, importlib.util\nos.setgroups([]); os.setresgid({uid}, {uid}, {uid}); \
          os.setresuid({uid}, {uid}, {uid})\nopen(importlib.util.find_spec('torch').origin, 'rb').read(1)\n"
     );
-    let out = Command::new(bwrap)
-        .args(view.args(&tmp))
+    let mut cmd = Command::new(bwrap);
+    cmd.args(view.args(&tmp))
         .arg("--")
         .arg(python)
         .args(["-I", "-c", &script])
-        .env_clear()
+        .env_clear();
+    // `KBENCH_PYTHON=python3` is found on PATH, as for the workers: without it bwrap's own
+    // default PATH would find the system's Python, which may lack torch.
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    let out = cmd
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("{}: {e}", bwrap.display()))?;
