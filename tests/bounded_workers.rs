@@ -414,7 +414,11 @@ fn sandboxed_candidates_cannot_read_files_only_root_may_read() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/kbench"));
     let venv_bin = std::path::absolute(cache.join("venv/bin")).unwrap();
-    assert!(venv_bin.join("python3").exists(), "no {}", venv_bin.display());
+    assert!(
+        venv_bin.join("python3").exists(),
+        "no {}",
+        venv_bin.display()
+    );
     let path = format!(
         "{}:{}",
         venv_bin.display(),

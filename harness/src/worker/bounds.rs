@@ -195,6 +195,33 @@ pub fn candidate_uid(value: Option<&str>, euid: u32) -> Result<Option<u32>, Stri
     Ok((euid == 0).then_some(uid))
 }
 
+/// A worker's memory cap: its cgroup's `memory.max` where its tree has the memory
+/// controller; otherwise, with `rlimit_fallback` (the CPU device), the worker's own
+/// address-space limit on top of what importing torch maps (`kbench_worker/startup.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryCap {
+    pub bytes: u64,
+    pub rlimit_fallback: bool,
+}
+
+/// How a running worker's memory is capped.
+/// A worker that went past a memory cap: the cap's bytes, whether it is the cap of all
+/// workers together, and how it was told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapMet {
+    pub limit_bytes: u64,
+    pub all_workers: bool,
+    pub how: String,
+}
+
+impl CapMet {
+    /// What the harness says of it (the cap, how it was met, the option that raises it),
+    /// `when` it happened (`""`, or e.g. " while making case random#0").
+    pub fn text(&self, when: &str) -> String {
+        cap_met_text(self.limit_bytes, self.all_workers, &self.how, when)
+    }
+}
+
 /// Gives `path` and everything below it to `uid` (gid the same number): what a candidate
 /// running as `uid` must write (its working folder, its build folder). Links are changed
 /// themselves, never followed (`lchown`), so a link a candidate planted cannot hand it a file

@@ -67,14 +67,7 @@ pub struct WorkerSpec {
     pub memory: Option<MemoryCap>,
 }
 
-/// A worker's memory cap: its cgroup's `memory.max` where its tree has the memory
-/// controller; otherwise, with `rlimit_fallback` (the CPU device), the worker's own
-/// address-space limit on top of what importing torch maps (`kbench_worker/startup.py`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryCap {
-    pub bytes: u64,
-    pub rlimit_fallback: bool,
-}
+pub use super::bounds::{CapMet, MemoryCap};
 
 /// How a running worker's memory is capped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,23 +77,6 @@ enum MemoryBound {
     Cgroup(u64),
     /// Its own RLIMIT_AS, this many bytes beyond what torch maps.
     Rlimit(u64),
-}
-
-/// A worker that went past a memory cap: the cap's bytes, whether it is the cap of all
-/// workers together, and how it was told.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CapMet {
-    pub limit_bytes: u64,
-    pub all_workers: bool,
-    pub how: String,
-}
-
-impl CapMet {
-    /// What the harness says of it (the cap, how it was met, the option that raises it),
-    /// `when` it happened (`""`, or e.g. " while making case random#0").
-    pub fn text(&self, when: &str) -> String {
-        super::bounds::cap_met_text(self.limit_bytes, self.all_workers, &self.how, when)
-    }
 }
 
 /// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
