@@ -101,6 +101,44 @@ fn a_one_level_folder_takes_its_level_and_says_so() {
     );
 }
 
+/// Off a terminal `kbench setup` hides its spinner; while a step takes long (here a stand-in
+/// uv that sleeps, then fails, in a fresh cache) it says every so often that it still works,
+/// naming its log, and then the step that failed.
+#[test]
+fn setup_off_a_terminal_is_not_silent_during_a_long_step() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let uv = dir.path().join("uv");
+    std::fs::write(
+        &uv,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'uv 0.0.0'; exit 0; }\nsleep 4\necho 'error: no network here' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = dir.path().join("cache");
+    let out = kbench()
+        .arg("setup")
+        .env("KBENCH_CACHE_DIR", &cache)
+        .env("KBENCH_UV", &uv)
+        .env("KBENCH_PROGRESS_EVERY_S", "1")
+        .env_remove("KBENCH_PYTHON")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = "kbench: setup: still setting up the Python environment after 00:00:0";
+    let log = cache.join("setup.log");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(said) && l.contains(&log.display().to_string())),
+        "{err}"
+    );
+    assert!(
+        err.contains("creating the virtual environment") && err.contains("no network here"),
+        "{err}"
+    );
+}
+
 #[test]
 fn lists_the_smoke_suite() {
     let out = kbench()
