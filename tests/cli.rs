@@ -16,6 +16,12 @@ fn lists_all_250_kernelbench_problems_with_level_id_and_name() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", show(&out));
+    // Every level is there: nothing to say about --levels.
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("--levels"),
+        "{}",
+        show(&out)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), 250);
@@ -48,6 +54,89 @@ fn lists_all_250_kernelbench_problems_with_level_id_and_name() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 3);
+}
+
+/// A folder of one level: `--levels` left out takes it and says which level it took; a
+/// level asked for that the folder lacks is an error naming `--levels` and the folder.
+#[test]
+fn a_one_level_folder_takes_its_level_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let level = dir.path().join("level2");
+    std::fs::create_dir(&level).unwrap();
+    for f in ["1_Elementwise_Multiply_Add.py", "2_ELU.py"] {
+        std::fs::copy(
+            common::repo_root().join("suites/smoke").join(f),
+            level.join(f),
+        )
+        .unwrap();
+    }
+    let list = |levels: &[&str]| {
+        kbench()
+            .args(["list", "--kernelbench"])
+            .arg(dir.path())
+            .args(levels)
+            .output()
+            .unwrap()
+    };
+    let out = list(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "kbench: note: --levels left out: taking level 2 of {}, the level folder it has (it has no level1/ or level3/)",
+            dir.path().display()
+        )),
+        "{err}"
+    );
+    let out = list(&["--levels", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(out.stderr.is_empty(), "{}", show(&out));
+    let out = list(&["--levels", "1,2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--levels") && err.contains(&dir.path().join("level1").display().to_string()),
+        "{err}"
+    );
+}
+
+/// Off a terminal `kbench setup` hides its spinner; while a step takes long (here a stand-in
+/// uv that sleeps, then fails, in a fresh cache) it says every so often that it still works,
+/// naming its log, and then the step that failed.
+#[test]
+fn setup_off_a_terminal_is_not_silent_during_a_long_step() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let uv = dir.path().join("uv");
+    std::fs::write(
+        &uv,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'uv 0.0.0'; exit 0; }\nsleep 4\necho 'error: no network here' >&2\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = dir.path().join("cache");
+    let out = kbench()
+        .arg("setup")
+        .env("KBENCH_CACHE_DIR", &cache)
+        .env("KBENCH_UV", &uv)
+        .env("KBENCH_PROGRESS_EVERY_S", "1")
+        .env_remove("KBENCH_PYTHON")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said = "kbench: setup: still setting up the Python environment after 00:00:0";
+    let log = cache.join("setup.log");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(said) && l.contains(&log.display().to_string())),
+        "{err}"
+    );
+    assert!(
+        err.contains("creating the virtual environment") && err.contains("no network here"),
+        "{err}"
+    );
 }
 
 #[test]

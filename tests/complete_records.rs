@@ -11,7 +11,8 @@
 //! - a run folder without its secret is refused, then read with `--unverified` and marked
 //!   UNVERIFIED everywhere;
 //! - `run --out` and `merge --out` refuse another tool's folder and leave it untouched;
-//! - `report X X` is refused;
+//! - `report X X` reads X once, saying so, whatever the spelling; a copy of X beside it is
+//!   refused;
 //! - a `--no-timing` run reports "not timed", never 0; a `--resume` settings mismatch names
 //!   the settings in words; off a terminal, a long step prints a plain progress line.
 
@@ -567,20 +568,51 @@ fn out_of_run_and_merge_refuses_another_tools_folder_and_leaves_it_untouched() {
     assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
 }
 
+/// The same run folder given twice, by any spelling, is read once with a note; two folders
+/// holding one run (a copy) are refused.
 #[test]
-fn one_run_given_twice_is_refused() {
+fn one_run_folder_given_twice_counts_once_and_a_copy_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let run = copy_of(tmp.path(), "once");
     let copy = copy_of(tmp.path(), "copy");
-    for args in [
-        vec![run.clone(), run.clone()],
-        vec![run.clone(), run.join("records.jsonl")],
-        vec![run.clone(), copy.clone()],
-    ] {
-        let out = kbench().arg("report").args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(&run, tmp.path().join("link")).unwrap();
+    let alone = kbench().arg("report").arg(&run).output().unwrap();
+    assert_eq!(alone.status.code(), Some(0), "{}", show(&alone));
+    let spellings = [
+        run.clone(),
+        run.join("records.jsonl"),
+        tmp.path().join("link"),
+        tmp.path().join("sub/../once"),
+    ];
+    for again in spellings {
+        let args = [run.clone(), again.clone()];
+        let out = kbench()
+            .arg("report")
+            .args(&args)
+            .arg("--export-json")
+            .arg(tmp.path().join("twice.json"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("each run is reported once"), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "kbench: note: {} and {} are the same run folder",
+                run.display(),
+                again.display()
+            )) && err.contains("counted once"),
+            "{args:?}: {err}"
+        );
+        // Exactly the report of the run given once: one run, not `once` and `once#2`.
+        assert_eq!(text(&out), text(&alone), "{args:?}");
+        let json = |f: &str| {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(tmp.path().join(f)).unwrap())
+                    .unwrap();
+            v["runs"].as_array().unwrap().len()
+        };
+        assert_eq!(json("twice.json"), 1, "{args:?}");
         let out = kbench()
             .arg("leaderboard")
             .args(&args)
@@ -588,8 +620,21 @@ fn one_run_given_twice_is_refused() {
             .arg(tmp.path().join("b.html"))
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", show(&out));
     }
+    let args = [run.clone(), copy.clone()];
+    let out = kbench().arg("report").args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("each run is reported once"), "{err}");
+    let out = kbench()
+        .arg("leaderboard")
+        .args(&args)
+        .arg("--out")
+        .arg(tmp.path().join("c.html"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
 }
 
 /// A `--no-timing` run whose second kernel hangs past its timeout, off a terminal with a

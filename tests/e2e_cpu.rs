@@ -488,3 +488,54 @@ fn problems_taken_before_the_deadline_finish_and_the_rest_wait() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(ids(&records(&out_dir)), [1, 2, 3]);
 }
+
+/// `kbench check` shows none of a run's lines, so off a terminal it says that it is still at
+/// it while a kernel hangs, naming the user's files; with `--quiet` it says nothing of it.
+#[test]
+fn a_check_off_a_terminal_is_not_silent_while_the_kernel_hangs() {
+    let _guard = shared();
+    ensure_python();
+    let problem = repo_root().join("suites/smoke/1_Elementwise_Multiply_Add.py");
+    let kernel = repo_root().join("tests/fixtures/replay_smoke/1_hangs.py");
+    let check = |quiet: bool| {
+        let mut c = kbench();
+        c.env("KBENCH_PROGRESS_EVERY_S", "1")
+            .args([
+                "check",
+                "--device",
+                "cpu",
+                "--no-timing",
+                "--families",
+                "random",
+            ])
+            .args(["--timeout-run", "3", "--problem"])
+            .arg(&problem)
+            .arg("--kernel")
+            .arg(&kernel);
+        if quiet {
+            c.arg("--quiet");
+        }
+        c.output().unwrap()
+    };
+    let said = format!(
+        "kbench: check: still checking {} against {} after ",
+        kernel.display(),
+        problem.display()
+    );
+    let out = check(false);
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.lines().any(|l| l.starts_with(&said)), "{said}\n{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("timeout"),
+        "{}",
+        show(&out)
+    );
+    let out = check(true);
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("still checking"),
+        "{}",
+        show(&out)
+    );
+}

@@ -1,8 +1,8 @@
 //! Files kbench reads for candidates, end to end on the CPU: a replay folder whose kernel
 //! files link to the run's own secret and to a root-only file leaks neither into any file of
 //! the run or any output stream; a kernel file that is not UTF-8, a FIFO, a dangling link or
-//! oversized costs that kernel one verdict beside a good one; `kbench check` names the
-//! user's own files.
+//! oversized costs that kernel one verdict beside a good one, and a FIFO or dangling link
+//! named like no kernel is said, never opened; `kbench check` names the user's own files.
 
 use crate::common;
 
@@ -183,10 +183,21 @@ fn a_kernel_file_not_utf8_or_not_a_file_costs_its_own_verdict() {
     let mut big = std::fs::read(good_kernel()).unwrap();
     big.resize(9 << 20, b'#');
     std::fs::write(set.join("1_big.py"), &big).unwrap();
+    // Named like no kernel: each is said on stderr, and the FIFO is never opened.
+    nix::unistd::mkfifo(&set.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    symlink("gone", set.join("level2")).unwrap();
     let run = t.path().join("run");
     let o = replay(&set, &run);
     // Every kernel has its verdict; some failed: exit 3, not a harness failure.
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for (entry, why) in [("pipe", "is a FIFO"), ("level2", "is a link to nothing")] {
+        let said = format!(
+            "kbench: replay folder entry {} {why}",
+            set.join(entry).display()
+        );
+        assert!(err.contains(&said), "{said} not said:\n{err}");
+    }
     let v = verdicts(&run);
     let got: Vec<(&str, &str)> = v.iter().map(|(n, k, _)| (n.as_str(), k.as_str())).collect();
     assert_eq!(

@@ -183,7 +183,8 @@ pub struct ReplayAgent {
     by_problem: BTreeMap<(u8, u32), Vec<Candidate>>,
     /// Files that matched no selected problem.
     pub unmatched: Vec<PathBuf>,
-    /// `level<L>` folders not read, and why.
+    /// `level<L>` folders not read, and entries named like no kernel that are neither files
+    /// nor folders (a dangling link, a FIFO), and why: each said, none skipped unseen.
     pub skipped: Vec<String>,
 }
 
@@ -194,8 +195,8 @@ impl ReplayAgent {
         let folder = UntrustedDir::new(dir, guarded)
             .with_context(|| format!("reading replay folder {}", dir.display()))?;
         let mut found: Vec<(Option<u8>, u32, Option<u32>, PathBuf)> = Vec::new();
-        scan_dir(dir, Path::new(""), None, &mut found)?;
         let mut skipped = Vec::new();
+        scan_dir(dir, Path::new(""), None, &mut found, &mut skipped)?;
         for d in read_dir_sorted(dir, "replay folder")? {
             let Some(name) = d.file_name().and_then(|n| n.to_str()) else {
                 continue;
@@ -216,11 +217,16 @@ impl ReplayAgent {
                 ));
                 continue;
             }
-            scan_dir(&d, Path::new(name), Some(level), &mut found)?;
+            scan_dir(&d, Path::new(name), Some(level), &mut found, &mut skipped)?;
         }
         if found.is_empty() {
+            let also = if skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" (not read: {})", skipped.join("; "))
+            };
             bail!(
-                "replay folder {} holds no kernel files: expected level_<L>_problem_<P>_sample_<S>_kernel.py, <P>_<name>.py or level<L>/<P>_<name>.py",
+                "replay folder {} holds no kernel files: expected level_<L>_problem_<P>_sample_<S>_kernel.py, <P>_<name>.py or level<L>/<P>_<name>.py{also}",
                 dir.display()
             );
         }
@@ -311,25 +317,40 @@ pub(crate) fn read_dir_sorted(dir: &Path, what: &str) -> Result<Vec<PathBuf>> {
 
 /// The kernel files of `dir` (`rel` inside the replay folder): every entry but folders whose
 /// name is a kernel's, links, FIFOs and other non-files included, so that each is recorded
-/// rather than skipped unseen.
+/// rather than skipped unseen. Other entries that are neither files nor folders (a dangling
+/// `notes` link, a FIFO named `level2`) are named in `skipped`, never opened.
 fn scan_dir(
     dir: &Path,
     rel: &Path,
     level: Option<u8>,
     found: &mut Vec<(Option<u8>, u32, Option<u32>, PathBuf)>,
+    skipped: &mut Vec<String>,
 ) -> Result<()> {
     for path in read_dir_sorted(dir, "replay folder")? {
-        if path.is_dir() || path.extension().and_then(|e| e.to_str()) != Some("py") {
+        if path.is_dir() {
             continue;
         }
         let Some(file) = path.file_name() else {
             continue;
         };
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-        if let Some((l, p, s)) = parse_kernelbench_run_name(stem) {
-            found.push((Some(l), p, Some(s), rel.join(file)));
-        } else if let Some(id) = leading_id(stem) {
-            found.push((level, id, None, rel.join(file)));
+        let kernel = if path.extension().and_then(|e| e.to_str()) != Some("py") {
+            None
+        } else if let Some((l, p, s)) = parse_kernelbench_run_name(stem) {
+            Some((Some(l), p, Some(s)))
+        } else {
+            leading_id(stem).map(|id| (level, id, None))
+        };
+        match kernel {
+            Some((l, p, s)) => found.push((l, p, s, rel.join(file))),
+            None => {
+                if let Some(why) = untrusted_file::odd_entry(&path) {
+                    skipped.push(format!(
+                        "replay folder entry {} {why}; skipped, not named like a kernel file",
+                        path.display()
+                    ));
+                }
+            }
         }
     }
     Ok(())
@@ -460,6 +481,50 @@ mod tests {
             a.skipped[0].contains("level1 leads outside"),
             "{:?}",
             a.skipped
+        );
+    }
+
+    #[test]
+    fn replay_names_entries_that_are_neither_kernels_nor_files_and_never_opens_them() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::write(d.join("5_good.py"), "x = 1\n").unwrap();
+        std::fs::write(d.join("README.md"), "notes\n").unwrap();
+        let fifo = |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Nobody writes to these FIFOs: opening one would hang the test.
+        fifo(&d.join("pipe"));
+        fifo(&d.join("level2"));
+        std::os::unix::fs::symlink("nowhere", d.join("notes")).unwrap();
+        std::os::unix::fs::symlink("gone", d.join("level3")).unwrap();
+        std::fs::create_dir(d.join("level1")).unwrap();
+        fifo(&d.join("level1/helper.py"));
+        let problems = vec![problem(1, 5)];
+        let a = ReplayAgent::scan(d, &problems, &[]).unwrap();
+        assert_eq!(a.len(), 1);
+        let said = |name: &str, why: &str| {
+            let entry = format!("replay folder entry {} {why}", d.join(name).display());
+            assert!(
+                a.skipped.iter().any(|s| s.starts_with(&entry)),
+                "{entry} not in {:?}",
+                a.skipped
+            );
+        };
+        said("pipe", "is a FIFO");
+        said("level2", "is a FIFO");
+        said("level1/helper.py", "is a FIFO");
+        said("notes", "is a link to nothing (it points to nowhere)");
+        said("level3", "is a link to nothing (it points to gone)");
+        // A regular file named like no kernel is a user's notes, not worth a line.
+        assert_eq!(a.skipped.len(), 5, "{:?}", a.skipped);
+        // A folder with nothing else says what it did not read.
+        std::fs::remove_file(d.join("5_good.py")).unwrap();
+        let err = ReplayAgent::scan(d, &problems, &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("holds no kernel files") && err.contains("pipe is a FIFO"),
+            "{err}"
         );
     }
 

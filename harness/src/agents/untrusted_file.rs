@@ -255,6 +255,26 @@ pub fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
         .read(&name, cap)
 }
 
+/// Why the entry at `path` is neither a regular file nor a folder once its links are followed
+/// (a link to nothing or in a loop, a FIFO, a socket, a device), found without opening it, so
+/// a FIFO cannot stall the caller; `None` for a file or a folder. For entries no reader asks
+/// for, so that each is named rather than skipped unseen.
+pub fn odd_entry(path: &Path) -> Option<Refusal> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() || m.is_dir() => None,
+        Ok(m) => regular(&m.file_type()).err(),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(path).is_ok() =>
+        {
+            Some(Refusal::Dangling {
+                link: std::fs::read_link(path).ok(),
+            })
+        }
+        Err(e) => Some(Refusal::Unreadable(e)),
+    }
+}
+
 /// [`read_named`], as UTF-8 text.
 pub fn read_named_text(path: &Path, cap: u64) -> Result<String, Refusal> {
     utf8(read_named(path, cap)?)

@@ -79,8 +79,27 @@ pub fn command(a: &CheckArgs, stop: Arc<AtomicBool>) -> Result<i32> {
         agent: CHECK_AGENT,
         candidates: vec![(config.problems[0].key(), candidate)],
     };
+    // The run's own lines are not shown (the table is the output), so off a terminal the
+    // check says every so often that it is still at it, as a run would.
     config.quiet = true;
-    let result = crate::exec::run(&config, stop)?;
+    let started = std::time::Instant::now();
+    let heartbeat = crate::exec::Heartbeat::start(a.eval.quiet, {
+        let (kernel, problem) = (a.kernel.clone(), a.problem.clone());
+        move || {
+            (
+                0,
+                format!(
+                    "check: still checking {} against {} after {}",
+                    kernel.display(),
+                    problem.display(),
+                    indicatif::FormattedDuration(started.elapsed())
+                ),
+            )
+        }
+    });
+    let result = crate::exec::run(&config, stop);
+    drop(heartbeat);
+    let result = result?;
     if result.interrupted && result.added == 0 {
         eprintln!("kbench: interrupted before the kernel's verdict");
         return Ok(crate::exit::INTERRUPTED);

@@ -19,7 +19,7 @@ pub fn command(a: DemoArgs) -> Result<i32> {
         keep_chosen: true,
         ..Default::default()
     };
-    let info = crate::worker::setup::setup(&choice, false, &req)?;
+    let info = crate::commands::setup::setup_saying_progress(&choice, false, &req)?;
     let device = config::resolve_device(&a.device)?;
     eprintln!(
         "kbench demo: torch {} on {}; evaluating the reference agent on the smoke suite",

@@ -134,23 +134,28 @@ fn run_identity(path: &Path) -> PathBuf {
     p
 }
 
-/// Reads every run; labels that collide get `#2`, `#3` appended in order. A run given twice
-/// is refused, since it would count every evaluation twice: the same folder by any path, two
-/// copies of one run (the same run id), or a merged run beside one of its shards; only
-/// distinct shards of one run may be reported side by side.
+/// Reads every run; labels that collide get `#2`, `#3` appended in order. The same folder
+/// given again (by any path: another spelling, a link, its `records.jsonl`) is read once,
+/// with a note. Two folders that hold one run are refused, since they would count every
+/// evaluation twice: two copies of one run (the same run id), or a merged run beside one of
+/// its shards; only distinct shards of one run may be reported side by side.
 pub fn read_runs(paths: &[PathBuf], unverified_ok: bool) -> Result<Vec<RunInput>> {
     let mut runs: Vec<RunInput> = Vec::with_capacity(paths.len());
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut folders: HashMap<PathBuf, &Path> = HashMap::new();
     let mut ids: HashMap<String, Vec<(Option<String>, &Path)>> = HashMap::new();
     for p in paths {
-        if let Some(first) = folders.insert(run_identity(p), p) {
-            bail!(
-                "{} and {} are the same run: each run is reported once; drop one of them",
+        let folder = run_identity(p);
+        if let Some(first) = folders.get(&folder) {
+            eprintln!(
+                "kbench: note: {} and {} are the same run folder ({}): counted once",
                 first.display(),
-                p.display()
+                p.display(),
+                folder.display()
             );
+            continue;
         }
+        folders.insert(folder, p);
         let (mut run, shard) = read_run_and_shard(p, unverified_ok)?;
         if let Some(id) = run.run_id.clone().filter(|id| !id.is_empty()) {
             let same = ids.entry(id.clone()).or_default();

@@ -27,7 +27,18 @@ pub fn suite_spec(s: &SuiteArgs) -> SuiteSpec {
 /// Loads the problems the suite arguments name, filtered by `--select`: those that loaded
 /// and the broken problem files.
 pub fn load_suite(s: &SuiteArgs) -> Result<Suite> {
-    config::load_suite(&suite_spec(s))
+    let spec = suite_spec(s);
+    let suite = config::load_suite(&spec)?;
+    say_default_levels(&spec);
+    Ok(suite)
+}
+
+/// Says which levels a KernelBench folder without every level folder gave, `--levels` left
+/// out (after the suite loaded: a folder that is no KernelBench folder says so instead).
+fn say_default_levels(spec: &SuiteSpec) {
+    if let Some(note) = spec.default_levels_note() {
+        eprintln!("kbench: note: {note}");
+    }
 }
 
 /// The evaluation and timing settings of the arguments, not yet checked.
@@ -84,14 +95,17 @@ pub fn build(
     out: &Path,
     shard: Option<Shard>,
 ) -> Result<RunConfig> {
-    RunConfig::build(
-        &suite_spec(suite),
+    let spec = suite_spec(suite);
+    let config = RunConfig::build(
+        &spec,
         python.python.as_deref(),
         &eval_spec(a),
         agent,
         out,
         shard,
-    )
+    )?;
+    say_default_levels(&spec);
+    Ok(config)
 }
 
 /// The checked configuration of `kbench run`.

@@ -35,6 +35,36 @@ impl SuiteSpec {
         "smoke".into()
     }
 
+    /// What `--levels` left out took, when the KernelBench folder lacks a level folder (a
+    /// folder of one level, an import's `problems/`), so that such a run is not taken for the
+    /// whole benchmark; `None` when `--levels` was given or every level is there.
+    pub fn default_levels_note(&self) -> Option<String> {
+        let dir = self
+            .kernelbench
+            .as_ref()
+            .filter(|_| self.problem.is_none())?;
+        if !self.levels.is_empty() {
+            return None;
+        }
+        let have = kbench_suites::kernelbench_levels(dir);
+        let absent: Vec<String> = (1..=3u8)
+            .filter(|l| !have.contains(l))
+            .map(|l| format!("level{l}/"))
+            .collect();
+        if have.is_empty() || absent.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = have.iter().map(u8::to_string).collect();
+        Some(format!(
+            "--levels left out: taking level{} {} of {}, the level folder{} it has (it has no {}); pass --levels to choose",
+            if have.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            dir.display(),
+            if have.len() == 1 { "" } else { "s" },
+            absent.join(" or ")
+        ))
+    }
+
     /// The levels to take from KernelBench folder `dir`: those asked for, else every level
     /// folder it has.
     fn levels_of(&self, dir: &Path) -> Vec<u8> {
