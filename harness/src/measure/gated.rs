@@ -83,6 +83,7 @@ pub struct CallTime {
 }
 
 /// What a complete timing measured. Raw: `judge::timing` makes the summary and verdicts.
+#[derive(Clone)]
 pub struct RawGated {
     pub reference_clock: String,
     pub candidate_clock: String,
@@ -99,6 +100,17 @@ pub struct RawGated {
     pub candidate_busy: u32,
     /// Seconds the reference spent drawing inputs.
     pub staging_s: f64,
+}
+
+impl RawGated {
+    /// `later`'s calls after these: timings of one candidate pooled (same case, new values).
+    pub fn extend(&mut self, later: RawGated) {
+        self.reference.extend(later.reference);
+        self.candidate.extend(later.candidate);
+        self.retimed += later.retimed;
+        self.candidate_busy += later.candidate_busy;
+        self.staging_s += later.staging_s;
+    }
 }
 
 /// How a timing ended.
