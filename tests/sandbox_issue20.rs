@@ -390,20 +390,31 @@ fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
             "{name}: speedup of medians {s} against problem 1's median {mid}\n{table}"
         );
     }
-    // Each attack did run, inside: its own log says what it tried.
+    // Each attack did run, inside: its own log says what it tried. S2 writes into the empty
+    // folder the sandbox shows at the run folder's path, or, as the unprivileged uid a
+    // candidate becomes when kbench runs as root, is refused there (the folder is root's).
     for (name, said) in [
         (
             "4_signal_reference",
-            "attack S1: no reference worker in sight",
+            &["attack S1: no reference worker in sight"][..],
         ),
-        ("1_forge_records", "attack S2: wrote"),
-        ("1_read_run_folder", "attack S3: 0 item(s) read"),
-        ("1_setsid_child", "attack S4: left a setsid child"),
-        ("1_loopback_socket", "attack S5: sent: False"),
-        ("1_write_outside", "attack S6: wrote /tmp/"),
+        (
+            "1_forge_records",
+            &[
+                "attack S2: wrote",
+                "records.jsonl: [Errno 13] Permission denied",
+            ],
+        ),
+        ("1_read_run_folder", &["attack S3: 0 item(s) read"]),
+        ("1_setsid_child", &["attack S4: left a setsid child"]),
+        ("1_loopback_socket", &["attack S5: sent: False"]),
+        ("1_write_outside", &["attack S6: wrote /tmp/"]),
     ] {
         let log = w.log_of(name);
-        assert!(log.contains(said), "{name}'s log lacks `{said}`:\n{log}");
+        assert!(
+            said.iter().any(|s| log.contains(s)),
+            "{name}'s log lacks any of {said:?}:\n{log}"
+        );
     }
     // The secret is in no file the kernels could have written to (records, logs, kernels).
     for p in files_under(&w.out()) {
