@@ -486,6 +486,13 @@ mod tests {
 
     /// Groups need a writable cgroup v2 hierarchy (root, or delegation); without one the
     /// test says so and checks the error names why.
+    /// Held by every test that opens the tree: all of them share this process's one folder,
+    /// and the watchdog test kills the whole folder, the other tests' processes included.
+    fn one_tree_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn tree() -> Option<Arc<CgroupTree>> {
         match CgroupTree::open(false) {
             Ok(t) => Some(t),
@@ -506,18 +513,12 @@ mod tests {
             .to_string()
     }
 
-    #[test]
-    fn a_group_freezes_what_its_process_started_and_kills_it_all() {
-        let Some(tree) = tree() else { return };
-        let group = tree.group().unwrap();
-        // A shell that starts a busy loop in a new session (out of its process group) and
-        // prints its pid.
+    /// Starts `/bin/sh -c script` inside `group`; the script's first line of output is a
+    /// pid it started, returned with the shell.
+    fn start_in(group: &WorkerGroup, script: &str) -> (std::process::Child, u32) {
         let mut cmd = Command::new(&group.enter_args()[0]);
-        cmd.args(&group.enter_args()[1..]).args([
-            "/bin/sh",
-            "-c",
-            "setsid sh -c 'while :; do :; done' & echo $!; while :; do :; done",
-        ]);
+        cmd.args(&group.enter_args()[1..])
+            .args(["/bin/sh", "-c", script]);
         let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(
@@ -525,7 +526,28 @@ mod tests {
             &mut line,
         )
         .unwrap();
-        let busy: u32 = line.trim().parse().unwrap();
+        (child, line.trim().parse().unwrap())
+    }
+
+    /// Whether `pid` is gone (or a zombie) within `tries` waits of 10 ms.
+    fn gone_within(pid: u32, tries: u32) -> bool {
+        (0..tries).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !Path::new(&format!("/proc/{pid}")).exists() || state(pid).contains('Z')
+        })
+    }
+
+    #[test]
+    fn a_group_freezes_what_its_process_started_and_kills_it_all() {
+        let _one = one_tree_at_a_time();
+        let Some(tree) = tree() else { return };
+        let group = tree.group().unwrap();
+        // A shell that starts a busy loop in a new session (out of its process group) and
+        // prints its pid.
+        let (mut child, busy) = start_in(
+            &group,
+            "setsid sh -c 'while :; do :; done' & echo $!; while :; do :; done",
+        );
         assert!(group.holds(child.id()), "the shell moved itself in");
         assert!(group.holds(busy), "its child started in the group");
         let took = group.freeze(Duration::from_secs(2)).unwrap();
@@ -544,15 +566,16 @@ mod tests {
         assert!(ticks(busy) > before, "a thawed process did not run");
         drop(group);
         let _ = child.wait();
-        let gone = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(10));
-            !Path::new(&format!("/proc/{busy}")).exists() || state(busy).contains("Z")
-        });
-        assert!(gone, "the setsid child outlived its group: {}", state(busy));
+        assert!(
+            gone_within(busy, 100),
+            "the setsid child outlived its group: {}",
+            state(busy)
+        );
     }
 
     #[test]
     fn folders_of_dead_kbench_processes_are_removed() {
+        let _one = one_tree_at_a_time();
         let Some(tree) = tree() else { return };
         let parent = tree.dir().parent().unwrap().to_path_buf();
         // A pid that cannot exist (above the kernel's pid_max).
@@ -580,34 +603,18 @@ mod tests {
     /// closes (here: dropped; when kbench dies the kernel closes it).
     #[test]
     fn the_watchdog_kills_the_folder_when_its_pipe_closes() {
+        let _one = one_tree_at_a_time();
         let Some(tree) = tree() else { return };
         let group = tree.group().unwrap();
-        let mut cmd = Command::new(&group.enter_args()[0]);
-        cmd.args(&group.enter_args()[1..]).args([
-            "/bin/sh",
-            "-c",
-            "setsid sleep 60 & echo $!; wait",
-        ]);
-        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let sleeper: u32 = line.trim().parse().unwrap();
+        let (mut child, sleeper) = start_in(&group, "setsid sleep 60 & echo $!; wait");
         assert!(group.holds(sleeper));
         let mut tree = Arc::into_inner(tree).unwrap();
         let (mut watchdog, stdin) = tree.watchdog.take().expect("a watchdog");
         drop(stdin);
         watchdog.wait().unwrap();
         let _ = child.wait();
-        let gone = (0..200).any(|_| {
-            std::thread::sleep(Duration::from_millis(10));
-            !Path::new(&format!("/proc/{sleeper}")).exists() || state(sleeper).contains('Z')
-        });
         assert!(
-            gone,
+            gone_within(sleeper, 200),
             "the setsid child outlived the watchdog: {}",
             state(sleeper)
         );
@@ -620,6 +627,7 @@ mod tests {
     /// say so; elsewhere the test says why it cannot run.
     #[test]
     fn a_group_past_its_memory_cap_is_killed_and_counted() {
+        let _one = one_tree_at_a_time();
         let tree = match CgroupTree::open(true) {
             Ok(t) if t.has_memory() => t,
             Ok(t) => {
