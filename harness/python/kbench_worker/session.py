@@ -139,13 +139,16 @@ class Session:
             except RuntimeError:
                 inputs[i] = src.to(device=x.device, copy=True)
 
-    def _release_device_memory(self, keep=None):
+    def _release_device_memory(self, keep=None, collected=False):
         """Returns the caching allocator's free blocks to the driver unless this worker may
         keep them (`fixed_bound`, `should_release`; the module comment says why). `keep=0`
-        releases every free block; another `keep` is a fixed bound."""
+        releases every free block; another `keep` is a fixed bound. `collected`: the caller
+        has just run a full collection (a second one finds nothing and costs as much, 0.1 s
+        and more in a process that imported torch)."""
         if self.device is not None and self.device.type == "cuda":
-            with driver_step("gc"):
-                gc.collect()
+            if not collected:
+                with driver_step("gc"):
+                    gc.collect()
             reserved = torch.cuda.memory_reserved(self.device)
             idle = reserved - torch.cuda.memory_allocated(self.device)
             fixed = fixed_bound(self.role, keep)

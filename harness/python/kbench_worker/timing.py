@@ -245,10 +245,12 @@ class TimingCommands:
         return {"type": "released"}, []
 
     def cmd_time_close(self, cmd, payload):
+        collected = False
         if self.gated is not None:
             self._close_phase()
+            collected = True
         if cmd.get("release", True) is not False:
-            self._release_device_memory(keep=0)
+            self._release_device_memory(keep=0, collected=collected)
         return {"type": "time_closed"}, []
 
     def _close_phase(self):

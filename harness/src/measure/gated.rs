@@ -153,6 +153,7 @@ pub fn time_gated(
     judge: &dyn CallJudge,
     candidate_dir: &std::path::Path,
 ) -> Result<GatedRun, WorkerFault> {
+    let opened = Instant::now();
     let exchange = match Exchange::new(station, case.layout, candidate_dir) {
         Ok(e) => e,
         Err(e) => {
@@ -185,6 +186,7 @@ pub fn time_gated(
             candidate_busy: 0,
             staging_s: 0.0,
         },
+        spent: Spent::default(),
     };
     let open = |side| {
         let mut cmd = exchange.open_command(side, case.layout, case.forward_seed);
@@ -210,17 +212,36 @@ pub fn time_gated(
         });
         return Ok(GatedRun::Stopped(o));
     }
+    let started = Instant::now();
+    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+        eprintln!("gated timing: opened after {:?}", opened.elapsed());
+    }
     let result = run.calls(reference, candidate, &case);
+    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+        eprintln!(
+            "gated timing: {:?} in all, reference staging {:.3} s, {:?}",
+            started.elapsed(),
+            run.raw.staging_s,
+            run.spent
+        );
+    }
     // Thawed however the timing ended: a frozen reference is used again by the next
     // candidate, and a frozen candidate could not be told to exit.
     let _ = reference.thaw();
     let _ = candidate.thaw();
     // Closing is best effort: the reference's answer matters (it is used again), the
     // candidate's does not.
+    // Both at once: each close is a full collection in its worker (0.1-0.2 s with torch
+    // imported), and they were a third of level-1 problem 10's timing on an H200.
     let close = || Frame::new(json!({"cmd": "time_close"}));
+    let candidate_closing = if matches!(result, Ok(GatedRun::Stopped(_)) | Err(_)) {
+        None
+    } else {
+        candidate.send(close()).ok()
+    };
     let ref_closed = reference.request(close(), settings.timeout);
-    if !matches!(result, Ok(GatedRun::Stopped(_)) | Err(_)) {
-        let _ = candidate.request(close(), settings.timeout);
+    if let Some(id) = candidate_closing {
+        let _ = candidate.answer(id, settings.timeout);
     }
     match (result, ref_closed) {
         (Ok(GatedRun::Complete(_)), Ok(r)) if r.kind() != "time_closed" => Ok(
@@ -240,6 +261,20 @@ struct Run<'a> {
     probe: Option<&'a QuietProbe>,
     judge: &'a dyn CallJudge,
     raw: RawGated,
+    spent: Spent,
+}
+
+/// Where a timing's seconds went outside the timed calls themselves, printed with
+/// `KBENCH_TIMING_TRACE` (the cost of the protections, taken apart).
+#[derive(Default, Debug)]
+struct Spent {
+    opening: Duration,
+    quiet: Duration,
+    stage: Duration,
+    windows: Duration,
+    freeze: Duration,
+    judge: Duration,
+    release: Duration,
 }
 
 /// What ended the calls early.
@@ -378,14 +413,18 @@ impl Run<'_> {
                     }
                 }
             }
+            let t_judge = Instant::now();
             if let Some(reply) = &cand_reply {
                 if let Some(o) = self.judge.outputs(reply, call, self.exchange) {
                     return verdict(o);
                 }
             }
+            self.spent.judge += t_judge.elapsed();
             if self.s.release_calls {
+                let t = Instant::now();
                 self.release(reference, Side::Reference)?;
                 self.release(candidate, Side::Candidate)?;
+                self.spent.release += t.elapsed();
             }
             if i >= warmup {
                 if let [Some(r), Some(c)] = times {
@@ -425,6 +464,7 @@ impl Run<'_> {
         call: u32,
         opening: u32,
     ) -> Step<(Frame, CallTime, Option<String>)> {
+        let t_open = Instant::now();
         if opening > 0 {
             self.thaw(worker)?;
             let reply = worker.request(
@@ -446,10 +486,14 @@ impl Run<'_> {
                 (Err(f), Side::Candidate) => return Err(Stop::Fault(f)),
             }
         }
+        self.spent.opening += t_open.elapsed();
         // Before the window: nothing of anyone else's may be running on the GPU. Only a
         // frozen candidate's work can be (the reference synchronizes before it answers).
         let mut disturbed = None;
-        if let Some(pre) = self.quiet()? {
+        let t_quiet = Instant::now();
+        let pre = self.quiet()?;
+        self.spent.quiet += t_quiet.elapsed();
+        if let Some(pre) = pre {
             if pre.was_busy() && side == Side::Reference {
                 disturbed = Some(format!(
                     "busy for {:.1} ms before the window",
@@ -468,7 +512,9 @@ impl Run<'_> {
                 .or_else(|e| reference_failed(format!("staging the call's inputs: {e:#}")))
         };
         if !gpu {
+            let t = Instant::now();
             stage(self)?;
+            self.spent.stage += t.elapsed();
         }
         // Thawed just before the window opens: the kernel's cost of waking the worker's
         // processes (more of them in a sandbox) is no part of either side's call.
@@ -485,7 +531,10 @@ impl Run<'_> {
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
         // time, not the worker's. The next window opens only once the freeze is confirmed.
         let mut wall = t0.elapsed();
+        self.spent.windows += wall;
+        let t_freeze = Instant::now();
         self.freeze(worker, side)?;
+        self.spent.freeze += t_freeze.elapsed();
         if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
             eprintln!(
                 "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?}",
@@ -495,7 +544,10 @@ impl Run<'_> {
                 t0.elapsed()
             );
         }
-        if let Some(post) = self.quiet()? {
+        let t_quiet = Instant::now();
+        let post = self.quiet()?;
+        self.spent.quiet += t_quiet.elapsed();
+        if let Some(post) = post {
             if post.was_busy() {
                 // Work left running after the answer: the window lasts until it is done.
                 wall += post.waited;

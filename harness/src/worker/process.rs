@@ -370,6 +370,17 @@ impl Worker {
         timeout: Duration,
     ) -> Result<Frame, WorkerFault> {
         let id = self.send_command(frame)?;
+        self.answer(id, timeout)
+    }
+
+    /// Sends a command without waiting; [`Self::answer`] takes its answer. Two workers'
+    /// commands then run at once.
+    pub fn send(&mut self, frame: Frame) -> Result<u64, WorkerFault> {
+        self.send_command(Arc::new(frame))
+    }
+
+    /// The answer to command `id` (from [`Self::send`]), waiting at most `timeout`.
+    pub fn answer(&mut self, id: u64, timeout: Duration) -> Result<Frame, WorkerFault> {
         let reply = self.receive(timeout)?;
         self.answer_to(id, reply)
     }

@@ -36,6 +36,9 @@ impl Evaluation<'_, '_> {
         let held =
             self.reference
                 .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
+        if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+            eprintln!("timing: holding the case took {:?}", tt.elapsed());
+        }
         let result = match held {
             Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
             Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
@@ -102,6 +105,7 @@ impl Evaluation<'_, '_> {
                         forward_seed: timed.forward_seed,
                         input_seeds: &seeds,
                     };
+                    let t_gated = Instant::now();
                     let run = time_gated(
                         settings,
                         exec,
@@ -111,6 +115,9 @@ impl Evaluation<'_, '_> {
                         &judge,
                         &self.cwd,
                     );
+                    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+                        eprintln!("timing: time_gated took {:?}", t_gated.elapsed());
+                    }
                     // Out of GPU memory with both workers' blocks cached between calls: the
                     // side being timed may have lacked only what the idle side kept. Timed
                     // again (once) releasing them after every call, so an honest kernel's
