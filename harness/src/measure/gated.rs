@@ -472,9 +472,8 @@ impl Run<'_> {
         let t_open = Instant::now();
         // On a GPU the worker stays thawed from its opening calls into its window: the call's
         // values are copied in only once the window is open, so it has nothing to compute on
-        // before, and a freeze and a thaw fewer per window were 4% of level-1 problem 10's
-        // timing. On the CPU the values are copied in before the thaw, and it must not run
-        // in between.
+        // before, and each window saves a freeze and a thaw. On the CPU the values are copied
+        // in before the thaw, and it must not run in between.
         let stays_thawed = gpu && opening > 0;
         if opening > 0 {
             self.thaw(worker, side)?;
