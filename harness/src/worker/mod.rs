@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod freeze;
 mod gate;
 mod launch;
+mod log_sink;
 mod prestart;
 pub mod probe_cache;
 mod process;

@@ -6,8 +6,7 @@
 //! a channel with the phase's time limit. stdout/stderr output of the worker (the worker routes
 //! anything user code prints there) is drained on a third thread and truncated.
 
-use std::collections::VecDeque;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -124,37 +123,8 @@ struct Outgoing {
     payload: Arc<Frame>,
 }
 
-/// Bytes of worker output kept in memory (the tail shown in records).
-pub const LOG_TAIL_CAP: usize = 16 << 10;
-/// Bytes of worker output kept on disk per worker.
-pub const LOG_FILE_CAP: u64 = 1 << 20;
-
-#[derive(Default)]
-struct LogSink {
-    tail: VecDeque<u8>,
-    total: u64,
-    file: Option<std::fs::File>,
-    written: u64,
-}
-
-impl LogSink {
-    fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len() as u64;
-        if let Some(f) = self.file.as_mut() {
-            let room = LOG_FILE_CAP.saturating_sub(self.written) as usize;
-            let n = room.min(chunk.len());
-            if n > 0 && f.write_all(&chunk[..n]).is_ok() {
-                self.written += n as u64;
-            }
-        }
-        let keep = chunk.len().min(LOG_TAIL_CAP);
-        let chunk = &chunk[chunk.len() - keep..];
-        while self.tail.len() + chunk.len() > LOG_TAIL_CAP {
-            self.tail.pop_front();
-        }
-        self.tail.extend(chunk);
-    }
-}
+use super::log_sink::{drain, LogSink};
+pub use super::log_sink::{LOG_FILE_CAP, LOG_TAIL_CAP};
 
 /// A running worker.
 pub struct Worker {
@@ -718,41 +688,9 @@ impl Drop for Worker {
     }
 }
 
-fn drain(mut r: impl Read, log: Arc<Mutex<LogSink>>) {
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if let Ok(mut sink) = log.lock() {
-                    sink.push(&buf[..n]);
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn log_sink_keeps_the_tail_and_caps_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let mut sink = LogSink {
-            file: Some(std::fs::File::create(&path).unwrap()),
-            ..Default::default()
-        };
-        for i in 0..200u32 {
-            sink.push(format!("line {i:06}\n").repeat(1000).as_bytes());
-        }
-        assert_eq!(sink.tail.len(), LOG_TAIL_CAP);
-        assert!(sink.total > LOG_FILE_CAP);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), LOG_FILE_CAP);
-        let tail: Vec<u8> = sink.tail.iter().copied().collect();
-        assert!(String::from_utf8_lossy(&tail).ends_with("line 000199\n"));
-    }
 
     /// CI caught a Slurm-killed shard recording `reference_error ... killed by signal 15`:
     /// scancel signalled the worker a moment before kbench itself. A worker killed by such a
