@@ -377,7 +377,10 @@ fn imported_set_replays_and_its_eval_results_import_back() {
     for id in [1, 2] {
         let e = &kb[&id][0];
         assert!(e.compiled && e.correctness && e.runtime > 0.0, "{e:?}");
-        assert_eq!(e.runtime_stats["num_trials"], 5);
+        // Five timed calls a timing; claims the harness's clock did not support are timed
+        // again (three timings at most, pooled), which a loaded 2-core host can cause.
+        let trials = e.runtime_stats["num_trials"].as_u64();
+        assert!(matches!(trials, Some(5 | 10 | 15)), "{e:?}");
         assert_eq!(e.runtime_stats["mean"], e.runtime);
     }
     for id in [3, 4] {
