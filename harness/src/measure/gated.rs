@@ -68,6 +68,13 @@ pub fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
     total > 0 && need >= total / 2
 }
 
+/// Whether `KBENCH_TIMING_TRACE` is set: timing then says on stderr where its seconds went
+/// (each window, and each timing's parts). Read once per process.
+pub fn timing_trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("KBENCH_TIMING_TRACE").is_some())
+}
+
 /// At most this many times a reference call is timed again after a window the GPU was busy
 /// in; beyond, the timing stops with the candidate's verdict.
 pub const RETIMES: u32 = 3;
@@ -214,11 +221,11 @@ pub fn time_gated(
         return Ok(GatedRun::Stopped(o));
     }
     let started = Instant::now();
-    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+    if timing_trace() {
         eprintln!("gated timing: opened after {:?}", opened.elapsed());
     }
     let result = run.calls(reference, candidate, &case);
-    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+    if timing_trace() {
         eprintln!(
             "gated timing: {:?} in all, reference staging {:.3} s, {:?}",
             started.elapsed(),
@@ -556,7 +563,7 @@ impl Run<'_> {
         let t_freeze = Instant::now();
         self.freeze(worker, side)?;
         self.spent.freeze += t_freeze.elapsed();
-        if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+        if timing_trace() {
             eprintln!(
                 "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?}",
                 t_staged,

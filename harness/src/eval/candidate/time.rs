@@ -36,7 +36,7 @@ impl Evaluation<'_, '_> {
         let held =
             self.reference
                 .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
-        if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+        if crate::measure::gated::timing_trace() {
             eprintln!("timing: holding the case took {:?}", tt.elapsed());
         }
         let result = match held {
@@ -115,7 +115,7 @@ impl Evaluation<'_, '_> {
                         &judge,
                         &self.cwd,
                     );
-                    if std::env::var_os("KBENCH_TIMING_TRACE").is_some() {
+                    if crate::measure::gated::timing_trace() {
                         eprintln!("timing: time_gated took {:?}", t_gated.elapsed());
                     }
                     // Out of GPU memory with both workers' blocks cached between calls: the
