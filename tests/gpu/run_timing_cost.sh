@@ -14,8 +14,10 @@ L=/tmp/timing-cost; rm -rf "$L"; mkdir -p "$L" "$OUT"
 secret "$L/secret"
 env_info | tee "$L/env.txt"
 SBS=${SBS:-1/10,1/20,1/30,1/40,1/50,1/60,1/70,1/80}
+# SIDES may repeat a binary (old new old2 new2: alternating passes, each old* the old binary):
+# the passes are pooled, which evens out the 10% the same binary's timing moves between passes.
 for side in ${SIDES:-old new}; do
-  bin=$D/kbench; [ $side = old ] && bin=$D/kbench-old
+  bin=$D/kbench; case $side in old*) bin=$D/kbench-old;; esac
   step "side by side set, $side"
   S=$(date +%s)
   timeout ${SBS_LIMIT:-150} $bin run --agent reference --kernelbench "$D/kernelbench" --select "$SBS" \
@@ -30,4 +32,4 @@ if [ -n "${SAMPLE:-}" ]; then
   echo "sample rc=$? $(( $(date +%s)-S ))s"
 fi
 python3 tests/gpu/timing_cost.py "$L" | tee "$OUT/cost.md"
-tar czf "$OUT/cost.tgz" -C "$L" env.txt sbs-old sbs-new sample 2>/dev/null
+tar czf "$OUT/cost.tgz" -C "$L" env.txt $(cd "$L" && ls -d sbs-* sample 2>/dev/null)

@@ -20,8 +20,36 @@ def load(path):
     return out
 
 
+def passes(root, prefix):
+    """Every pass of one binary: sbs-old, sbs-old2, ... (alternating passes of one call)."""
+    names = sorted(n for n in os.listdir(root) if n == prefix or (n.startswith(prefix) and n[len(prefix):].isdigit()))
+    return [load(os.path.join(root, n)) for n in names]
+
+
+def pooled(runs):
+    """Per problem timed in every pass: the first pass's record, with the passes' mean timing
+    phase (`phases.timing_s`) and the list of them."""
+    if not runs:
+        return {}
+    out = {}
+    for k in set.intersection(*(set(r) for r in runs)):
+        times = [r[k]["phases"]["timing_s"] for r in runs]
+        rec = json.loads(json.dumps(runs[0][k]))
+        rec["phases"]["timing_s"] = sum(times) / len(times)
+        rec["timing_passes"] = times
+        out[k] = rec
+    return out
+
+
 def main(root):
-    old, new = load(os.path.join(root, "sbs-old")), load(os.path.join(root, "sbs-new"))
+    old_runs, new_runs = passes(root, "sbs-old"), passes(root, "sbs-new")
+    old, new = pooled(old_runs), pooled(new_runs)
+    if len(old_runs) > 1 or len(new_runs) > 1:
+        print(f"passes pooled: {len(old_runs)} old, {len(new_runs)} new (timing seconds are the passes' mean)\n")
+        for name, runs in (("old", old_runs), ("new", new_runs)):
+            keys = set(old) & set(new)
+            print(f"{name} passes, timing phases summed: " + ", ".join(f"{sum(r[k]['phases']['timing_s'] for k in keys):.2f} s" for r in runs))
+        print()
     sample = load(os.path.join(root, "sample"))
     print("| problem | timing s old | timing s new | new/old | self-speedup old | self-speedup new | clock supports | excess us [99%] |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -41,7 +69,7 @@ def main(root):
               f"{sn.get('speedup', float('nan')):.4f} | {h.get('speedup', float('nan')):.4f} | {exc} |")
     if to:
         print(f"\ntiming phases summed over the problems timed by both: old {to:.2f} s, new {tn:.2f} s, new/old {tn/to:.3f}")
-    allnew = list(new.values()) + list(sample.values())
+    allnew = [r for run in new_runs for r in run.values()] + list(sample.values())
     sp = [r["timing"]["speedup"] for r in allnew if r.get("timing")]
     if sp:
         within = sum(abs(s - 1) <= 0.01 for s in sp)

@@ -1,11 +1,11 @@
 """Timing (PROTOCOL.md, "Timing"): the harness drives the calls one at a time. Between them
-it freezes this worker's every process, has the trusted reference draw the next call's
-inputs (fresh values from the run's secret) into buffers both sides map for the whole
-phase, flushes the GPU's L2 from its own context and measures each call's window on its
+it freezes this worker's every process, has the trusted reference draw the next calls'
+inputs (fresh values from the run's secret, several calls ahead) into source buffers only it
+maps, copies a call's into buffers each side maps for the whole phase, flushes the GPU's L2 from its own context and measures each call's window on its
 own clock. A worker only runs the calls: `time_open` maps the buffers, `timed_call` runs one
 call (timed with the clocks captured at start-up: the claim the harness checks against its
 own clock) and copies its outputs into the harness's slots, `stage_inputs` (reference)
-draws a call's inputs, `time_close` unmaps. The code is the same for both roles."""
+draws calls' inputs, `time_close` unmaps. The code is the same for both roles."""
 
 import gc
 import mmap
@@ -29,7 +29,7 @@ class _Phase:
         self.mapped = None  # device buffers (_Mapped kept open)
         self.file = None  # host: the exchange file and its mapping
         self.mm = None
-        self.source = []  # reference: tensors over the buffers it draws each call's inputs into
+        self.source = []  # reference: per source set, tensors over the buffers a call's inputs are drawn into
         self.staged = []  # tensors over the staged inputs' buffers (a call's arguments)
         self.slots = []  # tensors over the output slots
         self.args = []  # the call's arguments: staged tensors and plain values
@@ -90,9 +90,9 @@ class TimingCommands:
             ph.slots = [view(s) for s in outputs]
             if self.role == "reference":
                 source = _field(cmd, "source", list, "time")
-                if len(source) != len(staged):
-                    raise WorkerError("protocol", "time", "source must list one buffer per staged input")
-                ph.source = [view(s) for s in source]
+                if not all(isinstance(s, list) and len(s) == len(staged) for s in source):
+                    raise WorkerError("protocol", "time", "source must list sets of one buffer per staged input")
+                ph.source = [[view(s) for s in one] for one in source]
             for i, a in enumerate(args):
                 if isinstance(a, dict) and set(a) == {"staged"} and _is_uint(a["staged"]) and a["staged"] < len(ph.staged):
                     ph.layout.append(("staged", a["staged"]))
@@ -130,30 +130,41 @@ class TimingCommands:
         return {"type": "time_opened"}, []
 
     def cmd_stage_inputs(self, cmd, payload):
-        """Reference: draws one call's inputs with `seed` as a case of the `random` family is
-        drawn (the problem's own get_inputs, on the GPU where it allows) and writes them into
-        the source buffers (the harness copies them into each side's staged inputs inside its
-        window). A draw whose layout differs from the case's (another shape, a
-        different plain value) is an error: the harness then times nothing."""
+        """Reference: draws the inputs of the next calls, one per seed of `seeds`, as a case
+        of the `random` family is drawn (the problem's own get_inputs, on the GPU where it
+        allows), and writes the j-th into source set j (the harness copies a set into each
+        side's staged inputs inside its window). A draw whose layout differs from the case's
+        (another shape, a different plain value) is an error: the harness then times nothing."""
         if self.role != "reference":
             raise WorkerError("protocol", "time", "stage_inputs is for the reference role only")
         ph = self._require_phase()
-        seed = _field(cmd, "seed", int, "time")
+        seeds = _field(cmd, "seeds", list, "time")
+        if not seeds or len(seeds) > len(ph.source) or not all(_is_uint(x) for x in seeds):
+            raise WorkerError("protocol", "time", f"seeds must be 1 to {len(ph.source)} seeds (one per source set), got {seeds!r}")
+        inputs_s, inputs_on = 0.0, []
+        for j, seed in enumerate(seeds):
+            s, on = self._stage_one(ph, ph.source[j], seed)
+            inputs_s += s
+            inputs_on = on
+        _sync(self.device)
+        return {"type": "staged", "inputs_s": inputs_s, "inputs_on": inputs_on}, []
+
+    def _stage_one(self, ph, source, seed):
+        """Draws one call's inputs with `seed` into the buffers of `source`."""
         inputs, inputs_on, inputs_s, _ = self._make_inputs(seed, "random", self.device.type == "cuda")
         if len(inputs) != len(ph.layout):
             raise WorkerError("runtime_error", "time", f"get_inputs() gave {len(inputs)} inputs with seed {seed}, the timed case has {len(ph.layout)}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
         for i, (x, (kind, ref)) in enumerate(zip(inputs, ph.layout)):
             if kind == "staged":
-                dst = ph.source[ref]
+                dst = source[ref]
                 if not isinstance(x, torch.Tensor) or x.dtype != dst.dtype or x.shape != dst.shape:
                     got = f"{_wire_dtype(x)} {list(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
                     raise WorkerError("runtime_error", "time", f"input {i} drawn with seed {seed} is {got}, the timed case's is {_wire_dtype(dst)} {list(dst.shape)}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
                 dst.copy_(x)
             elif isinstance(x, torch.Tensor) or _json_value(x, i) != ref:
                 raise WorkerError("runtime_error", "time", f"input {i} drawn with seed {seed} differs from the timed case's plain value {ref!r}: the problem's inputs change with the seed, so its timed calls cannot get fresh values")
-        del inputs, x
-        _sync(self.device)
-        return {"type": "staged", "inputs_s": inputs_s, "inputs_on": inputs_on}, []
+        del inputs
+        return inputs_s, inputs_on
 
     def cmd_timed_call(self, cmd, payload):
         """One call on the staged inputs, its outputs copied into the slots. `opening` (a

@@ -145,7 +145,7 @@ class _DevicePhase:
         cmd = {"cmd": "time_open", "args": args, "forward_seed": forward_seed,
                "staged": [s for s, _ in self.staged[side]], "outputs": [s for s, _ in self.outputs[side]]}  # fmt: skip
         if side == "reference":
-            cmd["source"] = [s for s, _ in self.source]
+            cmd["source"] = [[s for s, _ in self.source]]
         return cmd
 
     def stage(self, side):
@@ -170,7 +170,7 @@ def timed_calls(case, ref, cand, phase, n, seed0=100):
     """`n` timed calls on both workers (fresh inputs from the reference each); the replies."""
     replies = []
     for i in range(n):
-        staged, _ = ref.call({"cmd": "stage_inputs", "seed": seed0 + i})
+        staged, _ = ref.call({"cmd": "stage_inputs", "seeds": [seed0 + i]})
         case.assertEqual(staged["type"], "staged", staged)
         pair = []
         for side, w in (("reference", ref), ("candidate", cand)):

@@ -18,9 +18,9 @@ def _read(path):
 
 class HostPhase:
     """The buffers of one timing phase on the host, as the harness lays them out: one file
-    with (for the reference) the source inputs, the staged inputs, the output slots."""
+    with (for the reference) `sets` source sets, the staged inputs, the output slots."""
 
-    def __init__(self, inputs, outputs, source=True):
+    def __init__(self, inputs, outputs, source=True, sets=1):
         self.file = tempfile.NamedTemporaryFile(prefix="kbench-exchange-test-")
         end = 0
 
@@ -34,7 +34,7 @@ class HostPhase:
                 end = off + n
             return specs
 
-        self.source = place(inputs) if source else None
+        self.source = [place(inputs) for _ in range(sets)] if source else None
         self.staged = place(inputs)
         self.outputs = place(outputs)
         self.file.truncate(-(-end // 64) * 64 or 64)
@@ -58,8 +58,8 @@ class HostPhase:
             f.seek(spec["offset"])
             f.write(t.contiguous().view(torch.uint8).numpy().tobytes())
 
-    def source_tensor(self, i):
-        return self._view(self.source[i])
+    def source_tensor(self, i, set=0):
+        return self._view(self.source[set][i])
 
     def staged_tensor(self, i):
         return self._view(self.staged[i])
@@ -71,10 +71,10 @@ class HostPhase:
         for s in self.outputs:
             self.write(s, torch.full((s["nbytes"],), 0xFF, dtype=torch.uint8))
 
-    def stage_from(self, other):
-        """The harness's copy of `other`'s source into this side's staged inputs."""
+    def stage_from(self, other, set=0):
+        """The harness's copy of `other`'s source set `set` into this side's staged inputs."""
         for i, s in enumerate(self.staged):
-            self.write(s, other.source_tensor(i))
+            self.write(s, other.source_tensor(i, set))
 
 
 class TimingTests(WorkerTestCase):
@@ -87,8 +87,9 @@ class TimingTests(WorkerTestCase):
     def tearDown(self):
         self.cand.close()
 
-    def phases(self, case):
-        """Reference and candidate phases shaped like `case` (a make_case reply and tensors)."""
+    def phases(self, case, sets=1):
+        """Reference and candidate phases shaped like `case` (a make_case reply and tensors),
+        the reference's with `sets` source sets."""
         reply, t = case
         inputs = [(WIRE_OF[t[a["tensor"]].dtype], list(t[a["tensor"]].shape)) for a in reply["inputs"] if "tensor" in a]
         outputs = [(WIRE_OF[t[f"out:{k}"].dtype], list(t[f"out:{k}"].shape)) for k in range(reply["outputs"])]
@@ -99,23 +100,23 @@ class TimingTests(WorkerTestCase):
                 j += 1
             else:
                 args.append(a)
-        return HostPhase(inputs, outputs), HostPhase(inputs, outputs, source=False), args
+        return HostPhase(inputs, outputs, sets=sets), HostPhase(inputs, outputs, source=False), args
 
-    def open_both(self, problem, candidate_source):
+    def open_both(self, problem, candidate_source, sets=1):
         self.load_reference(problem)
         loaded, _ = self.load_candidate(candidate_source, problem)
         self.assertEqual(loaded["type"], "loaded", loaded)
         case = self.make_case()
         ran, _ = self.run_case(*case)
         self.assertEqual(ran["type"], "outputs", ran)
-        ref, cand, args = self.phases(case)
+        ref, cand, args = self.phases(case, sets)
         for w, p in ((self.ref, ref), (self.cand, cand)):
             reply, _ = w.call(p.open_cmd(args))
             self.assertEqual(reply["type"], "time_opened", reply)
         return ref, cand, case
 
     def call_both(self, ref, cand, seed):
-        staged, _ = self.ref.call({"cmd": "stage_inputs", "seed": seed})
+        staged, _ = self.ref.call({"cmd": "stage_inputs", "seeds": [seed]})
         self.assertEqual(staged["type"], "staged", staged)
         ref.poison()
         cand.poison()
@@ -153,8 +154,30 @@ class TimingTests(WorkerTestCase):
         reply, _ = self.cand.call({"cmd": "timed_call"})
         self.assert_error(reply, "protocol", "time")
         ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
-        reply, _ = self.cand.call({"cmd": "stage_inputs", "seed": 1})
+        reply, _ = self.cand.call({"cmd": "stage_inputs", "seeds": [1]})
         self.assert_error(reply, "protocol", "time")
+
+    def test_calls_drawn_ahead_fill_one_source_set_each(self):
+        ref, cand, _ = self.open_both(self.mixed, as_candidate(_read(self.mixed)), sets=3)
+        staged, _ = self.ref.call({"cmd": "stage_inputs", "seeds": [201, 202]})
+        self.assertEqual(staged["type"], "staged", staged)
+        for j, seed in enumerate((201, 202)):
+            _, t = self.make_case(seed=seed)
+            self.assert_bit_identical(ref.source_tensor(0, j), t["in:0"])
+            self.assert_bit_identical(ref.source_tensor(1, j), t["in:1"])
+        # The set not drawn into is untouched (zeros), and a call on set 1 gets seed 202's values.
+        self.assertEqual(int(ref.source_tensor(1, 2).abs().sum()), 0)
+        cand.poison()
+        cand.stage_from(ref, 1)
+        c, _ = self.cand.call({"cmd": "timed_call"})
+        self.assertEqual(c["type"], "timed_call", c)
+        _, t = self.make_case(seed=202)
+        for k in range(2):
+            self.assert_bit_identical(cand.output(k), t[f"out:{k}"])
+        # More seeds than sets, none, or a seed that is not a count: refused.
+        for seeds in ([1, 2, 3, 4], [], [1, -2], 5):
+            reply, _ = self.ref.call({"cmd": "stage_inputs", "seeds": seeds})
+            self.assert_error(reply, "protocol", "time")
 
     def test_inputs_whose_shape_follows_the_seed_cannot_be_drawn_fresh(self):
         problem = self.files.write("30_Ragged.py", simple_problem(
@@ -165,7 +188,7 @@ class TimingTests(WorkerTestCase):
         reply, _ = self.ref.call(ref.open_cmd(args))
         self.assertEqual(reply["type"], "time_opened", reply)
         seeds = [s for s in range(2, 40)]
-        errors = [self.ref.call({"cmd": "stage_inputs", "seed": s})[0] for s in seeds]
+        errors = [self.ref.call({"cmd": "stage_inputs", "seeds": [s]})[0] for s in seeds]
         failed = [e for e in errors if e["type"] == "error"]
         self.assertTrue(failed, "some seed draws another shape")
         self.assertIn("change with the seed", failed[0]["message"])

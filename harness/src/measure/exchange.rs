@@ -1,6 +1,6 @@
-//! Where timed calls get their inputs and put their outputs. The reference draws each call's
-//! fresh values into a source set of buffers shaped like the timed case's tensor inputs;
-//! each side has its own staged inputs, into which the harness copies the source inside
+//! Where timed calls get their inputs and put their outputs. The reference draws calls'
+//! fresh values into source sets of buffers shaped like the timed case's tensor inputs, one
+//! set per call, several calls ahead ([`stage_ahead`]); each side has its own staged inputs, into which the harness copies the source inside
 //! that side's timed window (so a candidate sees a call's values only once its window has
 //! begun, and nothing it computes ahead can lie outside a window), and its own output slots,
 //! NaN-poisoned before each call. Each worker maps its buffers for the whole timing phase.
@@ -176,8 +176,8 @@ pub enum Exchange {
 
 pub struct DeviceExchange {
     gpu: Arc<Gpu>,
-    /// What the reference draws a call's inputs into.
-    source: Vec<DevTensorOwned>,
+    /// What the reference draws calls' inputs into: one set per call drawn ahead.
+    source: Vec<Vec<DevTensorOwned>>,
     /// Staged inputs and output slots, reference then candidate.
     inputs: [Vec<DevTensorOwned>; 2],
     outputs: [Vec<DevTensorOwned>; 2],
@@ -187,11 +187,11 @@ pub struct DeviceExchange {
 }
 
 /// One side's file: where each staged input and each output lies in it (and, in the
-/// reference's, the source inputs).
+/// reference's, the source sets).
 struct HostFile {
     file: File,
     path: PathBuf,
-    source: Vec<(u64, TensorLayout)>,
+    source: Vec<Vec<(u64, TensorLayout)>>,
     inputs: Vec<(u64, TensorLayout)>,
     outputs: Vec<(u64, TensorLayout)>,
 }
@@ -209,6 +209,27 @@ const ALIGN: u64 = 64;
 /// Bytes written at a time when poisoning host slots.
 const POISON_CHUNK: usize = 1 << 20;
 
+/// Bytes of source sets drawn ahead at most: a problem whose inputs are larger draws one
+/// call at a time.
+pub const STAGE_AHEAD_BYTES: u64 = 512 << 20;
+
+/// How many calls' inputs the reference draws at a time, for `calls` calls of `input_bytes`
+/// each: as many as [`STAGE_AHEAD_BYTES`] holds (at least one), or one when calls release
+/// their memory (a case that large has no memory to spare).
+///
+/// Drawing ahead is what keeps the sides alike on the CPU: a draw between every pair of
+/// calls ran the reference's process just before its windows, and on 2 cores that made it
+/// the faster side (level-1 problem 10, the reference timed as its own candidate: 0.90-0.96
+/// drawing every call, 0.96-1.05 drawing once). On a GPU it saves a request, a thaw and a
+/// freeze per call. The sets lie in the reference's buffers, which the candidate never
+/// maps, so drawing ahead shows it nothing early.
+pub fn stage_ahead(input_bytes: u64, calls: usize, release_calls: bool) -> usize {
+    if release_calls || input_bytes == 0 {
+        return if input_bytes == 0 { calls.max(1) } else { 1 };
+    }
+    ((STAGE_AHEAD_BYTES / input_bytes) as usize).clamp(1, calls.max(1))
+}
+
 fn index(side: Side) -> usize {
     match side {
         Side::Reference => 0,
@@ -217,12 +238,30 @@ fn index(side: Side) -> usize {
 }
 
 impl Exchange {
-    /// The buffers for `layout` on `station`'s device. On the CPU the candidate's file goes
-    /// into `candidate_dir`, its worker's private working folder.
-    pub fn new(station: &Station, layout: &CaseLayout, candidate_dir: &Path) -> Result<Exchange> {
+    /// The buffers for `layout` on `station`'s device, with `sets` source sets. On the CPU
+    /// the candidate's file goes into `candidate_dir`, its worker's private working folder.
+    pub fn new(
+        station: &Station,
+        layout: &CaseLayout,
+        candidate_dir: &Path,
+        sets: usize,
+    ) -> Result<Exchange> {
+        let sets = sets.max(1);
         match &station.gpu {
-            Some(gpu) => Ok(Exchange::Device(DeviceExchange::new(gpu, layout)?)),
-            None => Ok(Exchange::Host(HostExchange::new(layout, candidate_dir)?)),
+            Some(gpu) => Ok(Exchange::Device(DeviceExchange::new(gpu, layout, sets)?)),
+            None => Ok(Exchange::Host(HostExchange::new(
+                layout,
+                candidate_dir,
+                sets,
+            )?)),
+        }
+    }
+
+    /// How many source sets there are: calls the reference draws at a time.
+    pub fn sets(&self) -> usize {
+        match self {
+            Exchange::Device(d) => d.source.len(),
+            Exchange::Host(h) => h.files[0].source.len(),
         }
     }
 
@@ -241,7 +280,7 @@ impl Exchange {
                 cmd["staged"] = specs(&d.inputs[i]);
                 cmd["outputs"] = specs(&d.outputs[i]);
                 if side == Side::Reference {
-                    cmd["source"] = specs(&d.source);
+                    cmd["source"] = json!(d.source.iter().map(|s| specs(s)).collect::<Vec<_>>());
                 }
             }
             Exchange::Host(h) => {
@@ -251,7 +290,7 @@ impl Exchange {
                 cmd["staged"] = all(&f.inputs);
                 cmd["outputs"] = all(&f.outputs);
                 if side == Side::Reference {
-                    cmd["source"] = all(&f.source);
+                    cmd["source"] = json!(f.source.iter().map(|s| all(s)).collect::<Vec<_>>());
                 }
                 cmd["exchange"] = json!({"path": f.path});
             }
@@ -259,13 +298,13 @@ impl Exchange {
         cmd
     }
 
-    /// Copies the source inputs (the reference's last draw) into `side`'s staged inputs,
-    /// waiting for the copy.
-    pub fn stage_into(&self, side: Side) -> Result<()> {
+    /// Copies source set `set` (a call's inputs, as the reference drew them) into `side`'s
+    /// staged inputs, waiting for the copy.
+    pub fn stage_into(&self, side: Side, set: usize) -> Result<()> {
         let i = index(side);
         match self {
             Exchange::Device(d) => {
-                for (dst, src) in d.inputs[i].iter().zip(&d.source) {
+                for (dst, src) in d.inputs[i].iter().zip(d.set(set)?) {
                     d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
                 }
                 d.gpu.wait()
@@ -273,7 +312,11 @@ impl Exchange {
             Exchange::Host(h) => {
                 let r = &h.files[0];
                 let dst = &h.files[i];
-                for ((off, t), (doff, _)) in r.source.iter().zip(&dst.inputs) {
+                let source = r
+                    .source
+                    .get(set)
+                    .ok_or_else(|| anyhow!("no source set {set}"))?;
+                for ((off, t), (doff, _)) in source.iter().zip(&dst.inputs) {
                     let bytes =
                         read_at(&r.file, *off, t.nbytes()).context("reading the source inputs")?;
                     dst.file
@@ -314,13 +357,13 @@ impl Exchange {
         }
     }
 
-    /// Copies the source into `side`'s staged inputs, then writes the L2 flush buffer
+    /// Copies source set `set` into `side`'s staged inputs, then writes the L2 flush buffer
     /// (`round` varies the byte so no write is skipped) from the harness's own context, and
     /// waits for both (one wait: a timed window holds this). On the CPU the copy alone.
-    pub fn stage_and_flush(&self, side: Side, round: u32, flush: bool) -> Result<()> {
+    pub fn stage_and_flush(&self, side: Side, set: usize, round: u32, flush: bool) -> Result<()> {
         match self {
             Exchange::Device(d) => {
-                for (dst, src) in d.inputs[index(side)].iter().zip(&d.source) {
+                for (dst, src) in d.inputs[index(side)].iter().zip(d.set(set)?) {
                     d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
                 }
                 if flush {
@@ -328,7 +371,7 @@ impl Exchange {
                 }
                 d.gpu.wait()
             }
-            Exchange::Host(_) => self.stage_into(side),
+            Exchange::Host(_) => self.stage_into(side, set),
         }
     }
 
@@ -427,7 +470,14 @@ impl Exchange {
 }
 
 impl DeviceExchange {
-    fn new(gpu: &Arc<Gpu>, layout: &CaseLayout) -> Result<Self> {
+    fn set(&self, set: usize) -> Result<&[DevTensorOwned]> {
+        self.source
+            .get(set)
+            .map(Vec::as_slice)
+            .ok_or_else(|| anyhow!("no source set {set}"))
+    }
+
+    fn new(gpu: &Arc<Gpu>, layout: &CaseLayout, sets: usize) -> Result<Self> {
         let alloc = |ts: &[TensorLayout]| -> Result<Vec<DevTensorOwned>> {
             ts.iter()
                 .map(|t| {
@@ -444,7 +494,9 @@ impl DeviceExchange {
         let flush = if l2 > 0 { 2 * l2 } else { 256 << 20 }.max(2 << 20);
         Ok(DeviceExchange {
             gpu: Arc::clone(gpu),
-            source: alloc(&layout.inputs)?,
+            source: (0..sets)
+                .map(|_| alloc(&layout.inputs))
+                .collect::<Result<_>>()?,
             inputs: [alloc(&layout.inputs)?, alloc(&layout.inputs)?],
             outputs: [alloc(&layout.outputs)?, alloc(&layout.outputs)?],
             flush: gpu.alloc(flush)?,
@@ -453,7 +505,7 @@ impl DeviceExchange {
 }
 
 impl HostExchange {
-    fn new(layout: &CaseLayout, candidate_dir: &Path) -> Result<Self> {
+    fn new(layout: &CaseLayout, candidate_dir: &Path, sets: usize) -> Result<Self> {
         let reference_dir = tempfile::Builder::new()
             .prefix("kbench-ref-exchange-")
             .tempdir_in(crate::worker::fast_temp_dir())
@@ -491,7 +543,7 @@ impl HostExchange {
         ] {
             let mut end = 0u64;
             let source = if with_source {
-                place(&layout.inputs, &mut end)
+                (0..sets).map(|_| place(&layout.inputs, &mut end)).collect()
             } else {
                 Vec::new()
             };
@@ -537,4 +589,73 @@ fn read_at(file: &File, off: u64, n: u64) -> Result<Vec<u8>> {
     file.read_exact_at(&mut buf, off)
         .map_err(|e| anyhow!("reading {n} bytes at {off} of an exchange file: {e}"))?;
     Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_drawn_ahead_as_far_as_the_budget_holds() {
+        let mib = 1u64 << 20;
+        // Small inputs: every call of the timing at once.
+        assert_eq!(stage_ahead(mib, 25, false), 25);
+        // The budget decides between one and all.
+        assert_eq!(stage_ahead(100 * mib, 25, false), 5);
+        // Larger than the budget, or calls that release their memory: one at a time.
+        assert_eq!(stage_ahead(STAGE_AHEAD_BYTES + 1, 25, false), 1);
+        assert_eq!(stage_ahead(mib, 25, true), 1);
+        // No tensor inputs: nothing to hold, all at once; never zero sets.
+        assert_eq!(stage_ahead(0, 25, true), 25);
+        assert_eq!(stage_ahead(mib, 0, false), 1);
+    }
+
+    #[test]
+    fn each_source_set_lies_apart_in_the_references_file_alone() {
+        let layout = CaseLayout {
+            args: vec![ArgLayout::Staged(0), ArgLayout::Staged(1)],
+            inputs: vec![
+                TensorLayout {
+                    dtype: Dtype::F32,
+                    shape: vec![3, 5],
+                },
+                TensorLayout {
+                    dtype: Dtype::I64,
+                    shape: vec![7],
+                },
+            ],
+            outputs: vec![TensorLayout {
+                dtype: Dtype::F32,
+                shape: vec![3],
+            }],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let h = HostExchange::new(&layout, dir.path(), 3).unwrap();
+        let [r, c] = &h.files;
+        assert_eq!(r.source.len(), 3);
+        assert!(c.source.is_empty(), "the candidate's file holds no source");
+        // No two buffers of the reference's file overlap.
+        let mut spans: Vec<(u64, u64)> = r
+            .source
+            .iter()
+            .flatten()
+            .chain(&r.inputs)
+            .chain(&r.outputs)
+            .map(|(off, t)| (*off, off + t.nbytes()))
+            .collect();
+        spans.sort();
+        assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "{spans:?}");
+        // Set 2's bytes are what a copy of set 2 puts into the candidate's staged inputs.
+        let (off, n) = (r.source[2][1].0, r.source[2][1].1.nbytes());
+        let bytes: Vec<u8> = (0..n).map(|i| i as u8).collect();
+        r.file.write_all_at(&bytes, off).unwrap();
+        let ex = Exchange::Host(h);
+        ex.stage_into(Side::Candidate, 2).unwrap();
+        let Exchange::Host(h) = &ex else {
+            unreachable!()
+        };
+        let (coff, _) = &h.files[1].inputs[1];
+        assert_eq!(read_at(&h.files[1].file, *coff, n).unwrap(), bytes);
+        assert!(ex.stage_into(Side::Candidate, 3).is_err(), "no set 3");
+    }
 }

@@ -5,11 +5,12 @@
 //! it claims for a call (CUDA events, `perf_counter`) stands only as far as the harness's
 //! clock supports it (`judge::clock`). So the harness drives every call:
 //!
-//! 1. with both workers frozen (every process of each, `worker::freeze`), the reference draws
-//!    the call's inputs: fresh values from the run's secret, made as the problem's own
-//!    `get_inputs()` makes them (`stage_inputs`), into the source buffers
-//!    (`measure::exchange`); both sides' output slots are poisoned before the first call (a
-//!    later slot holds the call before's outputs, wrong for new values);
+//! 1. with the candidate frozen (every process of it, `worker::freeze`), the reference draws
+//!    the inputs of the next calls, several at a time (`exchange::stage_ahead`): fresh values
+//!    from the run's secret, made as the problem's own `get_inputs()` makes them
+//!    (`stage_inputs`), into source sets of buffers that only the reference and the harness
+//!    hold (`measure::exchange`); both sides' output slots are poisoned before the first call
+//!    (a later slot holds the call before's outputs, wrong for new values);
 //! 2. for each side in turn (the order alternates from call to call): untimed opening calls
 //!    on the worker's own case warm its launch path; the harness checks that no other
 //!    context's work is running on the GPU (`gpu::quiet`), thaws the worker and opens the
@@ -161,7 +162,12 @@ pub fn time_gated(
     candidate_dir: &std::path::Path,
 ) -> Result<GatedRun, WorkerFault> {
     let opened = Instant::now();
-    let exchange = match Exchange::new(station, case.layout, candidate_dir) {
+    let sets = super::exchange::stage_ahead(
+        case.layout.bytes().0,
+        case.input_seeds.len(),
+        settings.release_calls,
+    );
+    let exchange = match Exchange::new(station, case.layout, candidate_dir, sets) {
         Ok(e) => e,
         Err(e) => {
             return Ok(GatedRun::ReferenceFailed(format!(
@@ -353,8 +359,10 @@ impl Run<'_> {
         let warmup = tc.warmup as usize;
         let mut opening = opening_calls(tc, None);
         let mut reference_warm = Vec::new();
-        for (i, &seed) in case.input_seeds.iter().enumerate() {
+        let sets = self.exchange.sets();
+        for i in 0..case.input_seeds.len() {
             let call = i as u32;
+            let set = i % sets;
             if i == warmup && warmup > 0 {
                 opening = opening_calls(tc, Some(&reference_warm));
             }
@@ -363,7 +371,10 @@ impl Run<'_> {
                 // takes that cost (its blocks are then cached for the timed one).
                 opening = opening.max(1);
             }
-            self.stage(reference, seed)?;
+            if set == 0 {
+                let ahead = &case.input_seeds[i..(i + sets).min(case.input_seeds.len())];
+                self.stage(reference, ahead)?;
+            }
             if i == 0 {
                 // Once: a later call's slot holds the call before's outputs, wrong for new
                 // values, so an output left unwritten fails the comparison anyway.
@@ -384,7 +395,7 @@ impl Run<'_> {
                         let mut tries = 0;
                         let t = loop {
                             let (reply, t, disturbed) =
-                                self.window(reference, Side::Reference, call, opening)?;
+                                self.window(reference, Side::Reference, call, set, opening)?;
                             if disturbed.is_none() {
                                 break self.reference_sample(&reply, t)?;
                             }
@@ -396,9 +407,8 @@ impl Run<'_> {
                                     "the GPU was busy in {tries} windows of the reference's timed call {call} while the candidate was frozen ({why})"
                                 )));
                             }
-                            // Drawn again (the same values): the reference may have written to
-                            // its inputs.
-                            self.stage(reference, seed)?;
+                            // The source set is as drawn (only the staged copy is the
+                            // reference's to write): the next window copies it in again.
                         };
                         if i < warmup {
                             reference_warm.push(t.claimed_ms);
@@ -407,7 +417,7 @@ impl Run<'_> {
                     }
                     Side::Candidate => {
                         let (reply, t, _) =
-                            self.window(candidate, Side::Candidate, call, opening)?;
+                            self.window(candidate, Side::Candidate, call, set, opening)?;
                         if let Some(o) = self.judge.answer(&reply, call) {
                             return verdict(o);
                         }
@@ -448,13 +458,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The reference draws call inputs with `seed` (thawed for it, frozen again after).
-    fn stage(&mut self, reference: &mut Worker, seed: u64) -> Step<()> {
+    /// The reference draws the inputs of the next calls, one source set per seed of
+    /// `seeds` (thawed for it, frozen again after).
+    fn stage(&mut self, reference: &mut Worker, seeds: &[u64]) -> Step<()> {
         let t = Instant::now();
         self.thaw(reference, Side::Reference)?;
         let reply = reference.request(
-            Frame::new(json!({"cmd": "stage_inputs", "seed": seed})),
-            self.s.timeout,
+            Frame::new(json!({"cmd": "stage_inputs", "seeds": seeds})),
+            self.s.timeout.saturating_mul(seeds.len().max(1) as u32),
         );
         self.freeze(reference, Side::Reference)?;
         self.raw.staging_s += t.elapsed().as_secs_f64();
@@ -465,14 +476,15 @@ impl Run<'_> {
         }
     }
 
-    /// One side's window for call `call`: opening calls (untimed), the L2 flush, a quiet GPU,
-    /// then the timed request. Returns the answer, the times (the claim read later), and for
-    /// the reference why its window was disturbed.
+    /// One side's window for call `call`, on source set `set`: opening calls (untimed), the
+    /// L2 flush, a quiet GPU, then the timed request. Returns the answer, the times (the
+    /// claim read later), and for the reference why its window was disturbed.
     fn window(
         &mut self,
         worker: &mut Worker,
         side: Side,
         call: u32,
+        set: usize,
         opening: u32,
     ) -> Step<(Frame, CallTime, Option<String>)> {
         let gpu = self.probe.is_some();
@@ -534,7 +546,7 @@ impl Run<'_> {
         let flush = self.s.config.l2_flush;
         let stage = |this: &Self| {
             this.exchange
-                .stage_and_flush(side, call, flush)
+                .stage_and_flush(side, set, call, flush)
                 .or_else(|e| reference_failed(format!("staging the call's inputs: {e:#}")))
         };
         if !gpu {
