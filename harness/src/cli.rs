@@ -409,7 +409,8 @@ pub struct EvalArgs {
     pub rounds: u32,
     /// Untimed calls opening each timed call's window, on the worker's own case: `auto`
     /// (one while the reference's warm-up calls are shorter than 5 ms; none for longer calls,
-    /// where a cold first call measured under 1% slower), or a number.
+    /// where a cold first call measured under 1% slower), or a number. On a GPU a window that
+    /// follows the same side's own window opens without them.
     #[arg(long, default_value = "auto", value_name = "auto|N")]
     pub round_warmup: String,
     /// Check correctness only.

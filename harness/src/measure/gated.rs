@@ -12,7 +12,8 @@
 //!    hold (`measure::exchange`); both sides' output slots are poisoned before the first call
 //!    (a later slot holds the call before's outputs, wrong for new values);
 //! 2. for each side in turn (the order alternates from call to call): untimed opening calls
-//!    on the worker's own case warm its launch path; the harness checks that no other
+//!    on the worker's own case warm its launch path (on a GPU only where the side's previous
+//!    window was not its own); the harness checks that no other
 //!    context's work is running on the GPU (`gpu::quiet`), thaws the worker and opens the
 //!    window: it copies the source into the side's staged inputs, flushes the L2 from its
 //!    own context, sends the call, and on the answer freezes the worker again; the window
@@ -372,7 +373,8 @@ impl Run<'_> {
                 // takes that cost (its blocks are then cached for the timed one).
                 opening = opening.max(1);
             }
-            if set == 0 {
+            let drew = set == 0;
+            if drew {
                 let ahead = &case.input_seeds[i..(i + sets).min(case.input_seeds.len())];
                 self.stage(reference, ahead)?;
             }
@@ -390,7 +392,20 @@ impl Run<'_> {
             };
             let mut times = [None, None];
             let mut cand_reply = None;
-            for side in order {
+            for (place, side) in order.into_iter().enumerate() {
+                // On a GPU the opening calls warm a side's host launch path after the other
+                // side's process ran on the timing core. The order alternates, so the first
+                // side of a call follows its own window of the call before, with nothing but
+                // the harness in between (unless the reference drew inputs there): it opens
+                // without them, and each side still opens one of each two consecutive windows.
+                // On the CPU every window opens: there a worker's call time follows how much
+                // the same process ran just before (`bench/self_speedup`).
+                let follows_own = self.probe.is_some() && place == 0 && i > 0 && !drew;
+                let opening = if follows_own && !self.s.release_calls {
+                    0
+                } else {
+                    opening
+                };
                 match side {
                     Side::Reference => {
                         let mut tries = 0;
