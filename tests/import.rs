@@ -124,10 +124,15 @@ fn jsonl_gives_samples_in_line_order_claims_and_errors_by_line() {
         "{stub:?}"
     );
     assert_eq!(stub.claimed_correct, Some(false));
+    // CUDA-L1's `score_default` is a speedup over eager.
     let p2 = kernel(&c, 2, 0);
     assert_eq!(
-        (p2.claims[0].baseline.as_str(), p2.claimed_correct),
-        ("unknown", Some(true))
+        (
+            p2.claims[0].field.as_str(),
+            p2.claims[0].baseline.as_str(),
+            p2.claimed_correct
+        ),
+        ("score_default", "eager", Some(true))
     );
     assert_eq!(
         kernel(&c, 4, 0).no_kernel.as_deref(),
@@ -138,6 +143,46 @@ fn jsonl_gives_samples_in_line_order_claims_and_errors_by_line() {
     assert!(error_at(&c, "line 7").starts_with("not JSON"));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("line 4: task_id is missing"), "{stderr}");
+}
+
+#[test]
+fn claim_baselines_are_named_on_the_command_line_or_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("set");
+    let src = fixtures().join("set.jsonl");
+    let o = import(
+        "jsonl",
+        &src,
+        &out,
+        &["--claim-baseline", "SCORE_DEFAULT=max-autotune"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let c = claims(&out);
+    assert_eq!(kernel(&c, 2, 0).claims[0].baseline, "max-autotune");
+    let eager: Vec<&str> = kernel(&c, 1, 0)
+        .claims
+        .iter()
+        .map(|c| c.baseline.as_str())
+        .collect();
+    assert!(
+        eager.contains(&"eager") && eager.contains(&"compile"),
+        "{eager:?}"
+    );
+    // A field the set lacks, or a baseline kbench does not know: refused, nothing written.
+    for (arg, says) in [
+        ("speedup=eager", "score_compile, score_default, score_eager"),
+        ("score_default=fast", "eager, compile, max-autotune"),
+    ] {
+        let fresh = t.path().join(format!("x-{}", arg.len()));
+        let o = import("jsonl", &src, &fresh, &["--claim-baseline", arg]);
+        assert_ne!(o.status.code(), Some(0), "{arg}: {}", show(&o));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(says) && stderr.contains("--claim-baseline"),
+            "{stderr}"
+        );
+        assert!(!fresh.join("claims.json").exists(), "{arg}");
+    }
 }
 
 #[test]

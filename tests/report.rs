@@ -311,7 +311,7 @@ fn claims_report_prints_and_exports_every_row_with_its_reason() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("speedup not reproduced: claimed 5.00x"),
+        stdout.contains("slower than claimed: claimed 5.00x"),
         "{stdout}"
     );
     assert!(

@@ -70,7 +70,7 @@ pub struct ClaimedKernel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Claim {
     pub speedup: f64,
-    /// `eager`, `compile` or `unknown`.
+    /// `eager`, `compile`, `max-autotune` or `unknown` (compared with eager).
     pub baseline: String,
     /// The source's field name, e.g. `score_eager` or `torch_speedup`.
     pub field: String,

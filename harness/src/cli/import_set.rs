@@ -64,6 +64,11 @@ pub struct ImportSetArgs {
     /// to turn eval_results.json runtimes into claimed speedups.
     #[arg(long, value_name = "FILE")]
     pub baseline_json: Option<PathBuf>,
+    /// The baseline a claimed-speedup field is against, `FIELD=eager|compile|max-autotune`
+    /// (repeatable, or comma-separated), where its name does not say (`score_default` reads
+    /// as eager, a bare `score` as unknown).
+    #[arg(long, value_name = "FIELD=BASELINE", value_delimiter = ',')]
+    pub claim_baseline: Vec<String>,
     /// Import into a non-empty --out that is not an earlier import (its
     /// level_*_problem_*_sample_*_kernel.py files and refs/ are replaced).
     #[arg(long)]

@@ -53,8 +53,11 @@ pub enum Reason {
         /// The rule the first failing case broke, e.g. `drops-nan`.
         rule: Option<String>,
     },
-    /// Correct, but the measured interval excludes the claimed speedup.
-    SpeedupNotReproduced { claimed: f64, low: f64, high: f64 },
+    /// Correct, but slower than claimed: the measured interval lies below the claim.
+    SlowerThanClaimed { claimed: f64, low: f64, high: f64 },
+    /// Correct and faster than claimed: the measured interval lies above the claim. Not a
+    /// failed claim (it survives), but not a reproduction either.
+    FasterThanClaimed { claimed: f64, low: f64, high: f64 },
 }
 
 impl Reason {
@@ -67,7 +70,8 @@ impl Reason {
             Reason::ToleranceDependent { .. } => "tolerance-dependent",
             Reason::FailsKernelbenchCheck { .. } => "fails KernelBench's check",
             Reason::StressOnly { .. } => "fails only a stress family",
-            Reason::SpeedupNotReproduced { .. } => "speedup not reproduced",
+            Reason::SlowerThanClaimed { .. } => "slower than claimed",
+            Reason::FasterThanClaimed { .. } => "faster than claimed",
         }
     }
 
@@ -88,14 +92,28 @@ impl Reason {
                 families.join(", "),
                 rule.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
             ),
-            Reason::SpeedupNotReproduced { claimed, low, high } => {
-                format!(
-                "speedup not reproduced: claimed {claimed:.2}x, measured [{low:.2}, {high:.2}]{}",
-                if low > claimed { " (faster than claimed)" } else { "" }
-            )
-            }
+            Reason::SlowerThanClaimed { claimed, low, high }
+            | Reason::FasterThanClaimed { claimed, low, high } => format!(
+                "{}: claimed {}x, measured [{}, {}]",
+                self.category(),
+                speedup_text(*claimed, *low, *high, *claimed),
+                speedup_text(*claimed, *low, *high, *low),
+                speedup_text(*claimed, *low, *high, *high),
+            ),
         }
     }
+}
+
+/// `x` with as many decimals (2 to 4) as it takes for the claim and the interval's bounds to
+/// read apart: a claim just outside an interval must not print inside it ("claimed 0.12x,
+/// measured [0.12, 0.12]").
+fn speedup_text(claimed: f64, low: f64, high: f64, x: f64) -> String {
+    let apart = |d: usize| {
+        let f = |v: f64| format!("{v:.d$}");
+        f(claimed) != f(low) && f(claimed) != f(high)
+    };
+    let d = (2..=4).find(|&d| apart(d)).unwrap_or(4);
+    format!("{x:.d$}")
 }
 
 /// One kernel of the set: what was claimed, what kbench measured, and why they differ.
@@ -127,11 +145,12 @@ impl ClaimRow {
     /// reaches the claim (the interval contains it or lies above it). A kernel the set
     /// claims no speedup for survives when it is correct.
     pub fn survives(&self) -> bool {
-        self.correct
-            && !matches!(
-                self.reason,
-                Some(Reason::SpeedupNotReproduced { high, claimed, .. }) if high < claimed
-            )
+        self.correct && !matches!(self.reason, Some(Reason::SlowerThanClaimed { .. }))
+    }
+
+    /// A correct kernel with a claimed speedup whose measured interval holds it.
+    pub fn reproduced(&self) -> bool {
+        self.correct && self.claim.is_some() && self.reason.is_none()
     }
 }
 
@@ -141,6 +160,10 @@ pub struct SetTable {
     pub kernels: usize,
     pub evaluated: usize,
     pub claimed_correct: usize,
+    /// Kernels whose correctness the set states at all (0: the set states none, and its
+    /// "claimed correct" is "not stated", not 0).
+    #[serde(default)]
+    pub correct_stated: usize,
     pub measured_correct: usize,
     pub claimed_fast_1: f64,
     pub measured_fast_1: f64,
@@ -151,6 +174,13 @@ pub struct SetTable {
     /// Kernels with a claim, and how many of those claims survive.
     pub claims: usize,
     pub surviving: usize,
+    /// Correct kernels with a claimed speedup: the interval holds it, lies above, lies below.
+    #[serde(default)]
+    pub reproduced: usize,
+    #[serde(default)]
+    pub faster: usize,
+    #[serde(default)]
+    pub slower: usize,
     /// Rows per reason category, in [`Reason`]'s order.
     pub by_reason: Vec<(String, usize)>,
 }
@@ -281,6 +311,7 @@ fn claim_row(
     row.correct = cand.correct;
     let baseline = match claim.as_ref().map(|c| c.baseline.as_str()) {
         Some("compile") => Baseline::Compile,
+        Some("max-autotune") => Baseline::MaxAutotune,
         _ => Baseline::Eager,
     };
     row.measured = cand.speedups.get(&baseline).copied();
@@ -353,7 +384,13 @@ fn speed_reason(
 ) -> Option<Reason> {
     let claimed = claim?.speedup;
     let (low, high) = interval.or(measured.map(|m| (m, m)))?;
-    (claimed < low || claimed > high).then_some(Reason::SpeedupNotReproduced { claimed, low, high })
+    if claimed > high {
+        Some(Reason::SlowerThanClaimed { claimed, low, high })
+    } else if claimed < low {
+        Some(Reason::FasterThanClaimed { claimed, low, high })
+    } else {
+        None
+    }
 }
 
 fn set_table(rows: &[ClaimRow]) -> SetTable {
@@ -386,6 +423,7 @@ fn set_table(rows: &[ClaimRow]) -> SetTable {
             .iter()
             .filter(|r| r.claimed_correct == Some(true))
             .count(),
+        correct_stated: rows.iter().filter(|r| r.claimed_correct.is_some()).count(),
         measured_correct: rows.iter().filter(|r| r.correct).count(),
         claimed_fast_1: frac(
             rows.iter()
@@ -406,6 +444,15 @@ fn set_table(rows: &[ClaimRow]) -> SetTable {
         surviving: rows
             .iter()
             .filter(|r| r.claim.is_some() && r.survives())
+            .count(),
+        reproduced: rows.iter().filter(|r| r.reproduced()).count(),
+        faster: rows
+            .iter()
+            .filter(|r| matches!(r.reason, Some(Reason::FasterThanClaimed { .. })))
+            .count(),
+        slower: rows
+            .iter()
+            .filter(|r| matches!(r.reason, Some(Reason::SlowerThanClaimed { .. })))
             .count(),
         by_reason,
     }

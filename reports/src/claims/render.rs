@@ -29,9 +29,20 @@ fn measured(r: &ClaimRow) -> String {
 }
 
 fn reason(r: &ClaimRow) -> String {
-    r.reason
-        .as_ref()
-        .map_or_else(|| "agrees".to_string(), |x| x.describe())
+    match &r.reason {
+        Some(x) => x.describe(),
+        None if r.claim.is_some() => "reproduced".to_string(),
+        None => "correct (no speedup claimed)".to_string(),
+    }
+}
+
+/// What the set claims of correctness: "not stated" when it states nothing.
+fn claimed_correct(t: &super::SetTable) -> String {
+    match t.correct_stated {
+        0 => "not stated".to_string(),
+        n if n == t.kernels => format!("{}/{}", t.claimed_correct, t.kernels),
+        n => format!("{}/{} (stated for {n})", t.claimed_correct, t.kernels),
+    }
 }
 
 fn opt(x: Option<f64>) -> String {
@@ -58,7 +69,7 @@ fn set_grid(report: &ClaimsReport) -> Grid {
     let mut g = Grid::new(&["", "claimed", "measured"]);
     g.row(vec![
         "correct".into(),
-        format!("{}/{}", t.claimed_correct, t.kernels),
+        claimed_correct(t),
         format!("{}/{}", t.measured_correct, t.kernels),
     ]);
     g.row(vec![
@@ -91,8 +102,10 @@ fn header(report: &ClaimsReport) -> String {
     let t = &report.table;
     format!(
         "claims of {} ({}) against run {}: {} kernels, {} evaluated; {} of {} claims survive \
-         (correct under kbench and the measured speedup reaches the claim). Tolerance-dependent \
-         is judged at atol=rtol={:.0e}, {}. Speedups: {} basis, 95% bootstrap intervals.{}{}{}",
+         (correct under kbench and the measured speedup reaches the claim); of the correct \
+         kernels' claimed speedups {} reproduced, {} faster than claimed, {} slower. \
+         Tolerance-dependent is judged at atol=rtol={:.0e}, {}. Speedups: {} basis, 95% \
+         bootstrap intervals.{}{}{}",
         report.set_name,
         report.set_format,
         report.run,
@@ -100,6 +113,9 @@ fn header(report: &ClaimsReport) -> String {
         t.evaluated,
         t.surviving,
         t.claims,
+        t.reproduced,
+        t.faster,
+        t.slower,
         report.declared_tolerance,
         report.tolerance_source,
         report.basis.as_str(),
@@ -198,10 +214,11 @@ pub fn render_claims_csv(report: &ClaimsReport) -> String {
             num(r.interval.map(|i| i.0)),
             num(r.interval.map(|i| i.1)),
             (r.claim.is_some() && r.survives()).to_string(),
-            r.reason
-                .as_ref()
-                .map(|x| x.category().to_string())
-                .unwrap_or_default(),
+            match &r.reason {
+                Some(x) => x.category().to_string(),
+                None if r.reproduced() => "reproduced".to_string(),
+                None => String::new(),
+            },
             r.reason.as_ref().map(|x| x.describe()).unwrap_or_default(),
         ]);
     }

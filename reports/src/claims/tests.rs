@@ -217,7 +217,7 @@ fn every_disagreement_gets_its_category() {
             .map(|x| x.category())
     };
     assert_eq!(cat(1), None);
-    assert_eq!(cat(2), Some("speedup not reproduced"));
+    assert_eq!(cat(2), Some("slower than claimed"));
     assert_eq!(cat(3), Some("integrity flag"));
     assert_eq!(cat(4), Some("fails KernelBench's check"));
     assert_eq!(cat(5), Some("model-mode dependent"));
@@ -253,6 +253,8 @@ fn the_set_table_counts_claims_that_survive() {
     assert_eq!((t.claimed_correct, t.measured_correct), (11, 3));
     // Claims: every kernel but 9; surviving: 1 only (2 is slower, the rest incorrect).
     assert_eq!((t.claims, t.surviving), (10, 1));
+    assert_eq!((t.reproduced, t.faster, t.slower), (1, 0, 1));
+    assert_eq!(t.correct_stated, 11);
     assert_abs_diff_eq!(t.claimed_fast_1, 10.0 / 11.0, epsilon = 1e-12);
     assert_abs_diff_eq!(t.measured_fast_1, 2.0 / 11.0, epsilon = 1e-12);
     let g = t.measured_geomean.unwrap();
@@ -278,9 +280,54 @@ fn a_faster_than_claimed_kernel_still_survives() {
     let row = &rep.rows[0];
     assert_eq!(
         row.reason.as_ref().map(|x| x.category()),
-        Some("speedup not reproduced")
+        Some("faster than claimed")
     );
-    assert!(row.survives());
+    assert!(row.survives() && !row.reproduced());
+    assert_eq!(
+        (rep.table.reproduced, rep.table.faster, rep.table.slower),
+        (0, 1, 0)
+    );
+}
+
+#[test]
+fn a_claim_just_outside_its_interval_prints_outside_it() {
+    let r = Reason::SlowerThanClaimed {
+        claimed: 0.1249,
+        low: 0.1201,
+        high: 0.1236,
+    };
+    assert_eq!(
+        r.describe(),
+        "slower than claimed: claimed 0.125x, measured [0.120, 0.124]"
+    );
+    let r = Reason::FasterThanClaimed {
+        claimed: 1.5,
+        low: 2.0,
+        high: 2.2,
+    };
+    assert_eq!(
+        r.describe(),
+        "faster than claimed: claimed 1.50x, measured [2.00, 2.20]"
+    );
+}
+
+#[test]
+fn a_set_that_states_no_correctness_reads_not_stated() {
+    let (mut claims, records) = fixture();
+    for k in &mut claims.kernels {
+        k.claimed_correct = None;
+    }
+    let r = build_claims_report(&claims, "run-a", &records, SpeedupBasis::Median);
+    assert_eq!((r.table.claimed_correct, r.table.correct_stated), (0, 0));
+    let md = render_claims_markdown(&r);
+    assert!(md.contains("| correct | not stated | 3/11 |"), "{md}");
+    claims.kernels[0].claimed_correct = Some(true);
+    let r = build_claims_report(&claims, "run-a", &records, SpeedupBasis::Median);
+    let md = render_claims_markdown(&r);
+    assert!(
+        md.contains("| correct | 1/11 (stated for 1) | 3/11 |"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -66,17 +66,80 @@ impl Parsed {
     }
 }
 
-/// The baseline a claimed-speedup field is against, from its name: `compile` → compile,
-/// `eager` or `torch` → eager, else unknown.
+/// The baseline a claimed-speedup field is against, from its name: `autotune` →
+/// max-autotune, `compile` or `inductor` → compile, `eager`, `torch` or `default` (CUDA-L1's
+/// `score_default`, a speedup over PyTorch as it runs by default) → eager, else unknown
+/// (`--claim-baseline` names it).
 pub fn baseline_of(field: &str) -> &'static str {
     let f = field.to_ascii_lowercase();
-    if f.contains("compile") {
+    if f.contains("autotune") {
+        "max-autotune"
+    } else if f.contains("compile") || f.contains("inductor") {
         "compile"
-    } else if f.contains("eager") || f.contains("torch") {
+    } else if f.contains("eager") || f.contains("torch") || f.contains("default") {
         "eager"
     } else {
         "unknown"
     }
+}
+
+/// The baselines a claim can be against, as `--claim-baseline` and claims files name them.
+pub const CLAIM_BASELINES: [&str; 3] = ["eager", "compile", "max-autotune"];
+
+/// `--claim-baseline FIELD=BASELINE` values: (field, baseline) pairs.
+pub fn parse_claim_baselines(specs: &[String]) -> Result<Vec<(String, &'static str)>> {
+    specs
+        .iter()
+        .map(|s| {
+            let (field, baseline) = s.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--claim-baseline wants FIELD=BASELINE (e.g. score_default=eager), got `{s}`"
+                )
+            })?;
+            let baseline = CLAIM_BASELINES
+                .into_iter()
+                .find(|b| *b == baseline.trim())
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--claim-baseline {s}: the baseline must be one of {}",
+                        CLAIM_BASELINES.join(", ")
+                    )
+                })?;
+            let field = field.trim();
+            if field.is_empty() {
+                bail!("--claim-baseline {s}: the field name is empty");
+            }
+            Ok((field.to_string(), baseline))
+        })
+        .collect()
+}
+
+/// Gives every claim read from a mapped field (names compared without case) the baseline
+/// `--claim-baseline` names for it. A mapped field no entry has is an error that lists the
+/// fields the set does have: a misspelt name must not leave claims on a guessed baseline.
+pub fn apply_claim_baselines(entries: &mut [Entry], map: &[(String, &'static str)]) -> Result<()> {
+    for (field, baseline) in map {
+        let mut found = false;
+        for c in entries.iter_mut().flat_map(|e| e.claims.iter_mut()) {
+            if c.field.eq_ignore_ascii_case(field) {
+                c.baseline = (*baseline).to_string();
+                found = true;
+            }
+        }
+        if !found {
+            let mut seen: Vec<&str> = entries
+                .iter()
+                .flat_map(|e| e.claims.iter().map(|c| c.field.as_str()))
+                .collect();
+            seen.sort_unstable();
+            seen.dedup();
+            bail!(
+                "--claim-baseline {field}={baseline}: no claim of the set is read from a field `{field}`; its speedup fields are: {}",
+                if seen.is_empty() { "none".to_string() } else { seen.join(", ") }
+            );
+        }
+    }
+    Ok(())
 }
 
 pub fn command(a: &ImportSetArgs) -> Result<i32> {
@@ -84,13 +147,15 @@ pub fn command(a: &ImportSetArgs) -> Result<i32> {
     if a.baseline_json.is_some() && a.format != ImportFormat::KernelbenchRuns {
         bail!("--baseline-json is for kernelbench-runs only: the other formats carry their own speedups");
     }
-    let parsed = match a.format {
+    let claim_baselines = parse_claim_baselines(&a.claim_baseline)?;
+    let mut parsed = match a.format {
         ImportFormat::KernelbenchRuns => {
             kernelbench_runs::read(&a.src, a.baseline_json.as_deref())?
         }
         ImportFormat::Jsonl => jsonl::read(&a.src)?,
         ImportFormat::Leaderboard => leaderboard::read(&a.src)?,
     };
+    apply_claim_baselines(&mut parsed.entries, &claim_baselines)?;
     let source =
         std::path::absolute(&a.src).with_context(|| format!("resolving {}", a.src.display()))?;
     let set = ClaimSet {
@@ -215,7 +280,62 @@ mod tests {
         assert_eq!(baseline_of("score_compile"), "compile");
         assert_eq!(baseline_of("score_eager"), "eager");
         assert_eq!(baseline_of("torch_speedup"), "eager");
-        assert_eq!(baseline_of("score_default"), "unknown");
+        assert_eq!(baseline_of("score_default"), "eager");
+        assert_eq!(baseline_of("speedup_max_autotune"), "max-autotune");
+        assert_eq!(baseline_of("inductor_speedup"), "compile");
+        assert_eq!(baseline_of("score"), "unknown");
+    }
+
+    fn entry(fields: &[&str]) -> Entry {
+        Entry {
+            claims: fields
+                .iter()
+                .map(|f| Claim {
+                    speedup: 2.0,
+                    baseline: baseline_of(f).into(),
+                    field: f.to_string(),
+                })
+                .collect(),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn claim_baselines_map_fields_and_refuse_what_the_set_lacks() {
+        let map =
+            parse_claim_baselines(&["Score=compile".into(), "score_x = eager".into()]).unwrap();
+        assert_eq!(
+            map,
+            vec![
+                ("Score".to_string(), "compile"),
+                ("score_x".to_string(), "eager")
+            ]
+        );
+        let mut entries = vec![entry(&["score", "score_eager"]), entry(&["SCORE_X"])];
+        apply_claim_baselines(&mut entries, &map).unwrap();
+        assert_eq!(
+            entries[0].claims[0].baseline, "compile",
+            "names compared without case"
+        );
+        assert_eq!(
+            entries[0].claims[1].baseline, "eager",
+            "an unmapped field keeps its own"
+        );
+        assert_eq!(entries[1].claims[0].baseline, "eager");
+        let missing = parse_claim_baselines(&["speedup=eager".into()]).unwrap();
+        let e = apply_claim_baselines(&mut entries, &missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`speedup`") && e.contains("SCORE_X, score, score_eager"),
+            "{e}"
+        );
+        for bad in ["score", "score=fast", "=eager"] {
+            let e = parse_claim_baselines(&[bad.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--claim-baseline"), "{e}");
+        }
     }
 
     #[test]
