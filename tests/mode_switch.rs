@@ -1,8 +1,10 @@
 //! Issue 21: the module-mode convention (`--model-mode train|eval`) and the `mode-switch`
 //! advisory. Real `kbench` runs on the CPU (real worker, real torch) of a Conv2d+BatchNorm
-//! problem against three kernels: one that calls `self.eval()` and folds the BatchNorm into
+//! problem against four kernels: one that calls `self.eval()` and folds the BatchNorm into
 //! the convolution, one that normalises with the running statistics without calling eval,
-//! and an honest one (its own batch-statistics math, so it updates no running statistics).
+//! one that branches on `self.training` (nothing to see until its mismatch is checked again
+//! in eval mode), and an honest one (its own batch-statistics math, so it updates no running
+//! statistics).
 
 use crate::common;
 
@@ -85,10 +87,10 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
     // Train mode (the default, KernelBench's convention).
     let train = dir.path().join("train");
     let o = run(&train, &[]);
-    assert_eq!(o.status.code(), Some(3), "two kernels fail: {}", show(&o));
+    assert_eq!(o.status.code(), Some(3), "three kernels fail: {}", show(&o));
     assert_eq!(manifest_mode(&train), "train");
     let recs = by_name(&train);
-    assert_eq!(recs.len(), 3, "{:?}", recs.keys());
+    assert_eq!(recs.len(), 4, "{:?}", recs.keys());
     for r in recs.values() {
         assert_eq!(r["model_mode"], "train", "{r}");
     }
@@ -117,6 +119,18 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
     );
     assert_eq!(stats["integrity"]["eval_mode_correct"], true, "{stats}");
 
+    // No advisory: its mismatch alone is checked again in eval mode, where it is correct.
+    let branch = &recs["30_training_branch"];
+    assert_eq!(branch["outcome"]["kind"], "mismatch", "{branch}");
+    assert!(advisories(branch).is_empty(), "{branch}");
+    assert_eq!(branch["integrity"]["eval_mode_correct"], true, "{branch}");
+    assert!(
+        notes(branch)
+            .iter()
+            .any(|n| n.starts_with("model-mode dependent: correct with both models in eval mode")),
+        "{branch}"
+    );
+
     let honest = &recs["30_honest"];
     assert_eq!(honest["outcome"]["kind"], "ok", "{honest}");
     assert!(advisories(honest).is_empty(), "{honest}");
@@ -126,14 +140,14 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
         "{honest}"
     );
 
-    // Eval mode (both models in .eval() after construction): all three are correct, and
+    // Eval mode (both models in .eval() after construction): all four are correct, and
     // nothing is a mode switch.
     let eval = dir.path().join("eval");
     let o = run(&eval, &["--model-mode", "eval"]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert_eq!(manifest_mode(&eval), "eval");
     let recs = by_name(&eval);
-    assert_eq!(recs.len(), 3);
+    assert_eq!(recs.len(), 4);
     for (name, r) in &recs {
         assert_eq!(r["outcome"]["kind"], "ok", "{name}: {r}");
         assert_eq!(r["model_mode"], "eval", "{name}");
@@ -167,7 +181,7 @@ fn train_mode_flags_mode_switches_and_eval_mode_accepts_them() {
     );
     assert!(
         text.contains(
-            "mode-switch: 2 kernel(s) fail in train mode but are correct only in eval mode"
+            "mode-switch: 3 kernel(s) fail in train mode but are correct only in eval mode"
         ),
         "{text}"
     );

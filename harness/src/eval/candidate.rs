@@ -306,8 +306,9 @@ impl Evaluation<'_, '_> {
             if case.family != CaseFamily::Random && stress_began.is_none() {
                 stress_began = Some((Instant::now(), self.reference.made_s));
             }
+            let random = case.family == CaseFamily::Random;
             let step = self.case(worker, t, case);
-            self.recheck_in_eval_mode(worker, &step);
+            self.recheck_in_eval_mode(worker, &step, random);
             if let Some(o) = step? {
                 stress_failure.get_or_insert(o);
             }
@@ -370,9 +371,19 @@ impl Evaluation<'_, '_> {
         }
     }
 
-    /// A `mode-switch` candidate's first wrong answer: is it correct with both models as
-    /// constructed in eval mode? (The first random case, once.)
-    fn recheck_in_eval_mode(&mut self, worker: &mut Worker, step: &Step<Option<Outcome>>) {
+    /// A candidate's first wrong answer in a run whose models train (KernelBench's
+    /// convention): is it correct with both models as constructed in eval mode? (The first
+    /// random case, once.) Asked of every such candidate, not only those the `mode-switch`
+    /// advisory saw: a kernel that branches on `self.training` and never calls `.eval()`
+    /// shows nothing before its answer.
+    /// `random`: the wrong answer was to a random case (a stress case's failure says nothing
+    /// of the module mode: the eval-mode case is a random one, which the candidate passed).
+    fn recheck_in_eval_mode(
+        &mut self,
+        worker: &mut Worker,
+        step: &Step<Option<Outcome>>,
+        random: bool,
+    ) {
         // A mismatch, or one small enough to read as a precision downgrade.
         let wrong = |o: &Outcome| match o {
             Outcome::Mismatch { .. } => true,
@@ -383,7 +394,8 @@ impl Evaluation<'_, '_> {
             Err(Stop::Verdict(o)) | Ok(Some(o)) => wrong(o),
             _ => false,
         };
-        if !mismatch || self.mode_switch.is_none() || self.eval_check.is_some() {
+        let unseen = random && self.ctx.config.model_mode == ModelMode::Train;
+        if !mismatch || !(unseen || self.mode_switch.is_some()) || self.eval_check.is_some() {
             return;
         }
         let sha = &self.unit.problem.sha256;
@@ -653,8 +665,9 @@ impl Evaluation<'_, '_> {
         phases.correctness_s = (phases.correctness_s - phases.reference_s).max(0.0);
         let mut all_notes = reference.notes.clone();
         all_notes.append(&mut notes);
-        if let Some(detail) = mode_switch {
-            mode::record(&mut integrity, &mut all_notes, detail, eval_check);
+        match mode_switch {
+            Some(detail) => mode::record(&mut integrity, &mut all_notes, detail, eval_check),
+            None => mode::record_unseen(&mut integrity, &mut all_notes, eval_check),
         }
         // Timed only when every random case passed: the ratios serve the random-only
         // (KernelBench-comparable) figures even when a stress family failed.

@@ -97,6 +97,25 @@ pub fn record(
     }
 }
 
+/// The note on a record without the advisory whose mismatch disappears with both models in
+/// eval(): its output follows the module mode (`self.training`) itself.
+pub const MODE_DEPENDENT: &str = "model-mode dependent: correct with both models in eval mode, wrong in training mode (KernelBench's convention): the kernel's output follows self.training";
+
+/// Puts the eval-mode re-check of a candidate the advisory did not see into the record:
+/// when that mode makes it correct, `eval_mode_correct` and a note. A kernel wrong in both
+/// modes keeps its record as it was (a plain mismatch), and so does one whose re-check could
+/// not run (the mismatch stands; nothing suggests the mode).
+pub fn record_unseen(
+    integrity: &mut IntegrityReport,
+    notes: &mut Vec<String>,
+    checked: Option<Result<bool, String>>,
+) {
+    if let Some(Ok(true)) = checked {
+        integrity.eval_mode_correct = Some(true);
+        notes.push(MODE_DEPENDENT.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,8 +38,9 @@ pub enum Reason {
     NotEvaluated { why: String },
     /// An integrity check failed the kernel (which one).
     IntegrityFlag { flag: String },
-    /// The kernel switches its modules to inference behaviour and is correct only with both
-    /// models in `.eval()` (the set's convention, not KernelBench's).
+    /// The kernel is correct only with both models in `.eval()` (the set's convention, not
+    /// KernelBench's): it switches its modules to inference behaviour, or its output follows
+    /// `self.training`.
     ModelMode,
     /// Fails kbench's tolerance on the problem's own inputs but passes the set's declared
     /// tolerance (KernelBench's when it declares none).
@@ -337,9 +338,9 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
         }
         _ => {}
     }
-    let integrity = r.integrity.as_ref();
-    let mode_switch = integrity.is_some_and(|i| i.advisories.iter().any(|a| a == "mode-switch"));
-    if mode_switch && integrity.and_then(|i| i.eval_mode_correct) == Some(true) {
+    // Correct with both models in eval mode: the advisory saw it switch, or the re-check of
+    // its mismatch found its output follows the module mode.
+    if r.integrity.as_ref().and_then(|i| i.eval_mode_correct) == Some(true) {
         return Some(Reason::ModelMode);
     }
     if !correct_on_random(r) {
