@@ -59,5 +59,7 @@ mod slurm_run;
 // Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
 mod standalone;
 mod stress;
+// Triton candidates under Triton's interpreter on the CPU.
+mod triton_cpu;
 // Files kbench reads for candidates (replay kernels, `check`): no link out, nothing leaked.
 mod untrusted_files;

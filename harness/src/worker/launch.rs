@@ -125,7 +125,13 @@ pub fn worker_env(
             // behind earlier problems), not in the evaluation (see kbench_worker/integrity.py, _warm_cuda).
             env.push(("KBENCH_WARM_CUDA".into(), "1".into()));
         }
-        Device::Cpu => env.push(("CUDA_VISIBLE_DEVICES".into(), String::new())),
+        Device::Cpu => {
+            env.push(("CUDA_VISIBLE_DEVICES".into(), String::new()));
+            // Triton kernels run on the CPU only under Triton's interpreter (its kernels
+            // then execute through numpy): without it a Triton candidate on --device cpu
+            // fails looking for a GPU driver.
+            env.push(("TRITON_INTERPRET".into(), "1".into()));
+        }
     }
     env
 }
