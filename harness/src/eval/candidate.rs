@@ -669,6 +669,12 @@ impl Evaluation<'_, '_> {
             Some(detail) => mode::record(&mut integrity, &mut all_notes, detail, eval_check),
             None => mode::record_unseen(&mut integrity, &mut all_notes, eval_check),
         }
+        if let Some((line, text)) = crate::judge::self_timing::scan(&unit.cand.source) {
+            integrity
+                .advisories
+                .push(crate::judge::integrity::TIMES_ITSELF.to_string());
+            all_notes.push(crate::judge::self_timing::note(line, &text));
+        }
         // Timed only when every random case passed: the ratios serve the random-only
         // (KernelBench-comparable) figures even when a stress family failed.
         let baselines = match (&c.baselines, &timing) {

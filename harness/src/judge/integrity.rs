@@ -41,6 +41,9 @@ pub const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
 /// Advisory: the candidate runs in inference mode (a module with `training == False`, or
 /// BatchNorm running statistics read) while the reference trains (`judge::mode`).
 pub const MODE_SWITCH: &str = "mode-switch";
+/// Advisory: the candidate's source times code at run time, so it may choose what it runs
+/// by what it measured (`judge::self_timing`).
+pub const TIMES_ITSELF: &str = "times-itself";
 
 /// Every flag that can fail a kernel (`Outcome::Integrity`), for `--ignore-flag`.
 pub const FLAGS: [&str; 15] = [

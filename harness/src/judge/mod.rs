@@ -12,6 +12,7 @@ pub mod faults;
 pub mod integrity;
 pub(crate) mod kernels;
 pub mod mode;
+pub mod self_timing;
 pub mod speed;
 pub(crate) mod timed;
 pub mod timing;

@@ -59,6 +59,15 @@ pub enum Reason {
     /// Correct and faster than claimed: the measured interval lies above the claim. Not a
     /// failed claim (it survives), but not a reproduction either.
     FasterThanClaimed { claimed: f64, low: f64, high: f64 },
+    /// Slower than claimed, by a kernel whose source times code at run time (the
+    /// `times-itself` advisory, `detail` its note): it may choose what it runs by what it
+    /// measured, so the path kbench timed need not be the one behind the claim.
+    TimesItself {
+        claimed: f64,
+        low: f64,
+        high: f64,
+        detail: String,
+    },
 }
 
 impl Reason {
@@ -73,6 +82,7 @@ impl Reason {
             Reason::StressOnly { .. } => "fails only a stress family",
             Reason::SlowerThanClaimed { .. } => "slower than claimed",
             Reason::FasterThanClaimed { .. } => "faster than claimed",
+            Reason::TimesItself { .. } => "slower, path chosen at run time",
         }
     }
 
@@ -100,6 +110,19 @@ impl Reason {
                 speedup_text(*claimed, *low, *high, *claimed),
                 speedup_text(*claimed, *low, *high, *low),
                 speedup_text(*claimed, *low, *high, *high),
+            ),
+            Reason::TimesItself {
+                claimed,
+                low,
+                high,
+                detail,
+            } => format!(
+                "{}: claimed {}x, measured [{}, {}]; its {}",
+                self.category(),
+                speedup_text(*claimed, *low, *high, *claimed),
+                speedup_text(*claimed, *low, *high, *low),
+                speedup_text(*claimed, *low, *high, *high),
+                detail.trim_start_matches("times-itself: ")
             ),
         }
     }
@@ -146,7 +169,15 @@ impl ClaimRow {
     /// reaches the claim (the interval contains it or lies above it). A kernel the set
     /// claims no speedup for survives when it is correct.
     pub fn survives(&self) -> bool {
-        self.correct && !matches!(self.reason, Some(Reason::SlowerThanClaimed { .. }))
+        self.correct && !self.slower()
+    }
+
+    /// Correct but slower than claimed (whatever the diagnosis).
+    pub fn slower(&self) -> bool {
+        matches!(
+            self.reason,
+            Some(Reason::SlowerThanClaimed { .. } | Reason::TimesItself { .. })
+        )
     }
 
     /// A correct kernel with a claimed speedup whose measured interval holds it.
@@ -320,8 +351,30 @@ fn claim_row(
         row.interval = cand.speedup_interval(basis).map(|e| (e.low, e.high));
     }
     row.reason = failure_reason(r, &cand, declared)
-        .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval));
+        .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval))
+        .map(|reason| times_itself(reason, r));
     row
+}
+
+/// A slower-than-claimed kernel whose record has the `times-itself` advisory: the diagnosis
+/// with its note.
+fn times_itself(reason: Reason, r: &EvalRecord) -> Reason {
+    let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
+        return reason;
+    };
+    let flagged = r
+        .integrity
+        .as_ref()
+        .is_some_and(|i| i.advisories.iter().any(|a| a == "times-itself"));
+    match r.notes.iter().find(|n| n.starts_with("times-itself: ")) {
+        Some(note) if flagged => Reason::TimesItself {
+            claimed,
+            low,
+            high,
+            detail: note.clone(),
+        },
+        _ => reason,
+    }
 }
 
 /// Why a record that is not `ok` disagrees with a claim of correctness; `None` for `ok`.
@@ -451,10 +504,7 @@ fn set_table(rows: &[ClaimRow]) -> SetTable {
             .iter()
             .filter(|r| matches!(r.reason, Some(Reason::FasterThanClaimed { .. })))
             .count(),
-        slower: rows
-            .iter()
-            .filter(|r| matches!(r.reason, Some(Reason::SlowerThanClaimed { .. })))
-            .count(),
+        slower: rows.iter().filter(|r| r.correct && r.slower()).count(),
         by_reason,
     }
 }

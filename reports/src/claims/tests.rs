@@ -387,3 +387,40 @@ fn hostile_strings_in_the_claims_section_come_out_escaped() {
         assert!(!html.contains("onmouseover=\""));
     }
 }
+
+#[test]
+fn a_slower_kernel_that_times_itself_is_diagnosed() {
+    let (claims, _) = fixture();
+    let mut r = rec(
+        1,
+        Outcome::Ok,
+        Some(0.99),
+        vec![case(CaseFamily::Random, true)],
+    );
+    r.integrity = Some(IntegrityReport {
+        advisories: vec!["times-itself".into()],
+        ..Default::default()
+    });
+    r.notes.push(
+        "times-itself: line 12 times code at run time (`s.elapsed_time(e)`): what the kernel runs may be chosen by what it measured there".into(),
+    );
+    let rep = build_claims_report(
+        &claims,
+        "x",
+        &[(r, RecordExtras::default())],
+        SpeedupBasis::Median,
+    );
+    let row = &rep.rows[0];
+    let reason = row.reason.as_ref().unwrap();
+    assert_eq!(reason.category(), "slower, path chosen at run time");
+    let d = reason.describe();
+    assert!(
+        d.contains("claimed 2.00x") && d.contains("; its line 12 times code at run time"),
+        "{d}"
+    );
+    assert!(!row.survives());
+    assert_eq!(
+        (rep.table.reproduced, rep.table.faster, rep.table.slower),
+        (0, 0, 1)
+    );
+}

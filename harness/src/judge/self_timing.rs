@@ -1,0 +1,56 @@
+//! The `times-itself` advisory: a candidate whose source times code at run time (CUDA events
+//! with `elapsed_time`, `perf_counter`, `time.time()`, Triton's `do_bench`,
+//! `torch.utils.benchmark`). Such a kernel may time alternatives at its first call and keep
+//! the faster (one published kernel timed an fp16 matmul against an fp32 one and kept the
+//! winner: claimed 6.17x, measured 0.99x on the fp32 path it chose under kbench), so what it
+//! runs, and its speedup, depend on what it measured there. Read from the source, so a
+//! diagnosis for reports (the claims report's `times itself` reason), never a verdict: a
+//! kernel that hides its clock is not named, and one that times itself is not wrong.
+
+/// What marks run-time timing in a source line.
+const MARKS: [&str; 7] = [
+    "elapsed_time(",
+    "perf_counter",
+    "time.time(",
+    "time.monotonic",
+    "do_bench",
+    "torch.utils.benchmark",
+    "enable_timing=True",
+];
+
+/// The first line of `source` (1-based, trimmed) that times code, outside comments.
+pub fn scan(source: &str) -> Option<(usize, String)> {
+    source.lines().enumerate().find_map(|(i, line)| {
+        let code = line.split('#').next().unwrap_or("");
+        MARKS
+            .iter()
+            .any(|m| code.contains(m))
+            .then(|| (i + 1, line.trim().chars().take(120).collect()))
+    })
+}
+
+/// The record's note for a candidate [`scan`] found timing itself.
+pub fn note(line: usize, text: &str) -> String {
+    format!(
+        "{}: line {line} times code at run time (`{text}`): what the kernel runs may be chosen by what it measured there",
+        super::integrity::TIMES_ITSELF
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_time_timing_is_found_outside_comments() {
+        let src = "import torch\n# we used elapsed_time( to tune this\nclass ModelNew:\n    def pick(self):\n        s = torch.cuda.Event(enable_timing=True)\n";
+        assert_eq!(
+            scan(src),
+            Some((5, "s = torch.cuda.Event(enable_timing=True)".into()))
+        );
+        let src = "t0 = time.perf_counter()  # timing\n";
+        assert_eq!(scan(src).map(|s| s.0), Some(1));
+        assert_eq!(scan("import torch\nx = 1 # perf_counter\n"), None);
+        assert!(note(3, "t = time.time()").starts_with("times-itself: line 3"));
+    }
+}
