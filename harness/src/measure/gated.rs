@@ -481,7 +481,7 @@ impl Run<'_> {
         self.thaw(reference, Side::Reference)?;
         let reply = reference.request(
             Frame::new(json!({"cmd": "stage_inputs", "seeds": seeds})),
-            self.s.timeout.saturating_mul(seeds.len().max(1) as u32),
+            self.s.timeout,
         );
         self.freeze(reference, Side::Reference)?;
         self.spent.draw += t.elapsed();

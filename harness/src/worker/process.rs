@@ -625,9 +625,16 @@ impl Worker {
         self.freezer.freeze(limit)
     }
 
-    /// Lets a frozen worker run again.
+    /// Lets a frozen worker run again. Its process group also gets SIGCONT: under
+    /// `--no-sandbox` a candidate's detached helper can SIGSTOP the reference and then be
+    /// frozen with its cgroup, leaving the reference stopped while the harness waits for it
+    /// (`adversarial/exploits/cpu/level1/4_signal_reference.py`); what the harness thaws runs.
     pub fn thaw(&self) -> Result<(), String> {
-        self.freezer.thaw()
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        let thawed = self.freezer.thaw();
+        let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGCONT);
+        thawed
     }
 
     /// How this worker is frozen: `cgroup` or `signals`.
