@@ -224,8 +224,11 @@ pub const STAGE_AHEAD_BYTES: u64 = 512 << 20;
 /// freeze per call. The sets lie in the reference's buffers, which the candidate never
 /// maps, so drawing ahead shows it nothing early.
 pub fn stage_ahead(input_bytes: u64, calls: usize, release_calls: bool) -> usize {
-    if release_calls || input_bytes == 0 {
-        return if input_bytes == 0 { calls.max(1) } else { 1 };
+    if input_bytes == 0 {
+        return calls.max(1);
+    }
+    if release_calls {
+        return 1;
     }
     ((STAGE_AHEAD_BYTES / input_bytes) as usize).clamp(1, calls.max(1))
 }

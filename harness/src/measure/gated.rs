@@ -484,8 +484,9 @@ impl Run<'_> {
             self.s.timeout,
         );
         self.freeze(reference, Side::Reference)?;
-        self.spent.draw += t.elapsed();
-        self.raw.staging_s += t.elapsed().as_secs_f64();
+        let drawing = t.elapsed();
+        self.spent.draw += drawing;
+        self.raw.staging_s += drawing.as_secs_f64();
         match reply {
             Ok(r) if r.kind() == "staged" => Ok(()),
             Ok(r) => reference_failed(error_text(&r)),
