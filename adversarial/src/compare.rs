@@ -4,7 +4,9 @@ use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 
 use crate::rule::Rule;
 use crate::scan::{self, ChunkStats, GateSums, Rescue, ScanParams, CHUNK_ELEMS};
-use crate::tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
+use crate::tolerance::{
+    float64_gate, rescue_scales, tolerance, Float64Gate, RescueScales, Tolerance,
+};
 
 /// Harness faults: the inputs of [`compare`] do not fit together. A wrong candidate is never
 /// an error, it is a [`Comparison`].
@@ -388,8 +390,7 @@ pub(crate) fn compare_chunked(
         rescue: (strict && truth.is_some()).then_some(Rescue {
             factor: gate.element_factor,
             slack: tol.atol * gate.element_atol_scale,
-            rel_scale: 0.0,
-            abs_scale: 0.0,
+            scales: RescueScales::FIRST_PASS,
         }),
     };
     let run = |params: &ScanParams| {
@@ -406,16 +407,12 @@ pub(crate) fn compare_chunked(
     };
     let mut stats = run(&params);
     // Second pass, only for candidates with elements the first pass could not rescue: now
-    // that the reference's typical error is known, an element may be as far from float64
-    // as the reference typically is (see `Float64Gate`).
+    // that the typical errors are known, an element may be as far from float64 as the
+    // reference typically is, or as the candidate's own error spread allows (see
+    // `Float64Gate`).
     if let Some(rescue) = params.rescue.as_mut() {
-        let g = &stats.gate;
-        if stats.elementwise_failures > 0 && g.elements > 0 {
-            if g.truth2 > 0.0 {
-                rescue.rel_scale = (g.ref_err2 / g.truth2).sqrt();
-            } else {
-                rescue.abs_scale = (g.ref_err2 / g.elements as f64).sqrt();
-            }
+        if stats.elementwise_failures > 0 && stats.gate.elements > 0 {
+            rescue.scales = rescue_scales(&gate, &stats.gate);
             stats = run(&params);
         }
     }

@@ -33,5 +33,5 @@ pub use compare::{
 pub use rule::Rule;
 pub use scan::GateSums;
 pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability, STRESS_FAMILIES};
-pub use tolerance::{float64_gate, tolerance, Float64Gate, Tolerance};
+pub use tolerance::{float64_gate, rescue_scales, tolerance, Float64Gate, RescueScales, Tolerance};
 pub use verdict::{case_result, failure_outcome};

@@ -19,7 +19,7 @@ use crate::codec::{
     NarrowCodec, BLOCK,
 };
 use crate::rule::{judge_nonfinite, Nonfinite, Rule};
-use crate::tolerance::Tolerance;
+use crate::tolerance::{RescueScales, Tolerance};
 
 /// Elements per parallel chunk: 256 KiB of fp32 per input, large enough that rayon's
 /// per-task cost vanishes, small enough to balance over many cores.
@@ -41,8 +41,7 @@ const GROW_32: f32 = 1.0 + 1.0 / (1u32 << 20) as f32;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScanParams {
     pub tol: Tolerance,
-    /// The float64 gate's element rescue, when enforced: an element outside `tol` passes if
-    /// `|c − r64| ≤ factor·max(|r − r64|, rel_scale·|r64| + abs_scale) + slack`.
+    /// The float64 gate's element rescue, when enforced (see [`Rescue::accepts`]).
     pub rescue: Option<Rescue>,
 }
 
@@ -50,18 +49,22 @@ pub(crate) struct ScanParams {
 pub(crate) struct Rescue {
     pub factor: f64,
     pub slack: f64,
-    /// The reference's typical relative error (0 in the first pass).
-    pub rel_scale: f64,
-    /// The reference's typical absolute error, when the float64 reference is all zeros.
-    pub abs_scale: f64,
+    pub scales: RescueScales,
 }
 
 impl Rescue {
+    /// An element outside `tol` passes if `|c − r64| ≤ factor·max(|r − r64|, typical) +
+    /// slack`, where `typical` is the larger of the reference's typical error at this size,
+    /// `rel_scale·|r64| + abs_scale`, and the candidate's own error spread over the elements
+    /// within tolerance, `own_rel·|r64| + own_abs`. The GPU comparison kernel does the same
+    /// operations in the same order.
     #[inline(always)]
     fn accepts(&self, c: f64, r: f64, t: f64) -> bool {
-        let own = (r - t).abs();
-        let typical = self.rel_scale * t.abs() + self.abs_scale;
-        (c - t).abs() <= self.factor * own.max(typical) + self.slack
+        let sc = &self.scales;
+        let ta = t.abs();
+        let reference = sc.rel_scale * ta + sc.abs_scale;
+        let spread = sc.own_rel * ta + sc.own_abs;
+        (c - t).abs() <= self.factor * (r - t).abs().max(reference.max(spread)) + self.slack
     }
 }
 
@@ -74,6 +77,9 @@ pub struct GateSums {
     pub elements: u64,
     /// Σ (c − r64)²
     pub cand_err2: f64,
+    /// Σ (c − r64)² over the elements within the elementwise tolerance: the candidate's
+    /// error where nothing is wrong, the element rescue's yardstick.
+    pub within_err2: f64,
     /// Σ (r − r64)²
     pub ref_err2: f64,
     /// Σ r64²
@@ -82,10 +88,13 @@ pub struct GateSums {
 
 impl GateSums {
     #[inline(always)]
-    fn add(&mut self, c: f64, r: f64, t: f64) {
+    fn add(&mut self, c: f64, r: f64, t: f64, within: bool) {
         let (ec, er) = (c - t, r - t);
         self.elements += 1;
         self.cand_err2 += ec * ec;
+        if within {
+            self.within_err2 += ec * ec;
+        }
         self.ref_err2 += er * er;
         self.truth2 += t * t;
     }
@@ -94,6 +103,7 @@ impl GateSums {
         GateSums {
             elements: self.elements + later.elements,
             cand_err2: self.cand_err2 + later.cand_err2,
+            within_err2: self.within_err2 + later.within_err2,
             ref_err2: self.ref_err2 + later.ref_err2,
             truth2: self.truth2 + later.truth2,
         }
@@ -458,7 +468,7 @@ impl<'p> Scanner<'p> {
             update_rel(&mut self.max_rel, diff, ra);
             update_tol_needed(&mut self.s.tol_needed, diff, ra);
             if let Some(t) = t {
-                self.s.gate.add(c, r, t);
+                self.s.gate.add(c, r, t, true);
             }
         } else {
             self.slow_element(flat, c, r, t, a);
@@ -492,7 +502,7 @@ impl<'p> Scanner<'p> {
         let within = diff <= self.p.tol.bound(r);
         match t {
             Some(t) if t.is_finite() => {
-                s.gate.add(c, r, t);
+                s.gate.add(c, r, t, within);
                 if within {
                     return;
                 }
@@ -517,8 +527,10 @@ impl<'p> Scanner<'p> {
             .fold(self.max_abs, |a, &b| a.max(b));
         self.s.max_rel = self.max_rel;
         let g = &mut self.s.gate;
+        // Blocks of the fast path hold only elements within tolerance.
         for k in 0..LANES {
             g.cand_err2 += self.lane_cand_err2[k];
+            g.within_err2 += self.lane_cand_err2[k];
             g.ref_err2 += self.lane_ref_err2[k];
             g.truth2 += self.lane_truth2[k];
         }

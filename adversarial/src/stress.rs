@@ -28,16 +28,32 @@ pub struct Stability {
     pub max_excess: Option<f64>,
     pub nan_mismatch: u64,
     pub elements: u64,
+    /// `‖a − b‖₂/‖b‖₂` over the elements finite in both (largest over outputs), where the
+    /// worker measured it (the float64 comparison).
+    pub rel_l2: Option<f64>,
 }
 
 impl Stability {
-    fn beyond(&self, tol: Tolerance) -> bool {
-        self.nan_mismatch > 0 || self.max_excess.is_some_and(|e| e > tol.atol)
+    /// Beyond the tolerance: a NaN/Inf pattern that differs, or under the strict profile's
+    /// error model (`floor`: its normwise gate's floor) a whole output further apart than
+    /// the floor, else an element beyond the elementwise tolerance.
+    fn beyond(&self, tol: Tolerance, floor: Option<f64>) -> bool {
+        self.nan_mismatch > 0
+            || match (floor, self.rel_l2) {
+                (Some(floor), Some(rel)) => rel > floor,
+                _ => self.max_excess.is_some_and(|e| e > tol.atol),
+            }
     }
 
-    fn describe(&self, tol: Tolerance) -> String {
+    fn describe(&self, tol: Tolerance, floor: Option<f64>) -> String {
         let mut parts = Vec::new();
-        if let Some(e) = self.max_excess.filter(|&e| e > tol.atol) {
+        if let (Some(floor), Some(rel)) = (floor, self.rel_l2) {
+            if rel > floor {
+                parts.push(format!(
+                    "relative L2 distance {rel:.3e} over the whole output, beyond the float64 gate's floor {floor:.0e}"
+                ));
+            }
+        } else if let Some(e) = self.max_excess.filter(|&e| e > tol.atol) {
             parts.push(format!(
                 "|a − b| exceeds atol + rtol·|b| by up to {:.3e} (atol {:.0e})",
                 e - tol.atol,
@@ -64,12 +80,18 @@ impl Stability {
 /// 3. the working-precision reference and the float64 reference disagree beyond the
 ///    profile's tolerance (`f64`): the problem itself is ill-conditioned under these inputs
 ///    (e.g. fp32 overflows where float64 does not), so no kernel can be judged on them.
+///    Under the strict profile (`floor`: its float64 gate's floor) that means a differing
+///    NaN/Inf pattern or the whole output further than the floor: an fp32 reference off from
+///    float64 only where a long reduction cancels is what the gate's error model expects of
+///    every fp32 computation, and the family is what tells a downgrade from an honest kernel
+///    there.
 pub fn not_applicable(
     family: &CaseFamily,
     transformed: Option<u64>,
     repeat: Option<&Stability>,
     f64: Option<&Stability>,
     tol: Tolerance,
+    floor: Option<f64>,
 ) -> Option<String> {
     if *family == CaseFamily::Random {
         return None;
@@ -80,16 +102,16 @@ pub fn not_applicable(
                 .into(),
         );
     }
-    if let Some(r) = repeat.filter(|r| r.beyond(tol)) {
+    if let Some(r) = repeat.filter(|r| r.beyond(tol, None)) {
         return Some(format!(
             "the reference is not stable under it: two runs on the same inputs differ ({})",
-            r.describe(tol)
+            r.describe(tol, None)
         ));
     }
-    if let Some(r) = f64.filter(|r| r.beyond(tol)) {
+    if let Some(r) = f64.filter(|r| r.beyond(tol, floor)) {
         return Some(format!(
             "the reference is ill-conditioned under it: the working-precision and float64 references differ ({})",
-            r.describe(tol)
+            r.describe(tol, floor)
         ));
     }
     None
@@ -190,30 +212,55 @@ mod tests {
             max_excess: Some(1.0),
             nan_mismatch: 0,
             elements: 10,
+            rel_l2: None,
         };
         let calm = Stability {
             max_excess: Some(-1e-3),
             nan_mismatch: 0,
             elements: 10,
+            rel_l2: None,
         };
         let nan = Stability {
             max_excess: None,
             nan_mismatch: 3,
             elements: 10,
+            rel_l2: None,
         };
         assert_eq!(
-            not_applicable(&CaseFamily::Random, Some(0), Some(&wild), Some(&wild), TOL),
+            not_applicable(
+                &CaseFamily::Random,
+                Some(0),
+                Some(&wild),
+                Some(&wild),
+                TOL,
+                None
+            ),
             None
         );
-        let why = not_applicable(&CaseFamily::Signed, Some(0), None, None, TOL).unwrap();
+        let why = not_applicable(&CaseFamily::Signed, Some(0), None, None, TOL, None).unwrap();
         assert!(why.contains("none of the problem's inputs"), "{why}");
-        let why = not_applicable(&CaseFamily::Large, Some(1), Some(&wild), None, TOL).unwrap();
-        assert!(why.contains("two runs"), "{why}");
         let why =
-            not_applicable(&CaseFamily::Large, Some(1), Some(&calm), Some(&nan), TOL).unwrap();
+            not_applicable(&CaseFamily::Large, Some(1), Some(&wild), None, TOL, None).unwrap();
+        assert!(why.contains("two runs"), "{why}");
+        let why = not_applicable(
+            &CaseFamily::Large,
+            Some(1),
+            Some(&calm),
+            Some(&nan),
+            TOL,
+            None,
+        )
+        .unwrap();
         assert!(why.contains("float64") && why.contains("3 of 10"), "{why}");
         assert_eq!(
-            not_applicable(&CaseFamily::Small, Some(2), Some(&calm), Some(&calm), TOL),
+            not_applicable(
+                &CaseFamily::Small,
+                Some(2),
+                Some(&calm),
+                Some(&calm),
+                TOL,
+                None
+            ),
             None
         );
         // Exactly at atol is within tolerance (allclose uses <=).
@@ -222,9 +269,47 @@ mod tests {
             ..calm
         };
         assert_eq!(
-            not_applicable(&CaseFamily::Small, Some(2), Some(&edge), None, TOL),
+            not_applicable(&CaseFamily::Small, Some(2), Some(&edge), None, TOL, None),
             None
         );
+    }
+
+    #[test]
+    fn strict_judges_the_float64_distance_by_the_whole_output() {
+        // Off at a cancelling element (elementwise beyond atol) but close as a whole: the
+        // family applies under strict, not under the elementwise rule.
+        let cancelling = Stability {
+            max_excess: Some(3e-4),
+            nan_mismatch: 0,
+            elements: 256,
+            rel_l2: Some(2e-7),
+        };
+        let f = Some(1e-4);
+        let fam = &CaseFamily::Signed;
+        assert_eq!(
+            not_applicable(fam, Some(2), None, Some(&cancelling), TOL, f),
+            None
+        );
+        let why = not_applicable(fam, Some(2), None, Some(&cancelling), TOL, None).unwrap();
+        assert!(why.contains("exceeds atol"), "{why}");
+        // Far as a whole, or a NaN pattern that differs: not applicable under strict either.
+        let far = Stability {
+            rel_l2: Some(3e-3),
+            ..cancelling
+        };
+        let why = not_applicable(fam, Some(2), None, Some(&far), TOL, f).unwrap();
+        assert!(why.contains("relative L2 distance 3.000e-3"), "{why}");
+        let nan = Stability {
+            nan_mismatch: 1,
+            ..cancelling
+        };
+        assert!(not_applicable(fam, Some(2), None, Some(&nan), TOL, f).is_some());
+        // Without the measurement (an older worker), the elementwise rule stands.
+        let unmeasured = Stability {
+            rel_l2: None,
+            ..cancelling
+        };
+        assert!(not_applicable(fam, Some(2), None, Some(&unmeasured), TOL, f).is_some());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Unit tests of the comparison rules, profiles and the float64 gate.
 
+mod error_model;
 mod gate;
 mod nonfinite;
 mod proptests;

@@ -55,22 +55,36 @@ fn plain(
     tol: Tolerance,
     rescue: bool,
 ) -> Plain {
-    // The reference's typical error against float64, over elements where all are finite.
-    let (mut n, mut ref_err2, mut truth2) = (0.0, 0.0, 0.0);
+    // The typical errors of the reference and, over the elements within tolerance, of the
+    // candidate against float64, over elements where all are finite.
+    let (mut n, mut ref_err2, mut within_err2, mut truth2) = (0.0, 0.0, 0.0, 0.0);
     for i in 0..c.len() {
         if let Some(t) = t.map(|t| t[i]) {
             if c[i].is_finite() && r[i].is_finite() && t.is_finite() {
                 n += 1.0;
                 ref_err2 += (r[i] - t) * (r[i] - t);
+                if (c[i] - r[i]).abs() <= tol.atol + tol.rtol * r[i].abs() {
+                    within_err2 += (c[i] - t) * (c[i] - t);
+                }
                 truth2 += t * t;
             }
         }
     }
+    // The candidate's error counts up to the normwise gate's bound (floor 1e-4 at fp32).
+    let (scale2, ref_typical) = if truth2 > 0.0 {
+        (truth2, (ref_err2 / truth2).sqrt())
+    } else {
+        (n, (ref_err2 / n).sqrt())
+    };
+    let within2 = within_err2.min(1e-4f64.max(4.0 * ref_typical).powi(2) * scale2);
+    // The larger of the reference's typical error and 8 times the candidate's spread at
+    // the element's size plus the output's root-mean-square size.
     let typical = |t: f64| {
         if truth2 > 0.0 {
-            (ref_err2 / truth2).sqrt() * t.abs()
+            let rho_w = (within2 / truth2).sqrt();
+            (ref_typical * t.abs()).max(8.0 * rho_w * t.abs() + 8.0 * (within2 / n).sqrt())
         } else if n > 0.0 {
-            (ref_err2 / n).sqrt()
+            ref_typical.max(8.0 * (within2 / n).sqrt())
         } else {
             0.0
         }

@@ -225,8 +225,7 @@ impl DeviceComparator {
             rescue: (strict && truth.is_some()).then_some(Rescue {
                 factor: gate.element_factor,
                 slack: tol.atol * gate.element_atol_scale,
-                rel_scale: 0.0,
-                abs_scale: 0.0,
+                scales: kbench_adversarial::RescueScales::FIRST_PASS,
             }),
         };
         let run = |params: &Params| {
@@ -242,14 +241,11 @@ impl DeviceComparator {
         };
         let mut stats = run(&params)?;
         // The CPU's second pass: elements the first pass could not rescue may be as far
-        // from float64 as the reference typically is.
+        // from float64 as the reference typically is, or as the candidate's own error
+        // spread allows; the same scales as the CPU's.
         if let Some(rescue) = params.rescue.as_mut() {
             if stats.elementwise_failures > 0 && stats.gate_elements > 0 {
-                if stats.truth2 > 0.0 {
-                    rescue.rel_scale = (stats.ref_err2 / stats.truth2).sqrt();
-                } else {
-                    rescue.abs_scale = (stats.ref_err2 / stats.gate_elements as f64).sqrt();
-                }
+                rescue.scales = kbench_adversarial::rescue_scales(&gate, &stats.gate_sums());
                 stats = run(&params)?;
             }
         }
@@ -426,9 +422,9 @@ impl DeviceComparator {
         let rescue = p.rescue.unwrap_or(Rescue {
             factor: 0.0,
             slack: 0.0,
-            rel_scale: 0.0,
-            abs_scale: 0.0,
+            scales: kbench_adversarial::RescueScales::FIRST_PASS,
         });
+        let sc = rescue.scales;
         let rescue_on = i32::from(p.rescue.is_some());
         let stream = &self.gpu.stream;
         let mut launch = stream.launch_builder(&kernel.func);
@@ -444,19 +440,22 @@ impl DeviceComparator {
                 .arg(&rescue_on)
                 .arg(&rescue.factor)
                 .arg(&rescue.slack)
-                .arg(&rescue.rel_scale)
-                .arg(&rescue.abs_scale)
+                .arg(&sc.rel_scale)
+                .arg(&sc.abs_scale)
+                .arg(&sc.own_rel)
+                .arg(&sc.own_abs)
                 .arg(&out);
         } else {
             launch.arg(&c).arg(&r).arg(&numel).arg(&out);
         }
         // SAFETY: the float kernels take (const void* c, const void* r, const double* t,
         // const void* alt, u64 n, double atol, double rtol, int rescue, double factor,
-        // double slack, double rel_scale, double abs_scale, Acc* out) and the integer kernels
+        // double slack, double rel_scale, double abs_scale, double own_rel, double own_abs,
+        // Acc* out) and the integer kernels
         // (c, r, n, out), pushed above in that order with matching types. `c` and `r` hold
         // `numel` elements of `dtype`, `t` (float kernels with a float64 reference only)
         // `numel` f64s, `alt` (0 without a probe reference) `numel` elements of `dtype`,
-        // 16-byte aligned (check_buffer); `out` holds one 120-byte Acc per block
+        // 16-byte aligned (check_buffer); `out` holds one 128-byte Acc per block
         // of this grid (blocks ≤ max_blocks, the buffer was sized for the largest). The
         // partials lock is held until the results are read back.
         #[allow(unsafe_code)]

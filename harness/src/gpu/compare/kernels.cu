@@ -19,7 +19,7 @@ typedef long long i64;
 #define R_PASS 0
 #define R_ARTEFACT 8
 
-// One thread's (then one block's) statistics. Layout read by the host: 8 u64, 7 double.
+// One thread's (then one block's) statistics. Layout read by the host: 8 u64, 8 double.
 struct Acc {
     u64 fails;      // finite pairs outside tolerance, not rescued
     u64 nonfinite;  // NaN/Inf rule failures
@@ -36,11 +36,12 @@ struct Acc {
     double t2;      // sum r64^2
     double worst_err;
     double tol_needed;  // max |c - r| / (1 + |r|) over finite pairs (and artefacts vs probe)
+    double we2;     // sum (c - r64)^2 over the elements within tolerance
 };
-static_assert(sizeof(Acc) == 120, "Acc layout");
+static_assert(sizeof(Acc) == 128, "Acc layout");
 
 struct P {
-    double atol, rtol, factor, slack, rel_scale, abs_scale;
+    double atol, rtol, factor, slack, rel_scale, abs_scale, own_rel, own_abs;
     int rescue;
 };
 
@@ -103,7 +104,7 @@ __device__ __forceinline__ bool is_finite(double x) { return fabs(x) < INF; }
 __device__ __forceinline__ void acc_init(Acc& a) {
     a.fails = 0; a.nonfinite = 0; a.rescued = 0; a.first = NONE; a.gate_n = 0; a.worst_idx = NONE;
     a.artefacts = 0; a.first_art = NONE;
-    a.max_abs = 0.0; a.max_rel = 0.0; a.ce2 = 0.0; a.re2 = 0.0; a.t2 = 0.0; a.worst_err = -1.0;
+    a.max_abs = 0.0; a.max_rel = 0.0; a.ce2 = 0.0; a.re2 = 0.0; a.t2 = 0.0; a.we2 = 0.0; a.worst_err = -1.0;
     a.tol_needed = 0.0;
 }
 
@@ -150,10 +151,12 @@ __device__ __forceinline__ int nonfinite_rule(double c, double r, bool has_alt, 
     return by_alt ? R_ARTEFACT : R_DROPS_INF;
 }
 
-__device__ __forceinline__ void gate_add(Acc& a, u64 i, double c, double r, double t) {
+__device__ __forceinline__ void gate_add(Acc& a, u64 i, double c, double r, double t,
+                                         bool within) {
     double ec = c - t, er = r - t;
     a.gate_n++;
     a.ce2 += ec * ec;
+    if (within) a.we2 += ec * ec;
     a.re2 += er * er;
     a.t2 += t * t;
     double err = fabs(ec);
@@ -174,7 +177,7 @@ __device__ __forceinline__ bool fast(Acc& a, u64 i, double c, double r, double t
     if (T) ok = ok & is_finite(t);
     if (ok) {
         a.max_abs = fmax(a.max_abs, d);
-        if (T) gate_add(a, i, c, r, t);
+        if (T) gate_add(a, i, c, r, t, true);
     }
     return ok;
 }
@@ -201,13 +204,15 @@ __device__ void slow(Acc& a, u64 i, double c, double r, double t, bool has_alt, 
     upd_tn(a.tol_needed, d, ra);
     bool within = d <= p.atol + p.rtol * ra;
     if (T && is_finite(t)) {
-        gate_add(a, i, c, r, t);
+        gate_add(a, i, c, r, t, within);
         if (within) return;
         bool rescued = false;
         if (p.rescue) {
-            double own = fabs(r - t);
-            double typical = p.rel_scale * fabs(t) + p.abs_scale;
-            rescued = fabs(c - t) <= p.factor * fmax(own, typical) + p.slack;
+            // The CPU's Rescue::accepts, operation for operation.
+            double ta = fabs(t);
+            double reference = p.rel_scale * ta + p.abs_scale;
+            double spread = p.own_rel * ta + p.own_abs;
+            rescued = fabs(c - t) <= p.factor * fmax(fabs(r - t), fmax(reference, spread)) + p.slack;
         }
         if (rescued) a.rescued++; else fail(a, i, 0);
     } else if (!within) {
@@ -244,6 +249,7 @@ __device__ __forceinline__ void combine(Acc& a, const Acc& b) {
     a.ce2 += b.ce2;
     a.re2 += b.re2;
     a.t2 += b.t2;
+    a.we2 += b.we2;
 }
 
 __device__ __forceinline__ Acc shfl_down(const Acc& a, int off) {
@@ -262,6 +268,7 @@ __device__ __forceinline__ Acc shfl_down(const Acc& a, int off) {
     b.ce2 = __shfl_down_sync(m, a.ce2, off);
     b.re2 = __shfl_down_sync(m, a.re2, off);
     b.t2 = __shfl_down_sync(m, a.t2, off);
+    b.we2 = __shfl_down_sync(m, a.we2, off);
     b.worst_err = __shfl_down_sync(m, a.worst_err, off);
     b.tol_needed = __shfl_down_sync(m, a.tol_needed, off);
     return b;
@@ -377,10 +384,12 @@ __device__ __forceinline__ void scan_int(const void* cp, const void* rp, u64 n, 
     extern "C" __global__ void __launch_bounds__(THREADS)                                     \
         NAME(const void* c, const void* r, const double* t, const void* alt, u64 n,          \
              double atol, double rtol, int rescue, double factor, double slack,              \
-             double rel_scale, double abs_scale, Acc* out) {                                 \
+             double rel_scale, double abs_scale, double own_rel, double own_abs,             \
+             Acc* out) {                                                                     \
         P p;                                                                                  \
         p.atol = atol; p.rtol = rtol; p.factor = factor; p.slack = slack;                     \
         p.rel_scale = rel_scale; p.abs_scale = abs_scale; p.rescue = rescue;                  \
+        p.own_rel = own_rel; p.own_abs = own_abs;                                             \
         scan_float<CODEC, T>(c, r, t, alt, n, p, out);                                        \
     }
 

@@ -5,7 +5,7 @@
 //! alone takes longer than the comparison. [`DeviceComparator`] runs the same rules in an
 //! NVRTC-compiled kernel over device buffers
 //! ([`DevBuf`](crate::gpu::devmem::DevBuf)) and copies back only one partial
-//! result per thread block (120 bytes each, a few thousand at most), which the host folds
+//! result per thread block (128 bytes each, a few thousand at most), which the host folds
 //! into the very [`Comparison`](kbench_adversarial::Comparison) the CPU path builds:
 //!
 //! - shape, dtype and float64-reference checks run on the host before any kernel, in the CPU

@@ -7,7 +7,7 @@ use kbench_adversarial::{Float64Check, Float64Gate, Rule, Tolerance};
 use kbench_record::Dtype;
 
 /// Bytes of one block's partial result (`struct Acc` in the kernel source).
-pub(super) const PARTIAL_BYTES: usize = 120;
+pub(super) const PARTIAL_BYTES: usize = 128;
 
 /// The scan parameters (the CPU's `ScanParams` with its `Rescue`).
 #[derive(Debug, Clone, Copy)]
@@ -20,8 +20,7 @@ pub(super) struct Params {
 pub(super) struct Rescue {
     pub(super) factor: f64,
     pub(super) slack: f64,
-    pub(super) rel_scale: f64,
-    pub(super) abs_scale: f64,
+    pub(super) scales: kbench_adversarial::RescueScales,
 }
 
 /// The folded statistics of one scan (the CPU's `ChunkStats`, plus the worst element).
@@ -45,6 +44,7 @@ pub(super) struct Stats {
     pub(super) cand_err2: f64,
     pub(super) ref_err2: f64,
     pub(super) truth2: f64,
+    pub(super) within_err2: f64,
 }
 
 impl Stats {
@@ -63,6 +63,7 @@ impl Stats {
         cand_err2: 0.0,
         ref_err2: 0.0,
         truth2: 0.0,
+        within_err2: 0.0,
     };
 
     /// Folds the blocks' partial results, in block order.
@@ -78,7 +79,7 @@ impl Stats {
         let (mut artefacts, mut first_art) = (0u64, NONE);
         let mut tol_needed = 0.0f64;
         let (mut max_abs, mut max_rel) = (0.0f64, 0.0f64);
-        let (mut ce2, mut re2, mut t2) = (0.0f64, 0.0f64, 0.0f64);
+        let (mut ce2, mut re2, mut t2, mut we2) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
         for p in partials.chunks_exact(PARTIAL_BYTES) {
             let word = |k: usize| {
                 let b: [u8; 8] = p[8 * k..8 * k + 8].try_into().expect("8 bytes");
@@ -103,6 +104,7 @@ impl Stats {
             re2 += float(11);
             t2 += float(12);
             tol_needed = tol_needed.max(float(14));
+            we2 += float(15);
         }
         Stats {
             elementwise_failures: fails,
@@ -125,19 +127,27 @@ impl Stats {
             cand_err2: ce2,
             ref_err2: re2,
             truth2: t2,
+            within_err2: we2,
+        }
+    }
+}
+
+impl Stats {
+    /// The float64 gate's sums, in the CPU comparator's own type.
+    pub(super) fn gate_sums(&self) -> kbench_adversarial::GateSums {
+        kbench_adversarial::GateSums {
+            elements: self.gate_elements,
+            cand_err2: self.cand_err2,
+            ref_err2: self.ref_err2,
+            truth2: self.truth2,
+            within_err2: self.within_err2,
         }
     }
 }
 
 /// The normwise part of the float64 gate, by the CPU comparator's own function.
 pub(super) fn float64_check(s: &Stats, gate: Float64Gate, enforced: bool) -> Float64Check {
-    let sums = kbench_adversarial::GateSums {
-        elements: s.gate_elements,
-        cand_err2: s.cand_err2,
-        ref_err2: s.ref_err2,
-        truth2: s.truth2,
-    };
-    kbench_adversarial::float64_check_of(&sums, gate, enforced)
+    kbench_adversarial::float64_check_of(&s.gate_sums(), gate, enforced)
 }
 
 /// One little-endian element as f64 (integers above 2⁵³ rounded, as the CPU path does).

@@ -49,10 +49,12 @@ inline double host_f16(unsigned short b) {
 "#;
 
 /// Reads `name n atol rtol has_alt size` and the raw tensors on stdin, writes the block's
-/// `Acc`, or for `flush_<dtype>` its two counts.
+/// `Acc`, or for `flush_<dtype>` its two counts. A name ending in `_t` is the kernel with a
+/// float64 reference: the header goes on with `factor slack rel_scale abs_scale own_rel
+/// own_abs` (the rescue, on), and the float64 reference follows the tensors.
 const DRIVER: &str = r#"
 typedef void (*Kernel)(const void*, const void*, const double*, const void*, u64, double,
-                       double, int, double, double, double, double, Acc*);
+                       double, int, double, double, double, double, double, double, Acc*);
 int main() {
     char name[32]; unsigned long long n; double atol, rtol; int has_alt, size;
     if (scanf("%31s %llu %lf %lf %d %d", name, &n, &atol, &rtol, &has_alt, &size) != 6) return 2;
@@ -72,9 +74,21 @@ int main() {
         return 0;
     }
     Kernel k = !strcmp(name, "f64") ? devcmp_f64 : !strcmp(name, "f32") ? devcmp_f32
-             : !strcmp(name, "f16") ? devcmp_f16 : devcmp_bf16;
+             : !strcmp(name, "f16") ? devcmp_f16 : !strcmp(name, "bf16") ? devcmp_bf16
+             : !strcmp(name, "f64_t") ? devcmp_f64_t : !strcmp(name, "f32_t") ? devcmp_f32_t
+             : !strcmp(name, "f16_t") ? devcmp_f16_t : devcmp_bf16_t;
     Acc out;
-    k(c.data(), r.data(), nullptr, has_alt ? a.data() : nullptr, n, atol, rtol, 0, 0, 0, 0, 0, &out);
+    if (strstr(name, "_t")) {
+        double s[6];
+        std::vector<double> t(n + 2);
+        if (fread(s, sizeof(double), 6, stdin) != 6) return 4;
+        if (fread(t.data(), sizeof(double), n, stdin) != n) return 4;
+        k(c.data(), r.data(), t.data(), has_alt ? a.data() : nullptr, n, atol, rtol, 1, s[0],
+          s[1], s[2], s[3], s[4], s[5], &out);
+    } else {
+        k(c.data(), r.data(), nullptr, has_alt ? a.data() : nullptr, n, atol, rtol, 0, 0, 0, 0,
+          0, 0, 0, &out);
+    }
     fwrite(&out, sizeof(Acc), 1, stdout);
     return 0;
 }
@@ -324,4 +338,124 @@ fn flush_kernels_on_the_host_agree_with_flush_count_bytes() {
             "{dtype}: {zeroed}/{subnormal}"
         );
     }
+}
+
+/// The emulated float kernel with a float64 reference and the rescue on, as the comparator
+/// launches it: `scales` for the rescue, the factor and slack of `precision`'s gate.
+fn run_with_truth(
+    exe: &std::path::Path,
+    dtype: Dtype,
+    precision: Precision,
+    tensors: (&HostTensor, &HostTensor, &HostTensor),
+    scales: kbench_adversarial::RescueScales,
+) -> Stats {
+    let (c, r, t) = tensors;
+    let tol = tolerance(STRICT, precision).atol;
+    let gate = kbench_adversarial::float64_gate(precision);
+    let n = c.data().len() / dtype.size();
+    let name = format!("{}_t", dtype_name(dtype));
+    let mut child = Command::new(exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = format!("{name} {n} {tol:e} {tol:e} 0 {}\n", dtype.size()).into_bytes();
+    input.extend_from_slice(c.data());
+    input.extend_from_slice(r.data());
+    for x in [
+        gate.element_factor,
+        tol * gate.element_atol_scale,
+        scales.rel_scale,
+        scales.abs_scale,
+        scales.own_rel,
+        scales.own_abs,
+    ] {
+        input.extend_from_slice(&x.to_le_bytes());
+    }
+    input.extend_from_slice(t.data());
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "emulated {name} exited {}",
+        out.status
+    );
+    assert_eq!(out.stdout.len(), PARTIAL_BYTES, "one Acc");
+    Stats::fold(&out.stdout)
+}
+
+#[test]
+fn rescue_on_the_host_agrees_with_the_cpu_comparator() {
+    // Honest noise whose size follows the output's typical size (so cancelling elements
+    // fall outside the elementwise tolerance), a reference off by less, and a few
+    // elements off by far more: the strict profile's two passes, both rescue rules.
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build(dir.path()) else { return };
+    let mut rng = Rng(31);
+    let (mut by_spread, mut outliers_failed) = (0, 0);
+    for trial in 0..96 {
+        let dtype = FLOATS[trial % FLOATS.len()];
+        let precision = precision_of(dtype);
+        let tol = tolerance(STRICT, precision).atol;
+        let n = [37usize, 100, 1000, 4099][(trial / 4) % 4];
+        let zero_truth = trial % 16 == 15;
+        let t: Vec<f64> = (0..n)
+            .map(|_| {
+                if zero_truth {
+                    0.0
+                } else if rng.unit() < 0.2 {
+                    1e-3 * rng.sym()
+                } else {
+                    10.0 * rng.sym()
+                }
+            })
+            .collect();
+        let noise = tol * [0.02, 0.2, 1.0][trial % 3] * if zero_truth { 1.0 } else { 6.0 };
+        let r: Vec<f64> = t.iter().map(|&x| x + 0.1 * noise * rng.sym()).collect();
+        let mut c: Vec<f64> = t.iter().map(|&x| x + noise * rng.sym()).collect();
+        for _ in 0..2 {
+            let i = rng.below(n as u64) as usize;
+            c[i] = t[i] + 50.0 * tol * (1.0 + t[i].abs());
+        }
+        let shape = [n as u64];
+        let (ct, rt, tt) = (
+            floats(dtype, &shape, &c),
+            floats(dtype, &shape, &r),
+            f64s(&shape, &t),
+        );
+        let Ok(Comparison::Values(v)) =
+            kbench_adversarial::compare(&ct, &rt, Some(&tt), STRICT, precision)
+        else {
+            panic!("expected a value comparison")
+        };
+        let first_pass = kbench_adversarial::RescueScales::FIRST_PASS;
+        let mut s = run_with_truth(&exe, dtype, precision, (&ct, &rt, &tt), first_pass);
+        let rescued_first = s.rescued;
+        if s.elementwise_failures > 0 && s.gate_elements > 0 {
+            let gate = kbench_adversarial::float64_gate(precision);
+            let scales = kbench_adversarial::rescue_scales(&gate, &s.gate_sums());
+            s = run_with_truth(&exe, dtype, precision, (&ct, &rt, &tt), scales);
+        }
+        let what = format!("trial {trial}: {dtype} n={n}\n cpu {v:?}\n emulated {s:?}");
+        assert_eq!(
+            s.elementwise_failures + s.nonfinite_mismatches,
+            v.mismatches,
+            "{what}"
+        );
+        assert_eq!(s.rescued, v.rescued, "{what}");
+        assert_eq!(
+            s.first,
+            v.first_mismatch.as_ref().map(|m| (m.flat_index, m.rule)),
+            "{what}"
+        );
+        if s.rescued > rescued_first {
+            by_spread += 1;
+        }
+        if v.mismatches > 0 {
+            outliers_failed += 1;
+        }
+    }
+    // The mix exercised the second pass and the elements beyond any rescue.
+    assert!(by_spread > 10, "{by_spread}");
+    assert!(outliers_failed > 10, "{outliers_failed}");
 }
