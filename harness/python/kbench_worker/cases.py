@@ -10,7 +10,7 @@ import torch
 
 from .families import _check_family, apply_family
 from .integrity import _changed_inputs, input_checksums
-from .measure import Excess
+from .measure import Excess, rel_l2_max
 from .protocol import (
     MAX_MESSAGE_CHARS,
     WorkerError,
@@ -218,6 +218,7 @@ class CaseCommands:
         m = Excess(rtol)
         m.add_all(outs, outs64)
         reply["stability"]["f64"] = m.json()
+        reply["stability"]["f64"]["rel_l2"] = rel_l2_max(outs, outs64)
         reply["stability_s"] = reply.get("stability_s", 0.0) + time.perf_counter() - t0
 
     def _probe_references(self, reply, inputs, pristine, outs, forward_seed, probe_tol):

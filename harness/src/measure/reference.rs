@@ -421,7 +421,9 @@ impl ReferenceSession {
                 self.notes.push(note);
             }
         }
-        let not_applicable = applicability(&case, &reply.header, tol);
+        let floor = (c.profile == ToleranceProfile::Strict)
+            .then(|| kbench_adversarial::float64_gate(c.precision).floor);
+        let not_applicable = applicability(&case, &reply.header, tol, floor);
         let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
         // Only the timed case stays the worker's current case (timing runs on it): the
         // others' inputs go with their export, so that the reference holds no case while
@@ -762,6 +764,7 @@ fn applicability(
     case: &CaseRef,
     header: &Value,
     tol: kbench_adversarial::Tolerance,
+    floor: Option<f64>,
 ) -> Option<String> {
     let stability = |key: &str| {
         header
@@ -772,6 +775,7 @@ fn applicability(
                 max_excess: v.get("max_excess").and_then(Value::as_f64),
                 nan_mismatch: v.get("nan_mismatch").and_then(Value::as_u64).unwrap_or(0),
                 elements: v.get("elements").and_then(Value::as_u64).unwrap_or(0),
+                rel_l2: v.get("rel_l2").and_then(Value::as_f64),
             })
     };
     kbench_adversarial::not_applicable(
@@ -780,5 +784,6 @@ fn applicability(
         stability("repeat").as_ref(),
         stability("f64").as_ref(),
         tol,
+        floor,
     )
 }
