@@ -30,6 +30,8 @@ mod complete_records;
 // Issue 22: every relative link and #anchor of the Markdown docs resolves.
 mod docs_links;
 mod e2e_cpu;
+// The strict profile's fp32 error model: honest reorderings against precision downgrades.
+mod error_model;
 mod exploits_issue6;
 // Issue 21: kbench import of published kernel sets; eval_results.json both ways.
 mod import;

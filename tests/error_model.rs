@@ -1,0 +1,105 @@
+//! The strict profile's fp32 error model end to end: honest reorderings of a long-K matmul
+//! pass every family where KernelBench's elementwise rule fails them, and every downgrade
+//! of its precision (TF32, fp16 inputs, a bf16 output, one row in fp16) fails. Real worker,
+//! real torch on the CPU. Fixtures: `tests/fixtures/error_model`.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+use common::{kbench, records, repo_root, show};
+use serde_json::Value;
+
+/// A fixed run secret, so the stress cases are the same in every CI run.
+const SECRET: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
+
+fn run(out: &std::path::Path, profile: &str) -> BTreeMap<String, Value> {
+    let fixtures = repo_root().join("tests/fixtures/error_model");
+    let secret = out.with_extension("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let o = kbench()
+        .args(["run", "--agent", "replay", "--replay-dir"])
+        .arg(fixtures.join("kernels"))
+        .arg("--kernelbench")
+        .arg(fixtures.join("problems"))
+        .args(["--levels", "1", "--device", "cpu", "--no-timing", "--out"])
+        .arg(out)
+        .arg("--secret-from")
+        .arg(&secret)
+        .args(["--profile", profile])
+        .output()
+        .expect("running kbench");
+    // Exit 3: the run finished and some kernels failed.
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    records(out)
+        .into_iter()
+        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// Families with a failed case, and those not applicable.
+fn families(r: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut failed, mut na) = (Vec::new(), Vec::new());
+    for c in r["cases"].as_array().unwrap() {
+        let f = c["case"]["family"].as_str().unwrap().to_string();
+        if c.get("not_applicable").is_some_and(|v| !v.is_null()) {
+            na.push(f);
+        } else if !c["passed"].as_bool().unwrap() {
+            failed.push(f);
+        }
+    }
+    (failed, na)
+}
+
+#[test]
+fn honest_reorderings_pass_and_downgrades_fail() {
+    let _g = common::shared();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let strict = run(&dir.path().join("strict"), "strict");
+    assert_eq!(strict.len(), 6);
+    for name in ["1_sequential", "1_split_k"] {
+        let r = &strict[name];
+        assert_eq!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);
+        let (failed, na) = families(r);
+        assert!(failed.is_empty(), "{name}: {failed:?}");
+        // The families that cancel apply: the fp32 reference is off from float64 only
+        // where a dot product cancels, which the error model expects.
+        for f in ["signed", "cancellation"] {
+            assert!(
+                !na.iter().any(|x| x == f),
+                "{name}: {f} not applicable: {na:?}"
+            );
+        }
+    }
+    // Some case passed with elements outside KernelBench's tolerance (tol_needed > 1e-4):
+    // the error model accepted them.
+    let beyond_kb = strict["1_sequential"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["passed"] == true && c["tol_needed"].as_f64().is_some_and(|t| t > 1e-4));
+    assert!(beyond_kb, "{}", strict["1_sequential"]["cases"]);
+    for name in [
+        "1_tf32_inputs",
+        "1_fp16_inputs",
+        "1_partial_fp16",
+        "1_bf16_output",
+    ] {
+        let r = &strict[name];
+        assert_ne!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);
+    }
+    // The input downgrades pass KernelBench's random cases (all positive inputs average
+    // their rounding out) and fail the signed family.
+    for name in ["1_tf32_inputs", "1_fp16_inputs", "1_partial_fp16"] {
+        let (failed, _) = families(&strict[name]);
+        assert!(failed.iter().any(|f| f == "signed"), "{name}: {failed:?}");
+        assert!(!failed.iter().any(|f| f == "random"), "{name}: {failed:?}");
+    }
+
+    // KernelBench's elementwise rule fails the honest sequential kernel.
+    let kb = run(&dir.path().join("kb"), "kernelbench");
+    let (failed, _) = families(&kb["1_sequential"]);
+    assert_eq!(kb["1_sequential"]["outcome"]["kind"], "mismatch");
+    assert!(!failed.is_empty());
+}
