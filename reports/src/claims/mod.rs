@@ -68,6 +68,15 @@ pub enum Reason {
         high: f64,
         detail: String,
     },
+    /// Slower than claimed, and the profiled call ran none of the kernel's own device code:
+    /// only library kernels (cuBLAS, cuDNN, ATen, ...), so what kbench timed is PyTorch's
+    /// work, whatever the source defines (`detail`: the profile's breakdown).
+    LibraryOnly {
+        claimed: f64,
+        low: f64,
+        high: f64,
+        detail: String,
+    },
 }
 
 impl Reason {
@@ -83,6 +92,7 @@ impl Reason {
             Reason::SlowerThanClaimed { .. } => "slower than claimed",
             Reason::FasterThanClaimed { .. } => "faster than claimed",
             Reason::TimesItself { .. } => "slower, path chosen at run time",
+            Reason::LibraryOnly { .. } => "slower, only library kernels ran",
         }
     }
 
@@ -123,6 +133,18 @@ impl Reason {
                 speedup_text(*claimed, *low, *high, *low),
                 speedup_text(*claimed, *low, *high, *high),
                 detail.trim_start_matches("times-itself: ")
+            ),
+            Reason::LibraryOnly {
+                claimed,
+                low,
+                high,
+                detail,
+            } => format!(
+                "{}: claimed {}x, measured [{}, {}]; {detail}",
+                self.category(),
+                speedup_text(*claimed, *low, *high, *claimed),
+                speedup_text(*claimed, *low, *high, *low),
+                speedup_text(*claimed, *low, *high, *high),
             ),
         }
     }
@@ -176,7 +198,11 @@ impl ClaimRow {
     pub fn slower(&self) -> bool {
         matches!(
             self.reason,
-            Some(Reason::SlowerThanClaimed { .. } | Reason::TimesItself { .. })
+            Some(
+                Reason::SlowerThanClaimed { .. }
+                    | Reason::TimesItself { .. }
+                    | Reason::LibraryOnly { .. }
+            )
         )
     }
 
@@ -352,8 +378,39 @@ fn claim_row(
     }
     row.reason = failure_reason(r, &cand, declared)
         .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval))
-        .map(|reason| times_itself(reason, r));
+        .map(|reason| times_itself(reason, r))
+        .map(|reason| library_only(reason, r));
     row
+}
+
+/// A slower-than-claimed kernel whose profiled call ran only library kernels (the
+/// `no-custom-kernel` advisory, with the record's kernel profile): the diagnosis with the
+/// profile's breakdown.
+fn library_only(reason: Reason, r: &EvalRecord) -> Reason {
+    let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
+        return reason;
+    };
+    let Some(i) = r.integrity.as_ref() else {
+        return reason;
+    };
+    let profile = i.kernels.as_ref().filter(|_| {
+        i.advisories
+            .iter()
+            .any(|a| a.split(':').next() == Some("no-custom-kernel"))
+    });
+    match profile {
+        Some(p) if p.own.is_empty() => Reason::LibraryOnly {
+            claimed,
+            low,
+            high,
+            detail: format!(
+                "the profiled call spent {:.0}% of its device time in library kernels ({}), none in the kernel's own",
+                100.0 * p.library_fraction,
+                p.library.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            ),
+        },
+        _ => reason,
+    }
 }
 
 /// A slower-than-claimed kernel whose record has the `times-itself` advisory: the diagnosis

@@ -424,3 +424,51 @@ fn a_slower_kernel_that_times_itself_is_diagnosed() {
         (0, 0, 1)
     );
 }
+
+#[test]
+fn a_slower_kernel_that_ran_only_library_kernels_is_diagnosed() {
+    let (claims, _) = fixture();
+    let profiled = |own: Vec<String>, advisories: Vec<String>| {
+        let mut r = rec(
+            1,
+            Outcome::Ok,
+            Some(0.99),
+            vec![case(CaseFamily::Random, true)],
+        );
+        r.integrity = Some(IntegrityReport {
+            advisories,
+            kernels: Some(kbench_record::KernelProfile {
+                launches: 3,
+                total_us: 40.0,
+                own_fraction: if own.is_empty() { 0.0 } else { 0.5 },
+                library_fraction: if own.is_empty() { 0.97 } else { 0.47 },
+                other_fraction: 0.03,
+                own,
+                library: vec!["sm90_xmma_gemm_f32f32_tf32f32".into()],
+                other: vec![],
+                side_stream: false,
+            }),
+            ..Default::default()
+        });
+        let rep = build_claims_report(
+            &claims,
+            "x",
+            &[(r, RecordExtras::default())],
+            SpeedupBasis::Median,
+        );
+        rep.rows[0].reason.clone().unwrap()
+    };
+    let reason = profiled(vec![], vec!["no-custom-kernel".into()]);
+    assert_eq!(reason.category(), "slower, only library kernels ran");
+    let d = reason.describe();
+    assert!(
+        d.contains("claimed 2.00x")
+            && d.contains(
+                "97% of its device time in library kernels (sm90_xmma_gemm_f32f32_tf32f32)"
+            ),
+        "{d}"
+    );
+    // Its own kernel ran: slower than claimed, no more.
+    let reason = profiled(vec!["my_gemm".into()], vec![]);
+    assert_eq!(reason.category(), "slower than claimed");
+}
