@@ -60,7 +60,9 @@ mod slurm_measure;
 mod slurm_run;
 // Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
 mod standalone;
+// Timing under other evaluators' conventions, recorded as a diagnosis.
 mod stress;
+mod time_as;
 // Triton candidates under Triton's interpreter on the CPU.
 mod triton_cpu;
 // Files kbench reads for candidates (replay kernels, `check`): no link out, nothing leaked.

@@ -4,9 +4,7 @@ use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 
 use crate::rule::Rule;
 use crate::scan::{self, ChunkStats, GateSums, Rescue, ScanParams, CHUNK_ELEMS};
-use crate::tolerance::{
-    float64_gate, rescue_scales, tolerance, Float64Gate, RescueScales, Tolerance,
-};
+use crate::tolerance::{float64_gate, tolerance, Float64Gate, RescueScales, Tolerance};
 
 /// Harness faults: the inputs of [`compare`] do not fit together. A wrong candidate is never
 /// an error, it is a [`Comparison`].
@@ -491,5 +489,39 @@ pub fn float64_check_of(g: &GateSums, gate: Float64Gate, enforced: bool) -> Floa
         passed: candidate_error <= bound,
         worst_index: None,
         gate,
+    }
+}
+
+/// Scales of the element rescue's second pass, from the first pass's sums: the relative
+/// error typical of the reference, and the candidate's own error spread over the elements
+/// within the elementwise tolerance (see [`Float64Gate`], rules 1 and 3). One function for
+/// the CPU scan and the harness's GPU comparison kernel, so both give the same verdict.
+pub fn rescue_scales(gate: &Float64Gate, g: &GateSums) -> RescueScales {
+    if g.elements == 0 {
+        return RescueScales::FIRST_PASS;
+    }
+    let n = g.elements as f64;
+    let k = gate.own_error_factor;
+    // The spread counts only as far as the normwise gate admits an error: a candidate
+    // whose whole output is too far from float64 fails there, and its elements are not
+    // made to look rescued by the very error that fails it.
+    let check = float64_check_of(g, *gate, true);
+    let scale2 = if g.truth2 > 0.0 { g.truth2 } else { n };
+    let within2 = g.within_err2.min(check.bound * check.bound * scale2);
+    let own_abs = k * (within2 / n).sqrt();
+    if g.truth2 > 0.0 {
+        RescueScales {
+            rel_scale: (g.ref_err2 / g.truth2).sqrt(),
+            abs_scale: 0.0,
+            own_rel: k * (within2 / g.truth2).sqrt(),
+            own_abs,
+        }
+    } else {
+        RescueScales {
+            rel_scale: 0.0,
+            abs_scale: (g.ref_err2 / n).sqrt(),
+            own_rel: 0.0,
+            own_abs,
+        }
     }
 }

@@ -27,11 +27,11 @@ mod worst;
 mod tests;
 
 pub use compare::{
-    compare, compare_with_alt, float64_check_of, unravel_index, CompareError, Comparison,
-    ElementMismatch, Float64Check, Float64Status, GateMeasure, ValueReport,
+    compare, compare_with_alt, float64_check_of, rescue_scales, unravel_index, CompareError,
+    Comparison, ElementMismatch, Float64Check, Float64Status, GateMeasure, ValueReport,
 };
 pub use rule::Rule;
 pub use scan::GateSums;
 pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability, STRESS_FAMILIES};
-pub use tolerance::{float64_gate, rescue_scales, tolerance, Float64Gate, RescueScales, Tolerance};
+pub use tolerance::{float64_gate, tolerance, Float64Gate, RescueScales, Tolerance};
 pub use verdict::{case_result, failure_outcome};

@@ -424,6 +424,11 @@ pub struct EvalArgs {
     /// Skip the L2 flush before each timed call (CUDA only).
     #[arg(long)]
     pub no_l2_flush: bool,
+    /// Also time each kernel that passes the random cases under other evaluators'
+    /// conventions (`kernelbench`, `cuda-l1`, comma-separated), each side in its own worker:
+    /// a diagnosis for claims (`report --claims`), never a speedup kbench reports.
+    #[arg(long, value_name = "METHODS", value_delimiter = ',')]
+    pub time_as: Vec<String>,
     /// Run candidates without the bubblewrap sandbox (every record and report then says the
     /// run was not contained). Without it, a run of untrusted kernels on a host where no
     /// sandbox can be made is refused.

@@ -51,6 +51,7 @@ pub(crate) fn record(outcome: Outcome, speedups: Option<(f64, f64)>) -> EvalReco
             rounds: 1,
             round_warmup: None,
             harness_clock: None,
+            method_timings: vec![],
         }),
         load_s: None,
         build_ahead_s: None,

@@ -8,6 +8,7 @@ import torch
 
 from .audit import AuditCommands
 from .cases import CaseCommands
+from .conventions import ConventionCommands
 from .cost import CostCommands
 from .integrity import IntegrityCommands
 from .ipc import DeviceCaseCommands
@@ -34,6 +35,7 @@ class Worker(
     CaseCommands,
     DeviceCaseCommands,
     CostCommands,
+    ConventionCommands,
     AuditCommands,
     TimingCommands,
     IntegrityCommands,
@@ -47,7 +49,7 @@ class Worker(
 
     PHASES = {
         "load": "load", "make_case": "run", "run_case": "run", "export": "run", "audit": "run",
-        "profile": "run", "cost": "run", "eval_case": "run", "time_open": "time", "stage_inputs": "time",
+        "profile": "run", "cost": "run", "eval_case": "run", "time_as": "run", "time_open": "time", "stage_inputs": "time",
         "timed_call": "time", "release": "time", "time_close": "time",
     }  # fmt: skip
 
@@ -66,6 +68,7 @@ class Worker(
             "cost": self.cmd_cost,
             "profile": self.cmd_profile,
             "eval_case": self.cmd_eval_case,
+            "time_as": self.cmd_time_as,
         }
         while True:
             frame = self.channel.read_frame()

@@ -20,8 +20,8 @@ pub use planned::{Plan, PlannedKernel, PlannedKernels, PlannedProblem};
 pub use record::{
     eval_key, AgentCost, ArtefactCount, BaselineRatio, Bounds, CandidateRef, CaseResult, CaseTimes,
     Device, Environment, EvalRecord, FlushCount, HarnessClock, IntegrityReport, KernelProfile,
-    ModelMode, PhaseTimes, Precision, ProblemRef, Selection, SelectionRole, TimingStats,
-    TimingSummary, ToleranceProfile,
+    MethodTiming, ModelMode, PhaseTimes, Precision, ProblemRef, Selection, SelectionRole,
+    TimingStats, TimingSummary, ToleranceProfile,
 };
 pub use tensor::{Dtype, HostTensor, TensorError};
 

@@ -330,6 +330,26 @@ pub struct TimingSummary {
     /// at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness_clock: Option<HarnessClock>,
+    /// The kernel timed again under other evaluators' conventions (`--time-as`), each side
+    /// in its own worker by its own clock: diagnoses for published claims, never kbench's
+    /// speedup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub method_timings: Vec<MethodTiming>,
+}
+
+/// Reference and candidate timed under another evaluator's convention (`--time-as`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodTiming {
+    /// `kernelbench` or `cuda-l1`.
+    pub method: String,
+    /// Mean milliseconds per call, as that convention reports them, and the calls behind
+    /// each mean.
+    pub reference_ms: f64,
+    pub candidate_ms: f64,
+    pub reference_calls: u32,
+    pub candidate_calls: u32,
+    /// `reference_ms / candidate_ms`: the speedup that convention would report.
+    pub speedup: f64,
 }
 
 /// The harness's clock against the times the workers claimed: every timed call's window

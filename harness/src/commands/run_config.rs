@@ -70,6 +70,7 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
         no_timing: a.no_timing,
         require_custom_kernels: a.require_custom_kernels,
         no_l2_flush: a.no_l2_flush,
+        time_as: a.time_as.clone(),
         no_sandbox: a.no_sandbox,
         memory_cap: a.memory_cap.clone(),
         timeout_start: a.timeout_start,

@@ -169,6 +169,9 @@ pub struct RunConfig {
     /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
     /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
     pub require_custom_kernels: bool,
+    /// Other evaluators' timing conventions each timed kernel is also timed under
+    /// (`kernelbench`, `cuda-l1`): diagnoses for claims, recorded as `method_timings`.
+    pub time_as: Vec<String>,
     /// Candidates run uncontained (`--no-sandbox`).
     pub no_sandbox: bool,
     /// `--memory-cap`: each worker's memory cap as asked (`worker::bounds`).
@@ -212,6 +215,10 @@ impl RunConfig {
     }
 }
 
+/// The timing conventions of other evaluators that `--time-as` knows (the worker's
+/// `time_as` command: PROTOCOL.md).
+pub const TIME_AS_METHODS: [&str; 2] = ["kernelbench", "cuda-l1"];
+
 /// How kernels are evaluated and timed, as asked: shared by `run` and `baselines measure`,
 /// checked by [`RunConfig::build`]. The fields are those of the flags of the same names.
 #[derive(Debug, Clone)]
@@ -235,6 +242,8 @@ pub struct EvalSpec {
     pub no_timing: bool,
     pub require_custom_kernels: bool,
     pub no_l2_flush: bool,
+    /// `--time-as`: other evaluators' timing conventions, as named.
+    pub time_as: Vec<String>,
     pub no_sandbox: bool,
     /// `--memory-cap`: `auto`, `none` or a size.
     pub memory_cap: String,
@@ -296,6 +305,18 @@ impl RunConfig {
         }
         if a.trials == 0 {
             bail!("--trials must be at least 1");
+        }
+        let mut time_as: Vec<String> = Vec::new();
+        for m in &a.time_as {
+            if !TIME_AS_METHODS.contains(&m.as_str()) {
+                bail!(
+                    "--time-as {m}: unknown timing convention; choose from {}",
+                    TIME_AS_METHODS.join(", ")
+                );
+            }
+            if !time_as.contains(m) {
+                time_as.push(m.clone());
+            }
         }
         let timing = if a.no_timing {
             None
@@ -379,6 +400,7 @@ impl RunConfig {
             baselines: None,
             lookahead: None,
             require_custom_kernels: a.require_custom_kernels,
+            time_as,
             no_sandbox: a.no_sandbox,
             memory_cap,
             candidate_uid,
@@ -412,6 +434,7 @@ pub(crate) mod tests {
             no_timing: false,
             require_custom_kernels: false,
             no_l2_flush: false,
+            time_as: Vec::new(),
             no_sandbox: false,
             memory_cap: "auto".into(),
             timeout_start: 120.0,

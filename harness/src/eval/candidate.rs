@@ -3,6 +3,7 @@
 //! case per stress family (a failure there is recorded and the other families still run, so
 //! the record names every family that fails), and the record.
 
+mod conventions;
 mod memory;
 mod time;
 
@@ -291,6 +292,7 @@ impl Evaluation<'_, '_> {
                 self.phases.correctness_s = tc_all.elapsed().as_secs_f64();
                 if c.timing.is_some() {
                     self.time(worker)?;
+                    self.time_as(worker);
                 }
                 // Which kernels one call launches (CUDA), on the last random case. After
                 // timing: a profiler session leaves the CUDA API of the process it ran in

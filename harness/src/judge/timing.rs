@@ -145,6 +145,7 @@ pub fn summarize(raw: RawGated, warmup: u32, l2_flush: bool, device: Device) -> 
         rounds: (raw.reference.len() as u32).div_ceil(CALLS_PER_ROUND),
         round_warmup: Some(raw.opening),
         harness_clock: Some(clock),
+        method_timings: Vec::new(),
     };
     if supported {
         TimingResult::Measured(Box::new(summary))

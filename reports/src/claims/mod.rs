@@ -68,6 +68,15 @@ pub enum Reason {
         high: f64,
         detail: String,
     },
+    /// Slower than claimed under kbench's timing, but at least [`METHOD_REACHES`] of the
+    /// claim under another evaluator's timing convention (`--time-as`): the claim depends on
+    /// how it is timed. `methods`: every convention timed, with its speedup.
+    MethodDependent {
+        claimed: f64,
+        low: f64,
+        high: f64,
+        methods: Vec<(String, f64)>,
+    },
     /// Slower than claimed, and the profiled call ran none of the kernel's own device code:
     /// only library kernels (cuBLAS, cuDNN, ATen, ...), so what kbench timed is PyTorch's
     /// work, whatever the source defines (`detail`: the profile's breakdown).
@@ -93,6 +102,7 @@ impl Reason {
             Reason::FasterThanClaimed { .. } => "faster than claimed",
             Reason::TimesItself { .. } => "slower, path chosen at run time",
             Reason::LibraryOnly { .. } => "slower, only library kernels ran",
+            Reason::MethodDependent { .. } => "method-dependent",
         }
     }
 
@@ -134,6 +144,23 @@ impl Reason {
                 speedup_text(*claimed, *low, *high, *high),
                 detail.trim_start_matches("times-itself: ")
             ),
+            Reason::MethodDependent {
+                claimed,
+                low,
+                high,
+                methods,
+            } => format!(
+                "{}: claimed {}x; {}; measured [{}, {}] under kbench's",
+                self.category(),
+                speedup_text(*claimed, *low, *high, *claimed),
+                methods
+                    .iter()
+                    .map(|(m, s)| format!("{s:.2}x under {}", method_name(m)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                speedup_text(*claimed, *low, *high, *low),
+                speedup_text(*claimed, *low, *high, *high),
+            ),
             Reason::LibraryOnly {
                 claimed,
                 low,
@@ -147,6 +174,19 @@ impl Reason {
                 speedup_text(*claimed, *low, *high, *high),
             ),
         }
+    }
+}
+
+/// The share of a claim another timing convention must reach for a slower-than-claimed
+/// kernel to read `method-dependent` (run-to-run noise of a mean over 100 calls).
+pub const METHOD_REACHES: f64 = 0.9;
+
+/// A timing convention's name as the report prints it.
+fn method_name(method: &str) -> String {
+    match method {
+        "kernelbench" => "KernelBench's method".into(),
+        "cuda-l1" => "CUDA-L1's method".into(),
+        other => format!("the {other} method"),
     }
 }
 
@@ -200,6 +240,7 @@ impl ClaimRow {
             self.reason,
             Some(
                 Reason::SlowerThanClaimed { .. }
+                    | Reason::MethodDependent { .. }
                     | Reason::TimesItself { .. }
                     | Reason::LibraryOnly { .. }
             )
@@ -378,9 +419,39 @@ fn claim_row(
     }
     row.reason = failure_reason(r, &cand, declared)
         .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval))
+        .map(|reason| method_dependent(reason, r))
         .map(|reason| times_itself(reason, r))
         .map(|reason| library_only(reason, r));
     row
+}
+
+/// A slower-than-claimed kernel that reaches its claim under another timing convention the
+/// run recorded (`--time-as`): `method-dependent`, with every convention's speedup.
+fn method_dependent(reason: Reason, r: &EvalRecord) -> Reason {
+    let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
+        return reason;
+    };
+    let timings = r
+        .timing
+        .as_ref()
+        .map(|t| t.method_timings.as_slice())
+        .unwrap_or_default();
+    if timings
+        .iter()
+        .any(|m| m.speedup >= METHOD_REACHES * claimed)
+    {
+        Reason::MethodDependent {
+            claimed,
+            low,
+            high,
+            methods: timings
+                .iter()
+                .map(|m| (m.method.clone(), m.speedup))
+                .collect(),
+        }
+    } else {
+        reason
+    }
 }
 
 /// A slower-than-claimed kernel whose profiled call ran only library kernels (the

@@ -472,3 +472,48 @@ fn a_slower_kernel_that_ran_only_library_kernels_is_diagnosed() {
     let reason = profiled(vec!["my_gemm".into()], vec![]);
     assert_eq!(reason.category(), "slower than claimed");
 }
+
+#[test]
+fn a_claim_that_holds_only_under_another_timing_method_is_method_dependent() {
+    let (claims, _) = fixture();
+    let timed_as = |methods: &[(&str, f64)]| {
+        let mut r = rec(
+            1,
+            Outcome::Ok,
+            Some(0.99),
+            vec![case(CaseFamily::Random, true)],
+        );
+        r.timing.as_mut().unwrap().method_timings = methods
+            .iter()
+            .map(|&(m, s)| kbench_record::MethodTiming {
+                method: m.into(),
+                reference_ms: s,
+                candidate_ms: 1.0,
+                reference_calls: 100,
+                candidate_calls: 100,
+                speedup: s,
+            })
+            .collect();
+        let rep = build_claims_report(
+            &claims,
+            "x",
+            &[(r, RecordExtras::default())],
+            SpeedupBasis::Median,
+        );
+        (rep.rows[0].clone(), rep.table)
+    };
+    // Claimed 2.00x; KernelBench's method gives 1.90x (at least 90% of the claim).
+    let (row, table) = timed_as(&[("kernelbench", 1.9), ("cuda-l1", 1.01)]);
+    let reason = row.reason.as_ref().unwrap();
+    assert_eq!(reason.category(), "method-dependent");
+    let d = reason.describe();
+    assert!(
+        d.contains("claimed 2.00x; 1.90x under KernelBench's method, 1.01x under CUDA-L1's method; measured ["),
+        "{d}"
+    );
+    assert!(!row.survives() && row.slower());
+    assert_eq!(table.slower, 1);
+    // No convention reaches the claim: slower than claimed, no more.
+    let (row, _) = timed_as(&[("kernelbench", 1.2)]);
+    assert_eq!(row.reason.unwrap().category(), "slower than claimed");
+}

@@ -1,0 +1,67 @@
+//! `--time-as`: kernels timed again under other evaluators' conventions, each side in its
+//! own worker, recorded beside kbench's own timing. Real worker, real torch on the CPU.
+//! Fixture: `tests/fixtures/time_as` (a small Linear layer, and the same work run under
+//! `torch.no_grad()` inside forward, which only KernelBench's grad-mode timing rewards).
+
+use crate::common;
+
+use common::{kbench, records, repo_root, show};
+
+#[test]
+fn time_as_records_each_convention_beside_kbench_timing() {
+    let _g = common::shared();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = repo_root().join("tests/fixtures/time_as");
+    let out = dir.path().join("run");
+    let run = |extra: &[&str]| {
+        kbench()
+            .args(["run", "--agent", "replay", "--replay-dir"])
+            .arg(fixtures.join("kernels"))
+            .arg("--kernelbench")
+            .arg(fixtures.join("problems"))
+            .args(["--levels", "1", "--device", "cpu", "--out"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .expect("running kbench")
+    };
+    // An unknown convention is refused before anything runs, naming the flag and the choices.
+    let o = run(&["--time-as", "kernelbench,hyperfine"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let text = show(&o);
+    assert!(
+        text.contains("--time-as hyperfine") && text.contains("kernelbench, cuda-l1"),
+        "{text}"
+    );
+
+    let o = run(&["--time-as", "kernelbench,cuda-l1"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&out);
+    assert_eq!(recs.len(), 1);
+    let t = &recs[0]["timing"];
+    let kbench_speedup = t["speedup"].as_f64().unwrap();
+    let methods = t["method_timings"].as_array().unwrap();
+    let names: Vec<&str> = methods
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kernelbench", "cuda-l1"], "{t}");
+    for m in methods {
+        assert_eq!(m["reference_calls"], 100, "{m}");
+        assert_eq!(m["candidate_calls"], 100, "{m}");
+        let (r, c, s) = (
+            m["reference_ms"].as_f64().unwrap(),
+            m["candidate_ms"].as_f64().unwrap(),
+            m["speedup"].as_f64().unwrap(),
+        );
+        assert!(r > 0.0 && c > 0.0 && (s - r / c).abs() < 1e-9, "{m}");
+    }
+    // KernelBench's method times with grad mode on: the reference pays autograd's
+    // bookkeeping, the candidate (no_grad inside forward) does not.
+    let kb = methods[0]["speedup"].as_f64().unwrap();
+    assert!(
+        kb > kbench_speedup,
+        "KernelBench's method {kb} vs kbench {kbench_speedup}"
+    );
+}
