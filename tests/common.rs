@@ -89,6 +89,28 @@ pub fn records(out_dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A run's records by candidate name.
+pub fn by_candidate(out_dir: &Path) -> std::collections::BTreeMap<String, serde_json::Value> {
+    records(out_dir)
+        .into_iter()
+        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// The families of one record with a failed case, and those not applicable.
+pub fn families(r: &serde_json::Value) -> (Vec<String>, Vec<String>) {
+    let (mut failed, mut na) = (Vec::new(), Vec::new());
+    for c in r["cases"].as_array().unwrap() {
+        let f = c["case"]["family"].as_str().unwrap().to_string();
+        if c.get("not_applicable").is_some_and(|v| !v.is_null()) {
+            na.push(f);
+        } else if !c["passed"].as_bool().unwrap() {
+            failed.push(f);
+        }
+    }
+    (failed, na)
+}
+
 /// The resume key of a record (`problem key::agent::name::sample`), read back through the
 /// record type so that every record in a run log is also checked to deserialise.
 pub fn key(r: &serde_json::Value) -> String {

@@ -234,10 +234,7 @@ fn replay_fixtures_get_the_expected_outcomes() {
         "some kernels fail: {}",
         show(&out)
     );
-    let by_name: BTreeMap<String, serde_json::Value> = records(&out_dir)
-        .into_iter()
-        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
-        .collect();
+    let by_name = common::by_candidate(&out_dir);
     let kind = |n: &str| by_name[n]["outcome"]["kind"].as_str().unwrap().to_string();
     assert_eq!(kind("1_correct_cpp"), "ok", "{}", by_name["1_correct_cpp"]);
     assert_eq!(kind("1_correct_torch"), "ok");

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{kbench, records, repo_root, show};
+use common::{by_candidate, families, kbench, repo_root, show};
 use serde_json::Value;
 
 /// A fixed run secret, so the stress cases are the same in every CI run.
@@ -31,24 +31,7 @@ fn run(out: &std::path::Path, profile: &str) -> BTreeMap<String, Value> {
         .expect("running kbench");
     // Exit 3: the run finished and some kernels failed.
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
-    records(out)
-        .into_iter()
-        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
-        .collect()
-}
-
-/// Families with a failed case, and those not applicable.
-fn families(r: &Value) -> (Vec<String>, Vec<String>) {
-    let (mut failed, mut na) = (Vec::new(), Vec::new());
-    for c in r["cases"].as_array().unwrap() {
-        let f = c["case"]["family"].as_str().unwrap().to_string();
-        if c.get("not_applicable").is_some_and(|v| !v.is_null()) {
-            na.push(f);
-        } else if !c["passed"].as_bool().unwrap() {
-            failed.push(f);
-        }
-    }
-    (failed, na)
+    by_candidate(out)
 }
 
 #[test]

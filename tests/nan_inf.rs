@@ -11,7 +11,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{kbench, records, repo_root, show};
+use common::{by_candidate, kbench, repo_root, show};
 use serde_json::Value;
 
 /// A fixed run secret: the injected positions (seeded from it) are the same in every run.
@@ -36,10 +36,7 @@ fn run(out: &std::path::Path) -> (std::process::Output, BTreeMap<String, Value>)
         .arg(&secret)
         .output()
         .expect("running kbench");
-    let recs = records(out)
-        .into_iter()
-        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
-        .collect();
+    let recs = by_candidate(out);
     (output, recs)
 }
 

@@ -7,9 +7,7 @@
 
 use crate::common;
 
-use std::collections::BTreeMap;
-
-use common::{kbench, records, repo_root, show};
+use common::{by_candidate, families, kbench, repo_root, show};
 use serde_json::Value;
 
 /// A fixed run secret, so the stress cases (seeded from it) are the same in every CI run: on
@@ -42,28 +40,6 @@ fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     kbench().args(&args).output().expect("running kbench")
-}
-
-/// Candidate name → record.
-fn by_candidate(out: &std::path::Path) -> BTreeMap<String, Value> {
-    records(out)
-        .into_iter()
-        .map(|r| (r["candidate"]["name"].as_str().unwrap().to_string(), r))
-        .collect()
-}
-
-/// Families with a failed case, and those not applicable, of one record.
-fn families(r: &Value) -> (Vec<String>, Vec<String>) {
-    let (mut failed, mut na) = (Vec::new(), Vec::new());
-    for c in r["cases"].as_array().unwrap() {
-        let f = c["case"]["family"].as_str().unwrap().to_string();
-        if c.get("not_applicable").is_some_and(|v| !v.is_null()) {
-            na.push(f);
-        } else if !c["passed"].as_bool().unwrap() {
-            failed.push(f);
-        }
-    }
-    (failed, na)
 }
 
 fn random_passed(r: &Value) -> bool {

@@ -124,24 +124,22 @@ impl Reason {
                 rule.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
             ),
             Reason::SlowerThanClaimed { claimed, low, high }
-            | Reason::FasterThanClaimed { claimed, low, high } => format!(
-                "{}: claimed {}x, measured [{}, {}]",
-                self.category(),
-                speedup_text(*claimed, *low, *high, *claimed),
-                speedup_text(*claimed, *low, *high, *low),
-                speedup_text(*claimed, *low, *high, *high),
-            ),
+            | Reason::FasterThanClaimed { claimed, low, high } => {
+                format!(
+                    "{}: {}",
+                    self.category(),
+                    claim_and_interval(*claimed, *low, *high)
+                )
+            }
             Reason::TimesItself {
                 claimed,
                 low,
                 high,
                 detail,
             } => format!(
-                "{}: claimed {}x, measured [{}, {}]; its {}",
+                "{}: {}; its {}",
                 self.category(),
-                speedup_text(*claimed, *low, *high, *claimed),
-                speedup_text(*claimed, *low, *high, *low),
-                speedup_text(*claimed, *low, *high, *high),
+                claim_and_interval(*claimed, *low, *high),
                 detail.trim_start_matches("times-itself: ")
             ),
             Reason::MethodDependent {
@@ -167,14 +165,22 @@ impl Reason {
                 high,
                 detail,
             } => format!(
-                "{}: claimed {}x, measured [{}, {}]; {detail}",
+                "{}: {}; {detail}",
                 self.category(),
-                speedup_text(*claimed, *low, *high, *claimed),
-                speedup_text(*claimed, *low, *high, *low),
-                speedup_text(*claimed, *low, *high, *high),
+                claim_and_interval(*claimed, *low, *high)
             ),
         }
     }
+}
+
+/// `claimed Cx, measured [L, H]`, each with [`speedup_text`]'s decimals.
+fn claim_and_interval(claimed: f64, low: f64, high: f64) -> String {
+    format!(
+        "claimed {}x, measured [{}, {}]",
+        speedup_text(claimed, low, high, claimed),
+        speedup_text(claimed, low, high, low),
+        speedup_text(claimed, low, high, high),
+    )
 }
 
 /// The share of a claim another timing convention must reach for a slower-than-claimed
@@ -419,28 +425,31 @@ fn claim_row(
     }
     row.reason = failure_reason(r, &cand, declared)
         .or_else(|| speed_reason(claim.as_ref(), row.measured, row.interval))
-        .map(|reason| method_dependent(reason, r))
-        .map(|reason| times_itself(reason, r))
-        .map(|reason| library_only(reason, r));
+        .map(|reason| diagnose_slower(reason, r));
     row
 }
 
-/// A slower-than-claimed kernel that reaches its claim under another timing convention the
-/// run recorded (`--time-as`): `method-dependent`, with every convention's speedup.
-fn method_dependent(reason: Reason, r: &EvalRecord) -> Reason {
+/// A slower-than-claimed kernel, diagnosed by the first of these that applies: it reaches
+/// its claim under another timing convention (`method-dependent`), it times code at run time
+/// (`times-itself`), or its profiled call ran only library kernels. Any other reason stands.
+fn diagnose_slower(reason: Reason, r: &EvalRecord) -> Reason {
     let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
         return reason;
     };
-    let timings = r
-        .timing
-        .as_ref()
-        .map(|t| t.method_timings.as_slice())
-        .unwrap_or_default();
-    if timings
+    method_dependent(claimed, low, high, r)
+        .or_else(|| times_itself(claimed, low, high, r))
+        .or_else(|| library_only(claimed, low, high, r))
+        .unwrap_or(reason)
+}
+
+/// `method-dependent`, with every convention's speedup, when one the run recorded
+/// (`--time-as`) reaches [`METHOD_REACHES`] of the claim.
+fn method_dependent(claimed: f64, low: f64, high: f64, r: &EvalRecord) -> Option<Reason> {
+    let timings = r.timing.as_ref()?.method_timings.as_slice();
+    timings
         .iter()
         .any(|m| m.speedup >= METHOD_REACHES * claimed)
-    {
-        Reason::MethodDependent {
+        .then(|| Reason::MethodDependent {
             claimed,
             low,
             high,
@@ -448,61 +457,43 @@ fn method_dependent(reason: Reason, r: &EvalRecord) -> Reason {
                 .iter()
                 .map(|m| (m.method.clone(), m.speedup))
                 .collect(),
-        }
-    } else {
-        reason
-    }
+        })
 }
 
-/// A slower-than-claimed kernel whose profiled call ran only library kernels (the
-/// `no-custom-kernel` advisory, with the record's kernel profile): the diagnosis with the
-/// profile's breakdown.
-fn library_only(reason: Reason, r: &EvalRecord) -> Reason {
-    let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
-        return reason;
-    };
-    let Some(i) = r.integrity.as_ref() else {
-        return reason;
-    };
-    let profile = i.kernels.as_ref().filter(|_| {
-        i.advisories
-            .iter()
-            .any(|a| a.split(':').next() == Some("no-custom-kernel"))
-    });
-    match profile {
-        Some(p) if p.own.is_empty() => Reason::LibraryOnly {
-            claimed,
-            low,
-            high,
-            detail: format!(
-                "the profiled call spent {:.0}% of its device time in library kernels ({}), none in the kernel's own",
-                100.0 * p.library_fraction,
-                p.library.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-            ),
-        },
-        _ => reason,
-    }
-}
-
-/// A slower-than-claimed kernel whose record has the `times-itself` advisory: the diagnosis
-/// with its note.
-fn times_itself(reason: Reason, r: &EvalRecord) -> Reason {
-    let Reason::SlowerThanClaimed { claimed, low, high } = reason else {
-        return reason;
-    };
+/// `times-itself`, with its note, when the record has the advisory.
+fn times_itself(claimed: f64, low: f64, high: f64, r: &EvalRecord) -> Option<Reason> {
     let flagged = r
         .integrity
         .as_ref()
         .is_some_and(|i| i.advisories.iter().any(|a| a == "times-itself"));
-    match r.notes.iter().find(|n| n.starts_with("times-itself: ")) {
-        Some(note) if flagged => Reason::TimesItself {
-            claimed,
-            low,
-            high,
-            detail: note.clone(),
-        },
-        _ => reason,
-    }
+    let note = r.notes.iter().find(|n| n.starts_with("times-itself: "))?;
+    flagged.then(|| Reason::TimesItself {
+        claimed,
+        low,
+        high,
+        detail: note.clone(),
+    })
+}
+
+/// Only library kernels ran (the `no-custom-kernel` advisory, with the record's kernel
+/// profile): the diagnosis with the profile's breakdown.
+fn library_only(claimed: f64, low: f64, high: f64, r: &EvalRecord) -> Option<Reason> {
+    let i = r.integrity.as_ref()?;
+    let advised = i
+        .advisories
+        .iter()
+        .any(|a| a.split(':').next() == Some("no-custom-kernel"));
+    let p = i.kernels.as_ref().filter(|p| advised && p.own.is_empty())?;
+    Some(Reason::LibraryOnly {
+        claimed,
+        low,
+        high,
+        detail: format!(
+            "the profiled call spent {:.0}% of its device time in library kernels ({}), none in the kernel's own",
+            100.0 * p.library_fraction,
+            p.library.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        ),
+    })
 }
 
 /// Why a record that is not `ok` disagrees with a claim of correctness; `None` for `ok`.

@@ -262,21 +262,31 @@ fn the_set_table_counts_claims_that_survive() {
     assert_eq!(t.measured_median, Some(1.2));
 }
 
-#[test]
-fn a_faster_than_claimed_kernel_still_survives() {
-    let (claims, _) = fixture();
-    let r = rec(
+/// Kernel 1 of [`fixture`] measured correct on the random cases at `speedup`.
+fn timed_ok(speedup: f64) -> EvalRecord {
+    rec(
         1,
         Outcome::Ok,
-        Some(5.0),
+        Some(speedup),
         vec![case(CaseFamily::Random, true)],
-    );
-    let rep = build_claims_report(
-        &claims,
+    )
+}
+
+/// The claims report of [`fixture`]'s claims against one record.
+fn report_of(claims: &ClaimsFile, r: EvalRecord) -> ClaimsReport {
+    build_claims_report(
+        claims,
         "x",
         &[(r, RecordExtras::default())],
         SpeedupBasis::Median,
-    );
+    )
+}
+
+#[test]
+fn a_faster_than_claimed_kernel_still_survives() {
+    let (claims, _) = fixture();
+    let r = timed_ok(5.0);
+    let rep = report_of(&claims, r);
     let row = &rep.rows[0];
     assert_eq!(
         row.reason.as_ref().map(|x| x.category()),
@@ -391,12 +401,7 @@ fn hostile_strings_in_the_claims_section_come_out_escaped() {
 #[test]
 fn a_slower_kernel_that_times_itself_is_diagnosed() {
     let (claims, _) = fixture();
-    let mut r = rec(
-        1,
-        Outcome::Ok,
-        Some(0.99),
-        vec![case(CaseFamily::Random, true)],
-    );
+    let mut r = timed_ok(0.99);
     r.integrity = Some(IntegrityReport {
         advisories: vec!["times-itself".into()],
         ..Default::default()
@@ -404,12 +409,7 @@ fn a_slower_kernel_that_times_itself_is_diagnosed() {
     r.notes.push(
         "times-itself: line 12 times code at run time (`s.elapsed_time(e)`): what the kernel runs may be chosen by what it measured there".into(),
     );
-    let rep = build_claims_report(
-        &claims,
-        "x",
-        &[(r, RecordExtras::default())],
-        SpeedupBasis::Median,
-    );
+    let rep = report_of(&claims, r);
     let row = &rep.rows[0];
     let reason = row.reason.as_ref().unwrap();
     assert_eq!(reason.category(), "slower, path chosen at run time");
@@ -429,12 +429,7 @@ fn a_slower_kernel_that_times_itself_is_diagnosed() {
 fn a_slower_kernel_that_ran_only_library_kernels_is_diagnosed() {
     let (claims, _) = fixture();
     let profiled = |own: Vec<String>, advisories: Vec<String>| {
-        let mut r = rec(
-            1,
-            Outcome::Ok,
-            Some(0.99),
-            vec![case(CaseFamily::Random, true)],
-        );
+        let mut r = timed_ok(0.99);
         r.integrity = Some(IntegrityReport {
             advisories,
             kernels: Some(kbench_record::KernelProfile {
@@ -450,12 +445,7 @@ fn a_slower_kernel_that_ran_only_library_kernels_is_diagnosed() {
             }),
             ..Default::default()
         });
-        let rep = build_claims_report(
-            &claims,
-            "x",
-            &[(r, RecordExtras::default())],
-            SpeedupBasis::Median,
-        );
+        let rep = report_of(&claims, r);
         rep.rows[0].reason.clone().unwrap()
     };
     let reason = profiled(vec![], vec!["no-custom-kernel".into()]);
@@ -477,12 +467,7 @@ fn a_slower_kernel_that_ran_only_library_kernels_is_diagnosed() {
 fn a_claim_that_holds_only_under_another_timing_method_is_method_dependent() {
     let (claims, _) = fixture();
     let timed_as = |methods: &[(&str, f64)]| {
-        let mut r = rec(
-            1,
-            Outcome::Ok,
-            Some(0.99),
-            vec![case(CaseFamily::Random, true)],
-        );
+        let mut r = timed_ok(0.99);
         r.timing.as_mut().unwrap().method_timings = methods
             .iter()
             .map(|&(m, s)| kbench_record::MethodTiming {
@@ -494,12 +479,7 @@ fn a_claim_that_holds_only_under_another_timing_method_is_method_dependent() {
                 speedup: s,
             })
             .collect();
-        let rep = build_claims_report(
-            &claims,
-            "x",
-            &[(r, RecordExtras::default())],
-            SpeedupBasis::Median,
-        );
+        let rep = report_of(&claims, r);
         (rep.rows[0].clone(), rep.table)
     };
     // Claimed 2.00x; KernelBench's method gives 1.90x (at least 90% of the claim).

@@ -166,7 +166,7 @@ fn run(
     r: &[u8],
     a: Option<&[u8]>,
 ) -> Stats {
-    let out = run_raw(exe, dtype_name(dtype), dtype, tol, c, r, a);
+    let out = run_raw(exe, dtype_name(dtype), dtype, tol, c, r, a, &[]);
     assert_eq!(out.len(), PARTIAL_BYTES, "one Acc");
     Stats::fold(&out)
 }
@@ -174,7 +174,7 @@ fn run(
 /// The emulated flush kernel of `dtype` on raw tensors.
 fn run_flush(exe: &std::path::Path, dtype: Dtype, c: &[u8], r: &[u8]) -> FlushCount {
     let name = format!("flush_{}", dtype_name(dtype));
-    let out = run_raw(exe, &name, dtype, 0.0, c, r, None);
+    let out = run_raw(exe, &name, dtype, 0.0, c, r, None, &[]);
     assert_eq!(out.len(), 16, "two counts");
     let word = |k: usize| u64::from_le_bytes(out[8 * k..8 * k + 8].try_into().unwrap());
     FlushCount {
@@ -183,7 +183,9 @@ fn run_flush(exe: &std::path::Path, dtype: Dtype, c: &[u8], r: &[u8]) -> FlushCo
     }
 }
 
-/// The driver's stdout for kernel `name`.
+/// The driver's stdout for kernel `name`; `extra` follows the tensors (a `_t` kernel's
+/// rescue scales and float64 reference).
+#[allow(clippy::too_many_arguments)]
 fn run_raw(
     exe: &std::path::Path,
     name: &str,
@@ -192,6 +194,7 @@ fn run_raw(
     c: &[u8],
     r: &[u8],
     a: Option<&[u8]>,
+    extra: &[u8],
 ) -> Vec<u8> {
     let n = c.len() / dtype.size();
     let mut child = Command::new(exe)
@@ -208,6 +211,7 @@ fn run_raw(
     input.extend_from_slice(c);
     input.extend_from_slice(r);
     input.extend_from_slice(a.unwrap_or_default());
+    input.extend_from_slice(extra);
     child.stdin.take().unwrap().write_all(&input).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -352,16 +356,7 @@ fn run_with_truth(
     let (c, r, t) = tensors;
     let tol = tolerance(STRICT, precision).atol;
     let gate = kbench_adversarial::float64_gate(precision);
-    let n = c.data().len() / dtype.size();
-    let name = format!("{}_t", dtype_name(dtype));
-    let mut child = Command::new(exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = format!("{name} {n} {tol:e} {tol:e} 0 {}\n", dtype.size()).into_bytes();
-    input.extend_from_slice(c.data());
-    input.extend_from_slice(r.data());
+    let mut extra = Vec::new();
     for x in [
         gate.element_factor,
         tol * gate.element_atol_scale,
@@ -370,18 +365,13 @@ fn run_with_truth(
         scales.own_rel,
         scales.own_abs,
     ] {
-        input.extend_from_slice(&x.to_le_bytes());
+        extra.extend_from_slice(&x.to_le_bytes());
     }
-    input.extend_from_slice(t.data());
-    child.stdin.take().unwrap().write_all(&input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "emulated {name} exited {}",
-        out.status
-    );
-    assert_eq!(out.stdout.len(), PARTIAL_BYTES, "one Acc");
-    Stats::fold(&out.stdout)
+    extra.extend_from_slice(t.data());
+    let name = format!("{}_t", dtype_name(dtype));
+    let out = run_raw(exe, &name, dtype, tol, c.data(), r.data(), None, &extra);
+    assert_eq!(out.len(), PARTIAL_BYTES, "one Acc");
+    Stats::fold(&out)
 }
 
 #[test]
