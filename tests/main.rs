@@ -22,6 +22,8 @@ mod audit;
 mod baselines;
 // Every worker ends with kbench, is capped in memory, and as root runs sandboxed as nobody.
 mod bounded_workers;
+// Builds ahead whatever the pattern (module level, __init__, first call): overlap, same verdicts.
+mod build_ahead;
 // The GPU benchmark scripts' sequencing, with stand-ins for kbench and nvidia-smi.
 mod bench_scripts;
 mod cli;

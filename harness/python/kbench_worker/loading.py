@@ -26,6 +26,7 @@ from .protocol import (
 )
 from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
+from .written_sources import install_restore
 
 
 def _new_namespace(path):
@@ -155,6 +156,12 @@ class LoadCommands:
             if isinstance(build_dir, str) and build_dir:
                 os.makedirs(build_dir, exist_ok=True)
                 os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+            # Sources the candidate writes and builds again find their build job's build
+            # (imported only for a candidate that names the module: it imports setuptools).
+            if b"cpp_extension" in _read_source(candidate_path, "candidate"):
+                from torch.utils import cpp_extension
+
+                install_restore(cpp_extension)
             factory = _exec_candidate(module, candidate_path)
             name = "ModelNew"
         else:
@@ -167,6 +174,10 @@ class LoadCommands:
         try:
             model = factory(*init)
         except (Exception, SystemExit) as exc:
+            # An extension that fails to build in the constructor is a compile error, as at
+            # import: where the candidate builds does not change what its failure is.
+            if _is_extension_build_failure(exc):
+                raise _error_from(exc, "compile_error", "load", f"extension build failed while constructing {name}: ")
             raise _error_from(exc, "runtime_error", "load", f"constructing {name} failed: ")
         # Right after construction, before the float64 copy (which keeps the mode) is made.
         self._apply_mode(model, mode)

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from .ahead import AheadCommands
 from .audit import AuditCommands
 from .cases import CaseCommands
 from .conventions import ConventionCommands
@@ -32,6 +33,7 @@ from .timing import TimingCommands
 
 class Worker(
     LoadCommands,
+    AheadCommands,
     CaseCommands,
     DeviceCaseCommands,
     CostCommands,
@@ -48,7 +50,7 @@ class Worker(
     # -- loop ---------------------------------------------------------------------------
 
     PHASES = {
-        "load": "load", "make_case": "run", "run_case": "run", "export": "run", "audit": "run",
+        "load": "load", "build": "load", "make_case": "run", "run_case": "run", "export": "run", "audit": "run",
         "profile": "run", "cost": "run", "eval_case": "run", "time_as": "run", "time_open": "time", "stage_inputs": "time",
         "timed_call": "time", "release": "time", "time_close": "time",
     }  # fmt: skip
@@ -56,6 +58,7 @@ class Worker(
     def serve(self):
         handlers = {
             "load": self.cmd_load,
+            "build": self.cmd_build,
             "make_case": self.cmd_make_case,
             "run_case": self.cmd_run_case,
             "time_open": self.cmd_time_open,

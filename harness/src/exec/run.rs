@@ -204,6 +204,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             jobs,
             crate::worker::build::first_wave(jobs)
         ));
+        pool.journal_to(&run_dir.logs_dir().join("builds.jsonl"));
         for job in to_build {
             pool.submit(job);
         }

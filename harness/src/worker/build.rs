@@ -3,10 +3,13 @@
 //! content-addressed build cache instead of waiting for the compiler.
 //!
 //! A build job is an untrusted candidate worker with no GPU visible (`CUDA_VISIBLE_DEVICES=`)
-//! that loads the candidate on the CPU: executing the module runs its `load_inline` calls,
-//! which compile into the job's build directory. Nothing a build job says decides a verdict:
-//! the evaluating worker loads the candidate again and reports the real outcome; a failed
-//! build ahead only means the evaluating worker builds (and fails) itself.
+//! that passes over the candidate on the CPU (the worker's `build` command): it imports it,
+//! constructs it, calls every `load_inline`/`load` site that did not run with its arguments
+//! evaluated, and if need be runs one forward, so a build made at module level, in
+//! `__init__`, in a method or at the first call compiles into the job's build directory.
+//! Nothing a build job says decides a verdict: the evaluating worker loads the candidate
+//! again and reports the real outcome; a failed build ahead only means the evaluating worker
+//! builds (and fails) itself.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -35,8 +38,9 @@ pub struct BuildJob {
 pub struct Built {
     /// Wall time of the build job, seconds.
     pub seconds: f64,
-    /// Whether the candidate loaded in the build job (on the CPU).
-    pub loaded: bool,
+    /// Whether the build job's pass built every extension build it found in the candidate
+    /// (PROTOCOL.md, "build"): then the cache holds all of them and a later run skips the job.
+    pub complete: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +61,8 @@ struct Shared {
     /// While the first wave lasts, when it ends at the latest; `None` once a build is done
     /// or that time has passed ([`Shared::limit`]).
     wave_ends: Option<Instant>,
+    /// Where each finished build job is written as a line (`builds.jsonl` of the run).
+    journal: Option<std::fs::File>,
 }
 
 impl Shared {
@@ -139,6 +145,19 @@ impl BuildPool {
         Self { shared, threads }
     }
 
+    /// Writes a line for each build job from now on into `path` (appended): when it started
+    /// and ended, how long and whether it was complete, so a benchmark can see how many
+    /// builds ran at once. Best effort: a journal that cannot be opened is none.
+    pub fn journal_to(&self, path: &Path) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok();
+        let (lock, _) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).journal = file;
+    }
+
     /// Queues a job unless the same build directory is already known.
     pub fn submit(&self, job: BuildJob) {
         let (lock, cv) = &*self.shared;
@@ -147,10 +166,10 @@ impl BuildPool {
             return;
         }
         if already_built(&job.build_dir) {
-            // An earlier run's build job built and loaded it: nothing to do ahead.
+            // An earlier run's build job built all of it: nothing to do ahead.
             let cached = Built {
                 seconds: 0.0,
-                loaded: true,
+                complete: true,
             };
             s.states.insert(job.build_dir.clone(), State::Done(cached));
             cv.notify_all();
@@ -261,13 +280,29 @@ fn build_loop(
         }))
         .unwrap_or(Built {
             seconds: 0.0,
-            loaded: false,
+            complete: false,
         });
-        if built.loaded {
+        let ended_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if built.complete {
             // Best effort: without the marker the next run only builds ahead again.
             let _ = std::fs::write(job.build_dir.join(BUILT_MARKER), b"");
         }
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = s.journal.as_mut() {
+            use std::io::Write;
+            let line = json!({
+                "build_dir": job.build_dir,
+                "problem": job.problem_path,
+                "candidate": job.candidate_path,
+                "started_unix_s": ended_unix - built.seconds,
+                "ended_unix_s": ended_unix,
+                "seconds": built.seconds,
+                "complete": built.complete,
+            });
+            let _ = writeln!(f, "{line}");
+        }
         s.states.insert(job.build_dir.clone(), State::Done(built));
         s.running -= 1;
         s.wave_ends = None;
@@ -283,39 +318,40 @@ fn run_build(
 ) -> Built {
     let t0 = Instant::now();
     let spec = spec_for(job);
-    let loaded = match Worker::start(&spec, start_timeout) {
+    let complete = match Worker::start(&spec, start_timeout) {
         Ok(mut w) => {
-            let load = json!({
-                "cmd": "load",
+            let build = json!({
+                "cmd": "build",
                 "problem_path": job.problem_path,
                 "candidate_path": job.candidate_path,
-                "device": "cpu",
-                "precision": "fp32",
-                "weight_seed": 0,
-                "num_threads": 1,
                 "build_dir": job.build_dir,
+                "weight_seed": 0,
+                "forward_s": FORWARD_S,
             });
-            let ok =
-                matches!(w.request(Frame::new(load), load_timeout), Ok(r) if r.kind() == "loaded");
+            let reply = w.request(Frame::new(build), load_timeout);
             w.shutdown();
-            ok
+            matches!(reply, Ok(r) if r.kind() == "built" && r.header.get("complete") == Some(&serde_json::Value::Bool(true)))
         }
         Err(_) => false,
     };
     Built {
         seconds: t0.elapsed().as_secs_f64(),
-        loaded,
+        complete,
     }
 }
 
-/// Written into a build directory after a build job loaded its extension. The directory is
+/// How long a build job's pass may run the candidate's forward on the CPU to reach builds
+/// made at its first call (PROTOCOL.md, "build"); a build under way is never cut short.
+pub const FORWARD_S: u64 = 60;
+
+/// Written into a build directory after a build job built every extension it found. The directory is
 /// content-addressed (source, torch, device, architecture), so a later run skips the build
 /// job: on an H100 a cached kernel's build job still cost ~7 s (a Python start and torch's
 /// import to find the cache hit). Only a scheduling hint: the evaluating worker loads (and,
 /// if need be, builds) the extension itself, and that load decides the verdict.
 pub const BUILT_MARKER: &str = ".kbench-built";
 
-/// Whether a build directory holds a build that a build job already loaded.
+/// Whether a build directory holds what a build job built in full.
 pub fn already_built(build_dir: &Path) -> bool {
     build_dir.join(BUILT_MARKER).is_file()
 }
@@ -411,7 +447,7 @@ mod tests {
             pool.submit(job("/b/1", "p.py"));
             std::thread::sleep(Duration::from_millis(10));
         };
-        assert!(!b.loaded);
+        assert!(!b.complete);
         pool.shutdown();
     }
 
@@ -454,7 +490,7 @@ mod tests {
             pool.submit(job("/d/3", "c.py"));
             std::thread::sleep(Duration::from_millis(10));
         };
-        assert!(!c.loaded);
+        assert!(!c.complete);
         pool.shutdown();
     }
 
@@ -578,7 +614,7 @@ mod tests {
             pool.claim(Path::new("/h/2")),
             Some(Built {
                 seconds: 0.0,
-                loaded: false
+                complete: false
             })
         );
         go.store(true, Ordering::SeqCst);
@@ -600,7 +636,7 @@ mod tests {
             pool.claim(d.path()),
             Some(Built {
                 seconds: 0.0,
-                loaded: true
+                complete: true
             })
         );
         pool.shutdown();

@@ -31,6 +31,7 @@ macro_rules! worker_file {
 pub const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("__init__.py"),
     worker_file!("__main__.py"),
+    worker_file!("ahead.py"),
     worker_file!("audit.py"),
     worker_file!("cases.py"),
     worker_file!("conventions.py"),
@@ -50,6 +51,7 @@ pub const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("startup.py"),
     worker_file!("tensors.py"),
     worker_file!("timing.py"),
+    worker_file!("written_sources.py"),
 ];
 
 /// `python -c` code that runs the worker package as `python -m kbench_worker` would, from the

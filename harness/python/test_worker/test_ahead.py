@@ -1,0 +1,182 @@
+"""The `build` command: a build job's pass reaches builds made in `__init__` behind a guard
+that fails without a GPU, in a method, at the first call; it never calls a look-alike of the
+candidate's own, and a forward that never ends is cut off. Builds here are plain C++ files
+through `torch.utils.cpp_extension.load` (no torch headers: well under a second each)."""
+
+import os
+import time
+
+from .support import WorkerTestCase
+
+# A C++ file the candidate writes beside itself at import, then builds where the test says.
+WRITES_SOURCE = """
+import os, time
+import torch
+import torch.nn as nn
+import torch.utils.cpp_extension as cpp_extension
+from torch.utils.cpp_extension import load
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "{name}.cpp")
+with open(SRC, "w") as f:
+    f.write('extern "C" int {name}(int x) {{ return x {body}; }}\\n')
+"""
+
+
+class BuildAheadTests(WorkerTestCase):
+    def _build(self, source, forward_s=30):
+        type(self).n_candidates += 1
+        path = self.files.write(f"ahead_{self.n_candidates}.py", source)
+        build = os.path.join(self.files.dir.name, f"build_{self.n_candidates}")
+        t0 = time.monotonic()
+        reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
+                                   "build_dir": build, "weight_seed": 0, "forward_s": forward_s})  # fmt: skip
+        self.assertEqual(reply["type"], "built", reply)
+        return reply, build, time.monotonic() - t0
+
+    def _library(self, build, name):
+        return os.path.isfile(os.path.join(build, name, f"{name}.so"))
+
+    def test_init_build_behind_a_guard_that_fails_without_a_gpu(self):
+        reply, build, _ = self._build(WRITES_SOURCE.format(name="kb_guarded", body="+ 1") + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.probe = torch.zeros(1, device="cuda")  # raises where no GPU is visible
+        self.lib = load(name="kb_guarded", sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        return x
+""")
+        self.assertEqual(reply["steps"]["construct"], "raised", reply)
+        self.assertEqual((reply["sites"], reply["built"], reply["failed"]), (1, 1, 0), reply)
+        self.assertTrue(reply["complete"], reply)
+        self.assertTrue(self._library(build, "kb_guarded"))
+
+    def test_a_build_that_needs_the_model_runs_its_first_call(self):
+        reply, build, _ = self._build(WRITES_SOURCE.format(name="kb_first_call", body="* 2") + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = None
+        self.name = "kb_first_call"
+
+    def _compile(self):
+        return cpp_extension.load(name=self.name, sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        if self.lib is None:
+            self.lib = self._compile()
+        return x
+""")
+        # No site's arguments could be evaluated (`self.name`): the first call built it.
+        self.assertEqual(reply["steps"].get("forward"), "ran", reply)
+        self.assertEqual(reply["built"], 1, reply)
+        self.assertTrue(reply["complete"], reply)
+        self.assertTrue(self._library(build, "kb_first_call"))
+
+    def test_a_look_alike_of_the_candidates_own_is_never_called(self):
+        marker = os.path.join(self.files.dir.name, "lookalike_called")
+        reply, _, _ = self._build(f"""
+import torch
+import torch.nn as nn
+
+def load_inline(name, cpp_sources):
+    open({marker!r}, "w").close()
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+
+    def helper(self):
+        return load_inline(name="x", cpp_sources="")
+
+    def forward(self, x):
+        return x
+""")
+        self.assertFalse(os.path.exists(marker), "the pass called the candidate's own load_inline")
+        self.assertEqual((reply["sites"], reply["calls"]), (0, 0), reply)
+        self.assertFalse(reply["complete"], reply)
+
+    def test_a_forward_that_never_ends_is_cut_off(self):
+        reply, _, took = self._build("""
+import time
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+
+    def forward(self, x):
+        while True:
+            time.sleep(0.05)
+        return load_inline(name=self.unknown, cpp_sources="")
+""", forward_s=1)
+        self.assertEqual(reply["steps"].get("forward"), "timed out", reply)
+        self.assertLess(took, 30)
+
+    def test_a_build_that_fails_is_counted_and_said(self):
+        reply, _, _ = self._build(WRITES_SOURCE.format(name="kb_broken", body="+") + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = load(name="kb_broken", sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        return x
+""")
+        self.assertEqual((reply["built"], reply["failed"]), (0, 1), reply)
+        self.assertFalse(reply["complete"], reply)
+        self.assertTrue(reply["errors"], reply)
+
+
+class WrittenSourcesTests(WorkerTestCase):
+    """A candidate that writes its source at run time and builds it with `load`: its
+    evaluating worker finds the build job's build up to date when the content is the same,
+    and rebuilds when it is not."""
+
+    SOURCE = WRITES_SOURCE + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = load(name="{name}", sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        return x
+"""
+
+    def _library_mtime(self, build, name):
+        return os.stat(os.path.join(build, name, f"{name}.so")).st_mtime_ns
+
+    def _pass_then_load(self, name, forget_record):
+        path = self.files.write(f"{name}.py", self.SOURCE.format(name=name, body="+ 3"))
+        build = os.path.join(self.files.dir.name, f"build_{name}")
+        reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
+                                   "build_dir": build, "weight_seed": 0})  # fmt: skip
+        self.assertTrue(reply["complete"], reply)
+        built = self._library_mtime(build, name)
+        if forget_record:
+            os.remove(os.path.join(build, name, "kbench-sources.json"))
+        time.sleep(0.05)
+        # A fresh process, as the evaluating worker is (torch remembers builds per process).
+        from .support import Worker
+
+        fresh = Worker("candidate")
+        try:
+            fresh.recv()
+            reply, _ = fresh.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                                   "num_threads": 1, "build_dir": build})  # fmt: skip
+            self.assertEqual(reply["type"], "loaded", reply)
+        finally:
+            self.assertEqual(fresh.close(), 0)
+        return built, self._library_mtime(build, name)
+
+    def test_an_unchanged_written_source_is_not_built_again(self):
+        before, after = self._pass_then_load("kb_written_same", forget_record=False)
+        self.assertEqual(before, after, "the evaluating worker built the extension again")
+
+    def test_without_the_record_ninja_builds_again(self):
+        # The control: the same candidate, its build job's record removed.
+        before, after = self._pass_then_load("kb_written_control", forget_record=True)
+        self.assertNotEqual(before, after)

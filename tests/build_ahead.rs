@@ -1,0 +1,164 @@
+//! Builds ahead whatever the build pattern: C++ `load_inline` kernels that build at module
+//! level, in `__init__` and at their first call (from a helper that needs the constructed
+//! model), a build that fails and a constructor that raises, run with the build pool on and
+//! then off, each with a cold build cache. The verdicts are the same; with the pool on the
+//! builds overlap (the run takes well under the sum of the builds made in place); the failing
+//! kernels cost only their own verdicts. Real worker, real torch, real compiler, sandboxed.
+//! Fixtures: `tests/fixtures/build_patterns`.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use common::{by_candidate, kbench, repo_root, show};
+use serde_json::Value;
+
+/// The fixtures copied into `dir` with a line naming this run, so that their sources (and
+/// so their content-addressed build folders) are new: every run builds cold.
+fn fresh_fixtures(dir: &Path, run: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = repo_root().join("tests/fixtures/build_patterns");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "py") {
+            let body = std::fs::read_to_string(&p).unwrap();
+            let nonce = format!("# build_ahead test run {run} {:?}\n", Instant::now());
+            std::fs::write(dir.join(p.file_name().unwrap()), body + &nonce).unwrap();
+        }
+    }
+}
+
+/// One run over the fixtures; its records by candidate, and its wall time in seconds.
+fn run(root: &Path, name: &str, build_jobs: &str) -> (BTreeMap<String, Value>, f64, Vec<Value>) {
+    let fixtures = root.join(format!("{name}-kernels"));
+    fresh_fixtures(&fixtures, name);
+    let out = root.join(name);
+    let t0 = Instant::now();
+    let o = kbench()
+        .args([
+            "run", "--suite", "smoke", "--select", "1,2", "--agent", "replay",
+        ])
+        .args(["--device", "cpu", "--families", "random", "--no-timing"])
+        .args(["--build-jobs", build_jobs, "--quiet", "--replay-dir"])
+        .arg(&fixtures)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("running kbench");
+    let wall = t0.elapsed().as_secs_f64();
+    // Exit 3: the run finished and some kernels failed (the two made to).
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let journal = std::fs::read_to_string(out.join("logs/builds.jsonl")).unwrap_or_default();
+    let builds = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a line of builds.jsonl"))
+        .collect();
+    (by_candidate(&out), wall, builds)
+}
+
+fn kind(r: &Value) -> &str {
+    r["outcome"]["kind"].as_str().unwrap_or("?")
+}
+
+#[test]
+fn builds_ahead_overlap_whatever_the_pattern_and_change_no_verdict() {
+    // Alone: the comparison of wall times is the point, and a neighbour's compiles on CI's
+    // two cores would stretch one run and not the other.
+    let _g = common::alone();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    // As many build jobs as CI's cores: two builds at a time beside the evaluation.
+    let (ahead, ahead_wall, builds) = run(dir.path(), "ahead", "2");
+    let (in_place, in_place_wall, none) = run(dir.path(), "in-place", "0");
+    assert!(none.is_empty(), "build jobs with the pool off: {none:?}");
+    // The journal: a job per kernel, every builder's complete, and two at a time.
+    assert_eq!(builds.len(), 6, "{builds:?}");
+    for n in ["1_module_level", "1_in_init", "2_method", "2_first_call"] {
+        let job = builds
+            .iter()
+            .find(|b| b["candidate"].as_str().is_some_and(|c| c.contains(n)))
+            .unwrap_or_else(|| panic!("no build job for {n}: {builds:?}"));
+        assert_eq!(job["complete"], true, "{n}: {job}");
+    }
+    let span = |b: &Value| {
+        (
+            b["started_unix_s"].as_f64().unwrap(),
+            b["ended_unix_s"].as_f64().unwrap(),
+        )
+    };
+    let overlapped = builds.iter().enumerate().any(|(i, a)| {
+        builds[i + 1..].iter().any(|b| {
+            let ((s1, e1), (s2, e2)) = (span(a), span(b));
+            s1.max(s2) + 5.0 < e1.min(e2)
+        })
+    });
+    assert!(overlapped, "no two builds ran at once: {builds:?}");
+
+    let expect = [
+        ("1_module_level", "ok"),
+        ("1_in_init", "ok"),
+        ("2_method", "ok"),
+        ("2_first_call", "ok"),
+        ("1_build_fails", "compile_error"),
+        ("1_raises_in_init", "runtime_error"),
+    ];
+    assert_eq!(ahead.len(), expect.len(), "{:?}", ahead.keys());
+    for (name, want) in expect {
+        assert_eq!(kind(&ahead[name]), want, "{name} ahead: {}", ahead[name]);
+        assert_eq!(
+            kind(&in_place[name]),
+            want,
+            "{name} in place: {}",
+            in_place[name]
+        );
+        // Each kernel had a build job with the pool on, none with it off.
+        assert!(ahead[name]["build_ahead_s"].as_f64().is_some(), "{name}");
+        assert!(in_place[name]["build_ahead_s"].is_null(), "{name}");
+    }
+    assert!(
+        ahead["1_raises_in_init"]["outcome"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("refuses to be constructed")),
+        "{}",
+        ahead["1_raises_in_init"]["outcome"]
+    );
+
+    // The four kernels that build: in place, each worker built its own extension, in its
+    // load (module level, `__init__`) or in its first correctness case (the first call).
+    // Ahead, the builds had run in the pool (two at once, beside the evaluation), so each
+    // found its extension built, even the one made at the first call.
+    let mut built_in_place = 0.0;
+    for n in ["1_module_level", "1_in_init", "2_method", "2_first_call"] {
+        let (there, here) = (
+            load_or_first_call(&ahead[n], n),
+            load_or_first_call(&in_place[n], n),
+        );
+        built_in_place += here;
+        assert!(
+            there < 0.5 * here,
+            "{n}: {there:.1} s to load (or first call) after its build ahead, {here:.1} s building in place"
+        );
+    }
+    eprintln!(
+        "build_ahead: with builds ahead {ahead_wall:.1} s, in place {in_place_wall:.1} s ({built_in_place:.1} s of builds)"
+    );
+    // Four builds of about the same size, two at a time: the run with builds ahead takes
+    // about two builds' time where in place it took four (measured 0.6 of it). The cores
+    // are also shared with every worker's start (a torch import each): 0.75 at most.
+    assert!(
+        ahead_wall < 0.75 * in_place_wall,
+        "builds ahead: the run took {ahead_wall:.1} s; in place {in_place_wall:.1} s, of which {built_in_place:.1} s were builds"
+    );
+}
+
+/// The time a kernel's own build took where it was made: its load (module level and
+/// `__init__`), or its correctness cases, whose first call builds (`2_first_call`).
+fn load_or_first_call(r: &Value, name: &str) -> f64 {
+    if name == "2_first_call" {
+        r["phases"]["correctness_s"].as_f64().unwrap_or(f64::NAN)
+    } else {
+        r["load_s"].as_f64().unwrap_or(f64::NAN)
+    }
+}
