@@ -131,3 +131,64 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
     assert!(md.contains("interleave in time (ORDER=abba)"), "{md}");
     assert!(md.contains("Host single-core speed"), "{md}");
 }
+
+/// A stand-in `kbench run` for bench/build_ahead: three records a second apart and a build
+/// journal in which two of three jobs overlap.
+const FAKE_BUILD_RUN: &str = r#"#!/usr/bin/env bash
+case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; esac
+out=
+while [ $# -gt 0 ]; do case $1 in --out) out=$2; shift ;; esac; shift; done
+mkdir -p "$out/logs"; t=$(date +%s)
+for i in 1 2 3; do
+  printf '{"candidate":{"name":"k%s"},"outcome":{"kind":"ok"},"load_s":%s,"finished_unix_s":%s}\n' "$i" "$i" "$((t + i))" >> "$out/records.jsonl"
+done
+printf '{"started_unix_s":%s,"ended_unix_s":%s,"complete":true}\n' "$t" "$((t + 2))" "$((t + 1))" "$((t + 3))" "$((t + 4))" "$((t + 5))" > "$out/logs/builds.jsonl"
+sleep 3
+exit 3
+"#;
+
+/// bench/build_ahead/run.sh with a stand-in kbench: each step's cold and warm runs are
+/// summarized (kernels, first verdict, builds at once, peak memory sampled).
+#[test]
+fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("D");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("kbench"), FAKE_BUILD_RUN).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("kbench"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let o = Command::new("bash")
+        .arg("bench/build_ahead/run.sh")
+        .current_dir(repo_root())
+        .env("D", &d)
+        .env("OUT", &out)
+        .env("W", tmp.path().join("w"))
+        .env("STEPS", "fixtures")
+        .env("KBENCH_BWRAP", "/bin/true")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let runs: Vec<&str> = summary
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["fixtures_cold", "fixtures_warm"], "{summary}");
+    for r in summary.as_array().unwrap() {
+        assert_eq!(r["kernels"], 3, "{r}");
+        assert_eq!(r["rc"], 3, "{r}");
+        assert_eq!(r["builds_ahead"], 3, "{r}");
+        assert_eq!(r["builds_at_once"], 2, "{r}");
+        let first = r["first_verdict_s"].as_f64().unwrap();
+        assert!((0.0..3.0).contains(&first), "{r}");
+        assert!(r["peak_host_mem_gib"].is_number(), "{r}");
+    }
+    let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(table.contains("| fixtures_cold | 3 | 3 |"), "{table}");
+}

@@ -1,0 +1,119 @@
+"""Summarises bench/build_ahead/run.sh's output folder: per run, seconds per kernel, the first
+verdict, the GPU's busy share after it, builds at once, peak host memory, and where each
+kernel's build went (ahead, or in its own worker). Python 3 standard library only.
+
+    python3 bench/build_ahead/summarize.py OUT > OUT/summary.md
+"""
+
+import json
+import os
+import sys
+
+
+def read_jsonl(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return rows
+
+
+def most_at_once(intervals):
+    """The largest number of [start, end] intervals that overlap."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    now = best = 0
+    for _, d in events:
+        now += d
+        best = max(best, now)
+    return best
+
+
+def busy_share(samples, t0, t1):
+    """Share of the samples in [t0, t1] in which the GPU was busy (NVML utilization > 0), and
+    the mean utilization; None without samples."""
+    u = [s.get("util_pct") for s in samples if t0 <= s.get("t_unix_s", 0) <= t1 and s.get("util_pct") is not None]
+    if not u:
+        return None, None
+    return sum(1 for x in u if x > 0) / len(u), sum(u) / len(u) / 100
+
+
+def summarize(out, name):
+    try:
+        with open(os.path.join(out, f"{name}.wall")) as f:
+            t0, t1, rc = f.read().split()
+        t0, t1 = float(t0), float(t1)
+    except (OSError, ValueError):
+        return None
+    records = read_jsonl(os.path.join(out, name, "records.jsonl"))
+    builds = read_jsonl(os.path.join(out, name, "builds.jsonl"))
+    samples = read_jsonl(os.path.join(out, name, "gpu_samples.jsonl"))
+    mem = []
+    try:
+        with open(os.path.join(out, f"{name}.mem")) as f:
+            mem = [int(line.split()[1]) for line in f if len(line.split()) == 2]
+    except OSError:
+        pass
+    kernels = [r for r in records if r.get("outcome", {}).get("kind") not in (None, "no_kernel")]
+    finished = sorted(r.get("finished_unix_s", t1) for r in kernels)
+    first = finished[0] - t0 if finished else None
+    share, util = busy_share(samples, finished[0], finished[-1]) if finished else (None, None)
+    kinds = {}
+    for r in kernels:
+        k = r["outcome"]["kind"]
+        kinds[k] = kinds.get(k, 0) + 1
+    slow_loads = sorted(
+        ((r.get("load_s") or 0.0, (r.get("candidate") or {}).get("name", "?")) for r in kernels), reverse=True
+    )[:5]
+    return {
+        "run": name,
+        "rc": int(rc),
+        "kernels": len(kernels),
+        "wall_s": t1 - t0,
+        "s_per_kernel": (t1 - t0) / len(kernels) if kernels else None,
+        "first_verdict_s": first,
+        "gpu_busy_share_after_first": share,
+        "gpu_mean_util_after_first": util,
+        "builds_ahead": len(builds),
+        "builds_at_once": most_at_once([(b["started_unix_s"], b["ended_unix_s"]) for b in builds]) if builds else 0,
+        "builds_complete": sum(1 for b in builds if b.get("complete")),
+        "peak_host_mem_gib": (max(mem) - mem[0]) / 2**30 if mem else None,
+        "outcomes": kinds,
+        "slowest_loads": [(round(s, 1), k) for s, k in slow_loads],
+    }
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def main():
+    out = sys.argv[1]
+    runs = []
+    for name in ("fixtures_cold", "fixtures_warm", "lb_cold", "lb_warm"):
+        s = summarize(out, name)
+        if s is not None:
+            runs.append(s)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(runs, f, indent=1)
+    print("| run | rc | kernels | wall s | s/kernel | first verdict s | GPU busy after first | mean util | "
+          "builds ahead (complete) | at once | peak host mem GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in runs:
+        print(f"| {s['run']} | {s['rc']} | {s['kernels']} | {s['wall_s']:.0f} | {fmt(s['s_per_kernel'], '.2f')} | "
+              f"{fmt(s['first_verdict_s'], '.0f')} | {fmt(s['gpu_busy_share_after_first'], '.0%')} | "
+              f"{fmt(s['gpu_mean_util_after_first'], '.0%')} | {s['builds_ahead']} ({s['builds_complete']}) | "
+              f"{s['builds_at_once']} | {fmt(s['peak_host_mem_gib'], '.1f')} |")
+    for s in runs:
+        print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}")
+
+
+if __name__ == "__main__":
+    main()
