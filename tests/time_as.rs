@@ -32,11 +32,12 @@ fn time_as_records_each_convention_beside_kbench_timing() {
     assert!(!out.join("records.jsonl").exists());
     let text = show(&o);
     assert!(
-        text.contains("--time-as hyperfine") && text.contains("kernelbench, cuda-l1"),
+        text.contains("--time-as hyperfine")
+            && text.contains("kernelbench, kernelbench-v0.1, cuda-l1"),
         "{text}"
     );
 
-    let o = run(&["--time-as", "kernelbench,cuda-l1"]);
+    let o = run(&["--time-as", "kernelbench,kernelbench-v0.1,cuda-l1"]);
     assert!(o.status.success(), "{}", show(&o));
     let recs = records(&out);
     assert_eq!(recs.len(), 1);
@@ -47,7 +48,7 @@ fn time_as_records_each_convention_beside_kbench_timing() {
         .iter()
         .map(|m| m["method"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["kernelbench", "cuda-l1"], "{t}");
+    assert_eq!(names, ["kernelbench", "kernelbench-v0.1", "cuda-l1"], "{t}");
     for m in methods {
         assert_eq!(m["reference_calls"], 100, "{m}");
         assert_eq!(m["candidate_calls"], 100, "{m}");

@@ -425,7 +425,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub no_l2_flush: bool,
     /// Also time each kernel that passes the random cases under other evaluators'
-    /// conventions (`kernelbench`, `cuda-l1`, comma-separated), each side in its own worker:
+    /// conventions (`kernelbench`, `kernelbench-v0.1`, `cuda-l1`, comma-separated), each side in its own worker:
     /// a diagnosis for claims (`report --claims`), never a speedup kbench reports.
     #[arg(long, value_name = "METHODS", value_delimiter = ',')]
     pub time_as: Vec<String>,

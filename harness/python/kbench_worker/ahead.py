@@ -33,8 +33,8 @@ import time
 
 import torch
 
-from .loading import _exec_candidate, _new_namespace, _read_source
-from .protocol import WorkerError, _clean_text, _describe, _error_from, _field
+from .loading import _exec_candidate, _exec_problem, _read_source
+from .protocol import WorkerError, _clean_text, _describe, _field, _is_int
 from .tensors import seed_all
 from .written_sources import record as record_sources
 
@@ -230,6 +230,8 @@ class AheadCommands:
         if not isinstance(forward_s, (int, float)) or isinstance(forward_s, bool) or forward_s < 0:
             raise WorkerError("protocol", "build", f"forward_s must be a non-negative number, got {forward_s!r}")
         weight_seed = cmd.get("weight_seed", 0)
+        if not _is_int(weight_seed):
+            raise WorkerError("protocol", "build", f"weight_seed must be an int, got {weight_seed!r}")
         os.makedirs(build_dir, exist_ok=True)
         os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
         # Imported here, not at the worker's start: it imports setuptools (a build job's cost).
@@ -245,15 +247,7 @@ class AheadCommands:
     def _build_pass(self, problem_path, candidate_path, forward_s, weight_seed, recorder, t0):
         steps = {}
 
-        module = _new_namespace(problem_path)
-        source = _read_source(problem_path, "problem")
-        try:
-            exec(compile(source, problem_path, "exec", dont_inherit=True), module.__dict__)
-            get_inputs = module.__dict__["get_inputs"]
-            seed_all(weight_seed)
-            init = list(module.__dict__["get_init_inputs"]())
-        except (Exception, SystemExit) as exc:
-            raise _error_from(exc, "environment", "build", f"problem file {problem_path} failed: ")
+        module, get_inputs, init = _exec_problem(problem_path, weight_seed, "build")
 
         model = None
         try:

@@ -9,6 +9,12 @@ is only as honest as the candidate (kbench's own speedups come from the harness'
   `empty_cache()`; `trials + 1` timed calls, each: synchronize, a 256 MiB int64 fill to
   thrash L2, start event on the current stream, the call, end event, synchronize; the first
   discarded; the mean.
+- `kernelbench-v0.1`: the same method in KernelBench's releases up to v0.1 (tag v0.1,
+  129232e, 2025-07-21; `src/eval.py`, `time_execution_with_cuda_event`), which sets such as
+  KernelBench's original leaderboard were timed with: grad mode on, `get_inputs()` once
+  after seed 42, 3 warm-up calls each followed by a synchronize, then `trials` timed calls,
+  each: start event, the call, end event, synchronize; no L2 flush, no `empty_cache()`,
+  nothing discarded; the mean.
 - `cuda-l1`: CUDA-L1's `eval/eval_cuda.py`: the model in `.eval()` and `torch.no_grad()`,
   3 warm-up calls on one `get_inputs()`, then fresh `get_inputs()` for every timed call,
   events on the current stream, a synchronize after each, no L2 flush; the mean. (It also
@@ -25,7 +31,7 @@ import torch
 from .protocol import WorkerError, _error_from, _field
 from .tensors import _sync, cast, seed_all
 
-METHODS = ("kernelbench", "cuda-l1")
+METHODS = ("kernelbench", "kernelbench-v0.1", "cuda-l1")
 KERNELBENCH_SEED = 42
 WARMUP = 3
 
@@ -91,6 +97,18 @@ class ConventionCommands:
                         if time.monotonic() > t_end and len(times) > 2:
                             break
                 times = times[1:]
+            elif method == "kernelbench-v0.1":
+                seed_all(KERNELBENCH_SEED)
+                inputs = self._convention_inputs()
+                with torch.enable_grad():
+                    for _ in range(WARMUP):
+                        model(*inputs)
+                        _sync(self.device)
+                    t_end = time.monotonic() + budget_s
+                    for _ in range(trials):
+                        times.append(clock.time(lambda: model(*inputs)))
+                        if time.monotonic() > t_end and len(times) > 1:
+                            break
             else:
                 if isinstance(model, torch.nn.Module):
                     model.eval()

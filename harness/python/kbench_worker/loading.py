@@ -46,6 +46,24 @@ def _read_source(path, label):
         raise WorkerError("environment", "load", f"cannot read the {label} file {path}: {_describe(exc)}")
 
 
+def _exec_problem(problem_path, weight_seed, phase):
+    """The problem file executed into a fresh namespace: (module, get_inputs, init inputs
+    made after seeding `weight_seed`). The file is trusted; a failure here is the
+    environment's (or the suite's), not the candidate's."""
+    module = _new_namespace(problem_path)
+    source = _read_source(problem_path, "problem")
+    try:
+        exec(compile(source, problem_path, "exec", dont_inherit=True), module.__dict__)
+        get_inputs = module.__dict__["get_inputs"]
+        get_init_inputs = module.__dict__["get_init_inputs"]
+        # Captured now, before a candidate could rebind them in the shared namespace.
+        seed_all(weight_seed)
+        init = list(get_init_inputs())
+    except (Exception, SystemExit) as exc:
+        raise _error_from(exc, "environment", phase, f"problem file {problem_path} failed: ")
+    return module, get_inputs, init
+
+
 def _is_extension_build_failure(exc):
     """torch.utils.cpp_extension raising (ninja/nvcc failed), anywhere in the cause chain."""
     seen = set()
@@ -138,17 +156,7 @@ class LoadCommands:
 
         # The problem file is trusted; a failure there is the environment's (or the
         # suite's), not the candidate's.
-        module = _new_namespace(problem_path)
-        source = _read_source(problem_path, "problem")
-        try:
-            exec(compile(source, problem_path, "exec", dont_inherit=True), module.__dict__)
-            get_inputs = module.__dict__["get_inputs"]
-            get_init_inputs = module.__dict__["get_init_inputs"]
-            # Captured now, before a candidate could rebind them in the shared namespace.
-            seed_all(weight_seed)
-            init = list(get_init_inputs())
-        except (Exception, SystemExit) as exc:
-            raise _error_from(exc, "environment", "load", f"problem file {problem_path} failed: ")
+        module, get_inputs, init = _exec_problem(problem_path, weight_seed, "load")
         self.get_inputs = get_inputs
 
         if self.role == "candidate":

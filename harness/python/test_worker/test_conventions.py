@@ -48,7 +48,7 @@ class TimeAsTests(WorkerTestCase):
 
     def test_each_convention_times_its_calls(self):
         self._load("none")
-        for method, calls in (("kernelbench", 5), ("cuda-l1", 5)):
+        for method, calls in (("kernelbench", 5), ("kernelbench-v0.1", 5), ("cuda-l1", 5)):
             reply = self._time_as(method)
             self.assertEqual((reply["type"], reply["id"], reply["method"]), ("time_as", 3, method), reply)
             self.assertEqual(reply["trials"], calls)
@@ -56,9 +56,10 @@ class TimeAsTests(WorkerTestCase):
 
     def test_kernelbench_times_with_grad_mode_on_and_cuda_l1_with_it_off(self):
         self._load("grad")
-        reply = self._time_as("kernelbench")
-        self.assert_error(reply, "runtime_error", "run")
-        self.assertIn("called with grad mode on", reply["message"])
+        for method in ("kernelbench", "kernelbench-v0.1"):
+            reply = self._time_as(method)
+            self.assert_error(reply, "runtime_error", "run")
+            self.assertIn("called with grad mode on", reply["message"])
         self.assertEqual(self._time_as("cuda-l1")["type"], "time_as")
 
     def test_cuda_l1_times_in_eval_mode_and_restores_train_mode(self):

@@ -170,7 +170,7 @@ pub struct RunConfig {
     /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
     pub require_custom_kernels: bool,
     /// Other evaluators' timing conventions each timed kernel is also timed under
-    /// (`kernelbench`, `cuda-l1`): diagnoses for claims, recorded as `method_timings`.
+    /// (`kernelbench`, `kernelbench-v0.1`, `cuda-l1`): diagnoses for claims, recorded as `method_timings`.
     pub time_as: Vec<String>,
     /// Candidates run uncontained (`--no-sandbox`).
     pub no_sandbox: bool,
@@ -217,7 +217,7 @@ impl RunConfig {
 
 /// The timing conventions of other evaluators that `--time-as` knows (the worker's
 /// `time_as` command: PROTOCOL.md).
-pub const TIME_AS_METHODS: [&str; 2] = ["kernelbench", "cuda-l1"];
+pub const TIME_AS_METHODS: [&str; 3] = ["kernelbench", "kernelbench-v0.1", "cuda-l1"];
 
 /// How kernels are evaluated and timed, as asked: shared by `run` and `baselines measure`,
 /// checked by [`RunConfig::build`]. The fields are those of the flags of the same names.

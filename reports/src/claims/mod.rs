@@ -191,6 +191,7 @@ pub const METHOD_REACHES: f64 = 0.9;
 fn method_name(method: &str) -> String {
     match method {
         "kernelbench" => "KernelBench's method".into(),
+        "kernelbench-v0.1" => "KernelBench v0.1's method".into(),
         "cuda-l1" => "CUDA-L1's method".into(),
         other => format!("the {other} method"),
     }
