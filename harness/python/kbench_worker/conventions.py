@@ -9,9 +9,9 @@ is only as honest as the candidate (kbench's own speedups come from the harness'
   `empty_cache()`; `trials + 1` timed calls, each: synchronize, a 256 MiB int64 fill to
   thrash L2, start event on the current stream, the call, end event, synchronize; the first
   discarded; the mean.
-- `kernelbench-v0.1`: the same method in KernelBench's releases up to v0.1 (tag v0.1,
-  129232e, 2025-07-21; `src/eval.py`, `time_execution_with_cuda_event`), which sets such as
-  KernelBench's original leaderboard were timed with: grad mode on, `get_inputs()` once
+- `kernelbench-v0.1`: the same method as KernelBench had it until its timing rework of
+  2025-12-15 (737c1eb added the L2 thrash), its releases v0 and v0.1 included (tag v0.1 =
+  129232e, `src/eval.py`, `time_execution_with_cuda_event`), so for sets timed before then: grad mode on, `get_inputs()` once
   after seed 42, 3 warm-up calls each followed by a synchronize, then `trials` timed calls,
   each: start event, the call, end event, synchronize; no L2 flush, no `empty_cache()`,
   nothing discarded; the mean.
