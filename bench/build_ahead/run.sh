@@ -15,7 +15,9 @@
 # Each run writes <run>.txt (kbench's output), <run>.mem (host memory used, one sample a
 # second) and <run>.wall (its start and end); summarize.py turns the run folders into
 # seconds per kernel, first verdict, GPU busy share after it, builds at once and peak memory.
-# WARM=0 skips the warm passes; LIMIT (seconds, default 540) bounds each run.
+# WARM=0 skips the warm passes; LIMIT (seconds, default 540) bounds each run; ARGS are added
+# to every kbench run (e.g. ARGS="--stop-starting-after 400": no problem starts after 400 s,
+# so a run cut short still ends with whole records).
 set -uo pipefail
 D=${D:-devrun}
 OUT=${OUT:-/tmp/out}
@@ -24,6 +26,7 @@ LEVELS=${LEVELS:-1,2}
 SEL=${SEL:-}
 LIMIT=${LIMIT:-540}
 WARM=${WARM:-1}
+read -r -a EXTRA <<< "${ARGS:-}"
 W=${W:-/tmp/build-ahead}
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$W"
@@ -47,7 +50,7 @@ run() {
     rm -rf "${W:?}/$name"
     sample_memory > "$OUT/$name.mem" & local sampler=$!
     local t0; t0=$(date +%s.%N)
-    KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --device cuda --out "$W/$name" "$@" \
+    KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --device cuda --out "$W/$name" "$@" "${EXTRA[@]}" \
         > "$OUT/$name.txt" 2>&1
     local rc=$?
     echo "$t0 $(date +%s.%N) $rc" > "$OUT/$name.wall"
