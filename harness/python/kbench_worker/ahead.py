@@ -36,6 +36,7 @@ import torch
 from .loading import _exec_candidate, _exec_problem, _read_source
 from .protocol import WorkerError, _clean_text, _describe, _field, _is_int
 from .tensors import seed_all
+from .build_failures import install_recording as install_failure_record
 from .written_sources import record as record_sources
 
 # The names of torch's extension builders this pass reaches.
@@ -239,6 +240,7 @@ class AheadCommands:
 
         recorder = _Recorder(cpp_extension)
         recorder.install()
+        install_failure_record(cpp_extension)
         try:
             return self._build_pass(problem_path, candidate_path, forward_s, weight_seed, recorder, t0)
         finally:

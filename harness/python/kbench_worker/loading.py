@@ -26,6 +26,7 @@ from .protocol import (
 )
 from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
+from .build_failures import install_replaying as install_failure_replay
 from .written_sources import install_restore
 
 
@@ -164,12 +165,14 @@ class LoadCommands:
             if isinstance(build_dir, str) and build_dir:
                 os.makedirs(build_dir, exist_ok=True)
                 os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
-            # Sources the candidate writes and builds again find their build job's build
-            # (imported only for a candidate that names the module: it imports setuptools).
+            # Sources the candidate writes and builds again find their build job's build, and
+            # a build that failed there fails again without the compiler (imported only for
+            # a candidate that names the module: it imports setuptools).
             if b"cpp_extension" in _read_source(candidate_path, "candidate"):
                 from torch.utils import cpp_extension
 
                 install_restore(cpp_extension)
+                install_failure_replay(cpp_extension)
             factory = _exec_candidate(module, candidate_path)
             name = "ModelNew"
         else:

@@ -3,6 +3,7 @@ that fails without a GPU, in a method, at the first call; it never calls a look-
 candidate's own, and a forward that never ends is cut off. Builds here are plain C++ files
 through `torch.utils.cpp_extension.load` (no torch headers: well under a second each)."""
 
+import json
 import os
 import time
 
@@ -180,3 +181,88 @@ class ModelNew(nn.Module):
         # The control: the same candidate, its build job's record removed.
         before, after = self._pass_then_load("kb_written_control", forget_record=True)
         self.assertNotEqual(before, after)
+
+
+class FailedBuildTests(WorkerTestCase):
+    """A build that failed in its build job fails again in the evaluating worker with the same
+    error, without the compiler, while its sources and `build.ninja` are what failed."""
+
+    SOURCE = WRITES_SOURCE + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = load(name="{name}", sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        return x
+"""
+
+    def _job_then_load(self, name, body, change=None):
+        """The build job on `body`, then `change(record_path, source_path)`, then an evaluating
+        worker's load: its reply and the record the job left."""
+        path = self.files.write(f"{name}.py", self.SOURCE.format(name=name, body=body))
+        build = os.path.join(self.files.dir.name, f"build_{name}")
+        reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
+                                   "build_dir": build, "weight_seed": 0})  # fmt: skip
+        self.assertEqual((reply["type"], reply["failed"]), ("built", 1), reply)
+        record = os.path.join(build, name, "kbench-build-failed.json")
+        self.assertTrue(os.path.isfile(record), "the build job recorded no failure")
+        if change is not None:
+            change(record, path)
+        from .support import Worker
+
+        fresh = Worker("candidate")
+        try:
+            fresh.recv()
+            loaded, _ = fresh.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                                    "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                                    "num_threads": 1, "build_dir": build})  # fmt: skip
+        finally:
+            self.assertEqual(fresh.close(), 0)
+        return loaded, record
+
+    @staticmethod
+    def _mark(record, _path):
+        # A message the compiler never writes: seen again only if the record was replayed.
+        with open(record) as f:
+            seen = json.load(f)
+        seen["message"] = "Error building extension: replayed from the build job"
+        with open(record, "w") as f:
+            json.dump(seen, f)
+
+    def test_the_evaluating_worker_raises_the_recorded_error_without_building(self):
+        loaded, _ = self._job_then_load("kb_fails_twice", "+", change=self._mark)
+        self.assertEqual(loaded["type"], "error", loaded)
+        self.assertIn("replayed from the build job", json.dumps(loaded))
+
+    def test_a_changed_source_is_built_again(self):
+        # The control: the written source differs from the one that failed (the candidate
+        # writes it at import, so the test fixes the template it writes).
+        def fix(record, path):
+            self._mark(record, path)
+            with open(path) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(text.replace("return x +; ", "return x + 1; "))
+
+        loaded, _ = self._job_then_load("kb_fixed_later", "+", change=fix)
+        self.assertEqual(loaded["type"], "loaded", loaded)
+
+    def test_a_compiler_killed_by_a_signal_is_not_recorded(self):
+        import subprocess
+
+        from kbench_worker.build_failures import compiler_reported
+
+        def failed(text, status=1):
+            try:
+                raise subprocess.CalledProcessError(status, ["ninja", "-v"])
+            except subprocess.CalledProcessError as cause:
+                try:
+                    raise RuntimeError(text) from cause
+                except RuntimeError as exc:
+                    return exc
+
+        self.assertTrue(compiler_reported(failed("FAILED: [code=2] cuda.cuda.o\nerror: undefined")))
+        self.assertFalse(compiler_reported(failed("FAILED: [code=137] cuda.cuda.o\nKilled")))
+        self.assertFalse(compiler_reported(failed("FAILED: [code=2] x.o", status=2)))
+        self.assertFalse(compiler_reported(RuntimeError("no ninja run behind it")))

@@ -33,6 +33,7 @@ pub const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("__main__.py"),
     worker_file!("ahead.py"),
     worker_file!("audit.py"),
+    worker_file!("build_failures.py"),
     worker_file!("cases.py"),
     worker_file!("conventions.py"),
     worker_file!("cost.py"),
