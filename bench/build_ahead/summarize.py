@@ -9,21 +9,8 @@ import json
 import os
 import sys
 
-
-def read_jsonl(path):
-    rows = []
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError:
-                        pass
-    except OSError:
-        pass
-    return rows
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from kbench_records import read_jsonl  # noqa: E402 (the shared reader, one folder up)
 
 
 def most_at_once(intervals):

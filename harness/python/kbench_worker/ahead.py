@@ -37,6 +37,7 @@ from .loading import _exec_candidate, _exec_problem, _read_source
 from .protocol import WorkerError, _clean_text, _describe, _field, _is_int
 from .tensors import seed_all
 from .build_failures import install_recording as install_failure_record
+from .written_sources import extension_name
 from .written_sources import record as record_sources
 
 # The names of torch's extension builders this pass reaches.
@@ -56,7 +57,7 @@ class _Recorder:
 
     def _wrap(self, builder, fn):
         def build(*args, **kwargs):
-            name = kwargs.get("name", args[0] if args else None)
+            name = extension_name(args, kwargs)
             t0 = time.perf_counter()
             old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
             try:
@@ -162,23 +163,24 @@ def _static_pass(tree, globals_, recorder):
             fn = _evaluate(func, scope)
         except Exception:
             fn = None
-        if fn is None or recorder.which(fn) is None:
+        builder = None if fn is None else recorder.which(fn)
+        if builder is None:
             continue
         found += 1
+        # `*args` and `**kwargs` are the caller's: not known here.
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            unreached += 1
+            continue
         try:
-            args = [_evaluate(a.value if isinstance(a, ast.Starred) else a, scope) for a in call.args]
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-                unreached += 1
-                continue
+            args = [_evaluate(a, scope) for a in call.args]
             kwargs = {k.arg: _evaluate(k.value, scope) for k in call.keywords}
         except Exception:
             unreached += 1
             continue
-        name = kwargs.get("name", args[0] if args else None)
-        if name in recorder.called_names():
+        if extension_name(args, kwargs) in recorder.called_names():
             continue
         try:
-            recorder.wrapped[recorder.which(fn)](*args, **kwargs)
+            recorder.wrapped[builder](*args, **kwargs)
         except Exception:
             pass
     return found, unreached
@@ -251,9 +253,10 @@ class AheadCommands:
 
         module, get_inputs, init = _exec_problem(problem_path, weight_seed, "build")
 
-        model = None
+        source = model = None
         try:
-            factory = _exec_candidate(module, candidate_path)
+            source = _read_source(candidate_path, "candidate")
+            factory = _exec_candidate(module, candidate_path, source)
             steps["import"] = "ran"
         except WorkerError:
             factory = None
@@ -267,7 +270,7 @@ class AheadCommands:
                 steps["construct"] = "raised"
 
         try:
-            tree = ast.parse(_read_source(candidate_path, "candidate"), candidate_path)
+            tree = None if source is None else ast.parse(source, candidate_path)
         except (SyntaxError, ValueError):
             tree = None
         found = unreached = 0

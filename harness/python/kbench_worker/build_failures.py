@@ -20,11 +20,13 @@ in the candidate's own content-addressed build folder, written by its own build 
 forged record can only make that candidate's own build fail, which its code could do
 anyway."""
 
-import hashlib
+import inspect
 import json
 import os
 import re
 import subprocess
+
+from .written_sources import file_sha256
 
 RECORD = "kbench-build-failed.json"
 NINJA_FILE = "build.ninja"
@@ -33,14 +35,6 @@ NINJA_FILE = "build.ninja"
 _CODE = re.compile(r"\[code=(\d+)\]")
 # A build edge of ninja's file: `build OUT: RULE INPUT ...` (torch writes one input per edge).
 _EDGE = re.compile(r"^build [^:]+: \S+ (.+)$")
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _inputs(build_directory):
@@ -63,8 +57,8 @@ def _state(build_directory):
     """`build.ninja`'s hash and each source's, or None when one cannot be read."""
     try:
         return {
-            "ninja_sha256": _sha256(os.path.join(build_directory, NINJA_FILE)),
-            "inputs": {p: _sha256(p) for p in _inputs(build_directory)},
+            "ninja_sha256": file_sha256(os.path.join(build_directory, NINJA_FILE)),
+            "inputs": {p: file_sha256(p) for p in _inputs(build_directory)},
         }
     except (OSError, ValueError):
         return None
@@ -119,8 +113,6 @@ def _install(cpp_extension, wrap, mark):
     if original is None or getattr(original, mark, False):
         return
     try:
-        import inspect
-
         params = list(inspect.signature(original).parameters)
     except (TypeError, ValueError):
         return

@@ -82,10 +82,10 @@ def _is_extension_build_failure(exc):
     return False
 
 
-def _exec_candidate(module, path):
-    """Executes the candidate into the problem's namespace; any failure is compile_error
-    (KernelBench: compiled=False), with a message that names the candidate file."""
-    source = _read_source(path, "candidate")
+def _exec_candidate(module, path, source):
+    """Executes the candidate `source` (read from `path` once by the caller) into the
+    problem's namespace; any failure is compile_error (KernelBench: compiled=False), with a
+    message that names the candidate file."""
     module.__file__ = path
     try:
         code = compile(source, path, "exec", dont_inherit=True)
@@ -168,12 +168,13 @@ class LoadCommands:
             # Sources the candidate writes and builds again find their build job's build, and
             # a build that failed there fails again without the compiler (imported only for
             # a candidate that names the module: it imports setuptools).
-            if b"cpp_extension" in _read_source(candidate_path, "candidate"):
+            source = _read_source(candidate_path, "candidate")
+            if b"cpp_extension" in source:
                 from torch.utils import cpp_extension
 
                 install_restore(cpp_extension)
                 install_failure_replay(cpp_extension)
-            factory = _exec_candidate(module, candidate_path)
+            factory = _exec_candidate(module, candidate_path, source)
             name = "ModelNew"
         else:
             factory = module.__dict__.get("Model")

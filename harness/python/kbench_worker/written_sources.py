@@ -20,8 +20,13 @@ import os
 RECORD = "kbench-sources.json"
 
 
+def extension_name(args, kwargs):
+    """The `name` a call of `load` or `load_inline` gives its extension (None if none)."""
+    return kwargs.get("name", args[0] if args else None)
+
+
 def _name_and_sources(args, kwargs):
-    name = kwargs.get("name", args[0] if args else None)
+    name = extension_name(args, kwargs)
     sources = kwargs.get("sources", args[1] if len(args) > 1 else None)
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -38,7 +43,7 @@ def _build_directory(cpp_extension, name, kwargs):
         return None
 
 
-def _sha256(path):
+def file_sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -53,7 +58,7 @@ def record(cpp_extension, args, kwargs):
     if not folder:
         return
     try:
-        seen = {p: {"sha256": _sha256(p), "mtime_ns": os.stat(p).st_mtime_ns} for p in sources}
+        seen = {p: {"sha256": file_sha256(p), "mtime_ns": os.stat(p).st_mtime_ns} for p in sources}
         with open(os.path.join(folder, RECORD), "w") as f:
             json.dump(seen, f)
     except (OSError, ValueError):
@@ -77,7 +82,7 @@ def restore(cpp_extension, args, kwargs):
     for p in sources:
         was = seen.get(p)
         try:
-            if isinstance(was, dict) and isinstance(was.get("mtime_ns"), int) and was.get("sha256") == _sha256(p):
+            if isinstance(was, dict) and isinstance(was.get("mtime_ns"), int) and was.get("sha256") == file_sha256(p):
                 st = os.stat(p)
                 os.utime(p, ns=(st.st_atime_ns, was["mtime_ns"]))
         except OSError:

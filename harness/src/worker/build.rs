@@ -330,7 +330,7 @@ fn run_build(
             });
             let reply = w.request(Frame::new(build), load_timeout);
             w.shutdown();
-            matches!(reply, Ok(r) if r.kind() == "built" && r.header.get("complete") == Some(&serde_json::Value::Bool(true)))
+            matches!(reply, Ok(r) if r.kind() == "built" && r.header["complete"] == true)
         }
         Err(_) => false,
     };
