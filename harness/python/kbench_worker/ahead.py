@@ -33,10 +33,10 @@ import time
 
 import torch
 
+from .build_failures import install_recording as install_failure_record
 from .loading import _exec_candidate, _exec_problem, _read_source
 from .protocol import WorkerError, _clean_text, _describe, _field, _is_int
 from .tensors import seed_all
-from .build_failures import install_recording as install_failure_record
 from .written_sources import extension_name
 from .written_sources import record as record_sources
 

@@ -48,8 +48,9 @@ def _inputs(build_directory):
                 continue
             for p in re.split(r"(?<!\$) ", m.group(1)):
                 p = p.replace("$ ", " ").replace("$:", ":").replace("$$", "$")
-                if p and not p.endswith(".o") and os.path.isfile(os.path.join(build_directory, p)):
-                    out.append(os.path.abspath(os.path.join(build_directory, p)))
+                path = os.path.abspath(os.path.join(build_directory, p))
+                if p and not p.endswith(".o") and os.path.isfile(path):
+                    out.append(path)
     return out
 
 

@@ -13,6 +13,7 @@ import types
 
 import torch
 
+from .build_failures import install_replaying as install_failure_replay
 from .integrity import tampered_names
 from .modes import check_mode
 from .protocol import (
@@ -26,7 +27,6 @@ from .protocol import (
 )
 from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
-from .build_failures import install_replaying as install_failure_replay
 from .written_sources import install_restore
 
 

@@ -22,6 +22,17 @@ with open(SRC, "w") as f:
     f.write('extern "C" int {name}(int x) {{ return x {body}; }}\\n')
 """
 
+# The same, built with `load` in `__init__`.
+LOADS_WRITTEN = WRITES_SOURCE + """
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = load(name="{name}", sources=[SRC], is_python_module=False)
+
+    def forward(self, x):
+        return x
+"""
+
 
 class BuildAheadTests(WorkerTestCase):
     def _build(self, source, forward_s=30):
@@ -117,49 +128,26 @@ class ModelNew(nn.Module):
         self.assertLess(took, 30)
 
     def test_a_build_that_fails_is_counted_and_said(self):
-        reply, _, _ = self._build(WRITES_SOURCE.format(name="kb_broken", body="+") + """
-class ModelNew(nn.Module):
-    def __init__(self, *args):
-        super().__init__()
-        self.lib = load(name="kb_broken", sources=[SRC], is_python_module=False)
-
-    def forward(self, x):
-        return x
-""")
+        reply, _, _ = self._build(LOADS_WRITTEN.format(name="kb_broken", body="+"))
         self.assertEqual((reply["built"], reply["failed"]), (0, 1), reply)
         self.assertFalse(reply["complete"], reply)
         self.assertTrue(reply["errors"], reply)
 
 
-class WrittenSourcesTests(WorkerTestCase):
-    """A candidate that writes its source at run time and builds it with `load`: its
-    evaluating worker finds the build job's build up to date when the content is the same,
-    and rebuilds when it is not."""
+class _JobThenLoad(WorkerTestCase):
+    """A candidate of LOADS_WRITTEN through its build job, then through an evaluating
+    worker's load in a fresh process (torch remembers builds per process)."""
 
-    SOURCE = WRITES_SOURCE + """
-class ModelNew(nn.Module):
-    def __init__(self, *args):
-        super().__init__()
-        self.lib = load(name="{name}", sources=[SRC], is_python_module=False)
-
-    def forward(self, x):
-        return x
-"""
-
-    def _library_mtime(self, build, name):
-        return os.stat(os.path.join(build, name, f"{name}.so")).st_mtime_ns
-
-    def _pass_then_load(self, name, forget_record):
-        path = self.files.write(f"{name}.py", self.SOURCE.format(name=name, body="+ 3"))
+    def _job(self, name, body):
+        """The build job's reply, the candidate's path and its build folder."""
+        path = self.files.write(f"{name}.py", LOADS_WRITTEN.format(name=name, body=body))
         build = os.path.join(self.files.dir.name, f"build_{name}")
         reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
                                    "build_dir": build, "weight_seed": 0})  # fmt: skip
-        self.assertTrue(reply["complete"], reply)
-        built = self._library_mtime(build, name)
-        if forget_record:
-            os.remove(os.path.join(build, name, "kbench-sources.json"))
-        time.sleep(0.05)
-        # A fresh process, as the evaluating worker is (torch remembers builds per process).
+        self.assertEqual(reply["type"], "built", reply)
+        return reply, path, build
+
+    def _load_fresh(self, path, build):
         from .support import Worker
 
         fresh = Worker("candidate")
@@ -168,9 +156,28 @@ class ModelNew(nn.Module):
             reply, _ = fresh.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
                                    "device": "cpu", "precision": "fp32", "weight_seed": 42,
                                    "num_threads": 1, "build_dir": build})  # fmt: skip
-            self.assertEqual(reply["type"], "loaded", reply)
         finally:
             self.assertEqual(fresh.close(), 0)
+        return reply
+
+
+class WrittenSourcesTests(_JobThenLoad):
+    """A candidate that writes its source at run time and builds it with `load`: its
+    evaluating worker finds the build job's build up to date when the content is the same,
+    and rebuilds when it is not."""
+
+    def _library_mtime(self, build, name):
+        return os.stat(os.path.join(build, name, f"{name}.so")).st_mtime_ns
+
+    def _pass_then_load(self, name, forget_record):
+        reply, path, build = self._job(name, "+ 3")
+        self.assertTrue(reply["complete"], reply)
+        built = self._library_mtime(build, name)
+        if forget_record:
+            os.remove(os.path.join(build, name, "kbench-sources.json"))
+        time.sleep(0.05)
+        reply = self._load_fresh(path, build)
+        self.assertEqual(reply["type"], "loaded", reply)
         return built, self._library_mtime(build, name)
 
     def test_an_unchanged_written_source_is_not_built_again(self):
@@ -183,43 +190,20 @@ class ModelNew(nn.Module):
         self.assertNotEqual(before, after)
 
 
-class FailedBuildTests(WorkerTestCase):
+class FailedBuildTests(_JobThenLoad):
     """A build that failed in its build job fails again in the evaluating worker with the same
     error, without the compiler, while its sources and `build.ninja` are what failed."""
-
-    SOURCE = WRITES_SOURCE + """
-class ModelNew(nn.Module):
-    def __init__(self, *args):
-        super().__init__()
-        self.lib = load(name="{name}", sources=[SRC], is_python_module=False)
-
-    def forward(self, x):
-        return x
-"""
 
     def _job_then_load(self, name, body, change=None):
         """The build job on `body`, then `change(record_path, source_path)`, then an evaluating
         worker's load: its reply and the record the job left."""
-        path = self.files.write(f"{name}.py", self.SOURCE.format(name=name, body=body))
-        build = os.path.join(self.files.dir.name, f"build_{name}")
-        reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
-                                   "build_dir": build, "weight_seed": 0})  # fmt: skip
-        self.assertEqual((reply["type"], reply["failed"]), ("built", 1), reply)
+        reply, path, build = self._job(name, body)
+        self.assertEqual(reply["failed"], 1, reply)
         record = os.path.join(build, name, "kbench-build-failed.json")
         self.assertTrue(os.path.isfile(record), "the build job recorded no failure")
         if change is not None:
             change(record, path)
-        from .support import Worker
-
-        fresh = Worker("candidate")
-        try:
-            fresh.recv()
-            loaded, _ = fresh.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
-                                    "device": "cpu", "precision": "fp32", "weight_seed": 42,
-                                    "num_threads": 1, "build_dir": build})  # fmt: skip
-        finally:
-            self.assertEqual(fresh.close(), 0)
-        return loaded, record
+        return self._load_fresh(path, build), record
 
     @staticmethod
     def _mark(record, _path):
