@@ -5,14 +5,15 @@ A candidate whose extension does not compile used to be compiled twice: once by 
 job, ahead, and once more by its evaluating worker, on the GPU's critical path (13-15 s of
 nvcc on an H200 for a CUDA source with one undeclared name). The build job records a failed
 ninja run beside the build (`kbench-build-failed.json`: the hash of `build.ninja`, the hash
-of every source it compiles, torch's error message); the evaluating worker's ninja run, when
-`build.ninja` and every source are exactly what failed, raises the same RuntimeError with
-the same message at once. The candidate sees what it would have seen: a candidate that
-catches the error and falls back to another path still does.
+of every source it compiles, torch's error message, ninja's status); the evaluating worker's
+ninja run, when `build.ninja` and every source are exactly what failed, raises the same
+RuntimeError with the same message at once. The candidate sees what it would have seen: a
+candidate that catches the error and falls back to another path still does.
 
-Only a failure the compiler reported is recorded: ninja's status 1 with every failed
-command's status below 128. A compiler killed by a signal (out of memory, a timeout) is not
-a property of the source, and is tried again in place.
+Only a failure the compiler reported is recorded: ninja's status between 1 and 127 (ninja
+1.13 exits with the failed command's own status, e.g. nvcc's 2; older ninja with 1) and
+every failed command's status below 128. A compiler killed by a signal (out of memory, a
+timeout) is not a property of the source, and is tried again in place.
 
 Why by hand: torch has no hook for its ninja runs; `_run_ninja_build` is its private
 function, wrapped only where it exists with the signature this module knows. The record lies
@@ -68,7 +69,7 @@ def _state(build_directory):
 def compiler_reported(exc):
     """Whether a failed ninja run is the compiler's verdict on the source (not a kill)."""
     cause = exc.__cause__
-    if not isinstance(cause, subprocess.CalledProcessError) or cause.returncode != 1:
+    if not isinstance(cause, subprocess.CalledProcessError) or not 0 < cause.returncode < 128:
         return False
     codes = [int(c) for c in _CODE.findall(str(exc))]
     return bool(codes) and all(c < 128 for c in codes)
@@ -82,6 +83,7 @@ def _recording(original):
             state = _state(build_directory) if compiler_reported(exc) else None
             if state is not None:
                 state["message"] = str(exc)
+                state["status"] = exc.__cause__.returncode
                 try:
                     with open(os.path.join(build_directory, RECORD), "w") as f:
                         json.dump(state, f)
@@ -102,7 +104,9 @@ def _replaying(original):
         if isinstance(seen, dict) and isinstance(seen.get("message"), str):
             now = _state(build_directory)
             if now is not None and now["inputs"] and all(now[k] == seen.get(k) for k in ("ninja_sha256", "inputs")):
-                cause = subprocess.CalledProcessError(1, ["ninja", "-v"])
+                status = seen.get("status")
+                status = status if isinstance(status, int) and 0 < status < 128 else 1
+                cause = subprocess.CalledProcessError(status, ["ninja", "-v"])
                 raise RuntimeError(seen["message"]) from cause
         return original(build_directory, verbose, error_prefix)
 

@@ -248,5 +248,8 @@ class FailedBuildTests(_JobThenLoad):
 
         self.assertTrue(compiler_reported(failed("FAILED: [code=2] cuda.cuda.o\nerror: undefined")))
         self.assertFalse(compiler_reported(failed("FAILED: [code=137] cuda.cuda.o\nKilled")))
-        self.assertFalse(compiler_reported(failed("FAILED: [code=2] x.o", status=2)))
+        # ninja 1.13 exits with the failed command's status (nvcc's is 2): still the compiler's.
+        self.assertTrue(compiler_reported(failed("FAILED: [code=2] x.o", status=2)))
+        self.assertFalse(compiler_reported(failed("FAILED: [code=137] x.o", status=137)))
+        self.assertFalse(compiler_reported(failed("FAILED: [code=2] x.o", status=-9)))
         self.assertFalse(compiler_reported(RuntimeError("no ninja run behind it")))
