@@ -24,7 +24,7 @@
 #   sandbox  kbench baselines measure (the worker in bubblewrap, as the stored baselines were).
 #            Since the generated max-autotune baseline sets compile_threads to 1 (the answer,
 #            below), these two show kbench without the pool; before, they showed the slow path
-#            (tests/gpu/runs/2026-11-29-h200-autotune-probe, with a `bare1` variant that
+#            (archive/runs/2026-11-29-h200-autotune-probe, with a `bare1` variant that
 #            exported TORCHINDUCTOR_COMPILE_THREADS=1, now what bare does by itself);
 #   warmpool plain after inductor's compile-process pool has started and is ready (in a kbench
 #            worker the compile starts well after torch's import, once the reference has

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 26's baseline: the full 250 problems with every check on ONE GPU (about 1700 s, so
 # three or four device calls), to set beside the 4-GPU run of
-# tests/gpu/runs/2026-11-27-h100x4-issue26-b/full250 (497 s). Each call runs
+# archive/runs/2026-11-27-h100x4-worker-threads-full250/full250 (497 s). Each call runs
 # bench/throughput/run.sh's ref250 step until BUDGET_S, then sends its state back
 # ($OUT/state.tgz: records, run.json, the run's secret for --resume, invocations); put that file
 # at $D/full1gpu_state.tgz before the next call and the run continues where it stopped (on a

@@ -50,7 +50,7 @@ if [ "${ORDER:-}" = abba ]; then
     # Interleaved: the half's problems in two blocks (alternate positions of SELECT, so each
     # block holds every level), run MULTI (ref2, or ref4 on 4 GPUs) on block 0, ref1 on block 0,
     # ref1 on block 1, MULTI on block 1. A host whose speed drifts over the session (its vCPUs
-    # did: tests/gpu/runs/2026-11-28-h200x2-issue26-half-b) then weighs on both
+    # did: archive/runs/2026-11-28-h200x2-half-b) then weighs on both
     # sides alike instead of on the side run later. Each side is one run folder, resumed with
     # the next block's problems; abba_<step>_<block>.done marks a finished quarter, so a call
     # cut by the budget goes on where it stopped. warm runs first in every call.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 26 on a machine of 4 GPUs, one device call (about 8 minutes): the 40-problem sample of
-# tests/gpu/runs/2026-11-27-h100x4-issue26 with every check, warm first (so no compared run
+# archive/runs/2026-11-27-h100x4-scaling with every check, warm first (so no compared run
 # pays the machine's first start), then on 1 GPU, on 4, and on 4 again with every worker's
 # torch CPU threads bounded (WORKER_THREADS, default 4): the A/B of the suspected cause of
 # the 17% longer problems with four at once. Every worker traces its commands

@@ -57,7 +57,7 @@ case $CALL in
         bash bench/throughput/run.sh > "$L/main.log" 2>&1
     ;;
 3)
-    # After the fixes call 1 showed were needed (see tests/gpu/runs/2026-11-22-h200x2-issue3):
+    # After the fixes call 1 showed were needed (see archive/runs/2026-11-22-h200x2-two-gpu-throughput):
     # the worker's integrity tests on CUDA again, then 2 GPUs first (so a run cut short by
     # the limit still leaves a scaling pair), 1 GPU, and 2 GPUs again (agreement).
     s=$(date +%s)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check of the reference dropping its cases and of the candidate's out-of-memory
-# retry (found 2026-11-27: tests/gpu/runs/2026-11-27-h100x4-issue26-b, L1/38 L1Norm_ and L1/39
+# retry (found 2026-11-27: archive/runs/2026-11-27-h100x4-worker-threads-full250, L1/38 L1Norm_ and L1/39
 # L2Norm_ failed the honest candidate with `runtime_error` out of memory on their nan-inf case
 # on an 80 GB H100). One device call, about 2-3 minutes on one H100:
 #   1. the worker's CUDA tests (export with drop_case among them; a worker keeps free blocks
