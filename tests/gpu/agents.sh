@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# GPU run for issue 8 (LLM agents), section Tests: `coder-judge` and `kevin` with scripted
+# The agents suite of GPU runs: `bash tests/gpu/agents.sh STEP` from the repository root on
+# the GPU machine (tests/gpu/README.md). Steps:
+#   scripted  coder-judge and kevin against the fake LLM, Nsight Compute metrics reaching the Judge
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# step scripted: coder-judge and kevin against the fake LLM, Nsight Compute metrics reaching the Judge
+# The LLM agents on the GPU: `coder-judge` and `kevin` with scripted
 # CUDA replies on three level-1 problems, with Nsight Compute feedback reaching the Judge.
 # From the repository root on the GPU machine, with D (default devrun/) holding the release
 # kbench binary and KernelBench (see README.md here):
 #
-#   OUT=/tmp/out KBENCH_PYTHON=python3 bash tests/gpu/run_issue8.sh
+#   OUT=/tmp/out KBENCH_PYTHON=python3 bash tests/gpu/agents.sh scripted
 #
 # Problems 1/12 (diag(A) @ B: a row scale, 16M floats), 1/40 (LayerNorm over 64x256x256,
 # 67M floats), 1/88 (tanh-GELU, 67M floats): elementwise and reduction shapes small enough to
 # evaluate in seconds (19_ReLU and friends hold 1.6G floats and take minutes each).
-# The Coder's replies are the hand-written load_inline kernels in tests/gpu/issue8/cuda/:
+# The Coder's replies are the hand-written load_inline kernels in tests/gpu/agent_replies/cuda/:
 #   coder-judge (--max-rounds 2): 12 and 88: a slow kernel, the Judge's optimisation reply
 #     (its prompt must carry Nsight Compute's CudaForge metrics for that kernel), a fast one;
 #     40: a kernel that does not compile, the Judge's correction reply (its prompt must carry
@@ -21,7 +27,7 @@
 # runs use --jobs 1 (and --trajectory-jobs 1). A replay run first builds the five distinct
 # compiling kernels ahead in parallel, so the agents' rounds find them in the cache.
 #
-# DEVICE=cpu runs the same plumbing on a CPU (tests/gpu/issue8/cpu/: PyTorch-only replies, the
+# DEVICE=cpu runs the same plumbing on a CPU (tests/gpu/agent_replies/cpu/: PyTorch-only replies, the
 # broken one a SyntaxError; problems copied with smaller shapes); the Nsight Compute checks
 # are skipped there (the CPU's profile feedback is the measured times).
 #
@@ -34,16 +40,14 @@
 # replays it under ncu), 2 min kevin. PART=cj and PART=kevin run (and check) one agent each,
 # for a 7-minute budget per command: the prewarm runs in both; the second finds the build
 # cache (KBENCH_CACHE_DIR) warm when it runs on the same machine.
-set -uo pipefail
+step_scripted() {
 DEVICE=${DEVICE:-cuda}
 PART=${PART:-all}
-export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
-export KBENCH_CACHE_DIR=${KBENCH_CACHE_DIR:-/tmp/kbench-cache}
-D=${D:-devrun}; OUT=${OUT:-/tmp/out}; W=${W:-/tmp/issue8}; P=tests/gpu/issue8
+use_cache_dir
+W=${W:-/tmp/issue8}; P=tests/gpu/agent_replies
 HPY=${HPY:-python3}   # runs this script's JSON helpers (standard library only)
 rm -rf "$W"; mkdir -p "$OUT" "$W"
 exec > >(tee "$OUT/summary.txt") 2>&1
-step() { echo; echo "== $1 $(date -u +%T)"; }
 T0=$(date +%s)
 
 step "env (DEVICE=$DEVICE)"
@@ -316,3 +320,6 @@ PY
 R=$?
 echo "done $(date -u +%T), $(( $(date +%s) - T0 ))s in all"
 exit $R
+}
+
+run_step "$@"
