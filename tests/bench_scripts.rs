@@ -33,7 +33,7 @@ fn lines(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
-/// `run_issue26_half.sh ORDER=abba`: the half's 125 problems in two blocks, 2-GPU, 1-GPU,
+/// `ORDER=abba scaling.sh half`: the half's 125 problems in two blocks, 2-GPU, 1-GPU,
 /// 1-GPU, 2-GPU, each side one run folder resumed with the next block. A call whose budget
 /// ends after the first quarter stops there with its marker; the next call does the other
 /// three; each side then holds all 125 problems once, from two invocations, with the host's
@@ -64,7 +64,7 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
     let copy = tmp.path().join("copy");
     let call = |budget: &str, sleep: &str| {
         let out = Command::new("bash")
-            .arg("tests/gpu/run_issue26_half.sh")
+            .args(["tests/gpu/scaling.sh", "half"])
             .current_dir(repo_root())
             .env("PATH", &path)
             .env("D", &d)

@@ -7,7 +7,7 @@
 # runs, and a sign test of the runs' medians against 1 (does either side win more often than
 # chance?).
 #
-#   OUT=bench/self_speedup/results/$(date +%F)-cpu RUNS=30 bash bench/self_speedup/run.sh
+#   OUT=archive/bench/self_speedup/$(date +%F)-cpu RUNS=30 bash bench/self_speedup/run.sh
 #
 # Needs the machine to itself: anything else running skews single-threaded CPU timings.
 set -uo pipefail

@@ -5,7 +5,7 @@ before and after every run (`<run>.cpu_speed`), so that two runs compared with e
 (1 GPU against 2) can be checked for having had the same machine speed: on a virtual host
 the same loop ran 1.5x faster on one vCPU than on another within a minute, and the problems of a
 1-GPU run's second call ran 7-14% slower than its first call's had against the same 2-GPU run
-(tests/gpu/runs/2026-11-28-h200x2-issue26-half-b).
+(archive/runs/2026-11-28-h200x2-half-b).
 
     python3 bench/throughput/cpu_speed.py   # prints {"cores": {"0": 2885.0, "31": 1906.3}}
 """

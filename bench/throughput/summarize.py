@@ -272,7 +272,7 @@ def read_cpu_speed(run_dir):
 
 def interleaved(one, two):
     """Whether one run has an invocation started between two of the other's
-    (run_issue26_half.sh ORDER=abba: 2-GPU, 1-GPU, 1-GPU, 2-GPU), so that a drift in the host's
+    (ORDER=abba scaling.sh half: 2-GPU, 1-GPU, 1-GPU, 2-GPU), so that a drift in the host's
     speed over the session weighs on both sides alike rather than on the one run later."""
     s1 = [s for s, _ in (one.get("process_wall") or {}).get("spans", [])]
     s2 = [s for s, _ in (two.get("process_wall") or {}).get("spans", [])]

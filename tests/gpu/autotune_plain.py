@@ -1,5 +1,5 @@
 """One max-autotune compile of a KernelBench problem's Model in plain Python, outside kbench:
-the anchor `run_autotune_probe.sh` sets beside kbench's own measurement of the same problem,
+the anchor `baselines.sh autotune-probe` sets beside kbench's own measurement of the same problem,
 to tell torch's compile time from anything kbench's worker adds to it.
 
     python3 tests/gpu/autotune_plain.py path/to/level3/4_LeNet5.py [mode [device]]

@@ -1,6 +1,6 @@
 """Where each record's time went, one problem per block: its phases, every case's times
 (reference, candidate, judge) and the candidate's wall, the timing summary's scalars and
-the notes. Used by the issue-24 GPU scripts: python3 tests/gpu/case_times.py RECORDS.jsonl"""
+the notes. Used by the profiling and integrity suites: python3 tests/gpu/case_times.py RECORDS.jsonl"""
 
 import json
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary of tests/gpu/run_launch_drift.sh's drift.jsonl (one line per process):
+"""Summary of tests/gpu/baselines.sh launch-drift's drift.jsonl (one line per process):
 
     drift_summary.py drift.jsonl > summary.txt
 

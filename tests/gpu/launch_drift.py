@@ -1,7 +1,7 @@
 """One process's timing of a KernelBench problem's eager forward, plain Python outside kbench,
 with what the process ran on: the anchor for the per-run drift of launch-bound level-3 models
 (docs/baselines.md, "Stored against live": L3/30's eager median 13.7 ms in one kbench run and
-25.2 ms in another on one machine). `run_launch_drift.sh` starts it many times, each a fresh
+25.2 ms in another on one machine). `baselines.sh launch-drift` starts it many times, each a fresh
 process, so that a difference between processes shows here or not at all.
 
     python3 tests/gpu/launch_drift.py path/to/level3/20_MobileNetV2.py [calls [device]]
@@ -24,7 +24,7 @@ import time
 
 # Untimed calls before the timed ones (KBENCH_DRIFT_WARMUP; 20 unless set).
 WARMUP = int(os.environ.get("KBENCH_DRIFT_WARMUP", "20"))
-# The core run_launch_drift.sh pinned this process to with taskset, or "none" (the label its
+# The core baselines.sh launch-drift pinned this process to with taskset, or "none" (the label its
 # summary groups by; the process's own affinity is in "allowed").
 PINNED = os.environ.get("KBENCH_DRIFT_PINNED", "none")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 25's check that speedups against stored baselines equal live ones within noise.
+"""Checks that speedups against stored baselines equal live ones within noise.
 
     stored_vs_live.py STORED_RUN LIVE_RUN [--json FILE]
 

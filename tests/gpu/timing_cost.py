@@ -1,4 +1,4 @@
-"""The table of tests/gpu/run_timing_cost.sh: per problem the timing phase's seconds and the
+"""The table of tests/gpu/profiling.sh timing-cost: per problem the timing phase's seconds and the
 reference agent's self-speedup, before (sbs-old) and after (sbs-new); the ratio of the summed
 timing phases; and over every run with the new binary, how many self-speedups lie within 1%."""
 

@@ -1,4 +1,4 @@
-"""The table of a timing-attack run (tests/gpu/run_timing_attacks.sh): per kernel, for each run
+"""The table of a timing-attack run (tests/gpu/integrity.sh timing-attacks): per kernel, for each run
 given (before, after), its outcome and flag, the speedup it claimed, and what the harness's
 clock supports; with --manifest, the corpus's expected verdict beside the observed one."""
 

@@ -1,4 +1,4 @@
-"""Summarises a traced timing (tests/gpu/run_timing_windows.sh): per problem and side, the
+"""Summarises a traced timing (tests/gpu/profiling.sh timing-windows): per problem and side, the
 quantiles of each part of a window (staging and flush, the answer, the freeze) from kbench's
 KBENCH_TIMING_TRACE lines, and from the records each side's unexplained time (window minus
 claim) and the candidate's excess over the reference's, split by which side went first."""
