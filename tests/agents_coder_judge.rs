@@ -10,7 +10,7 @@ use approx::assert_abs_diff_eq;
 use std::path::PathBuf;
 
 use agents_common::*;
-use common::{ensure_python, kbench, shared, show};
+use common::{ensure_python, kbench, shared, show, RunBuilder};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::json;
 
@@ -207,27 +207,20 @@ fn coder_judge_corrects_then_optimises_and_keeps_the_fastest_correct_kernel() {
     // kbench's own replay agent re-evaluates the runs/ folder.
     let re = tmp.path().join("re");
     let o = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--trials",
-            "1",
-            "--no-timing",
-            "--quiet",
-            "--agent",
-            "replay",
-            "--replay-dir",
-        ])
-        .arg(out.join("runs/coder-judge"))
-        .arg("--out")
-        .arg(&re)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .device("cpu")
+                .families("random")
+                .args(["--trials", "1"])
+                .no_timing()
+                .quiet()
+                .agent("replay")
+                .replay_dir(out.join("runs/coder-judge"))
+                .out(&re)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
@@ -531,23 +524,18 @@ fn budget_stops_the_task_and_a_bad_key_stops_the_run() {
         .replace("timeout_s", "api_key_env = \"KBENCH_TEST_KEY\"\ntimeout_s");
     std::fs::write(&cfg, text).unwrap();
     let o = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--device",
-            "cpu",
-            "--agent",
-            "coder-judge",
-            "--model",
-            "coder-m",
-            "--llm-config",
-        ])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(tmp.path().join("bad"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .device("cpu")
+                .agent("coder-judge")
+                .args(["--model", "coder-m"])
+                .arg("--llm-config")
+                .arg(&cfg)
+                .out(tmp.path().join("bad"))
+                .build(),
+        )
         .env("KBENCH_TEST_KEY", "bad")
         .output()
         .unwrap();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::common::kbench;
+use crate::common::{kbench, RunBuilder};
 
 pub const BROKEN: &str = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b, c):\n        return a * b +\n";
 /// A C++ CPU extension that does not compile: the compiler's error must reach the Judge.
@@ -41,32 +41,23 @@ pub fn toml(dir: &Path, base_url: &str, models: &[&str]) -> PathBuf {
 
 pub fn run_agent(out: &Path, config: &Path, agent: &str, extra: &[&str]) -> std::process::Output {
     kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--trials",
-            "2",
-            "--timed-calls",
-            "10",
-            "--rounds",
-            "5",
-            "--warmup",
-            "1",
-            "--agent",
-            agent,
-            "--llm-config",
-        ])
-        .arg(config)
-        .arg("--out")
-        .arg(out)
-        .args(extra)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .device("cpu")
+                .families("random")
+                .args(["--trials", "2"])
+                .timed_calls(10)
+                .args(["--rounds", "5"])
+                .warmup(1)
+                .agent(agent)
+                .arg("--llm-config")
+                .arg(config)
+                .out(out)
+                .args(extra)
+                .build(),
+        )
         .env("KBENCH_LLM_BACKOFF_S", "0.1")
         .output()
         .unwrap()

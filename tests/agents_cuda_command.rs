@@ -7,7 +7,7 @@ use crate::agents_common;
 use crate::common;
 
 use agents_common::*;
-use common::{ensure_python, kbench, shared, show};
+use common::{ensure_python, kbench, shared, show, RunBuilder};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
@@ -106,33 +106,23 @@ fn command_agent_runs_the_shipped_example() {
     let out = tmp.path().join("run");
     let example = common::repo_root().join("examples/command_agent.py");
     let o = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1,2",
-            "--jobs",
-            "2",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--trials",
-            "2",
-            "--timed-calls",
-            "10",
-            "--rounds",
-            "5",
-            "--warmup",
-            "1",
-            "--agent",
-            "command",
-            "--command",
-        ])
-        .arg(format!("python3 {}", example.display()))
-        .arg("--out")
-        .arg(&out)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .args(["--jobs", "2"])
+                .device("cpu")
+                .families("random")
+                .args(["--trials", "2"])
+                .timed_calls(10)
+                .args(["--rounds", "5"])
+                .warmup(1)
+                .agent("command")
+                .arg("--command")
+                .arg(format!("python3 {}", example.display()))
+                .out(&out)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
@@ -163,26 +153,20 @@ fn command_agent_runs_the_shipped_example() {
         json!({"type": "submit", "source": FAST}))).unwrap();
     let out2 = tmp.path().join("run2");
     let o = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--trials",
-            "1",
-            "--no-timing",
-            "--agent",
-            "command",
-            "--command",
-        ])
-        .arg(format!("sh {}", bad.display()))
-        .arg("--out")
-        .arg(&out2)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .device("cpu")
+                .families("random")
+                .args(["--trials", "1"])
+                .no_timing()
+                .agent("command")
+                .arg("--command")
+                .arg(format!("sh {}", bad.display()))
+                .out(&out2)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));

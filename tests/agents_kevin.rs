@@ -9,7 +9,7 @@ use crate::common;
 
 use agents_common::*;
 use approx::assert_abs_diff_eq;
-use common::{ensure_python, kbench, shared, show};
+use common::{ensure_python, kbench, shared, show, RunBuilder};
 use kbench::llm::fake_server::FakeLlm;
 use serde_json::{json, Value};
 
@@ -277,34 +277,24 @@ fn concurrent_tasks_of_two_problems_each_use_their_own_reference() {
     let cfg = toml(tmp.path(), &server.base_url(), &["kevin-m"]);
     let out = tmp.path().join("run");
     let o = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1,2",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--trials",
-            "2",
-            "--no-timing",
-            "--agent",
-            "kevin",
-            "--model",
-            "kevin-m",
-            "--trajectories",
-            "1",
-            "--max-rounds",
-            "2",
-            "--jobs",
-            "2",
-            "--llm-config",
-        ])
-        .arg(&cfg)
-        .arg("--out")
-        .arg(&out)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .device("cpu")
+                .families("random")
+                .args(["--trials", "2"])
+                .no_timing()
+                .agent("kevin")
+                .args(["--model", "kevin-m"])
+                .args(["--trajectories", "1"])
+                .args(["--max-rounds", "2"])
+                .args(["--jobs", "2"])
+                .arg("--llm-config")
+                .arg(&cfg)
+                .out(&out)
+                .build(),
+        )
         .env("KBENCH_LLM_BACKOFF_S", "0.1")
         .output()
         .unwrap();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, kernelbench_dir, records, shared, show};
+use common::{ensure_python, kbench, kernelbench_dir, records, shared, show, RunBuilder};
 use serde_json::Value;
 
 /// Fast timing settings: the point here is the plumbing, not the precision.
@@ -219,8 +219,13 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     // 4. A run compares against the stored times without measuring anything.
     let run1 = tmp.path().join("run1");
     let out = kbench()
-        .args(["run", "--suite", "smoke", "--select", "1/1,1/2", "--out"])
-        .arg(&run1)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1,1/2")
+                .out(&run1)
+                .build(),
+        )
         .args([
             "--baselines",
             "eager,compile,max-autotune",
@@ -293,10 +298,14 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     // 5. Live: measured now, into the run directory, and used.
     let run2 = tmp.path().join("run2");
     let out = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1/2", "--quiet", "--out",
-        ])
-        .arg(&run2)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/2")
+                .quiet()
+                .out(&run2)
+                .build(),
+        )
         .args(["--baselines", "live", "--baseline-store"])
         .arg(&store)
         .args(FAST)
@@ -374,10 +383,14 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let run3 = tmp.path().join("run3");
     let file_arg = format!("compile={}", other_path.display());
     let out = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1/1", "--quiet", "--out",
-        ])
-        .arg(&run3)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1")
+                .quiet()
+                .out(&run3)
+                .build(),
+        )
         .args(["--baseline-file", &file_arg])
         .args(FAST)
         .output()
@@ -392,10 +405,14 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     );
     assert!(!run3.join("records.jsonl").exists(), "nothing ran");
     let out = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1/1", "--quiet", "--out",
-        ])
-        .arg(&run3)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1")
+                .quiet()
+                .out(&run3)
+                .build(),
+        )
         .args(["--baseline-file", &file_arg, "--force-baselines"])
         .args(FAST)
         .output()
@@ -410,10 +427,14 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let run4 = tmp.path().join("run4");
     let file_arg = format!("compile={}", dir.join("compile.json").display());
     let out = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1/1,1/3", "--quiet", "--out",
-        ])
-        .arg(&run4)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1,1/3")
+                .quiet()
+                .out(&run4)
+                .build(),
+        )
         .args(["--baseline-file", &file_arg])
         .args(FAST)
         .output()
@@ -472,8 +493,13 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     .unwrap();
     let run5 = tmp.path().join("run5");
     let out = kbench()
-        .args(["run", "--suite", "smoke", "--select", "1/1", "--out"])
-        .arg(&run5)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1")
+                .out(&run5)
+                .build(),
+        )
         .args(["--baselines", "compile", "--baseline-store"])
         .arg(&store2)
         .args(FAST)

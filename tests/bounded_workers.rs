@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, records, shared, show};
+use common::{ensure_python, kbench, records, shared, show, RunBuilder};
 use serde_json::Value;
 
 /// Writes `files` (name, source) into `dir`.
@@ -57,25 +57,28 @@ fn kernel(forward_expr: &str, module: &str, call: &str) -> String {
 /// `kbench run --agent replay` over `kb`'s level 1, quick settings, plus `extra`.
 fn replay_run(kb: &Path, replay: &Path, out: &Path, extra: &[&str]) -> Command {
     let mut cmd = kbench();
-    cmd.args(["run", "--agent", "replay", "--replay-dir"])
-        .arg(replay)
-        .arg("--kernelbench")
-        .arg(kb)
-        .args([
-            "--levels",
-            "1",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            // Timing is not what these tests are about (and on a loaded host's two cores an
-            // honest kernel's claims are now and then not supported by the harness's clock).
-            "--no-timing",
-            "--quiet",
-            "--out",
-        ])
-        .arg(out)
-        .args(extra);
+    cmd.args(
+        RunBuilder::new()
+            .agent("replay")
+            .replay_dir(replay)
+            .kernelbench(kb)
+            .build(),
+    )
+    .args([
+        "--levels",
+        "1",
+        "--device",
+        "cpu",
+        "--families",
+        "random",
+        // Timing is not what these tests are about (and on a loaded host's two cores an
+        // honest kernel's claims are now and then not supported by the harness's clock).
+        "--no-timing",
+        "--quiet",
+        "--out",
+    ])
+    .arg(out)
+    .args(extra);
     cmd
 }
 
@@ -427,9 +430,13 @@ fn sandboxed_candidates_cannot_read_files_only_root_may_read() {
     let o = kbench()
         .env("KBENCH_PYTHON", "python3")
         .env("PATH", path)
-        .args([
-            "run", "--suite", "smoke", "--select", "1", "--agent", "replay",
-        ])
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("replay")
+                .build(),
+        )
         .args(["--device", "cpu", "--no-timing", "--families", "random"])
         .args(["--build-jobs", "0", "--replay-dir"])
         .arg(&replay)

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use common::{by_candidate, kbench, repo_root, show};
+use common::{by_candidate, kbench, repo_root, show, RunBuilder};
 use serde_json::Value;
 
 /// The fixtures copied into `dir` with a line naming this run, so that their sources (and
@@ -37,9 +37,13 @@ fn run(root: &Path, name: &str, build_jobs: &str) -> (BTreeMap<String, Value>, f
     let out = root.join(name);
     let t0 = Instant::now();
     let o = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1,2", "--agent", "replay",
-        ])
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .agent("replay")
+                .build(),
+        )
         .args(["--device", "cpu", "--families", "random", "--no-timing"])
         .args(["--build-jobs", build_jobs, "--quiet", "--replay-dir"])
         .arg(&fixtures)

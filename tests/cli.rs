@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{kbench, kernelbench_dir, show};
+use common::{kbench, kernelbench_dir, show, RunBuilder};
 
 #[test]
 fn lists_all_250_kernelbench_problems_with_level_id_and_name() {
@@ -178,10 +178,14 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
 
     // Replay without a folder.
     let out = kbench()
-        .args([
-            "run", "--suite", "smoke", "--agent", "replay", "--device", "cpu", "--out",
-        ])
-        .arg(dir.path().join("run"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .agent("replay")
+                .device("cpu")
+                .out(dir.path().join("run"))
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -189,17 +193,14 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
 
     // An interpreter that cannot import torch is named, with the fix.
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--device",
-            "cpu",
-            "--python",
-            "/bin/false",
-            "--out",
-        ])
-        .arg(dir.path().join("run2"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cpu")
+                .python("/bin/false")
+                .out(dir.path().join("run2"))
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -213,8 +214,13 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
     // naming the variable and its value, before any problem runs.
     let out = kbench()
         .env("KBENCH_KEEP_CACHED_BYTES", "8GiB")
-        .args(["run", "--suite", "smoke", "--device", "cpu", "--out"])
-        .arg(dir.path().join("run3"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cpu")
+                .out(dir.path().join("run3"))
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -226,7 +232,10 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
     assert!(!dir.path().join("run3").join("records.jsonl").exists());
 
     // Usage errors are clap's exit code 2.
-    let out = kbench().args(["run", "--bogus"]).output().unwrap();
+    let out = kbench()
+        .args(RunBuilder::new().arg("--bogus").build())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     // A lookahead out of range names the option and the range, before anything is measured.
     let out = kbench()
@@ -255,8 +264,13 @@ fn cuda_without_a_gpu_says_why() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = kbench()
-        .args(["run", "--suite", "smoke", "--device", "cuda", "--out"])
-        .arg(dir.path().join("run"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cuda")
+                .out(dir.path().join("run"))
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));

@@ -1,8 +1,9 @@
-//! Helpers shared by the end-to-end tests: the built binary, the Python environment, and the
-//! locks by which tests share the machine.
+//! Helpers shared by the end-to-end tests: the built binary, the Python environment, the
+//! locks by which tests share the machine, and [`RunBuilder`], the arguments of a `kbench run`.
 
 #![allow(dead_code)]
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -117,4 +118,136 @@ pub fn key(r: &serde_json::Value) -> String {
     serde_json::from_value::<kbench_record::EvalRecord>(r.clone())
         .expect("record reads back as an EvalRecord")
         .key()
+}
+
+/// The arguments of one `kbench run`, each option in the order it is given, so a test's
+/// command line reads as the one it runs:
+/// `kbench().args(RunBuilder::new().suite("smoke").device("cpu").out(&dir).build())`.
+#[derive(Debug, Clone)]
+pub struct RunBuilder {
+    args: Vec<OsString>,
+}
+
+impl Default for RunBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RunBuilder {
+    /// `kbench run` with no option yet.
+    pub fn new() -> RunBuilder {
+        RunBuilder {
+            args: vec!["run".into()],
+        }
+    }
+
+    fn opt(mut self, name: &str, value: impl AsRef<OsStr>) -> RunBuilder {
+        self.args.push(name.into());
+        self.args.push(value.as_ref().into());
+        self
+    }
+
+    /// `--agent NAME` (reference, replay, coder-judge, kevin, cuda-agent, command).
+    pub fn agent(self, name: &str) -> RunBuilder {
+        self.opt("--agent", name)
+    }
+
+    /// `--replay-dir DIR`: the kernels `--agent replay` evaluates.
+    pub fn replay_dir(self, dir: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--replay-dir", dir)
+    }
+
+    /// `--suite NAME` (a built-in suite: smoke).
+    pub fn suite(self, name: &str) -> RunBuilder {
+        self.opt("--suite", name)
+    }
+
+    /// `--kernelbench DIR`: a folder holding level1/ level2/ level3/.
+    pub fn kernelbench(self, dir: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--kernelbench", dir)
+    }
+
+    /// `--levels LIST`, e.g. `1` or `1,2`.
+    pub fn levels(self, list: &str) -> RunBuilder {
+        self.opt("--levels", list)
+    }
+
+    /// `--problem FILE`: a single problem file.
+    pub fn problem(self, file: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--problem", file)
+    }
+
+    /// `--select SPEC`, e.g. `1/1,1/2`.
+    pub fn select(self, spec: &str) -> RunBuilder {
+        self.opt("--select", spec)
+    }
+
+    /// `--device DEVICE` (cpu, cuda, cuda:N, auto).
+    pub fn device(self, device: &str) -> RunBuilder {
+        self.opt("--device", device)
+    }
+
+    /// `--families LIST` (all, random, or a comma-separated list of case families).
+    pub fn families(self, list: &str) -> RunBuilder {
+        self.opt("--families", list)
+    }
+
+    /// `--timed-calls N`.
+    pub fn timed_calls(self, n: impl std::fmt::Display) -> RunBuilder {
+        self.opt("--timed-calls", n.to_string())
+    }
+
+    /// `--warmup N`.
+    pub fn warmup(self, n: impl std::fmt::Display) -> RunBuilder {
+        self.opt("--warmup", n.to_string())
+    }
+
+    /// `--no-timing`: correctness only.
+    pub fn no_timing(self) -> RunBuilder {
+        self.arg("--no-timing")
+    }
+
+    /// `--out DIR`: the run directory.
+    pub fn out(self, dir: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--out", dir)
+    }
+
+    /// `--secret-from FILE`: the run's secret seed, so its cases are the same every time.
+    pub fn secret_from(self, file: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--secret-from", file)
+    }
+
+    /// `--python PATH`.
+    pub fn python(self, path: impl AsRef<OsStr>) -> RunBuilder {
+        self.opt("--python", path)
+    }
+
+    /// `--resume`.
+    pub fn resume(self) -> RunBuilder {
+        self.arg("--resume")
+    }
+
+    /// `--quiet`.
+    pub fn quiet(self) -> RunBuilder {
+        self.arg("--quiet")
+    }
+
+    /// Any other argument, as given.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> RunBuilder {
+        self.args.push(arg.as_ref().into());
+        self
+    }
+
+    /// Any other arguments, as given.
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> RunBuilder {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// The argument vector, `run` first.
+    pub fn build(self) -> Vec<OsString> {
+        self.args
+    }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::common::{kbench, key, records, show};
+use crate::common::{kbench, key, records, show, RunBuilder};
 
 /// Whether to run; panics when `KBENCH_SLURM_TESTS=1` but there is no working cluster.
 pub fn slurm_ready() -> bool {
@@ -33,20 +33,17 @@ pub fn slurm_ready() -> bool {
     true
 }
 
-/// The smoke suite's evaluation, made light for 2 cores: correctness only, one thread.
-pub const SMOKE: &[&str] = &[
-    "run",
-    "--suite",
-    "smoke",
-    "--agent",
-    "reference",
-    "--device",
-    "cpu",
-    "--no-timing",
-    "--cpu-threads",
-    "1",
-    "--quiet",
-];
+/// The smoke suite's evaluation, made light for 2 cores: correctness only, one thread (the
+/// caller adds `--out`).
+pub fn smoke_run() -> RunBuilder {
+    RunBuilder::new()
+        .suite("smoke")
+        .agent("reference")
+        .device("cpu")
+        .no_timing()
+        .args(["--cpu-threads", "1"])
+        .quiet()
+}
 
 /// Cancels the submission's jobs when a test ends, so a failed test leaves no tasks behind.
 pub struct Jobs(pub PathBuf);
@@ -83,9 +80,7 @@ pub fn submit(dir: &Path, shards: u32) -> Output {
             "15",
         ])
         .arg("--")
-        .args(SMOKE)
-        .arg("--out")
-        .arg(dir)
+        .args(smoke_run().out(dir).build())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));

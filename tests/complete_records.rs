@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
-use common::{ensure_python, kbench, repo_root, shared, show};
+use common::{ensure_python, kbench, repo_root, shared, show, RunBuilder};
 use kbench::runlog::seed::RunSecret;
 use kbench::runlog::{records_key, signed_line, RECORD_MAC};
 
@@ -50,24 +50,18 @@ fn base_run() -> &'static Path {
         std::fs::write(kernels.join("2_relu_for_elu.py"), WRONG_ELU).unwrap();
         let run = tmp.path().join("run");
         let out = kbench()
-            .args([
-                "run",
-                "--suite",
-                "smoke",
-                "--select",
-                "1,2",
-                "--agent",
-                "replay",
-                "--device",
-                "cpu",
-                "--timed-calls",
-                "20",
-                "--quiet",
-                "--replay-dir",
-            ])
-            .arg(&kernels)
-            .arg("--out")
-            .arg(&run)
+            .args(
+                RunBuilder::new()
+                    .suite("smoke")
+                    .select("1,2")
+                    .agent("replay")
+                    .device("cpu")
+                    .timed_calls(20)
+                    .quiet()
+                    .replay_dir(&kernels)
+                    .out(&run)
+                    .build(),
+            )
             .output()
             .unwrap();
         assert_eq!(
@@ -340,25 +334,19 @@ fn every_attack_on_the_log_changes_the_numbers_honestly_or_is_refused() {
     );
     // --resume refuses an edited run.json as well, before it reads any setting of it.
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1,2",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--timed-calls",
-            "20",
-            "--quiet",
-            "--resume",
-            "--replay-dir",
-        ])
-        .arg(base_run().parent().unwrap().join("kernels"))
-        .arg("--out")
-        .arg(&run)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .agent("replay")
+                .device("cpu")
+                .timed_calls(20)
+                .quiet()
+                .resume()
+                .replay_dir(base_run().parent().unwrap().join("kernels"))
+                .out(&run)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -499,22 +487,17 @@ fn out_of_run_and_merge_refuses_another_tools_folder_and_leaves_it_untouched() {
     };
     let before = snapshot(&kb);
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--quiet",
-            "--replay-dir",
-        ])
-        .arg(&kb)
-        .arg("--out")
-        .arg(&kb)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("replay")
+                .device("cpu")
+                .quiet()
+                .replay_dir(&kb)
+                .out(&kb)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -542,21 +525,17 @@ fn out_of_run_and_merge_refuses_another_tools_folder_and_leaves_it_untouched() {
     std::fs::create_dir(&other).unwrap();
     std::fs::write(other.join("run.json"), "{\"epochs\": 3}").unwrap();
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--agent",
-            "reference",
-            "--device",
-            "cpu",
-            "--quiet",
-            "--resume",
-            "--out",
-        ])
-        .arg(&other)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("reference")
+                .device("cpu")
+                .quiet()
+                .resume()
+                .out(&other)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -656,26 +635,19 @@ fn an_untimed_run_reports_not_timed_and_a_long_step_off_a_terminal_is_not_silent
     }
     let run = tmp.path().join("untimed");
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--no-timing",
-            "--timeout-run",
-            "3",
-            "--families",
-            "random",
-            "--replay-dir",
-        ])
-        .arg(&kernels)
-        .arg("--out")
-        .arg(&run)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("replay")
+                .device("cpu")
+                .no_timing()
+                .args(["--timeout-run", "3"])
+                .families("random")
+                .replay_dir(&kernels)
+                .out(&run)
+                .build(),
+        )
         .env("KBENCH_PROGRESS_EVERY_S", "1")
         .output()
         .unwrap();
@@ -708,26 +680,19 @@ fn an_untimed_run_reports_not_timed_and_a_long_step_off_a_terminal_is_not_silent
     let out = report(tmp.path(), &["untimed", "--table", "cudaforge"]);
     assert!(text(&out).contains("not timed"), "{}", show(&out));
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--families",
-            "random",
-            "--timed-calls",
-            "100",
-            "--resume",
-            "--replay-dir",
-        ])
-        .arg(&kernels)
-        .arg("--out")
-        .arg(&run)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("replay")
+                .device("cpu")
+                .families("random")
+                .timed_calls(100)
+                .resume()
+                .replay_dir(&kernels)
+                .out(&run)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));

@@ -9,22 +9,19 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{alone, ensure_python, kbench, key, records, repo_root, shared, show};
+use common::{alone, ensure_python, kbench, key, records, repo_root, shared, show, RunBuilder};
 
 fn smoke_run(out: &Path) -> std::process::Command {
     let mut c = kbench();
-    c.args([
-        "run",
-        "--suite",
-        "smoke",
-        "--agent",
-        "reference",
-        "--device",
-        "cpu",
-        "--quiet",
-        "--out",
-    ])
-    .arg(out);
+    c.args(
+        RunBuilder::new()
+            .suite("smoke")
+            .agent("reference")
+            .device("cpu")
+            .quiet()
+            .out(out)
+            .build(),
+    );
     c
 }
 
@@ -200,32 +197,23 @@ fn replay_fixtures_get_the_expected_outcomes() {
     let out_dir = dir.path().join("replay");
     let fixtures = repo_root().join("tests/fixtures/replay_smoke");
     let out = kbench()
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--timeout-run",
-            "20",
-            "--timed-calls",
-            "20",
-            "--build-jobs",
-            "2",
-            // No case cache: every candidate gets its cases remade (same seeds, same inputs),
-            // the path large problems take.
-            "--case-cache-mb",
-            "0",
-            "--quiet",
-            "--replay-dir",
-        ])
-        .arg(&fixtures)
-        .arg("--out")
-        .arg(&out_dir)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .agent("replay")
+                .device("cpu")
+                .args(["--timeout-run", "20"])
+                .timed_calls(20)
+                .args(["--build-jobs", "2"])
+                // No case cache: every candidate gets its cases remade (same seeds, same
+                // inputs), the path large problems take.
+                .args(["--case-cache-mb", "0"])
+                .quiet()
+                .replay_dir(&fixtures)
+                .out(&out_dir)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(
@@ -333,19 +321,16 @@ fn issue_2_relative_out_dir_works() {
     let dir = tempfile::tempdir().unwrap();
     let out = kbench()
         .current_dir(dir.path())
-        .args([
-            "run",
-            "--suite",
-            "smoke",
-            "--select",
-            "1",
-            "--device",
-            "cpu",
-            "--no-timing",
-            "--quiet",
-            "--out",
-            "rel-run",
-        ])
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1")
+                .device("cpu")
+                .no_timing()
+                .quiet()
+                .out("rel-run")
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -394,9 +379,13 @@ fn a_run_past_its_start_deadline_leaves_the_rest_to_resume() {
     let out_dir = dir.path().join("run");
     let run = |extra: &[&str]| {
         let mut c = kbench();
-        c.args([
-            "run", "--suite", "smoke", "--select", "1-3", "--device", "cpu",
-        ])
+        c.args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1-3")
+                .device("cpu")
+                .build(),
+        )
         .args(["--no-timing", "--quiet", "--out"])
         .arg(&out_dir)
         .args(extra);
@@ -450,20 +439,24 @@ fn problems_taken_before_the_deadline_finish_and_the_rest_wait() {
     let out_dir = dir.path().join("run");
     let run = |extra: &[&str]| {
         let mut c = kbench();
-        c.args(["run", "--agent", "replay", "--replay-dir"])
-            .arg(&kernels)
-            .args(["--suite", "smoke", "--select", "1-3", "--device", "cpu"])
-            .args([
-                "--no-timing",
-                "--families",
-                "random",
-                "--trials",
-                "1",
-                "--quiet",
-            ])
-            .arg("--out")
-            .arg(&out_dir)
-            .args(extra);
+        c.args(
+            RunBuilder::new()
+                .agent("replay")
+                .replay_dir(&kernels)
+                .build(),
+        )
+        .args(["--suite", "smoke", "--select", "1-3", "--device", "cpu"])
+        .args([
+            "--no-timing",
+            "--families",
+            "random",
+            "--trials",
+            "1",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&out_dir)
+        .args(extra);
         c.output().unwrap()
     };
     let out = run(&["--stop-starting-after", "12"]);

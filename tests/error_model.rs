@@ -7,7 +7,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{by_candidate, families, kbench, repo_root, show};
+use common::{by_candidate, families, kbench, repo_root, show, RunBuilder};
 use serde_json::Value;
 
 /// A fixed run secret, so the stress cases are the same in every CI run.
@@ -18,10 +18,13 @@ fn run(out: &std::path::Path, profile: &str) -> BTreeMap<String, Value> {
     let secret = out.with_extension("secret");
     std::fs::write(&secret, SECRET).unwrap();
     let o = kbench()
-        .args(["run", "--agent", "replay", "--replay-dir"])
-        .arg(fixtures.join("kernels"))
-        .arg("--kernelbench")
-        .arg(fixtures.join("problems"))
+        .args(
+            RunBuilder::new()
+                .agent("replay")
+                .replay_dir(fixtures.join("kernels"))
+                .kernelbench(fixtures.join("problems"))
+                .build(),
+        )
         .args(["--levels", "1", "--device", "cpu", "--no-timing", "--out"])
         .arg(out)
         .arg("--secret-from")

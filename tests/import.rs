@@ -10,7 +10,7 @@ use approx::relative_eq;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{ensure_python, kbench, records, repo_root, shared, show};
+use common::{ensure_python, kbench, records, repo_root, shared, show, RunBuilder};
 use kbench_record::claims::{ClaimedKernel, ClaimsFile};
 use kbench_record::eval_results::KbEvalResults;
 
@@ -382,9 +382,13 @@ fn imported_set_replays_and_its_eval_results_import_back() {
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let run = t.path().join("run");
     let o = kbench()
-        .args([
-            "run", "--suite", "smoke", "--select", "1/1-4", "--agent", "replay",
-        ])
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/1-4")
+                .agent("replay")
+                .build(),
+        )
         .args([
             "--device",
             "cpu",

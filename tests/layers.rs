@@ -3,7 +3,7 @@
 //! - every module of `harness/src` belongs to one box, and imports only from its own box or
 //!   from boxes below it (`BOXES`, lowest first);
 //! - no import circle between files of the harness;
-//! - clap stays in `cli.rs` and `commands/`;
+//! - clap stays in `cli/` and `commands/`;
 //! - `main.rs` is a dispatcher (at most 60 lines) and no source file of the repository,
 //!   Rust or Python, tests included, is over 800 lines.
 //!

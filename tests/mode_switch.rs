@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{ensure_python, kbench, key, records, repo_root, shared, show};
+use common::{ensure_python, kbench, key, records, repo_root, shared, show, RunBuilder};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -25,8 +25,7 @@ fn problem() -> PathBuf {
 
 fn run(out: &Path, extra: &[&str]) -> Output {
     kbench()
-        .args(["run", "--problem"])
-        .arg(problem())
+        .args(RunBuilder::new().problem(problem()).build())
         .args(["--agent", "replay", "--replay-dir"])
         .arg(fixtures().join("kernels"))
         .args([

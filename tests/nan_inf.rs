@@ -11,7 +11,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{by_candidate, kbench, repo_root, show};
+use common::{by_candidate, kbench, repo_root, show, RunBuilder};
 use serde_json::Value;
 
 /// A fixed run secret: the injected positions (seeded from it) are the same in every run.
@@ -25,10 +25,13 @@ fn run(out: &std::path::Path) -> (std::process::Output, BTreeMap<String, Value>)
     let secret = out.with_extension("secret");
     std::fs::write(&secret, SECRET).unwrap();
     let output = kbench()
-        .args(["run", "--agent", "replay", "--replay-dir"])
-        .arg(fixtures().join("kernels"))
-        .arg("--kernelbench")
-        .arg(fixtures().join("problems"))
+        .args(
+            RunBuilder::new()
+                .agent("replay")
+                .replay_dir(fixtures().join("kernels"))
+                .kernelbench(fixtures().join("problems"))
+                .build(),
+        )
         .args(["--levels", "1", "--device", "cpu", "--no-timing"])
         .args(["--families", "nan-inf", "--out"])
         .arg(out)

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use agents_common::{reply, run_agent, toml, FAST};
-use common::{ensure_python, kbench, kernelbench_dir, key, records, shared, show};
+use common::{ensure_python, kbench, kernelbench_dir, key, records, shared, show, RunBuilder};
 use kbench::llm::fake_server::FakeLlm;
 
 /// `level1/` holding shrunk copies of KernelBench's level-1 problems `files` (same code,
@@ -39,8 +39,7 @@ fn kernelbench_folder(root: &Path, files: &[&str]) -> Option<PathBuf> {
 /// `kbench run` over `kb`'s level 1 with the quick settings of these tests.
 fn run(kb: &Path, out: &Path, extra: &[&str]) -> Output {
     kbench()
-        .args(["run", "--kernelbench"])
-        .arg(kb)
+        .args(RunBuilder::new().kernelbench(kb).build())
         .args([
             "--levels",
             "1",
@@ -402,9 +401,14 @@ fn an_agent_task_without_a_kernel_gets_a_no_kernel_record() {
     .unwrap();
     let out = tmp.path().join("agent-kb");
     let o = kbench()
-        .args([
-            "run", "--levels", "1", "--device", "cpu", "--agent", "kevin", "--model", "m",
-        ])
+        .args(
+            RunBuilder::new()
+                .levels("1")
+                .device("cpu")
+                .agent("kevin")
+                .args(["--model", "m"])
+                .build(),
+        )
         .args(["--trajectories", "1", "--max-minutes", "0", "--llm-config"])
         .arg(&cfg)
         .arg("--kernelbench")
@@ -455,8 +459,13 @@ fn small_command_line_faults_are_named_once() {
     let file = dir.path().join("results.txt");
     std::fs::write(&file, "keep me").unwrap();
     let o = kbench()
-        .args(["run", "--suite", "smoke", "--device", "cpu", "--out"])
-        .arg(&file)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cpu")
+                .out(&file)
+                .build(),
+        )
         .output()
         .unwrap();
     once(&o, "is a file");

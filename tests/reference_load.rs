@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{ensure_python, kbench, records, shared, show};
+use common::{ensure_python, kbench, records, shared, show, RunBuilder};
 
 /// A problem whose `Model()` appends a line to `tally` and raises torch's out-of-memory
 /// error while `tally` has fewer than `fails` lines. Only where `tally` exists (the test makes
@@ -40,8 +40,7 @@ fn a_reference_load_sent_ahead_that_ran_out_of_memory_is_loaded_again_once() {
     std::fs::write(level.join("2_OomAlways.py"), problem(&always, 1000)).unwrap();
     let out = dir.path().join("run");
     let o = kbench()
-        .args(["run", "--kernelbench"])
-        .arg(dir.path().join("kb"))
+        .args(RunBuilder::new().kernelbench(dir.path().join("kb")).build())
         .args(["--levels", "1", "--device", "cpu", "--families", "random"])
         .args(["--timed-calls", "5", "--rounds", "1", "--quiet", "--out"])
         .arg(&out)

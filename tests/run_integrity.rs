@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ensure_python, kbench, shared, show};
+use common::{ensure_python, kbench, shared, show, RunBuilder};
 use kbench::runlog::{LineFault, RecordLog};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -27,22 +27,17 @@ const CALLS: &str = "50";
 /// `kbench run` of smoke problems `select` on the CPU into `out`.
 fn smoke(out: &Path, select: &str) -> Command {
     let mut c = kbench();
-    c.args([
-        "run",
-        "--suite",
-        "smoke",
-        "--agent",
-        "reference",
-        "--device",
-        "cpu",
-        "--quiet",
-        "--select",
-        select,
-        "--timed-calls",
-        CALLS,
-        "--out",
-    ])
-    .arg(out);
+    c.args(
+        RunBuilder::new()
+            .suite("smoke")
+            .agent("reference")
+            .device("cpu")
+            .quiet()
+            .select(select)
+            .timed_calls(CALLS)
+            .out(out)
+            .build(),
+    );
     c
 }
 

@@ -21,7 +21,7 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use common::{alone, ensure_python, kbench, key, repo_root, show};
+use common::{alone, ensure_python, kbench, key, repo_root, show, RunBuilder};
 use kbench_reports::Sample;
 use serde_json::Value;
 
@@ -112,38 +112,20 @@ impl World {
     /// `kbench run` over the replay folder, problems 1 and 4, timed.
     fn run(&self, extra: &[&str]) -> std::process::Output {
         std::fs::write(self.secret(), SECRET).unwrap();
-        let p = |p: PathBuf| p.display().to_string();
-        let mut args: Vec<String> = [
-            "run",
-            "--agent",
-            "replay",
-            "--device",
-            "cpu",
-            "--levels",
-            "1",
-            "--select",
-            "1,4",
-            "--families",
-            "signed",
-            "--timed-calls",
-            "100",
-            "--rounds",
-            "10",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend([
-            "--replay-dir".into(),
-            p(self.replay()),
-            "--kernelbench".into(),
-            p(self.problems()),
-            "--out".into(),
-            p(self.out()),
-            "--secret-from".into(),
-            p(self.secret()),
-        ]);
-        args.extend(extra.iter().map(|s| s.to_string()));
+        let args = RunBuilder::new()
+            .agent("replay")
+            .device("cpu")
+            .levels("1")
+            .select("1,4")
+            .families("signed")
+            .timed_calls(100)
+            .args(["--rounds", "10"])
+            .replay_dir(self.replay())
+            .kernelbench(self.problems())
+            .out(self.out())
+            .secret_from(self.secret())
+            .args(extra)
+            .build();
         kbench().args(&args).output().expect("running kbench")
     }
 

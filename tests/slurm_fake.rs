@@ -8,7 +8,7 @@ use crate::common_slurm;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{kbench, show};
+use common::{kbench, show, RunBuilder};
 use common_slurm::shard_state;
 
 /// A stand-in `sbatch`, `squeue` and `sacct` on PATH (no cluster needed): what kbench asks of
@@ -204,8 +204,13 @@ fn issue_10_submit_status_resubmit_and_merge_against_a_fake_slurm() {
     let out = fake
         .kbench()
         .args(["slurm", "submit", "--shards", "2", "--dry-run", "--"])
-        .args(["run", "--suite", "smoke", "--device", "cpu", "--out"])
-        .arg(&dry)
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cpu")
+                .out(&dry)
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -226,8 +231,12 @@ fn issue_10_submit_status_resubmit_and_merge_against_a_fake_slurm() {
     let out = fake
         .kbench()
         .args(["slurm", "submit", "--shards", "99", "--"])
-        .args(["run", "--suite", "smoke", "--out"])
-        .arg(tmp.path().join("many"))
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .out(tmp.path().join("many"))
+                .build(),
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -246,8 +255,12 @@ fn issue_10_submit_status_resubmit_and_merge_against_a_fake_slurm() {
         let out = fake
             .kbench()
             .args(["slurm", "submit", "--shards", "2", "--sbatch", bad, "--"])
-            .args(["run", "--suite", "smoke", "--out"])
-            .arg(tmp.path().join("bad"))
+            .args(
+                RunBuilder::new()
+                    .suite("smoke")
+                    .out(tmp.path().join("bad"))
+                    .build(),
+            )
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{}", show(&out));

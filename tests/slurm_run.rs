@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::{ensure_python, kbench, key, records, shared, show};
 use common_slurm::{
-    complete_lines, job_ids, manifest, merge, shard_state, slurm_ready, smoke_keys, status, submit,
-    task_logs, verdicts, wait_done, Jobs, SMOKE,
+    complete_lines, job_ids, manifest, merge, shard_state, slurm_ready, smoke_keys, smoke_run,
+    status, submit, task_logs, verdicts, wait_done, Jobs,
 };
 
 #[test]
@@ -32,9 +32,7 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
 
     let local = tmp.path().join("local");
     let out = kbench()
-        .args(SMOKE)
-        .arg("--out")
-        .arg(&local)
+        .args(smoke_run().out(&local).build())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
@@ -120,9 +118,7 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
 
     // The merged run is an ordinary run: --resume finds everything recorded.
     let out = kbench()
-        .args(SMOKE)
-        .arg("--out")
-        .arg(&dir)
+        .args(smoke_run().out(&dir).build())
         .arg("--resume")
         .output()
         .unwrap();
@@ -151,9 +147,7 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
         ),
     ] {
         let out = kbench()
-            .args(SMOKE)
-            .arg("--out")
-            .arg(&shard0)
+            .args(smoke_run().out(&shard0).build())
             .arg("--resume")
             .args(&extra)
             .output()

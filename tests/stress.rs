@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::{by_candidate, families, kbench, repo_root, show};
+use common::{by_candidate, families, kbench, repo_root, show, RunBuilder};
 use serde_json::Value;
 
 /// A fixed run secret, so the stress cases (seeded from it) are the same in every CI run: on
@@ -20,25 +20,17 @@ fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let fixtures = root.join("tests/fixtures/stress");
     let secret = out.with_extension("secret");
     std::fs::write(&secret, SECRET).unwrap();
-    let mut args: Vec<String> = vec![
-        "run".into(),
-        "--agent".into(),
-        "replay".into(),
-        "--replay-dir".into(),
-        fixtures.join("kernels").display().to_string(),
-        "--kernelbench".into(),
-        fixtures.join("problems").display().to_string(),
-        "--levels".into(),
-        "1".into(),
-        "--device".into(),
-        "cpu".into(),
-        "--no-timing".into(),
-        "--out".into(),
-        out.display().to_string(),
-        "--secret-from".into(),
-        secret.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
+    let args = RunBuilder::new()
+        .agent("replay")
+        .replay_dir(fixtures.join("kernels"))
+        .kernelbench(fixtures.join("problems"))
+        .levels("1")
+        .device("cpu")
+        .no_timing()
+        .out(out)
+        .secret_from(&secret)
+        .args(extra)
+        .build();
     kbench().args(&args).output().expect("running kbench")
 }
 

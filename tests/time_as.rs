@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{kbench, records, repo_root, show};
+use common::{kbench, records, repo_root, show, RunBuilder};
 
 #[test]
 fn time_as_records_each_convention_beside_kbench_timing() {
@@ -16,10 +16,13 @@ fn time_as_records_each_convention_beside_kbench_timing() {
     let out = dir.path().join("run");
     let run = |extra: &[&str]| {
         kbench()
-            .args(["run", "--agent", "replay", "--replay-dir"])
-            .arg(fixtures.join("kernels"))
-            .arg("--kernelbench")
-            .arg(fixtures.join("problems"))
+            .args(
+                RunBuilder::new()
+                    .agent("replay")
+                    .replay_dir(fixtures.join("kernels"))
+                    .kernelbench(fixtures.join("problems"))
+                    .build(),
+            )
             .args(["--levels", "1", "--device", "cpu", "--out"])
             .arg(&out)
             .args(extra)

@@ -10,7 +10,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{ensure_python, kbench, records, repo_root, shared, show};
+use common::{ensure_python, kbench, records, repo_root, shared, show, RunBuilder};
 
 fn good_kernel() -> PathBuf {
     repo_root().join("tests/fixtures/replay_smoke/1_correct_torch.py")
@@ -19,9 +19,13 @@ fn good_kernel() -> PathBuf {
 /// A replay run of smoke problem 1 on the CPU, quickly.
 fn replay_command(set: &Path, out: &Path) -> Command {
     let mut c = kbench();
-    c.args([
-        "run", "--suite", "smoke", "--select", "1/1", "--agent", "replay",
-    ])
+    c.args(
+        RunBuilder::new()
+            .suite("smoke")
+            .select("1/1")
+            .agent("replay")
+            .build(),
+    )
     .args(["--device", "cpu", "--families", "random"])
     .args(["--timed-calls", "5", "--rounds", "1", "--replay-dir"])
     .arg(set)

@@ -1,4 +1,4 @@
-//! Arguments of `kbench setup`, and `--python` of every command that runs workers (kept beside `cli.rs`, which is near the size limit).
+//! Arguments of `kbench setup`, and `--python` of every command that runs workers.
 
 use std::path::PathBuf;
 

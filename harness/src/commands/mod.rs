@@ -1,4 +1,4 @@
-//! The subcommands: the only layer that prints, and (with `cli.rs`) the only one that knows
+//! The subcommands: the only layer that prints, and (with `cli/`) the only one that knows
 //! clap's argument types. Each subcommand is a `command(args)` returning its exit code;
 //! `run_config` turns arguments into the plain values of `config/`, `stop` installs the stop
 //! flag of long commands. May import every box below it (`exit` to `llm/`).

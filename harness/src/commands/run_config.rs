@@ -214,7 +214,7 @@ pub fn agent_options(kind: AgentKind, a: &AgentArgs) -> Result<crate::llm::Optio
 mod tests {
     use clap::Parser;
 
-    /// `--finalists` defaults to the agents' own default (cli.rs may not import llm).
+    /// `--finalists` defaults to the agents' own default (cli/ may not import llm).
     #[test]
     fn the_finalists_default_is_the_agents() {
         let cli = crate::cli::Cli::try_parse_from(["kbench", "run", "--out", "x"]).unwrap();

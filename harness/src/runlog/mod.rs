@@ -14,7 +14,7 @@
 //! the record log (`records`), reading a run folder for a report or a merge (`read`) and the
 //! run's secret seed (`seed`). A run directory is opened from a plain [`RunManifest`] its
 //! caller builds (from a `RunConfig`: `exec::run_dir`), not from the configuration. May
-//! import the boxes below it (`exit`, `gpu/`, `worker/`, `config/`, `cli.rs`); today it needs
+//! import the boxes below it (`exit`, `gpu/`, `worker/`, `config/`, `cli/`); today it needs
 //! none of them, only `kbench_record`.
 
 mod dir;

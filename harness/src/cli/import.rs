@@ -1,5 +1,5 @@
 //! Arguments of `kbench import`: a published kernel set into kbench's replay layout and a
-//! claims file (kept beside `cli.rs`, which is near the size limit).
+//! claims file.
 
 use std::path::PathBuf;
 

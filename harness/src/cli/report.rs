@@ -1,11 +1,9 @@
-//! Arguments of `kbench report` and `kbench leaderboard` (kept beside `cli.rs`, which is near
-//! the size limit).
+//! Arguments of `kbench report` and `kbench leaderboard`, and the speedup basis and paper
+//! tables both read.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-
-use super::{BasisArg, TableArg};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -90,4 +88,27 @@ pub struct LeaderboardArgs {
     /// refusing them; every output then marks them UNVERIFIED.
     #[arg(long)]
     pub unverified: bool,
+}
+
+/// Which timing ratio speedups use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BasisArg {
+    /// kbench's default: the record's paired speedup (median over interleaved rounds of
+    /// reference time / candidate time).
+    Median,
+    /// reference mean / candidate mean (KernelBench, CudaForge, CUDA Agent).
+    Mean,
+}
+
+/// A paper's results table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TableArg {
+    /// CudaForge Tables 1-2: Correct, Median, 75%, Perf, Fast1 (failures count as 0).
+    Cudaforge,
+    /// CUDA Agent Table 1: Pass, Faster vs Eager/Compile, Geomean vs Eager/Compile.
+    CudaAgent,
+    /// Kevin Table 1: best@k and avg@k over trajectories.
+    Kevin,
+    /// KernelBench: compiled, correct, fast_p, geomean over correct.
+    Kernelbench,
 }
