@@ -1,4 +1,4 @@
-//! Issue 23: the harness reads like its pipeline. Checked from the source itself:
+//! The harness reads like its pipeline. Checked from the source itself:
 //!
 //! - every module of `harness/src` belongs to one box, and imports only from its own box or
 //!   from boxes below it (`BOXES`, lowest first);
@@ -207,7 +207,7 @@ fn name(m: &[String]) -> String {
 }
 
 #[test]
-fn issue23_every_module_is_in_a_box() {
+fn every_module_is_in_a_box() {
     let g = graph();
     let stray: Vec<String> = g
         .edges
@@ -222,7 +222,7 @@ fn issue23_every_module_is_in_a_box() {
 }
 
 #[test]
-fn issue23_no_box_imports_from_a_higher_box() {
+fn no_box_imports_from_a_higher_box() {
     let g = graph();
     let mut up = Vec::new();
     for (from, tos) in &g.edges {
@@ -251,7 +251,7 @@ fn issue23_no_box_imports_from_a_higher_box() {
 }
 
 #[test]
-fn issue23_no_import_circles_between_files() {
+fn no_import_circles_between_files() {
     let mut circles = Vec::new();
     for c in CRATES {
         for circle in circles_of(&graph_of(&repo_root().join(c))) {
@@ -312,7 +312,7 @@ fn circles_of(g: &Graph) -> BTreeSet<String> {
 }
 
 #[test]
-fn issue23_clap_only_in_cli_and_commands() {
+fn clap_only_in_cli_and_commands() {
     let mut all = Vec::new();
     files(&src(), &[".rs"], &mut all);
     let mut bad = Vec::new();
@@ -338,7 +338,7 @@ fn issue23_clap_only_in_cli_and_commands() {
 }
 
 #[test]
-fn issue23_main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
+fn main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
     let main = std::fs::read_to_string(src().join("main.rs")).unwrap();
     assert!(
         main.lines().count() <= MAX_MAIN_LINES,
