@@ -542,7 +542,10 @@ fn no_comment_in_product_code_cites_an_issue_number() {
 #[test]
 fn an_issue_citation_is_found_and_an_archived_path_is_not_one() {
     assert_eq!(cites_issue("see issue 6, Issue #21"), vec![4, 13]);
-    assert_eq!(cites_issue("tests/issue_10.rs issue-3 issue26"), vec![6, 18, 26]);
+    assert_eq!(
+        cites_issue("tests/issue_10.rs issue-3 issue26"),
+        vec![6, 18, 26]
+    );
     assert!(cites_issue("issues, issue tracker, tissue").is_empty());
     let line = "// measured (archive/runs/2026-11-28-h200x4-issue26-b) in issue 26";
     let at = cites_issue(line);
@@ -550,7 +553,10 @@ fn an_issue_citation_is_found_and_an_archived_path_is_not_one() {
     assert!(in_archived_path(line, at[0]));
     assert!(!in_archived_path(line, at[1]));
     assert_eq!(
-        defined_names("    pub fn issue_2_works() {\ndef test_issue6(self):", "fn "),
+        defined_names(
+            "    pub fn issue_2_works() {\ndef test_issue6(self):",
+            "fn "
+        ),
         vec!["issue_2_works"]
     );
 }
