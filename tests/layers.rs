@@ -554,9 +554,9 @@ fn an_issue_citation_is_found_and_an_archived_path_is_not_one() {
     assert!(!in_archived_path(line, at[1]));
     assert_eq!(
         defined_names(
-            "    pub fn issue_2_works() {\ndef test_issue6(self):",
+            "    pub fn Issue_2_works() {\ndef test_issue6(self):",
             "fn "
         ),
-        vec!["issue_2_works"]
+        vec!["Issue_2_works"]
     );
 }
