@@ -207,8 +207,9 @@ fn concurrent_submissions_share_the_problems_reference_worker() {
     eprintln!("6 kernels in {:.1} s wall", t0.elapsed().as_secs_f64());
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let all = jsonl(&out.join("records.jsonl"));
-    // The three correct kernels are then re-timed as one batch and the fastest measured
-    // afresh: the task's final kernel (issue 21).
+    // The three correct kernels are then re-timed as one batch and the fastest measured afresh:
+    // the task's final kernel (so that picking the fastest of noisy timings does not inflate
+    // its speedup).
     let (records, chosen): (Vec<_>, Vec<_>) = all
         .iter()
         .partition(|r| r["candidate"]["selection"].is_null());

@@ -1,7 +1,7 @@
-//! How an agent's final kernel is chosen (issue 21): finalists re-timed together, the
-//! choice measured afresh, and that fresh figure reported, so that picking the fastest of
-//! noisy measurements does not inflate the speedup. The kevin agent end to end against the
-//! scripted fake server on loopback, with the real Python worker timing every kernel on CPU.
+//! How an agent's final kernel is chosen: finalists re-timed together, the choice measured
+//! afresh, and that fresh figure reported, so that picking the fastest of noisy measurements
+//! does not inflate the speedup. The kevin agent end to end against the scripted fake server on
+//! loopback, with the real Python worker timing every kernel on CPU.
 
 use crate::agents_common;
 use crate::common;

@@ -421,7 +421,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let recs = records(&run3);
     assert!(recs[0]["baselines"]["compile"]["speedup"].as_f64().unwrap() > 0.0);
 
-    // 8. Issue 25: a problem the file has no time for (1/3; an explicit file is used as it
+    // 8. A problem the file has no time for (1/3; an explicit file is used as it
     //    is, never measured into). Its record says so, and the summary and the report leave
     //    it out of the compile figures instead of counting it as 0, naming it.
     let run4 = tmp.path().join("run4");

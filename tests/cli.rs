@@ -344,7 +344,7 @@ fn passes_its_self_test(script: &str) {
     );
 }
 
-/// The side-by-side benchmark (KernelBench's eval against kbench, issue 24; its GPU part runs
+/// The side-by-side benchmark (KernelBench's eval against kbench; its GPU part runs
 /// on the GPU machine) checks, with Python's standard library alone, its summary's seconds
 /// and ratios on a fixture, its selection syntax and `run.sh --dry-run`'s commands.
 #[test]
@@ -362,7 +362,7 @@ fn side_by_side_summarizer_passes_its_tests() {
     );
 }
 
-/// Issue 25: with `--kernelbench`, `kbench baselines show` counts every problem of the set as
+/// With `--kernelbench`, `kbench baselines show` counts every problem of the set as
 /// measured, failed (by outcome), stale or a gap, per GPU, mode and level, and `--gaps`
 /// names the gaps; JSON carries the same counts.
 #[test]

@@ -1,7 +1,7 @@
-//! Issue 22: the documentation a user navigates stays navigable. Every relative link in
-//! README.md, docs/*.md, harness/python/PROTOCOL.md, tests/gpu/README.md and archive/README.md
-//! must name a file that exists, and every `#anchor` into a Markdown file must name one of its headings (GitHub's
-//! anchor rules). External http(s) links are not checked. README.md stays short (≤ 250 lines).
+//! The documentation a user navigates stays navigable. Every relative link in README.md,
+//! docs/*.md, harness/python/PROTOCOL.md, tests/gpu/README.md and archive/README.md must name a file that exists,
+//! and every `#anchor` into a Markdown file must name one of its headings (GitHub's anchor
+//! rules). External http(s) links are not checked. README.md stays short (≤ 250 lines).
 
 use std::collections::{HashMap, HashSet};
 use std::fs;

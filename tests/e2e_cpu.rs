@@ -312,10 +312,10 @@ fn python_worker_unit_tests_pass() {
     }
 }
 
-/// Regression (issue 2): a relative --out (as `kbench demo` uses) made every candidate fail to
+/// Regression: a relative --out (as `kbench demo` uses) made every candidate fail to
 /// load, because workers run in private working directories.
 #[test]
-fn issue_2_relative_out_dir_works() {
+fn relative_out_dir_works() {
     let _guard = shared();
     ensure_python();
     let dir = tempfile::tempdir().unwrap();

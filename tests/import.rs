@@ -1,8 +1,8 @@
-//! Issue 21: `kbench import` of published kernel sets (the fixtures in tests/fixtures/import,
-//! one per format, each with a good kernel, a second kernel for one problem, a placeholder
-//! and malformed entries), the rules for --out, and KernelBench's `eval_results.json` both
-//! ways: a replay run of an imported set on CPU writes it, and importing it back gives the
-//! run's verdicts and runtimes.
+//! `kbench import` of published kernel sets (the fixtures in tests/fixtures/import, one per
+//! format, each with a good kernel, a second kernel for one problem, a placeholder and
+//! malformed entries), the rules for --out, and KernelBench's `eval_results.json` both ways: a
+//! replay run of an imported set on CPU writes it, and importing it back gives the run's
+//! verdicts and runtimes.
 
 use crate::common;
 

@@ -1,11 +1,15 @@
-//! Issue 23: the harness reads like its pipeline. Checked from the source itself:
+//! The harness reads like its pipeline. Checked from the source itself:
 //!
 //! - every module of `harness/src` belongs to one box, and imports only from its own box or
 //!   from boxes below it (`BOXES`, lowest first);
 //! - no import circle between files of the harness;
 //! - clap stays in `cli/` and `commands/`;
 //! - `main.rs` is a dispatcher (at most 60 lines) and no source file of the repository,
-//!   Rust or Python, tests included, is over 800 lines.
+//!   Rust or Python, tests included, is over 800 lines;
+//! - names and comments say what they guard, not which tracker entry asked for them: no
+//!   tracked file or folder name outside `archive/`, no Rust or Python function name and no
+//!   line of product code (harness, suites, baselines, reports, adversarial) carries an
+//!   issue number, except inside a path into the archive.
 //!
 //! The import graph is read from `crate::` and `super::` paths in code (comments skipped);
 //! a path names the deepest file it reaches.
@@ -207,7 +211,7 @@ fn name(m: &[String]) -> String {
 }
 
 #[test]
-fn issue23_every_module_is_in_a_box() {
+fn every_module_is_in_a_box() {
     let g = graph();
     let stray: Vec<String> = g
         .edges
@@ -222,7 +226,7 @@ fn issue23_every_module_is_in_a_box() {
 }
 
 #[test]
-fn issue23_no_box_imports_from_a_higher_box() {
+fn no_box_imports_from_a_higher_box() {
     let g = graph();
     let mut up = Vec::new();
     for (from, tos) in &g.edges {
@@ -251,7 +255,7 @@ fn issue23_no_box_imports_from_a_higher_box() {
 }
 
 #[test]
-fn issue23_no_import_circles_between_files() {
+fn no_import_circles_between_files() {
     let mut circles = Vec::new();
     for c in CRATES {
         for circle in circles_of(&graph_of(&repo_root().join(c))) {
@@ -312,7 +316,7 @@ fn circles_of(g: &Graph) -> BTreeSet<String> {
 }
 
 #[test]
-fn issue23_clap_only_in_cli_and_commands() {
+fn clap_only_in_cli_and_commands() {
     let mut all = Vec::new();
     files(&src(), &[".rs"], &mut all);
     let mut bad = Vec::new();
@@ -338,7 +342,7 @@ fn issue23_clap_only_in_cli_and_commands() {
 }
 
 #[test]
-fn issue23_main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
+fn main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
     let main = std::fs::read_to_string(src().join("main.rs")).unwrap();
     assert!(
         main.lines().count() <= MAX_MAIN_LINES,
@@ -376,5 +380,183 @@ fn issue23_main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
         long.is_empty(),
         "files over {MAX_LINES} lines:\n{}",
         long.join("\n")
+    );
+}
+
+// Names and comments that outlive the tracker: a file, test or comment says what it guards
+// or why, never only which tracker entry asked for it (the number means nothing to whoever
+// inherits the code).
+
+/// Where `text` cites a tracker entry: "issue" (any case), then at most one of ` `, `_` or
+/// `-`, an optional `#`, and a digit ("issue 6", "Issue #21", "issue_10", "issue26").
+fn cites_issue(text: &str) -> Vec<usize> {
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut at = Vec::new();
+    for (i, _) in lower.match_indices("issue") {
+        let mut j = i + "issue".len();
+        if matches!(b.get(j), Some(b' ' | b'_' | b'-')) {
+            j += 1;
+        }
+        if b.get(j) == Some(&b'#') {
+            j += 1;
+        }
+        if b.get(j).is_some_and(u8::is_ascii_digit) {
+            at.push(i);
+        }
+    }
+    at
+}
+
+/// Paths whose names keep their tracker numbers: the archive of past GPU runs and records.
+fn archived(path: &str) -> bool {
+    path.starts_with("archive/")
+        // exempt until the archive move lands
+        || path.starts_with("tests/gpu/")
+        || (path.starts_with("bench/") && path.split('/').nth(2) == Some("results"))
+}
+
+/// The repository's tracked files, relative to its root (every file under it, build output
+/// and dot-folders skipped, outside a git checkout).
+fn tracked() -> Vec<String> {
+    let root = repo_root();
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect(),
+        _ => {
+            let mut all = Vec::new();
+            files(&root, &[""], &mut all);
+            all.iter()
+                .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
+                .collect()
+        }
+    }
+}
+
+#[test]
+fn no_file_or_folder_name_carries_an_issue_number() {
+    let bad: Vec<String> = tracked()
+        .into_iter()
+        .filter(|p| !archived(p) && !cites_issue(p).is_empty())
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "name these for what they test or guard, not for a tracker entry:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The names `fn NAME` (Rust) or `def NAME` (Python) defines in `code`.
+fn defined_names<'a>(code: &'a str, keyword: &str) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    for line in code.lines() {
+        let mut rest = line.trim_start();
+        for prefix in ["pub(crate) ", "pub ", "async "] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        if let Some(after) = rest.strip_prefix(keyword) {
+            let end = after
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            names.push(&after[..end]);
+        }
+    }
+    names
+}
+
+#[test]
+fn no_test_function_name_carries_an_issue_number() {
+    let root = repo_root();
+    let mut bad = Vec::new();
+    for rel in tracked().into_iter().filter(|p| !archived(p)) {
+        let keyword = if rel.ends_with(".rs") {
+            "fn "
+        } else if rel.ends_with(".py") {
+            "def "
+        } else {
+            continue;
+        };
+        let Ok(code) = std::fs::read_to_string(root.join(&rel)) else {
+            continue;
+        };
+        for name in defined_names(&code, keyword) {
+            if !cites_issue(name).is_empty() {
+                bad.push(format!("{rel}: {name}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "name these for what they check, not for a tracker entry:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// Whether the citation at `at` is part of a path into the archive (a run folder's or a
+/// script's name there keeps its number): the word around it, up to white space or quotes.
+fn in_archived_path(line: &str, at: usize) -> bool {
+    let start = line[..at]
+        .rfind(|c: char| c.is_whitespace() || "`'\"(".contains(c))
+        .map_or(0, |i| i + 1);
+    archived(&line[start..])
+}
+
+#[test]
+fn no_comment_in_product_code_cites_an_issue_number() {
+    let root = repo_root();
+    let mut all = Vec::new();
+    for dir in ["harness", "suites", "baselines", "reports", "adversarial"] {
+        files(&root.join(dir), &[".rs", ".py", ".sh"], &mut all);
+    }
+    let mut bad = Vec::new();
+    for f in all {
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        // Problem files and kernels of the corpora are data, not kbench's source.
+        if rel.starts_with("adversarial/exploits/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if cites_issue(line)
+                .into_iter()
+                .any(|at| !in_archived_path(line, at))
+            {
+                bad.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "say the reason itself (or point to docs/), not a tracker number:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn an_issue_citation_is_found_and_an_archived_path_is_not_one() {
+    assert_eq!(cites_issue("see issue 6, Issue #21"), vec![4, 13]);
+    assert_eq!(
+        cites_issue("tests/issue_10.rs issue-3 issue26"),
+        vec![6, 18, 26]
+    );
+    assert!(cites_issue("issues, issue tracker, tissue").is_empty());
+    let line = "// measured (archive/runs/2026-11-28-h200x4-issue26-b) in issue 26";
+    let at = cites_issue(line);
+    assert_eq!(at.len(), 2);
+    assert!(in_archived_path(line, at[0]));
+    assert!(!in_archived_path(line, at[1]));
+    assert_eq!(
+        defined_names(
+            "    pub fn Issue_2_works() {\ndef test_issue6(self):",
+            "fn "
+        ),
+        vec!["Issue_2_works"]
     );
 }

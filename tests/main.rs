@@ -7,7 +7,7 @@
 //! cores' wall time); and the harness is linked once instead of 25 times. `common::serial()`
 //! says how tests share the machine.
 //!
-//! Run one file's tests by its module: `cargo test -p kbench --test e2e exploits_issue6::`.
+//! Run one file's tests by its module: `cargo test -p kbench --test e2e exploit_corpus::`.
 
 mod agents_common;
 mod common;
@@ -29,38 +29,41 @@ mod bench_scripts;
 mod cli;
 // A run's records against its signed plan; --out never takes another tool's folder.
 mod complete_records;
-// Issue 22: every relative link and #anchor of the Markdown docs resolves.
+// Every relative link and #anchor of the Markdown docs resolves.
 mod docs_links;
 mod e2e_cpu;
 // The strict profile's fp32 error model: honest reorderings against precision downgrades.
 mod error_model;
-mod exploits_issue6;
-// Issue 21: kbench import of published kernel sets; eval_results.json both ways.
+// Every CPU exploit of the corpus gets exactly its flag or outcome; honest kernels none.
+mod exploit_corpus;
+// A missing or empty kernel, a broken problem file and command-line faults: no_kernel and
+// problem_error records, and each fault named once.
+mod fault_outcomes;
+// kbench import of published kernel sets; eval_results.json both ways.
 mod import;
 // kbench import reads a set as untrusted and removes only what it wrote itself.
 mod import_untrusted;
-// Issue 23: the pipeline's layering, read from the source.
+// The pipeline's layering and the names and comments that outlive the tracker, read from the
+// source.
 mod layers;
 mod leaderboard;
-// Issue 21: --model-mode and the mode-switch advisory, end to end on the CPU.
+// --model-mode and the mode-switch advisory, end to end on the CPU.
 mod mode_switch;
 mod nan_inf;
-// Issue 20, items 6-8: no_kernel and problem_error records, command-line faults.
-mod outcomes_issue20;
 mod profile;
 // A reference load sent ahead that ran out of GPU memory is tried once more.
 mod reference_load;
 mod report;
 // Signed records, one writer per run folder, SIGTERM/SIGHUP: real runs on the CPU.
 mod run_integrity;
-// Issue 20: the harness attacks of the corpus, with and without the sandbox (needs bwrap).
-mod sandbox_issue20;
+// The harness attacks of the corpus, with and without the sandbox (needs bwrap).
+mod sandbox_attacks;
 // The same commands as slurm_run/slurm_measure against a stand-in Slurm (no cluster needed).
 mod slurm_fake;
 // Need a Slurm cluster (tests/slurm/setup.sh); see the files' headers.
 mod slurm_measure;
 mod slurm_run;
-// Issue 22: kbench setup installs the lock; a clone of HEAD stands alone.
+// kbench setup installs the lock; a clone of HEAD stands alone.
 mod standalone;
 // Timing under other evaluators' conventions, recorded as a diagnosis.
 mod stress;

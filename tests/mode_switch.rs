@@ -1,10 +1,9 @@
-//! Issue 21: the module-mode convention (`--model-mode train|eval`) and the `mode-switch`
-//! advisory. Real `kbench` runs on the CPU (real worker, real torch) of a Conv2d+BatchNorm
-//! problem against four kernels: one that calls `self.eval()` and folds the BatchNorm into
-//! the convolution, one that normalises with the running statistics without calling eval,
-//! one that branches on `self.training` (nothing to see until its mismatch is checked again
-//! in eval mode), and an honest one (its own batch-statistics math, so it updates no running
-//! statistics).
+//! The module-mode convention (`--model-mode train|eval`) and the `mode-switch` advisory. Real
+//! `kbench` runs on the CPU (real worker, real torch) of a Conv2d+BatchNorm problem against
+//! four kernels: one that calls `self.eval()` and folds the BatchNorm into the convolution, one
+//! that normalises with the running statistics without calling eval, one that branches on
+//! `self.training` (nothing to see until its mismatch is checked again in eval mode), and an
+//! honest one (its own batch-statistics math, so it updates no running statistics).
 
 use crate::common;
 

@@ -1,8 +1,7 @@
-//! Issue 21 end to end: the NaN/Inf rules of the `nan-inf` family on the real worker. An
-//! honest rewrite whose NaN stays where the output depends on it passes although the
-//! reference's matmul spreads it further (reference artefacts, recorded); kernels that
-//! invent a NaN, flip an infinity's sign or drop a NaN fail under the rule that names it.
-//! Real worker, real torch on CPU.
+//! The NaN/Inf rules of the `nan-inf` family on the real worker. An honest rewrite whose NaN
+//! stays where the output depends on it passes although the reference's matmul spreads it
+//! further (reference artefacts, recorded); kernels that invent a NaN, flip an infinity's sign
+//! or drop a NaN fail under the rule that names it. Real worker, real torch on CPU.
 //!
 //! Fixtures: `tests/fixtures/nan_inf/problems/level1` (small problems) and
 //! `tests/fixtures/nan_inf/kernels/level1` (candidates, `<id>_<label>.py`).

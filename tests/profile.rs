@@ -1,7 +1,7 @@
-//! Issue 9 end to end on CPU: `kbench profile` with the real worker and torch. There is no
-//! GPU (and no ncu) here, so this is the fallback path: the PyTorch profiler's CPU operator
-//! times, a plain note saying so, and the problem's cost counted on the reference. The ncu
-//! path is covered by the CSV fixtures (harness/src/profile.rs) and tests/gpu/profiling.sh ncu.
+//! `kbench profile` end to end on CPU, with the real worker and torch. There is no GPU (and no
+//! ncu) here, so this is the fallback path: the PyTorch profiler's CPU operator times, a plain
+//! note saying so, and the problem's cost counted on the reference. The ncu path is covered by
+//! the CSV fixtures (harness/src/profile.rs) and tests/gpu/profiling.sh ncu.
 
 use crate::common;
 

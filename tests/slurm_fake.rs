@@ -1,6 +1,6 @@
-//! Issue 10's `kbench slurm submit`, `status` and `resubmit` and `kbench merge` against a
-//! stand-in Slurm (no cluster needed): what kbench asks of Slurm, and what it does with the
-//! answers, for `kbench run` and `kbench baselines measure`.
+//! `kbench slurm submit`, `status` and `resubmit` and `kbench merge` against a stand-in Slurm
+//! (no cluster needed): what kbench asks of Slurm, and what it does with the answers, for
+//! `kbench run` and `kbench baselines measure`.
 
 use crate::common;
 use crate::common_slurm;
@@ -73,7 +73,7 @@ impl FakeSlurm {
 }
 
 #[test]
-fn issue_10_submit_status_resubmit_and_merge_against_a_fake_slurm() {
+fn submit_status_resubmit_and_merge_against_a_fake_slurm() {
     let fake = FakeSlurm::new();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");

@@ -1,4 +1,4 @@
-//! Issue 10 end to end on a real Slurm cluster (CPU only): baselines measured as a 2-shard
+//! Sharding over Slurm end to end on a real cluster (CPU only): baselines measured as a 2-shard
 //! job array into one store, one shard killed and resubmitted.
 //!
 //! Needs a cluster: `tests/slurm/setup.sh` (as root) makes a single-node one. The tests run
@@ -78,7 +78,7 @@ fn store_file(store: &Path, mode: &str) -> serde_json::Value {
 }
 
 #[test]
-fn issue_10_baselines_measured_as_a_job_array_fill_one_store_once() {
+fn baselines_measured_as_a_job_array_fill_one_store_once() {
     if !slurm_ready() {
         return;
     }

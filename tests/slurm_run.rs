@@ -1,5 +1,5 @@
-//! Issue 10 end to end on a real Slurm cluster (CPU only): the smoke suite as a 3-shard job
-//! array, merged and compared with a local run of the same plan; a shard killed mid-run and
+//! Sharding over Slurm end to end on a real cluster (CPU only): the smoke suite as a 3-shard
+//! job array, merged and compared with a local run of the same plan; a shard killed mid-run and
 //! resubmitted, completing the run with nothing evaluated twice or lost.
 //!
 //! Needs a cluster: `tests/slurm/setup.sh` (as root) makes a single-node one. The tests run
@@ -21,7 +21,7 @@ use common_slurm::{
 };
 
 #[test]
-fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
+fn smoke_as_a_three_shard_array_merges_to_the_local_run() {
     if !slurm_ready() {
         return;
     }
@@ -213,7 +213,7 @@ fn issue_10_smoke_as_a_three_shard_array_merges_to_the_local_run() {
 }
 
 #[test]
-fn issue_10_a_killed_shard_is_resubmitted_and_the_run_completes() {
+fn a_killed_shard_is_resubmitted_and_the_run_completes() {
     if !slurm_ready() {
         return;
     }

@@ -1,4 +1,4 @@
-//! Issue 22: a number is only worth something if another person gets it again.
+//! A number is only worth something if another person gets it again.
 //!
 //! - `kbench setup` builds its environment from the embedded lock, into a fresh cache
 //!   directory, and the torch it installs is the pinned one; a second setup is a no-op.

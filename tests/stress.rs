@@ -1,6 +1,6 @@
-//! Issue 5 end to end: the stress case families catch kernels that KernelBench's random
-//! inputs pass, and honest kernels (a reordered long reduction included) pass every family
-//! that applies. Real worker, real torch on CPU, one real C++ extension.
+//! The stress case families end to end: they catch kernels that KernelBench's random inputs
+//! pass, and honest kernels (a reordered long reduction included) pass every family that
+//! applies. Real worker, real torch on CPU, one real C++ extension.
 //!
 //! Fixtures: `tests/fixtures/stress/problems/level1` (small problems with KernelBench's
 //! `torch.rand` inputs) and `tests/fixtures/stress/kernels/level1` (candidates, `<id>_<label>.py`).

@@ -1,8 +1,9 @@
 //! Output comparison and verdicts for kbench: which candidate outputs are correct.
 //!
-//! Verdicts are computed here, in Rust, by code a candidate cannot reach (DESIGN.md,
-//! "Trust boundaries"). The CPU path reads little-endian tensors ([`HostTensor`]), decodes
-//! f16/bf16 with `half`, and compares in parallel with `rayon`.
+//! Verdicts are computed here, in Rust, by code a candidate cannot reach (docs/layout.md,
+//! "How it works"; docs/integrity.md, "Containment"). The CPU path reads little-endian
+//! tensors ([`HostTensor`]), decodes f16/bf16 with `half`, and compares in parallel with
+//! `rayon`.
 //!
 //! - [`tolerance`]: the `kernelbench`, `kernelbench-v0.1` and `strict` profiles.
 //! - [`compare`]: shape, dtype, then values (elementwise `allclose`, the NaN/Inf rules, the

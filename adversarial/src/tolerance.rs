@@ -75,7 +75,7 @@ pub fn tolerance(profile: ToleranceProfile, precision: Precision) -> Tolerance {
 /// **Why the floor is the profile's `rtol`** (1e-4 at fp32, 1e-2 at fp16/bf16). Elementwise,
 /// `atol` dominates `rtol·|r|` for outputs below `atol/rtol = 1` in magnitude, and for tiny
 /// outputs it accepts anything: L1/23 softmax over 393,216 columns has values ≈ 2.5e-6, so
-/// returning zeros passes atol = 1e-4 (KernelBench issue #165 lists Softmax, FrobeniusNorm,
+/// returning zeros passes atol = 1e-4 (reported to KernelBench for Softmax, FrobeniusNorm,
 /// Min reduction and L2Norm). The normwise gate with floor = `rtol` applies the relative
 /// part of the tolerance to the output as a whole, so it closes exactly that loophole
 /// (zeros give relative error 1) while it can never be stricter than `rtol` already is where

@@ -259,7 +259,7 @@ def compare(kb, other):
 def stress_added(per_problem):
     """What every check adds to the random cases alone, per problem: a problem's record
     seconds with every check over its record seconds with `--families random`, less one
-    (issue 24's goal: at most +50% on every problem)."""
+    (the overhead goal: at most +50% on every problem)."""
     added = {}
     for row in per_problem:
         ra, al = row["random"], row["all"]

@@ -1,5 +1,5 @@
-"""Where two GPUs of one host slow each other down (issue 26: every problem took 8.9% longer
-with two at once, launch-bound timings up to 78%). Three probes, each alone and then with a
+"""Where two GPUs of one host slow each other down (in the multi-GPU runs every problem took
+8.9% longer with two at once, launch-bound timings up to 78%). Three probes, each alone and then with a
 twin on the other GPU started at the same instant:
 
 - spin: a pure-Python loop pinned to one core (which vCPUs share a physical core: the harness

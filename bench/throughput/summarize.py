@@ -129,7 +129,7 @@ def summarize_problem(rec, samples):
 
 def timing_limit(timing):
     """The timed calls' own seconds, both sides (Σ samples_ms / 1000): what timing costs at
-    the least (issue 24's limit, less the flushes, which make it a little larger). None
+    the least (the overhead goal's limit, less the flushes, which make it a little larger). None
     without samples."""
     total, any_ = 0.0, False
     for side in ("reference", "candidate"):
@@ -141,7 +141,7 @@ def timing_limit(timing):
     return total / 1000.0 if any_ else None
 
 
-TIMING_GOAL = 1.3  # timing within 1.3× of its limit (issue 24)
+TIMING_GOAL = 1.3  # timing within 1.3× of its limit (the overhead goal)
 
 
 def timing_against_limit(problems):
@@ -363,7 +363,7 @@ def summarize_run(run_dir):
         "resume_free_wall_s": resume_free_wall(problems, invocations),
         "cpu_speed": read_cpu_speed(run_dir),
         "per_gpu": per_gpu(problems, wall_active, gaps, invocations and invocations["first_start_unix_s"]),
-        # The first verdict's time after kbench started (issue 24: within 60 s for a cold
+        # The first verdict's time after kbench started (the overhead goal: within 60 s for a cold
         # load_inline set); None without run.sh's .invocations.
         # Verdicts that ran a kernel: a missing kernel or a broken problem file is recorded at
         # once, with no worker.

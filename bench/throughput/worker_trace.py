@@ -10,7 +10,7 @@ worker's log (RUN/logs/*.log) then has one line per command,
 
     kbench worker: <role> <command> <unix start> +<seconds>s
 
-Made for the question the 4-GPU run of issue 26 left open: its problems took 17% longer than
+Made for the question the 4-GPU scaling run left open: its problems took 17% longer than
 on one GPU, yet the reference workers' per-case times barely moved. Summing each (role,
 command)'s seconds over the run on both sides shows whether the workers' own work slowed
 (and which command) or whether the time went between commands, in the harness or in

@@ -188,7 +188,7 @@ fn an_agents_fresh_final_measurement_is_the_tasks_result_not_the_maximum() {
     assert_eq!((first.candidates.len(), first.remeasured.len()), (2, 0));
 }
 
-/// Issue 25: a problem the compile baseline has no time for is left out of the compile
+/// A problem the compile baseline has no time for is left out of the compile
 /// figures (its speedup there is unknown, not 0), and the report names it with why and says
 /// which file the other compile times came from.
 #[test]
@@ -257,7 +257,7 @@ fn problems_without_a_baseline_time_are_left_out_of_its_figures() {
     );
 }
 
-/// Issue 25: where a store's eager time is far from the run's own reference (a launch-bound
+/// Where a store's eager time is far from the run's own reference (a launch-bound
 /// model on a host whose CPU ran at another speed), the report says that the speedups over
 /// that store's times carry the factor, worst first; within the bound, nothing is said.
 #[test]

@@ -9,7 +9,7 @@ from .support import Worker, WorkerTestCase
 
 
 class IntegrityProbeTests(WorkerTestCase):
-    """Issue 6: the measurements behind the integrity flags (PROTOCOL.md, "Integrity")."""
+    """The measurements behind the integrity flags (PROTOCOL.md, "Integrity")."""
 
     SQUARE = """
         import torch

@@ -79,7 +79,8 @@ pub enum Outcome {
         /// Multi-index of the first element outside tolerance.
         first_index: Vec<u64>,
         /// Which rule failed, e.g. "elementwise", "drops-nan", "nonfinite-invented", "float64 gate"
-        /// (README, "NaN and Inf"; records before issue 21 say "nan/inf position").
+        /// (README, "NaN and Inf"; records written before the NaN/Inf rules were split by name
+        /// say "nan/inf position").
         rule: String,
     },
     /// The candidate broke an integrity rule (see `flag`).

@@ -73,7 +73,7 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// Named tolerance profiles (see DESIGN.md, "Correctness").
+/// Named tolerance profiles (see docs/correctness.md, "Tolerance").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum ToleranceProfile {
     /// kbench's default: KernelBench HEAD's elementwise tolerances plus a float64 gate.
@@ -697,7 +697,7 @@ mod tests {
     }
 
     #[test]
-    fn case_results_without_the_issue_21_fields_still_read() {
+    fn case_results_without_tol_needed_artefacts_or_detail_still_read() {
         let old = r#"{"case":{"family":"nan-inf","index":0},"passed":false,"max_abs":0.0,"max_rel":0.0,"mismatches":1,"elements":8,"rel_l2_vs_f64":null,"wall_s":0.1}"#;
         let c: CaseResult = serde_json::from_str(old).unwrap();
         assert_eq!(

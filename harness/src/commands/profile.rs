@@ -196,7 +196,7 @@ mod tests {
     const MATMUL: &str = include_str!("../../../tests/fixtures/ncu/matmul_bf16.csv");
 
     #[test]
-    fn matmul_profile_renders_and_has_the_json_keys_run_issue9_reads() {
+    fn matmul_profile_renders_and_has_the_json_keys_the_gpu_profile_script_reads() {
         let p = aggregate(&parse_ncu_raw_csv(MATMUL).unwrap(), 3, Some(&h100()));
         let report = h100_ncu_report("level1/1_Square_matrix_multiplication_.py", p);
         let text = render(&report);

@@ -720,7 +720,7 @@ impl Evaluation<'_, '_> {
         };
         // A time below the physical limit (reads and FLOPs at the GPU's peaks, L2 flushed
         // before each call) is no kernel's honest result: work skipped, results kept across
-        // calls, or broken timing (issue 6, "excessive speedup").
+        // calls, or broken timing (docs/integrity.md, "excessive speedup").
         if let Some(o) = faster_than_light(&record) {
             record.outcome = o;
         }

@@ -6,8 +6,8 @@ use kbench_record::EvalRecord;
 use kbench_suites::Problem;
 use serde_json::{json, Value};
 
-/// Hook for profiler feedback (issue 9: Nsight Compute metrics and the roofline). The
-/// Judge's optimisation mode and the `profile` tools receive what it returns, verbatim.
+/// Hook for profiler feedback (`kbench profile`: Nsight Compute metrics and the roofline).
+/// The Judge's optimisation mode and the `profile` tools receive what it returns, verbatim.
 pub trait ProfileFeedback: Send + Sync {
     /// A JSON document describing where the kernel's time goes.
     fn profile(&self, problem: &Problem, source: &str, record: &EvalRecord) -> Value;

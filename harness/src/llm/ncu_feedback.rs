@@ -1,5 +1,5 @@
-//! Profile feedback from `kbench profile` (issue 9): Nsight Compute's metrics in CudaForge's
-//! set, a roofline verdict per kernel and the speed-of-light ratio, for the Judge's
+//! Profile feedback from `kbench profile` (docs/profiling.md): Nsight Compute's metrics in
+//! CudaForge's set, a roofline verdict per kernel and the speed-of-light ratio, for the Judge's
 //! optimisation mode, cuda-agent's `profile` tool and the command agent's `profile` request.
 //! Where ncu cannot be used, `kbench profile` falls back to the PyTorch profiler and says so;
 //! where profiling fails altogether, the measured times are given, labelled as such.

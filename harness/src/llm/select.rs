@@ -1,4 +1,4 @@
-//! Choosing a task's final kernel without rewarding timing noise (issue 21).
+//! Choosing a task's final kernel without rewarding timing noise.
 //!
 //! Keeping the fastest of several noisy measurements biases the speedup upward (the
 //! winner's curse): the same source timed 1.33x and 1.17x keeps 1.33x, and a replay gives

@@ -36,7 +36,7 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
     }
 }
 
-/// [`run`] with another source of profile feedback: issue 9's `kbench profile` (Nsight
+/// [`run`] with another source of profile feedback: `kbench profile` (Nsight
 /// Compute metrics, roofline) plugs in here, and the Judge's optimisation mode, cuda-agent's
 /// `profile` tool and the command agent's `profile` request all receive its JSON.
 pub fn run_with_profiler(

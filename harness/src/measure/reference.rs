@@ -676,7 +676,8 @@ fn take_host_case(
         }
     }
     let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
-    // The sizes the candidate worker poisons before the call (issue 6, unwritten-output).
+    // The sizes the candidate worker poisons before the call, so that an output left
+    // unwritten is caught (the unwritten-output flag).
     let poison: Vec<Value> = outputs
         .iter()
         .map(|o| json!({"dtype": o.dtype().as_str(), "nbytes": o.data().len()}))

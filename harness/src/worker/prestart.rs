@@ -9,7 +9,7 @@ use super::{Worker, WorkerFault, WorkerSpec};
 /// alike: the start (and a request sent ahead) is held by the device's gate, paused with
 /// SIGSTOP while any kernel on that device is timed, so it never competes with a timed call
 /// (on a GPU from the end of its imports: see `StartGate`).
-/// (Until issue 24 the CPU started each worker only when needed; starting ahead under the
+/// (The CPU used to start each worker only when needed; starting ahead under the
 /// gate halved a CPU run of the smoke suite, 77 s → 42 s on 2 cores.)
 ///
 /// A started worker may also be sent its first request ahead (a reference worker's `load`,

@@ -1,4 +1,4 @@
-//! Issue 20 end to end: the attacks of the exploit corpus (rows S1-S6 of
+//! The sandbox end to end: the attacks of the exploit corpus (rows S1-S6 of
 //! `adversarial/exploits/manifest.json`) are powerless inside the bubblewrap sandbox, and real
 //! without it. Real worker, real torch on CPU, real processes, signals, files and sockets.
 //!
@@ -288,7 +288,7 @@ fn the_manifest_lists_the_attacks_as_powerless() {
 }
 
 #[test]
-fn issue20_attacks_are_powerless_in_the_sandbox_and_real_without_it() {
+fn attacks_are_powerless_in_the_sandbox_and_real_without_it() {
     ensure_python();
     let _guard = alone();
 

@@ -1,7 +1,8 @@
-//! Issue 20, items 6–8: a missing or empty kernel is a recorded wrong answer (`no_kernel`),
-//! a broken problem file costs its own problem (`problem_error`) and never the level, and the
-//! command line's small faults are named once and plainly. Real `kbench` processes on the
-//! CPU, over a KernelBench-layout folder made from real level-1 problems (shrunk to fit).
+//! Faults that cost one verdict, not the run: a missing or empty kernel is a recorded wrong
+//! answer (`no_kernel`), a broken problem file costs its own problem (`problem_error`) and
+//! never the level, and the command line's small faults are named once and plainly. Real
+//! `kbench` processes on the CPU, over a KernelBench-layout folder made from real level-1
+//! problems (shrunk to fit).
 
 use crate::agents_common;
 use crate::common;
