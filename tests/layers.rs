@@ -411,9 +411,6 @@ fn cites_issue(text: &str) -> Vec<usize> {
 /// Paths whose names keep their tracker numbers: the archive of past GPU runs and records.
 fn archived(path: &str) -> bool {
     path.starts_with("archive/")
-        // exempt until the archive move lands
-        || path.starts_with("tests/gpu/")
-        || (path.starts_with("bench/") && path.split('/').nth(2) == Some("results"))
 }
 
 /// The repository's tracked files, relative to its root (every file under it, build output

@@ -44,7 +44,7 @@ step_scripted() {
 DEVICE=${DEVICE:-cuda}
 PART=${PART:-all}
 use_cache_dir
-W=${W:-/tmp/issue8}; P=tests/gpu/agent_replies
+W=${W:-/tmp/agents}; P=tests/gpu/agent_replies
 HPY=${HPY:-python3}   # runs this script's JSON helpers (standard library only)
 rm -rf "$W"; mkdir -p "$OUT" "$W"
 exec > >(tee "$OUT/summary.txt") 2>&1
@@ -82,14 +82,14 @@ def code(name):
     return {"content": f"Here is the kernel ({name}).\n```python\n{src(name)}```\nDone.", "usage": usage}
 def judge(v):
     return {"content": "```json\n" + json.dumps(v) + "\n```", "usage": usage}
-opt = lambda what: judge({"bottleneck": f"ISSUE8-BOTTLENECK {what}: low DRAM throughput for a memory-bound op",
+opt = lambda what: judge({"bottleneck": f"JUDGE-BOTTLENECK {what}: low DRAM throughput for a memory-bound op",
                           "optimisation method": "coalesced float4 accesses over a full grid",
-                          "modification plan": f"ISSUE8-PLAN {what}: one thread per float4 of the output"})
+                          "modification plan": f"JUDGE-PLAN {what}: one thread per float4 of the output"})
 script = {"models": {
     # Problems run in id order (12, 40, 88), one at a time.
     "coder": [code("12_slow"), code("12_fast"), code("40_bad"), code("40_ok"), code("88_slow"), code("88_fast")],
     "judge": [opt("12"),
-              judge({"critical_issue": "ISSUE8-CRITICAL undeclared identifier m_rows",
+              judge({"critical_issue": "JUDGE-CRITICAL undeclared identifier m_rows",
                      "why_it_matters": "the extension does not build", "minimal_fix_hint": "divide by m"}),
               opt("88")],
     # Per problem: t0 turn 1, t0 turn 2, t1 turn 1, t1 turn 2.
@@ -253,9 +253,9 @@ def coder_judge():
         check(False, "three Judge calls to inspect")
     c = by["coder"]
     if len(c) == 6:
-        check("ISSUE8-PLAN 12" in user(c[1]) and "ISSUE8-PLAN 88" in user(c[5]),
+        check("JUDGE-PLAN 12" in user(c[1]) and "JUDGE-PLAN 88" in user(c[5]),
               "the Judge's modification plans reach the Coder")
-        check("ISSUE8-CRITICAL" in user(c[3]), "the Judge's critical issue reaches the Coder's repair prompt")
+        check("JUDGE-CRITICAL" in user(c[3]), "the Judge's critical issue reaches the Coder's repair prompt")
     for pid in ("12", "40", "88"):
         t = next((t for p, t in cj_tasks.items() if p.endswith(f"L1/{pid}")), None)
         if t is None:

@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # kernels alike) on --device cuda, once with the default policy and once, for the CUDA
 # kernels, with --require-custom-kernels; prints and writes the table exploit, expected
 # flag, flag raised (tests/gpu/exploit_table.py) plus the worker's unit tests on CUDA.
-# Everything lands in $OUT (exploit_table.md, the run logs, issue6.tar.gz).
+# Everything lands in $OUT (exploit_table.md, the run logs, exploits.tar.gz).
 #
 #   D=devrun OUT=/tmp/out bash tests/gpu/integrity.sh exploits
 #
@@ -28,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # at $D/kbench; the problems are the corpus's own (adversarial/exploits/problems).
 step_exploits() {
 use_cache_dir
-L=/tmp/issue6; C=/tmp/issue6-corpus
+L=/tmp/exploits; C=/tmp/exploits-corpus
 EX=adversarial/exploits
 mkdir -p "$OUT" "$L"
 rm -rf "$C" "$L"/run-* && mkdir -p "$C/all/level1" "$C/cuda/level1"
@@ -78,7 +78,7 @@ for path in sys.argv[1:]:
 PY
 cat "$L/details.txt"
 cp "$L/exploit_table.md" "$L/details.txt" "$OUT/" 2>/dev/null
-pack "$OUT/issue6.tar.gz" /tmp issue6
+pack "$OUT/exploits.tar.gz" /tmp exploits
 }
 
 # step stress: stress fixtures and CUDA kernels, GiB-sized outputs, the suite audit
@@ -87,10 +87,10 @@ pack "$OUT/issue6.tar.gz" /tmp issue6
 # two CUDA kernels (tests/gpu/stress_cuda: fmaxf drops NaN, --use_fast_math flushes
 # denormals), a reference run over level-1 problems whose outputs are GiB-sized, then
 # the suite audit (resumable: AUDIT_SECS bounds it, state kept in $D/audit).
-# Logs land in $OUT/issue5.tar.gz and $OUT/audit.tgz, with a summary on stdout.
+# Logs land in $OUT/stress.tar.gz and $OUT/audit.tgz, with a summary on stdout.
 step_stress() {
 use_cache_dir
-L=/tmp/issue5; T=/tmp/runs5
+L=/tmp/stress; T=/tmp/stress-runs
 AUDIT_SECS=${AUDIT_SECS:-240}; PARTS=${PARTS:-env,pytests,smoke,check,ref,audit}
 SELECT=${SELECT:-1/19,1/20,1/23,1/31,1/32,1/40,1/47,1/88}
 rm -rf "$L" "$T"; mkdir -p "$OUT" "$L" "$T" "$D/audit"
@@ -129,7 +129,7 @@ if has ref; then
   echo "ref rc=$? $(( $(date +%s)-S ))s"; tail -30 "$L/ref.txt"
   cp $T/ref/records.jsonl "$L/ref_records.jsonl" 2>/dev/null
 fi
-pack "$OUT/issue5.tar.gz" /tmp issue5
+pack "$OUT/stress.tar.gz" /tmp stress
 if has audit; then
   step audit; S=$(date +%s)
   timeout -s INT -k 30 "$AUDIT_SECS" $D/kbench audit --kernelbench $D/kernelbench --device cuda \
@@ -145,10 +145,10 @@ fi
 # unit tests (D/kbench-lib-tests, a release test binary: `cargo test --release -p kbench --lib
 # --no-run`, copied there), the worker's CUDA tests (device-path probe references), `kbench
 # check` of the nan-inf fixtures on CUDA, and the reference agent on large level-1 problems
-# under every family. Logs in $OUT/issue21.tar.gz, a summary with PASS/FAIL lines on stdout.
+# under every family. Logs in $OUT/leaderboard.tar.gz, a summary with PASS/FAIL lines on stdout.
 step_nan() {
 use_cache_dir
-L=/tmp/issue21; T=/tmp/runs21
+L=/tmp/leaderboard; T=/tmp/leaderboard-runs
 SELECT=${SELECT:-1/12,1/19,1/23,1/40,1/47,1/88}
 rm -rf "$L" "$T"; mkdir -p "$OUT" "$L" "$T"
 verdict() { if [ "$1" = 0 ]; then echo "PASS $2"; else echo "FAIL $2"; fi; }
@@ -189,7 +189,7 @@ for line in open(sys.argv[1]):
             print(r["problem"]["name"], r["outcome"]["kind"], "artefacts", c.get("artefacts"),
                   "tol_needed", c.get("tol_needed"), "n/a" if c.get("not_applicable") else "")
 PY
-pack "$OUT/issue21.tar.gz" /tmp issue21
+pack "$OUT/leaderboard.tar.gz" /tmp leaderboard
 }
 
 # step leaderboard: the NaN/Inf step, then KernelBenchLeaderboard's kernels replayed with their claims report

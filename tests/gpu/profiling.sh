@@ -32,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 step_ncu() {
 PART=${PART:-all}
 use_cache_dir
-W=/tmp/issue9; P=tests/gpu/profile_kernels
+W=/tmp/profiling; P=tests/gpu/profile_kernels
 mkdir -p "$OUT" "$W"
 LOG="$OUT/summary.txt"
 exec > >(tee "$LOG") 2>&1

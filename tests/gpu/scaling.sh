@@ -163,7 +163,7 @@ STEPS=${STEPS:-warm ref1 ref2 ref4} exec bash "$GPU_DIR/scaling.sh" x4
 # are the 250, each half's sides measured on one machine. Several device calls of at most 10
 # minutes each: the same command again resumes (run.sh's --resume), from the run folders kept
 # on the machine or, on a fresh machine, from the small files of the previous call carried
-# back in $D/issue26_$HALF (RESTORE; run.sh's COPY_TO layout: run.json, records, secret).
+# back in $D/half_$HALF (RESTORE; run.sh's COPY_TO layout: run.json, records, secret).
 #
 #   D=devrun OUT=$OUT HALF=a BUDGET_S=540 bash tests/gpu/scaling.sh half
 #   STEPS="warm ref4 ref1" ...   # on a machine of 4 GPUs
@@ -171,12 +171,12 @@ STEPS=${STEPS:-warm ref1 ref2 ref4} exec bash "$GPU_DIR/scaling.sh" x4
 #   ORDER=abba ...               # two blocks, 2-GPU/1-GPU/1-GPU/2-GPU (MULTI=ref4 on 4 GPUs), so a
 #                                # drift of the host's speed weighs on both sides alike
 #   PROBE=1 ...                  # probe_contention.py first (about 100 s)
-#   # here: mkdir -p devrun/issue26_a && tar -xzf <files_at>/bench.tgz -C devrun/issue26_a
+#   # here: mkdir -p devrun/half_a && tar -xzf <files_at>/bench.tgz -C devrun/half_a
 #   # and the same command again until results.md shows both runs complete
 step_half() {
 HALF=${HALF:-a}
 # BENCH_DIR: the runs on this machine; COPY_DIR: their small files, sent back (tar in $OUT).
-B=${BENCH_DIR:-/tmp/bench26_$HALF}; C=${COPY_DIR:-/tmp/bench26copy_$HALF}; RESTORE=${RESTORE:-$D/issue26_$HALF}
+B=${BENCH_DIR:-/tmp/bench_half_$HALF}; C=${COPY_DIR:-/tmp/bench_half_copy_$HALF}; RESTORE=${RESTORE:-$D/half_$HALF}
 mkdir -p "$OUT" "$B"
 use_sandbox
 export KBENCH_WORKER_TRACE=1

@@ -17,7 +17,7 @@ from .tensors import _sync, seed_all
 # (`empty_cache`) unless the GPU has room for them: the reference and a candidate share one
 # GPU, and blocks cached here (float64 copies, old outputs) must not make an honest candidate
 # run out of memory. With four GPUs busy those driver calls took 1.7-2.6x as long per call as
-# with one (tests/gpu/runs/2026-11-28-h200x4-issue26-half-a-abba), and the blocks freed were
+# with one (archive/runs/2026-11-28-h200x4-half-a-abba), and the blocks freed were
 # allocated again through the driver by the next case, so it keeps them while the GPU's free
 # memory is at least what it reserves plus an eighth of the GPU (the candidate and the
 # harness's buffers for a case need about what the reference needed at its peak). Up to

@@ -202,7 +202,7 @@ mod tests {
         let text = render(&report);
         println!("{text}");
         assert!(text.contains("compute-bound"), "{text}");
-        // The JSON keys tests/gpu/run_issue9.sh reads.
+        // The JSON keys `tests/gpu/profiling.sh ncu` reads.
         let v = serde_json::to_value(&report).unwrap();
         let k0 = &v["ncu"]["kernels"][0];
         assert_eq!(k0["verdict"]["bound"], "compute-bound");

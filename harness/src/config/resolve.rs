@@ -131,7 +131,7 @@ pub fn host_build_jobs() -> usize {
 /// core in every worker, and the workers' CPU work (a problem's weight initialisation above
 /// all) then fights over the cores: on 4 H100s with 64 cores, 4 threads a worker loaded the
 /// references 3x faster than 64 did and made a 40-problem run 9% shorter
-/// (tests/gpu/runs/2026-11-27-h100x4-issue26-b).
+/// (archive/runs/2026-11-27-h100x4-worker-threads-full250).
 pub fn gpu_worker_threads(cores: usize, gpus: usize) -> usize {
     (cores / (4 * gpus.max(1))).max(1)
 }

@@ -90,8 +90,8 @@ pub const FIRST_WAVE_MAX: Duration = Duration::from_secs(60);
 /// and 235 s (88 s), 15 took 93 s and 207 s (98 s): one build alone takes 54 s. Half of the
 /// threads start, so that the first builds should finish about as fast as with 8, and from
 /// the first build done on every thread builds, so that the rest of the pass should go at
-/// the rate of 15 (a projection from those three runs; tests/gpu/run_issue24_verify.sh
-/// measures it).
+/// the rate of 15 (a projection from those three runs; archive/runs/2026-11-27-h100-released-rounds-build-pool/run_issue24_verify.sh
+/// measured it).
 pub fn first_wave(jobs: usize) -> usize {
     jobs.div_ceil(2).max(1)
 }

@@ -474,7 +474,7 @@ mod tests {
         );
     }
 
-    /// Recorded by `tests/gpu/run_issue9.sh` on an H100 80GB HBM3 (ncu 2025.3.1, torch
+    /// Recorded by `tests/gpu/profiling.sh ncu` on an H100 80GB HBM3 (ncu 2025.3.1, torch
     /// 2.11.0+cu130, 3 profiled calls each); the figures asserted are the ones that run
     /// printed.
     #[test]

@@ -24,7 +24,7 @@ torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
 }
 """
 cpp = "torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b);"
-ext = load_inline(name="kbench_issue9_add", cpp_sources=cpp, cuda_sources=source,
+ext = load_inline(name="kbench_profile_add", cpp_sources=cpp, cuda_sources=source,
                   functions=["add_cuda"], verbose=False)
 
 
