@@ -1,7 +1,7 @@
 //! Issue 22: the documentation a user navigates stays navigable. Every relative link in
-//! README.md, docs/*.md, harness/python/PROTOCOL.md and tests/gpu/README.md must name a file
-//! that exists, and every `#anchor` into a Markdown file must name one of its headings (GitHub's
-//! anchor rules). External http(s) links are not checked. README.md stays short (≤ 250 lines).
+//! README.md, docs/*.md, CONTRIBUTING.md, harness/python/PROTOCOL.md and tests/gpu/README.md
+//! must name a file that exists, and every `#anchor` into a Markdown file must name one of its
+//! headings (GitHub's anchor rules). External http(s) links are not checked. README.md stays short (≤ 250 lines).
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -29,7 +29,11 @@ fn checked_files(root: &Path) -> Vec<PathBuf> {
         .collect();
     docs.sort();
     files.extend(docs);
-    for extra in ["harness/python/PROTOCOL.md", "tests/gpu/README.md"] {
+    for extra in [
+        "CONTRIBUTING.md",
+        "harness/python/PROTOCOL.md",
+        "tests/gpu/README.md",
+    ] {
         if root.join(extra).is_file() {
             files.push(PathBuf::from(extra));
         }
