@@ -1,7 +1,8 @@
 //! The documentation a user navigates stays navigable. Every relative link in README.md,
-//! docs/*.md, harness/python/PROTOCOL.md, tests/gpu/README.md and archive/README.md must name a file that exists,
-//! and every `#anchor` into a Markdown file must name one of its headings (GitHub's anchor
-//! rules). External http(s) links are not checked. README.md stays short (≤ 250 lines).
+//! docs/*.md, CONTRIBUTING.md, harness/python/PROTOCOL.md, tests/gpu/README.md and
+//! archive/README.md must name a file that exists, and every `#anchor` into a Markdown file
+//! must name one of its headings (GitHub's anchor rules). External http(s) links are not
+//! checked. README.md stays short (≤ 250 lines).
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -30,6 +31,7 @@ fn checked_files(root: &Path) -> Vec<PathBuf> {
     docs.sort();
     files.extend(docs);
     for extra in [
+        "CONTRIBUTING.md",
         "harness/python/PROTOCOL.md",
         "tests/gpu/README.md",
         "archive/README.md",

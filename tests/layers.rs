@@ -10,6 +10,9 @@
 //!   tracked file or folder name outside `archive/`, no Rust or Python function name and no
 //!   line of product code (harness, suites, baselines, reports, adversarial) carries an
 //!   issue number, except inside a path into the archive.
+//! - the case families are listed once (`kbench_record::FAMILIES`): no other source file
+//!   spells the list, and the Python worker's generators and the docs' tables name the same
+//!   families.
 //!
 //! The import graph is read from `crate::` and `super::` paths in code (comments skipped);
 //! a path names the deepest file it reaches.
@@ -556,4 +559,131 @@ fn an_issue_citation_is_found_and_an_archived_path_is_not_one() {
         ),
         vec!["Issue_2_works"]
     );
+}
+
+/// Lines within which every stress family's name, spelled as a string literal, counts as a
+/// copy of the family list.
+const LIST_SPAN: usize = 16;
+
+/// The stress families' names, from the one list (`kbench_record::FAMILIES`).
+fn stress_family_names() -> Vec<String> {
+    kbench_record::CaseFamily::stress()
+        .map(|f| f.to_string())
+        .collect()
+}
+
+/// The one list of case families is `FAMILIES` in harness/record/src/case.rs: no other
+/// source file, Rust or Python, tests included, spells every stress family's name as a
+/// string literal within a few lines (derive the list from `FAMILIES` in Rust, from
+/// `GENERATORS` of families.py in Python). The Python worker's generators are checked
+/// against it in the next test.
+#[test]
+fn the_case_families_are_listed_once() {
+    let names = stress_family_names();
+    let root = repo_root();
+    let mut all = Vec::new();
+    for dir in [
+        "harness",
+        "suites",
+        "baselines",
+        "reports",
+        "adversarial",
+        "tests",
+        "bench",
+    ] {
+        files(&root.join(dir), &[".rs", ".py"], &mut all);
+    }
+    let mut copies = Vec::new();
+    for f in all {
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        if rel == "harness/record/src/case.rs"
+            || rel.starts_with("adversarial/exploits/")
+            || rel.starts_with("tests/fixtures/")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        // Per line, the family names it spells as a string literal.
+        let spelled: Vec<Vec<&str>> = text
+            .lines()
+            .map(|line| {
+                names
+                    .iter()
+                    .filter(|n| {
+                        line.contains(&format!("\"{n}\"")) || line.contains(&format!("'{n}'"))
+                    })
+                    .map(String::as_str)
+                    .collect()
+            })
+            .collect();
+        for start in 0..spelled.len() {
+            let window = &spelled[start..(start + LIST_SPAN).min(spelled.len())];
+            if names
+                .iter()
+                .all(|n| window.iter().any(|l| l.contains(&n.as_str())))
+            {
+                copies.push(format!("{rel}:{}", start + 1));
+                break;
+            }
+        }
+    }
+    assert!(
+        copies.is_empty(),
+        "a copy of the case family list (derive it from kbench_record::FAMILIES, or in Python \
+         from kbench_worker.families.GENERATORS):\n{}",
+        copies.join("\n")
+    );
+}
+
+/// The Python worker has a generator for exactly the stress families of `FAMILIES`, in the
+/// same order (its `@_generates("name")` lines), and the docs' family tables name the same
+/// families: PROTOCOL.md's (every family, in order) and docs/correctness.md's.
+#[test]
+fn the_worker_and_the_docs_name_the_families_of_the_one_list() {
+    let names = stress_family_names();
+    let root = repo_root();
+    let read = |rel: &str| std::fs::read_to_string(root.join(rel)).unwrap();
+    let python = read("harness/python/kbench_worker/families.py");
+    let generated: Vec<&str> = python
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("@_generates(\"")?.strip_suffix("\")"))
+        .collect();
+    assert_eq!(
+        generated, names,
+        "families.py's generators against kbench_record::FAMILIES"
+    );
+
+    // The first column of the Markdown table whose header starts `| family |`.
+    let table = |rel: &str| -> Vec<String> {
+        let text = read(rel);
+        let rows = text
+            .lines()
+            .skip_while(|l| !l.starts_with("| family |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'));
+        rows.map(|r| r.split('|').nth(1).unwrap().trim().to_string())
+            .collect()
+    };
+    let mut every = vec!["random".to_string()];
+    every.extend(names.iter().cloned());
+    let quoted = |v: &[String]| v.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>();
+    assert_eq!(
+        table("harness/python/PROTOCOL.md"),
+        quoted(&every),
+        "PROTOCOL.md's table of case families"
+    );
+    // correctness.md puts `large` and `small` in one row.
+    let correctness = table("docs/correctness.md").join(" / ");
+    assert_eq!(
+        correctness,
+        quoted(&names).join(" / "),
+        "docs/correctness.md's table of case families"
+    );
+    let skills = read("harness/src/llm/skills.md");
+    for n in &names {
+        assert!(
+            skills.contains(&format!("`{n}`")),
+            "harness/src/llm/skills.md does not name the family `{n}`"
+        );
+    }
 }

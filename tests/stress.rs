@@ -57,21 +57,14 @@ fn stress_families_catch_what_random_inputs_miss() {
     let recs = by_candidate(&strict);
     assert_eq!(recs.len(), 12, "{text}");
 
-    // Every record lists the 5 random cases and one case per stress family, in order.
-    let order = [
-        "random",
-        "random",
-        "random",
-        "random",
-        "random",
-        "signed",
-        "nan-inf",
-        "denormal",
-        "fp16-saturation",
-        "large",
-        "small",
-        "cancellation",
-    ];
+    // Every record lists the 5 random cases and one case per stress family, in the order of
+    // kbench's family list.
+    let stress: Vec<String> = kbench_record::CaseFamily::stress()
+        .map(|f| f.to_string())
+        .collect();
+    let order: Vec<&str> = std::iter::repeat_n("random", 5)
+        .chain(stress.iter().map(String::as_str))
+        .collect();
     for (name, r) in &recs {
         if r["outcome"]["kind"] == "mismatch" && r["outcome"]["case"]["family"] == "random" {
             continue; // stopped at its random failure, as KernelBench would

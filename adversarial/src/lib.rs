@@ -33,6 +33,6 @@ pub use compare::{
 };
 pub use rule::Rule;
 pub use scan::GateSums;
-pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability, STRESS_FAMILIES};
+pub use stress::{flush_count, flush_count_bytes, not_applicable, Stability};
 pub use tolerance::{float64_gate, tolerance, Float64Gate, RescueScales, Tolerance};
 pub use verdict::{case_result, failure_outcome};

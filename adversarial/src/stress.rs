@@ -1,23 +1,12 @@
 //! Stress case families: whether a family applies to a problem (decided by rule from the
 //! reference's own behaviour, never from a list), and flush-to-zero detection for the
-//! `denormal` family.
+//! `denormal` family. The families themselves are listed once, in `kbench_record::FAMILIES`.
 
 use half::{bf16, f16};
 use kbench_record::{CaseFamily, Dtype, FlushCount, HostTensor};
 use rayon::prelude::*;
 
 use crate::tolerance::Tolerance;
-
-/// Every family besides `random`, in the order a run takes them.
-pub const STRESS_FAMILIES: [CaseFamily; 7] = [
-    CaseFamily::Signed,
-    CaseFamily::NanInf,
-    CaseFamily::Denormal,
-    CaseFamily::Fp16Saturation,
-    CaseFamily::Large,
-    CaseFamily::Small,
-    CaseFamily::Cancellation,
-];
 
 /// How far two computations of the reference's outputs are apart, as the reference worker
 /// measures it: `max_excess` is the largest `|a − b| − rtol·|b|` over elements finite in

@@ -8,7 +8,6 @@ import torch
 from .protocol import WorkerError
 
 
-FAMILIES = ("random", "signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation")
 FP16_MAX = 65504.0
 
 
@@ -83,73 +82,118 @@ def _distinct_positions(n, k, g, device):
     return picked
 
 
+# The generator of each stress family, by name, in the order kbench's family list
+# (`FAMILIES` of harness/record/src/case.rs) names them; a Rust test checks that both name the
+# same families in the same order. Each takes a `_Draw` (shape, device, generator) and the
+# working dtype, and returns float32 values of the draw's shape.
+GENERATORS = {}
+
+
+def _generates(name):
+    """Registers the decorated function as the generator of family `name`."""
+
+    def register(fn):
+        GENERATORS[name] = fn
+        return fn
+
+    return register
+
+
+@_generates("signed")
+def _signed(d, working_dtype):
+    return d.signed()
+
+
+@_generates("nan-inf")
+def _nan_inf(d, working_dtype):
+    v = d.signed()
+    flat = v.view(-1)
+    specials = (float("nan"), float("inf"), float("-inf"))
+    numel = math.prod(d.shape)
+    for p, value in zip(_distinct_positions(numel, min(3, numel), d.g, d.device), specials):
+        flat[p] = value
+    return v
+
+
+@_generates("denormal")
+def _denormal(d, working_dtype):
+    tiny = _smallest_normal(working_dtype)
+    m = _mantissa_bits(working_dtype)
+    # Subnormal for the working dtype: s * tiny * U(2^-m, 1), clamped into
+    # [smallest subnormal, largest subnormal], both exact in the working dtype, so the
+    # cast to it keeps every one of them nonzero and subnormal.
+    sub = d.rand().mul_(1.0 - 2.0**-m).add_(2.0**-m).mul_(tiny)
+    sub.clamp_(tiny * 2.0**-m, tiny * (1.0 - 2.0**-m))
+    normal = d.log_uniform(tiny, 1.0)
+    pick = d.rand().lt_(0.5).bool()
+    v = torch.where(pick, sub, normal)
+    del sub, normal, pick
+    v.mul_(d.sign())
+    return v
+
+
+@_generates("fp16-saturation")
+def _fp16_saturation(d, working_dtype):
+    v = d.rand().mul_(0.5).add_(0.5).mul_(FP16_MAX).clamp_(FP16_MAX / 2, FP16_MAX)
+    v.mul_(d.sign())
+    return v
+
+
+@_generates("large")
+def _large(d, working_dtype):
+    v = d.log_uniform(1e2, 1e5)
+    v.mul_(d.sign())
+    return v
+
+
+@_generates("small")
+def _small(d, working_dtype):
+    v = d.log_uniform(1e-8, 1e-5)
+    v.mul_(d.sign())
+    return v
+
+
+@_generates("cancellation")
+def _cancellation(d, working_dtype):
+    shape, device, g = d.shape, d.device, d.g
+    n = shape[-1] if shape else 0
+    if n < 2:
+        return d.signed()
+    rows = math.prod(shape) // n
+    h = n // 2
+    half = _Draw((rows, h), device, g)
+    out = torch.empty((rows, n), dtype=torch.float32, device=device)
+    v = half.log_uniform(1.0, 1e3)
+    v.mul_(half.sign())
+    out[:, :h] = v
+    # The negatives, in a random order (one permutation for the whole tensor), each
+    # with a relative noise of 1e-6: -v_j + v_j * 1e-6 * N(0, 1).
+    perm = torch.randperm(h, generator=g, device=device)
+    neg = v.index_select(1, perm)
+    del v, perm
+    noise = half.randn()
+    neg.mul_(noise.mul_(1e-6).sub_(1.0))
+    del noise
+    out[:, h : 2 * h] = neg
+    del neg
+    if n % 2:
+        out[:, 2 * h] = 0.0
+    return out.view(shape)
+
+
+# Every family the worker makes: `random` (the problem's own inputs) and the generators'.
+FAMILIES = ("random", *GENERATORS)
+# The stress families: every family but `random`, in the order a run takes them.
+STRESS_FAMILIES = tuple(GENERATORS)
+
+
 def family_values(family, shape, device, seed, working_dtype):
     """The float32 values of `family` for a tensor of `shape` on `device`, drawn from a
     generator seeded with `seed`; made for `working_dtype` (denormal limits)."""
-    shape = tuple(shape)
-    g = _generator(device, seed)
-    d = _Draw(shape, device, g)
-    numel = math.prod(shape)
-    if family == "signed":
-        return d.signed()
-    if family == "nan-inf":
-        v = d.signed()
-        flat = v.view(-1)
-        specials = (float("nan"), float("inf"), float("-inf"))
-        for p, value in zip(_distinct_positions(numel, min(3, numel), g, device), specials):
-            flat[p] = value
-        return v
-    if family == "denormal":
-        tiny = _smallest_normal(working_dtype)
-        m = _mantissa_bits(working_dtype)
-        # Subnormal for the working dtype: s * tiny * U(2^-m, 1), clamped into
-        # [smallest subnormal, largest subnormal], both exact in the working dtype, so the
-        # cast to it keeps every one of them nonzero and subnormal.
-        sub = d.rand().mul_(1.0 - 2.0**-m).add_(2.0**-m).mul_(tiny)
-        sub.clamp_(tiny * 2.0**-m, tiny * (1.0 - 2.0**-m))
-        normal = d.log_uniform(tiny, 1.0)
-        pick = d.rand().lt_(0.5).bool()
-        v = torch.where(pick, sub, normal)
-        del sub, normal, pick
-        v.mul_(d.sign())
-        return v
-    if family == "fp16-saturation":
-        v = d.rand().mul_(0.5).add_(0.5).mul_(FP16_MAX).clamp_(FP16_MAX / 2, FP16_MAX)
-        v.mul_(d.sign())
-        return v
-    if family == "large":
-        v = d.log_uniform(1e2, 1e5)
-        v.mul_(d.sign())
-        return v
-    if family == "small":
-        v = d.log_uniform(1e-8, 1e-5)
-        v.mul_(d.sign())
-        return v
-    if family == "cancellation":
-        n = shape[-1] if shape else 0
-        if n < 2:
-            return d.signed()
-        rows = numel // n
-        h = n // 2
-        half = _Draw((rows, h), device, g)
-        out = torch.empty((rows, n), dtype=torch.float32, device=device)
-        v = half.log_uniform(1.0, 1e3)
-        v.mul_(half.sign())
-        out[:, :h] = v
-        # The negatives, in a random order (one permutation for the whole tensor), each
-        # with a relative noise of 1e-6: -v_j + v_j * 1e-6 * N(0, 1).
-        perm = torch.randperm(h, generator=g, device=device)
-        neg = v.index_select(1, perm)
-        del v, perm
-        noise = half.randn()
-        neg.mul_(noise.mul_(1e-6).sub_(1.0))
-        del noise
-        out[:, h : 2 * h] = neg
-        del neg
-        if n % 2:
-            out[:, 2 * h] = 0.0
-        return out.view(shape)
-    raise ValueError(f"no generator for family {family!r}")
+    generate = GENERATORS.get(family)
+    if generate is None:
+        raise ValueError(f"no generator for family {family!r}")
+    return generate(_Draw(shape, device, _generator(device, seed)), working_dtype)
 
 
 def apply_family(raw, family, seed, working_dtype):

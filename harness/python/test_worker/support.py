@@ -192,8 +192,6 @@ def get_init_inputs():
     return []
 """
 
-FAMILIES = ["signed", "nan-inf", "denormal", "fp16-saturation", "large", "small", "cancellation"]
-
 
 def simple_problem(forward, inputs="[torch.rand(4, 32)]", init="[]", params=""):
     """A problem whose Model.forward(self, x, *rest) returns `forward`."""

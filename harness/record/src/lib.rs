@@ -14,7 +14,7 @@ pub mod protocol;
 mod record;
 mod tensor;
 
-pub use case::{CaseFamily, CaseRef};
+pub use case::{CaseFamily, CaseRef, FamilySpec, FAMILIES};
 pub use outcome::{human_bytes, Outcome, Phase};
 pub use planned::{Plan, PlannedKernel, PlannedKernels, PlannedProblem};
 pub use record::{

@@ -51,10 +51,9 @@ pub struct EvalArgs {
     /// Correctness trials of the `random` case family (KernelBench: 5).
     #[arg(long, default_value_t = 5)]
     pub trials: u32,
-    /// Stress case families run after the random trials, one case each: `all` (signed,
-    /// nan-inf, denormal, fp16-saturation, large, small, cancellation), `random` (none: the
-    /// KernelBench-compatible check alone), or a comma-separated list of families.
-    #[arg(long, value_name = "LIST", default_value = "all")]
+    // Its help names the families from their one list (`config::families_help`); the list is
+    // checked by `config::parse_families`.
+    #[arg(long, value_name = "LIST", default_value = "all", help = crate::config::families_help())]
     pub families: String,
     /// Timed calls per kernel (reference and candidate each).
     #[arg(long, default_value_t = 100)]

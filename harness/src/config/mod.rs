@@ -14,7 +14,8 @@ pub mod shard;
 pub mod suite;
 
 pub use resolve::{
-    default_case_cache_bytes, parse_families, resolve_device, resolve_gpus, Selection,
+    default_case_cache_bytes, families_help, parse_families, resolve_device, resolve_gpus,
+    Selection,
 };
 pub use run::{
     AgentConfig, EvalSpec, RoundWarmup, RunConfig, Timeouts, TimingConfig, DEFAULT_COMPILE_LOAD_S,

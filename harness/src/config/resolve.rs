@@ -2,24 +2,34 @@
 //! problems: plain strings in, checked values out (the error texts name the flags).
 
 use anyhow::{bail, Result};
-use kbench_record::Device;
+use kbench_record::{CaseFamily, Device};
 
 use crate::gpu;
 
+/// The stress families' names, comma-separated, in the order a run takes them.
+fn stress_names() -> String {
+    CaseFamily::stress()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The help of `--families`, naming the families of [`kbench_record::FAMILIES`].
+pub fn families_help() -> String {
+    format!(
+        "Stress case families run after the random trials, one case each: `all` ({}), \
+         `random` (none: the KernelBench-compatible check alone), or a comma-separated list of \
+         families",
+        stress_names()
+    )
+}
+
 /// `--families`: `all`, `random` or a list of stress families (`random` may be named in a
 /// list; it always runs).
-pub fn parse_families(spec: &str) -> Result<Vec<kbench_record::CaseFamily>> {
-    use kbench_record::CaseFamily;
-    let known = kbench_adversarial::STRESS_FAMILIES;
-    let names = || {
-        known
-            .iter()
-            .map(|f| f.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+pub fn parse_families(spec: &str) -> Result<Vec<CaseFamily>> {
+    let known: Vec<CaseFamily> = CaseFamily::stress().collect();
     match spec.trim() {
-        "all" => return Ok(known.to_vec()),
+        "all" => return Ok(known),
         "random" | "none" => return Ok(Vec::new()),
         _ => {}
     }
@@ -32,7 +42,7 @@ pub fn parse_families(spec: &str) -> Result<Vec<kbench_record::CaseFamily>> {
         if !known.contains(&f) {
             bail!(
                 "--families: unknown case family `{name}`; known: random, {}, or `all`",
-                names()
+                stress_names()
             );
         }
         if !out.contains(&f) {

@@ -1,5 +1,6 @@
-//! `--export-markdown`: the terminal report's tables as GitHub-flavoured Markdown, plus the
-//! per-problem table, ready to paste into a paper draft or a pull request.
+//! `--export-markdown`: every table of `views::SECTIONS` (the terminal report's, plus the
+//! per-problem table) as GitHub-flavoured Markdown, ready to paste into a paper draft or a
+//! pull request.
 
 use super::views;
 use super::{records_line, shown_label, unverified_banner};
@@ -34,26 +35,14 @@ pub fn render_markdown(report: &Report) -> String {
         for note in &run.notes {
             out.push_str(&format!("> {note}\n\n"));
         }
-        out.push_str("### Correctness\n\n");
-        out.push_str(&views::correctness(run).markdown());
-        out.push_str("\n### Speedups\n\n");
-        out.push_str(&views::speedups(run).markdown());
-        if !run.families.is_empty() {
-            out.push_str("\n### Correctness by case family\n\n");
-            out.push_str(&views::families(run).markdown());
+        let grids = views::SECTIONS
+            .iter()
+            .filter_map(|s| (s.build)(run).map(|grid| (s.title, grid)));
+        for (i, (title, grid)) in grids.enumerate() {
+            let gap = if i == 0 { "" } else { "\n" };
+            out.push_str(&format!("{gap}### {title}\n\n"));
+            out.push_str(&grid.markdown());
         }
-        if let Some(k) = views::kevin(run) {
-            out.push_str("\n### Trajectories (Kevin)\n\n");
-            out.push_str(&k.markdown());
-        }
-        out.push_str("\n### Cost and time per task\n\n");
-        out.push_str(&views::cost(run).markdown());
-        if let Some(g) = views::integrity(run) {
-            out.push_str("\n### Integrity flags\n\n");
-            out.push_str(&g.markdown());
-        }
-        out.push_str("\n### Problems\n\n");
-        out.push_str(&views::problems(run).markdown());
     }
     out
 }

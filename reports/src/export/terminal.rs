@@ -1,5 +1,6 @@
-//! What `kbench report` prints: per run, correctness and speedups per level and overall,
-//! then case families, Kevin's trajectory metrics, costs and integrity flags when present.
+//! What `kbench report` prints: per run, its title and notes, then the tables of
+//! `views::SECTIONS` that the terminal shows (correctness and speedups per level and overall,
+//! then case families, Kevin's trajectory metrics, costs and integrity flags when present).
 
 use super::views;
 use super::{records_line, shown_label, unverified_banner};
@@ -24,23 +25,11 @@ pub fn render_terminal(report: &Report) -> String {
         for note in &run.notes {
             out.push_str(&format!("{note}\n"));
         }
-        out.push('\n');
-        out.push_str(&views::correctness(run).text());
-        out.push('\n');
-        out.push_str(&views::speedups(run).text());
-        if !run.families.is_empty() {
-            out.push('\n');
-            out.push_str(&views::families(run).text());
-        }
-        if let Some(k) = views::kevin(run) {
-            out.push('\n');
-            out.push_str(&k.text());
-        }
-        out.push('\n');
-        out.push_str(&views::cost(run).text());
-        if let Some(g) = views::integrity(run) {
-            out.push('\n');
-            out.push_str(&g.text());
+        for section in views::SECTIONS.iter().filter(|s| s.in_terminal) {
+            if let Some(grid) = (section.build)(run) {
+                out.push('\n');
+                out.push_str(&grid.text());
+            }
         }
     }
     out.push_str(&format!(

@@ -1,8 +1,59 @@
-//! The tables that the terminal and Markdown renderers share, as [`Grid`]s.
+//! The tables of a run's report, as [`Grid`]s, and [`SECTIONS`], the one list of them that the
+//! terminal and Markdown renderers walk.
 
 use super::fmt::{pct, rate_ci, speedup, speedup_ci, Grid};
 use crate::metrics::FAST_P;
 use crate::report::RunReport;
+
+/// One table of a run's report.
+pub(crate) struct Section {
+    /// Its Markdown heading.
+    pub title: &'static str,
+    /// Its table, or `None` when the run has nothing for it (the section is then left out).
+    pub build: fn(&RunReport) -> Option<Grid>,
+    /// Whether the terminal report shows it (the per-problem table is Markdown's alone).
+    pub in_terminal: bool,
+}
+
+/// A run's tables, in the order both renderers print them (CONTRIBUTING.md, "Adding a
+/// report table").
+pub(crate) const SECTIONS: &[Section] = &[
+    Section {
+        title: "Correctness",
+        build: |run| Some(correctness(run)),
+        in_terminal: true,
+    },
+    Section {
+        title: "Speedups",
+        build: |run| Some(speedups(run)),
+        in_terminal: true,
+    },
+    Section {
+        title: "Correctness by case family",
+        build: families,
+        in_terminal: true,
+    },
+    Section {
+        title: "Trajectories (Kevin)",
+        build: kevin,
+        in_terminal: true,
+    },
+    Section {
+        title: "Cost and time per task",
+        build: |run| Some(cost(run)),
+        in_terminal: true,
+    },
+    Section {
+        title: "Integrity flags",
+        build: integrity,
+        in_terminal: true,
+    },
+    Section {
+        title: "Problems",
+        build: |run| Some(problems(run)),
+        in_terminal: false,
+    },
+];
 
 /// One line under the run's title: what was evaluated and how.
 pub(crate) fn run_line(run: &RunReport) -> String {
@@ -24,7 +75,7 @@ pub(crate) fn run_line(run: &RunReport) -> String {
 }
 
 /// Per scope: task counts and correctness (rates with Wilson intervals).
-pub(crate) fn correctness(run: &RunReport) -> Grid {
+fn correctness(run: &RunReport) -> Grid {
     let mut g = Grid::new(&[
         "scope",
         "tasks",
@@ -55,7 +106,7 @@ pub(crate) fn correctness(run: &RunReport) -> Grid {
 }
 
 /// Per scope and baseline: fast_p, geomean over correct, and CudaForge's zero-filled stats.
-pub(crate) fn speedups(run: &RunReport) -> Grid {
+fn speedups(run: &RunReport) -> Grid {
     let mut header: Vec<String> = vec!["scope".into(), "vs".into(), "timed".into()];
     header.extend(FAST_P.iter().map(|p| format!("fast_{p}")));
     header.extend(
@@ -93,8 +144,11 @@ pub(crate) fn speedups(run: &RunReport) -> Grid {
     g
 }
 
-/// Per case family, over candidates that ran it.
-pub(crate) fn families(run: &RunReport) -> Grid {
+/// Per case family, over candidates that ran it; `None` when no candidate ran one.
+fn families(run: &RunReport) -> Option<Grid> {
+    if run.families.is_empty() {
+        return None;
+    }
     let mut g = Grid::new(&["case family", "passed", "ran", "pass rate"]);
     for f in &run.families {
         g.row(vec![
@@ -104,11 +158,11 @@ pub(crate) fn families(run: &RunReport) -> Grid {
             rate_ci(&f.passed),
         ]);
     }
-    g
+    Some(g)
 }
 
 /// Kevin's best@k / avg@k, for runs with more than one trajectory per task.
-pub(crate) fn kevin(run: &RunReport) -> Option<Grid> {
+fn kevin(run: &RunReport) -> Option<Grid> {
     if run.scopes.iter().all(|s| s.kevin.k <= 1) {
         return None;
     }
@@ -148,7 +202,7 @@ pub(crate) fn kevin(run: &RunReport) -> Option<Grid> {
 
 /// Time per task: the harness's evaluation minutes always, and the agent's tokens, dollars,
 /// wall and GPU minutes when its records carry a `cost`.
-pub(crate) fn cost(run: &RunReport) -> Grid {
+fn cost(run: &RunReport) -> Grid {
     let any_cost = run.scopes.iter().any(|s| s.cost.tasks_with_cost > 0);
     let mut header = vec!["scope", "eval min/task"];
     if any_cost {
@@ -182,7 +236,7 @@ pub(crate) fn cost(run: &RunReport) -> Grid {
 }
 
 /// Integrity flags, one per candidate and flag.
-pub(crate) fn integrity(run: &RunReport) -> Option<Grid> {
+fn integrity(run: &RunReport) -> Option<Grid> {
     if run.integrity.is_empty() {
         return None;
     }
@@ -194,7 +248,7 @@ pub(crate) fn integrity(run: &RunReport) -> Option<Grid> {
 }
 
 /// Per problem: outcome and speedups, with the eager speedup's interval from its samples.
-pub(crate) fn problems(run: &RunReport) -> Grid {
+fn problems(run: &RunReport) -> Grid {
     let mut g = Grid::new(&[
         "problem",
         "name",
