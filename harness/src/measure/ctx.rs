@@ -6,7 +6,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use kbench_record::Device;
-use serde_json::{json, Value};
 
 use crate::config::RunConfig;
 use crate::worker::build::BuildPool;
@@ -97,10 +96,11 @@ impl Ctx<'_> {
         }
     }
 
-    pub fn num_threads(&self, device: Device) -> Value {
+    /// The workers' CPU intra-op threads on `device` (none on a GPU).
+    pub fn cpu_threads(&self, device: Device) -> Option<u32> {
         match device {
-            Device::Cpu => json!(self.config.cpu_threads),
-            Device::Cuda(_) => Value::Null,
+            Device::Cpu => Some(self.config.cpu_threads),
+            Device::Cuda(_) => None,
         }
     }
 }

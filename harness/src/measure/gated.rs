@@ -33,9 +33,9 @@
 
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{Command, Frame};
 use kbench_record::Outcome;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::exchange::{CaseLayout, Exchange, Side};
 use super::Station;
@@ -204,11 +204,12 @@ pub fn time_gated(
         candidate_unprobed: true,
     };
     let open = |side| {
-        let mut cmd = exchange.open_command(side, case.layout, case.forward_seed);
-        if let Some(cpu) = station.timing_cpu {
-            cmd["cpu"] = json!(cpu);
-        }
-        Frame::new(cmd)
+        Frame::command(&exchange.open_command(
+            side,
+            case.layout,
+            case.forward_seed,
+            station.timing_cpu,
+        ))
     };
     match reference.request(open(Side::Reference), settings.timeout) {
         Ok(r) if r.kind() == "time_opened" => {}
@@ -247,7 +248,7 @@ pub fn time_gated(
     // candidate's does not.
     // Both at once: each close is a full collection in its worker (0.1-0.2 s with torch
     // imported), and they were a third of level-1 problem 10's timing on an H200.
-    let close = || Frame::new(json!({"cmd": "time_close"}));
+    let close = || Frame::command(&Command::TimeClose { release: None });
     let candidate_closing = if matches!(result, Ok(GatedRun::Stopped(_)) | Err(_)) {
         None
     } else {
@@ -480,7 +481,9 @@ impl Run<'_> {
         let t = Instant::now();
         self.thaw(reference, Side::Reference)?;
         let reply = reference.request(
-            Frame::new(json!({"cmd": "stage_inputs", "seeds": seeds})),
+            Frame::command(&Command::StageInputs {
+                seeds: seeds.to_vec(),
+            }),
             self.s.timeout,
         );
         self.freeze(reference, Side::Reference)?;
@@ -515,7 +518,9 @@ impl Run<'_> {
         if opening > 0 {
             self.thaw(worker, side)?;
             let reply = worker.request(
-                Frame::new(json!({"cmd": "timed_call", "opening": opening})),
+                Frame::command(&Command::TimedCall {
+                    round_warmup: Some(opening),
+                }),
                 self.s.timeout,
             );
             if !stays_thawed {
@@ -583,7 +588,10 @@ impl Run<'_> {
         }
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
-        let reply = worker.request(Frame::new(json!({"cmd": "timed_call"})), self.s.timeout);
+        let reply = worker.request(
+            Frame::command(&Command::TimedCall { round_warmup: None }),
+            self.s.timeout,
+        );
         // The window closes when the freeze is asked for: a running task stops at its next
         // return to user space (microseconds), and confirming that every task has stopped
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
@@ -692,7 +700,7 @@ impl Run<'_> {
 
     fn release(&mut self, worker: &mut Worker, side: Side) -> Step<()> {
         self.thaw(worker, side)?;
-        let reply = worker.request(Frame::new(json!({"cmd": "release"})), self.s.timeout);
+        let reply = worker.request(Frame::command(&Command::Release), self.s.timeout);
         self.freeze(worker, side)?;
         match (reply, side) {
             (Ok(r), _) if r.kind() == "released" => Ok(()),
