@@ -10,7 +10,7 @@ use super::prepare::Prepared;
 use crate::agents::Candidate;
 use crate::measure::{Ctx, Station};
 use crate::runlog::RunDir;
-use crate::worker::{device_for_worker, Prestart, Role, WorkerSpec};
+use crate::worker::{Prestart, Role, WorkerSpec};
 
 /// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 0): an
 /// out-of-memory failure there is the candidate's own.
@@ -83,18 +83,10 @@ pub(crate) fn candidate_load(
     cand: &Candidate,
     prep: &Prepared,
 ) -> Command {
-    let c = ctx.config;
     Command::Load(Load {
-        problem_path: problem_path.to_path_buf(),
         candidate_path: Some(prep.source_path.clone()),
-        device: device_for_worker(exec.device).into(),
-        precision: c.precision.as_str().into(),
-        model_mode: c.model_mode.as_str().into(),
-        weight_seed: c.weight_seed,
-        want_f64: None,
-        cpu_threads: ctx.cpu_threads(exec.device),
         build_dir: Some(prep.build_dir.clone()),
         warm_up: Some(cand.warm_up),
-        gate_device_work: false,
+        ..ctx.load(exec.device, problem_path)
     })
 }

@@ -204,12 +204,8 @@ pub fn time_gated(
         candidate_unprobed: true,
     };
     let open = |side| {
-        Frame::command(&exchange.open_command(
-            side,
-            case.layout,
-            case.forward_seed,
-            station.timing_cpu,
-        ))
+        let cpu = station.timing_cpu;
+        Frame::command(&exchange.open_command(side, case.layout, case.forward_seed, cpu))
     };
     match reference.request(open(Side::Reference), settings.timeout) {
         Ok(r) if r.kind() == "time_opened" => {}
@@ -480,12 +476,9 @@ impl Run<'_> {
     fn stage(&mut self, reference: &mut Worker, seeds: &[u64]) -> Step<()> {
         let t = Instant::now();
         self.thaw(reference, Side::Reference)?;
-        let reply = reference.request(
-            Frame::command(&Command::StageInputs {
-                seeds: seeds.to_vec(),
-            }),
-            self.s.timeout,
-        );
+        let seeds = seeds.to_vec();
+        let stage = Frame::command(&Command::StageInputs { seeds });
+        let reply = reference.request(stage, self.s.timeout);
         self.freeze(reference, Side::Reference)?;
         let drawing = t.elapsed();
         self.spent.draw += drawing;
@@ -517,12 +510,9 @@ impl Run<'_> {
         let stays_thawed = gpu && opening > 0;
         if opening > 0 {
             self.thaw(worker, side)?;
-            let reply = worker.request(
-                Frame::command(&Command::TimedCall {
-                    round_warmup: Some(opening),
-                }),
-                self.s.timeout,
-            );
+            let round_warmup = Some(opening);
+            let warm_up = Frame::command(&Command::TimedCall { round_warmup });
+            let reply = worker.request(warm_up, self.s.timeout);
             if !stays_thawed {
                 self.freeze(worker, side)?;
             }
@@ -588,10 +578,7 @@ impl Run<'_> {
         }
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
-        let reply = worker.request(
-            Frame::command(&Command::TimedCall { round_warmup: None }),
-            self.s.timeout,
-        );
+        let reply = worker.request(Frame::command(&TIMED_CALL), self.s.timeout);
         // The window closes when the freeze is asked for: a running task stops at its next
         // return to user space (microseconds), and confirming that every task has stopped
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
@@ -733,6 +720,9 @@ pub fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
         }
     }
 }
+
+/// One timed call (no untimed round warm-up calls).
+const TIMED_CALL: Command = Command::TimedCall { round_warmup: None };
 
 /// The claimed time of a call's answer: a finite, positive number of milliseconds.
 pub fn parse_sample(reply: &Frame) -> Result<f64, String> {

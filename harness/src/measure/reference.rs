@@ -20,7 +20,7 @@ use super::{Ctx, Station};
 use crate::gpu::devmem::{DevBuf, Gpu};
 use crate::runlog::sanitize;
 use crate::runlog::RunDir;
-use crate::worker::{device_for_worker, error_text, str_field};
+use crate::worker::{error_text, str_field};
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// The largest device case (all its tensors) that the reference exports in one command; a
@@ -140,10 +140,8 @@ impl ReferenceSession {
     }
 
     fn load(&mut self, ctx: &Ctx, exec: &Station) -> Result<(), RefFailure> {
-        let load = load_request(ctx, exec, &self.problem_path);
-        let reply = self
-            .worker
-            .request(Frame::command(&load), ctx.config.timeouts.load);
+        let load = Frame::command(&load_request(ctx, exec, &self.problem_path));
+        let reply = self.worker.request(load, ctx.config.timeouts.load);
         self.loaded(ctx, reply)
     }
 
@@ -380,7 +378,7 @@ impl ReferenceSession {
         let tol = kbench_adversarial::tolerance(c.profile, c.precision);
         let stress = case.family != CaseFamily::Random;
         let probes = case.family == CaseFamily::NanInf;
-        let request = Command::MakeCase(MakeCase {
+        let request = Frame::command(&Command::MakeCase(MakeCase {
             seed,
             forward_seed,
             device_io,
@@ -388,11 +386,8 @@ impl ReferenceSession {
             stability_rtol: stress.then_some(tol.rtol),
             probe_rtol: probes.then_some(tol.rtol),
             probe_atol: probes.then_some(tol.atol),
-        });
-        let reply = match self
-            .worker
-            .request(Frame::command(&request), c.timeouts.run)
-        {
+        }));
+        let reply = match self.worker.request(request, c.timeouts.run) {
             Ok(r) => r,
             Err(f) => return Err(self.fail(&format!("making case {case}"), "--timeout-run", f)),
         };
@@ -764,19 +759,9 @@ fn start_reference(
 /// earlier problems run, so that building the model (seconds on the CPU for large level-3
 /// models) is off the critical path.
 pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Command {
-    let c = ctx.config;
     Command::Load(Load {
-        problem_path: problem_path.to_path_buf(),
-        candidate_path: None,
-        device: device_for_worker(exec.device).into(),
-        precision: c.precision.as_str().into(),
-        model_mode: c.model_mode.as_str().into(),
-        weight_seed: c.weight_seed,
-        want_f64: Some(c.profile == ToleranceProfile::Strict),
-        cpu_threads: ctx.cpu_threads(exec.device),
-        build_dir: None,
-        warm_up: None,
-        gate_device_work: false,
+        want_f64: Some(ctx.config.profile == ToleranceProfile::Strict),
+        ..ctx.load(exec.device, problem_path)
     })
 }
 
