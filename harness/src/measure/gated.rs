@@ -742,6 +742,7 @@ pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
         TimingConfig {

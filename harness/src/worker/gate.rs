@@ -421,7 +421,12 @@ time.sleep(30)
                         "{fault:?}"
                     );
                     assert_eq!(
-                        worker.request(load(), Duration::from_secs(5)).unwrap_err(),
+                        worker
+                            .request(
+                                kbench_record::protocol::Frame::command(&fake_load()),
+                                Duration::from_secs(5)
+                            )
+                            .unwrap_err(),
                         fault
                     );
                 }

@@ -232,7 +232,7 @@ fn worker_table() -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
 #[test]
 fn the_worker_checks_the_same_commands_and_fields_as_the_enum() {
     let samples = samples();
-    let covered: BTreeSet<usize> = samples.iter().map(|(c, _)| variant(&c)).collect();
+    let covered: BTreeSet<usize> = samples.iter().map(|(c, _)| variant(c)).collect();
     assert_eq!(covered.len(), VARIANTS, "a command has no sample");
     let table = worker_table();
     let names: BTreeSet<&str> = samples.iter().map(|(c, _)| c.name()).collect();
