@@ -687,3 +687,44 @@ fn the_worker_and_the_docs_name_the_families_of_the_one_list() {
         );
     }
 }
+
+/// Whether `text` holds a `json!` literal whose first key is `"cmd"`: a worker request
+/// built by hand.
+fn json_requests(text: &str) -> Vec<usize> {
+    let mut hits = Vec::new();
+    for (at, _) in text.match_indices("json!(") {
+        let rest = text[at + "json!(".len()..].trim_start();
+        if let Some(inner) = rest.strip_prefix('{') {
+            if inner.trim_start().starts_with("\"cmd\"") {
+                hits.push(text[..at].matches('\n').count() + 1);
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn worker_requests_are_built_from_the_command_enum() {
+    // The protocol module (record crate) is the one place a request's JSON is written.
+    let protocol = repo_root().join("harness/record/src/protocol");
+    let mut all = Vec::new();
+    for c in CRATES {
+        files(&repo_root().join(c), &[".rs"], &mut all);
+    }
+    let mut bad = Vec::new();
+    for f in all.iter().filter(|f| !f.starts_with(&protocol)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in json_requests(&text) {
+            bad.push(format!("{}:{line}", f.display()));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "json! requests outside the protocol module (use kbench_record::protocol::Command):\n{}",
+        bad.join("\n")
+    );
+    assert_eq!(
+        json_requests("let a = 1;\nlet r = json!(\n  {\"cmd\": \"exit\"});"),
+        [2]
+    );
+}

@@ -6,13 +6,13 @@ is only as honest as the candidate (kbench's own speedups come from the harness'
 - `kernelbench`: KernelBench's `cuda_event` method (src/kernelbench/timing.py): grad mode on
   (its eval times outside `torch.no_grad()`), `get_inputs()` once after seed 42, the same
   tensors for every call; 3 warm-up calls each followed by a synchronize, then
-  `empty_cache()`; `trials + 1` timed calls, each: synchronize, a 256 MiB int64 fill to
+  `empty_cache()`; `timed_calls + 1` timed calls, each: synchronize, a 256 MiB int64 fill to
   thrash L2, start event on the current stream, the call, end event, synchronize; the first
   discarded; the mean.
 - `kernelbench-v0.1`: the same method as KernelBench had it until its timing rework of
   2025-12-15 (737c1eb added the L2 thrash), its releases v0 and v0.1 included (tag v0.1 =
   129232e, `src/eval.py`, `time_execution_with_cuda_event`), so for sets timed before then: grad mode on, `get_inputs()` once
-  after seed 42, 3 warm-up calls each followed by a synchronize, then `trials` timed calls,
+  after seed 42, 3 warm-up calls each followed by a synchronize, then `timed_calls` timed calls,
   each: start event, the call, end event, synchronize; no L2 flush, no `empty_cache()`,
   nothing discarded; the mean.
 - `cuda-l1`: CUDA-L1's `eval/eval_cuda.py`: the model in `.eval()` and `torch.no_grad()`,
@@ -69,11 +69,11 @@ class ConventionCommands:
 
     def cmd_time_as(self, cmd, _payload):
         method = _field(cmd, "method", str, "time_as")
-        trials = _field(cmd, "trials", int, "time_as")
+        trials = _field(cmd, "timed_calls", int, "time_as")
         seed = _field(cmd, "seed", int, "time_as")
         budget_s = float(cmd.get("budget_s", 30.0))
         if method not in METHODS or trials < 1:
-            raise WorkerError("protocol", "run", f"time_as: method must be one of {METHODS} and trials >= 1")
+            raise WorkerError("protocol", "run", f"time_as: method must be one of {METHODS} and timed_calls >= 1")
         clock = _Clock(self.device)
         model = self.model
         was_training = getattr(model, "training", False)
@@ -135,6 +135,6 @@ class ConventionCommands:
         return {
             "type": "time_as",
             "method": method,
-            "trials": len(times),
+            "timed_calls": len(times),
             "mean_ms": sum(times) / len(times),
         }, []

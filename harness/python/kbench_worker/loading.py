@@ -24,6 +24,7 @@ from .protocol import (
     _error_from,
     _field,
     _is_int,
+    check_command,
 )
 from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
@@ -149,9 +150,9 @@ class LoadCommands:
         if not _is_int(weight_seed):
             raise WorkerError("protocol", "load", f"weight_seed must be an int, got {weight_seed!r}")
         want_f64 = bool(cmd.get("want_f64", False)) and self.role == "reference"
-        num_threads = cmd.get("num_threads")
+        num_threads = cmd.get("cpu_threads")
         if num_threads is not None and not (_is_int(num_threads) and num_threads > 0):
-            raise WorkerError("protocol", "load", f"num_threads must be a positive int or null, got {num_threads!r}")
+            raise WorkerError("protocol", "load", f"cpu_threads must be a positive int or null, got {num_threads!r}")
         self.num_threads = num_threads
         self._pin_threads()
 
@@ -272,6 +273,7 @@ class LoadCommands:
                 "protocol", "load",
                 f"expected proceed for load {req_id!r} after device_work, got {got.get('cmd')!r} ({got.get('id')!r})",
             )
+        check_command(got, "load")
 
     def _warm_up(self, seed):
         """One untimed call on inputs from the problem's own get_inputs (seeded with the

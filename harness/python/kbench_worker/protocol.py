@@ -362,3 +362,49 @@ def _rtol_field(cmd, key, phase, required=True, default=None):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         raise WorkerError("protocol", phase, f"field {key!r} must be a non-negative number, got {v!r}")
     return float(v)
+
+
+# ---------------------------------------------------------------------------------------
+# Commands and their fields (PROTOCOL.md, "Commands"): the same commands and fields as the
+# harness's `Command` enum (harness/record/src/protocol/command.rs, whose test reads this
+# table: keep it JSON, double quotes and no trailing commas). Every frame may also carry
+# `cmd` and `id`, and the channel adds `tensors` (the payload's index) to every one it reads.
+
+# fmt: off
+COMMANDS = {
+    "load": {"required": ["problem_path"], "optional": ["candidate_path", "device", "precision", "model_mode", "weight_seed", "want_f64", "cpu_threads", "build_dir", "warm_up", "gate_device_work"]},
+    "build": {"required": ["problem_path", "candidate_path", "build_dir"], "optional": ["weight_seed", "forward_s"]},
+    "make_case": {"required": ["seed", "forward_seed"], "optional": ["device_io", "family", "stability_rtol", "probe_rtol", "probe_atol"]},
+    "run_case": {"required": ["forward_seed", "inputs"], "optional": ["poison", "device_inputs", "device_outputs", "release_case", "return_inputs"]},
+    "eval_case": {"required": ["forward_seed"], "optional": ["seed", "inputs"]},
+    "export": {"required": ["targets"], "optional": ["partial", "drop_case"]},
+    "audit": {"required": ["seed", "forward_seed", "families", "rtol"], "optional": ["max_weights", "max_rows"]},
+    "cost": {"required": ["seed", "forward_seed"], "optional": []},
+    "profile": {"required": ["forward_seed"], "optional": []},
+    "time_as": {"required": ["method", "timed_calls", "seed"], "optional": ["budget_s"]},
+    "time_open": {"required": ["args", "forward_seed", "staged", "outputs"], "optional": ["source", "exchange", "cpu"]},
+    "stage_inputs": {"required": ["seeds"], "optional": []},
+    "timed_call": {"required": [], "optional": ["round_warmup"]},
+    "release": {"required": [], "optional": []},
+    "time_close": {"required": [], "optional": ["release"]},
+    "proceed": {"required": [], "optional": []},
+    "exit": {"required": [], "optional": []}
+}
+# fmt: on
+_ENVELOPE = ("cmd", "id", "tensors")
+
+
+def check_command(cmd, phase):
+    """Raises a `protocol` WorkerError (phase `phase`) for an unknown command, a field the
+    command does not have, or a required field missing; the fields' values are the
+    handlers' to check."""
+    name = cmd.get("cmd")
+    entry = COMMANDS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise WorkerError("protocol", None, f"unknown command {name!r}")
+    unknown = sorted(k for k in cmd if k not in _ENVELOPE and k not in entry["required"] and k not in entry["optional"])
+    if unknown:
+        raise WorkerError("protocol", phase, f"{name}: unknown field(s) {', '.join(map(repr, unknown))}")
+    missing = [k for k in entry["required"] if k not in cmd]
+    if missing:
+        raise WorkerError("protocol", phase, f"{name}: missing field(s) {', '.join(map(repr, missing))}")

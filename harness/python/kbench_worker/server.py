@@ -24,6 +24,7 @@ from .protocol import (
     _describe,
     _error_header,
     _format_tb,
+    check_command,
     driver_split_line,
 )
 from .session import Session
@@ -80,15 +81,24 @@ class Worker(
             cmd, payload = frame
             name = cmd.get("cmd")
             req_id = cmd.get("id")  # echoed so the harness can match answers to commands
+            phase = self.PHASES.get(name) if isinstance(name, str) else None
+            try:
+                check_command(cmd, phase)
+            except WorkerError as exc:
+                del frame, payload
+                header = _error_header(exc.kind, exc.phase, exc.message)
+                header["id"] = req_id
+                self.channel.send(Channel.encode(header))
+                continue
             if name == "exit":
                 if TRACE:
                     print(f"kbench worker: {self.role} exit {time.time():.3f}", file=sys.stderr, flush=True)
                 self.channel.write_frame({"type": "bye", "id": req_id})
                 return EXIT_OK
             handler = handlers.get(name)
-            phase = self.PHASES.get(name)
             del frame
             if handler is None:
+                # `proceed` is read only inside a gated `load`.
                 header = _error_header("protocol", None, f"unknown command {name!r}")
                 header["id"] = req_id
                 buffers = Channel.encode(header)

@@ -167,13 +167,13 @@ class TimingCommands:
         return inputs_s, inputs_on
 
     def cmd_timed_call(self, cmd, payload):
-        """One call on the staged inputs, its outputs copied into the slots. `opening` (a
+        """One call on the staged inputs, its outputs copied into the slots. `round_warmup` (a
         count) runs untimed calls on the worker's own current case instead, outputs dropped:
         they warm the host's launch path before a timed call, on other values."""
         ph = self._require_phase()
-        opening = cmd.get("opening", 0)
+        opening = cmd.get("round_warmup", 0)
         if not _is_uint(opening):
-            raise WorkerError("protocol", "time", f"opening must be a count, got {opening!r}")
+            raise WorkerError("protocol", "time", f"round_warmup must be a count, got {opening!r}")
         model = self.model
         if opening:
             if self.case is None:

@@ -256,7 +256,7 @@ class WorkerTestCase(unittest.TestCase):
     def load_reference(self, problem, precision="fp32", want_f64=True, device="cpu"):
         reply, _ = self.ref.call({"cmd": "load", "problem_path": problem, "device": device,
                                   "precision": precision, "weight_seed": 42,
-                                  "want_f64": want_f64, "num_threads": 1})  # fmt: skip
+                                  "want_f64": want_f64, "cpu_threads": 1})  # fmt: skip
         self.assertEqual(reply["type"], "loaded", reply)
         return reply
 
@@ -267,7 +267,7 @@ class WorkerTestCase(unittest.TestCase):
         reply, _ = self.cand.call({"cmd": "load", "problem_path": problem or self.linear,
                                    "candidate_path": path, "device": device,
                                    "precision": precision, "weight_seed": 42,
-                                   "num_threads": 1, "build_dir": build, **extra})  # fmt: skip
+                                   "cpu_threads": 1, "build_dir": build, **extra})  # fmt: skip
         return reply, path
 
     def make_case(self, seed=7, forward_seed=11, **extra):

@@ -155,7 +155,7 @@ class _JobThenLoad(WorkerTestCase):
             fresh.recv()
             reply, _ = fresh.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
                                    "device": "cpu", "precision": "fp32", "weight_seed": 42,
-                                   "num_threads": 1, "build_dir": build})  # fmt: skip
+                                   "cpu_threads": 1, "build_dir": build})  # fmt: skip
         finally:
             self.assertEqual(fresh.close(), 0)
         return reply

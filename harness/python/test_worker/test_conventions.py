@@ -37,7 +37,7 @@ STRICT_MODES = textwrap.dedent(
 
 class TimeAsTests(WorkerTestCase):
     def _time_as(self, method, **extra):
-        cmd = {"cmd": "time_as", "method": method, "trials": 5, "seed": 7, "id": 3, **extra}
+        cmd = {"cmd": "time_as", "method": method, "timed_calls": 5, "seed": 7, "id": 3, **extra}
         reply, tensors = self.ref.call(cmd)
         self.assertEqual(tensors, {})
         return reply
@@ -51,7 +51,7 @@ class TimeAsTests(WorkerTestCase):
         for method, calls in (("kernelbench", 5), ("kernelbench-v0.1", 5), ("cuda-l1", 5)):
             reply = self._time_as(method)
             self.assertEqual((reply["type"], reply["id"], reply["method"]), ("time_as", 3, method), reply)
-            self.assertEqual(reply["trials"], calls)
+            self.assertEqual(reply["timed_calls"], calls)
             self.assertGreater(reply["mean_ms"], 0.0)
 
     def test_kernelbench_times_with_grad_mode_on_and_cuda_l1_with_it_off(self):

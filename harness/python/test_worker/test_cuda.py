@@ -161,7 +161,7 @@ def opening_call(w):
     tells whether the worker still keeps its case for timing."""
     opened, _ = w.call({"cmd": "time_open", "args": [], "staged": [], "outputs": [], "source": [], "forward_seed": 0})
     assert opened["type"] == "time_opened", opened
-    reply, tensors = w.call({"cmd": "timed_call", "opening": 1})
+    reply, tensors = w.call({"cmd": "timed_call", "round_warmup": 1})
     w.call({"cmd": "time_close", "release": False})
     return reply, tensors
 

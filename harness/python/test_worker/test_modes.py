@@ -113,7 +113,7 @@ class ModeTests(WorkerTestCase):
     def load_ref(self, mode):
         reply, _ = self.ref.call({"cmd": "load", "problem_path": self.conv_bn, "device": "cpu",
                                   "precision": "fp32", "weight_seed": 42, "want_f64": False,
-                                  "num_threads": 1, "model_mode": mode})  # fmt: skip
+                                  "cpu_threads": 1, "model_mode": mode})  # fmt: skip
         self.assertEqual(reply["type"], "loaded", reply)
         return reply
 

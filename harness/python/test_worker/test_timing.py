@@ -273,9 +273,9 @@ class TimingTests(WorkerTestCase):
 
     def test_opening_calls_run_on_the_workers_own_case(self):
         ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
-        reply, _ = self.cand.call({"cmd": "timed_call", "opening": 2})
+        reply, _ = self.cand.call({"cmd": "timed_call", "round_warmup": 2})
         self.assertEqual(reply, {"type": "opened", "calls": 2, "id": reply["id"]})
-        reply, _ = self.cand.call({"cmd": "timed_call", "opening": -1})
+        reply, _ = self.cand.call({"cmd": "timed_call", "round_warmup": -1})
         self.assert_error(reply, "protocol", "time")
 
     def test_a_raising_call_is_a_runtime_error_of_timing(self):

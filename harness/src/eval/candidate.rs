@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{Command, Frame};
 use kbench_record::{
     CaseFamily, CaseRef, Device, Environment, EvalRecord, HostTensor, IntegrityReport, ModelMode,
     Outcome, Phase, PhaseTimes, TimingSummary, SCHEMA_VERSION,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::record::candidate_ref;
 use super::start::{candidate_load, candidate_spec, GPU_ALONE_NOTE};
@@ -338,7 +338,7 @@ impl Evaluation<'_, '_> {
             Some(r) => r,
             None => {
                 let load = candidate_load(ctx, self.exec, unit.problem_path, unit.cand, unit.prep);
-                worker.request(Frame::new(load), c.timeouts.load)
+                worker.request(Frame::command(&load), c.timeouts.load)
             }
         }
         .map_err(|f| fault(f, Phase::Load))?;
@@ -418,7 +418,7 @@ impl Evaluation<'_, '_> {
         let c = self.ctx.config;
         let reply = worker
             .request(
-                Frame::new(json!({"cmd": "profile", "forward_seed": 0})),
+                Frame::command(&Command::Profile { forward_seed: 0 }),
                 c.timeouts.run,
             )
             .map_err(|f| fault(f, Phase::Run))?;

@@ -4,14 +4,13 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use kbench_record::protocol::Frame;
-use serde_json::{json, Value};
+use kbench_record::protocol::{Command, Load};
 
 use super::prepare::Prepared;
 use crate::agents::Candidate;
 use crate::measure::{Ctx, Station};
 use crate::runlog::RunDir;
-use crate::worker::{device_for_worker, Prestart, Role, WorkerSpec};
+use crate::worker::{Prestart, Role, WorkerSpec};
 
 /// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 0): an
 /// out-of-memory failure there is the candidate's own.
@@ -38,7 +37,7 @@ pub(crate) fn start_candidate(
     let spec = candidate_spec(ctx, exec, run_dir, cwd.path(), problem_path, cand, prep);
     let load = cand.warm_up.then(|| {
         (
-            Frame::new(candidate_load(ctx, exec, problem_path, cand, prep)),
+            candidate_load(ctx, exec, problem_path, cand, prep),
             ctx.config.timeouts.load,
         )
     });
@@ -83,18 +82,11 @@ pub(crate) fn candidate_load(
     problem_path: &Path,
     cand: &Candidate,
     prep: &Prepared,
-) -> Value {
-    let c = ctx.config;
-    json!({
-        "cmd": "load",
-        "problem_path": problem_path,
-        "candidate_path": prep.source_path,
-        "device": device_for_worker(exec.device),
-        "precision": c.precision.as_str(),
-        "model_mode": c.model_mode.as_str(),
-        "weight_seed": c.weight_seed,
-        "num_threads": ctx.num_threads(exec.device),
-        "build_dir": prep.build_dir,
-        "warm_up": cand.warm_up,
+) -> Command {
+    Command::Load(Load {
+        candidate_path: Some(prep.source_path.clone()),
+        build_dir: Some(prep.build_dir.clone()),
+        warm_up: Some(cand.warm_up),
+        ..ctx.load(exec.device, problem_path)
     })
 }

@@ -5,14 +5,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use kbench_record::protocol::Load;
 use kbench_record::Device;
-use serde_json::{json, Value};
 
 use crate::config::RunConfig;
 use crate::worker::build::BuildPool;
 use crate::worker::python::PythonInfo;
 use crate::worker::sandbox::Jail;
-use crate::worker::{allow_bytecode_writes, worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD};
+use crate::worker::{
+    allow_bytecode_writes, device_for_worker, worker_env, Gates, Role, WorkerSpec, MAX_PAYLOAD,
+};
 
 /// Things every evaluation needs.
 pub struct Ctx<'a> {
@@ -97,10 +99,30 @@ impl Ctx<'_> {
         }
     }
 
-    pub fn num_threads(&self, device: Device) -> Value {
+    /// The `load` of `problem_path` on `device` with the run's settings, for either role
+    /// (the fields of one role only left out).
+    pub fn load(&self, device: Device, problem_path: &Path) -> Load {
+        let c = self.config;
+        Load {
+            problem_path: problem_path.to_path_buf(),
+            candidate_path: None,
+            device: device_for_worker(device).into(),
+            precision: c.precision.as_str().into(),
+            model_mode: c.model_mode.as_str().into(),
+            weight_seed: c.weight_seed,
+            want_f64: None,
+            cpu_threads: self.cpu_threads(device),
+            build_dir: None,
+            warm_up: None,
+            gate_device_work: false,
+        }
+    }
+
+    /// The workers' CPU intra-op threads on `device` (none on a GPU).
+    pub fn cpu_threads(&self, device: Device) -> Option<u32> {
         match device {
-            Device::Cpu => json!(self.config.cpu_threads),
-            Device::Cuda(_) => Value::Null,
+            Device::Cpu => Some(self.config.cpu_threads),
+            Device::Cuda(_) => None,
         }
     }
 }

@@ -5,8 +5,9 @@
 
 use std::time::Instant;
 
-use kbench_record::protocol::Frame;
-use serde_json::json;
+use std::collections::BTreeMap;
+
+use kbench_record::protocol::{Command, Frame, Poison, RunCase};
 
 use super::reference::{CaseData, DevTensorOwned, RefCase};
 use super::{Ctx, Station};
@@ -32,7 +33,7 @@ pub(crate) struct DeviceRun {
 pub(crate) struct PreparedCase {
     copies: Vec<DevTensorOwned>,
     slots: Vec<DevTensorOwned>,
-    cmd: serde_json::Value,
+    cmd: Command,
 }
 
 /// Allocates the candidate's copy of the inputs and its NaN-poisoned output slots.
@@ -47,7 +48,7 @@ pub(crate) fn prepare_device_case(station: &Station, rc: &RefCase) -> anyhow::Re
         unreachable!("prepare_device_case on a host case")
     };
     let gpu = station.gpu.as_ref().expect("device case without a GPU");
-    let mut dev_inputs = serde_json::Map::new();
+    let mut dev_inputs = BTreeMap::new();
     let mut copies = Vec::with_capacity(inputs.len());
     for (name, t) in inputs {
         let buf = gpu.alloc(t.nbytes())?;
@@ -65,16 +66,22 @@ pub(crate) fn prepare_device_case(station: &Station, rc: &RefCase) -> anyhow::Re
         // NaN-filled (all ones bits) so an element the candidate never wrote cannot pass.
         gpu.fill(&s.buf, 0xff)?;
     }
-    let cmd = json!({
-        "cmd": "run_case",
-        "forward_seed": rc.forward_seed,
-        "inputs": args,
-        "device_inputs": dev_inputs,
-        "device_outputs": slots.iter().map(DevTensorOwned::spec).collect::<Vec<_>>(),
-        "poison": outputs.iter().map(|o| json!({"dtype": o.dtype.as_str(), "nbytes": o.nbytes()})).collect::<Vec<_>>(),
+    let cmd = Command::RunCase(RunCase {
+        forward_seed: rc.forward_seed,
+        inputs: args.clone(),
+        device_inputs: Some(dev_inputs),
+        device_outputs: Some(slots.iter().map(DevTensorOwned::spec).collect()),
+        poison: outputs
+            .iter()
+            .map(|o| Poison {
+                dtype: o.dtype.as_str().into(),
+                nbytes: o.nbytes() as u64,
+            })
+            .collect(),
         // Stress cases come after timing: the worker's copy of the inputs is never used
         // again, and the reference makes the next case on the same GPU meanwhile.
-        "release_case": rc.case.family != kbench_record::CaseFamily::Random,
+        release_case: Some(rc.case.family != kbench_record::CaseFamily::Random),
+        return_inputs: None,
     });
     Ok(PreparedCase { copies, slots, cmd })
 }
@@ -88,7 +95,7 @@ pub(crate) fn send_device_case(
 ) -> Result<DeviceRun, DeviceCaseError> {
     let PreparedCase { copies, slots, cmd } = prepared;
     let reply = worker
-        .request(Frame::new(cmd), ctx.config.timeouts.run)
+        .request(Frame::command(&cmd), ctx.config.timeouts.run)
         .map_err(DeviceCaseError::Fault)?;
     let wall_s = tc.elapsed().as_secs_f64();
     drop(copies);

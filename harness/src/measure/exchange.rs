@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use kbench_adversarial::Comparison;
+use kbench_record::protocol::{Command, ExchangeFile, TensorSpec, TimeOpen};
 use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 use serde_json::{json, Value};
 
@@ -269,36 +270,56 @@ impl Exchange {
     }
 
     /// The `time_open` command of `side` (the reference's also names the source buffers).
-    pub fn open_command(&self, side: Side, layout: &CaseLayout, forward_seed: u64) -> Value {
-        let mut cmd = json!({
-            "cmd": "time_open",
-            "args": layout.args_json(),
-            "forward_seed": forward_seed,
-        });
-        let specs =
-            |ts: &[DevTensorOwned]| json!(ts.iter().map(DevTensorOwned::spec).collect::<Vec<_>>());
+    /// `cpu`: the core the worker's main thread runs on for the phase (CUDA).
+    pub fn open_command(
+        &self,
+        side: Side,
+        layout: &CaseLayout,
+        forward_seed: u64,
+        cpu: Option<usize>,
+    ) -> Command {
         let i = index(side);
-        match self {
+        let reference = side == Side::Reference;
+        let (staged, outputs, source, exchange) = match self {
             Exchange::Device(d) => {
-                cmd["staged"] = specs(&d.inputs[i]);
-                cmd["outputs"] = specs(&d.outputs[i]);
-                if side == Side::Reference {
-                    cmd["source"] = json!(d.source.iter().map(|s| specs(s)).collect::<Vec<_>>());
-                }
+                let specs = |ts: &[DevTensorOwned]| ts.iter().map(DevTensorOwned::spec).collect();
+                (
+                    specs(&d.inputs[i]),
+                    specs(&d.outputs[i]),
+                    reference.then(|| d.source.iter().map(|s| specs(s)).collect()),
+                    None,
+                )
             }
             Exchange::Host(h) => {
                 let f = &h.files[i];
-                let spec = |(off, t): &(u64, TensorLayout)| json!({"offset": off, "dtype": t.dtype.as_str(), "shape": t.shape, "nbytes": t.nbytes()});
-                let all = |v: &[(u64, TensorLayout)]| json!(v.iter().map(spec).collect::<Vec<_>>());
-                cmd["staged"] = all(&f.inputs);
-                cmd["outputs"] = all(&f.outputs);
-                if side == Side::Reference {
-                    cmd["source"] = json!(f.source.iter().map(|s| all(s)).collect::<Vec<_>>());
-                }
-                cmd["exchange"] = json!({"path": f.path});
+                let spec = |(off, t): &(u64, TensorLayout)| TensorSpec {
+                    handle: None,
+                    offset: Some(*off),
+                    dtype: t.dtype.as_str().into(),
+                    shape: t.shape.clone(),
+                    nbytes: t.nbytes(),
+                    name: None,
+                };
+                let all = |v: &[(u64, TensorLayout)]| v.iter().map(spec).collect();
+                (
+                    all(&f.inputs),
+                    all(&f.outputs),
+                    reference.then(|| f.source.iter().map(|s| all(s)).collect()),
+                    Some(ExchangeFile {
+                        path: f.path.clone(),
+                    }),
+                )
             }
-        }
-        cmd
+        };
+        Command::TimeOpen(TimeOpen {
+            args: layout.args_json(),
+            forward_seed,
+            staged,
+            outputs,
+            source,
+            exchange,
+            cpu,
+        })
     }
 
     /// Copies source set `set` (a call's inputs, as the reference drew them) into `side`'s

@@ -33,9 +33,9 @@
 
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{Command, Frame};
 use kbench_record::Outcome;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::exchange::{CaseLayout, Exchange, Side};
 use super::Station;
@@ -204,11 +204,8 @@ pub fn time_gated(
         candidate_unprobed: true,
     };
     let open = |side| {
-        let mut cmd = exchange.open_command(side, case.layout, case.forward_seed);
-        if let Some(cpu) = station.timing_cpu {
-            cmd["cpu"] = json!(cpu);
-        }
-        Frame::new(cmd)
+        let cpu = station.timing_cpu;
+        Frame::command(&exchange.open_command(side, case.layout, case.forward_seed, cpu))
     };
     match reference.request(open(Side::Reference), settings.timeout) {
         Ok(r) if r.kind() == "time_opened" => {}
@@ -247,7 +244,7 @@ pub fn time_gated(
     // candidate's does not.
     // Both at once: each close is a full collection in its worker (0.1-0.2 s with torch
     // imported), and they were a third of level-1 problem 10's timing on an H200.
-    let close = || Frame::new(json!({"cmd": "time_close"}));
+    let close = || Frame::command(&Command::TimeClose { release: None });
     let candidate_closing = if matches!(result, Ok(GatedRun::Stopped(_)) | Err(_)) {
         None
     } else {
@@ -479,10 +476,9 @@ impl Run<'_> {
     fn stage(&mut self, reference: &mut Worker, seeds: &[u64]) -> Step<()> {
         let t = Instant::now();
         self.thaw(reference, Side::Reference)?;
-        let reply = reference.request(
-            Frame::new(json!({"cmd": "stage_inputs", "seeds": seeds})),
-            self.s.timeout,
-        );
+        let seeds = seeds.to_vec();
+        let stage = Frame::command(&Command::StageInputs { seeds });
+        let reply = reference.request(stage, self.s.timeout);
         self.freeze(reference, Side::Reference)?;
         let drawing = t.elapsed();
         self.spent.draw += drawing;
@@ -514,10 +510,9 @@ impl Run<'_> {
         let stays_thawed = gpu && opening > 0;
         if opening > 0 {
             self.thaw(worker, side)?;
-            let reply = worker.request(
-                Frame::new(json!({"cmd": "timed_call", "opening": opening})),
-                self.s.timeout,
-            );
+            let round_warmup = Some(opening);
+            let warm_up = Frame::command(&Command::TimedCall { round_warmup });
+            let reply = worker.request(warm_up, self.s.timeout);
             if !stays_thawed {
                 self.freeze(worker, side)?;
             }
@@ -583,7 +578,7 @@ impl Run<'_> {
         }
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
-        let reply = worker.request(Frame::new(json!({"cmd": "timed_call"})), self.s.timeout);
+        let reply = worker.request(Frame::command(&TIMED_CALL), self.s.timeout);
         // The window closes when the freeze is asked for: a running task stops at its next
         // return to user space (microseconds), and confirming that every task has stopped
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
@@ -692,7 +687,7 @@ impl Run<'_> {
 
     fn release(&mut self, worker: &mut Worker, side: Side) -> Step<()> {
         self.thaw(worker, side)?;
-        let reply = worker.request(Frame::new(json!({"cmd": "release"})), self.s.timeout);
+        let reply = worker.request(Frame::command(&Command::Release), self.s.timeout);
         self.freeze(worker, side)?;
         match (reply, side) {
             (Ok(r), _) if r.kind() == "released" => Ok(()),
@@ -726,6 +721,9 @@ pub fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
     }
 }
 
+/// One timed call (no untimed round warm-up calls).
+const TIMED_CALL: Command = Command::TimedCall { round_warmup: None };
+
 /// The claimed time of a call's answer: a finite, positive number of milliseconds.
 pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
     if reply.kind() != "timed_call" {
@@ -744,6 +742,7 @@ pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
         TimingConfig {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Command, EvalCase, Frame};
 use kbench_record::HostTensor;
 use serde_json::json;
 
@@ -27,8 +27,12 @@ pub(crate) fn eval_mode_case(
     forward_seed: u64,
     timeout: Duration,
 ) -> Result<EvalModeOutputs, String> {
-    let request = json!({"cmd": "eval_case", "seed": seed, "forward_seed": forward_seed});
-    let reply = match reference.worker.request(Frame::new(request), timeout) {
+    let request = Command::EvalCase(EvalCase {
+        forward_seed,
+        seed: Some(seed),
+        inputs: None,
+    });
+    let reply = match reference.worker.request(Frame::command(&request), timeout) {
         Ok(r) => r,
         Err(f) => {
             // It may be dead: the next case or timing restarts it.
@@ -50,9 +54,13 @@ pub(crate) fn eval_mode_case(
         .filter(|(n, _)| n.starts_with("in:"))
         .map(|(n, t)| (n.clone(), t))
         .collect();
-    let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
-    let frame = Frame::with_tensors(
-        json!({"cmd": "eval_case", "forward_seed": forward_seed, "inputs": arg_list}),
+    let arg_list = reply.reply::<reply::EvalCaseDone>().inputs;
+    let frame = Frame::command_with_tensors(
+        &Command::EvalCase(EvalCase {
+            forward_seed,
+            seed: None,
+            inputs: Some(arg_list.unwrap_or(json!([]))),
+        }),
         &inputs,
     );
     let answer = worker

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{Frame, TensorSpec};
 use kbench_record::{CaseRef, Dtype, HostTensor};
 use serde_json::{json, Value};
 
@@ -28,13 +28,15 @@ impl DevTensorOwned {
     }
 
     /// What a worker needs to map it: `{handle, dtype, shape, nbytes}`.
-    pub fn spec(&self) -> Value {
-        json!({
-            "handle": self.buf.ipc_handle(),
-            "dtype": self.dtype.as_str(),
-            "shape": self.shape,
-            "nbytes": self.nbytes(),
-        })
+    pub fn spec(&self) -> TensorSpec {
+        TensorSpec {
+            handle: Some(self.buf.ipc_handle().to_string()),
+            offset: None,
+            dtype: self.dtype.as_str().into(),
+            shape: self.shape.clone(),
+            nbytes: self.nbytes() as u64,
+            name: None,
+        }
     }
 
     pub fn nbytes(&self) -> usize {

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{
+    Command, Export, Frame, Load, MakeCase, Poison, RunCase, Seeds, TensorSpec,
+};
 use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
 use serde_json::{json, Value};
@@ -18,7 +20,7 @@ use super::{Ctx, Station};
 use crate::gpu::devmem::{DevBuf, Gpu};
 use crate::runlog::sanitize;
 use crate::runlog::RunDir;
-use crate::worker::{device_for_worker, error_text, str_field};
+use crate::worker::{error_text, str_field};
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// The largest device case (all its tensors) that the reference exports in one command; a
@@ -138,7 +140,7 @@ impl ReferenceSession {
     }
 
     fn load(&mut self, ctx: &Ctx, exec: &Station) -> Result<(), RefFailure> {
-        let load = load_request(ctx, exec, &self.problem_path);
+        let load = Frame::command(&load_request(ctx, exec, &self.problem_path));
         let reply = self.worker.request(load, ctx.config.timeouts.load);
         self.loaded(ctx, reply)
     }
@@ -319,10 +321,10 @@ impl ReferenceSession {
         let sha = &self.problem_sha;
         let seed = run_dir.secret.derive(&format!("cost-input/{sha}"));
         let forward_seed = run_dir.secret.derive(&format!("cost-forward/{sha}"));
-        let request = json!({"cmd": "cost", "seed": seed, "forward_seed": forward_seed});
+        let request = Command::Cost(Seeds { seed, forward_seed });
         let counted = match self
             .worker
-            .request(Frame::new(request), ctx.config.timeouts.run)
+            .request(Frame::command(&request), ctx.config.timeouts.run)
         {
             Ok(r) if r.kind() == "cost" => {
                 serde_json::from_value::<kbench_record::perf::ProblemCost>(r.header.clone())
@@ -373,17 +375,19 @@ impl ReferenceSession {
         let device_io = self.gpu.is_some();
         let t0 = Instant::now();
         self.worker_case = None;
-        let mut request = json!({"cmd": "make_case", "seed": seed, "forward_seed": forward_seed, "device_io": device_io});
         let tol = kbench_adversarial::tolerance(c.profile, c.precision);
-        if case.family != CaseFamily::Random {
-            request["family"] = json!(case.family.to_string());
-            request["stability_rtol"] = json!(tol.rtol);
-        }
-        if case.family == CaseFamily::NanInf {
-            request["probe_rtol"] = json!(tol.rtol);
-            request["probe_atol"] = json!(tol.atol);
-        }
-        let reply = match self.worker.request(Frame::new(request), c.timeouts.run) {
+        let stress = case.family != CaseFamily::Random;
+        let probes = case.family == CaseFamily::NanInf;
+        let request = Frame::command(&Command::MakeCase(MakeCase {
+            seed,
+            forward_seed,
+            device_io,
+            family: stress.then(|| case.family.to_string()),
+            stability_rtol: stress.then_some(tol.rtol),
+            probe_rtol: probes.then_some(tol.rtol),
+            probe_atol: probes.then_some(tol.atol),
+        }));
+        let reply = match self.worker.request(request, c.timeouts.run) {
             Ok(r) => r,
             Err(f) => return Err(self.fail(&format!("making case {case}"), "--timeout-run", f)),
         };
@@ -486,17 +490,18 @@ impl ReferenceSession {
     fn export(
         &mut self,
         ctx: &Ctx,
-        targets: Vec<Value>,
+        targets: Vec<TensorSpec>,
         partial: bool,
         drop_case: bool,
     ) -> Result<(), RefFailure> {
-        let mut cmd = json!({"cmd": "export", "targets": targets, "partial": partial});
-        if drop_case {
-            cmd["drop_case"] = json!(true);
-        }
+        let cmd = Command::Export(Export {
+            targets,
+            partial,
+            drop_case,
+        });
         let reply = match self
             .worker
-            .request(Frame::new(cmd), ctx.config.timeouts.run)
+            .request(Frame::command(&cmd), ctx.config.timeouts.run)
         {
             Ok(r) => r,
             Err(f) => return Err(self.fail("exporting a case", "--timeout-run", f)),
@@ -606,7 +611,7 @@ impl ReferenceSession {
                 })?;
             let t = DevTensorOwned { buf, dtype, shape };
             let mut target = t.spec();
-            target["name"] = json!(name);
+            target.name = Some(name.clone());
             if whole {
                 targets.push(target);
             } else {
@@ -678,14 +683,23 @@ fn take_host_case(
     let refs: Vec<(String, &HostTensor)> = inputs.iter().map(|(n, t)| (n.clone(), t)).collect();
     // The sizes the candidate worker poisons before the call, so that an output left
     // unwritten is caught (the unwritten-output flag).
-    let poison: Vec<Value> = outputs
+    let poison = outputs
         .iter()
-        .map(|o| json!({"dtype": o.dtype().as_str(), "nbytes": o.data().len()}))
+        .map(|o| Poison {
+            dtype: o.dtype().as_str().into(),
+            nbytes: o.data().len() as u64,
+        })
         .collect();
-    let run_frame = Arc::new(Frame::with_tensors(
-        json!({"cmd": "run_case", "forward_seed": forward_seed, "inputs": arg_list, "poison": poison}),
-        &refs,
-    ));
+    let run_case = Command::RunCase(RunCase {
+        forward_seed,
+        inputs: arg_list,
+        poison,
+        device_inputs: None,
+        device_outputs: None,
+        release_case: None,
+        return_inputs: None,
+    });
+    let run_frame = Arc::new(Frame::command_with_tensors(&run_case, &refs));
     let outputs_f64 =
         (outputs_f64.len() == outputs.len() && !outputs_f64.is_empty()).then_some(outputs_f64);
     let outputs_alt = probe_slots(alts, outputs.len());
@@ -745,18 +759,11 @@ fn start_reference(
 /// The `load` command of a problem's reference worker. The executor sends it ahead, while
 /// earlier problems run, so that building the model (seconds on the CPU for large level-3
 /// models) is off the critical path.
-pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Frame {
-    let c = ctx.config;
-    Frame::new(json!({
-        "cmd": "load",
-        "problem_path": problem_path,
-        "device": device_for_worker(exec.device),
-        "precision": c.precision.as_str(),
-        "model_mode": c.model_mode.as_str(),
-        "weight_seed": c.weight_seed,
-        "want_f64": c.profile == ToleranceProfile::Strict,
-        "num_threads": ctx.num_threads(exec.device),
-    }))
+pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Command {
+    Command::Load(Load {
+        want_f64: Some(ctx.config.profile == ToleranceProfile::Strict),
+        ..ctx.load(exec.device, problem_path)
+    })
 }
 
 /// A stress case's applicability from the reference worker's reply (`transformed` and the

@@ -17,7 +17,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Command, Frame};
 use serde_json::json;
 
 use crate::worker::{Worker, WorkerSpec};
@@ -320,17 +320,16 @@ fn run_build(
     let spec = spec_for(job);
     let complete = match Worker::start(&spec, start_timeout) {
         Ok(mut w) => {
-            let build = json!({
-                "cmd": "build",
-                "problem_path": job.problem_path,
-                "candidate_path": job.candidate_path,
-                "build_dir": job.build_dir,
-                "weight_seed": 0,
-                "forward_s": FORWARD_S,
+            let build = Command::Build(kbench_record::protocol::Build {
+                problem_path: job.problem_path.clone(),
+                candidate_path: job.candidate_path.clone(),
+                build_dir: job.build_dir.clone(),
+                weight_seed: 0,
+                forward_s: FORWARD_S,
             });
-            let reply = w.request(Frame::new(build), load_timeout);
+            let reply = w.request(Frame::command(&build), load_timeout);
             w.shutdown();
-            matches!(reply, Ok(r) if r.kind() == "built" && r.header["complete"] == true)
+            matches!(reply, Ok(r) if r.kind() == "built" && r.reply::<reply::Built>().complete == Some(true))
         }
         Err(_) => false,
     };

@@ -310,6 +310,23 @@ time.sleep(30)
         child.wait().unwrap();
     }
 
+    /// A load for the stand-in workers below (which read only its id and gate flag).
+    fn fake_load() -> kbench_record::protocol::Command {
+        kbench_record::protocol::Command::Load(kbench_record::protocol::Load {
+            problem_path: "problem.py".into(),
+            candidate_path: None,
+            device: "cuda:0".into(),
+            precision: "fp32".into(),
+            model_mode: "train".into(),
+            weight_seed: 42,
+            want_f64: None,
+            cpu_threads: None,
+            build_dir: None,
+            warm_up: None,
+            gate_device_work: false,
+        })
+    }
+
     /// A stand-in worker for a load sent ahead: hello, then for its one command (with
     /// `gate_device_work`) "builds the model" (writes `built`), says `device_work`, waits for
     /// `proceed`, "moves it" (writes `moved`) and answers `loaded` (after [`FAKE_PRELUDE`]).
@@ -341,8 +358,7 @@ time.sleep(30)
         let loading = {
             let gate = Arc::clone(&gate);
             std::thread::spawn(move || {
-                let load = kbench_record::protocol::Frame::new(serde_json::json!({"cmd": "load"}));
-                let reply = worker.request_gated(load, Duration::from_secs(60), &gate);
+                let reply = worker.request_gated(fake_load(), Duration::from_secs(60), &gate);
                 (worker, reply)
             })
         };
@@ -386,7 +402,6 @@ time.sleep(30)
 
     #[test]
     fn a_load_sent_ahead_that_goes_wrong_leaves_the_gate_and_says_why() {
-        let load = || kbench_record::protocol::Frame::new(serde_json::json!({"cmd": "load"}));
         let limit = Duration::from_secs(3);
         for how in ["forge", "fail", "hang"] {
             let dir = tempfile::tempdir().unwrap();
@@ -394,7 +409,7 @@ time.sleep(30)
             let gate = Arc::new(StartGate::for_device(kbench_record::Device::Cuda(0)));
             let spec = fake_spec(dir.path(), FAKE_MISLOADER, &gate);
             let mut worker = Worker::start(&spec, Duration::from_secs(60)).unwrap();
-            let reply = worker.request_gated(load(), limit, &gate);
+            let reply = worker.request_gated(fake_load(), limit, &gate);
             match how {
                 // An error before the device work is the load's answer.
                 "fail" => assert_eq!(reply.unwrap().kind(), "error"),
@@ -406,7 +421,12 @@ time.sleep(30)
                         "{fault:?}"
                     );
                     assert_eq!(
-                        worker.request(load(), Duration::from_secs(5)).unwrap_err(),
+                        worker
+                            .request(
+                                kbench_record::protocol::Frame::command(&fake_load()),
+                                Duration::from_secs(5)
+                            )
+                            .unwrap_err(),
                         fault
                     );
                 }

@@ -1,6 +1,6 @@
 //! Workers started ahead on a thread of their own, optionally with their first request.
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{Command, Frame};
 
 use super::{Worker, WorkerFault, WorkerSpec};
 
@@ -26,20 +26,20 @@ impl Prestart {
     pub fn spawn_then(
         spec: WorkerSpec,
         timeout: std::time::Duration,
-        first: Option<(Frame, std::time::Duration)>,
+        first: Option<(Command, std::time::Duration)>,
     ) -> Self {
         Prestart(std::thread::spawn(move || {
             let mut started = Worker::start(&spec, timeout);
             let reply = match (&mut started, first) {
                 // On a GPU the request's host part runs unpaused (`Worker::request_gated`);
                 // on the CPU, where any work competes with the timed code, all of it is held.
-                (Ok(w), Some((frame, limit))) => Some(match spec.gate.as_deref() {
-                    Some(g) if g.after_imports => w.request_gated(frame, limit, g),
+                (Ok(w), Some((command, limit))) => Some(match spec.gate.as_deref() {
+                    Some(g) if g.after_imports => w.request_gated(command, limit, g),
                     Some(g) => {
                         let _hold = g.hold(w.pgid());
-                        w.request(frame, limit)
+                        w.request(Frame::command(&command), limit)
                     }
-                    None => w.request(frame, limit),
+                    None => w.request(Frame::command(&command), limit),
                 }),
                 _ => None,
             };

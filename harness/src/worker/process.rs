@@ -364,23 +364,23 @@ impl Worker {
     /// 13 s of work was all it needed (4 × H200, 2026-11-28), and its GPU stood idle meanwhile.
     pub fn request_gated(
         &mut self,
-        frame: Frame,
+        command: protocol::Command,
         timeout: Duration,
         gate: &StartGate,
     ) -> Result<Frame, WorkerFault> {
         let started = Instant::now();
-        let mut frame = frame;
-        if let Some(obj) = frame.header.as_object_mut() {
-            obj.insert("gate_device_work".into(), true.into());
+        let mut command = command;
+        if let protocol::Command::Load(load) = &mut command {
+            load.gate_device_work = true;
         }
-        let id = self.send_command(Arc::new(frame))?;
+        let id = self.send_command(Arc::new(Frame::command(&command)))?;
         let first = self.receive(timeout)?;
         let first = self.answer_to(id, first)?;
         if first.kind() != "device_work" {
             return Ok(first);
         }
         let _hold = gate.hold(self.pgid);
-        let proceed = Frame::new(serde_json::json!({"cmd": "proceed", "id": id}));
+        let proceed = Frame::command(&protocol::Command::Proceed { id });
         self.send_out(Outgoing {
             header: proceed.header.clone(),
             payload: Arc::new(proceed),
@@ -654,7 +654,7 @@ impl Worker {
     pub fn shutdown(mut self) {
         if self.dead.is_none() {
             let _ = self.request(
-                Frame::new(serde_json::json!({"cmd": "exit"})),
+                Frame::command(&protocol::Command::Exit),
                 Duration::from_secs(5),
             );
         }

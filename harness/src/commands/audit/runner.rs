@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{self, reply, Command, Frame};
 use kbench_suites::Problem;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::progress::Progress;
 use super::report::{is_oom_text, one_line, ProblemAudit};
@@ -344,23 +344,25 @@ fn converse(
         Err(WorkerFault::Interrupted) => Err(Outcome::Interrupted),
         Err(f) => Err(Outcome::Failed(fault_text(&f, phase, opts))),
     };
-    match ask(worker, load_request(ctx, exec, path), "loading", "loaded") {
-        Ok(r) => pa.device_name = crate::worker::str_field(&r.header, "device_name"),
+    let load = Frame::command(&load_request(ctx, exec, path));
+    match ask(worker, load, "loading", "loaded") {
+        Ok(r) => pa.device_name = r.reply::<reply::Loaded>().device_name.unwrap_or_default(),
         Err(o) => return o,
     }
-    let mut cmd = json!({
-        "cmd": "audit",
-        "seed": pa.seed,
-        "forward_seed": pa.forward_seed,
-        "families": FAMILIES,
-        "rtol": opts.rtol,
-        "max_weights": MAX_WEIGHTS,
+    let cmd = Command::Audit(protocol::Audit {
+        seed: pa.seed,
+        forward_seed: pa.forward_seed,
+        families: FAMILIES.iter().map(|f| f.to_string()).collect(),
+        rtol: opts.rtol,
+        max_weights: MAX_WEIGHTS,
+        max_rows: opts.max_rows,
     });
-    if let Some(n) = opts.max_rows {
-        cmd["max_rows"] = json!(n);
-    }
-    match ask(worker, Frame::new(cmd), "measuring", "audit") {
-        Ok(r) => Outcome::Measured(r.header.get("families").cloned().unwrap_or(Value::Null)),
+    match ask(worker, Frame::command(&cmd), "measuring", "audit") {
+        Ok(r) => Outcome::Measured(
+            r.reply::<reply::AuditDone>()
+                .families
+                .unwrap_or(Value::Null),
+        ),
         Err(o) => o,
     }
 }

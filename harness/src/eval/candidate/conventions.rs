@@ -4,9 +4,8 @@
 //! process: a diagnosis for a published claim ("method-dependent"), recorded beside kbench's
 //! timing and never used as a speedup.
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Command, Frame, TimeAs};
 use kbench_record::MethodTiming;
-use serde_json::{json, Value};
 
 use super::Evaluation;
 use crate::worker::{error_text, Worker};
@@ -31,16 +30,18 @@ impl Evaluation<'_, '_> {
                 .run_dir
                 .secret
                 .derive(&format!("time-as/{sha}/{method}"));
-            let request = json!({
-                "cmd": "time_as", "method": method, "trials": CALLS, "seed": seed, "budget_s": BUDGET_S,
-            });
+            let request = Frame::command(&Command::TimeAs(TimeAs {
+                method: method.clone(),
+                timed_calls: CALLS,
+                seed,
+                budget_s: BUDGET_S,
+            }));
             let limit = c.timeouts.run + std::time::Duration::from_secs_f64(2.0 * BUDGET_S);
             let side = |w: &mut Worker| -> Result<(f64, u32), String> {
-                match w.request(Frame::new(request.clone()), limit) {
+                match w.request(request.clone(), limit) {
                     Ok(r) if r.kind() == "time_as" => {
-                        let mean = r.header.get("mean_ms").and_then(Value::as_f64);
-                        let calls = r.header.get("trials").and_then(Value::as_u64);
-                        match (mean, calls) {
+                        let done: reply::TimeAsDone = r.reply();
+                        match (done.mean_ms, done.timed_calls) {
                             (Some(m), Some(n)) if m > 0.0 && m.is_finite() => Ok((m, n as u32)),
                             _ => Err(format!("unreadable time_as reply: {}", r.header)),
                         }

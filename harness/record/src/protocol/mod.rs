@@ -7,7 +7,16 @@
 //! tensors by name (dense, row-major, little-endian). A worker is untrusted: its payloads are
 //! parsed and bounds-checked by the `safetensors` crate, never by hand. The first frame a
 //! worker sends is `{"type": "hello", "magic": HELLO_MAGIC, "protocol": PROTOCOL_VERSION, ...}`.
-//! See `harness/python/PROTOCOL.md` for the commands.
+//! The commands are [`Command`] (`command.rs`), what the harness reads of the replies
+//! [`reply`]; `harness/python/PROTOCOL.md` states both.
+
+mod command;
+pub mod reply;
+
+pub use command::{
+    Audit, Build, Command, EvalCase, ExchangeFile, Export, Load, MakeCase, Poison, RunCase, Seeds,
+    TensorSpec, TimeAs, TimeOpen,
+};
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -113,6 +122,17 @@ fn natural_order(a: &str, b: &str) -> Ordering {
 }
 
 impl Frame {
+    /// A frame carrying `command` (its `id` is added when it is sent).
+    pub fn command(command: &Command) -> Self {
+        Self::new(command.to_header())
+    }
+
+    /// A frame carrying `command` and `tensors` (as [`Frame::with_tensors`]).
+    pub fn command_with_tensors(command: &Command, tensors: &[(String, &HostTensor)]) -> Self {
+        Self::with_tensors(command.to_header(), tensors)
+    }
+
+    /// A frame with any header: a reply, or a test's hand-made frame.
     pub fn new(header: serde_json::Value) -> Self {
         Self {
             header,
@@ -139,6 +159,12 @@ impl Frame {
         // answers that its tensors are missing.
         let payload = safetensors::tensor::serialize(views, None).unwrap_or_default();
         Self { header, payload }
+    }
+
+    /// The header read as reply `T` ([`reply`]): its fields of the right type, the others
+    /// absent.
+    pub fn reply<T: serde::de::DeserializeOwned + Default>(&self) -> T {
+        serde_json::from_value(self.header.clone()).unwrap_or_default()
     }
 
     /// The header's `type` field, or "" when absent.
