@@ -366,6 +366,18 @@ class HelloAndReferenceTests(WorkerTestCase):
         self.load_reference(self.linear)
         self.make_case()
 
+    def test_a_field_outside_the_command_table_or_a_missing_one_is_refused_by_name(self):
+        # The table the harness's command enum is checked against (`COMMANDS`): a field
+        # renamed on one side only is an error naming it, never silently ignored.
+        self.load_reference(self.linear)
+        reply, _ = self.ref.call({"cmd": "make_case", "seed": 1, "forward_seed": 1, "trials": 5})
+        self.assert_error(reply, "protocol")
+        self.assertIn("'trials'", reply["message"])
+        reply, _ = self.ref.call({"cmd": "make_case", "forward_seed": 1})
+        self.assert_error(reply, "protocol")
+        self.assertIn("missing field(s) 'seed'", reply["message"])
+        self.make_case()
+
     def test_problem_printing_does_not_corrupt_the_channel(self):
         path = self.files.write("5_Chatty.py", LINEAR_PROBLEM + "\nprint('KBF1 hello from the problem')\n")
         self.load_reference(path)
