@@ -21,7 +21,7 @@ use anyhow::Result;
 use kbench_record::{Device, Environment, EvalRecord, Outcome};
 
 use super::progress::{report_line, say};
-use super::queue::{lock, Batch, Queue, Taken};
+use super::queue::{lock, Batch, Item, Queue, Taken};
 use crate::eval::candidate::evaluate_candidate;
 use crate::eval::record::reference_error_record;
 use crate::eval::start::start_candidate;
@@ -306,17 +306,14 @@ impl Executor<'_> {
 
     /// Evaluates a batch's candidates in order, the next one's worker starting ahead.
     fn batch(&mut self, current: Upcoming) -> Result<Flow> {
-        let (ctx, station, shared) = (self.ctx, self.station, self.shared);
-        let c = ctx.config;
-        let run_dir = shared.run_dir;
         let Upcoming {
             batch,
             reference,
             first_candidates,
         } = current;
         let problem = &batch.problem;
-        let mut t0 = Instant::now();
-        shared.progress.set_message(format!(
+        let t0 = Instant::now();
+        self.shared.progress.set_message(format!(
             "{} {} (reference)",
             problem.to_ref().key(),
             problem.name
@@ -329,14 +326,33 @@ impl Executor<'_> {
         // Workers of the next candidates, started ahead in item order (the front is the
         // next item's).
         let mut cand_ahead = first_candidates;
-        let n = batch.items.len();
+        let flow = self.evaluate_items(&batch, &mut open, &mut cand_ahead, t0);
+        discard_all(&mut cand_ahead);
+        // The session stays open for the problem's next batch unless this one was its last,
+        // or the executor stops here.
+        match flow {
+            Ok(Flow::Next) if !batch.last => self.sessions.push(open),
+            _ => self.close(open),
+        }
+        flow
+    }
+
+    /// Evaluates and records the batch's items in order until one stops the batch: an
+    /// interrupt, or a GPU that fails its health check. `t0`: when the batch began.
+    fn evaluate_items(
+        &mut self,
+        batch: &Batch,
+        open: &mut Open,
+        cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
+        mut t0: Instant,
+    ) -> Result<Flow> {
+        let (ctx, station, shared) = (self.ctx, self.station, self.shared);
+        let problem = &batch.problem;
         let gpu = station.gpu.is_some();
-        let depth = candidates_ahead(&batch, gpu, ctx.config.keeps_gpu_alone(gpu));
-        let mut flow = Flow::Next;
+        let depth = candidates_ahead(batch, gpu, ctx.config.keeps_gpu_alone(gpu));
         for (k, item) in batch.items.iter().enumerate() {
             if ctx.stop.load(Ordering::SeqCst) {
-                flow = Flow::Stop;
-                break;
+                return Ok(Flow::Stop);
             }
             shared.progress.set_message(format!(
                 "{} {} {}",
@@ -344,152 +360,199 @@ impl Executor<'_> {
                 problem.name,
                 item.cand.name
             ));
-            let mut env = shared.env_base.clone();
-            // The device is this evaluation's alone: a profile an agent asks for (ncu
-            // replays kernels) waits for it, and no evaluation starts while one runs.
-            let device = device_lock(station.device);
-            let held = lock(&device);
-            let evaluated = (|| -> Result<Option<EvalRecord>> {
-                let this = match cand_ahead.pop_front() {
-                    Some(p) => p,
-                    None => start_candidate(
-                        ctx,
-                        station,
-                        run_dir,
-                        &batch.problem_path,
-                        &item.cand,
-                        &item.prep,
-                    )?,
-                };
-                // Start the next candidates' workers now; they import torch while this one runs.
-                while open.session.is_ok()
-                    && cand_ahead.len() < depth
-                    && k + 1 + cand_ahead.len() < n
-                {
-                    let next = &batch.items[k + 1 + cand_ahead.len()];
-                    // A later candidate that cannot be started now is started (and fails,
-                    // with its own record) when its turn comes, not at this one's cost.
-                    match start_candidate(
-                        ctx,
-                        station,
-                        run_dir,
-                        &batch.problem_path,
-                        &next.cand,
-                        &next.prep,
-                    ) {
-                        Ok(p) => cand_ahead.push_back(p),
-                        Err(_) => break,
-                    }
-                }
-                let unit = Unit {
-                    problem,
-                    problem_path: &batch.problem_path,
-                    cand: &item.cand,
-                    prep: &item.prep,
-                    agent: shared.agent,
-                };
-                Ok(match &mut open.session {
-                    Ok(r) => {
-                        env.device_name = r.device_name.clone();
-                        env.gpu_uuid = station.gpu_uuid.clone();
-                        evaluate_candidate(ctx, station, &unit, r, run_dir, env, this)?
-                    }
-                    Err(msg) => {
-                        this.1.discard();
-                        let tol = Tolerance {
-                            profile: c.profile,
-                            precision: c.precision,
-                        };
-                        Some(reference_error_record(
-                            tol,
-                            station.device,
-                            run_dir,
-                            &unit,
-                            msg,
-                            env,
-                            c.baselines.as_deref(),
-                        ))
-                    }
-                })
-            })();
-            drop(held);
-            let record = match evaluated {
+            let record = match self.evaluate_item(batch, k, open, cand_ahead, depth)? {
                 // A verdict reached once a stop was asked for may come from workers the same
                 // signal killed (Slurm signals every process of the job): it is not
                 // recorded, and `--resume` evaluates the kernel again.
-                Ok(Some(r)) if !ctx.stop.load(Ordering::SeqCst) => r,
+                Some(r) if !ctx.stop.load(Ordering::SeqCst) => r,
                 // Interrupted before a verdict: nothing recorded.
-                Ok(_) => {
-                    flow = Flow::Stop;
-                    break;
-                }
-                Err(e) => {
-                    discard_all(&mut cand_ahead);
-                    self.close(open);
-                    return Err(e);
-                }
+                _ => return Ok(Flow::Stop),
             };
-            let mut record = record;
-            // A session's first record carries the time spent opening it (what the load
-            // ahead did not hide).
-            if let Some(ph) = record.phases.as_mut() {
-                ph.reference_open_s = std::mem::take(&mut open.open_s);
-            }
-            if let Err(e) = run_dir.append(&record) {
-                discard_all(&mut cand_ahead);
-                self.close(open);
-                return Err(e);
-            }
-            report_line(c.quiet, shared.progress, &record);
-            shared.progress.inc(1);
-            shared
-                .sink
-                .recorded(&item.key, &record, t0.elapsed().as_secs_f64());
-            t0 = Instant::now();
-            // A worker that crashed or hung may have left the GPU in a bad state: check it
-            // before it takes new work.
-            if let (Some(gpu), true) = (&station.gpu, needs_health_check(&record.outcome)) {
-                if let Err(e) = crate::gpu::health_check(gpu) {
-                    // Nothing is lost: this batch's remaining candidates and the batches
-                    // taken ahead go back to the queue for the other GPUs (or a --resume).
-                    let mut back: Vec<Batch> = Vec::new();
-                    if k + 1 < n {
-                        let mut rest = batch.clone();
-                        rest.items = batch.items[k + 1..].to_vec();
-                        back.push(rest);
-                    }
-                    for u in self.upcoming.drain(..) {
-                        back.push(u.batch.clone());
-                        u.discard();
-                    }
-                    shared.queue.push_front(back);
-                    say(
-                        shared.progress,
-                        format!(
-                            "kbench: GPU {} taken out of the run after {}: {e:#}",
-                            gpu.ordinal,
-                            record.problem.key()
-                        ),
-                    );
-                    discard_all(&mut cand_ahead);
-                    self.close(open);
-                    return Ok(Flow::Unhealthy(
-                        if shared.alive.load(Ordering::SeqCst) <= 1 {
-                            Err(e.context("no healthy GPU is left for this run; resume it with --resume once the GPU is reset"))
-                        } else {
-                            Ok(())
-                        },
-                    ));
-                }
+            let record = self.record(item, open, record, &mut t0)?;
+            if let Some(flow) = self.check_health(batch, k, &record) {
+                return Ok(flow);
             }
         }
-        discard_all(&mut cand_ahead);
-        if batch.last || matches!(flow, Flow::Stop) {
-            self.close(open);
-        } else {
-            self.sessions.push(open);
+        Ok(Flow::Next)
+    }
+
+    /// Evaluates item `k` of the batch with the device held: the device is this
+    /// evaluation's alone, so a profile an agent asks for (ncu replays kernels) waits for
+    /// it, and no evaluation starts while one runs. `None`: interrupted.
+    fn evaluate_item(
+        &self,
+        batch: &Batch,
+        k: usize,
+        open: &mut Open,
+        cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
+        depth: usize,
+    ) -> Result<Option<EvalRecord>> {
+        let env = self.shared.env_base.clone();
+        let device = device_lock(self.station.device);
+        let held = lock(&device);
+        let evaluated = self.evaluate_held(batch, k, open, cand_ahead, depth, env);
+        drop(held);
+        evaluated
+    }
+
+    /// [`Self::evaluate_item`]'s work once the device is held: the item's worker (started
+    /// ahead, or now), the next ones' started while it runs, then its verdict (or the
+    /// reference's failure, as its record).
+    fn evaluate_held(
+        &self,
+        batch: &Batch,
+        k: usize,
+        open: &mut Open,
+        cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
+        depth: usize,
+        mut env: Environment,
+    ) -> Result<Option<EvalRecord>> {
+        let (ctx, station, shared) = (self.ctx, self.station, self.shared);
+        let c = ctx.config;
+        let run_dir = shared.run_dir;
+        let item = &batch.items[k];
+        let this = match cand_ahead.pop_front() {
+            Some(p) => p,
+            None => start_candidate(
+                ctx,
+                station,
+                run_dir,
+                &batch.problem_path,
+                &item.cand,
+                &item.prep,
+            )?,
+        };
+        self.start_next_candidates(batch, k, open, cand_ahead, depth);
+        let unit = Unit {
+            problem: &batch.problem,
+            problem_path: &batch.problem_path,
+            cand: &item.cand,
+            prep: &item.prep,
+            agent: shared.agent,
+        };
+        Ok(match &mut open.session {
+            Ok(r) => {
+                env.device_name = r.device_name.clone();
+                env.gpu_uuid = station.gpu_uuid.clone();
+                evaluate_candidate(ctx, station, &unit, r, run_dir, env, this)?
+            }
+            Err(msg) => {
+                this.1.discard();
+                let tol = Tolerance {
+                    profile: c.profile,
+                    precision: c.precision,
+                };
+                Some(reference_error_record(
+                    tol,
+                    station.device,
+                    run_dir,
+                    &unit,
+                    msg,
+                    env,
+                    c.baselines.as_deref(),
+                ))
+            }
+        })
+    }
+
+    /// Starts the workers of the candidates after item `k`, up to `depth` ahead, so they
+    /// import torch while it runs.
+    fn start_next_candidates(
+        &self,
+        batch: &Batch,
+        k: usize,
+        open: &Open,
+        cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
+        depth: usize,
+    ) {
+        let (ctx, station, run_dir) = (self.ctx, self.station, self.shared.run_dir);
+        let n = batch.items.len();
+        while open.session.is_ok() && cand_ahead.len() < depth && k + 1 + cand_ahead.len() < n {
+            let next = &batch.items[k + 1 + cand_ahead.len()];
+            // A later candidate that cannot be started now is started (and fails,
+            // with its own record) when its turn comes, not at this one's cost.
+            match start_candidate(
+                ctx,
+                station,
+                run_dir,
+                &batch.problem_path,
+                &next.cand,
+                &next.prep,
+            ) {
+                Ok(p) => cand_ahead.push_back(p),
+                Err(_) => break,
+            }
         }
-        Ok(flow)
+    }
+
+    /// Appends an item's record to the run log, reports it and hands it to the sink with
+    /// the time since `t0` (the previous record, or the batch's start), which it resets.
+    fn record(
+        &self,
+        item: &Item,
+        open: &mut Open,
+        mut record: EvalRecord,
+        t0: &mut Instant,
+    ) -> Result<EvalRecord> {
+        let shared = self.shared;
+        // A session's first record carries the time spent opening it (what the load
+        // ahead did not hide).
+        if let Some(ph) = record.phases.as_mut() {
+            ph.reference_open_s = std::mem::take(&mut open.open_s);
+        }
+        shared.run_dir.append(&record)?;
+        report_line(self.ctx.config.quiet, shared.progress, &record);
+        shared.progress.inc(1);
+        shared
+            .sink
+            .recorded(&item.key, &record, t0.elapsed().as_secs_f64());
+        *t0 = Instant::now();
+        Ok(record)
+    }
+
+    /// A worker that crashed or hung may have left the GPU in a bad state: it is checked
+    /// before it takes new work. `Some`: it failed, and the executor leaves the run, item
+    /// `k`'s successors and the batches taken ahead back in the queue.
+    fn check_health(&mut self, batch: &Batch, k: usize, record: &EvalRecord) -> Option<Flow> {
+        let (station, shared) = (self.station, self.shared);
+        if let (Some(gpu), true) = (&station.gpu, needs_health_check(&record.outcome)) {
+            if let Err(e) = crate::gpu::health_check(gpu) {
+                self.put_back(batch, k);
+                say(
+                    shared.progress,
+                    format!(
+                        "kbench: GPU {} taken out of the run after {}: {e:#}",
+                        gpu.ordinal,
+                        record.problem.key()
+                    ),
+                );
+                return Some(Flow::Unhealthy(
+                    if shared.alive.load(Ordering::SeqCst) <= 1 {
+                        Err(e.context("no healthy GPU is left for this run; resume it with --resume once the GPU is reset"))
+                    } else {
+                        Ok(())
+                    },
+                ));
+            }
+        }
+        None
+    }
+
+    /// Nothing is lost when the executor leaves: the batch's candidates after item `k` and
+    /// the batches taken ahead go back to the queue for the other GPUs (or a --resume).
+    fn put_back(&mut self, batch: &Batch, k: usize) {
+        let n = batch.items.len();
+        let mut back: Vec<Batch> = Vec::new();
+        if k + 1 < n {
+            let mut rest = batch.clone();
+            rest.items = batch.items[k + 1..].to_vec();
+            back.push(rest);
+        }
+        for u in self.upcoming.drain(..) {
+            back.push(u.batch.clone());
+            u.discard();
+        }
+        self.shared.queue.push_front(back);
     }
 }
 

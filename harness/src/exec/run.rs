@@ -5,19 +5,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Result;
-use kbench_record::EvalRecord;
+use kbench_record::{Environment, EvalRecord};
+use kbench_suites::Problem;
 
 use super::engine::{build_job, run_executors, Engine};
 use super::executor::{Depth, Shared, Sink};
 use super::progress::{progress_bar, report_line, Heartbeat};
 use super::queue::{lock, Batch, Item, Queue};
-use crate::agents::{Agent, GivenAgent, ReferenceAgent, ReplayAgent};
+use crate::agents::{Agent, Candidate, GivenAgent, ReferenceAgent, ReplayAgent};
 use crate::config::{materialize_problem, AgentConfig, RunConfig};
 use crate::eval::prepare::prepare_candidate;
 use crate::eval::record::{environment_base, unjudged_record};
 use crate::judge::Tolerance;
-use crate::plan::record_key;
+use crate::measure::{Ctx, Station};
+use crate::plan::{record_key, Unjudged};
+use crate::runlog::RunDir;
 use crate::worker::bounds::MemoryCapChoice;
+use crate::worker::build::BuildPool;
 
 /// What a `kbench run` produced.
 #[derive(Debug)]
@@ -68,20 +72,80 @@ impl Sink for Added {
     }
 }
 
+/// Says `msg` on stderr unless the run is `--quiet`.
+fn say(config: &RunConfig, msg: &str) {
+    if !config.quiet {
+        eprintln!("kbench: {msg}");
+    }
+}
+
 /// Runs the whole plan. `stop` is raised by the signal handler.
 pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // LLM agents evaluate one call at a time in one process: the probe kept in memory. A
     // kernel file given to `check` (a `replay` agent's) is evaluated once: the one on disk.
     let repeated = matches!(&config.agent, AgentConfig::Given { agent, .. } if *agent != "replay");
     let engine = Engine::prepare(config, repeated)?;
-    let say = |msg: &str| {
-        if !config.quiet {
-            eprintln!("kbench: {msg}");
-        }
-    };
     // The agent before the run folder: a replay folder that cannot be read at all leaves no
     // half-made run behind (a kernel file that cannot be read is that kernel's verdict).
-    let agent: Box<dyn Agent> = match &config.agent {
+    let agent = make_agent(config)?;
+    let run_dir = open_run_dir(config, &engine, agent.as_ref())?;
+
+    // The plan: every (problem, candidate) not yet recorded.
+    let plan = crate::plan::pending(&config.problems, &config.broken, agent.as_ref(), |k| {
+        run_dir.is_recorded(k)
+    })?;
+    let (total, skipped) = (plan.total(), plan.skipped);
+    if skipped > 0 {
+        say(
+            config,
+            &format!("resuming: {skipped} kernel(s) already recorded, {total} to go"),
+        );
+    }
+    let progress = progress_bar(total as u64, config.quiet);
+    let heartbeat = Heartbeat::of_bar(config.quiet, &progress);
+    let run = Run {
+        config,
+        env_base: environment_base(&engine.info, &engine.jail.containment, engine.bounds()),
+        agent,
+        run_dir,
+        progress,
+        added: Added(Mutex::new(Vec::new())),
+    };
+    run.record_unjudged(&plan.unjudged)?;
+    let mut ctx = engine.ctx(config, &stop);
+    let batches = run.prepare_batches(&ctx, plan.pending)?;
+    ctx.builds = run.start_builds(&engine, &stop, &batches);
+    let ctx = ctx;
+
+    // One executor per GPU (or one for the CPU), each taking whole problems from the queue,
+    // so a problem's reference cases stay on the GPU that made them.
+    let (stations, sampler) = engine.stations(config, &run.run_dir)?;
+    let queue = queue_batches(config, stations.len(), batches);
+    let error = run.evaluate(&ctx, &stations, &queue);
+    drop(heartbeat);
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    if let Some(e) = error {
+        run.progress.finish_and_clear();
+        return Err(e);
+    }
+    let interrupted = stop.load(Ordering::SeqCst);
+    // Problems never taken: the deadline came first, or no executor was left to take them
+    // (the last healthy GPU left as an unhealthy one put its batches back). None when
+    // interrupted: those count as interrupted.
+    let not_started = if interrupted { 0 } else { queue.drain().len() };
+    let cut_off = queue.cut_off();
+    run.progress.finish_and_clear();
+    if let Some(pool) = ctx.builds {
+        pool.shutdown();
+    }
+    Ok(run.into_result(skipped, interrupted, not_started, cut_off))
+}
+
+/// The run's agent, from its configuration.
+fn make_agent(config: &RunConfig) -> Result<Box<dyn Agent + '_>> {
+    Ok(match &config.agent {
         AgentConfig::Reference => Box::new(ReferenceAgent),
         AgentConfig::Replay { dir } => {
             // Never read on a kernel's behalf, even from inside the replay folder.
@@ -89,10 +153,13 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             guarded.extend(config.secret_from.clone());
             let a = ReplayAgent::scan(dir, &config.problems, &guarded)?;
             for p in &a.unmatched {
-                say(&format!(
-                    "replay file {} matches no selected problem; skipped",
-                    p.display()
-                ));
+                say(
+                    config,
+                    &format!(
+                        "replay file {} matches no selected problem; skipped",
+                        p.display()
+                    ),
+                );
             }
             for s in &a.skipped {
                 eprintln!("kbench: {s}");
@@ -106,116 +173,31 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
             agent,
             candidates: candidates.clone(),
         }),
-    };
-    // Every evaluation the run plans goes into run.json before anything is recorded.
-    let planned = crate::plan::planned(&config.problems, &config.broken, agent.as_ref())?;
-    let mut run_dir = super::run_dir::open(config, planned)?;
+    })
+}
+
+/// Opens the run folder with every evaluation the run plans in run.json (before anything is
+/// recorded), and says the workers' bounds and what the folder's log had to say.
+fn open_run_dir(config: &RunConfig, engine: &Engine, agent: &dyn Agent) -> Result<RunDir> {
+    let planned = crate::plan::planned(&config.problems, &config.broken, agent)?;
+    let run_dir = super::run_dir::open(config, planned)?;
     // Said even with --quiet where the workers have no memory cap.
     if engine.memory.each.is_none() && config.memory_cap != MemoryCapChoice::Off {
         eprintln!("kbench: {}", engine.bounds_line());
     } else {
-        say(&engine.bounds_line());
+        say(config, &engine.bounds_line());
     }
     // Said even with --quiet: a line skipped may be a forgery.
     for note in &run_dir.notes {
         eprintln!("kbench: {note}");
     }
+    Ok(run_dir)
+}
 
-    // The plan: every (problem, candidate) not yet recorded.
-    let plan = crate::plan::pending(&config.problems, &config.broken, agent.as_ref(), |k| {
-        run_dir.is_recorded(k)
-    })?;
-    let (total, skipped) = (plan.total(), plan.skipped);
-    if skipped > 0 {
-        say(&format!(
-            "resuming: {skipped} kernel(s) already recorded, {total} to go"
-        ));
-    }
-    let progress = progress_bar(total as u64, config.quiet);
-    let heartbeat = Heartbeat::of_bar(config.quiet, &progress);
-    let env_base = environment_base(&engine.info, &engine.jail.containment, engine.bounds());
-    let added = Added(Mutex::new(Vec::new()));
-    // Missing kernels and broken problem files: recorded now, no worker started.
-    let tol = Tolerance {
-        profile: config.profile,
-        precision: config.precision,
-    };
-    for u in &plan.unjudged {
-        let env = env_base.clone();
-        let record = unjudged_record(
-            tol,
-            config.device,
-            &run_dir,
-            agent.name(),
-            u,
-            env,
-            config.baselines.as_deref(),
-        );
-        run_dir.append(&record)?;
-        report_line(config.quiet, &progress, &record);
-        added.recorded(&u.key, &record, 0.0);
-    }
-    let mut ctx = engine.ctx(config, &stop);
-
-    // Write every pending candidate out and queue the ones with extensions for building.
-    let mut batches = Vec::with_capacity(plan.pending.len());
-    let mut to_build = Vec::new();
-    for (problem, candidates) in plan.pending {
-        let problem_path = materialize_problem(&config.cache, problem)?;
-        let mut items = Vec::with_capacity(candidates.len());
-        for cand in candidates {
-            let prep = prepare_candidate(&ctx, problem, &cand, agent.name(), &run_dir)?;
-            let key = record_key(problem, agent.name(), &cand);
-            items.push(Item { cand, prep, key });
-        }
-        batches.push(Batch {
-            problem: problem.clone(),
-            pkey: problem.key(),
-            problem_path,
-            items,
-            queued: Instant::now(),
-            last: true,
-        });
-    }
-    // Baselines are measured cheapest compile first (see `order`). Several GPUs take other
-    // problems longest expected first, and the builds ahead go in the same order (else the
-    // pool works through short problems while the GPUs wait for the long ones' builds).
-    if let AgentConfig::Baselines { plan, store } = &config.agent {
-        let times = kbench_baselines::CompileTimes::load(store);
-        super::order::cheapest_compile_first(&mut batches, plan, &times);
-    } else if matches!(config.device, kbench_record::Device::Cuda(_)) && config.gpus.len() > 1 {
-        let eager =
-            kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
-        super::order::longest_first(&mut batches, &eager);
-    }
-    for b in &batches {
-        for item in &b.items {
-            if crate::worker::build::builds_extensions(&item.cand.source) {
-                to_build.push(build_job(&run_dir, &b.problem_path, &item.prep));
-            }
-        }
-    }
-    if config.build_jobs > 0 && !to_build.is_empty() {
-        let jobs = config.build_jobs.min(to_build.len());
-        let pool = engine.build_pool(config, &stop, jobs);
-        say(&format!(
-            "building {} candidate extension(s) ahead on {} process(es), {} at once until the first is built",
-            to_build.len(),
-            jobs,
-            crate::worker::build::first_wave(jobs)
-        ));
-        pool.journal_to(&run_dir.logs_dir().join("builds.jsonl"));
-        for job in to_build {
-            pool.submit(job);
-        }
-        ctx.builds = Some(pool);
-    }
-    let ctx = ctx;
-
-    // One executor per GPU (or one for the CPU), each taking whole problems from the queue,
-    // so a problem's reference cases stay on the GPU that made them.
-    let (stations, sampler) = engine.stations(config, &run_dir)?;
-    let queue = Queue::new(stations.len());
+/// Queues every batch for the executors of `stations` stations, closed to more, and stopping
+/// at `--stop-starting-after`'s deadline if given.
+fn queue_batches(config: &RunConfig, stations: usize, batches: Vec<Batch>) -> Queue {
+    let queue = Queue::new(stations);
     for b in batches {
         queue.push(b);
     }
@@ -223,60 +205,178 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     if let Some((_, at)) = config.stop_starting {
         queue.stop_taking_at(at);
     }
-    let shared = Shared {
-        queue: &queue,
-        run_dir: &run_dir,
-        env_base: &env_base,
-        agent: agent.name(),
-        progress: &progress,
-        sink: &added,
-        alive: AtomicUsize::new(stations.len()),
-        opened: &AtomicU64::new(0),
-        reused: &AtomicU64::new(0),
-    };
-    // Baseline modes compile while they wait (their load is sent ahead): more of them ahead
-    // hide more of the compile.
-    let ahead = if config.gpus.is_empty() {
+    queue
+}
+
+/// Problems an executor takes ahead of the one running. Baseline modes compile while they
+/// wait (their load is sent ahead): more of them ahead hide more of the compile.
+fn lookahead(config: &RunConfig) -> usize {
+    if config.gpus.is_empty() {
         1
     } else {
         config.lookahead.unwrap_or_else(|| match &config.agent {
             AgentConfig::Baselines { plan, .. } => baseline_lookahead(plan),
             _ => LOOKAHEAD,
         })
-    };
-    let depth = Depth { ahead, keep: 1 };
-    let error = run_executors(&ctx, &stations, depth, &shared, &|_| {}, || {});
-    drop(heartbeat);
-    if let Some(s) = sampler {
-        s.stop();
     }
-    if let Some(e) = error {
-        progress.finish_and_clear();
-        return Err(e);
+}
+
+/// A run under way: what its steps share.
+struct Run<'a> {
+    config: &'a RunConfig,
+    agent: Box<dyn Agent + 'a>,
+    run_dir: RunDir,
+    progress: indicatif::ProgressBar,
+    env_base: Environment,
+    added: Added,
+}
+
+impl Run<'_> {
+    /// Records missing kernels and broken problem files now, no worker started.
+    fn record_unjudged(&self, unjudged: &[Unjudged]) -> Result<()> {
+        let config = self.config;
+        let tol = Tolerance {
+            profile: config.profile,
+            precision: config.precision,
+        };
+        for u in unjudged {
+            let env = self.env_base.clone();
+            let record = unjudged_record(
+                tol,
+                config.device,
+                &self.run_dir,
+                self.agent.name(),
+                u,
+                env,
+                config.baselines.as_deref(),
+            );
+            self.run_dir.append(&record)?;
+            report_line(config.quiet, &self.progress, &record);
+            self.added.recorded(&u.key, &record, 0.0);
+        }
+        Ok(())
     }
-    let added = added.0.into_inner().unwrap_or_else(|e| e.into_inner());
-    let interrupted = stop.load(Ordering::SeqCst);
-    // Problems never taken: the deadline came first, or no executor was left to take them
-    // (the last healthy GPU left as an unhealthy one put its batches back). None when
-    // interrupted: those count as interrupted.
-    let not_started = if interrupted { 0 } else { queue.drain().len() };
-    let cut_off = queue.cut_off();
-    progress.finish_and_clear();
-    if let Some(pool) = ctx.builds {
-        pool.shutdown();
+
+    /// Writes every pending candidate out, one batch per problem, in the order the
+    /// executors should take them.
+    fn prepare_batches(
+        &self,
+        ctx: &Ctx,
+        pending: Vec<(&Problem, Vec<Candidate>)>,
+    ) -> Result<Vec<Batch>> {
+        let config = self.config;
+        let mut batches = Vec::with_capacity(pending.len());
+        for (problem, candidates) in pending {
+            let problem_path = materialize_problem(&config.cache, problem)?;
+            let mut items = Vec::with_capacity(candidates.len());
+            for cand in candidates {
+                let prep =
+                    prepare_candidate(ctx, problem, &cand, self.agent.name(), &self.run_dir)?;
+                let key = record_key(problem, self.agent.name(), &cand);
+                items.push(Item { cand, prep, key });
+            }
+            batches.push(Batch {
+                problem: problem.clone(),
+                pkey: problem.key(),
+                problem_path,
+                items,
+                queued: Instant::now(),
+                last: true,
+            });
+        }
+        // Baselines are measured cheapest compile first (see `order`). Several GPUs take
+        // other problems longest expected first, and the builds ahead go in the same order
+        // (else the pool works through short problems while the GPUs wait for the long
+        // ones' builds).
+        if let AgentConfig::Baselines { plan, store } = &config.agent {
+            let times = kbench_baselines::CompileTimes::load(store);
+            super::order::cheapest_compile_first(&mut batches, plan, &times);
+        } else if matches!(config.device, kbench_record::Device::Cuda(_)) && config.gpus.len() > 1 {
+            let eager =
+                kbench_baselines::EagerTimes::load(&kbench_baselines::default_root(&config.cache));
+            super::order::longest_first(&mut batches, &eager);
+        }
+        Ok(batches)
     }
-    let added_n = added.len();
-    let mut records = std::mem::take(&mut run_dir.existing);
-    records.extend(added);
-    Ok(RunResult {
-        records,
-        added: added_n,
-        skipped,
-        interrupted,
-        not_started,
-        cut_off,
-        run_dir: run_dir.root.clone(),
-    })
+
+    /// Starts building, in the batches' order, the candidates with extensions: the pool
+    /// doing it, if any.
+    fn start_builds(
+        &self,
+        engine: &Engine,
+        stop: &Arc<AtomicBool>,
+        batches: &[Batch],
+    ) -> Option<BuildPool> {
+        let config = self.config;
+        let mut to_build = Vec::new();
+        for b in batches {
+            for item in &b.items {
+                if crate::worker::build::builds_extensions(&item.cand.source) {
+                    to_build.push(build_job(&self.run_dir, &b.problem_path, &item.prep));
+                }
+            }
+        }
+        if config.build_jobs > 0 && !to_build.is_empty() {
+            let jobs = config.build_jobs.min(to_build.len());
+            let pool = engine.build_pool(config, stop, jobs);
+            say(config, &format!(
+                "building {} candidate extension(s) ahead on {} process(es), {} at once until the first is built",
+                to_build.len(),
+                jobs,
+                crate::worker::build::first_wave(jobs)
+            ));
+            pool.journal_to(&self.run_dir.logs_dir().join("builds.jsonl"));
+            for job in to_build {
+                pool.submit(job);
+            }
+            return Some(pool);
+        }
+        None
+    }
+
+    /// Runs one executor per station on the queue until it is done (or the run stops): the
+    /// first error, if any.
+    fn evaluate(&self, ctx: &Ctx, stations: &[Station], queue: &Queue) -> Option<anyhow::Error> {
+        let shared = Shared {
+            queue,
+            run_dir: &self.run_dir,
+            env_base: &self.env_base,
+            agent: self.agent.name(),
+            progress: &self.progress,
+            sink: &self.added,
+            alive: AtomicUsize::new(stations.len()),
+            opened: &AtomicU64::new(0),
+            reused: &AtomicU64::new(0),
+        };
+        let depth = Depth {
+            ahead: lookahead(self.config),
+            keep: 1,
+        };
+        run_executors(ctx, stations, depth, &shared, &|_| {}, || {})
+    }
+
+    /// The run's records (those found on resume, then the ones added now) and counts.
+    fn into_result(
+        mut self,
+        skipped: usize,
+        interrupted: bool,
+        not_started: usize,
+        cut_off: bool,
+    ) -> RunResult {
+        let added = self.added.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        let added_n = added.len();
+        let mut records = std::mem::take(&mut self.run_dir.existing);
+        records.extend(added);
+        RunResult {
+            records,
+            added: added_n,
+            skipped,
+            interrupted,
+            not_started,
+            cut_off,
+            run_dir: self.run_dir.root.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::io::{BufReader, BufWriter};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use kbench_record::protocol::{self, Frame, ProtocolError, HELLO_MAGIC, PROTOCOL_VERSION};
 
+use super::cgroup::WorkerGroup;
 use super::gate::StartGate;
 
 /// Which side of the trust boundary a worker is on.
@@ -123,6 +124,9 @@ struct Outgoing {
     payload: Arc<Frame>,
 }
 
+/// Frames read from a worker, or why reading them stopped.
+type FromWorker = Receiver<Result<Frame, ProtocolError>>;
+
 use super::log_sink::{drain, LogSink};
 pub use super::log_sink::{LOG_FILE_CAP, LOG_TAIL_CAP};
 
@@ -131,7 +135,7 @@ pub struct Worker {
     child: Child,
     pgid: i32,
     to_worker: Option<Sender<Outgoing>>,
-    from_worker: Receiver<Result<Frame, ProtocolError>>,
+    from_worker: FromWorker,
     log: Arc<Mutex<LogSink>>,
     next_id: u64,
     hello: serde_json::Value,
@@ -157,45 +161,8 @@ impl Worker {
         let mut env = spec.env.clone();
         // The worker ends with this process (`kbench_worker/startup.py`, `_die_with_harness`).
         env.push(("KBENCH_HARNESS_PID".into(), std::process::id().to_string()));
-        let mut memory = MemoryBound::None;
-        if let Some(cap) = spec.memory {
-            let tree_has_memory = spec.cgroups.as_ref().is_some_and(|t| t.has_memory());
-            if let Some(g) = group.as_ref().filter(|_| tree_has_memory) {
-                if g.cap_memory(cap.bytes).is_ok() {
-                    memory = MemoryBound::Cgroup(cap.bytes);
-                }
-            }
-            if memory == MemoryBound::None && cap.rlimit_fallback {
-                env.push(("KBENCH_MEMORY_CAP_RLIMIT".into(), cap.bytes.to_string()));
-                memory = MemoryBound::Rlimit(cap.bytes);
-            }
-        }
-        let uid = spec.sandbox.as_ref().and_then(|s| s.uid);
-        let mut argv: Vec<std::ffi::OsString> = Vec::new();
-        if let Some(g) = &group {
-            argv.extend(g.enter_args());
-        }
-        match &spec.sandbox {
-            Some(s) => {
-                argv.push(s.bwrap.clone().into());
-                argv.extend(s.view.args(&spec.cwd));
-                argv.push("--".into());
-                argv.push(spec.python.clone().into());
-            }
-            None => argv.push(spec.python.clone().into()),
-        }
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .arg("-u")
-            .args(super::python::worker_args(&spec.script))
-            .arg(spec.role.as_str())
-            .current_dir(&spec.cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+        let memory = cap_memory(spec, group.as_ref(), &mut env);
+        let cmd = worker_command(spec, group.as_ref(), &env);
         let mut child = super::spawn::spawn_from_lasting_thread(cmd).map_err(|e| {
             WorkerFault::Spawn(format!(
                 "{} {}: {e}",
@@ -210,39 +177,7 @@ impl Worker {
             let _ = child.kill();
             return Err(WorkerFault::Spawn("child pipes missing".into()));
         };
-
-        let log = Arc::new(Mutex::new(LogSink {
-            file: spec
-                .log_path
-                .as_ref()
-                .and_then(|p| std::fs::File::create(p).ok()),
-            ..LogSink::default()
-        }));
-        let log2 = Arc::clone(&log);
-        std::thread::spawn(move || drain(stderr, log2));
-
-        let (to_tx, to_rx) = mpsc::channel::<Outgoing>();
-        std::thread::spawn(move || {
-            let mut w = BufWriter::with_capacity(1 << 20, stdin);
-            for out in to_rx {
-                if protocol::write_frame_parts(&mut w, &out.header, &out.payload.payload).is_err() {
-                    break;
-                }
-            }
-        });
-        let (from_tx, from_rx) = mpsc::channel();
-        let max_payload = spec.max_payload;
-        std::thread::spawn(move || {
-            let mut r = BufReader::with_capacity(1 << 20, stdout);
-            loop {
-                let res = protocol::read_frame(&mut r, max_payload);
-                let stop = res.is_err();
-                if from_tx.send(res).is_err() || stop {
-                    break;
-                }
-            }
-        });
-
+        let (log, to_tx, from_rx) = start_io_threads(spec, stdin, stdout, stderr);
         let gate = spec.gate.as_deref();
         if let Some(g) = gate.filter(|g| !g.after_imports) {
             g.register(pgid);
@@ -262,22 +197,46 @@ impl Worker {
             sandboxed: spec.sandbox.is_some(),
             tree: spec.cgroups.clone(),
             memory,
-            uid,
+            uid: spec.sandbox.as_ref().and_then(|s| s.uid),
             cwd: spec.cwd.clone(),
         };
+        let hello = worker.await_hello(gate, timeout)?;
+        worker.check_hello(&hello)?;
+        worker.hello = hello.header;
+        // The shell put itself (now the worker) into the group before its exec; where it
+        // could not, the worker is frozen with signals.
+        if let Some(g) = group {
+            if g.holds(worker.child.id()) {
+                worker.freezer = super::freeze::Freezer::Group(g);
+            }
+        }
+        Ok(worker)
+    }
+
+    /// Waits for the hello, registered with the start gate (if any) while the worker starts.
+    fn await_hello(
+        &mut self,
+        gate: Option<&StartGate>,
+        timeout: Duration,
+    ) -> Result<Frame, WorkerFault> {
+        let pgid = self.pgid;
         let started = Instant::now();
-        let mut hello = worker.receive(timeout);
+        let mut hello = self.receive(timeout);
         if matches!(&hello, Ok(f) if f.kind() == "imported") {
             // Torch is imported; what follows (the CUDA context) is paused while timing.
             if let Some(g) = gate.filter(|g| g.after_imports) {
                 g.register(pgid);
             }
-            hello = worker.receive(timeout.saturating_sub(started.elapsed()));
+            hello = self.receive(timeout.saturating_sub(started.elapsed()));
         }
         if let Some(g) = gate {
             g.unregister(pgid);
         }
-        let hello = hello?;
+        hello
+    }
+
+    /// Checks the hello (magic, protocol version, uid); a worker that fails is killed.
+    fn check_hello(&mut self, hello: &Frame) -> Result<(), WorkerFault> {
         if hello.kind() != "hello"
             || hello.header.get("magic").and_then(|m| m.as_str()) != Some(HELLO_MAGIC)
         {
@@ -291,34 +250,26 @@ impl Worker {
             } else {
                 format!("expected a hello, got {}", hello.header)
             };
-            worker.kill();
+            self.kill();
             return Err(WorkerFault::Protocol(detail));
         }
         let version = hello.header.get("protocol").and_then(|v| v.as_u64());
         if version != Some(u64::from(PROTOCOL_VERSION)) {
-            worker.kill();
+            self.kill();
             return Err(WorkerFault::Protocol(format!(
                 "worker speaks protocol {version:?}, the harness speaks {PROTOCOL_VERSION}; the worker script is stale"
             )));
         }
         let ran_as = hello.header.get("uid").and_then(|v| v.as_u64());
-        if let Some(uid) = uid.filter(|u| ran_as != Some(u64::from(*u))) {
-            worker.kill();
+        if let Some(uid) = self.uid.filter(|u| ran_as != Some(u64::from(*u))) {
+            self.kill();
             return Err(WorkerFault::Spawn(format!(
                 "the sandboxed worker runs as uid {ran_as:?}, not the unprivileged uid {uid} it was \
                  started as; set {}=off to run sandboxed candidates as the invoking user",
                 super::bounds::CANDIDATE_UID_ENV
             )));
         }
-        worker.hello = hello.header;
-        // The shell put itself (now the worker) into the group before its exec; where it
-        // could not, the worker is frozen with signals.
-        if let Some(g) = group {
-            if g.holds(worker.child.id()) {
-                worker.freezer = super::freeze::Freezer::Group(g);
-            }
-        }
-        Ok(worker)
+        Ok(())
     }
 
     /// The worker's hello (python and torch versions, CUDA availability).
@@ -687,6 +638,103 @@ impl Worker {
     pub fn log_bytes(&self) -> u64 {
         self.log.lock().map(|s| s.total).unwrap_or(0)
     }
+}
+
+/// How the worker's memory is capped: its group's `memory.max`, else RLIMIT_AS (via `env`).
+fn cap_memory(
+    spec: &WorkerSpec,
+    group: Option<&WorkerGroup>,
+    env: &mut Vec<(String, String)>,
+) -> MemoryBound {
+    let mut memory = MemoryBound::None;
+    if let Some(cap) = spec.memory {
+        let tree_has_memory = spec.cgroups.as_ref().is_some_and(|t| t.has_memory());
+        if let Some(g) = group.filter(|_| tree_has_memory) {
+            if g.cap_memory(cap.bytes).is_ok() {
+                memory = MemoryBound::Cgroup(cap.bytes);
+            }
+        }
+        if memory == MemoryBound::None && cap.rlimit_fallback {
+            env.push(("KBENCH_MEMORY_CAP_RLIMIT".into(), cap.bytes.to_string()));
+            memory = MemoryBound::Rlimit(cap.bytes);
+        }
+    }
+    memory
+}
+
+/// The worker's command line: `python -u` on the worker in its role, in its group and sandbox.
+fn worker_command(
+    spec: &WorkerSpec,
+    group: Option<&WorkerGroup>,
+    env: &[(String, String)],
+) -> Command {
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(g) = group {
+        argv.extend(g.enter_args());
+    }
+    match &spec.sandbox {
+        Some(s) => {
+            argv.push(s.bwrap.clone().into());
+            argv.extend(s.view.args(&spec.cwd));
+            argv.push("--".into());
+            argv.push(spec.python.clone().into());
+        }
+        None => argv.push(spec.python.clone().into()),
+    }
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .arg("-u")
+        .args(super::python::worker_args(&spec.script))
+        .arg(spec.role.as_str())
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    cmd
+}
+
+/// Threads that drain the worker's stderr into its log, and write and read its frames.
+fn start_io_threads(
+    spec: &WorkerSpec,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+) -> (Arc<Mutex<LogSink>>, Sender<Outgoing>, FromWorker) {
+    let log = Arc::new(Mutex::new(LogSink {
+        file: spec
+            .log_path
+            .as_ref()
+            .and_then(|p| std::fs::File::create(p).ok()),
+        ..LogSink::default()
+    }));
+    let log2 = Arc::clone(&log);
+    std::thread::spawn(move || drain(stderr, log2));
+
+    let (to_tx, to_rx) = mpsc::channel::<Outgoing>();
+    std::thread::spawn(move || {
+        let mut w = BufWriter::with_capacity(1 << 20, stdin);
+        for out in to_rx {
+            if protocol::write_frame_parts(&mut w, &out.header, &out.payload.payload).is_err() {
+                break;
+            }
+        }
+    });
+    let (from_tx, from_rx) = mpsc::channel();
+    let max_payload = spec.max_payload;
+    std::thread::spawn(move || {
+        let mut r = BufReader::with_capacity(1 << 20, stdout);
+        loop {
+            let res = protocol::read_frame(&mut r, max_payload);
+            let stop = res.is_err();
+            if from_tx.send(res).is_err() || stop {
+                break;
+            }
+        }
+    });
+    (log, to_tx, from_rx)
 }
 
 impl Drop for Worker {

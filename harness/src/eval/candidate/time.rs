@@ -5,13 +5,16 @@
 use std::time::{Duration, Instant};
 
 use super::memory::pressure_plausible;
-use super::{fault, Evaluation, Step, Stop};
+use super::{fault, Evaluation, Step, Stop, TimedCase};
+use crate::config::TimingConfig;
 use crate::judge::faults::out_of_memory;
 use crate::judge::timed::TimedCheck;
 use crate::judge::timing::{summarize, CandidateCalls, TimingResult};
-use crate::measure::gated::{release_every_call, time_gated, GatedCase, GatedRun, GatedSettings};
+use crate::measure::gated::{
+    release_every_call, time_gated, GatedCase, GatedRun, GatedSettings, RawGated,
+};
 use crate::measure::reference::RefFailure;
-use crate::worker::Worker;
+use crate::worker::{Worker, WorkerFault};
 use kbench_record::{Outcome, Phase};
 
 /// Longest wait for a worker's freeze to be confirmed: a process inside a long system call
@@ -23,161 +26,225 @@ const TIMINGS: u32 = 3;
 /// candidate left draining).
 const QUIET_LIMIT: Duration = Duration::from_secs(10);
 
-impl Evaluation<'_, '_> {
+impl<'a> Evaluation<'a, '_> {
     /// Times the candidate against the reference on fresh inputs of the timed case's layout.
     pub(super) fn time(&mut self, worker: &mut Worker) -> Step {
-        let (ctx, exec, c) = (self.ctx, self.exec, self.ctx.config);
+        let c = self.ctx.config;
         let Some(tc) = &c.timing else { return Ok(()) };
         let Some(timed) = self.timed_case.take() else {
             return Ok(());
         };
         let tt = Instant::now();
-        // The reference keeps the timed case as its current one: its opening calls run on it.
+        let held = self.hold_timed_case();
+        let result = match held {
+            Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
+            Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
+            Ok(()) => self.time_under_gate(worker, tc, &timed),
+        };
+        self.phases.timing_s = tt.elapsed().as_secs_f64();
+        self.keep_timing(result)
+    }
+
+    /// Makes the timed case the reference's current one: its opening calls run on it.
+    fn hold_timed_case(&mut self) -> Result<(), RefFailure> {
+        let (ctx, exec, c) = (self.ctx, self.exec, self.ctx.config);
+        let tt = Instant::now();
         let held =
             self.reference
                 .hold_case(ctx, exec, self.unit.problem, self.run_dir, c.trials - 1);
         if crate::measure::gated::timing_trace() {
             eprintln!("timing: holding the case took {:?}", tt.elapsed());
         }
-        let result = match held {
-            Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
-            Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
-            Ok(()) => {
-                let gate = ctx.gates.of(exec.device);
-                gate.begin_timing();
-                let sha = &self.unit.problem.sha256;
-                // Each timing's calls get values of their own: a timing repeated (below) sees
-                // none of the values of the one before.
-                let seeds_of = |timing: u32| -> Vec<u64> {
-                    (0..tc.warmup + tc.timed_calls)
-                        .map(|i| {
-                            let label = if timing == 0 {
-                                format!("timed-input/{sha}/{i}")
-                            } else {
-                                format!("timed-input/{sha}/timing-{timing}/{i}")
-                            };
-                            self.run_dir.secret.derive(&label)
-                        })
-                        .collect()
-                };
-                let mut timing = 0u32;
-                let mut seeds = seeds_of(timing);
-                let mut pooled: Option<crate::measure::gated::RawGated> = None;
-                // The first call and about one in eight of the others (by the secret) have
-                // their inputs compared byte for byte after the call.
-                let input_checks: Vec<bool> = (0..tc.warmup + tc.timed_calls)
-                    .map(|i| {
-                        i == 0
-                            || i == tc.warmup
-                            || self
-                                .run_dir
-                                .secret
-                                .derive(&format!("timed-input-check/{sha}/{i}"))
-                                .is_multiple_of(8)
-                    })
-                    .collect();
-                let check = TimedCheck::new(
-                    self.tol,
-                    exec,
-                    timed.case_tol_needed,
-                    &timed.layout,
-                    &timed.mutated_inputs,
-                    input_checks,
-                );
-                let judge = CandidateCalls {
-                    check,
-                    layout: &timed.layout,
-                };
-                let total = exec.gpu_memory();
-                let io_bytes = timed.layout.io_bytes();
-                let (inputs, outputs) = timed.layout.bytes();
-                let mut release_calls = release_every_call(inputs, outputs, total);
-                let r = loop {
-                    let settings = GatedSettings {
-                        config: tc,
-                        timeout: c.timeouts.time,
-                        release_calls,
-                        freeze_limit: FREEZE_LIMIT,
-                        quiet_limit: QUIET_LIMIT,
-                    };
-                    let case = GatedCase {
-                        layout: &timed.layout,
-                        forward_seed: timed.forward_seed,
-                        input_seeds: &seeds,
-                    };
-                    let t_gated = Instant::now();
-                    let run = time_gated(
-                        settings,
-                        exec,
-                        &mut self.reference.worker,
-                        worker,
-                        case,
-                        &judge,
-                        &self.cwd,
-                    );
-                    if crate::measure::gated::timing_trace() {
-                        eprintln!("timing: time_gated took {:?}", t_gated.elapsed());
-                    }
-                    // Out of GPU memory with both workers' blocks cached between calls: the
-                    // side being timed may have lacked only what the idle side kept. Timed
-                    // again (once) releasing them after every call, so an honest kernel's
-                    // verdict never rests on the size estimate above. Only where memory
-                    // pressure is plausible: elsewhere a kernel raising "out of memory" is
-                    // judged.
-                    if ran_out_of_memory(&run)
-                        && !release_calls
-                        && pressure_plausible(total, io_bytes)
-                    {
-                        self.notes.push("timing ran out of GPU memory with the workers' memory cached between calls; timed again, releasing it after every call".into());
-                        release_calls = true;
-                        continue;
-                    }
-                    let result = run.map(|run| match run {
-                        GatedRun::Complete(raw) => {
-                            self.phases.staging_s += raw.staging_s;
-                            let raw = match pooled.take() {
-                                Some(mut earlier) => {
-                                    earlier.extend(raw);
-                                    earlier
-                                }
-                                None => raw,
-                            };
-                            pooled = Some(raw.clone());
-                            summarize(raw, tc.warmup, tc.l2_flush, exec.device)
-                        }
-                        GatedRun::Stopped(o) => TimingResult::Failed(o),
-                        GatedRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
-                    });
-                    // Claims the harness's clock did not support: timed again, on new values,
-                    // up to TIMINGS in all, each time judged on the calls of every timing so
-                    // far together (more pairs, a narrower interval), never on a later timing
-                    // alone, which would give a forgery as many draws as timings. A host busy
-                    // with other work for a while (2 cores shared with other runs) lengthens
-                    // an honest kernel's windows in one timing and not in the next; a forged
-                    // clock forges every timing, and its excess stays.
-                    if let Ok(TimingResult::Unsupported(t, _)) = &result {
-                        if timing + 1 < TIMINGS {
-                            if let Some(h) = &t.harness_clock {
-                                self.notes.push(format!(
-                                    "timed again: the harness's clock did not support the claims of {} timing(s) (median excess {:.3} ms, 99% interval from {:.3} ms, {:.3} ms allowed)",
-                                    timing + 1,
-                                    h.excess_ms,
-                                    h.excess_low_ms,
-                                    h.allowed_ms
-                                ));
-                            }
-                            timing += 1;
-                            seeds = seeds_of(timing);
-                            continue;
-                        }
-                    }
-                    break result;
-                };
-                gate.end_timing();
-                r
-            }
+        held
+    }
+
+    /// Times the pair with the device's gate in timing mode (the workers started ahead pause).
+    fn time_under_gate(
+        &mut self,
+        worker: &mut Worker,
+        tc: &TimingConfig,
+        timed: &TimedCase,
+    ) -> Result<TimingResult, WorkerFault> {
+        let gate = self.ctx.gates.of(self.exec.device);
+        gate.begin_timing();
+        let r = self.time_until_settled(worker, tc, timed);
+        gate.end_timing();
+        r
+    }
+
+    /// Times the pair until a timing settles it: timed again once, releasing memory after
+    /// every call, when it ran out of GPU memory with memory cached; timed again, on new
+    /// values, while the harness's clock does not support the claims (up to [`TIMINGS`]).
+    fn time_until_settled(
+        &mut self,
+        worker: &mut Worker,
+        tc: &TimingConfig,
+        timed: &TimedCase,
+    ) -> Result<TimingResult, WorkerFault> {
+        let exec = self.exec;
+        let mut timing = 0u32;
+        let mut seeds = self.timed_input_seeds(tc, timing);
+        let mut pooled: Option<RawGated> = None;
+        let judge = CandidateCalls {
+            check: self.timed_check(tc, timed),
+            layout: &timed.layout,
         };
-        self.phases.timing_s = tt.elapsed().as_secs_f64();
+        let total = exec.gpu_memory();
+        let io_bytes = timed.layout.io_bytes();
+        let (inputs, outputs) = timed.layout.bytes();
+        let mut release_calls = release_every_call(inputs, outputs, total);
+        loop {
+            let run = self.time_gated_once(worker, tc, timed, &seeds, &judge, release_calls);
+            // Out of GPU memory with both workers' blocks cached between calls: the side
+            // being timed may have lacked only what the idle side kept. Timed again (once)
+            // releasing them after every call, so an honest kernel's verdict never rests on
+            // the size estimate above. Only where memory pressure is plausible: elsewhere a
+            // kernel raising "out of memory" is judged.
+            if ran_out_of_memory(&run) && !release_calls && pressure_plausible(total, io_bytes) {
+                self.notes.push("timing ran out of GPU memory with the workers' memory cached between calls; timed again, releasing it after every call".into());
+                release_calls = true;
+                continue;
+            }
+            let result = run.map(|run| self.summarize_pooled(run, tc, &mut pooled));
+            // Claims the harness's clock did not support: timed again, on new values, up to
+            // TIMINGS in all, each time judged on the calls of every timing so far together
+            // (more pairs, a narrower interval), never on a later timing alone, which would
+            // give a forgery as many draws as timings. A host busy with other work for a
+            // while (2 cores shared with other runs) lengthens an honest kernel's windows in
+            // one timing and not in the next; a forged clock forges every timing, and its
+            // excess stays.
+            if let Ok(TimingResult::Unsupported(t, _)) = &result {
+                if timing + 1 < TIMINGS {
+                    if let Some(h) = &t.harness_clock {
+                        self.notes.push(format!(
+                            "timed again: the harness's clock did not support the claims of {} timing(s) (median excess {:.3} ms, 99% interval from {:.3} ms, {:.3} ms allowed)",
+                            timing + 1,
+                            h.excess_ms,
+                            h.excess_low_ms,
+                            h.allowed_ms
+                        ));
+                    }
+                    timing += 1;
+                    seeds = self.timed_input_seeds(tc, timing);
+                    continue;
+                }
+            }
+            break result;
+        }
+    }
+
+    /// The input seeds of timing number `timing`: each timing's calls get values of their
+    /// own, so a timing repeated sees none of the values of the one before.
+    fn timed_input_seeds(&self, tc: &TimingConfig, timing: u32) -> Vec<u64> {
+        let sha = &self.unit.problem.sha256;
+        (0..tc.warmup + tc.timed_calls)
+            .map(|i| {
+                let label = if timing == 0 {
+                    format!("timed-input/{sha}/{i}")
+                } else {
+                    format!("timed-input/{sha}/timing-{timing}/{i}")
+                };
+                self.run_dir.secret.derive(&label)
+            })
+            .collect()
+    }
+
+    /// The check of every timed call's outputs; the first call and about one in eight of the
+    /// others (by the secret) have their inputs compared byte for byte after the call.
+    fn timed_check<'t>(&self, tc: &TimingConfig, timed: &'t TimedCase) -> TimedCheck<'t>
+    where
+        'a: 't,
+    {
+        let sha = &self.unit.problem.sha256;
+        let input_checks: Vec<bool> = (0..tc.warmup + tc.timed_calls)
+            .map(|i| {
+                i == 0
+                    || i == tc.warmup
+                    || self
+                        .run_dir
+                        .secret
+                        .derive(&format!("timed-input-check/{sha}/{i}"))
+                        .is_multiple_of(8)
+            })
+            .collect();
+        TimedCheck::new(
+            self.tol,
+            self.exec,
+            timed.case_tol_needed,
+            &timed.layout,
+            &timed.mutated_inputs,
+            input_checks,
+        )
+    }
+
+    /// One timing of the pair, every call driven and clocked by the harness.
+    fn time_gated_once(
+        &mut self,
+        worker: &mut Worker,
+        tc: &TimingConfig,
+        timed: &TimedCase,
+        seeds: &[u64],
+        judge: &CandidateCalls,
+        release_calls: bool,
+    ) -> Result<GatedRun, WorkerFault> {
+        let (exec, c) = (self.exec, self.ctx.config);
+        let settings = GatedSettings {
+            config: tc,
+            timeout: c.timeouts.time,
+            release_calls,
+            freeze_limit: FREEZE_LIMIT,
+            quiet_limit: QUIET_LIMIT,
+        };
+        let case = GatedCase {
+            layout: &timed.layout,
+            forward_seed: timed.forward_seed,
+            input_seeds: seeds,
+        };
+        let t_gated = Instant::now();
+        let run = time_gated(
+            settings,
+            exec,
+            &mut self.reference.worker,
+            worker,
+            case,
+            judge,
+            &self.cwd,
+        );
+        if crate::measure::gated::timing_trace() {
+            eprintln!("timing: time_gated took {:?}", t_gated.elapsed());
+        }
+        run
+    }
+
+    /// A timing's summary, judged on its calls and those of every timing before it
+    /// (`pooled`, which it joins).
+    fn summarize_pooled(
+        &mut self,
+        run: GatedRun,
+        tc: &TimingConfig,
+        pooled: &mut Option<RawGated>,
+    ) -> TimingResult {
+        match run {
+            GatedRun::Complete(raw) => {
+                self.phases.staging_s += raw.staging_s;
+                let raw = match pooled.take() {
+                    Some(mut earlier) => {
+                        earlier.extend(raw);
+                        earlier
+                    }
+                    None => raw,
+                };
+                *pooled = Some(raw.clone());
+                summarize(raw, tc.warmup, tc.l2_flush, self.exec.device)
+            }
+            GatedRun::Stopped(o) => TimingResult::Failed(o),
+            GatedRun::ReferenceFailed(m) => TimingResult::ReferenceFailed(m),
+        }
+    }
+
+    /// Keeps the timing's summary, or stops on its verdict; a reference that failed timing
+    /// leaves the candidate untimed, with a note.
+    fn keep_timing(&mut self, result: Result<TimingResult, WorkerFault>) -> Step {
         match result.map_err(|f| fault(f, Phase::Time))? {
             TimingResult::Measured(t) => {
                 self.integrity.checked_timed_calls = t.candidate.samples_ms.len() as u32;

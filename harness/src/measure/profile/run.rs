@@ -278,42 +278,14 @@ fn run_ncu(
 /// tool calls; build a [`ProfileConfig`] with the fields it needs). Errors name the file and
 /// the fix; a kernel that fails to load or run is an error, ncu trouble is a fallback.
 pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
-    if !a.problem.is_file() {
-        bail!(
-            "problem file {} not found: pass a KernelBench problem (class Model, get_inputs, get_init_inputs) with --problem",
-            a.problem.display()
-        );
-    }
-    if !a.kernel.is_file() {
-        bail!(
-            "kernel file {} not found: pass the candidate module (defining class ModelNew) with --kernel",
-            a.kernel.display()
-        );
-    }
+    check_files(a)?;
     let device = crate::config::resolve_device(&a.device)?;
     let cache = crate::worker::python::cache_dir();
     let choice = crate::worker::python::PythonChoice::resolve(a.python.as_deref(), &cache);
     let info = crate::worker::python::probe(&choice)?;
     let worker = crate::worker::python::materialize_worker(&cache)?;
-    let arch = match device {
-        Device::Cuda(i) => crate::gpu::describe().ok().and_then(|g| {
-            g.into_iter()
-                .find(|g| g.index == i)
-                .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
-        }),
-        Device::Cpu => None,
-    };
-    let kernel_source = std::fs::read(&a.kernel)
-        .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
-    let build_dir = crate::worker::build::extension_build_dir(
-        &cache,
-        &kbench_suites::sha256_hex(&kernel_source),
-        &info.torch,
-        device,
-        arch.as_deref(),
-        // `kbench profile` runs the user's own kernel as the user.
-        None,
-    );
+    let arch = gpu_arch(device);
+    let build_dir = kernel_build_dir(a, &cache, &info.torch, device, arch.as_deref())?;
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let dir = match &a.keep {
         Some(d) => {
@@ -337,15 +309,94 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
         build_dir,
         arch,
     };
-    let peaks = match device {
+    let peaks = gpu_peaks(device);
+    let cost = problem_cost(&spec)?;
+    load_kernel(a, &spec)?;
+    let attempt = ncu_attempt(a, device, &spec, peaks.as_ref())?;
+    let mut report = blank_report(a, device, &spec, peaks, cost);
+    let measured_s = match attempt {
+        Ok((p, result, csv)) => {
+            report.source = "ncu".into();
+            report.device_name = result["device_name"].as_str().unwrap_or("").to_string();
+            report.wall_s_per_call = result["wall_s_per_call"].as_f64();
+            report.ncu_csv = a.keep.as_ref().map(|_| csv);
+            let t = p.per_call.duration_s;
+            report.ncu = Some(p);
+            Some(t)
+        }
+        Err(why) => torch_profile(a, &spec, &mut report, why)?,
+    };
+    report.sol_ratio = match (&report.speed_of_light, measured_s) {
+        (Some(s), Some(t)) => s.ratio(t),
+        _ => None,
+    };
+    Ok(report)
+}
+
+/// The problem and kernel files must exist: each missing one is an error naming the fix.
+fn check_files(a: &ProfileConfig) -> Result<()> {
+    if !a.problem.is_file() {
+        bail!(
+            "problem file {} not found: pass a KernelBench problem (class Model, get_inputs, get_init_inputs) with --problem",
+            a.problem.display()
+        );
+    }
+    if !a.kernel.is_file() {
+        bail!(
+            "kernel file {} not found: pass the candidate module (defining class ModelNew) with --kernel",
+            a.kernel.display()
+        );
+    }
+    Ok(())
+}
+
+/// The compute capability of the GPU of `device` ("9.0"); `None` on the CPU.
+fn gpu_arch(device: Device) -> Option<String> {
+    match device {
+        Device::Cuda(i) => crate::gpu::describe().ok().and_then(|g| {
+            g.into_iter()
+                .find(|g| g.index == i)
+                .map(|g| format!("{}.{}", g.compute_capability.0, g.compute_capability.1))
+        }),
+        Device::Cpu => None,
+    }
+}
+
+/// The GPU's peak rates, for the speed of light; `None` on the CPU or an unknown GPU.
+fn gpu_peaks(device: Device) -> Option<Peaks> {
+    match device {
         Device::Cuda(i) => crate::gpu::describe()
             .ok()
             .and_then(|g| g.into_iter().find(|g| g.index == i))
             .and_then(|g| g.peaks()),
         Device::Cpu => None,
-    };
+    }
+}
 
-    // The problem's cost, on the reference (trusted: no candidate code in that process).
+/// Where the kernel's extensions are built, by its source's hash (shared with other runs).
+fn kernel_build_dir(
+    a: &ProfileConfig,
+    cache: &Path,
+    torch: &str,
+    device: Device,
+    arch: Option<&str>,
+) -> Result<PathBuf> {
+    let kernel_source = std::fs::read(&a.kernel)
+        .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
+    Ok(crate::worker::build::extension_build_dir(
+        cache,
+        &kbench_suites::sha256_hex(&kernel_source),
+        torch,
+        device,
+        arch,
+        // `kbench profile` runs the user's own kernel as the user.
+        None,
+    ))
+}
+
+/// The problem's cost, on the reference (trusted: no candidate code in that process);
+/// `None`, with a warning, where it could not be counted.
+fn problem_cost(spec: &Spec) -> Result<Option<ProblemCost>> {
     let (cost_spec, cost_out) = spec.write("cost")?;
     let o = spec
         .worker_cmd(&cost_spec)
@@ -359,9 +410,12 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
                 None
             }
         };
+    Ok(cost)
+}
 
-    // Load (and build) the candidate once outside any profiler: extension builds are not
-    // run under ncu, and a kernel that does not load is reported plainly.
+/// Loads (and builds) the candidate once outside any profiler: extension builds are not
+/// run under ncu, and a kernel that does not load is reported plainly.
+fn load_kernel(a: &ProfileConfig, spec: &Spec) -> Result<()> {
     let (load_spec, load_out) = spec.write("load")?;
     let o = spec
         .worker_cmd(&load_spec)
@@ -372,7 +426,16 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
         &format!("loading {} for {}", a.kernel.display(), a.problem.display()),
         &output_text(&o),
     )?;
+    Ok(())
+}
 
+/// The kernel profiled under ncu, or why it was not (the reason for the fallback).
+fn ncu_attempt(
+    a: &ProfileConfig,
+    device: Device,
+    spec: &Spec,
+    peaks: Option<&Peaks>,
+) -> Result<Result<(NcuProfile, serde_json::Value, PathBuf), String>> {
     let ncu_path = if a.no_ncu {
         None
     } else {
@@ -386,9 +449,20 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
                 "ncu was not found (not on PATH nor in /usr/local/cuda/bin; pass --ncu PATH)"
                     .into(),
             ),
-            (Device::Cuda(_), Some(ncu)) => run_ncu(ncu, &spec, peaks.as_ref())?,
+            (Device::Cuda(_), Some(ncu)) => run_ncu(ncu, spec, peaks)?,
         };
-    let mut report = ProfileReport {
+    Ok(attempt)
+}
+
+/// The report before anything is measured: the problem's cost and speed of light.
+fn blank_report(
+    a: &ProfileConfig,
+    device: Device,
+    spec: &Spec,
+    peaks: Option<Peaks>,
+    cost: Option<ProblemCost>,
+) -> ProfileReport {
+    ProfileReport {
         problem: a.problem.display().to_string(),
         kernel: a.kernel.display().to_string(),
         device: device.to_string(),
@@ -407,57 +481,49 @@ pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
         cost,
         sol_ratio: None,
         ncu_csv: None,
-    };
-    let measured_s = match attempt {
-        Ok((p, result, csv)) => {
-            report.source = "ncu".into();
-            report.device_name = result["device_name"].as_str().unwrap_or("").to_string();
-            report.wall_s_per_call = result["wall_s_per_call"].as_f64();
-            report.ncu_csv = a.keep.as_ref().map(|_| csv);
-            let t = p.per_call.duration_s;
-            report.ncu = Some(p);
-            Some(t)
-        }
-        Err(why) => {
-            report.source = "torch-profiler".into();
-            report.fallback_reason = Some(why);
-            let (s, out) = spec.write("torch")?;
-            let o = spec
-                .worker_cmd(&s)
-                .output()
-                .context("starting the worker")?;
-            let result = read_result(
-                &out,
-                &format!(
-                    "profiling {} on {} with the PyTorch profiler",
-                    a.kernel.display(),
-                    a.problem.display()
-                ),
-                &output_text(&o),
-            )?;
-            report.device_name = result["device_name"].as_str().unwrap_or("").to_string();
-            report.wall_s_per_call = result["wall_s_per_call"].as_f64();
-            report.torch_events =
-                serde_json::from_value(result["events"].clone()).unwrap_or_default();
-            // On a GPU, the kernels' device time per call; on a CPU, the wall time.
-            let kernel_us: f64 = report
-                .torch_events
-                .iter()
-                .filter(|e| e.kind == "cuda_kernel")
-                .map(|e| e.total_us)
-                .sum();
-            if kernel_us > 0.0 {
-                Some(kernel_us * 1e-6 / spec.calls as f64)
-            } else {
-                report.wall_s_per_call
-            }
-        }
-    };
-    report.sol_ratio = match (&report.speed_of_light, measured_s) {
-        (Some(s), Some(t)) => s.ratio(t),
-        _ => None,
-    };
-    Ok(report)
+    }
+}
+
+/// The fallback: the kernel profiled with the PyTorch profiler (`why`: ncu was not used),
+/// into `report`. The time per call it measured: on a GPU, the kernels' device time per
+/// call; on a CPU, the wall time.
+fn torch_profile(
+    a: &ProfileConfig,
+    spec: &Spec,
+    report: &mut ProfileReport,
+    why: String,
+) -> Result<Option<f64>> {
+    report.source = "torch-profiler".into();
+    report.fallback_reason = Some(why);
+    let (s, out) = spec.write("torch")?;
+    let o = spec
+        .worker_cmd(&s)
+        .output()
+        .context("starting the worker")?;
+    let result = read_result(
+        &out,
+        &format!(
+            "profiling {} on {} with the PyTorch profiler",
+            a.kernel.display(),
+            a.problem.display()
+        ),
+        &output_text(&o),
+    )?;
+    report.device_name = result["device_name"].as_str().unwrap_or("").to_string();
+    report.wall_s_per_call = result["wall_s_per_call"].as_f64();
+    report.torch_events = serde_json::from_value(result["events"].clone()).unwrap_or_default();
+    // On a GPU, the kernels' device time per call; on a CPU, the wall time.
+    let kernel_us: f64 = report
+        .torch_events
+        .iter()
+        .filter(|e| e.kind == "cuda_kernel")
+        .map(|e| e.total_us)
+        .sum();
+    Ok(if kernel_us > 0.0 {
+        Some(kernel_us * 1e-6 / spec.calls as f64)
+    } else {
+        report.wall_s_per_call
+    })
 }
 
 #[cfg(test)]
