@@ -113,17 +113,13 @@ impl<'a> Evaluation<'a, '_> {
             // while (2 cores shared with other runs) lengthens an honest kernel's windows in
             // one timing and not in the next; a forged clock forges every timing, and its
             // excess stays.
-            if let Ok(TimingResult::Unsupported(t, _)) = &result {
-                if timing + 1 < TIMINGS {
-                    if let Some(h) = &t.harness_clock {
-                        self.notes.push(format!(
-                            "timed again: the harness's clock did not support the claims of {} timing(s) (median excess {:.3} ms, 99% interval from {:.3} ms, {:.3} ms allowed)",
-                            timing + 1,
-                            h.excess_ms,
-                            h.excess_low_ms,
-                            h.allowed_ms
-                        ));
-                    }
+            //
+            // Equally a timing whose check could not tell (`clock::inconclusive`: a median
+            // excess beyond what is allowed, an interval reaching below it): too few pairs,
+            // or a few windows of a busy host, must not let a forgery pass as supported.
+            if let Ok(result) = &result {
+                if let Some(note) = clock_retime_note(result, timing + 1) {
+                    self.notes.push(note);
                     timing += 1;
                     seeds = self.timed_input_seeds(tc, timing);
                     continue;
@@ -265,6 +261,32 @@ impl<'a> Evaluation<'a, '_> {
     }
 }
 
+/// Why the pair is timed again after `done` timings, judged on all of them together: the
+/// harness's clock did not support the claims, or could not tell (see
+/// [`crate::judge::clock::inconclusive`]); `None` when the result stands or [`TIMINGS`]
+/// are done.
+fn clock_retime_note(result: &TimingResult, done: u32) -> Option<String> {
+    if done >= TIMINGS {
+        return None;
+    }
+    let (t, what) = match result {
+        TimingResult::Unsupported(t, _) => (t, "did not support the claims of"),
+        TimingResult::Measured(t)
+            if t.harness_clock
+                .as_ref()
+                .is_some_and(crate::judge::clock::inconclusive) =>
+        {
+            (t, "could not tell whether it supports the claims of")
+        }
+        _ => return None,
+    };
+    let h = t.harness_clock.as_ref()?;
+    Some(format!(
+        "timed again: the harness's clock {what} {done} timing(s) (median excess {:.3} ms, 99% interval from {:.3} ms, {:.3} ms allowed)",
+        h.excess_ms, h.excess_low_ms, h.allowed_ms
+    ))
+}
+
 /// A timing that stopped because one side ran out of memory (the candidate's forward, or
 /// the reference's), not for anything the kernel got wrong.
 fn ran_out_of_memory(run: &Result<GatedRun, crate::worker::WorkerFault>) -> bool {
@@ -305,5 +327,49 @@ mod tests {
             }
         ))));
         assert!(!ran_out_of_memory(&Err(WorkerFault::Interrupted)));
+    }
+
+    /// Ten pairs of a clock forged to half, one reference window of a busy host: the check
+    /// cannot tell, so the pair is timed again (twice at most); an honest pair is not.
+    #[test]
+    fn a_timing_the_clock_could_not_tell_is_timed_again() {
+        use crate::measure::gated::{CallTime, RawGated};
+        let timing = |forged: f64| {
+            let calls = |claim: f64| -> Vec<CallTime> {
+                (0..20)
+                    .map(|i| CallTime {
+                        claimed_ms: claim,
+                        wall_ms: 1.7 + 0.01 * (i % 3) as f64,
+                    })
+                    .collect()
+            };
+            let mut reference = calls(1.4);
+            reference[14].wall_ms += 6.0;
+            let raw = RawGated {
+                reference_clock: "perf_counter".into(),
+                candidate_clock: "perf_counter".into(),
+                reference,
+                candidate: calls(1.4 * forged),
+                opening: 1,
+                freeze: "cgroup",
+                retimed: 0,
+                candidate_busy: 0,
+                staging_s: 0.0,
+            };
+            summarize(raw, 1, false, kbench_record::Device::Cpu)
+        };
+        let forged = timing(0.5);
+        assert!(
+            matches!(forged, TimingResult::Measured(_)),
+            "supported by its interval"
+        );
+        let note = clock_retime_note(&forged, 1).expect("timed again");
+        assert!(note.contains("could not tell"), "{note}");
+        assert!(clock_retime_note(&forged, 2).is_some());
+        assert!(
+            clock_retime_note(&forged, TIMINGS).is_none(),
+            "three timings at most"
+        );
+        assert!(clock_retime_note(&timing(1.0), 1).is_none());
     }
 }
