@@ -13,6 +13,8 @@
 //! - the case families are listed once (`kbench_record::FAMILIES`): no other source file
 //!   spells the list, and the Python worker's generators and the docs' tables name the same
 //!   families.
+//! - the harness reads a worker reply's fields only through `kbench_record::protocol::reply`:
+//!   no by-key read of a frame's header outside the protocol module.
 //!
 //! The import graph is read from `crate::` and `super::` paths in code (comments skipped);
 //! a path names the deepest file it reaches.
@@ -727,4 +729,66 @@ fn worker_requests_are_built_from_the_command_enum() {
         json_requests("let a = 1;\nlet r = json!(\n  {\"cmd\": \"exit\"});"),
         [2]
     );
+}
+
+/// By-key header reads of the harness's own commands, not of a worker's reply: the reference
+/// case's `run_case` (its argument list), and a command about to be sent (its exchange file).
+const OWN_COMMAND_READS: &[&str] = &[
+    "harness/src/measure/exchange.rs: run_frame.header.get(\"inputs\")",
+    "harness/src/worker/process.rs: header.pointer(\"/exchange/path\")",
+];
+
+#[test]
+fn worker_replies_are_read_through_the_typed_reply_module() {
+    // The protocol module (record crate) is the one place a reply's fields are read by key;
+    // elsewhere `Frame::reply::<reply::T>()`, `kind()` and `id()`.
+    let protocol = repo_root().join("harness/record/src/protocol");
+    let mut all = Vec::new();
+    for c in CRATES {
+        files(&repo_root().join(c), &[".rs"], &mut all);
+    }
+    let (mut bad, mut used) = (Vec::new(), BTreeSet::new());
+    for f in all.iter().filter(|f| !f.starts_with(&protocol)) {
+        let rel = f.strip_prefix(repo_root()).unwrap().display();
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in header_reads(&text) {
+            let at = text.lines().nth(line - 1).unwrap().trim();
+            let known = |e: &&&str| {
+                e.split_once(": ")
+                    .is_some_and(|(f, s)| at.contains(s) && f == rel.to_string())
+            };
+            match OWN_COMMAND_READS.iter().find(known) {
+                Some(e) => drop(used.insert(e)),
+                None => bad.push(format!("{rel}:{line}: {at}")),
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "reply fields read by key outside the protocol module (type them in \
+         kbench_record::protocol::reply):\n{}",
+        bad.join("\n")
+    );
+    assert_eq!(used.len(), OWN_COMMAND_READS.len(), "stale exception");
+    let src = "let a = reply\n  .header\n  .get(\"x\");\nstr_field(&r.header, \"k\");\n\
+               h.header[\"t\"];\nreply_header.pointer(\"/x\");\nheader[*i];\nreq.header(\"C\", j);";
+    assert_eq!(header_reads(src), [2, 4, 5, 6]);
+}
+
+/// The lines where `text` reads a JSON header's field by key: `header` (or a name ending so)
+/// then, across whitespace, `.get(`, `.pointer(` or `["`; or `str_field(` of a header.
+fn header_reads(text: &str) -> Vec<usize> {
+    let path = |c: char| c.is_alphanumeric() || "_.&".contains(c);
+    let mut hits = BTreeSet::new();
+    for (at, _) in text.match_indices("header") {
+        let rest = text[at + "header".len()..].trim_start();
+        let helper = text[..at].trim_end_matches(path).ends_with("str_field(");
+        let keyed = [".get(", ".pointer(", "[\""]
+            .iter()
+            .any(|p| rest.starts_with(p));
+        if keyed || (helper && rest.starts_with(',')) {
+            hits.insert(text[..at].matches('\n').count() + 1);
+        }
+    }
+    hits.into_iter().collect()
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
-use kbench_record::protocol::{Command, Frame};
+use kbench_record::protocol::{reply, Command, Frame};
 use kbench_record::{
     CaseFamily, CaseRef, Device, Environment, EvalRecord, HostTensor, IntegrityReport, ModelMode,
     Outcome, Phase, PhaseTimes, TimingSummary, SCHEMA_VERSION,
@@ -342,21 +342,16 @@ impl Evaluation<'_, '_> {
             }
         }
         .map_err(|f| fault(f, Phase::Load))?;
-        self.load_s = Some(
-            reply
-                .header
-                .get("load_s")
-                .and_then(Value::as_f64)
-                .unwrap_or_else(|| tl.elapsed().as_secs_f64()),
-        );
+        let loaded: reply::Loaded = reply.reply();
+        self.load_s = Some(loaded.load_s.unwrap_or_else(|| tl.elapsed().as_secs_f64()));
         self.phases.compile_s += tl.elapsed().as_secs_f64();
         if reply.kind() != "loaded" {
             return Err(Stop::Verdict(error_outcome(&reply, Phase::Load)));
         }
-        match integrity::probe_failure(reply.header.get("integrity"), &[], "load") {
+        match integrity::probe_failure(loaded.integrity.as_ref(), &[], "load") {
             Some(o) => Err(Stop::Verdict(o)),
             None => {
-                self.observe_mode(reply.header.get("integrity"), "after load");
+                self.observe_mode(loaded.integrity.as_ref(), "after load");
                 Ok(())
             }
         }
@@ -516,7 +511,8 @@ impl Evaluation<'_, '_> {
                 };
                 let judged = sent.and_then(|run| {
                     answered = Some(Instant::now());
-                    self.observe_mode(run.reply.header.get("integrity"), &format!("case {case}"));
+                    let answered: reply::Outputs = run.reply.reply();
+                    self.observe_mode(answered.integrity.as_ref(), &format!("case {case}"));
                     judge_device_case(self.tol, exec, &rc, &run, &self.earlier_random)
                 });
                 match judged {
@@ -595,10 +591,10 @@ impl Evaluation<'_, '_> {
             return Err(Stop::Verdict(o));
         }
         let what = format!("case {case}");
-        self.observe_mode(reply.header.get("integrity"), &what);
-        if let Some(o) =
-            integrity::probe_failure(reply.header.get("integrity"), &rc.mutated_inputs, &what)
-                .or_else(|| integrity::unwritten_outputs(outputs.iter(), &what))
+        let report = reply.reply::<reply::Outputs>().integrity;
+        self.observe_mode(report.as_ref(), &what);
+        if let Some(o) = integrity::probe_failure(report.as_ref(), &rc.mutated_inputs, &what)
+            .or_else(|| integrity::unwritten_outputs(outputs.iter(), &what))
         {
             return Err(Stop::Verdict(o));
         }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kbench_adversarial::Comparison;
+use kbench_record::protocol::reply;
 use kbench_record::{CaseFamily, Dtype, HostTensor, Outcome, Phase};
 use serde_json::Value;
 
@@ -47,13 +48,8 @@ pub(crate) fn judge_device_case(
     }
     // The worker answers a device case with its outputs' descriptions and no payload; an
     // answer without them was not written by the worker's code (a forged frame).
-    let Some(described) = reply
-        .header
-        .get("device_outputs")
-        .and_then(Value::as_array)
-        .filter(|_| reply.payload.is_empty())
-        .cloned()
-    else {
+    let answered: reply::Outputs = reply.reply();
+    let Some(described) = answered.device_outputs.filter(|_| reply.payload.is_empty()) else {
         return Err(DeviceCaseError::Fault(WorkerFault::Protocol(
             "a device case answered without device_outputs, or with a payload".into(),
         )));
@@ -62,7 +58,7 @@ pub(crate) fn judge_device_case(
         return Ok(Err(o));
     }
     if let Some(o) = integrity::probe_failure(
-        reply.header.get("integrity"),
+        answered.integrity.as_ref(),
         &rc.mutated_inputs,
         &format!("case {}", rc.case),
     ) {

@@ -1,9 +1,9 @@
 //! Worker faults and error answers as outcomes.
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Frame};
 use kbench_record::{Outcome, Phase};
 
-use crate::worker::{error_text, str_field, WorkerFault};
+use crate::worker::{error_text, WorkerFault};
 
 /// Maps a worker fault in `phase` to an outcome; `None` for an interrupt (nothing recorded).
 pub fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
@@ -31,12 +31,12 @@ pub fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
 
 /// Maps a worker's `error` answer to an outcome.
 pub fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
-    let kind = str_field(&reply.header, "kind");
+    let error: reply::Error = reply.reply();
     let message = error_text(reply);
-    if let Some(o) = super::integrity::non_plain_output(&reply.header, &message) {
+    if let Some(o) = super::integrity::non_plain_output(&error, &message) {
         return o;
     }
-    match kind.as_str() {
+    match error.kind.as_deref().unwrap_or("") {
         "compile_error" => Outcome::CompileError { message },
         _ => Outcome::RuntimeError { phase, message },
     }

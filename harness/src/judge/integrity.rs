@@ -7,6 +7,7 @@
 //! rebound functions) are taken as evidence against it, never as proof of innocence.
 
 use kbench_adversarial::{Comparison, Float64Status, GateMeasure, Rule};
+use kbench_record::protocol::reply;
 use kbench_record::{Dtype, HostTensor, KernelProfile, Outcome, Precision};
 use serde_json::Value;
 
@@ -182,9 +183,9 @@ pub fn probe_failure(
 
 /// A `bad_output` error the worker tagged `non-plain-output` (a tensor subclass, a lazy
 /// or non-dense tensor, or one on another device).
-pub fn non_plain_output(reply_header: &Value, message: &str) -> Option<Outcome> {
-    (reply_header.get("kind").and_then(Value::as_str) == Some("bad_output")
-        && reply_header.get("integrity").and_then(Value::as_str) == Some(NON_PLAIN_OUTPUT))
+pub fn non_plain_output(error: &reply::Error, message: &str) -> Option<Outcome> {
+    (error.kind.as_deref() == Some("bad_output")
+        && error.integrity.as_ref().and_then(Value::as_str) == Some(NON_PLAIN_OUTPUT))
     .then(|| Outcome::Integrity {
         flag: NON_PLAIN_OUTPUT.into(),
         detail: message.to_string(),

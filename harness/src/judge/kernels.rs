@@ -1,7 +1,7 @@
 //! Which kernels one profiled call launched (CUDA): advisories, and `no-custom-kernel` under
 //! `--require-custom-kernels`.
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Frame};
 use kbench_record::{Outcome, Precision};
 use serde_json::Value;
 
@@ -25,13 +25,9 @@ pub(crate) fn judge_profile(
         ));
         return None;
     }
-    let kernels = reply
-        .header
-        .get("kernels")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let default_stream = reply.header.get("default_stream").and_then(Value::as_i64);
+    let profiled: reply::Profile = reply.reply();
+    let kernels = profiled.kernels.unwrap_or_default();
+    let default_stream = profiled.default_stream;
     let profile = ig::kernel_profile(&kernels, default_stream, source);
     let mut advisories = Vec::new();
     let no_own = profile.own.is_empty();

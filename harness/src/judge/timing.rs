@@ -2,7 +2,7 @@
 //! claims the window does not hold, malformed samples), every call's outputs (`timed`), the
 //! harness clock's support for its claims (`clock`), and the summary of the raw samples.
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Frame};
 use kbench_record::{Device, Outcome, Phase, TimingSummary};
 use serde_json::Value;
 
@@ -40,16 +40,13 @@ impl CallJudge for CandidateCalls<'_> {
             return Some(error_outcome(reply, Phase::Time));
         }
         let what = format!("timed call {call}");
-        integrity::probe_failure(reply.header.get("integrity"), &[], &what)
+        let timed: reply::TimedCall = reply.reply();
+        integrity::probe_failure(timed.integrity.as_ref(), &[], &what)
     }
 
     fn outputs(&self, reply: &Frame, call: u32, exchange: &Exchange) -> Option<Outcome> {
-        let described: Vec<Value> = reply
-            .header
-            .get("outputs")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let timed: reply::TimedCall = reply.reply();
+        let described: Vec<Value> = timed.outputs.unwrap_or_default();
         self.check.judge(exchange, &described, self.layout, call)
     }
 

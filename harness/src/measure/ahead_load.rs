@@ -1,10 +1,9 @@
 //! A reference's `load` sent ahead, while other work ran on its GPU, that failed for GPU
 //! memory: what [`super::reference::ReferenceSession::open`] loads again.
 
-use kbench_record::protocol::Frame;
-use serde_json::Value;
+use kbench_record::protocol::{reply, Frame};
 
-use crate::worker::{first_line, str_field};
+use crate::worker::first_line;
 
 /// The first line of the out-of-memory error in a `load` reply, if it had one: the load's own
 /// error, or a float64 copy that failed for memory (the load then answers `loaded` without
@@ -12,12 +11,13 @@ use crate::worker::{first_line, str_field};
 /// message's first line counts, not a traceback. Here, not in `judge`, which this layer may
 /// not import.
 pub(super) fn ahead_out_of_memory(reply: &Frame) -> Option<String> {
+    let loaded: reply::Loaded = reply.reply();
     let first = match reply.kind() {
-        "error" => first_line(&str_field(&reply.header, "message")),
-        "loaded" if reply.header.get("f64_available").and_then(Value::as_bool) == Some(false) => {
+        "error" => first_line(&reply.reply::<reply::Error>().message.unwrap_or_default()),
+        "loaded" if loaded.f64_available == Some(false) => {
             format!(
                 "float64 copy: {}",
-                first_line(&str_field(&reply.header, "f64_error"))
+                first_line(&loaded.f64_error.unwrap_or_default())
             )
         }
         _ => return None,

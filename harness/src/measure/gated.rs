@@ -33,15 +33,14 @@
 
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::{Command, Frame};
+use kbench_record::protocol::{reply::TimedCall, Command, Frame};
 use kbench_record::Outcome;
-use serde_json::Value;
 
 use super::exchange::{CaseLayout, Exchange, Side};
 use super::Station;
 use crate::config::{RoundWarmup, TimingConfig, ROUND_WARMUP_UNTIL_MS};
 use crate::gpu::quiet::{Quiet, QuietProbe};
-use crate::worker::{error_text, str_field, Worker, WorkerFault};
+use crate::worker::{error_text, Worker, WorkerFault};
 
 /// How a timing runs.
 #[derive(Clone, Copy)]
@@ -438,7 +437,8 @@ impl Run<'_> {
                         if let Some(o) = self.judge.sample(claimed.clone(), t.wall_ms, call) {
                             return verdict(o);
                         }
-                        self.raw.candidate_clock = str_field(&reply.header, "clock");
+                        let timed: TimedCall = reply.reply();
+                        self.raw.candidate_clock = timed.clock.unwrap_or_default();
                         times[1] = Some(CallTime {
                             claimed_ms: claimed.unwrap_or(0.0),
                             ..t
@@ -639,7 +639,7 @@ impl Run<'_> {
         }
         match parse_sample(reply) {
             Ok(ms) => {
-                self.raw.reference_clock = str_field(&reply.header, "clock");
+                self.raw.reference_clock = reply.reply::<TimedCall>().clock.unwrap_or_default();
                 Ok(CallTime {
                     claimed_ms: ms,
                     ..t
@@ -732,7 +732,7 @@ pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
             error_text(reply)
         ));
     }
-    match reply.header.get("sample_ms").and_then(Value::as_f64) {
+    match reply.reply::<TimedCall>().sample_ms {
         Some(ms) if ms.is_finite() && ms > 0.0 => Ok(ms),
         Some(ms) => Err(format!("sample {ms} ms is not a positive time")),
         None => Err("the answer carries no sample".into()),
@@ -742,7 +742,7 @@ pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
         TimingConfig {

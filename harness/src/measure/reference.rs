@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kbench_record::protocol::{
-    Command, Export, Frame, Load, MakeCase, Poison, RunCase, Seeds, TensorSpec,
+    reply, Command, Export, Frame, Load, MakeCase, Poison, RunCase, Seeds, TensorSpec,
 };
 use kbench_record::{CaseFamily, CaseRef, Dtype, HostTensor, ToleranceProfile};
 use kbench_suites::Problem;
@@ -20,7 +20,7 @@ use super::{Ctx, Station};
 use crate::gpu::devmem::{DevBuf, Gpu};
 use crate::runlog::sanitize;
 use crate::runlog::RunDir;
-use crate::worker::{error_text, str_field};
+use crate::worker::error_text;
 use crate::worker::{Role, Worker, WorkerFault};
 
 /// The largest device case (all its tensors) that the reference exports in one command; a
@@ -165,19 +165,17 @@ impl ReferenceSession {
                 self.problem_file,
             )));
         }
-        self.device_name = str_field(&reply.header, "device_name");
-        self.trains = reply
-            .header
-            .pointer("/integrity/eval_module_count")
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-            == 0;
-        if c.profile == ToleranceProfile::Strict
-            && reply.header.get("f64_available").and_then(Value::as_bool) != Some(true)
-        {
+        let loaded: reply::Loaded = reply.reply();
+        self.device_name = loaded.device_name.unwrap_or_default();
+        let eval_modules = loaded
+            .integrity
+            .as_ref()
+            .and_then(|i| i.get("eval_module_count"));
+        self.trains = eval_modules.and_then(Value::as_u64).unwrap_or(0) == 0;
+        if c.profile == ToleranceProfile::Strict && loaded.f64_available != Some(true) {
             let note = format!(
                 "no float64 reference ({}); the strict profile's float64 gate was skipped",
-                str_field(&reply.header, "f64_error")
+                loaded.f64_error.unwrap_or_default()
             );
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -408,18 +406,15 @@ impl ReferenceSession {
             )));
         }
         self.worker_case = Some(t);
-        self.inputs_s += reply
-            .header
-            .get("inputs_s")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0);
-        if let Some(e) = reply.header.get("f64_error").and_then(Value::as_str) {
+        let made: reply::Case = reply.reply();
+        self.inputs_s += made.inputs_s.unwrap_or(0.0);
+        if let Some(e) = &made.f64_error {
             let note = format!("case {case}: float64 reference failed ({e}); gate skipped");
             if !self.notes.contains(&note) {
                 self.notes.push(note);
             }
         }
-        if let Some(e) = reply.header.get("probe_error").and_then(Value::as_str) {
+        if let Some(e) = &made.probe_error {
             let note = format!("case {case}: the reference's probe runs failed ({e}); the strict NaN/Inf rules applied");
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -427,8 +422,8 @@ impl ReferenceSession {
         }
         let floor = (c.profile == ToleranceProfile::Strict)
             .then(|| kbench_adversarial::float64_gate(c.precision).floor);
-        let not_applicable = applicability(&case, &reply.header, tol, floor);
-        let arg_list = reply.header.get("inputs").cloned().unwrap_or(json!([]));
+        let not_applicable = applicability(&case, &made, tol, floor);
+        let arg_list = made.inputs.clone().unwrap_or(json!([]));
         // Only the timed case stays the worker's current case (timing runs on it): the
         // others' inputs go with their export, so that the reference holds no case while
         // the candidate runs beside it (level-1 problem 38's 8 GiB inputs: an honest
@@ -452,12 +447,8 @@ impl ReferenceSession {
         }
         .map(|mut rc| {
             rc.not_applicable = not_applicable;
-            rc.mutated_inputs = reply
-                .header
-                .get("inputs_changed")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
+            let changed = made.inputs_changed.unwrap_or_default();
+            rc.mutated_inputs = changed.iter().filter_map(Value::as_u64).collect();
             rc
         });
         if drop_case {
@@ -559,10 +550,8 @@ impl ReferenceSession {
     ) -> Result<RefCase, RefFailure> {
         let gpu = Arc::clone(self.gpu.as_ref().expect("device case without a GPU"));
         let specs = reply
-            .header
-            .get("device_tensors")
-            .and_then(Value::as_array)
-            .cloned()
+            .reply::<reply::Case>()
+            .device_tensors
             .unwrap_or_default();
         let mut described = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -770,13 +759,13 @@ pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Command {
 /// `stability` measurements: PROTOCOL.md, `make_case`), by [`kbench_adversarial::not_applicable`].
 fn applicability(
     case: &CaseRef,
-    header: &Value,
+    made: &reply::Case,
     tol: kbench_adversarial::Tolerance,
     floor: Option<f64>,
 ) -> Option<String> {
     let stability = |key: &str| {
-        header
-            .get("stability")
+        made.stability
+            .as_ref()
             .and_then(|s| s.get(key))
             .filter(|v| v.is_object())
             .map(|v| kbench_adversarial::Stability {
@@ -788,7 +777,7 @@ fn applicability(
     };
     kbench_adversarial::not_applicable(
         &case.family,
-        header.get("transformed").and_then(Value::as_u64),
+        made.transformed,
         stability("repeat").as_ref(),
         stability("f64").as_ref(),
         tol,

@@ -261,7 +261,8 @@ time.sleep(30)
         let paused = wait_state(pid, 'T') == 'T';
         gate.end_timing();
         let worker = starting.join().unwrap().expect("the start failed");
-        assert_eq!(worker.hello()["type"], "hello");
+        let hello = kbench_record::protocol::Frame::new(worker.hello().clone());
+        assert_eq!(hello.kind(), "hello");
         (imported, paused)
     }
 

@@ -15,7 +15,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::{self, Frame, ProtocolError, HELLO_MAGIC, PROTOCOL_VERSION};
+use kbench_record::protocol::{self, reply, Frame, ProtocolError, HELLO_MAGIC, PROTOCOL_VERSION};
 
 use super::cgroup::WorkerGroup;
 use super::gate::StartGate;
@@ -237,30 +237,24 @@ impl Worker {
 
     /// Checks the hello (magic, protocol version, uid); a worker that fails is killed.
     fn check_hello(&mut self, hello: &Frame) -> Result<(), WorkerFault> {
-        if hello.kind() != "hello"
-            || hello.header.get("magic").and_then(|m| m.as_str()) != Some(HELLO_MAGIC)
-        {
+        let said: reply::Hello = hello.reply();
+        if hello.kind() != "hello" || said.magic.as_deref() != Some(HELLO_MAGIC) {
             let detail = if hello.kind() == "error" {
-                hello
-                    .header
-                    .get("message")
-                    .and_then(|m| m.as_str())
-                    .unwrap_or("")
-                    .to_string()
+                hello.reply::<reply::Error>().message.unwrap_or_default()
             } else {
                 format!("expected a hello, got {}", hello.header)
             };
             self.kill();
             return Err(WorkerFault::Protocol(detail));
         }
-        let version = hello.header.get("protocol").and_then(|v| v.as_u64());
+        let version = said.protocol;
         if version != Some(u64::from(PROTOCOL_VERSION)) {
             self.kill();
             return Err(WorkerFault::Protocol(format!(
                 "worker speaks protocol {version:?}, the harness speaks {PROTOCOL_VERSION}; the worker script is stale"
             )));
         }
-        let ran_as = hello.header.get("uid").and_then(|v| v.as_u64());
+        let ran_as = said.uid;
         if let Some(uid) = self.uid.filter(|u| ran_as != Some(u64::from(*u))) {
             self.kill();
             return Err(WorkerFault::Spawn(format!(
@@ -435,7 +429,7 @@ impl Worker {
     /// `reply` if it answers command `id`; otherwise the worker is killed (a forged or stray
     /// frame).
     fn answer_to(&mut self, id: u64, reply: Frame) -> Result<Frame, WorkerFault> {
-        match reply.header.get("id").and_then(|v| v.as_u64()) {
+        match reply.id() {
             Some(got) if got == id => Ok(reply),
             got => {
                 self.kill();

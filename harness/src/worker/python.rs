@@ -453,11 +453,12 @@ mod tests {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         let frame = kbench_record::protocol::read_frame(&mut out.stdout.as_slice(), 1 << 20)
             .unwrap_or_else(|e| panic!("{e:?}; stderr: {stderr}"));
-        assert_eq!(frame.header["type"], "error");
-        assert_eq!(frame.header["kind"], "protocol");
+        let error: kbench_record::protocol::reply::Error = frame.reply();
+        assert_eq!(frame.kind(), "error");
+        assert_eq!(error.kind.as_deref(), Some("protocol"));
         assert_eq!(
-            frame.header["message"],
-            "usage: worker.py reference|candidate"
+            error.message.as_deref(),
+            Some("usage: worker.py reference|candidate")
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Reading a worker's answers: fields of a frame's JSON header, error texts, and the device
 //! name a worker is told (plain helpers that every box driving workers shares).
 
-use kbench_record::protocol::Frame;
+use kbench_record::protocol::{reply, Frame};
 use kbench_record::Device;
 use serde_json::Value;
 
@@ -25,8 +25,9 @@ pub fn first_line(s: &str) -> String {
 /// The message of an `error` frame (or a description of an unexpected one).
 pub fn error_text(reply: &Frame) -> String {
     if reply.kind() == "error" {
-        let msg = str_field(&reply.header, "message");
-        let tb = str_field(&reply.header, "traceback");
+        let e: reply::Error = reply.reply();
+        let msg = e.message.unwrap_or_default();
+        let tb = e.traceback.unwrap_or_default();
         if tb.is_empty() {
             msg
         } else {

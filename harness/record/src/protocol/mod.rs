@@ -164,7 +164,13 @@ impl Frame {
     /// The header read as reply `T` ([`reply`]): its fields of the right type, the others
     /// absent.
     pub fn reply<T: serde::de::DeserializeOwned + Default>(&self) -> T {
-        serde_json::from_value(self.header.clone()).unwrap_or_default()
+        <T as serde::Deserialize>::deserialize(&self.header).unwrap_or_default()
+    }
+
+    /// The header's `id` (the command a reply answers), or `None` when it is absent or not
+    /// a non-negative integer.
+    pub fn id(&self) -> Option<u64> {
+        self.header.get("id").and_then(|v| v.as_u64())
     }
 
     /// The header's `type` field, or "" when absent.

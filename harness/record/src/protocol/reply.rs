@@ -3,7 +3,10 @@
 //! A worker may be untrusted: every field is optional and a field of the wrong type reads
 //! as absent, so a reply is never refused for its shape here, only judged by its reader.
 //! Fields a reader forwards or measures as they are (argument lists, integrity
-//! observations, an audit's families) stay JSON.
+//! observations, an audit's families, tensor and kernel descriptions) stay JSON. The harness
+//! reads no reply field by key outside this module (`tests/layers.rs` checks); a reply's
+//! `type` and `id` are [`super::Frame::kind`] and [`super::Frame::id`], and `cost` is
+//! read whole into `crate::perf::ProblemCost`.
 
 use serde::de::{DeserializeOwned, Deserializer};
 use serde::Deserialize;
@@ -69,6 +72,9 @@ reply!(
         /// `{"repeat": M, "f64": M}` (PROTOCOL.md, "Reference stability").
         stability: Value,
         device_tensors: Vec<Value>,
+        /// Inputs the reference's own forward changed (entries that are not indices are
+        /// skipped by the reader).
+        inputs_changed: Vec<Value>,
     }
 );
 
@@ -124,5 +130,23 @@ mod tests {
         assert_eq!(l.device_name, None);
         let e: Error = Frame::new(json!({"kind": 3, "message": "m"})).reply();
         assert_eq!((e.kind, e.message.as_deref()), (None, Some("m")));
+    }
+
+    #[test]
+    fn a_json_field_reads_as_the_header_holds_it() {
+        // An `integrity` report present as null is present (readers tell it from absent).
+        let o: Outputs = Frame::new(json!({"type": "outputs", "integrity": null})).reply();
+        assert_eq!(o.integrity, Some(Value::Null));
+        let o: Outputs = Frame::new(json!({"type": "outputs"})).reply();
+        assert_eq!(o.integrity, None);
+        // A list keeps entries of any type; a non-list reads as absent.
+        let c: Case = Frame::new(json!({"inputs_changed": [1, "x"], "device_tensors": 3})).reply();
+        assert_eq!(c.inputs_changed, Some(vec![json!(1), json!("x")]));
+        assert_eq!(c.device_tensors, None);
+        let t: TimedCall = Frame::new(json!({"sample_ms": 3, "clock": "cuda_event"})).reply();
+        assert_eq!(
+            (t.sample_ms, t.clock.as_deref()),
+            (Some(3.0), Some("cuda_event"))
+        );
     }
 }

@@ -224,11 +224,8 @@ fn fault_text(f: &WorkerFault, phase: &str, opts: &Opts) -> String {
 
 /// The reason of an `error` frame on one line, naming an out-of-memory error as such.
 fn error_reason(reply: &Frame, phase: &str) -> String {
-    let kind = reply
-        .header
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("error");
+    let error: reply::Error = reply.reply();
+    let kind = error.kind.as_deref().unwrap_or("error");
     let text = error_text(reply);
     format!(
         "{}{phase} failed ({kind}): {}",

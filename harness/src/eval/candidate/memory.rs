@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use kbench_record::protocol::reply;
 use kbench_record::{CaseRef, Outcome, Phase};
 
 use super::{fault, Evaluation, Step, Stop};
@@ -16,7 +17,7 @@ use crate::judge::case::not_applicable_case;
 use crate::judge::faults::out_of_memory;
 use crate::measure::device_case::{prepare_device_case, DeviceCaseError, DeviceRun, PreparedCase};
 use crate::measure::reference::{RefCase, RefFailure};
-use crate::worker::{str_field, Worker};
+use crate::worker::Worker;
 
 impl Evaluation<'_, '_> {
     /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
@@ -148,11 +149,11 @@ impl Evaluation<'_, '_> {
         rc: &RefCase,
     ) -> bool {
         let Ok(run) = run else { return false };
-        let header = &run.reply.header;
+        let error: reply::Error = run.reply.reply();
         run.reply.kind() == "error"
-            && str_field(header, "kind") == "runtime_error"
-            && header.get("integrity").is_none()
-            && torch_out_of_memory(&str_field(header, "message"))
+            && error.kind.as_deref() == Some("runtime_error")
+            && error.integrity.is_none()
+            && torch_out_of_memory(error.message.as_deref().unwrap_or(""))
             && pressure_plausible(self.exec.gpu_memory(), rc.io_bytes())
     }
 
