@@ -25,19 +25,19 @@ use crate::worker::build::BuildPool;
 
 /// What a `kbench run` produced.
 #[derive(Debug)]
-pub struct RunResult {
+pub(crate) struct RunResult {
     /// Records in the log: the ones found on resume, then the ones added now.
-    pub records: Vec<EvalRecord>,
+    pub(crate) records: Vec<EvalRecord>,
     /// Records added by this invocation.
-    pub added: usize,
+    pub(crate) added: usize,
     /// Candidates skipped because they were already recorded.
     pub skipped: usize,
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     /// Problems not started: `--stop-starting-after` came first (`cut_off`), or no executor
     /// was left to take them.
-    pub not_started: usize,
-    pub cut_off: bool,
-    pub run_dir: std::path::PathBuf,
+    pub(crate) not_started: usize,
+    pub(crate) cut_off: bool,
+    pub(crate) run_dir: std::path::PathBuf,
 }
 
 /// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
@@ -80,7 +80,7 @@ fn say(config: &RunConfig, msg: &str) {
 }
 
 /// Runs the whole plan. `stop` is raised by the signal handler.
-pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
+pub(crate) fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // LLM agents evaluate one call at a time in one process: the probe kept in memory. A
     // kernel file given to `check` (a `replay` agent's) is evaluated once: the one on disk.
     let repeated = matches!(&config.agent, AgentConfig::Given { agent, .. } if *agent != "replay");

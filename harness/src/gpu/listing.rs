@@ -6,7 +6,7 @@ use crate::gpu::inventory::{cuda_driver_version, describe, GpuInfo, GpuInventory
 use crate::gpu::nvml::LiveState;
 
 /// A plain table of [`describe`]'s result (static properties only; see [`render_listing`]).
-pub fn render_gpus(gpus: &[GpuInfo]) -> String {
+pub(crate) fn render_gpus(gpus: &[GpuInfo]) -> String {
     let rows: Vec<(&GpuInfo, Option<&LiveState>)> = gpus.iter().map(|g| (g, None)).collect();
     render_table(&rows, false)
 }
@@ -52,30 +52,30 @@ fn render_table(rows: &[(&GpuInfo, Option<&LiveState>)], live: bool) -> String {
 
 /// One device as `kbench gpus` shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuEntry {
+pub(crate) struct GpuEntry {
     #[serde(flatten)]
-    pub info: GpuInfo,
+    pub(crate) info: GpuInfo,
     /// NVML's view now (clocks, temperature, utilisation, memory, power); None without NVML
     /// or when NVML has no device with this UUID.
-    pub live: Option<LiveState>,
+    pub(crate) live: Option<LiveState>,
     /// Peak rates from the architecture table ([`GpuInfo::peaks`]); None outside it.
-    pub peaks: Option<kbench_record::perf::Peaks>,
+    pub(crate) peaks: Option<kbench_record::perf::Peaks>,
 }
 
 /// What `kbench gpus` prints.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuListing {
-    pub gpus: Vec<GpuEntry>,
+pub(crate) struct GpuListing {
+    pub(crate) gpus: Vec<GpuEntry>,
     /// The NVIDIA driver's version from NVML, e.g. "580.65.06"; None without NVML.
-    pub driver_version: Option<String>,
+    pub(crate) driver_version: Option<String>,
     /// The CUDA version the driver supports, e.g. "13.0".
-    pub cuda_driver_version: Option<String>,
+    pub(crate) cuda_driver_version: Option<String>,
     /// Why NVML cannot be used; None when it can.
-    pub nvml_unavailable: Option<String>,
+    pub(crate) nvml_unavailable: Option<String>,
 }
 
 /// Every visible device with its static properties and, where NVML works, its live state.
-pub fn listing() -> Result<GpuListing, GpuInventory> {
+pub(crate) fn listing() -> Result<GpuListing, GpuInventory> {
     let infos = describe()?;
     let nvml_unavailable = crate::gpu::nvml::unavailable_reason();
     let gpus = infos
@@ -99,7 +99,7 @@ pub fn listing() -> Result<GpuListing, GpuInventory> {
 }
 
 /// [`listing`] as a table, with a last line about the driver and NVML.
-pub fn render_listing(l: &GpuListing) -> String {
+pub(crate) fn render_listing(l: &GpuListing) -> String {
     let rows: Vec<(&GpuInfo, Option<&LiveState>)> =
         l.gpus.iter().map(|g| (&g.info, g.live.as_ref())).collect();
     let mut s = render_table(&rows, l.nvml_unavailable.is_none());

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 pub struct Received {
     pub authorization: Option<String>,
     pub body: Value,
-    pub unix_s: f64,
+    pub(crate) unix_s: f64,
 }
 
 struct State {
@@ -48,7 +48,7 @@ struct State {
 /// A running fake server; it stops when the process ends.
 #[derive(Clone)]
 pub struct FakeLlm {
-    pub addr: std::net::SocketAddr,
+    pub(crate) addr: std::net::SocketAddr,
     state: Arc<Mutex<State>>,
 }
 

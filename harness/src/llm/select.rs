@@ -30,7 +30,7 @@ use super::task::{pick_final, Finalist, KernelResult, SelectionReport, TaskCtx};
 
 /// Finalists re-timed by default: enough that a kernel measured slow once by noise can still
 /// win, few enough that the re-timing costs a handful of evaluations per task.
-pub const DEFAULT_FINALISTS: u32 = 4;
+pub(crate) const DEFAULT_FINALISTS: u32 = 4;
 
 /// What the task reports: its final kernel (the fresh record's result when there was a
 /// selection), its source, and how it was chosen.
