@@ -5,8 +5,6 @@
 pub(crate) const OK: i32 = 0;
 /// The harness itself failed (bad configuration, missing Python environment, I/O error).
 pub const HARNESS_ERROR: i32 = 1;
-/// The command line could not be parsed (clap's own code).
-pub(crate) const USAGE: i32 = 2;
 /// Everything asked for was evaluated, and at least one kernel was not `ok`.
 pub(crate) const KERNELS_FAILED: i32 = 3;
 /// `kbench slurm status`: no shard needs resubmitting, but some are still queued or running.

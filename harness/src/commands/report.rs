@@ -17,6 +17,7 @@ use crate::cli::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
 use crate::exit;
 use crate::runlog::read::{read_run_folder, Trust};
 
+#[cfg(test)]
 /// Reads one run: a run directory (or its `records.jsonl`), verified against its secret
 /// (`runlog::read`: what cannot be verified is refused unless `unverified_ok`), its records
 /// matched with the evaluations its `run.json` plans

@@ -10,7 +10,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use kbench_suites::{Loaded, Problem};
+use kbench_suites::Loaded;
+#[cfg(test)]
+use kbench_suites::Problem;
 
 use crate::config::suite::Suite;
 
@@ -22,6 +24,7 @@ pub struct Shard {
 }
 
 impl Shard {
+    #[cfg(test)]
     /// This shard's problems: round-robin over the problems sorted by (level, id, suite,
     /// file). Sorting first makes the split independent of the order the suite was read in;
     /// round-robin over the sorted list spreads each level (and so the heavy level-3

@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+#[cfg(test)]
+use anyhow::Context;
+use anyhow::{anyhow, bail, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result, CudaContext, CudaStream};
 
@@ -151,6 +153,7 @@ impl Gpu {
         Ok(out)
     }
 
+    #[cfg(test)]
     /// Writes `bytes` at the start of `buf` and waits for them to land.
     pub(crate) fn write(&self, buf: &DevBuf, bytes: &[u8]) -> Result<()> {
         if bytes.len() > buf.nbytes {
@@ -173,6 +176,7 @@ impl Gpu {
         Ok(())
     }
 
+    #[cfg(test)]
     /// A buffer holding `bytes`.
     pub(crate) fn upload(self: &Arc<Self>, bytes: &[u8]) -> Result<DevBuf> {
         let buf = self.alloc(bytes.len())?;
@@ -225,6 +229,7 @@ impl Gpu {
         self.wait_default_stream("queued copies and fills")
     }
 
+    #[cfg(test)]
     /// Waits for all work in the harness's context on this GPU.
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.bind()?;

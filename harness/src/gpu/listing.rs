@@ -5,12 +5,6 @@
 use crate::gpu::inventory::{cuda_driver_version, describe, GpuInfo, GpuInventory};
 use crate::gpu::nvml::LiveState;
 
-/// A plain table of [`describe`]'s result (static properties only; see [`render_listing`]).
-pub(crate) fn render_gpus(gpus: &[GpuInfo]) -> String {
-    let rows: Vec<(&GpuInfo, Option<&LiveState>)> = gpus.iter().map(|g| (g, None)).collect();
-    render_table(&rows, false)
-}
-
 fn render_table(rows: &[(&GpuInfo, Option<&LiveState>)], live: bool) -> String {
     let mut s = format!(
         "{:<3} {:<28} {:>5} {:>5} {:>9} {:>7} {:>9} {:>9} {:>6} {:>9}",
@@ -128,28 +122,6 @@ pub(crate) fn render_listing(l: &GpuListing) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn render_gpus_shows_the_static_properties() {
-        let g = GpuInfo {
-            index: 0,
-            name: "NVIDIA H100 80GB HBM3".into(),
-            uuid: String::new(),
-            compute_capability: (9, 0),
-            sms: 132,
-            memory_bytes: 85_520_809_984,
-            l2_bytes: 52_428_800,
-            shared_memory_per_sm_bytes: 233_472,
-            sm_clock_khz: 1_980_000,
-            memory_clock_khz: 2_619_000,
-            memory_bus_bits: 5120,
-        };
-        let table = render_gpus(&[g]);
-        assert!(
-            table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
-            "{table}"
-        );
-    }
 
     #[test]
     fn listing_explains_nvml_and_keeps_the_table_columns() {

@@ -22,7 +22,6 @@ use super::prompt::{
 };
 use super::task::{Round, TaskCtx};
 
-pub(crate) const DEFAULT_TRAJECTORIES: u32 = 16;
 pub(crate) const DEFAULT_TURNS: u32 = 8;
 
 /// One earlier turn, as later prompts show it.

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
 use super::client::{Llm, Spend};
 
@@ -64,10 +63,6 @@ pub(crate) struct Options {
     /// measurement, as the papers do); see [`super::select`].
     pub(crate) finalists: u32,
 }
-
-/// Why a task stopped early, if it did.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct Stopped(pub String);
 
 /// Run-wide budgets and the clock.
 pub(crate) struct Budget {

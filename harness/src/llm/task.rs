@@ -4,7 +4,7 @@
 //! final pick (the fastest measurement), which [`super::select`] falls back on.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -286,15 +286,4 @@ pub(super) fn pick_final(sources: &[(KernelResult, String)]) -> Option<(KernelRe
             .total_cmp(&b.0.score().unwrap_or(0.0))
     });
     best.or(sources.last()).cloned()
-}
-
-/// Reads `agent_tasks.jsonl` of a run.
-pub(crate) fn read_tasks(dir: &Path) -> Result<Vec<TaskResult>> {
-    let path = dir.join("agent_tasks.jsonl");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).with_context(|| format!("a line of {}", path.display())))
-        .collect()
 }

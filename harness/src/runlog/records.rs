@@ -69,6 +69,7 @@ pub(crate) struct Verifier {
 }
 
 impl Verifier {
+    #[cfg(test)]
     /// Lines checked against `key`; `signed` when the run's manifest says its records are.
     pub(crate) fn new(key: RunSecret, signed: bool) -> Verifier {
         Verifier {

@@ -123,6 +123,7 @@ impl CgroupTree {
         Ok(WorkerGroup { dir })
     }
 
+    #[cfg(test)]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }

@@ -271,6 +271,7 @@ impl Worker {
         Ok(())
     }
 
+    #[cfg(test)]
     /// The worker's hello (python and torch versions, CUDA availability).
     pub(crate) fn hello(&self) -> &serde_json::Value {
         &self.hello
