@@ -274,12 +274,9 @@ impl ReplayAgent {
     }
 
     /// Number of candidate files matched to problems.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.by_problem.values().map(Vec::len).sum()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

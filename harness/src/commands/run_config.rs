@@ -65,7 +65,6 @@ pub(crate) fn eval_spec(a: &EvalArgs) -> EvalSpec {
         families: a.families.clone(),
         timed_calls: a.timed_calls,
         warmup: a.warmup,
-        rounds: a.rounds,
         round_warmup: a.round_warmup.clone(),
         no_timing: a.no_timing,
         require_custom_kernels: a.require_custom_kernels,

@@ -235,8 +235,6 @@ pub(crate) struct EvalSpec {
     pub(crate) families: String,
     pub(crate) timed_calls: u32,
     pub(crate) warmup: u32,
-    /// `--rounds`: accepted and ignored (timed calls are driven one at a time).
-    pub rounds: u32,
     /// `--round-warmup`: `auto` or a number.
     pub(crate) round_warmup: String,
     pub(crate) no_timing: bool,
@@ -429,7 +427,6 @@ pub(crate) mod tests {
             families: "all".into(),
             timed_calls: 10,
             warmup: 1,
-            rounds: 2,
             round_warmup: "auto".into(),
             no_timing: false,
             require_custom_kernels: false,

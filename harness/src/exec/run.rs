@@ -30,8 +30,6 @@ pub(crate) struct RunResult {
     pub(crate) records: Vec<EvalRecord>,
     /// Records added by this invocation.
     pub(crate) added: usize,
-    /// Candidates skipped because they were already recorded.
-    pub skipped: usize,
     pub(crate) interrupted: bool,
     /// Problems not started: `--stop-starting-after` came first (`cut_off`), or no executor
     /// was left to take them.
@@ -140,7 +138,7 @@ pub(crate) fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult
     if let Some(pool) = ctx.builds {
         pool.shutdown();
     }
-    Ok(run.into_result(skipped, interrupted, not_started, cut_off))
+    Ok(run.into_result(interrupted, not_started, cut_off))
 }
 
 /// The run's agent, from its configuration.
@@ -356,13 +354,7 @@ impl Run<'_> {
     }
 
     /// The run's records (those found on resume, then the ones added now) and counts.
-    fn into_result(
-        mut self,
-        skipped: usize,
-        interrupted: bool,
-        not_started: usize,
-        cut_off: bool,
-    ) -> RunResult {
+    fn into_result(mut self, interrupted: bool, not_started: usize, cut_off: bool) -> RunResult {
         let added = self.added.0.into_inner().unwrap_or_else(|e| e.into_inner());
         let added_n = added.len();
         let mut records = std::mem::take(&mut self.run_dir.existing);
@@ -370,7 +362,6 @@ impl Run<'_> {
         RunResult {
             records,
             added: added_n,
-            skipped,
             interrupted,
             not_started,
             cut_off,

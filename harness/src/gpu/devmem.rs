@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-#[cfg(test)]
-use anyhow::Context;
 use anyhow::{anyhow, bail, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result, CudaContext, CudaStream};
@@ -227,16 +225,6 @@ impl Gpu {
     pub(crate) fn wait(&self) -> Result<()> {
         self.bind()?;
         self.wait_default_stream("queued copies and fills")
-    }
-
-    #[cfg(test)]
-    /// Waits for all work in the harness's context on this GPU.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        self.ctx
-            .synchronize()
-            .map_err(|e| anyhow!("synchronizing GPU {}: {e:?}", self.ordinal))
-            .context("the GPU may be in a bad state")
     }
 }
 

@@ -56,7 +56,8 @@ L_done:
 pub(crate) enum HealthKernel {
     /// NVRTC's PTX when NVRTC works and the driver loads it, else the built-in PTX.
     Auto,
-    /// Only the built-in hand-written PTX.
+    /// Only the built-in hand-written PTX (a test exercises it; the product never picks it).
+    #[cfg(test)]
     Builtin,
 }
 
@@ -150,6 +151,7 @@ fn health_check_inner(
     use cudarc::nvrtc::Ptx;
     let nvrtc = match kernel {
         HealthKernel::Auto => Some(health_ptx_nvrtc()),
+        #[cfg(test)]
         HealthKernel::Builtin => None,
     };
     let started = std::time::Instant::now();

@@ -113,42 +113,6 @@ impl GpuInfo {
     }
 }
 
-impl GpuInfo {
-    /// The GPU as an agent's prompt describes it (CudaForge's "# Target GPU" section): name,
-    /// architecture, the driver's properties and the peak rates, as markdown bullets.
-    pub(crate) fn spec_markdown(&self) -> String {
-        let (major, minor) = self.compute_capability;
-        let mut s = format!(
-            "- GPU: {}\n- Compute capability: {major}.{minor}{}\n- SMs: {}\n- Max SM clock: {} MHz\n- Memory: {:.1} GiB, {:.0} GB/s peak DRAM bandwidth ({}-bit bus at {} MHz)\n- L2 cache: {} MiB\n- Shared memory per SM: {} KiB\n",
-            self.name,
-            kbench_record::perf::ArchRates::for_cc(major, minor)
-                .map_or(String::new(), |r| format!(" ({})", r.arch)),
-            self.sms,
-            self.sm_clock_khz / 1000,
-            self.memory_bytes as f64 / (1u64 << 30) as f64,
-            self.peak_bandwidth_gbs(),
-            self.memory_bus_bits,
-            self.memory_clock_khz / 1000,
-            self.l2_bytes / (1 << 20),
-            self.shared_memory_per_sm_bytes / 1024,
-        );
-        if let Some(p) = self.peaks() {
-            let t = |x: f64| format!("{:.1}", x / 1e12);
-            s.push_str(&format!(
-                "- Peak dense TFLOP/s: FP64 {}, FP64 tensor {}, FP32 {}, TF32 tensor {}, FP16/BF16 tensor {}, FP8 tensor {}, INT8 tensor {} TOPS\n",
-                t(p.fp64),
-                t(p.fp64_tensor),
-                t(p.fp32),
-                t(p.tf32_tensor),
-                t(p.fp16_tensor),
-                p.fp8_tensor.map_or("-".into(), t),
-                t(p.int8_tensor)
-            ));
-        }
-        s
-    }
-}
-
 /// The peaks of CUDA device `ordinal` ([`GpuInfo::peaks`]), asked of the driver once per
 /// process; None without a driver, for an unknown ordinal or an architecture outside the
 /// table.
@@ -267,13 +231,6 @@ mod tests {
             p.fp32
         );
         assert_abs_diff_eq!(p.dram_bytes_per_s / 1e12, 3.35, epsilon = 0.01);
-        let md = g.spec_markdown();
-        assert!(
-            md.contains("- Compute capability: 9.0 (Hopper (sm90))"),
-            "{md}"
-        );
-        assert!(md.contains("3352 GB/s") && md.contains("228 KiB"), "{md}");
-        assert!(md.contains("FP16/BF16 tensor 989.4"), "{md}");
         let mut volta = g.clone();
         volta.compute_capability = (7, 0);
         assert_eq!(volta.peaks(), None);

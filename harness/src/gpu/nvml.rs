@@ -95,15 +95,6 @@ impl GpuRef<'_> {
     }
 }
 
-/// Which of `candidates` (NVML's UUID strings, in NVML index order) is the GPU `want`; None if
-/// none is or `want` is not a UUID.
-pub(crate) fn match_uuid(want: &str, candidates: &[String]) -> Option<usize> {
-    let want = parse_uuid(want)?;
-    candidates
-        .iter()
-        .position(|c| parse_uuid(c).as_ref() == Some(&want))
-}
-
 /// NVML's device with these UUID bytes, and its NVML index.
 fn find_device(nvml: &'static Nvml, want: &[u8; 16]) -> Option<(u32, Device<'static>)> {
     let count = nvml.device_count().ok()?;
@@ -341,35 +332,6 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809";
-
-    #[test]
-    fn uuid_matching_works_on_nvml_and_cuda_spellings() {
-        let nvml_uuids = vec![
-            "GPU-00000000-1111-2222-3333-444444444444".to_string(),
-            SAMPLE.to_string(),
-            "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff".to_string(),
-        ];
-        // describe()'s spelling, the bare hex it used to print, and the CUDA bytes formatted.
-        assert_eq!(match_uuid(SAMPLE, &nvml_uuids), Some(1));
-        assert_eq!(
-            match_uuid("1a2b3c4d5e6f708192a3b4c5d6e7f809", &nvml_uuids),
-            Some(1)
-        );
-        let cuda_bytes: [u8; 16] = [
-            0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7,
-            0xf8, 0x09,
-        ];
-        assert_eq!(match_uuid(&format_uuid(&cuda_bytes), &nvml_uuids), Some(1));
-        assert_eq!(match_uuid(&SAMPLE.to_uppercase(), &nvml_uuids), Some(1));
-        // Never by index, never by prefix.
-        assert_eq!(match_uuid("1", &nvml_uuids), None);
-        assert_eq!(
-            match_uuid("GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f808", &nvml_uuids),
-            None
-        );
-        assert_eq!(match_uuid("GPU-1a2b3c4d", &nvml_uuids), None);
-        assert_eq!(match_uuid(SAMPLE, &[]), None);
-    }
 
     #[test]
     fn a_missing_library_is_an_error_with_a_reason_not_a_panic() {

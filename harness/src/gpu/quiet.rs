@@ -29,8 +29,6 @@ pub(crate) struct Quiet {
     pub(crate) first: Duration,
     /// From the first probe's start to the end of the first quiet one.
     pub(crate) waited: Duration,
-    /// Probes made.
-    pub probes: u32,
 }
 
 impl Quiet {
@@ -58,17 +56,14 @@ impl QuietProbe {
     /// after `limit`.
     pub(crate) fn wait_quiet(&self, limit: Duration) -> Result<Option<Quiet>> {
         let t = Instant::now();
-        let mut probes = 0u32;
         let mut first = None;
         loop {
             let l = self.latency()?;
-            probes += 1;
             first.get_or_insert(l);
             if l < BUSY_AT {
                 return Ok(Some(Quiet {
                     first: first.unwrap_or(l),
                     waited: t.elapsed(),
-                    probes,
                 }));
             }
             if t.elapsed() > limit {

@@ -35,6 +35,8 @@ use serde_json::{json, Value};
 pub struct Received {
     pub authorization: Option<String>,
     pub body: Value,
+    /// When it arrived (the unit tests check the client's pacing with it).
+    #[cfg(test)]
     pub(crate) unix_s: f64,
 }
 
@@ -158,6 +160,7 @@ fn answer(path: &str, auth: Option<String>, body: Value, state: &Mutex<State>) -
     st.received.push(Received {
         authorization: auth.clone(),
         body: body.clone(),
+        #[cfg(test)]
         unix_s: crate::runlog::now_unix(),
     });
     if let Some(log) = &st.log {

@@ -9,7 +9,7 @@
 //! Runs written before kbench signed `run.json` (whose lines it did sign) are read with
 //! their lines verified and a note: they list no planned evaluations ([`Trust::Legacy`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Result};
 
@@ -33,8 +33,6 @@ pub(crate) enum Trust {
 /// A run folder (or a records file) as read.
 #[derive(Debug)]
 pub(crate) struct RunFolder {
-    /// The run folder, or the records file given when it is outside one.
-    pub path: PathBuf,
     /// `run.json`, when there is one that parses.
     pub(crate) manifest: Option<RunManifest>,
     pub(crate) secret: Option<RunSecret>,
@@ -140,7 +138,6 @@ pub(crate) fn read_run_folder(path: &Path, unverified_ok: bool) -> Result<RunFol
         )),
     };
     Ok(RunFolder {
-        path: dir,
         manifest: Some(file.manifest),
         secret: Some(secret),
         log,
@@ -172,7 +169,6 @@ fn unchecked(
     };
     let log = RecordLog::read(&records, &Verifier::unchecked(why.clone()))?;
     Ok(RunFolder {
-        path: path.to_path_buf(),
         manifest,
         secret: None,
         log,

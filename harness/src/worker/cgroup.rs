@@ -364,17 +364,6 @@ impl WorkerGroup {
         // A frozen group's processes die only once thawed.
         let _ = self.thaw();
     }
-
-    /// Whether any process is left in the group.
-    pub(crate) fn populated(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|t| event_is(&t, "populated", "1"))
-            .unwrap_or(false)
-    }
-
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 impl Drop for WorkerGroup {

@@ -637,11 +637,6 @@ impl Worker {
             text
         }
     }
-
-    /// Total bytes the worker printed.
-    pub(crate) fn log_bytes(&self) -> u64 {
-        self.log.lock().map(|s| s.total).unwrap_or(0)
-    }
 }
 
 /// How the worker's memory is capped: its group's `memory.max`, else RLIMIT_AS (via `env`).
