@@ -2,22 +2,20 @@
 //! "interrupted".
 
 /// Everything asked for was evaluated and every kernel came out `ok`.
-pub const OK: i32 = 0;
+pub(crate) const OK: i32 = 0;
 /// The harness itself failed (bad configuration, missing Python environment, I/O error).
 pub const HARNESS_ERROR: i32 = 1;
-/// The command line could not be parsed (clap's own code).
-pub const USAGE: i32 = 2;
 /// Everything asked for was evaluated, and at least one kernel was not `ok`.
-pub const KERNELS_FAILED: i32 = 3;
+pub(crate) const KERNELS_FAILED: i32 = 3;
 /// `kbench slurm status`: no shard needs resubmitting, but some are still queued or running.
-pub const SHARDS_ACTIVE: i32 = 4;
+pub(crate) const SHARDS_ACTIVE: i32 = 4;
 /// `kbench slurm status`: some shards stopped unfinished; `kbench slurm resubmit` continues them.
-pub const SHARDS_STOPPED: i32 = 5;
+pub(crate) const SHARDS_STOPPED: i32 = 5;
 /// Stopped by SIGINT, SIGTERM or SIGHUP: the workers were ended, what was recorded is kept,
 /// and `--resume` continues.
-pub const INTERRUPTED: i32 = 130;
+pub(crate) const INTERRUPTED: i32 = 130;
 /// Problems were left unevaluated without an interruption: `--stop-starting-after` came
 /// before the last one was taken (what was taken finished and is recorded, the rest was never
 /// started), or no healthy GPU was left to take them. `--resume` (for `baselines measure`, the
 /// same command) continues. 75 is sysexits' EX_TEMPFAIL: "run me again".
-pub const STOPPED_STARTING: i32 = 75;
+pub(crate) const STOPPED_STARTING: i32 = 75;

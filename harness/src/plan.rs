@@ -12,45 +12,45 @@ use kbench_suites::{BrokenProblem, Problem};
 use crate::agents::{Agent, Candidate, NO_KERNEL};
 
 /// The key a candidate's record has in the run log (`problem::agent::name::sample`).
-pub fn record_key(p: &Problem, agent: &str, c: &Candidate) -> String {
+pub(crate) fn record_key(p: &Problem, agent: &str, c: &Candidate) -> String {
     kbench_record::eval_key(&p.key(), agent, &c.name, c.sample)
 }
 
 /// The candidate name of a broken problem file's `problem_error` record.
-pub const PROBLEM_ERROR: &str = "problem_error";
+pub(crate) const PROBLEM_ERROR: &str = "problem_error";
 
 /// A record written without starting any worker: its verdict is known from the plan alone.
 #[derive(Debug, Clone)]
-pub struct Unjudged {
-    pub problem: ProblemRef,
-    pub cand: Candidate,
+pub(crate) struct Unjudged {
+    pub(crate) problem: ProblemRef,
+    pub(crate) cand: Candidate,
     /// `no_kernel`, `problem_error`, or `compile_error` for a kernel file not read.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
     /// Its record key.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 /// What is left to do.
-pub struct Plan<'p> {
+pub(crate) struct Plan<'p> {
     /// Each problem with its candidates not yet recorded, in the suite's order (problems
     /// with nothing left are omitted).
-    pub pending: Vec<(&'p Problem, Vec<Candidate>)>,
+    pub(crate) pending: Vec<(&'p Problem, Vec<Candidate>)>,
     /// Records to write without a worker, not yet recorded.
-    pub unjudged: Vec<Unjudged>,
+    pub(crate) unjudged: Vec<Unjudged>,
     /// Candidates skipped because they were already recorded (unjudged ones included).
-    pub skipped: usize,
+    pub(crate) skipped: usize,
 }
 
 impl Plan<'_> {
     /// Candidates to evaluate.
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.pending.iter().map(|(_, c)| c.len()).sum()
     }
 }
 
 /// The `no_kernel` record of a blank candidate (empty or whitespace-only source), if it is
 /// one: a placeholder file, or the stand-in of a problem that got no kernel at all.
-pub fn blank_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
+pub(crate) fn blank_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
     if !c.is_blank() {
         return None;
     }
@@ -78,7 +78,7 @@ pub fn blank_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged>
 /// The `compile_error` record of a candidate whose file was not taken as a kernel (a link
 /// out of its folder, a FIFO, not UTF-8, too large: [`Candidate::unreadable`]). Python
 /// could not have loaded it either, and a reviewer reads why in the message.
-pub fn unreadable_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
+pub(crate) fn unreadable_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unjudged> {
     let message = c.unreadable.clone()?;
     Some(Unjudged {
         problem: p.to_ref(),
@@ -89,7 +89,7 @@ pub fn unreadable_kernel(p: &Problem, agent: &str, c: &Candidate) -> Option<Unju
 }
 
 /// The `problem_error` record of a broken problem file.
-pub fn broken_problem(b: &BrokenProblem, agent: &str) -> Unjudged {
+pub(crate) fn broken_problem(b: &BrokenProblem, agent: &str) -> Unjudged {
     let cand = Candidate::new(PROBLEM_ERROR.into(), 0, String::new(), None);
     Unjudged {
         problem: b.to_ref(),
@@ -104,7 +104,7 @@ pub fn broken_problem(b: &BrokenProblem, agent: &str) -> Unjudged {
 /// The candidates of `agent` for `problems` whose record key `is_recorded` does not know,
 /// and, for an agent that answers every problem, the `no_kernel` records of the problems it
 /// gave no kernel for and the `problem_error` records of the `broken` problem files.
-pub fn pending<'p>(
+pub(crate) fn pending<'p>(
     problems: &'p [Problem],
     broken: &[BrokenProblem],
     agent: &dyn Agent,
@@ -163,7 +163,7 @@ pub fn pending<'p>(
 /// not: what `run.json` lists, so that a record never written, deleted, or that does not
 /// verify is counted as missing. Problems the agent proposes nothing for (and does not
 /// answer) are not in it.
-pub fn planned(
+pub(crate) fn planned(
     problems: &[Problem],
     broken: &[BrokenProblem],
     agent: &dyn Agent,
@@ -185,7 +185,7 @@ pub fn planned(
 /// What an agent that writes its kernels as it goes plans (the LLM agents): every problem is
 /// a task that must get a record (a broken problem file its `problem_error`); each kernel
 /// joins the plan when it is recorded.
-pub fn planned_tasks(problems: &[Problem], broken: &[BrokenProblem]) -> kbench_record::Plan {
+pub(crate) fn planned_tasks(problems: &[Problem], broken: &[BrokenProblem]) -> kbench_record::Plan {
     let mut plan = kbench_record::Plan::new(kbench_record::PlannedKernels::AsWritten);
     for p in problems {
         plan.add_problem(&p.to_ref());

@@ -5,7 +5,7 @@ use kbench_record::EvalRecord;
 
 /// An H100 SXM's peaks as `kbench gpus` derives them: 132 SMs at 1980 MHz, HBM3 at 2619 MHz
 /// on a 5120-bit bus.
-pub fn h100() -> Peaks {
+pub(crate) fn h100() -> Peaks {
     Peaks::from_rates(
         &ArchRates::for_cc(9, 0).unwrap(),
         132,
@@ -15,7 +15,7 @@ pub fn h100() -> Peaks {
 }
 
 /// The records of the committed `one-shot` report fixture run.
-pub fn one_shot_records() -> Vec<EvalRecord> {
+pub(crate) fn one_shot_records() -> Vec<EvalRecord> {
     include_str!("../../tests/fixtures/report_runs/one-shot/records.jsonl")
         .lines()
         .filter_map(|l| serde_json::from_str::<EvalRecord>(l).ok())
@@ -24,7 +24,7 @@ pub fn one_shot_records() -> Vec<EvalRecord> {
 
 /// An ncu profile of 3 calls on an H100 as `kbench profile` reports it (no cost, no speed of
 /// light); tests set what they need on top.
-pub fn h100_ncu_report(
+pub(crate) fn h100_ncu_report(
     problem: &str,
     ncu: crate::measure::profile::NcuProfile,
 ) -> crate::measure::profile::ProfileReport {

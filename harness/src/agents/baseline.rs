@@ -10,12 +10,12 @@ use kbench_suites::Problem;
 use super::{Agent, Candidate};
 
 /// Agent name of baseline candidates in records.
-pub use kbench_baselines::AGENT;
+pub(crate) use kbench_baselines::AGENT;
 
 /// Proposes, per problem, one candidate per baseline mode still to measure.
-pub struct BaselineAgent {
+pub(crate) struct BaselineAgent {
     /// Problem key (`kernelbench/L1/19`) → modes to measure.
-    pub plan: BTreeMap<String, Vec<Mode>>,
+    pub(crate) plan: BTreeMap<String, Vec<Mode>>,
 }
 
 impl Agent for BaselineAgent {

@@ -6,8 +6,8 @@
 //! May import: `exit`, `gpu/`, `worker/` and the small crates (today only `suites` and
 //! `baselines`): a candidate is plain data that `config/` and every box above it carry.
 
-pub mod baseline;
-pub mod untrusted_file;
+pub(crate) mod baseline;
+pub(crate) mod untrusted_file;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,26 +20,31 @@ use kbench_suites::sha256_hex;
 
 /// One kernel to evaluate.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Unique within its problem and agent, e.g. a file stem.
-    pub name: String,
-    pub sample: u32,
-    pub source: String,
-    pub source_path: Option<PathBuf>,
-    pub sha256: String,
+    pub(crate) name: String,
+    pub(crate) sample: u32,
+    pub(crate) source: String,
+    pub(crate) source_path: Option<PathBuf>,
+    pub(crate) sha256: String,
     /// Call the model once while loading (baseline modes: torch.compile compiles there).
-    pub warm_up: bool,
+    pub(crate) warm_up: bool,
     /// An LLM agent's re-measurement of one of its kernels while choosing its final one.
-    pub selection: Option<kbench_record::Selection>,
+    pub(crate) selection: Option<kbench_record::Selection>,
     /// What producing it cost the LLM agent that wrote it; goes into its record.
-    pub cost: Option<kbench_record::AgentCost>,
+    pub(crate) cost: Option<kbench_record::AgentCost>,
     /// Why its file was not taken as a kernel (a link out of its folder, not UTF-8, too
     /// large, a FIFO): recorded as this kernel's `compile_error` without starting a worker.
-    pub unreadable: Option<String>,
+    pub(crate) unreadable: Option<String>,
 }
 
 impl Candidate {
-    pub fn new(name: String, sample: u32, source: String, source_path: Option<PathBuf>) -> Self {
+    pub(crate) fn new(
+        name: String,
+        sample: u32,
+        source: String,
+        source_path: Option<PathBuf>,
+    ) -> Self {
         let sha256 = sha256_hex(source.as_bytes());
         Self {
             name,
@@ -58,7 +63,7 @@ impl Candidate {
     /// source, or for a file that may not be read (or is not UTF-8) an empty source and
     /// `unreadable` saying why and what to do. Nothing of a refused file is kept: not its
     /// bytes, nor their hash.
-    pub fn from_file(dir: &UntrustedDir, rel: &Path, name: String, sample: u32) -> Self {
+    pub(crate) fn from_file(dir: &UntrustedDir, rel: &Path, name: String, sample: u32) -> Self {
         let path = dir.path().join(rel);
         let why = match dir.read(rel, untrusted_file::KERNEL_CAP) {
             Ok(bytes) => match String::from_utf8(bytes) {
@@ -76,22 +81,22 @@ impl Candidate {
 
     /// No kernel at all: an empty or whitespace-only source (a placeholder file, an agent
     /// that gave nothing). Recorded as `no_kernel` without starting a worker.
-    pub fn is_blank(&self) -> bool {
+    pub(crate) fn is_blank(&self) -> bool {
         self.source.trim().is_empty()
     }
 
     /// The candidate standing for a problem its agent gave no kernel for: named
     /// [`NO_KERNEL`], with an empty source.
-    pub fn missing() -> Self {
+    pub(crate) fn missing() -> Self {
         Candidate::new(NO_KERNEL.into(), 0, String::new(), None)
     }
 }
 
 /// The candidate name of the `no_kernel` record of a problem that got no kernel at all.
-pub const NO_KERNEL: &str = "no_kernel";
+pub(crate) const NO_KERNEL: &str = "no_kernel";
 
 /// Something that proposes kernels for problems.
-pub trait Agent {
+pub(crate) trait Agent {
     /// Name recorded in every eval record.
     fn name(&self) -> &str;
     /// The candidates for one problem (possibly none).
@@ -114,9 +119,9 @@ pub trait Agent {
 }
 
 /// Kernels handed over by an LLM agent (`crate::llm`), by problem key.
-pub struct GivenAgent {
-    pub agent: &'static str,
-    pub candidates: Vec<(String, Candidate)>,
+pub(crate) struct GivenAgent {
+    pub(crate) agent: &'static str,
+    pub(crate) candidates: Vec<(String, Candidate)>,
 }
 
 impl Agent for GivenAgent {
@@ -136,7 +141,7 @@ impl Agent for GivenAgent {
 
 /// Submits each problem's own code with `Model` renamed to `ModelNew`: it must come out
 /// correct with a speedup near 1, which checks the harness itself.
-pub struct ReferenceAgent;
+pub(crate) struct ReferenceAgent;
 
 impl Agent for ReferenceAgent {
     fn name(&self) -> &str {
@@ -149,7 +154,7 @@ impl Agent for ReferenceAgent {
 }
 
 /// Replaces whole-word occurrences of `from` (identifier boundaries) with `to`.
-pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
+pub(crate) fn rename_identifier(source: &str, from: &str, to: &str) -> String {
     let is_ident = |c: char| c.is_alphanumeric() || c == '_';
     let mut out = String::with_capacity(source.len() + 64);
     let mut rest = source;
@@ -176,22 +181,22 @@ pub fn rename_identifier(source: &str, from: &str, to: &str) -> String {
 /// Files are read through [`UntrustedDir`]: an entry named like a kernel that may not be
 /// read (a link out of the folder or to kbench's own run files, a FIFO, a dangling link, an
 /// oversized or non-UTF-8 file) is still a candidate, recorded as its own `compile_error`.
-pub struct ReplayAgent {
+pub(crate) struct ReplayAgent {
     /// The replay folder.
     dir: PathBuf,
     /// (level, id) → candidates.
     by_problem: BTreeMap<(u8, u32), Vec<Candidate>>,
     /// Files that matched no selected problem.
-    pub unmatched: Vec<PathBuf>,
+    pub(crate) unmatched: Vec<PathBuf>,
     /// `level<L>` folders not read, and entries named like no kernel that are neither files
     /// nor folders (a dangling link, a FIFO), and why: each said, none skipped unseen.
-    pub skipped: Vec<String>,
+    pub(crate) skipped: Vec<String>,
 }
 
 impl ReplayAgent {
     /// Scans `dir`; files under `guarded` (the run's own folder, `--secret-from`) are never
     /// read, even when `dir` holds them.
-    pub fn scan(dir: &Path, problems: &[Problem], guarded: &[PathBuf]) -> Result<Self> {
+    pub(crate) fn scan(dir: &Path, problems: &[Problem], guarded: &[PathBuf]) -> Result<Self> {
         let folder = UntrustedDir::new(dir, guarded)
             .with_context(|| format!("reading replay folder {}", dir.display()))?;
         let mut found: Vec<(Option<u8>, u32, Option<u32>, PathBuf)> = Vec::new();
@@ -269,12 +274,9 @@ impl ReplayAgent {
     }
 
     /// Number of candidate files matched to problems.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.by_problem.values().map(Vec::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

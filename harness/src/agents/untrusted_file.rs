@@ -28,11 +28,11 @@ use std::path::{Component, Path, PathBuf};
 
 /// The most a kernel file may hold. Published kernels are under 100 KiB; 8 MiB leaves room
 /// for generated code and embedded PTX, while a hostile set cannot fill kbench's memory.
-pub const KERNEL_CAP: u64 = 8 << 20;
+pub(crate) const KERNEL_CAP: u64 = 8 << 20;
 
 /// The most a set's index may hold (`data.json`, `eval_results.json`, a JSON-lines file of
 /// every kernel and reference): 256 MiB, over a hundred times the largest we know.
-pub const INDEX_CAP: u64 = 256 << 20;
+pub(crate) const INDEX_CAP: u64 = 256 << 20;
 
 /// The file name of a kbench run's secret and of the settings beside it (`runlog`'s
 /// `SECRET` and `MANIFEST`; a unit test checks they agree): such a file is never read on a
@@ -43,7 +43,7 @@ const RUN_MANIFEST: &str = "run.json";
 /// Why a file was not read. Its `Display` reads after the entry's name ("kernel file X ...")
 /// and says what to do.
 #[derive(Debug)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The entry names a path with `..` or an absolute path (a set's own `file` field).
     LeavesFolder {
         folder: PathBuf,
@@ -119,14 +119,14 @@ impl fmt::Display for Refusal {
 impl Refusal {
     /// Nothing at that path at all (not even a link): a file the set lacks, which its caller
     /// may treat as an absent entry rather than a refused one.
-    pub fn is_missing(&self) -> bool {
+    pub(crate) fn is_missing(&self) -> bool {
         matches!(self, Refusal::Unreadable(e) if e.kind() == std::io::ErrorKind::NotFound)
     }
 }
 
 /// A folder whose files are read on someone else's behalf. See the module's doc.
 #[derive(Debug, Clone)]
-pub struct UntrustedDir {
+pub(crate) struct UntrustedDir {
     /// The folder as the user named it, for messages.
     shown: PathBuf,
     /// Its real path: every file read must lie under it.
@@ -137,7 +137,7 @@ pub struct UntrustedDir {
 
 impl UntrustedDir {
     /// The folder `dir` (which must exist), guarding `guarded` (paths that need not exist).
-    pub fn new(dir: &Path, guarded: &[PathBuf]) -> std::io::Result<Self> {
+    pub(crate) fn new(dir: &Path, guarded: &[PathBuf]) -> std::io::Result<Self> {
         let root = std::fs::canonicalize(dir)?;
         let guarded = guarded.iter().filter_map(|p| real_or_planned(p)).collect();
         Ok(Self {
@@ -148,19 +148,19 @@ impl UntrustedDir {
     }
 
     /// The folder as the user named it.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.shown
     }
 
     /// Whether `rel` (a folder, say) lies inside the folder once its links are followed,
     /// and is not guarded.
-    pub fn holds(&self, rel: &Path) -> bool {
+    pub(crate) fn holds(&self, rel: &Path) -> bool {
         std::fs::canonicalize(self.root.join(rel))
             .is_ok_and(|real| self.check_real(&real, &None).is_ok())
     }
 
     /// Reads `rel` (a path inside the folder), at most `cap` bytes.
-    pub fn read(&self, rel: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
+    pub(crate) fn read(&self, rel: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
         if rel
             .components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
@@ -219,7 +219,7 @@ impl UntrustedDir {
     }
 
     /// [`read`](Self::read), as UTF-8 text.
-    pub fn read_text(&self, rel: &Path, cap: u64) -> Result<String, Refusal> {
+    pub(crate) fn read_text(&self, rel: &Path, cap: u64) -> Result<String, Refusal> {
         utf8(self.read(rel, cap)?)
     }
 
@@ -241,7 +241,7 @@ impl UntrustedDir {
 /// Reads a file the user named on the command line (a JSON-lines set, `--baseline-json`):
 /// its links are the user's to follow, but it must still be a regular file that is not a
 /// run's secret, and at most `cap` bytes.
-pub fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
+pub(crate) fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
     let real = std::fs::canonicalize(path).map_err(|e| match std::fs::symlink_metadata(path) {
         Ok(_) if e.kind() == std::io::ErrorKind::NotFound => Refusal::Dangling {
             link: std::fs::read_link(path).ok(),
@@ -259,7 +259,7 @@ pub fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, Refusal> {
 /// (a link to nothing or in a loop, a FIFO, a socket, a device), found without opening it, so
 /// a FIFO cannot stall the caller; `None` for a file or a folder. For entries no reader asks
 /// for, so that each is named rather than skipped unseen.
-pub fn odd_entry(path: &Path) -> Option<Refusal> {
+pub(crate) fn odd_entry(path: &Path) -> Option<Refusal> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() || m.is_dir() => None,
         Ok(m) => regular(&m.file_type()).err(),
@@ -276,7 +276,7 @@ pub fn odd_entry(path: &Path) -> Option<Refusal> {
 }
 
 /// [`read_named`], as UTF-8 text.
-pub fn read_named_text(path: &Path, cap: u64) -> Result<String, Refusal> {
+pub(crate) fn read_named_text(path: &Path, cap: u64) -> Result<String, Refusal> {
     utf8(read_named(path, cap)?)
 }
 

@@ -20,7 +20,7 @@ use crate::config::AgentConfig;
 
 /// The agent named in a check's record: its kernel is a file replayed, as `--agent replay`
 /// does, so its record reads like theirs.
-pub const CHECK_AGENT: &str = "replay";
+pub(crate) const CHECK_AGENT: &str = "replay";
 
 /// Runs the check; exit code 0 when the kernel is correct under every family that applies,
 /// 3 (kernels failed, as for `kbench run`) otherwise.

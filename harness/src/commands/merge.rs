@@ -23,19 +23,19 @@ use crate::runlog::{
 
 /// What a merge did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MergeReport {
-    pub out: PathBuf,
+pub(crate) struct MergeReport {
+    pub(crate) out: PathBuf,
     /// Run directories read (the output's previous content not counted).
-    pub inputs: Vec<PathBuf>,
+    pub(crate) inputs: Vec<PathBuf>,
     /// Records in the merged log.
-    pub records: usize,
+    pub(crate) records: usize,
     /// Records that were not in the output before.
-    pub added: usize,
+    pub(crate) added: usize,
     /// Shards of a submission left out because they have not finished (`--partial`).
-    pub unfinished: Vec<u32>,
+    pub(crate) unfinished: Vec<u32>,
     /// Lines of the inputs (or of the output's previous content) that did not verify and
     /// were left out, each naming its file, line and why; runs read unverified.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// One run directory's parts.
@@ -201,7 +201,7 @@ pub fn command(a: &MergeArgs) -> Result<i32> {
 /// new, empty, a run of the same run (an earlier merge) or the submission directory; runs
 /// that cannot be verified are refused unless `unverified_ok`, and then the merged run gets
 /// no secret (so its reports say UNVERIFIED).
-pub fn merge(
+pub(crate) fn merge(
     inputs: &[PathBuf],
     out: Option<&Path>,
     partial: bool,

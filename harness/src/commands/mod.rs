@@ -14,7 +14,7 @@ pub mod merge;
 pub mod profile;
 pub mod report;
 pub mod run;
-pub mod run_config;
+pub(crate) mod run_config;
 pub mod setup;
 pub mod slurm;
 pub mod stop;

@@ -61,7 +61,7 @@ fn short(name: &str, n: usize) -> String {
 }
 
 /// The report as text: a per-kernel table, the verdicts, the speed of light.
-pub fn render(r: &ProfileReport) -> String {
+pub(crate) fn render(r: &ProfileReport) -> String {
     let mut out = format!(
         "{} · {} · {} ({}) · {} calls · source: {}\n",
         r.problem, r.kernel, r.device, r.device_name, r.calls, r.source

@@ -17,6 +17,7 @@ use crate::cli::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
 use crate::exit;
 use crate::runlog::read::{read_run_folder, Trust};
 
+#[cfg(test)]
 /// Reads one run: a run directory (or its `records.jsonl`), verified against its secret
 /// (`runlog::read`: what cannot be verified is refused unless `unverified_ok`), its records
 /// matched with the evaluations its `run.json` plans
@@ -24,7 +25,7 @@ use crate::runlog::read::{read_run_folder, Trust};
 /// is missing and counts as not correct; an evaluation recorded twice counts once. A line
 /// that fails (bad or missing MAC, not JSON, truncated) is named in a warning (the first
 /// few of them) and skipped, never the whole run.
-pub fn read_run(path: &Path, unverified_ok: bool) -> Result<RunInput> {
+pub(crate) fn read_run(path: &Path, unverified_ok: bool) -> Result<RunInput> {
     Ok(read_run_and_shard(path, unverified_ok)?.0)
 }
 
@@ -192,7 +193,7 @@ pub fn read_runs(paths: &[PathBuf], unverified_ok: bool) -> Result<Vec<RunInput>
 /// becoming `ok` when every case they ran passed (at least one), with a note naming the flag
 /// and its detail. Returns how many records changed. Flags not raised by any record are an
 /// error only when unknown to kbench, so a typo is not silently ignored.
-pub fn ignore_flags(runs: &mut [RunInput], flags: &[String]) -> Result<usize> {
+pub(crate) fn ignore_flags(runs: &mut [RunInput], flags: &[String]) -> Result<usize> {
     let known = crate::judge::integrity::FLAGS;
     for f in flags {
         if !known.contains(&f.as_str()) {
@@ -224,7 +225,7 @@ pub fn ignore_flags(runs: &mut [RunInput], flags: &[String]) -> Result<usize> {
     Ok(changed)
 }
 
-pub fn write_file(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;

@@ -63,7 +63,7 @@ pub fn command(a: RunArgs) -> Result<i32> {
 
 /// Runs `config` through the engine and prints its summary; the exit code says whether
 /// every kernel came out `ok`.
-pub fn evaluate(config: &RunConfig) -> Result<i32> {
+pub(crate) fn evaluate(config: &RunConfig) -> Result<i32> {
     let stop = install_stop_flag();
     let result = crate::exec::run(config, stop)?;
     let summary = kbench_reports::summarize(&result.records);

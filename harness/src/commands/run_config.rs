@@ -15,7 +15,7 @@ use crate::config::{self, AgentConfig, EvalSpec, RunConfig, Suite, SuiteSpec};
 
 /// The suite the arguments name (the built-in suite is the smoke suite, taken when no file
 /// or KernelBench checkout is given).
-pub fn suite_spec(s: &SuiteArgs) -> SuiteSpec {
+pub(crate) fn suite_spec(s: &SuiteArgs) -> SuiteSpec {
     SuiteSpec {
         problem: s.problem.clone(),
         kernelbench: s.kernelbench.clone(),
@@ -26,7 +26,7 @@ pub fn suite_spec(s: &SuiteArgs) -> SuiteSpec {
 
 /// Loads the problems the suite arguments name, filtered by `--select`: those that loaded
 /// and the broken problem files.
-pub fn load_suite(s: &SuiteArgs) -> Result<Suite> {
+pub(crate) fn load_suite(s: &SuiteArgs) -> Result<Suite> {
     let spec = suite_spec(s);
     let suite = config::load_suite(&spec)?;
     say_default_levels(&spec);
@@ -42,7 +42,7 @@ fn say_default_levels(spec: &SuiteSpec) {
 }
 
 /// The evaluation and timing settings of the arguments, not yet checked.
-pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
+pub(crate) fn eval_spec(a: &EvalArgs) -> EvalSpec {
     EvalSpec {
         device: a.device.clone(),
         gpus: a.gpus.clone(),
@@ -65,7 +65,6 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
         families: a.families.clone(),
         timed_calls: a.timed_calls,
         warmup: a.warmup,
-        rounds: a.rounds,
         round_warmup: a.round_warmup.clone(),
         no_timing: a.no_timing,
         require_custom_kernels: a.require_custom_kernels,
@@ -88,7 +87,7 @@ pub fn eval_spec(a: &EvalArgs) -> EvalSpec {
 
 /// The checked configuration of an evaluation of `agent` over `suite` into `out`
 /// ([`RunConfig::build`] of the arguments).
-pub fn build(
+pub(crate) fn build(
     suite: &SuiteArgs,
     python: &PythonArgs,
     a: &EvalArgs,
@@ -110,7 +109,7 @@ pub fn build(
 }
 
 /// The checked configuration of `kbench run`.
-pub fn run_config(a: RunArgs) -> Result<RunConfig> {
+pub(crate) fn run_config(a: RunArgs) -> Result<RunConfig> {
     let agent = match a.agent {
         AgentKind::Reference => {
             if a.replay_dir.is_some() {
@@ -153,7 +152,7 @@ pub fn run_config(a: RunArgs) -> Result<RunConfig> {
 }
 
 /// The LLM agent kind of `--agent`, for the agent kinds that loop with feedback.
-pub fn agent_kind(k: AgentKind) -> crate::llm::Kind {
+pub(crate) fn agent_kind(k: AgentKind) -> crate::llm::Kind {
     use crate::llm::Kind;
     match k {
         AgentKind::Kevin => Kind::Kevin,
@@ -164,7 +163,7 @@ pub fn agent_kind(k: AgentKind) -> crate::llm::Kind {
 }
 
 /// The options of an LLM or command agent run, checked.
-pub fn agent_options(kind: AgentKind, a: &AgentArgs) -> Result<crate::llm::Options> {
+pub(crate) fn agent_options(kind: AgentKind, a: &AgentArgs) -> Result<crate::llm::Options> {
     let kind = agent_kind(kind);
     for (name, v) in [
         ("--max-cost-usd", a.max_cost_usd),

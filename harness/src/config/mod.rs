@@ -8,17 +8,13 @@
 //! `exit`, `gpu/`, `worker/` and `agents/` (the candidates of `AgentConfig::Given`), and the
 //! small crates (the baseline table is the baselines crate's).
 
-pub mod resolve;
-pub mod run;
-pub mod shard;
-pub mod suite;
+pub(crate) mod resolve;
+pub(crate) mod run;
+pub(crate) mod shard;
+pub(crate) mod suite;
 
-pub use resolve::{
-    default_case_cache_bytes, families_help, parse_families, resolve_device, resolve_gpus,
-    Selection,
+pub(crate) use resolve::{families_help, resolve_device};
+pub(crate) use run::{
+    AgentConfig, EvalSpec, RoundWarmup, RunConfig, TimingConfig, ROUND_WARMUP_UNTIL_MS,
 };
-pub use run::{
-    AgentConfig, EvalSpec, RoundWarmup, RunConfig, Timeouts, TimingConfig, DEFAULT_COMPILE_LOAD_S,
-    DEFAULT_LOAD_S, ROUND_WARMUP_UNTIL_MS,
-};
-pub use suite::{load_suite, materialize_problem, Suite, SuiteSpec};
+pub(crate) use suite::{load_suite, materialize_problem, Suite, SuiteSpec};

@@ -15,7 +15,7 @@ fn stress_names() -> String {
 }
 
 /// The help of `--families`, naming the families of [`kbench_record::FAMILIES`].
-pub fn families_help() -> String {
+pub(crate) fn families_help() -> String {
     format!(
         "Stress case families run after the random trials, one case each: `all` ({}), \
          `random` (none: the KernelBench-compatible check alone), or a comma-separated list of \
@@ -26,7 +26,7 @@ pub fn families_help() -> String {
 
 /// `--families`: `all`, `random` or a list of stress families (`random` may be named in a
 /// list; it always runs).
-pub fn parse_families(spec: &str) -> Result<Vec<CaseFamily>> {
+pub(crate) fn parse_families(spec: &str) -> Result<Vec<CaseFamily>> {
     let known: Vec<CaseFamily> = CaseFamily::stress().collect();
     match spec.trim() {
         "all" => return Ok(known),
@@ -64,7 +64,7 @@ fn mem_total_bytes() -> Option<u64> {
 }
 
 /// A quarter of physical memory, or 4 GiB when unknown.
-pub fn default_case_cache_bytes() -> u64 {
+pub(crate) fn default_case_cache_bytes() -> u64 {
     mem_total_bytes().map_or(4 << 30, |b| b / 4)
 }
 
@@ -100,7 +100,7 @@ fn cgroup_limit_bytes() -> Option<u64> {
 
 /// Host memory a build job is given room for: its worker (torch imported) and its two
 /// compilers on torch's headers (nvcc's front ends and g++), each about a GiB.
-pub const BUILD_JOB_BYTES: u64 = 4 << 30;
+pub(crate) const BUILD_JOB_BYTES: u64 = 4 << 30;
 
 /// `--build-jobs` on a GPU by default: a build per core but one (the harness keeps a core
 /// per GPU for timing and the builds stay off those; one spare core on a one-GPU host), as
@@ -108,7 +108,7 @@ pub const BUILD_JOB_BYTES: u64 = 4 << 30;
 /// for the reference cases kbench keeps, a quarter by default, and the workers), at least
 /// one. The pool starts half of them until its first build is done
 /// (`worker::build::first_wave`).
-pub fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
+pub(crate) fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
     let by_memory = mem_bytes.map_or(usize::MAX, |b| {
         usize::try_from(b / 4 * 3 / BUILD_JOB_BYTES).unwrap_or(usize::MAX)
     });
@@ -116,13 +116,13 @@ pub fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
 }
 
 /// The cores this process may run on (its CPU affinity), at least one.
-pub fn host_cores() -> usize {
+pub(crate) fn host_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The memory kbench may use on this host: the smaller of its physical memory and its
 /// cgroup's limit (a Slurm job's `--mem`); `None` when neither is known.
-pub fn host_memory_bytes() -> Option<u64> {
+pub(crate) fn host_memory_bytes() -> Option<u64> {
     match (mem_total_bytes(), cgroup_limit_bytes()) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -131,7 +131,7 @@ pub fn host_memory_bytes() -> Option<u64> {
 
 /// [`default_build_jobs`] of this host: its cores, and the smaller of its memory and its
 /// cgroup's limit.
-pub fn host_build_jobs() -> usize {
+pub(crate) fn host_build_jobs() -> usize {
     default_build_jobs(host_cores(), host_memory_bytes())
 }
 
@@ -142,13 +142,13 @@ pub fn host_build_jobs() -> usize {
 /// all) then fights over the cores: on 4 H100s with 64 cores, 4 threads a worker loaded the
 /// references 3x faster than 64 did and made a 40-problem run 9% shorter
 /// (archive/runs/2026-11-27-h100x4-worker-threads-full250).
-pub fn gpu_worker_threads(cores: usize, gpus: usize) -> usize {
+pub(crate) fn gpu_worker_threads(cores: usize, gpus: usize) -> usize {
     (cores / (4 * gpus.max(1))).max(1)
 }
 
 /// [`gpu_worker_threads`] of this host's cores (its CPU affinity), or `None` when the user
 /// exported `OMP_NUM_THREADS` (it reaches the workers as it is).
-pub fn host_gpu_worker_threads(gpus: usize) -> Option<usize> {
+pub(crate) fn host_gpu_worker_threads(gpus: usize) -> Option<usize> {
     if std::env::var_os("OMP_NUM_THREADS").is_some() {
         return None;
     }
@@ -156,7 +156,7 @@ pub fn host_gpu_worker_threads(gpus: usize) -> Option<usize> {
 }
 
 /// `auto` picks the first GPU when the CUDA driver sees one, else the CPU.
-pub fn resolve_device(spec: &str) -> Result<Device> {
+pub(crate) fn resolve_device(spec: &str) -> Result<Device> {
     if spec == "auto" {
         let inv = gpu::inventory();
         return Ok(if inv.count() > 0 {
@@ -184,7 +184,7 @@ pub fn resolve_device(spec: &str) -> Result<Device> {
 
 /// The GPUs of a run: `--gpus` when given, else every visible GPU for `cuda`/`auto`, else
 /// the one of `cuda:N`; nothing on CPU.
-pub fn resolve_gpus(spec: &str, device: Device, gpus: Option<&str>) -> Result<Vec<u32>> {
+pub(crate) fn resolve_gpus(spec: &str, device: Device, gpus: Option<&str>) -> Result<Vec<u32>> {
     let Device::Cuda(first) = device else {
         if gpus.is_some() {
             bail!("--gpus needs a CUDA device (--device cuda), but the run is on the CPU");
@@ -222,10 +222,10 @@ pub fn resolve_gpus(spec: &str, device: Device, gpus: Option<&str>) -> Result<Ve
 
 /// A parsed `--select` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection(Vec<(Option<u8>, u32, u32)>);
+pub(crate) struct Selection(Vec<(Option<u8>, u32, u32)>);
 
 impl Selection {
-    pub fn parse(spec: &str) -> Result<Self> {
+    pub(crate) fn parse(spec: &str) -> Result<Self> {
         let mut items = Vec::new();
         if spec.trim().is_empty() {
             bail!("--select is empty: name problems as ID, A-B, L/ID or L/A-B, e.g. 1/19,2/1-5");
@@ -261,7 +261,7 @@ impl Selection {
         Ok(Self(items))
     }
 
-    pub fn matches(&self, level: u8, id: u32) -> bool {
+    pub(crate) fn matches(&self, level: u8, id: u32) -> bool {
         self.0
             .iter()
             .any(|&(l, a, b)| l.is_none_or(|l| l == level) && (a..=b).contains(&id))

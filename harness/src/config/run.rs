@@ -18,41 +18,41 @@ use crate::worker::python::{self, PythonChoice};
 
 /// Per-phase time limits.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Timeouts {
-    pub start: Duration,
-    pub load: Duration,
-    pub run: Duration,
-    pub time: Duration,
+pub(crate) struct Timeouts {
+    pub(crate) start: Duration,
+    pub(crate) load: Duration,
+    pub(crate) run: Duration,
+    pub(crate) time: Duration,
     /// The load of a baseline mode, which is `torch.compile`'s compile: `--timeout-load`
     /// when given, else [`DEFAULT_COMPILE_LOAD_S`].
-    pub compile: Duration,
+    pub(crate) compile: Duration,
 }
 
 /// Default `--timeout-load`, seconds: a candidate's load is the import of its module,
 /// including a `load_inline` extension's build when it was not built ahead. Such builds took
 /// 49-90 s on the H100 host under load (97 s each with 12 at once on 15 cores); 300 s is three
 /// times the slowest, while a candidate that hangs at import costs 5 minutes, not 15.
-pub const DEFAULT_LOAD_S: f64 = 300.0;
+pub(crate) const DEFAULT_LOAD_S: f64 = 300.0;
 
 /// Default load limit of a baseline mode (`torch.compile`, `max-autotune` included), seconds:
 /// compiling a level-3 model with autotuning takes many minutes, and the code is PyTorch's
 /// own, not a candidate's.
-pub const DEFAULT_COMPILE_LOAD_S: f64 = 900.0;
+pub(crate) const DEFAULT_COMPILE_LOAD_S: f64 = 900.0;
 
 /// How kernels are timed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TimingConfig {
+pub(crate) struct TimingConfig {
     /// Timed calls per kernel, for the reference and the candidate each.
-    pub timed_calls: u32,
-    pub warmup: u32,
-    pub l2_flush: bool,
+    pub(crate) timed_calls: u32,
+    pub(crate) warmup: u32,
+    pub(crate) l2_flush: bool,
     /// Untimed calls opening each timed call's window.
-    pub round_warmup: RoundWarmup,
+    pub(crate) round_warmup: RoundWarmup,
 }
 
 /// Untimed calls opening each timed call's window (`--round-warmup`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoundWarmup {
+pub(crate) enum RoundWarmup {
     /// One (at most `--warmup`) while the reference's first timed calls are shorter than
     /// [`ROUND_WARMUP_UNTIL_MS`], none for longer calls.
     Auto,
@@ -72,11 +72,11 @@ pub enum RoundWarmup {
 /// (0.943 without the opening call at 0.1 ms, L1/12); the opening call is a
 /// third of the timing phase's GPU time (each round times two calls): L1/30 Softsign's
 /// timing took 4.2 s instead of 6.1 s.
-pub const ROUND_WARMUP_UNTIL_MS: f64 = 5.0;
+pub(crate) const ROUND_WARMUP_UNTIL_MS: f64 = 5.0;
 
 impl RoundWarmup {
     /// `auto` or a number of calls.
-    pub fn parse(s: &str) -> Result<RoundWarmup> {
+    pub(crate) fn parse(s: &str) -> Result<RoundWarmup> {
         match s.trim() {
             "auto" => Ok(RoundWarmup::Auto),
             n => n.parse::<u32>().map(RoundWarmup::Calls).map_err(|_| {
@@ -88,7 +88,7 @@ impl RoundWarmup {
 
 /// Where candidate kernels come from.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AgentConfig {
+pub(crate) enum AgentConfig {
     Reference,
     Replay {
         dir: PathBuf,
@@ -108,7 +108,7 @@ pub enum AgentConfig {
 }
 
 impl AgentConfig {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             AgentConfig::Reference => "reference",
             AgentConfig::Replay { .. } => "replay",
@@ -120,69 +120,69 @@ impl AgentConfig {
 
 /// Everything `kbench run` needs, validated.
 #[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub problems: Vec<Problem>,
+pub(crate) struct RunConfig {
+    pub(crate) problems: Vec<Problem>,
     /// Problem files of the suite (after `--select` and `--shard`) that could not be loaded:
     /// each gets one `problem_error` record, no worker.
-    pub broken: Vec<BrokenProblem>,
+    pub(crate) broken: Vec<BrokenProblem>,
     /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
-    pub suite_label: String,
-    pub agent: AgentConfig,
+    pub(crate) suite_label: String,
+    pub(crate) agent: AgentConfig,
     /// The first device of the run: `Cuda(g)` for the first of `gpus`, or `Cpu`.
-    pub device: Device,
+    pub(crate) device: Device,
     /// GPU ordinals the run spreads over (one executor each); empty on CPU.
-    pub gpus: Vec<u32>,
-    pub precision: Precision,
-    pub profile: ToleranceProfile,
+    pub(crate) gpus: Vec<u32>,
+    pub(crate) precision: Precision,
+    pub(crate) profile: ToleranceProfile,
     /// The module mode both models run in (`--model-mode`).
-    pub model_mode: ModelMode,
+    pub(crate) model_mode: ModelMode,
     /// Correctness trials of the `random` family.
-    pub trials: u32,
+    pub(crate) trials: u32,
     /// Stress families, one case each after the random trials (`--families`).
-    pub families: Vec<kbench_record::CaseFamily>,
-    pub timing: Option<TimingConfig>,
-    pub timeouts: Timeouts,
-    pub out: PathBuf,
-    pub resume: bool,
+    pub(crate) families: Vec<kbench_record::CaseFamily>,
+    pub(crate) timing: Option<TimingConfig>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) out: PathBuf,
+    pub(crate) resume: bool,
     /// Only this shard of the suite's problems (already applied to `problems`).
-    pub shard: Option<Shard>,
+    pub(crate) shard: Option<Shard>,
     /// The run's secret seed comes from this file (shared by the shards of one run).
-    pub secret_from: Option<PathBuf>,
-    pub python: PythonChoice,
-    pub cache: PathBuf,
-    pub cpu_threads: u32,
+    pub(crate) secret_from: Option<PathBuf>,
+    pub(crate) python: PythonChoice,
+    pub(crate) cache: PathBuf,
+    pub(crate) cpu_threads: u32,
     /// `OMP_NUM_THREADS` of the workers on a GPU when the user did not export it
     /// ([`super::resolve::gpu_worker_threads`]); `None` on the CPU or when exported.
-    pub gpu_worker_threads: Option<usize>,
+    pub(crate) gpu_worker_threads: Option<usize>,
     /// Build processes of the compile pipeline (0: build when loading).
-    pub build_jobs: usize,
+    pub(crate) build_jobs: usize,
     /// Host memory for keeping a problem's reference cases between its candidates.
-    pub case_cache_bytes: u64,
-    pub weight_seed: u64,
-    pub quiet: bool,
+    pub(crate) case_cache_bytes: u64,
+    pub(crate) weight_seed: u64,
+    pub(crate) quiet: bool,
     /// Baselines each correct kernel's time is compared with (`--baselines`).
-    pub baselines: Option<std::sync::Arc<kbench_baselines::BaselineTable>>,
+    pub(crate) baselines: Option<std::sync::Arc<kbench_baselines::BaselineTable>>,
     /// Problems an executor takes ahead of the one on its GPU; `None` is the engine's
     /// default. `Some(0)` starts nothing ahead, so a problem has its GPU to itself
     /// ([`keeps_gpu_alone`](Self::keeps_gpu_alone)).
-    pub lookahead: Option<usize>,
+    pub(crate) lookahead: Option<usize>,
     /// A CUDA candidate none of whose own kernels ran in a profiled call fails with the
     /// `no-custom-kernel` integrity flag (without it the flag is an advisory).
-    pub require_custom_kernels: bool,
+    pub(crate) require_custom_kernels: bool,
     /// Other evaluators' timing conventions each timed kernel is also timed under
     /// (`kernelbench`, `kernelbench-v0.1`, `cuda-l1`): diagnoses for claims, recorded as `method_timings`.
-    pub time_as: Vec<String>,
+    pub(crate) time_as: Vec<String>,
     /// Candidates run uncontained (`--no-sandbox`).
-    pub no_sandbox: bool,
+    pub(crate) no_sandbox: bool,
     /// `--memory-cap`: each worker's memory cap as asked (`worker::bounds`).
-    pub memory_cap: crate::worker::bounds::MemoryCapChoice,
+    pub(crate) memory_cap: crate::worker::bounds::MemoryCapChoice,
     /// The unprivileged uid sandboxed candidates run as (`KBENCH_CANDIDATE_UID`; only when
     /// kbench runs as root).
-    pub candidate_uid: Option<u32>,
+    pub(crate) candidate_uid: Option<u32>,
     /// `--stop-starting-after` (its seconds) and the instant it comes, counted from when the
     /// command's configuration was made: one deadline for every run of the command
     /// (`baselines measure` runs up to three passes).
-    pub stop_starting: Option<(f64, std::time::Instant)>,
+    pub(crate) stop_starting: Option<(f64, std::time::Instant)>,
 }
 
 impl RunConfig {
@@ -190,17 +190,17 @@ impl RunConfig {
     /// (`lookahead` 0, `baselines measure --lookahead 0` and its out-of-memory pass), so no
     /// other problem's or mode's worker is loaded beside it. Its records say so, and a
     /// failure of its load is its own (not loaded again).
-    pub fn keeps_gpu_alone(&self, on_gpu: bool) -> bool {
+    pub(crate) fn keeps_gpu_alone(&self, on_gpu: bool) -> bool {
         on_gpu && self.lookahead == Some(0)
     }
 
     /// Cases per candidate: the random trials, then one per stress family.
-    pub fn cases_total(&self) -> u32 {
+    pub(crate) fn cases_total(&self) -> u32 {
         self.trials + self.families.len() as u32
     }
 
     /// Case `t` of [`cases_total`](Self::cases_total), in the order they run.
-    pub fn case_ref(&self, t: u32) -> kbench_record::CaseRef {
+    pub(crate) fn case_ref(&self, t: u32) -> kbench_record::CaseRef {
         if t < self.trials {
             kbench_record::CaseRef {
                 family: kbench_record::CaseFamily::Random,
@@ -217,54 +217,52 @@ impl RunConfig {
 
 /// The timing conventions of other evaluators that `--time-as` knows (the worker's
 /// `time_as` command: PROTOCOL.md).
-pub const TIME_AS_METHODS: [&str; 3] = ["kernelbench", "kernelbench-v0.1", "cuda-l1"];
+pub(crate) const TIME_AS_METHODS: [&str; 3] = ["kernelbench", "kernelbench-v0.1", "cuda-l1"];
 
 /// How kernels are evaluated and timed, as asked: shared by `run` and `baselines measure`,
 /// checked by [`RunConfig::build`]. The fields are those of the flags of the same names.
 #[derive(Debug, Clone)]
-pub struct EvalSpec {
+pub(crate) struct EvalSpec {
     /// auto, cpu, cuda or cuda:N.
-    pub device: String,
+    pub(crate) device: String,
     /// `--gpus`: a comma-separated list of GPU ordinals.
-    pub gpus: Option<String>,
-    pub precision: Precision,
-    pub profile: ToleranceProfile,
-    pub model_mode: ModelMode,
-    pub trials: u32,
+    pub(crate) gpus: Option<String>,
+    pub(crate) precision: Precision,
+    pub(crate) profile: ToleranceProfile,
+    pub(crate) model_mode: ModelMode,
+    pub(crate) trials: u32,
     /// `--families`: `all`, `random` or a comma-separated list.
-    pub families: String,
-    pub timed_calls: u32,
-    pub warmup: u32,
-    /// `--rounds`: accepted and ignored (timed calls are driven one at a time).
-    pub rounds: u32,
+    pub(crate) families: String,
+    pub(crate) timed_calls: u32,
+    pub(crate) warmup: u32,
     /// `--round-warmup`: `auto` or a number.
-    pub round_warmup: String,
-    pub no_timing: bool,
-    pub require_custom_kernels: bool,
-    pub no_l2_flush: bool,
+    pub(crate) round_warmup: String,
+    pub(crate) no_timing: bool,
+    pub(crate) require_custom_kernels: bool,
+    pub(crate) no_l2_flush: bool,
     /// `--time-as`: other evaluators' timing conventions, as named.
-    pub time_as: Vec<String>,
-    pub no_sandbox: bool,
+    pub(crate) time_as: Vec<String>,
+    pub(crate) no_sandbox: bool,
     /// `--memory-cap`: `auto`, `none` or a size.
-    pub memory_cap: String,
+    pub(crate) memory_cap: String,
     /// Seconds.
-    pub timeout_start: f64,
+    pub(crate) timeout_start: f64,
     /// `None`: [`DEFAULT_LOAD_S`] for kernels, [`DEFAULT_COMPILE_LOAD_S`] for baseline modes.
-    pub timeout_load: Option<f64>,
-    pub timeout_run: f64,
-    pub timeout_time: f64,
+    pub(crate) timeout_load: Option<f64>,
+    pub(crate) timeout_run: f64,
+    pub(crate) timeout_time: f64,
     /// `--stop-starting-after`, seconds.
-    pub stop_starting_after: Option<f64>,
-    pub build_jobs: Option<usize>,
-    pub case_cache_mb: Option<u64>,
-    pub cpu_threads: u32,
-    pub weight_seed: u64,
-    pub quiet: bool,
+    pub(crate) stop_starting_after: Option<f64>,
+    pub(crate) build_jobs: Option<usize>,
+    pub(crate) case_cache_mb: Option<u64>,
+    pub(crate) cpu_threads: u32,
+    pub(crate) weight_seed: u64,
+    pub(crate) quiet: bool,
 }
 
 impl RunConfig {
     /// The checked configuration of an evaluation of `agent` over `suite` into `out`.
-    pub fn build(
+    pub(crate) fn build(
         suite: &SuiteSpec,
         python: Option<&Path>,
         a: &EvalSpec,
@@ -429,7 +427,6 @@ pub(crate) mod tests {
             families: "all".into(),
             timed_calls: 10,
             warmup: 1,
-            rounds: 2,
             round_warmup: "auto".into(),
             no_timing: false,
             require_custom_kernels: false,

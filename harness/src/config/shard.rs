@@ -10,23 +10,26 @@
 use std::fmt;
 use std::str::FromStr;
 
-use kbench_suites::{Loaded, Problem};
+use kbench_suites::Loaded;
+#[cfg(test)]
+use kbench_suites::Problem;
 
 use crate::config::suite::Suite;
 
 /// Shard `index` of `count` (0-based), written `i/N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shard {
-    pub index: u32,
-    pub count: u32,
+    pub(crate) index: u32,
+    pub(crate) count: u32,
 }
 
 impl Shard {
+    #[cfg(test)]
     /// This shard's problems: round-robin over the problems sorted by (level, id, suite,
     /// file). Sorting first makes the split independent of the order the suite was read in;
     /// round-robin over the sorted list spreads each level (and so the heavy level-3
     /// problems) evenly.
-    pub fn select(&self, problems: Vec<Problem>) -> Vec<Problem> {
+    pub(crate) fn select(&self, problems: Vec<Problem>) -> Vec<Problem> {
         self.select_by(problems, |p| {
             (p.level, p.id, p.suite.clone(), p.file.clone())
         })
@@ -35,7 +38,7 @@ impl Shard {
     /// This shard's part of a suite: its problems and its broken problem files together,
     /// split as [`select`](Self::select) splits problems, so that the shards of one command
     /// line record each broken file once.
-    pub fn select_suite(&self, suite: Suite) -> Suite {
+    pub(crate) fn select_suite(&self, suite: Suite) -> Suite {
         let all: Vec<Loaded> = suite
             .problems
             .into_iter()

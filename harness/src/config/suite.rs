@@ -12,20 +12,20 @@ use crate::worker::python;
 /// Which problems to take: one problem file, levels of a KernelBench checkout, or (neither
 /// given) the built-in smoke suite; then only those `select` names.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SuiteSpec {
+pub(crate) struct SuiteSpec {
     /// A single problem file.
-    pub problem: Option<PathBuf>,
+    pub(crate) problem: Option<PathBuf>,
     /// A KernelBench checkout, or a folder holding level1/ level2/ level3/.
-    pub kernelbench: Option<PathBuf>,
+    pub(crate) kernelbench: Option<PathBuf>,
     /// Levels to take from `kernelbench`; none: every level folder it has.
-    pub levels: Vec<u8>,
+    pub(crate) levels: Vec<u8>,
     /// `--select`: comma-separated `ID`, `A-B`, `L/ID` or `L/A-B`.
-    pub select: Option<String>,
+    pub(crate) select: Option<String>,
 }
 
 impl SuiteSpec {
     /// Human description of the problem source, e.g. `smoke` or the KernelBench path.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         if let Some(p) = &self.problem {
             return format!("file {}", p.display());
         }
@@ -38,7 +38,7 @@ impl SuiteSpec {
     /// What `--levels` left out took, when the KernelBench folder lacks a level folder (a
     /// folder of one level, an import's `problems/`), so that such a run is not taken for the
     /// whole benchmark; `None` when `--levels` was given or every level is there.
-    pub fn default_levels_note(&self) -> Option<String> {
+    pub(crate) fn default_levels_note(&self) -> Option<String> {
         let dir = self
             .kernelbench
             .as_ref()
@@ -80,15 +80,15 @@ impl SuiteSpec {
 /// that could not be loaded as problems (each costs its own problem a `problem_error`
 /// record, never the run).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Suite {
-    pub problems: Vec<Problem>,
-    pub broken: Vec<BrokenProblem>,
+pub(crate) struct Suite {
+    pub(crate) problems: Vec<Problem>,
+    pub(crate) broken: Vec<BrokenProblem>,
 }
 
 /// Loads the problems the suite names, filtered by `--select`. A single `--problem FILE` that
 /// cannot be loaded is an error (it is the whole suite); a broken file of a KernelBench level
 /// is one entry of [`Suite::broken`].
-pub fn load_suite(s: &SuiteSpec) -> Result<Suite> {
+pub(crate) fn load_suite(s: &SuiteSpec) -> Result<Suite> {
     let mut suite = if let Some(p) = &s.problem {
         Suite {
             problems: vec![kbench_suites::load_problem_file(p)?],
@@ -133,7 +133,7 @@ pub fn load_suite(s: &SuiteSpec) -> Result<Suite> {
 }
 
 /// The problem file handed to workers: the exact bytes that were hashed, in the cache.
-pub fn materialize_problem(cache: &Path, p: &Problem) -> Result<PathBuf> {
+pub(crate) fn materialize_problem(cache: &Path, p: &Problem) -> Result<PathBuf> {
     python::write_content_addressed(&cache.join("problems"), &p.file, p.source.as_bytes())
         .with_context(|| format!("writing problem {} to the cache", p.file))
 }

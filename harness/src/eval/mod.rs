@@ -7,7 +7,7 @@
 
 pub(crate) mod candidate;
 pub(crate) mod prepare;
-pub mod record;
+pub(crate) mod record;
 pub(crate) mod start;
 
 use std::path::Path;
@@ -19,10 +19,10 @@ use prepare::Prepared;
 
 /// One unit of work: a candidate of a problem, prepared, under an agent's name.
 pub(crate) struct Unit<'a> {
-    pub problem: &'a Problem,
+    pub(crate) problem: &'a Problem,
     /// The problem's file as the workers load it.
-    pub problem_path: &'a Path,
-    pub cand: &'a Candidate,
-    pub prep: &'a Prepared,
-    pub agent: &'a str,
+    pub(crate) problem_path: &'a Path,
+    pub(crate) cand: &'a Candidate,
+    pub(crate) prep: &'a Prepared,
+    pub(crate) agent: &'a str,
 }

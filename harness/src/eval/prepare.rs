@@ -15,9 +15,9 @@ use crate::worker::build::extension_build_dir;
 /// build directory (keyed by source, torch version and device architecture).
 #[derive(Clone)]
 pub(crate) struct Prepared {
-    pub key: String,
-    pub source_path: PathBuf,
-    pub build_dir: PathBuf,
+    pub(crate) key: String,
+    pub(crate) source_path: PathBuf,
+    pub(crate) build_dir: PathBuf,
 }
 
 pub(crate) fn prepare_candidate(

@@ -14,7 +14,7 @@ use crate::worker::{Prestart, Role, WorkerSpec};
 
 /// The note on a record evaluated with nothing else loaded on its GPU (`lookahead` 0): an
 /// out-of-memory failure there is the candidate's own.
-pub const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on its GPU";
+pub(crate) const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on its GPU";
 
 /// Starts a candidate's worker (ahead, on a GPU). A baseline mode (`warm_up`: PyTorch's own
 /// code, not untrusted) is also sent its `load` ahead, so its torch.compile runs while the

@@ -13,7 +13,7 @@ use nix::unistd::Pid;
 /// least `2 × executors + 2` allowed cores, and takes the calling thread, hence every thread
 /// and process it starts later, off them. Returns the core for each executor, or `None`
 /// each where the host is too small to spare cores (timing then runs wherever it lands).
-pub fn reserve_timing_cores(executors: usize) -> Vec<Option<usize>> {
+pub(crate) fn reserve_timing_cores(executors: usize) -> Vec<Option<usize>> {
     let none = vec![None; executors];
     let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
         return none;

@@ -23,18 +23,18 @@ use crate::worker::{worker_env, Gates, MemoryCap, Role, WorkerSpec, BUILD_NICENE
 
 /// What an evaluation sets up before anything runs.
 pub(crate) struct Engine {
-    pub info: PythonInfo,
-    pub worker_script: PathBuf,
+    pub(crate) info: PythonInfo,
+    pub(crate) worker_script: PathBuf,
     /// The core each station's timing runs on (see `affinity`).
-    pub timing_cores: Vec<Option<usize>>,
+    pub(crate) timing_cores: Vec<Option<usize>>,
     /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only.
-    pub cuda_arch: Option<String>,
+    pub(crate) cuda_arch: Option<String>,
     /// The sandbox untrusted workers run in.
-    pub jail: Jail,
+    pub(crate) jail: Jail,
     /// The workers' cgroups, or why there are none (workers are then frozen with signals).
-    pub cgroups: Result<Arc<crate::worker::cgroup::CgroupTree>, String>,
+    pub(crate) cgroups: Result<Arc<crate::worker::cgroup::CgroupTree>, String>,
     /// Each worker's memory cap, and the cap on all of them together.
-    pub memory: MemoryPlan,
+    pub(crate) memory: MemoryPlan,
 }
 
 impl Engine {
@@ -42,7 +42,7 @@ impl Engine {
     /// thread or process is started: they inherit the mask that keeps them off the cores
     /// reserved for timing. `cached_probe`: the environment was probed already in this
     /// process (a service started per agent run).
-    pub fn prepare(config: &RunConfig, cached_probe: bool) -> Result<Engine> {
+    pub(crate) fn prepare(config: &RunConfig, cached_probe: bool) -> Result<Engine> {
         let timing_cores = timing_cores_of(config);
         let info = if cached_probe {
             python::probe_cached(&config.python)?
@@ -67,7 +67,7 @@ impl Engine {
     }
 
     /// What records say bounded the workers.
-    pub fn bounds(&self) -> kbench_record::Bounds {
+    pub(crate) fn bounds(&self) -> kbench_record::Bounds {
         kbench_record::Bounds {
             memory_cap_bytes: self.memory.each,
             memory_cap_by: self.memory.method(),
@@ -77,7 +77,7 @@ impl Engine {
     }
 
     /// One line on how the workers are bounded, for the start of a run.
-    pub fn bounds_line(&self) -> String {
+    pub(crate) fn bounds_line(&self) -> String {
         let memory = match self.memory.each {
             Some(b) => format!(
                 "each worker's memory capped at {} ({}{})",
@@ -106,7 +106,7 @@ impl Engine {
     }
 
     /// The context of the evaluations (no build pool yet).
-    pub fn ctx<'a>(&'a self, config: &'a RunConfig, stop: &Arc<AtomicBool>) -> Ctx<'a> {
+    pub(crate) fn ctx<'a>(&'a self, config: &'a RunConfig, stop: &Arc<AtomicBool>) -> Ctx<'a> {
         Ctx {
             config,
             python: &config.python.python,
@@ -131,7 +131,12 @@ impl Engine {
     }
 
     /// Starts the build-ahead pool with `jobs` processes.
-    pub fn build_pool(&self, config: &RunConfig, stop: &Arc<AtomicBool>, jobs: usize) -> BuildPool {
+    pub(crate) fn build_pool(
+        &self,
+        config: &RunConfig,
+        stop: &Arc<AtomicBool>,
+        jobs: usize,
+    ) -> BuildPool {
         start_build_pool(
             &self.jail,
             config,
@@ -144,7 +149,7 @@ impl Engine {
     }
 
     /// One station per `--gpus` entry, or the CPU, with the GPU sampler of a CUDA run.
-    pub fn stations(
+    pub(crate) fn stations(
         &self,
         config: &RunConfig,
         run_dir: &RunDir,

@@ -42,24 +42,24 @@ pub(crate) trait Sink: Sync {
 #[derive(Clone, Copy)]
 pub(crate) struct Depth {
     /// Batches taken ahead of the one running, their workers starting.
-    pub ahead: usize,
+    pub(crate) ahead: usize,
     /// Reference sessions kept open between batches.
-    pub keep: usize,
+    pub(crate) keep: usize,
 }
 
 /// What the executors share.
 pub(crate) struct Shared<'a> {
-    pub queue: &'a Queue,
-    pub run_dir: &'a RunDir,
-    pub env_base: &'a Environment,
-    pub agent: &'a str,
-    pub progress: &'a indicatif::ProgressBar,
-    pub sink: &'a dyn Sink,
+    pub(crate) queue: &'a Queue,
+    pub(crate) run_dir: &'a RunDir,
+    pub(crate) env_base: &'a Environment,
+    pub(crate) agent: &'a str,
+    pub(crate) progress: &'a indicatif::ProgressBar,
+    pub(crate) sink: &'a dyn Sink,
     /// Executors still running.
-    pub alive: AtomicUsize,
+    pub(crate) alive: AtomicUsize,
     /// Reference sessions opened, and batches that found theirs open.
-    pub opened: &'a AtomicU64,
-    pub reused: &'a AtomicU64,
+    pub(crate) opened: &'a AtomicU64,
+    pub(crate) reused: &'a AtomicU64,
 }
 
 /// A batch taken ahead, with its workers already starting.
@@ -584,7 +584,7 @@ fn discard_all(ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>) {
 /// One lock per device of this process: held by the executor for the whole of an evaluation
 /// on it, and by anything else that must have the device to itself (the agents' `kbench
 /// profile` feedback), so neither disturbs the other's timing.
-pub fn device_lock(device: Device) -> Arc<Mutex<()>> {
+pub(crate) fn device_lock(device: Device) -> Arc<Mutex<()>> {
     static LOCKS: std::sync::OnceLock<Mutex<std::collections::HashMap<Device, Arc<Mutex<()>>>>> =
         std::sync::OnceLock::new();
     let map = LOCKS.get_or_init(Default::default);

@@ -4,17 +4,17 @@
 //!
 //! May import every box below it (`eval` and what it builds on). Prints only progress.
 
-pub mod affinity;
+pub(crate) mod affinity;
 mod engine;
 mod executor;
 mod order;
 mod progress;
 mod queue;
 mod run;
-pub mod run_dir;
+pub(crate) mod run_dir;
 mod service;
 
-pub use executor::device_lock;
+pub(crate) use executor::device_lock;
 pub(crate) use progress::Heartbeat;
-pub use run::{run, RunResult};
-pub use service::{Service, ServiceStats};
+pub(crate) use run::run;
+pub(crate) use service::{Service, ServiceStats};

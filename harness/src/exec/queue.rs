@@ -20,26 +20,26 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One candidate of a batch, written out and keyed.
 #[derive(Clone)]
 pub(crate) struct Item {
-    pub cand: Candidate,
-    pub prep: Prepared,
+    pub(crate) cand: Candidate,
+    pub(crate) prep: Prepared,
     /// Its record key.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 /// Candidates of one problem, evaluated in order by one executor against one reference
 /// session.
 #[derive(Clone)]
 pub(crate) struct Batch {
-    pub problem: Problem,
+    pub(crate) problem: Problem,
     /// `problem.key()`.
-    pub pkey: String,
-    pub problem_path: PathBuf,
-    pub items: Vec<Item>,
-    pub queued: Instant,
+    pub(crate) pkey: String,
+    pub(crate) problem_path: PathBuf,
+    pub(crate) items: Vec<Item>,
+    pub(crate) queued: Instant,
     /// Nothing more of this problem will come (`kbench run`): its reference session closes
     /// once the batch is done. Otherwise the session stays open for later batches until the
     /// problem is released or the executor needs the room.
-    pub last: bool,
+    pub(crate) last: bool,
 }
 
 #[derive(Default)]
@@ -66,7 +66,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub fn new(executors: usize) -> Self {
+    pub(crate) fn new(executors: usize) -> Self {
         Queue {
             state: Mutex::default(),
             cv: Condvar::new(),
@@ -79,13 +79,13 @@ impl Queue {
     }
 
     /// Nothing is taken from `at` on: executors finish what they hold and leave.
-    pub fn stop_taking_at(&self, at: Instant) {
+    pub(crate) fn stop_taking_at(&self, at: Instant) {
         *lock(&self.deadline) = Some(at);
         self.cv.notify_all();
     }
 
     /// Whether a take was refused at the deadline.
-    pub fn cut_off(&self) -> bool {
+    pub(crate) fn cut_off(&self) -> bool {
         self.cut_off.load(Ordering::SeqCst)
     }
 
@@ -97,14 +97,14 @@ impl Queue {
         past
     }
 
-    pub fn push(&self, batch: Batch) {
+    pub(crate) fn push(&self, batch: Batch) {
         lock(&self.released).remove(&batch.pkey);
         lock(&self.state).batches.push_back(batch);
         self.cv.notify_all();
     }
 
     /// Puts batches taken but not evaluated back at the front, in their order.
-    pub fn push_front(&self, batches: Vec<Batch>) {
+    pub(crate) fn push_front(&self, batches: Vec<Batch>) {
         let mut s = lock(&self.state);
         for b in batches.into_iter().rev() {
             s.batches.push_front(b);
@@ -113,27 +113,27 @@ impl Queue {
         self.cv.notify_all();
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         lock(&self.state).closing = true;
         self.cv.notify_all();
     }
 
-    pub fn fail(&self) {
+    pub(crate) fn fail(&self) {
         self.failed.store(true, Ordering::SeqCst);
         self.cv.notify_all();
     }
 
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.failed.load(Ordering::SeqCst)
     }
 
-    pub fn release(&self, pkey: String) {
+    pub(crate) fn release(&self, pkey: String) {
         lock(&self.released).insert(pkey);
         self.cv.notify_all();
     }
 
     /// Released problems with nothing queued: their sessions may close.
-    pub fn closable(&self) -> HashSet<String> {
+    pub(crate) fn closable(&self) -> HashSet<String> {
         let released = lock(&self.released).clone();
         if released.is_empty() {
             return released;
@@ -146,18 +146,18 @@ impl Queue {
             .collect()
     }
 
-    pub fn hold(&self, idx: usize, pkey: &str) {
+    pub(crate) fn hold(&self, idx: usize, pkey: &str) {
         lock(&self.held)[idx].insert(pkey.to_string());
     }
 
-    pub fn unhold(&self, idx: usize, pkey: &str) {
+    pub(crate) fn unhold(&self, idx: usize, pkey: &str) {
         lock(&self.held)[idx].remove(pkey);
     }
 
     /// The batch executor `idx` takes next ([`choose`]), holding `mine` open. With `wait`,
     /// an empty queue is waited on for a while (then `Nothing`: the executor looks around
     /// and asks again).
-    pub fn take(&self, idx: usize, mine: &[&str], wait: bool, stop: &AtomicBool) -> Taken {
+    pub(crate) fn take(&self, idx: usize, mine: &[&str], wait: bool, stop: &AtomicBool) -> Taken {
         if self.failed() || stop.load(Ordering::SeqCst) {
             return Taken::Leave;
         }
@@ -195,7 +195,7 @@ impl Queue {
     }
 
     /// The problem files of the batches still queued.
-    pub fn queued_problem_paths(&self) -> HashSet<PathBuf> {
+    pub(crate) fn queued_problem_paths(&self) -> HashSet<PathBuf> {
         lock(&self.state)
             .batches
             .iter()
@@ -204,7 +204,7 @@ impl Queue {
     }
 
     /// Batches still queued (stopped, or no executor left), taken out.
-    pub fn drain(&self) -> Vec<Batch> {
+    pub(crate) fn drain(&self) -> Vec<Batch> {
         lock(&self.state).batches.drain(..).collect()
     }
 }

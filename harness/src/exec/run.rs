@@ -25,19 +25,17 @@ use crate::worker::build::BuildPool;
 
 /// What a `kbench run` produced.
 #[derive(Debug)]
-pub struct RunResult {
+pub(crate) struct RunResult {
     /// Records in the log: the ones found on resume, then the ones added now.
-    pub records: Vec<EvalRecord>,
+    pub(crate) records: Vec<EvalRecord>,
     /// Records added by this invocation.
-    pub added: usize,
-    /// Candidates skipped because they were already recorded.
-    pub skipped: usize,
-    pub interrupted: bool,
+    pub(crate) added: usize,
+    pub(crate) interrupted: bool,
     /// Problems not started: `--stop-starting-after` came first (`cut_off`), or no executor
     /// was left to take them.
-    pub not_started: usize,
-    pub cut_off: bool,
-    pub run_dir: std::path::PathBuf,
+    pub(crate) not_started: usize,
+    pub(crate) cut_off: bool,
+    pub(crate) run_dir: std::path::PathBuf,
 }
 
 /// How many problems an executor takes ahead on a GPU: enough that Python's start-up and
@@ -80,7 +78,7 @@ fn say(config: &RunConfig, msg: &str) {
 }
 
 /// Runs the whole plan. `stop` is raised by the signal handler.
-pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
+pub(crate) fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     // LLM agents evaluate one call at a time in one process: the probe kept in memory. A
     // kernel file given to `check` (a `replay` agent's) is evaluated once: the one on disk.
     let repeated = matches!(&config.agent, AgentConfig::Given { agent, .. } if *agent != "replay");
@@ -140,7 +138,7 @@ pub fn run(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<RunResult> {
     if let Some(pool) = ctx.builds {
         pool.shutdown();
     }
-    Ok(run.into_result(skipped, interrupted, not_started, cut_off))
+    Ok(run.into_result(interrupted, not_started, cut_off))
 }
 
 /// The run's agent, from its configuration.
@@ -356,13 +354,7 @@ impl Run<'_> {
     }
 
     /// The run's records (those found on resume, then the ones added now) and counts.
-    fn into_result(
-        mut self,
-        skipped: usize,
-        interrupted: bool,
-        not_started: usize,
-        cut_off: bool,
-    ) -> RunResult {
+    fn into_result(mut self, interrupted: bool, not_started: usize, cut_off: bool) -> RunResult {
         let added = self.added.0.into_inner().unwrap_or_else(|e| e.into_inner());
         let added_n = added.len();
         let mut records = std::mem::take(&mut self.run_dir.existing);
@@ -370,7 +362,6 @@ impl Run<'_> {
         RunResult {
             records,
             added: added_n,
-            skipped,
             interrupted,
             not_started,
             cut_off,

@@ -9,7 +9,7 @@ use crate::runlog::{now_unix, RunDir, RunManifest};
 
 /// Creates the run directory of `config`, or reopens it with `config.resume`, with the
 /// evaluations it plans (added to the recorded plan on resume).
-pub fn open(config: &RunConfig, planned: kbench_record::Plan) -> Result<RunDir> {
+pub(crate) fn open(config: &RunConfig, planned: kbench_record::Plan) -> Result<RunDir> {
     let mut asked = manifest_of(config);
     asked.planned = Some(planned);
     RunDir::open(
@@ -22,7 +22,7 @@ pub fn open(config: &RunConfig, planned: kbench_record::Plan) -> Result<RunDir> 
 
 /// What `config` asks for, as `run.json` records it; the run id and how records are signed
 /// are left for [`RunDir::open`] to fill in, the plan for [`open`].
-pub fn manifest_of(c: &RunConfig) -> RunManifest {
+pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
     RunManifest {
         schema_version: SCHEMA_VERSION,
         kbench_version: env!("CARGO_PKG_VERSION").into(),

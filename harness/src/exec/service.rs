@@ -40,19 +40,19 @@ const KEEP_CPU: usize = 4;
 
 /// What the service did, for the run's summary.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ServiceStats {
+pub(crate) struct ServiceStats {
     /// Kernels submitted.
-    pub submitted: u64,
+    pub(crate) submitted: u64,
     /// Kernels evaluated (a record appended to the run log).
-    pub evaluated: u64,
+    pub(crate) evaluated: u64,
     /// Submissions answered with a record already in the log (same kernel key).
-    pub already_recorded: u64,
+    pub(crate) already_recorded: u64,
     /// Reference sessions opened: one reference worker started (and its model loaded) each.
-    pub reference_sessions_opened: u64,
+    pub(crate) reference_sessions_opened: u64,
     /// Evaluations that found their problem's reference session already open.
-    pub reference_sessions_reused: u64,
+    pub(crate) reference_sessions_reused: u64,
     /// Seconds spent evaluating (summed over executors).
-    pub evaluation_s: f64,
+    pub(crate) evaluation_s: f64,
 }
 
 #[derive(Default)]
@@ -107,7 +107,7 @@ enum Msg {
 /// work complete and stops the executors; raising the run's stop flag stops them at once,
 /// and callers still waiting get an error. Every record is appended to the run log (and
 /// fsynced) before its caller hears of it.
-pub struct Service {
+pub(crate) struct Service {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     thread: Mutex<Option<std::thread::JoinHandle<Result<()>>>>,
     state: Arc<State>,
@@ -118,7 +118,7 @@ impl Service {
     /// Starts the engine for `config` (its device and `--gpus`, families, timing, run
     /// directory and secret; its agent names the records). Returns once the run directory is
     /// open and the executors are running.
-    pub fn start(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<Service> {
+    pub(crate) fn start(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<Service> {
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let state = Arc::new(State::default());
@@ -168,7 +168,7 @@ impl Service {
 
     /// Evaluates one candidate of `problem` (or returns its record, when a kernel of the same
     /// key is already in the log); blocks until the record is written.
-    pub fn evaluate(&self, problem: &Problem, cand: Candidate) -> Result<EvalRecord> {
+    pub(crate) fn evaluate(&self, problem: &Problem, cand: Candidate) -> Result<EvalRecord> {
         let mut records = self.evaluate_together(problem, vec![cand])?;
         records
             .pop()
@@ -179,7 +179,7 @@ impl Service {
     /// in the given order, against the same open reference session (one reference worker,
     /// the same cached inputs), nothing else evaluated on that device in between. Records
     /// come back in the order given; a candidate already in the log is answered from it.
-    pub fn evaluate_together(
+    pub(crate) fn evaluate_together(
         &self,
         problem: &Problem,
         cands: Vec<Candidate>,
@@ -210,7 +210,7 @@ impl Service {
 
     /// Records `u` (a problem that got no kernel, a broken problem file) without a worker,
     /// or returns its record when one of the same key is already in the log.
-    pub fn record_unjudged(&self, u: Unjudged) -> Result<EvalRecord> {
+    pub(crate) fn record_unjudged(&self, u: Unjudged) -> Result<EvalRecord> {
         let (reply, answer) = mpsc::channel();
         self.send(Msg::Unjudged {
             u: Box::new(u),
@@ -225,16 +225,16 @@ impl Service {
 
     /// Says that no more kernels of `problem` will come (its task ended): its reference
     /// session is closed once nothing of it is queued.
-    pub fn release(&self, problem: &Problem) {
+    pub(crate) fn release(&self, problem: &Problem) {
         let _ = self.send(Msg::Release(problem.key()));
     }
 
-    pub fn stats(&self) -> ServiceStats {
+    pub(crate) fn stats(&self) -> ServiceStats {
         self.state.counters.snapshot()
     }
 
     /// Lets queued work finish, stops the executors and returns what was done.
-    pub fn finish(&self) -> Result<ServiceStats> {
+    pub(crate) fn finish(&self) -> Result<ServiceStats> {
         self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {

@@ -11,20 +11,20 @@
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{result, CudaContext, CudaStream};
 
 /// One GPU as the harness uses it: its primary context and a stream for harness work.
-pub struct Gpu {
-    pub ordinal: usize,
-    pub ctx: Arc<CudaContext>,
-    pub stream: Arc<CudaStream>,
+pub(crate) struct Gpu {
+    pub(crate) ordinal: usize,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
 }
 
 impl Gpu {
     /// Opens device `ordinal` (an index among the devices the harness sees).
-    pub fn open(ordinal: usize) -> Result<Arc<Self>> {
+    pub(crate) fn open(ordinal: usize) -> Result<Arc<Self>> {
         let inv = crate::gpu::inventory::inventory();
         if ordinal >= inv.count() {
             bail!(
@@ -50,7 +50,7 @@ impl Gpu {
     }
 
     /// Free and total device memory, bytes.
-    pub fn mem_info(&self) -> Result<(usize, usize)> {
+    pub(crate) fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
         self.ctx
             .mem_get_info()
@@ -58,7 +58,7 @@ impl Gpu {
     }
 
     /// The device's L2 cache size in bytes, when the driver says.
-    pub fn l2_bytes(&self) -> Option<usize> {
+    pub(crate) fn l2_bytes(&self) -> Option<usize> {
         self.ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
             .ok()
@@ -67,7 +67,7 @@ impl Gpu {
     }
 
     /// A new buffer of `nbytes` (at least 1), contents undefined, exportable through IPC.
-    pub fn alloc(self: &Arc<Self>, nbytes: usize) -> Result<DevBuf> {
+    pub(crate) fn alloc(self: &Arc<Self>, nbytes: usize) -> Result<DevBuf> {
         self.bind()?;
         // SAFETY: cuMemAlloc with the context bound to this thread; the pointer is owned by
         // the returned DevBuf, which frees it exactly once in Drop.
@@ -114,7 +114,7 @@ impl Gpu {
     }
 
     /// Copies `n` bytes from `src` to `dst` (device to device) and waits for the copy.
-    pub fn copy(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
+    pub(crate) fn copy(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
         if n > dst.nbytes || n > src.nbytes {
             bail!(
                 "device copy of {n} bytes between buffers of {} and {}",
@@ -133,7 +133,7 @@ impl Gpu {
     }
 
     /// Reads `n` bytes from `offset` into host memory.
-    pub fn read(&self, buf: &DevBuf, offset: usize, n: usize) -> Result<Vec<u8>> {
+    pub(crate) fn read(&self, buf: &DevBuf, offset: usize, n: usize) -> Result<Vec<u8>> {
         if offset.checked_add(n).is_none_or(|end| end > buf.nbytes) {
             bail!(
                 "read of {n} bytes at {offset} from a {}-byte buffer",
@@ -151,8 +151,9 @@ impl Gpu {
         Ok(out)
     }
 
+    #[cfg(test)]
     /// Writes `bytes` at the start of `buf` and waits for them to land.
-    pub fn write(&self, buf: &DevBuf, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write(&self, buf: &DevBuf, bytes: &[u8]) -> Result<()> {
         if bytes.len() > buf.nbytes {
             bail!(
                 "write of {} bytes into a {}-byte buffer",
@@ -173,15 +174,16 @@ impl Gpu {
         Ok(())
     }
 
+    #[cfg(test)]
     /// A buffer holding `bytes`.
-    pub fn upload(self: &Arc<Self>, bytes: &[u8]) -> Result<DevBuf> {
+    pub(crate) fn upload(self: &Arc<Self>, bytes: &[u8]) -> Result<DevBuf> {
         let buf = self.alloc(bytes.len())?;
         self.write(&buf, bytes)?;
         Ok(buf)
     }
 
     /// Fills `buf` with the byte `value` and waits for the fill.
-    pub fn fill(&self, buf: &DevBuf, value: u8) -> Result<()> {
+    pub(crate) fn fill(&self, buf: &DevBuf, value: u8) -> Result<()> {
         self.bind()?;
         // SAFETY: writes exactly the allocation's `nbytes` bytes.
         #[allow(unsafe_code)]
@@ -193,7 +195,7 @@ impl Gpu {
 
     /// Queues a copy of `n` bytes from `src` to `dst` on the NULL stream without waiting
     /// ([`Self::wait`] does): several copies and fills then cost one wait.
-    pub fn copy_queued(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
+    pub(crate) fn copy_queued(&self, dst: &DevBuf, src: &DevBuf, n: usize) -> Result<()> {
         if n > dst.nbytes || n > src.nbytes {
             bail!(
                 "device copy of {n} bytes between buffers of {} and {}",
@@ -210,7 +212,7 @@ impl Gpu {
     }
 
     /// Queues a fill of `buf` with `value` on the NULL stream without waiting.
-    pub fn fill_queued(&self, buf: &DevBuf, value: u8) -> Result<()> {
+    pub(crate) fn fill_queued(&self, buf: &DevBuf, value: u8) -> Result<()> {
         self.bind()?;
         // SAFETY: writes exactly the allocation's `nbytes` bytes; the caller holds `buf`
         // until the wait that follows.
@@ -220,23 +222,14 @@ impl Gpu {
     }
 
     /// Waits for everything queued on the NULL stream.
-    pub fn wait(&self) -> Result<()> {
+    pub(crate) fn wait(&self) -> Result<()> {
         self.bind()?;
         self.wait_default_stream("queued copies and fills")
-    }
-
-    /// Waits for all work in the harness's context on this GPU.
-    pub fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        self.ctx
-            .synchronize()
-            .map_err(|e| anyhow!("synchronizing GPU {}: {e:?}", self.ordinal))
-            .context("the GPU may be in a bad state")
     }
 }
 
 /// A device allocation owned by the harness, freed on drop.
-pub struct DevBuf {
+pub(crate) struct DevBuf {
     gpu: Arc<Gpu>,
     ptr: CUdeviceptr,
     nbytes: usize,
@@ -245,16 +238,16 @@ pub struct DevBuf {
 }
 
 impl DevBuf {
-    pub fn ptr(&self) -> CUdeviceptr {
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
         self.ptr
     }
-    pub fn nbytes(&self) -> usize {
+    pub(crate) fn nbytes(&self) -> usize {
         self.nbytes
     }
-    pub fn ipc_handle(&self) -> &str {
+    pub(crate) fn ipc_handle(&self) -> &str {
         &self.handle
     }
-    pub fn gpu(&self) -> &Arc<Gpu> {
+    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }
 }

@@ -53,10 +53,11 @@ L_done:
 
 /// Which PTX the health check loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HealthKernel {
+pub(crate) enum HealthKernel {
     /// NVRTC's PTX when NVRTC works and the driver loads it, else the built-in PTX.
     Auto,
-    /// Only the built-in hand-written PTX.
+    /// Only the built-in hand-written PTX (a test exercises it; the product never picks it).
+    #[cfg(test)]
     Builtin,
 }
 
@@ -111,14 +112,14 @@ fn verify_health(out: &[u32], seed: u32) -> Result<(), String> {
 /// fresh seed, reads them back and checks every one on the host. Returns the time this took
 /// (module load, launch, copy back, verification; not the one-time NVRTC compile). Any CUDA
 /// error, wrong value or panic in the CUDA bindings is an `Err` naming the GPU.
-pub fn health_check(
+pub(crate) fn health_check(
     gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
 ) -> anyhow::Result<std::time::Duration> {
     health_check_with(gpu, HealthKernel::Auto)
 }
 
 /// [`health_check`] with a choice of kernel (tests use it to exercise the built-in PTX).
-pub fn health_check_with(
+pub(crate) fn health_check_with(
     gpu: &std::sync::Arc<crate::gpu::devmem::Gpu>,
     kernel: HealthKernel,
 ) -> anyhow::Result<std::time::Duration> {
@@ -150,6 +151,7 @@ fn health_check_inner(
     use cudarc::nvrtc::Ptx;
     let nvrtc = match kernel {
         HealthKernel::Auto => Some(health_ptx_nvrtc()),
+        #[cfg(test)]
         HealthKernel::Builtin => None,
     };
     let started = std::time::Instant::now();

@@ -25,7 +25,7 @@ impl GpuInventory {
     }
 
     /// A plain sentence for users when no GPU can be used.
-    pub fn why_none(&self) -> String {
+    pub(crate) fn why_none(&self) -> String {
         match self {
             GpuInventory::NoDriver => {
                 "no CUDA driver found (libcuda.so could not be loaded); use --device cpu".into()
@@ -68,29 +68,29 @@ pub fn inventory() -> GpuInventory {
 
 /// What the CUDA driver reports about one device.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuInfo {
-    pub index: u32,
-    pub name: String,
+pub(crate) struct GpuInfo {
+    pub(crate) index: u32,
+    pub(crate) name: String,
     /// As NVML and `nvidia-smi -L` spell it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`
     /// (empty if the driver would not say). [`parse_uuid`](crate::gpu::parse_uuid) reads it back.
-    pub uuid: String,
+    pub(crate) uuid: String,
     /// (major, minor), e.g. (9, 0) for Hopper.
-    pub compute_capability: (i32, i32),
-    pub sms: i32,
-    pub memory_bytes: u64,
-    pub l2_bytes: i32,
-    pub shared_memory_per_sm_bytes: i32,
+    pub(crate) compute_capability: (i32, i32),
+    pub(crate) sms: i32,
+    pub(crate) memory_bytes: u64,
+    pub(crate) l2_bytes: i32,
+    pub(crate) shared_memory_per_sm_bytes: i32,
     /// Peak SM clock, kHz (cuDeviceGetAttribute CLOCK_RATE).
-    pub sm_clock_khz: i32,
+    pub(crate) sm_clock_khz: i32,
     /// Peak memory clock, kHz (MEMORY_CLOCK_RATE).
-    pub memory_clock_khz: i32,
-    pub memory_bus_bits: i32,
+    pub(crate) memory_clock_khz: i32,
+    pub(crate) memory_bus_bits: i32,
 }
 
 impl GpuInfo {
     /// Theoretical DRAM bandwidth, GB/s: 2 transfers per clock (double data rate) × clock ×
     /// bus width in bytes. The CUDA samples' deviceQuery prints the same figure.
-    pub fn peak_bandwidth_gbs(&self) -> f64 {
+    pub(crate) fn peak_bandwidth_gbs(&self) -> f64 {
         2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_bits as f64 / 8.0) / 1e9
     }
 
@@ -98,7 +98,7 @@ impl GpuInfo {
     /// ([`kbench_record::perf::ArchRates`], sources cited there) × SMs × the driver's max SM
     /// clock. None for an architecture outside the table (before Ampere, Jetson parts) or
     /// when the driver did not report SMs or clocks.
-    pub fn peaks(&self) -> Option<kbench_record::perf::Peaks> {
+    pub(crate) fn peaks(&self) -> Option<kbench_record::perf::Peaks> {
         let (major, minor) = self.compute_capability;
         let rates = kbench_record::perf::ArchRates::for_cc(major, minor)?;
         if self.sms <= 0 || self.sm_clock_khz <= 0 || self.peak_bandwidth_gbs() <= 0.0 {
@@ -113,46 +113,10 @@ impl GpuInfo {
     }
 }
 
-impl GpuInfo {
-    /// The GPU as an agent's prompt describes it (CudaForge's "# Target GPU" section): name,
-    /// architecture, the driver's properties and the peak rates, as markdown bullets.
-    pub fn spec_markdown(&self) -> String {
-        let (major, minor) = self.compute_capability;
-        let mut s = format!(
-            "- GPU: {}\n- Compute capability: {major}.{minor}{}\n- SMs: {}\n- Max SM clock: {} MHz\n- Memory: {:.1} GiB, {:.0} GB/s peak DRAM bandwidth ({}-bit bus at {} MHz)\n- L2 cache: {} MiB\n- Shared memory per SM: {} KiB\n",
-            self.name,
-            kbench_record::perf::ArchRates::for_cc(major, minor)
-                .map_or(String::new(), |r| format!(" ({})", r.arch)),
-            self.sms,
-            self.sm_clock_khz / 1000,
-            self.memory_bytes as f64 / (1u64 << 30) as f64,
-            self.peak_bandwidth_gbs(),
-            self.memory_bus_bits,
-            self.memory_clock_khz / 1000,
-            self.l2_bytes / (1 << 20),
-            self.shared_memory_per_sm_bytes / 1024,
-        );
-        if let Some(p) = self.peaks() {
-            let t = |x: f64| format!("{:.1}", x / 1e12);
-            s.push_str(&format!(
-                "- Peak dense TFLOP/s: FP64 {}, FP64 tensor {}, FP32 {}, TF32 tensor {}, FP16/BF16 tensor {}, FP8 tensor {}, INT8 tensor {} TOPS\n",
-                t(p.fp64),
-                t(p.fp64_tensor),
-                t(p.fp32),
-                t(p.tf32_tensor),
-                t(p.fp16_tensor),
-                p.fp8_tensor.map_or("-".into(), t),
-                t(p.int8_tensor)
-            ));
-        }
-        s
-    }
-}
-
 /// The peaks of CUDA device `ordinal` ([`GpuInfo::peaks`]), asked of the driver once per
 /// process; None without a driver, for an unknown ordinal or an architecture outside the
 /// table.
-pub fn peaks_of(ordinal: u32) -> Option<kbench_record::perf::Peaks> {
+pub(crate) fn peaks_of(ordinal: u32) -> Option<kbench_record::perf::Peaks> {
     static ALL: std::sync::OnceLock<Vec<GpuInfo>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| describe().unwrap_or_default())
         .iter()
@@ -161,7 +125,7 @@ pub fn peaks_of(ordinal: u32) -> Option<kbench_record::perf::Peaks> {
 }
 
 /// Every visible device with its properties, or the reason there are none.
-pub fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
+pub(crate) fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
     use cudarc::driver::result::device;
     use cudarc::driver::sys::CUdevice_attribute as A;
     let inv = inventory();
@@ -206,7 +170,7 @@ pub fn describe() -> Result<Vec<GpuInfo>, GpuInventory> {
 }
 
 /// The UUID the CUDA driver reports for device `ordinal`; None without a driver or device.
-pub fn cuda_uuid(ordinal: usize) -> Option<[u8; 16]> {
+pub(crate) fn cuda_uuid(ordinal: usize) -> Option<[u8; 16]> {
     use cudarc::driver::result::device;
     if ordinal >= inventory().count() {
         return None;
@@ -216,7 +180,7 @@ pub fn cuda_uuid(ordinal: usize) -> Option<[u8; 16]> {
 }
 
 /// The CUDA version the installed driver supports (cuDriverGetVersion), e.g. "13.0".
-pub fn cuda_driver_version() -> Option<String> {
+pub(crate) fn cuda_driver_version() -> Option<String> {
     // SAFETY: see `inventory`; only probes for the library.
     #[allow(unsafe_code)]
     let present = unsafe { cudarc::driver::sys::is_culib_present() };
@@ -267,13 +231,6 @@ mod tests {
             p.fp32
         );
         assert_abs_diff_eq!(p.dram_bytes_per_s / 1e12, 3.35, epsilon = 0.01);
-        let md = g.spec_markdown();
-        assert!(
-            md.contains("- Compute capability: 9.0 (Hopper (sm90))"),
-            "{md}"
-        );
-        assert!(md.contains("3352 GB/s") && md.contains("228 KiB"), "{md}");
-        assert!(md.contains("FP16/BF16 tensor 989.4"), "{md}");
         let mut volta = g.clone();
         volta.compute_capability = (7, 0);
         assert_eq!(volta.peaks(), None);

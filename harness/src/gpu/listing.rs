@@ -5,12 +5,6 @@
 use crate::gpu::inventory::{cuda_driver_version, describe, GpuInfo, GpuInventory};
 use crate::gpu::nvml::LiveState;
 
-/// A plain table of [`describe`]'s result (static properties only; see [`render_listing`]).
-pub fn render_gpus(gpus: &[GpuInfo]) -> String {
-    let rows: Vec<(&GpuInfo, Option<&LiveState>)> = gpus.iter().map(|g| (g, None)).collect();
-    render_table(&rows, false)
-}
-
 fn render_table(rows: &[(&GpuInfo, Option<&LiveState>)], live: bool) -> String {
     let mut s = format!(
         "{:<3} {:<28} {:>5} {:>5} {:>9} {:>7} {:>9} {:>9} {:>6} {:>9}",
@@ -52,30 +46,30 @@ fn render_table(rows: &[(&GpuInfo, Option<&LiveState>)], live: bool) -> String {
 
 /// One device as `kbench gpus` shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuEntry {
+pub(crate) struct GpuEntry {
     #[serde(flatten)]
-    pub info: GpuInfo,
+    pub(crate) info: GpuInfo,
     /// NVML's view now (clocks, temperature, utilisation, memory, power); None without NVML
     /// or when NVML has no device with this UUID.
-    pub live: Option<LiveState>,
+    pub(crate) live: Option<LiveState>,
     /// Peak rates from the architecture table ([`GpuInfo::peaks`]); None outside it.
-    pub peaks: Option<kbench_record::perf::Peaks>,
+    pub(crate) peaks: Option<kbench_record::perf::Peaks>,
 }
 
 /// What `kbench gpus` prints.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuListing {
-    pub gpus: Vec<GpuEntry>,
+pub(crate) struct GpuListing {
+    pub(crate) gpus: Vec<GpuEntry>,
     /// The NVIDIA driver's version from NVML, e.g. "580.65.06"; None without NVML.
-    pub driver_version: Option<String>,
+    pub(crate) driver_version: Option<String>,
     /// The CUDA version the driver supports, e.g. "13.0".
-    pub cuda_driver_version: Option<String>,
+    pub(crate) cuda_driver_version: Option<String>,
     /// Why NVML cannot be used; None when it can.
-    pub nvml_unavailable: Option<String>,
+    pub(crate) nvml_unavailable: Option<String>,
 }
 
 /// Every visible device with its static properties and, where NVML works, its live state.
-pub fn listing() -> Result<GpuListing, GpuInventory> {
+pub(crate) fn listing() -> Result<GpuListing, GpuInventory> {
     let infos = describe()?;
     let nvml_unavailable = crate::gpu::nvml::unavailable_reason();
     let gpus = infos
@@ -99,7 +93,7 @@ pub fn listing() -> Result<GpuListing, GpuInventory> {
 }
 
 /// [`listing`] as a table, with a last line about the driver and NVML.
-pub fn render_listing(l: &GpuListing) -> String {
+pub(crate) fn render_listing(l: &GpuListing) -> String {
     let rows: Vec<(&GpuInfo, Option<&LiveState>)> =
         l.gpus.iter().map(|g| (&g.info, g.live.as_ref())).collect();
     let mut s = render_table(&rows, l.nvml_unavailable.is_none());
@@ -128,28 +122,6 @@ pub fn render_listing(l: &GpuListing) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn render_gpus_shows_the_static_properties() {
-        let g = GpuInfo {
-            index: 0,
-            name: "NVIDIA H100 80GB HBM3".into(),
-            uuid: String::new(),
-            compute_capability: (9, 0),
-            sms: 132,
-            memory_bytes: 85_520_809_984,
-            l2_bytes: 52_428_800,
-            shared_memory_per_sm_bytes: 233_472,
-            sm_clock_khz: 1_980_000,
-            memory_clock_khz: 2_619_000,
-            memory_bus_bits: 5120,
-        };
-        let table = render_gpus(&[g]);
-        assert!(
-            table.contains("H100") && table.contains("9.0") && table.contains("50MiB"),
-            "{table}"
-        );
-    }
 
     #[test]
     fn listing_explains_nvml_and_keeps_the_table_columns() {

@@ -12,18 +12,17 @@
 //! only declares the modules and re-exports what the rest of the harness uses as
 //! `crate::gpu::…`.
 
-pub mod compare;
-pub mod devmem;
+pub(crate) mod compare;
+pub(crate) mod devmem;
 mod health;
 mod inventory;
 mod listing;
-pub mod nvml;
-pub mod quiet;
+pub(crate) mod nvml;
+pub(crate) mod quiet;
 mod uuid;
 
-pub use health::{health_check, health_check_with, HealthKernel};
-pub use inventory::{
-    cuda_driver_version, cuda_uuid, describe, inventory, peaks_of, GpuInfo, GpuInventory,
-};
-pub use listing::{listing, render_gpus, render_listing, GpuEntry, GpuListing};
-pub use uuid::{format_uuid, parse_uuid};
+pub(crate) use health::health_check;
+pub use inventory::inventory;
+pub(crate) use inventory::{cuda_driver_version, cuda_uuid, describe, peaks_of};
+pub(crate) use listing::{listing, render_listing};
+pub(crate) use uuid::format_uuid;

@@ -21,7 +21,7 @@ use crate::gpu::inventory::cuda_uuid;
 use crate::gpu::uuid::{format_uuid, parse_uuid};
 
 /// NVML, initialised once per process, or why it cannot be used.
-pub fn nvml() -> Result<&'static Nvml, &'static str> {
+pub(crate) fn nvml() -> Result<&'static Nvml, &'static str> {
     static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
     NVML.get_or_init(|| Nvml::init().map_err(|e| explain(&e)))
         .as_ref()
@@ -29,12 +29,12 @@ pub fn nvml() -> Result<&'static Nvml, &'static str> {
 }
 
 /// Why NVML cannot be used here, or None when it can.
-pub fn unavailable_reason() -> Option<String> {
+pub(crate) fn unavailable_reason() -> Option<String> {
     nvml().err().map(str::to_string)
 }
 
 /// The NVIDIA driver's version (e.g. "580.65.06"); None without NVML.
-pub fn driver_version() -> Option<String> {
+pub(crate) fn driver_version() -> Option<String> {
     nvml().ok()?.sys_driver_version().ok()
 }
 
@@ -56,7 +56,7 @@ fn explain(e: &NvmlError) -> String {
 /// A GPU named by the CUDA driver's ordinal (as `--gpus` and `kbench gpus` number them) or by
 /// UUID (`GPU-…` as NVML spells it, or 32 bare hex digits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuRef<'a> {
+pub(crate) enum GpuRef<'a> {
     Ordinal(usize),
     Uuid(&'a str),
 }
@@ -95,15 +95,6 @@ impl GpuRef<'_> {
     }
 }
 
-/// Which of `candidates` (NVML's UUID strings, in NVML index order) is the GPU `want`; None if
-/// none is or `want` is not a UUID.
-pub fn match_uuid(want: &str, candidates: &[String]) -> Option<usize> {
-    let want = parse_uuid(want)?;
-    candidates
-        .iter()
-        .position(|c| parse_uuid(c).as_ref() == Some(&want))
-}
-
 /// NVML's device with these UUID bytes, and its NVML index.
 fn find_device(nvml: &'static Nvml, want: &[u8; 16]) -> Option<(u32, Device<'static>)> {
     let count = nvml.device_count().ok()?;
@@ -116,27 +107,27 @@ fn find_device(nvml: &'static Nvml, want: &[u8; 16]) -> Option<(u32, Device<'sta
 
 /// One GPU's state as NVML reports it now. A query the GPU does not support is None.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LiveState {
+pub(crate) struct LiveState {
     /// NVML's spelling, `GPU-…`.
-    pub uuid: String,
+    pub(crate) uuid: String,
     /// NVML's index, which need not be the CUDA ordinal.
-    pub nvml_index: u32,
-    pub sm_clock_mhz: Option<u32>,
-    pub mem_clock_mhz: Option<u32>,
-    pub temp_c: Option<u32>,
-    pub power_w: Option<f64>,
+    pub(crate) nvml_index: u32,
+    pub(crate) sm_clock_mhz: Option<u32>,
+    pub(crate) mem_clock_mhz: Option<u32>,
+    pub(crate) temp_c: Option<u32>,
+    pub(crate) power_w: Option<f64>,
     /// Percent of the last sample period (1/6 s to 1 s, by GPU) in which a kernel ran.
-    pub util_pct: Option<u32>,
+    pub(crate) util_pct: Option<u32>,
     /// Percent of the last sample period in which device memory was read or written.
-    pub mem_util_pct: Option<u32>,
-    pub mem_used_bytes: Option<u64>,
-    pub mem_total_bytes: Option<u64>,
-    pub driver_version: Option<String>,
+    pub(crate) mem_util_pct: Option<u32>,
+    pub(crate) mem_used_bytes: Option<u64>,
+    pub(crate) mem_total_bytes: Option<u64>,
+    pub(crate) driver_version: Option<String>,
 }
 
 /// The live state of one GPU, by CUDA ordinal or UUID; None without NVML or when NVML has no
 /// GPU with that UUID. Never panics, never prints.
-pub fn live<'a>(gpu: impl Into<GpuRef<'a>>) -> Option<LiveState> {
+pub(crate) fn live<'a>(gpu: impl Into<GpuRef<'a>>) -> Option<LiveState> {
     let nvml = nvml().ok()?;
     let want = gpu.into().uuid()?;
     let (nvml_index, d) = find_device(nvml, &want)?;
@@ -162,39 +153,39 @@ pub fn live<'a>(gpu: impl Into<GpuRef<'a>>) -> Option<LiveState> {
 
 /// One line of the sampler's JSON Lines file. A query the GPU refuses is `null`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct GpuSample {
-    pub t_unix_s: f64,
+pub(crate) struct GpuSample {
+    pub(crate) t_unix_s: f64,
     /// The GPU's position in the list given to [`GpuSampler::start`].
-    pub gpu: usize,
-    pub util_pct: Option<u32>,
-    pub sm_clock_mhz: Option<u32>,
-    pub mem_used_bytes: Option<u64>,
-    pub temp_c: Option<u32>,
+    pub(crate) gpu: usize,
+    pub(crate) util_pct: Option<u32>,
+    pub(crate) sm_clock_mhz: Option<u32>,
+    pub(crate) mem_used_bytes: Option<u64>,
+    pub(crate) temp_c: Option<u32>,
 }
 
 /// One GPU's activity over the sampler's life.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct GpuBusy {
+pub(crate) struct GpuBusy {
     /// The GPU's position in the list given to [`GpuSampler::start`].
-    pub gpu: usize,
-    pub uuid: String,
+    pub(crate) gpu: usize,
+    pub(crate) uuid: String,
     /// Samples written for this GPU (0 if NVML has no GPU with this UUID).
-    pub samples: u64,
+    pub(crate) samples: u64,
     /// Mean of `util_pct` over the samples that had one; None if none did.
-    pub mean_util_pct: Option<f64>,
+    pub(crate) mean_util_pct: Option<f64>,
 }
 
 /// What [`GpuSampler::stop`] returns.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct SamplerSummary {
-    pub gpus: Vec<GpuBusy>,
+pub(crate) struct SamplerSummary {
+    pub(crate) gpus: Vec<GpuBusy>,
     /// The first error writing the samples file, after which sampling stopped.
-    pub write_error: Option<String>,
+    pub(crate) write_error: Option<String>,
 }
 
 /// A thread that samples NVML every `period` and appends one JSON line per GPU and sample
 /// ([`GpuSample`]) to a file, buffered and flushed when stopped (or dropped).
-pub struct GpuSampler {
+pub(crate) struct GpuSampler {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<SamplerSummary>>,
 }
@@ -203,12 +194,12 @@ impl GpuSampler {
     /// Starts sampling the GPUs with these UUIDs (in the order the samples' `gpu` field
     /// numbers them). None without NVML, when none of the UUIDs is an NVML device, or when
     /// `path` cannot be opened; [`GpuSampler::try_start`] says which.
-    pub fn start(uuids: Vec<String>, period: Duration, path: PathBuf) -> Option<GpuSampler> {
+    pub(crate) fn start(uuids: Vec<String>, period: Duration, path: PathBuf) -> Option<GpuSampler> {
         Self::try_start(uuids, period, path).ok()
     }
 
     /// [`GpuSampler::start`], with the reason when there is no sampler.
-    pub fn try_start(
+    pub(crate) fn try_start(
         uuids: Vec<String>,
         period: Duration,
         path: PathBuf,
@@ -244,7 +235,7 @@ impl GpuSampler {
 
     /// Stops sampling, flushes the file and returns each GPU's sample count and mean
     /// utilisation.
-    pub fn stop(mut self) -> SamplerSummary {
+    pub(crate) fn stop(mut self) -> SamplerSummary {
         self.finish()
     }
 
@@ -341,35 +332,6 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = "GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809";
-
-    #[test]
-    fn uuid_matching_works_on_nvml_and_cuda_spellings() {
-        let nvml_uuids = vec![
-            "GPU-00000000-1111-2222-3333-444444444444".to_string(),
-            SAMPLE.to_string(),
-            "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff".to_string(),
-        ];
-        // describe()'s spelling, the bare hex it used to print, and the CUDA bytes formatted.
-        assert_eq!(match_uuid(SAMPLE, &nvml_uuids), Some(1));
-        assert_eq!(
-            match_uuid("1a2b3c4d5e6f708192a3b4c5d6e7f809", &nvml_uuids),
-            Some(1)
-        );
-        let cuda_bytes: [u8; 16] = [
-            0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7,
-            0xf8, 0x09,
-        ];
-        assert_eq!(match_uuid(&format_uuid(&cuda_bytes), &nvml_uuids), Some(1));
-        assert_eq!(match_uuid(&SAMPLE.to_uppercase(), &nvml_uuids), Some(1));
-        // Never by index, never by prefix.
-        assert_eq!(match_uuid("1", &nvml_uuids), None);
-        assert_eq!(
-            match_uuid("GPU-1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f808", &nvml_uuids),
-            None
-        );
-        assert_eq!(match_uuid("GPU-1a2b3c4d", &nvml_uuids), None);
-        assert_eq!(match_uuid(SAMPLE, &[]), None);
-    }
 
     #[test]
     fn a_missing_library_is_an_error_with_a_reason_not_a_panic() {

@@ -15,40 +15,38 @@ use super::devmem::{DevBuf, Gpu};
 
 /// A probe at or above this latency means another context's work held the GPU (a time
 /// slice is milliseconds; a quiet probe tens of microseconds).
-pub const BUSY_AT: Duration = Duration::from_micros(400);
+pub(crate) const BUSY_AT: Duration = Duration::from_micros(400);
 
 /// A small buffer of the harness's own whose fill is the probe.
-pub struct QuietProbe {
+pub(crate) struct QuietProbe {
     buf: DevBuf,
 }
 
 /// What waiting for a quiet GPU found.
 #[derive(Debug, Clone, Copy)]
-pub struct Quiet {
+pub(crate) struct Quiet {
     /// The first probe's latency.
-    pub first: Duration,
+    pub(crate) first: Duration,
     /// From the first probe's start to the end of the first quiet one.
-    pub waited: Duration,
-    /// Probes made.
-    pub probes: u32,
+    pub(crate) waited: Duration,
 }
 
 impl Quiet {
     /// Whether the first probe found the GPU busy.
-    pub fn was_busy(&self) -> bool {
+    pub(crate) fn was_busy(&self) -> bool {
         self.first >= BUSY_AT
     }
 }
 
 impl QuietProbe {
-    pub fn new(gpu: &Arc<Gpu>) -> Result<Self> {
+    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Self> {
         Ok(Self {
             buf: gpu.alloc(4096)?,
         })
     }
 
     /// One probe: a 4 KiB fill on the harness's context, waited for.
-    pub fn latency(&self) -> Result<Duration> {
+    pub(crate) fn latency(&self) -> Result<Duration> {
         let t = Instant::now();
         self.buf.gpu().fill(&self.buf, 0)?;
         Ok(t.elapsed())
@@ -56,19 +54,16 @@ impl QuietProbe {
 
     /// Probes until one finds the GPU quiet, for at most `limit`. `Ok(None)`: still busy
     /// after `limit`.
-    pub fn wait_quiet(&self, limit: Duration) -> Result<Option<Quiet>> {
+    pub(crate) fn wait_quiet(&self, limit: Duration) -> Result<Option<Quiet>> {
         let t = Instant::now();
-        let mut probes = 0u32;
         let mut first = None;
         loop {
             let l = self.latency()?;
-            probes += 1;
             first.get_or_insert(l);
             if l < BUSY_AT {
                 return Ok(Some(Quiet {
                     first: first.unwrap_or(l),
                     waited: t.elapsed(),
-                    probes,
                 }));
             }
             if t.elapsed() > limit {

@@ -13,7 +13,7 @@ pub(crate) fn uuid_bytes(u: &cudarc::driver::sys::CUuuid) -> [u8; 16] {
 }
 
 /// A UUID as NVML and `nvidia-smi -L` spell it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn format_uuid(bytes: &[u8; 16]) -> String {
+pub(crate) fn format_uuid(bytes: &[u8; 16]) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
@@ -28,7 +28,7 @@ pub fn format_uuid(bytes: &[u8; 16]) -> String {
 /// The 16 bytes of a UUID written NVML's way (`GPU-…` or `MIG-…`) or as 32 bare hex digits;
 /// any case, dashes anywhere. None for anything else (including the old
 /// `MIG-GPU-<uuid>/<gi>/<ci>` form, which names no single UUID).
-pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+pub(crate) fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     let s = s.trim();
     let body = match s.get(..4) {
         Some(p) if p.eq_ignore_ascii_case("GPU-") || p.eq_ignore_ascii_case("MIG-") => &s[4..],

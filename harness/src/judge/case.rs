@@ -47,8 +47,8 @@ pub(crate) fn probe_of<T>(outputs_alt: Option<&[Option<T>]>, k: usize) -> Option
 }
 
 pub(crate) struct Judged {
-    pub result: CaseResult,
-    pub failure: Option<Outcome>,
+    pub(crate) result: CaseResult,
+    pub(crate) failure: Option<Outcome>,
 }
 
 /// `denormal` cases: did the candidate flush subnormal results to zero (fast-math, FTZ)?

@@ -28,7 +28,7 @@ use crate::measure::gated::RawGated;
 
 /// The share of the candidate's median claim its median excess may reach: what timing noise
 /// alone may leave between the two sides' fixed parts.
-pub fn allowed_fraction(device: Device) -> f64 {
+pub(crate) fn allowed_fraction(device: Device) -> f64 {
     match device {
         Device::Cuda(_) => 0.05,
         // A CPU's calls share its cores with everything else the host runs.
@@ -43,7 +43,7 @@ pub fn allowed_fraction(device: Device) -> f64 {
 /// calls of 10 us to 2 ms had medians from -108 to 148 us and lower bounds up to 124 us. The
 /// CPU's floor still leaves a forged clock caught: the corpus's forgeries claim half of a
 /// 1.7 ms product, an excess of about 0.85 ms.
-pub fn floor_ms(device: Device) -> f64 {
+pub(crate) fn floor_ms(device: Device) -> f64 {
     match device {
         Device::Cuda(_) => 0.025,
         Device::Cpu => 0.2,
@@ -74,7 +74,7 @@ fn median_interval(v: &mut [f64]) -> (f64, f64, f64) {
 }
 
 /// The harness clock's check of a complete timing.
-pub fn check(raw: &RawGated, device: Device) -> HarnessClock {
+pub(crate) fn check(raw: &RawGated, device: Device) -> HarnessClock {
     let d: Vec<f64> = raw
         .reference
         .iter()
@@ -122,7 +122,7 @@ pub fn check(raw: &RawGated, device: Device) -> HarnessClock {
 /// of a host busy elsewhere (measured: 2 cores loaded by compilers, one reference window of
 /// 7.8 ms among 1.7 ms ones) let a clock forged to half pass as supported. Such a timing is
 /// timed again and judged on the pairs of every timing together, like an unsupported one.
-pub fn inconclusive(h: &HarnessClock) -> bool {
+pub(crate) fn inconclusive(h: &HarnessClock) -> bool {
     h.supported && h.excess_ms > h.allowed_ms
 }
 

@@ -6,7 +6,7 @@ use kbench_record::{Outcome, Phase};
 use crate::worker::{error_text, WorkerFault};
 
 /// Maps a worker fault in `phase` to an outcome; `None` for an interrupt (nothing recorded).
-pub fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
+pub(crate) fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
     Some(match fault {
         WorkerFault::Interrupted => return None,
         WorkerFault::Timeout { limit } => Outcome::Timeout {
@@ -30,7 +30,7 @@ pub fn fault_outcome(fault: WorkerFault, phase: Phase) -> Option<Outcome> {
 }
 
 /// Maps a worker's `error` answer to an outcome.
-pub fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
+pub(crate) fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
     let error: reply::Error = reply.reply();
     let message = error_text(reply);
     if let Some(o) = super::integrity::non_plain_output(&error, &message) {
@@ -44,7 +44,7 @@ pub fn error_outcome(reply: &Frame, phase: Phase) -> Outcome {
 
 /// Whether a failure is the GPU running out of memory (torch's allocator or the harness's
 /// own allocations for the reference's cases).
-pub fn out_of_memory(m: &str) -> bool {
+pub(crate) fn out_of_memory(m: &str) -> bool {
     m.contains("OutOfMemoryError")
         || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
         || m.to_ascii_lowercase().contains("out of memory")

@@ -12,42 +12,42 @@ use kbench_record::{Dtype, HostTensor, KernelProfile, Outcome, Precision};
 use serde_json::Value;
 
 /// Flag names (README, "Integrity checks"). Failing flags become `Outcome::Integrity`.
-pub const UNWRITTEN_OUTPUT: &str = "unwritten-output";
-pub const INPUT_MUTATED: &str = "input-mutated";
-pub const THREAD_LEFT_RUNNING: &str = "thread-left-running";
-pub const MONKEYPATCH: &str = "harness-monkeypatch";
-pub const NON_PLAIN_OUTPUT: &str = "non-plain-output";
-pub const OUTPUT_REPLAYED: &str = "output-replayed";
-pub const TIMED_OUTPUT_MISMATCH: &str = "timed-output-mismatch";
-pub const PRECISION_DOWNGRADE: &str = "precision-downgrade";
-pub const NO_CUSTOM_KERNEL: &str = "no-custom-kernel";
+pub(crate) const UNWRITTEN_OUTPUT: &str = "unwritten-output";
+pub(crate) const INPUT_MUTATED: &str = "input-mutated";
+pub(crate) const THREAD_LEFT_RUNNING: &str = "thread-left-running";
+pub(crate) const MONKEYPATCH: &str = "harness-monkeypatch";
+pub(crate) const NON_PLAIN_OUTPUT: &str = "non-plain-output";
+pub(crate) const OUTPUT_REPLAYED: &str = "output-replayed";
+pub(crate) const TIMED_OUTPUT_MISMATCH: &str = "timed-output-mismatch";
+pub(crate) const PRECISION_DOWNGRADE: &str = "precision-downgrade";
+pub(crate) const NO_CUSTOM_KERNEL: &str = "no-custom-kernel";
 /// A median time below the problem's speed of light (`engine::faster_than_light`).
-pub const FASTER_THAN_LIGHT: &str = "faster-than-speed-of-light";
+pub(crate) const FASTER_THAN_LIGHT: &str = "faster-than-speed-of-light";
 /// A frame on the results channel that is not the awaited, well-formed answer.
-pub const PROTOCOL_VIOLATION: &str = "protocol-violation";
+pub(crate) const PROTOCOL_VIOLATION: &str = "protocol-violation";
 /// Timed calls claiming more time than the harness's own clock saw pass.
-pub const TIME_CLAIM_EXCEEDS_WALL_CLOCK: &str = "time-claim-exceeds-wall-clock";
+pub(crate) const TIME_CLAIM_EXCEEDS_WALL_CLOCK: &str = "time-claim-exceeds-wall-clock";
 /// A timing reply the harness cannot read as samples.
-pub const MALFORMED_TIMING: &str = "malformed-timing";
+pub(crate) const MALFORMED_TIMING: &str = "malformed-timing";
 /// Claimed times the harness's own clock does not support (`judge::clock`): a forged clock,
 /// or work done where no claim covers it.
-pub const TIME_CLAIM_UNSUPPORTED: &str = "time-claim-unsupported";
+pub(crate) const TIME_CLAIM_UNSUPPORTED: &str = "time-claim-unsupported";
 /// The candidate kept running while frozen for the reference's timing: its processes could
 /// not be frozen, or its GPU work ran on (`measure::gated`).
-pub const REFERENCE_DISTURBED: &str = "reference-disturbed";
+pub(crate) const REFERENCE_DISTURBED: &str = "reference-disturbed";
 /// Advisory only (timing is already device-synchronized, so side-stream work is timed).
-pub const SIDE_STREAM: &str = "side-stream";
+pub(crate) const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.
-pub const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
+pub(crate) const REDUCED_PRECISION_KERNEL: &str = "reduced-precision-kernel";
 /// Advisory: the candidate runs in inference mode (a module with `training == False`, or
 /// BatchNorm running statistics read) while the reference trains (`judge::mode`).
-pub const MODE_SWITCH: &str = "mode-switch";
+pub(crate) const MODE_SWITCH: &str = "mode-switch";
 /// Advisory: the candidate's source times code at run time, so it may choose what it runs
 /// by what it measured (`judge::self_timing`).
-pub const TIMES_ITSELF: &str = "times-itself";
+pub(crate) const TIMES_ITSELF: &str = "times-itself";
 
 /// Every flag that can fail a kernel (`Outcome::Integrity`), for `--ignore-flag`.
-pub const FLAGS: [&str; 15] = [
+pub(crate) const FLAGS: [&str; 15] = [
     UNWRITTEN_OUTPUT,
     INPUT_MUTATED,
     THREAD_LEFT_RUNNING,
@@ -74,7 +74,7 @@ const POISON_F64: u64 = 0x7FF8_DEAD_DEAD_DEAD;
 
 /// Elements of `t` whose bits are the poison pattern of its dtype (0 for integer dtypes,
 /// where any pattern can be an honest value).
-pub fn poison_count(dtype: Dtype, bytes: &[u8]) -> u64 {
+pub(crate) fn poison_count(dtype: Dtype, bytes: &[u8]) -> u64 {
     match dtype {
         Dtype::F32 => bytes
             .chunks_exact(4)
@@ -100,7 +100,7 @@ pub fn poison_count(dtype: Dtype, bytes: &[u8]) -> u64 {
 }
 
 /// `unwritten-output` when any output still holds poison: memory the kernel never wrote.
-pub fn unwritten_outputs<'a>(
+pub(crate) fn unwritten_outputs<'a>(
     outputs: impl Iterator<Item = &'a HostTensor>,
     what: &str,
 ) -> Option<Outcome> {
@@ -121,7 +121,7 @@ pub fn unwritten_outputs<'a>(
 
 /// The failing flags of a worker's `integrity` report (`run_case`, `time`, `load`).
 /// `allowed_mutations`: inputs the reference itself writes to.
-pub fn probe_failure(
+pub(crate) fn probe_failure(
     report: Option<&Value>,
     allowed_mutations: &[u64],
     what: &str,
@@ -183,7 +183,7 @@ pub fn probe_failure(
 
 /// A `bad_output` error the worker tagged `non-plain-output` (a tensor subclass, a lazy
 /// or non-dense tensor, or one on another device).
-pub fn non_plain_output(error: &reply::Error, message: &str) -> Option<Outcome> {
+pub(crate) fn non_plain_output(error: &reply::Error, message: &str) -> Option<Outcome> {
     (error.kind.as_deref() == Some("bad_output")
         && error.integrity.as_ref().and_then(Value::as_str) == Some(NON_PLAIN_OUTPUT))
     .then(|| Outcome::Integrity {
@@ -200,7 +200,7 @@ const DOWNGRADE_MAX_REL_L2: f64 = 0.05;
 /// gate) with no NaN/Inf disagreement, and whose error against the float64 reference is
 /// beyond the gate's bound (what fp32 arithmetic allows) yet within what half-precision or
 /// TF32 arithmetic makes: a wrong kernel is off by far more.
-pub fn precision_downgrade(
+pub(crate) fn precision_downgrade(
     precision: Precision,
     comparisons: &[Comparison],
     what: &str,
@@ -236,7 +236,7 @@ pub fn precision_downgrade(
 
 /// 64-bit FNV-1a of an output's dtype, shape and bytes: to recognise an output replayed
 /// from an earlier case.
-pub fn output_hash(t: &HostTensor) -> u64 {
+pub(crate) fn output_hash(t: &HostTensor) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: u8| {
         h ^= u64::from(b);
@@ -260,7 +260,7 @@ pub fn output_hash(t: &HostTensor) -> u64 {
 /// cuBLAS, cuDNN, CUTLASS, CUB, Thrust); then a kernel whose base name the candidate's
 /// source mentions is its own; then generic library markers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelClass {
+pub(crate) enum KernelClass {
     Own,
     Library,
     /// memcpy/memset and kernels of unknown origin.
@@ -300,7 +300,7 @@ const LIBRARY_MARKERS: &[&str] = &[
 ];
 
 /// The identifier a kernel is called by in source: `void ns::name<T>(args)` → `name`.
-pub fn kernel_base_name(name: &str) -> &str {
+pub(crate) fn kernel_base_name(name: &str) -> &str {
     let s = name.trim();
     let s = s.strip_prefix("void ").unwrap_or(s);
     let end = s.find(['(', '<']).unwrap_or(s.len());
@@ -320,7 +320,7 @@ fn mentions_word(source: &str, word: &str) -> bool {
     })
 }
 
-pub fn classify_kernel(name: &str, candidate_source: &str) -> KernelClass {
+pub(crate) fn classify_kernel(name: &str, candidate_source: &str) -> KernelClass {
     let lower = name.to_ascii_lowercase();
     if lower.starts_with("memcpy") || lower.starts_with("memset") {
         return KernelClass::Other;
@@ -338,7 +338,7 @@ pub fn classify_kernel(name: &str, candidate_source: &str) -> KernelClass {
 }
 
 /// Whether a kernel name says it computes in half precision or TF32.
-pub fn reduced_precision_kernel(name: &str) -> bool {
+pub(crate) fn reduced_precision_kernel(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     [
         "tf32", "bf16", "fp16", "f16", "half", "hmma", "h884", "h1688", "h16816", "s1688",
@@ -348,7 +348,7 @@ pub fn reduced_precision_kernel(name: &str) -> bool {
 }
 
 /// The profile of one call from a `profile` reply's `kernels`.
-pub fn kernel_profile(
+pub(crate) fn kernel_profile(
     kernels: &[Value],
     default_stream: Option<i64>,
     source: &str,

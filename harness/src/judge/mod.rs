@@ -6,22 +6,22 @@
 //! data it judges) and the small crates. Starts no process and prints nothing.
 
 pub(crate) mod case;
-pub mod clock;
+pub(crate) mod clock;
 pub(crate) mod device;
-pub mod faults;
-pub mod integrity;
+pub(crate) mod faults;
+pub(crate) mod integrity;
 pub(crate) mod kernels;
-pub mod mode;
-pub mod self_timing;
-pub mod speed;
+pub(crate) mod mode;
+pub(crate) mod self_timing;
+pub(crate) mod speed;
 pub(crate) mod timed;
-pub mod timing;
+pub(crate) mod timing;
 
 use kbench_record::{Precision, ToleranceProfile};
 
 /// The tolerance a comparison is judged by: the profile and the working precision.
 #[derive(Debug, Clone, Copy)]
-pub struct Tolerance {
-    pub profile: ToleranceProfile,
-    pub precision: Precision,
+pub(crate) struct Tolerance {
+    pub(crate) profile: ToleranceProfile,
+    pub(crate) precision: Precision,
 }

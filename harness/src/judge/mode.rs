@@ -12,9 +12,9 @@ use super::integrity::MODE_SWITCH;
 use super::Tolerance;
 
 /// The note on a `mode-switch` record whose mismatch disappears with both models in eval().
-pub const CORRECT_IN_EVAL: &str = "mode-switch: correct in eval mode";
+pub(crate) const CORRECT_IN_EVAL: &str = "mode-switch: correct in eval mode";
 /// The note on a `mode-switch` record that is wrong in eval mode too.
-pub const WRONG_IN_EVAL: &str = "mode-switch: also wrong in eval mode";
+pub(crate) const WRONG_IN_EVAL: &str = "mode-switch: also wrong in eval mode";
 
 fn names(r: &Value, key: &str) -> Vec<String> {
     r.get(key)
@@ -30,7 +30,7 @@ fn names(r: &Value, key: &str) -> Vec<String> {
 
 /// What a worker `integrity` report (`load`, `run_case`) shows of inference mode, as a
 /// detail line naming `what` (`after load`, `case random#0`); None when it shows none.
-pub fn evidence(report: Option<&Value>, what: &str) -> Option<String> {
+pub(crate) fn evidence(report: Option<&Value>, what: &str) -> Option<String> {
     let r = report?;
     let count = r
         .get("eval_module_count")
@@ -54,7 +54,7 @@ pub fn evidence(report: Option<&Value>, what: &str) -> Option<String> {
 
 /// Whether the candidate's outputs of the eval-mode case match the reference's at the run's
 /// tolerance (no float64 gate: the eval-mode case has no float64 reference).
-pub fn eval_outputs_match(
+pub(crate) fn eval_outputs_match(
     tol: Tolerance,
     candidate: &[HostTensor],
     reference: &[HostTensor],
@@ -69,7 +69,7 @@ pub fn eval_outputs_match(
 /// Puts a `mode-switch` observation into the record: the advisory, its detail, and the
 /// eval-mode re-check's result (`checked`: Ok(correct), Err(why it could not run), None when
 /// it did not run).
-pub fn record(
+pub(crate) fn record(
     integrity: &mut IntegrityReport,
     notes: &mut Vec<String>,
     detail: String,
@@ -99,13 +99,13 @@ pub fn record(
 
 /// The note on a record without the advisory whose mismatch disappears with both models in
 /// eval(): its output follows the module mode (`self.training`) itself.
-pub const MODE_DEPENDENT: &str = "model-mode dependent: correct with both models in eval mode, wrong in training mode (KernelBench's convention): the kernel's output follows self.training";
+pub(crate) const MODE_DEPENDENT: &str = "model-mode dependent: correct with both models in eval mode, wrong in training mode (KernelBench's convention): the kernel's output follows self.training";
 
 /// Puts the eval-mode re-check of a candidate the advisory did not see into the record:
 /// when that mode makes it correct, `eval_mode_correct` and a note. A kernel wrong in both
 /// modes keeps its record as it was (a plain mismatch), and so does one whose re-check could
 /// not run (the mismatch stands; nothing suggests the mode).
-pub fn record_unseen(
+pub(crate) fn record_unseen(
     integrity: &mut IntegrityReport,
     notes: &mut Vec<String>,
     checked: Option<Result<bool, String>>,

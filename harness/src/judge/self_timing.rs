@@ -19,7 +19,7 @@ const MARKS: [&str; 7] = [
 ];
 
 /// The first line of `source` (1-based, trimmed) that times code, outside comments.
-pub fn scan(source: &str) -> Option<(usize, String)> {
+pub(crate) fn scan(source: &str) -> Option<(usize, String)> {
     source.lines().enumerate().find_map(|(i, line)| {
         let code = line.split('#').next().unwrap_or("");
         MARKS
@@ -30,7 +30,7 @@ pub fn scan(source: &str) -> Option<(usize, String)> {
 }
 
 /// The record's note for a candidate [`scan`] found timing itself.
-pub fn note(line: usize, text: &str) -> String {
+pub(crate) fn note(line: usize, text: &str) -> String {
     format!(
         "{}: line {line} times code at run time (`{text}`): what the kernel runs may be chosen by what it measured there",
         super::integrity::TIMES_ITSELF

@@ -5,7 +5,7 @@ use kbench_record::{EvalRecord, Outcome};
 /// The outcome replacing `Ok` when the record's median time, taken with the L2 flushed, is
 /// below the problem's strict speed of light by more than the slack
 /// ([`EvalRecord::below_speed_of_light`]).
-pub fn faster_than_light(r: &EvalRecord) -> Option<Outcome> {
+pub(crate) fn faster_than_light(r: &EvalRecord) -> Option<Outcome> {
     if !r.outcome.is_ok() || !r.below_speed_of_light(kbench_reports::SOL_SLACK) {
         return None;
     }

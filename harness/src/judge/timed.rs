@@ -19,26 +19,26 @@ use crate::measure::Station;
 
 /// A timed call may need up to this multiple of the tolerance the kernel needed on its
 /// cases: other values reorder an honest reduction's rounding differently.
-pub const SLACK: f64 = 4.0;
+pub(crate) const SLACK: f64 = 4.0;
 
 /// What the timed calls are held to.
 pub(crate) struct TimedCheck<'a> {
-    pub tol: Tolerance,
-    pub station: &'a Station,
+    pub(crate) tol: Tolerance,
+    pub(crate) station: &'a Station,
     /// The largest `tol_needed` of the problem's own (`random`) cases, all of which passed.
-    pub case_tol_needed: f64,
+    pub(crate) case_tol_needed: f64,
     /// Staged inputs the reference's own forward writes to (an in-place problem): the
     /// candidate may write to them too.
-    pub allowed_mutations: Vec<usize>,
+    pub(crate) allowed_mutations: Vec<usize>,
     /// By call (warm-up calls first): whether its staged inputs are compared after it. A
     /// byte-for-byte comparison reads both sides' inputs, so a share of the calls drawn from
     /// the run's secret is checked: the candidate cannot tell which, and a kernel that writes
     /// to its inputs does so on the calls it cannot tell apart either.
-    pub input_checks: Vec<bool>,
+    pub(crate) input_checks: Vec<bool>,
 }
 
 impl<'a> TimedCheck<'a> {
-    pub fn new(
+    pub(crate) fn new(
         tol: Tolerance,
         station: &'a Station,
         case_tol_needed: f64,
@@ -66,7 +66,7 @@ impl<'a> TimedCheck<'a> {
 
     /// The candidate's outputs of timed call `call`, in its slots as `described` by its
     /// worker, and its staged inputs after the call.
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         exchange: &Exchange,
         described: &[Value],

@@ -13,10 +13,10 @@ use crate::measure::exchange::{CaseLayout, Exchange};
 use crate::measure::gated::{CallJudge, RawGated};
 
 /// Timed calls per side in a round of the paired speedup: two, one of each order.
-pub const CALLS_PER_ROUND: u32 = 2;
+pub(crate) const CALLS_PER_ROUND: u32 = 2;
 
 /// How a candidate's timing ended.
-pub enum TimingResult {
+pub(crate) enum TimingResult {
     Measured(Box<TimingSummary>),
     /// Measured, but the harness's clock does not support the candidate's claims: the
     /// summary is kept for the record (with the speedup the clock does support), the
@@ -30,8 +30,8 @@ pub enum TimingResult {
 
 /// The candidate's timed calls judged as they come.
 pub(crate) struct CandidateCalls<'a> {
-    pub check: TimedCheck<'a>,
-    pub layout: &'a CaseLayout,
+    pub(crate) check: TimedCheck<'a>,
+    pub(crate) layout: &'a CaseLayout,
 }
 
 impl CallJudge for CandidateCalls<'_> {
@@ -76,7 +76,12 @@ impl CallJudge for CandidateCalls<'_> {
 
 /// The timing summary of a complete timing: both sides' statistics, the speedups, and the
 /// harness clock's check of the candidate's claims.
-pub fn summarize(raw: RawGated, warmup: u32, l2_flush: bool, device: Device) -> TimingResult {
+pub(crate) fn summarize(
+    raw: RawGated,
+    warmup: u32,
+    l2_flush: bool,
+    device: Device,
+) -> TimingResult {
     let clock = super::clock::check(&raw, device);
     let walls = |v: &[f64]| v.iter().sum::<f64>() / 1e3;
     let stats = |clock: &str, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(clock, s, wall);

@@ -20,7 +20,7 @@ use super::options::{coder_model, judge_model};
 use super::prompt::{error_log, extract_code, extract_json, gpu_spec, seed_prompt, system, user};
 use super::task::{KernelResult, Round, TaskCtx};
 
-pub const DEFAULT_ROUNDS: u32 = 10;
+pub(crate) const DEFAULT_ROUNDS: u32 = 10;
 
 const CODER_SYSTEM: &str = "You are a senior CUDA-kernel optimisation specialist. Output the complete Python script defining ModelNew inside one ```python code block.";
 
@@ -73,7 +73,7 @@ struct Prev {
     record: EvalRecord,
 }
 
-pub fn run(ctx: &TaskCtx) -> Result<Value> {
+pub(crate) fn run(ctx: &TaskCtx) -> Result<Value> {
     let rounds = ctx.opts.max_rounds.unwrap_or(DEFAULT_ROUNDS);
     let coder = coder_model(ctx.opts)?;
     let judge = judge_model(ctx.opts)?;

@@ -23,9 +23,9 @@ use super::prompt::error_log;
 use super::task::{KernelResult, Round, TaskCtx};
 
 /// Requests allowed per task unless `--max-rounds` says otherwise.
-pub const DEFAULT_REQUESTS: u32 = 50;
+pub(crate) const DEFAULT_REQUESTS: u32 = 50;
 
-pub fn run(ctx: &TaskCtx) -> Result<Value> {
+pub(crate) fn run(ctx: &TaskCtx) -> Result<Value> {
     let cmd = ctx.opts.command.clone().unwrap_or_default();
     let max = ctx.opts.max_rounds.unwrap_or(DEFAULT_REQUESTS);
     let stderr = std::fs::File::create(ctx.dir.join("command.stderr"))?;
@@ -206,7 +206,7 @@ pub fn run(ctx: &TaskCtx) -> Result<Value> {
 }
 
 /// The submitted kernel among those evaluated.
-pub fn submitted(
+pub(crate) fn submitted(
     extra: &Value,
     sources: &[(KernelResult, String)],
 ) -> Option<(KernelResult, String)> {

@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use super::prompt::{error_log, system, user};
 use super::task::{KernelResult, Round, TaskCtx};
 
-pub const DEFAULT_STEPS: u32 = 200;
-pub const SKILLS: &str = include_str!("skills.md");
+pub(crate) const DEFAULT_STEPS: u32 = 200;
+pub(crate) const SKILLS: &str = include_str!("skills.md");
 
 fn tools() -> Vec<Value> {
     let f = |name: &str, desc: &str, params: Value| json!({"type": "function", "function": {"name": name, "description": desc, "parameters": params}});
@@ -37,7 +37,7 @@ fn tools() -> Vec<Value> {
 
 const SYSTEM: &str = "You are an expert CUDA engineer working in kbench. Write a faster ModelNew for the problem, using the tools: read the problem, read the skills document, write the kernel file, compile it, check it on every case family, time and profile it, improve it, and call finish when done. Call one tool at a time.";
 
-pub fn run(ctx: &TaskCtx) -> Result<Value> {
+pub(crate) fn run(ctx: &TaskCtx) -> Result<Value> {
     let steps = ctx.opts.max_rounds.unwrap_or(DEFAULT_STEPS);
     let model = ctx.opts.model.clone().unwrap_or_default();
     let stream = ctx.stream("");

@@ -16,7 +16,7 @@ use crate::config::{AgentConfig, RunConfig};
 /// into the run directory. Tasks submit concurrently; the service evaluates one kernel at a
 /// time per device (the CPU, or each `--gpus` GPU, as `kbench run` does) and keeps each
 /// problem's reference worker and cases open between a task's rounds.
-pub struct Evaluator {
+pub(crate) struct Evaluator {
     service: crate::exec::Service,
     agent: &'static str,
     stop: Arc<AtomicBool>,
@@ -25,7 +25,11 @@ pub struct Evaluator {
 impl Evaluator {
     /// Starts the service on the run's settings (device, GPUs, families, timing, run
     /// directory), its records named after `agent`.
-    pub fn new(base: &RunConfig, agent: &'static str, stop: Arc<AtomicBool>) -> Result<Self> {
+    pub(crate) fn new(
+        base: &RunConfig,
+        agent: &'static str,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self> {
         let mut c = base.clone();
         c.agent = AgentConfig::Given {
             agent,
@@ -46,7 +50,7 @@ impl Evaluator {
     /// `sample` is the trajectory (kevin) or 0: `kbench report` takes each sample as one
     /// independent trajectory for best@k / avg@k. `cost` (the model calls that produced the
     /// kernel) goes into its record.
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         &self,
         problem: &Problem,
         name: &str,
@@ -77,7 +81,7 @@ impl Evaluator {
     /// in the order given. Records come back in that order. `last_cost` goes into the last
     /// one's record (the final measurement carries the model calls made after the agent's
     /// last kernel).
-    pub fn remeasure(
+    pub(crate) fn remeasure(
         &self,
         problem: &Problem,
         kernels: Vec<(String, String, kbench_record::Selection)>,
@@ -116,7 +120,11 @@ impl Evaluator {
     /// Records that the task of `problem` ended without producing any kernel (`no_kernel`,
     /// no worker started), with what the agent's model calls cost; a resumed run finds the
     /// record already there.
-    pub fn no_kernel(&self, problem: &Problem, cost: Option<AgentCost>) -> Result<EvalRecord> {
+    pub(crate) fn no_kernel(
+        &self,
+        problem: &Problem,
+        cost: Option<AgentCost>,
+    ) -> Result<EvalRecord> {
         let mut cand = Candidate::missing();
         cand.cost = cost;
         let u = crate::plan::blank_kernel(problem, self.agent, &cand)
@@ -125,27 +133,30 @@ impl Evaluator {
     }
 
     /// Records a broken problem file of the run (`problem_error`, no worker started).
-    pub fn problem_error(&self, broken: &kbench_suites::BrokenProblem) -> Result<EvalRecord> {
+    pub(crate) fn problem_error(
+        &self,
+        broken: &kbench_suites::BrokenProblem,
+    ) -> Result<EvalRecord> {
         self.service
             .record_unjudged(crate::plan::broken_problem(broken, self.agent))
     }
 
     /// The task of `problem` ended: its reference worker may close.
-    pub fn release(&self, problem: &Problem) {
+    pub(crate) fn release(&self, problem: &Problem) {
         self.service.release(problem);
     }
 
     /// Whether the run was told to stop.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
 
-    pub fn stats(&self) -> crate::exec::ServiceStats {
+    pub(crate) fn stats(&self) -> crate::exec::ServiceStats {
         self.service.stats()
     }
 
     /// Waits for the service to stop; what it did.
-    pub fn finish(&self) -> Result<crate::exec::ServiceStats> {
+    pub(crate) fn finish(&self) -> Result<crate::exec::ServiceStats> {
         self.service.finish()
     }
 }

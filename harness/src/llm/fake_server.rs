@@ -35,7 +35,9 @@ use serde_json::{json, Value};
 pub struct Received {
     pub authorization: Option<String>,
     pub body: Value,
-    pub unix_s: f64,
+    /// When it arrived (the unit tests check the client's pacing with it).
+    #[cfg(test)]
+    pub(crate) unix_s: f64,
 }
 
 struct State {
@@ -48,7 +50,7 @@ struct State {
 /// A running fake server; it stops when the process ends.
 #[derive(Clone)]
 pub struct FakeLlm {
-    pub addr: std::net::SocketAddr,
+    pub(crate) addr: std::net::SocketAddr,
     state: Arc<Mutex<State>>,
 }
 
@@ -158,6 +160,7 @@ fn answer(path: &str, auth: Option<String>, body: Value, state: &Mutex<State>) -
     st.received.push(Received {
         authorization: auth.clone(),
         body: body.clone(),
+        #[cfg(test)]
         unix_s: crate::runlog::now_unix(),
     });
     if let Some(log) = &st.log {

@@ -8,13 +8,13 @@ use serde_json::{json, Value};
 
 /// Hook for profiler feedback (`kbench profile`: Nsight Compute metrics and the roofline).
 /// The Judge's optimisation mode and the `profile` tools receive what it returns, verbatim.
-pub trait ProfileFeedback: Send + Sync {
+pub(crate) trait ProfileFeedback: Send + Sync {
     /// A JSON document describing where the kernel's time goes.
     fn profile(&self, problem: &Problem, source: &str, record: &EvalRecord) -> Value;
 }
 
 /// What is available until `kbench profile` lands: the measured times, marked as such.
-pub struct TimingOnly;
+pub(crate) struct TimingOnly;
 
 impl ProfileFeedback for TimingOnly {
     fn profile(&self, _problem: &Problem, _source: &str, r: &EvalRecord) -> Value {
@@ -24,7 +24,7 @@ impl ProfileFeedback for TimingOnly {
 
 impl TimingOnly {
     /// The record's measured times, labelled as such.
-    pub fn profile_record(&self, r: &EvalRecord) -> Value {
+    pub(crate) fn profile_record(&self, r: &EvalRecord) -> Value {
         match &r.timing {
             Some(t) => json!({
                 "source": "kbench timing (no profiler on this device: the measured times only)",

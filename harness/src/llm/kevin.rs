@@ -22,8 +22,7 @@ use super::prompt::{
 };
 use super::task::{Round, TaskCtx};
 
-pub const DEFAULT_TRAJECTORIES: u32 = 16;
-pub const DEFAULT_TURNS: u32 = 8;
+pub(crate) const DEFAULT_TURNS: u32 = 8;
 
 /// One earlier turn, as later prompts show it.
 struct Turn {
@@ -110,7 +109,7 @@ fn feedback_message(r: &kbench_record::EvalRecord) -> String {
     }
 }
 
-pub fn run(ctx: &TaskCtx) -> Result<Value> {
+pub(crate) fn run(ctx: &TaskCtx) -> Result<Value> {
     let t_count = ctx.opts.trajectories.max(1);
     let turns = ctx.opts.max_rounds.unwrap_or(DEFAULT_TURNS);
     let model = ctx.opts.model.clone().unwrap_or_default();
@@ -255,7 +254,7 @@ fn trajectory(
 /// `Module`, `Parameter`, containers and `init`), `try`/`except`, a `pass` statement, or no
 /// CUDA kernel at all make the kernel score 0. The paper's exact rules are not published:
 /// these are the ones it describes.
-pub fn format_violation(code: &str) -> Option<String> {
+pub(crate) fn format_violation(code: &str) -> Option<String> {
     const ALLOWED: [&str; 7] = [
         "Module",
         "Parameter",

@@ -24,11 +24,11 @@
 pub mod client;
 pub mod fake_server;
 
-pub mod coder_judge;
-pub mod command;
-pub mod cuda_agent;
-pub mod kevin;
-pub mod ncu_feedback;
+pub(crate) mod coder_judge;
+pub(crate) mod command;
+pub(crate) mod cuda_agent;
+pub(crate) mod kevin;
+pub(crate) mod ncu_feedback;
 
 mod evaluator;
 mod feedback;
@@ -38,13 +38,8 @@ mod select;
 mod session;
 mod task;
 
-pub use evaluator::Evaluator;
-pub use feedback::{ProfileFeedback, TimingOnly};
-pub use options::{Budget, Kind, Options, Stopped};
-pub use prompt::{
-    error_log, extract_code, extract_json, gpu_spec, seed_prompt, status_of, system,
-    text_outside_code, user, EXAMPLE_MODEL, EXAMPLE_MODEL_NEW,
-};
-pub use select::DEFAULT_FINALISTS;
-pub use session::{run, run_with_profiler};
-pub use task::{read_tasks, Finalist, KernelResult, Round, SelectionReport, TaskCtx, TaskResult};
+pub(crate) use feedback::{ProfileFeedback, TimingOnly};
+pub(crate) use options::{Kind, Options};
+#[cfg(test)]
+pub(crate) use select::DEFAULT_FINALISTS;
+pub(crate) use session::run;

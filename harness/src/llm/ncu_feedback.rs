@@ -14,14 +14,14 @@ use super::{ProfileFeedback, TimingOnly};
 use crate::measure::profile::ProfileConfig;
 
 /// Profiles correct kernels with `kbench profile` on the run's device.
-pub struct NcuFeedback {
+pub(crate) struct NcuFeedback {
     device: Device,
     precision: Precision,
     python: PathBuf,
 }
 
 impl NcuFeedback {
-    pub fn new(device: Device, precision: Precision, python: PathBuf) -> Self {
+    pub(crate) fn new(device: Device, precision: Precision, python: PathBuf) -> Self {
         Self {
             device,
             precision,
@@ -60,7 +60,10 @@ impl NcuFeedback {
 }
 
 /// The feedback document for one profile report: what an agent reads.
-pub fn feedback_json(r: &crate::measure::profile::ProfileReport, record: &EvalRecord) -> Value {
+pub(crate) fn feedback_json(
+    r: &crate::measure::profile::ProfileReport,
+    record: &EvalRecord,
+) -> Value {
     let source = match (&r.source[..], &r.fallback_reason) {
         ("ncu", _) => "Nsight Compute (kbench profile)".to_string(),
         (s, Some(why)) => format!("{s} (Nsight Compute not used: {why})"),

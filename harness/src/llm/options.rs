@@ -6,13 +6,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
 use super::client::{Llm, Spend};
 
 /// The agent kinds that produce kernels in a feedback loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     CoderJudge,
     Kevin,
     CudaAgent,
@@ -20,7 +19,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::CoderJudge => "coder-judge",
             Kind::Kevin => "kevin",
@@ -32,53 +31,49 @@ impl Kind {
 
 /// Options of an agent run (from `kbench run`).
 #[derive(Debug, Clone)]
-pub struct Options {
-    pub kind: Kind,
-    pub llm_config: Option<PathBuf>,
+pub(crate) struct Options {
+    pub(crate) kind: Kind,
+    pub(crate) llm_config: Option<PathBuf>,
     /// The model for kevin / cuda-agent, and the Coder's by default.
-    pub model: Option<String>,
-    pub coder: Option<String>,
-    pub judge: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) coder: Option<String>,
+    pub(crate) judge: Option<String>,
     /// Rounds (coder-judge), turns (kevin) or steps (cuda-agent); `None`: the paper's.
-    pub max_rounds: Option<u32>,
-    pub trajectories: u32,
+    pub(crate) max_rounds: Option<u32>,
+    pub(crate) trajectories: u32,
     /// kevin: trajectories of a task run at once.
-    pub trajectory_jobs: u32,
+    pub(crate) trajectory_jobs: u32,
     /// kevin: apply the paper's format / reward-hacking checks (a violation scores 0).
-    pub kevin_format_checks: bool,
+    pub(crate) kevin_format_checks: bool,
     /// cuda-agent: stop when a prompt grows past this many tokens.
-    pub context_tokens: u64,
-    pub max_cost_usd: Option<f64>,
-    pub max_task_cost_usd: Option<f64>,
-    pub max_minutes: Option<f64>,
-    pub max_task_minutes: Option<f64>,
-    pub jobs: usize,
-    pub llm_replay: Option<PathBuf>,
+    pub(crate) context_tokens: u64,
+    pub(crate) max_cost_usd: Option<f64>,
+    pub(crate) max_task_cost_usd: Option<f64>,
+    pub(crate) max_minutes: Option<f64>,
+    pub(crate) max_task_minutes: Option<f64>,
+    pub(crate) jobs: usize,
+    pub(crate) llm_replay: Option<PathBuf>,
     /// `command`: the program (run with `sh -c`).
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
     /// Name of the KernelBench `runs/<name>/` folder (default: the agent's name).
-    pub runs_name: Option<String>,
+    pub(crate) runs_name: Option<String>,
     /// GPU named in the prompts (default: the run's GPU, or "CPU").
-    pub gpu: Option<String>,
+    pub(crate) gpu: Option<String>,
     /// Finalists re-timed together to choose a task's final kernel (0: keep the fastest
     /// measurement, as the papers do); see [`super::select`].
-    pub finalists: u32,
+    pub(crate) finalists: u32,
 }
 
-/// Why a task stopped early, if it did.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Stopped(pub String);
-
 /// Run-wide budgets and the clock.
-pub struct Budget {
-    pub started: Instant,
-    pub opts: Options,
+pub(crate) struct Budget {
+    pub(crate) started: Instant,
+    pub(crate) opts: Options,
 }
 
 impl Budget {
     /// `Some(reason)` when this task (started at `task_started`, having spent `spent`) or the
     /// run must stop before another model call or round.
-    pub fn exceeded(
+    pub(crate) fn exceeded(
         &self,
         llm: Option<&Llm>,
         task_started: Instant,

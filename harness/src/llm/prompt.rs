@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 /// The GPU specification lines of CudaForge's prompts (CudaForge's prompts): the run's GPU as the
 /// driver reports it.
-pub fn gpu_spec(config_gpu: &str) -> String {
+pub(crate) fn gpu_spec(config_gpu: &str) -> String {
     let mut out = format!("GPU Name: {config_gpu}\n");
     if let Ok(all) = crate::gpu::describe() {
         if let Some(i) = all.iter().find(|i| config_gpu.contains(&i.name)) {
@@ -30,7 +30,7 @@ pub fn gpu_spec(config_gpu: &str) -> String {
 
 /// The first fenced code block (closing fence optional), as CudaForge extracts code
 /// (CudaForge's released code); `None` when the reply has no fence.
-pub fn extract_code(reply: &str) -> Option<String> {
+pub(crate) fn extract_code(reply: &str) -> Option<String> {
     let start = reply.find("```")?;
     let after = &reply[start + 3..];
     let body_start = after.find('\n').map(|i| i + 1).unwrap_or(after.len());
@@ -44,7 +44,7 @@ pub fn extract_code(reply: &str) -> Option<String> {
 }
 
 /// The text after the first code block (Kevin's summary of the turn), else before it.
-pub fn text_outside_code(reply: &str) -> String {
+pub(crate) fn text_outside_code(reply: &str) -> String {
     if let Some(start) = reply.find("```") {
         let after = &reply[start + 3..];
         if let Some(end) = after.find("```") {
@@ -60,7 +60,7 @@ pub fn text_outside_code(reply: &str) -> String {
 
 /// CudaForge's JSON extraction (CudaForge's released code): first ```json block, else the first
 /// `{...}`, else the whole text; an error when none parses.
-pub fn extract_json(reply: &str) -> std::result::Result<Value, String> {
+pub(crate) fn extract_json(reply: &str) -> std::result::Result<Value, String> {
     if let Some(i) = reply.find("```json") {
         let rest = &reply[i + 7..];
         let body = rest.find("```").map(|e| &rest[..e]).unwrap_or(rest);
@@ -85,7 +85,7 @@ pub fn extract_json(reply: &str) -> std::result::Result<Value, String> {
 
 /// The error log a failing kernel leaves: the outcome, then the process's last lines;
 /// the last 150 lines, with pybind's `Invoked with:` tail cut (CudaForge's released code).
-pub fn error_log(r: &EvalRecord) -> String {
+pub(crate) fn error_log(r: &EvalRecord) -> String {
     // The outcome's Display keeps one line; the build log and traceback are in the message.
     let mut text = match &r.outcome {
         Outcome::CompileError { message } => format!("compile_error:\n{message}\n"),
@@ -107,7 +107,7 @@ pub fn error_log(r: &EvalRecord) -> String {
 }
 
 /// Kevin's feedback classes (Kevin-32B, arXiv 2507.11948).
-pub fn status_of(o: &Outcome) -> &'static str {
+pub(crate) fn status_of(o: &Outcome) -> &'static str {
     match o {
         Outcome::Ok => "correct",
         Outcome::CompileError { .. } => "compilation error",
@@ -121,7 +121,7 @@ pub fn status_of(o: &Outcome) -> &'static str {
 }
 
 /// KernelBench's one-shot example pair (element-wise add), as the seed prompts show it.
-pub const EXAMPLE_MODEL: &str = r#"import torch
+pub(crate) const EXAMPLE_MODEL: &str = r#"import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -140,7 +140,7 @@ def get_init_inputs():
     return []
 "#;
 
-pub const EXAMPLE_MODEL_NEW: &str = r#"import torch
+pub(crate) const EXAMPLE_MODEL_NEW: &str = r#"import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -179,7 +179,7 @@ class ModelNew(nn.Module):
 "#;
 
 /// KernelBench's one-shot seed prompt (CudaForge round 0).
-pub fn seed_prompt(problem: &Problem) -> String {
+pub(crate) fn seed_prompt(problem: &Problem) -> String {
     format!(
         "You write custom CUDA kernels to replace the pytorch operators in the given architecture to get speedups.\n\n\
          You have complete freedom to choose the set of operators you want to replace. You may make the decision to replace some operators with custom CUDA kernels and leave others unchanged. You may replace multiple operators with custom implementations, consider operator fusion opportunities (combining multiple operators into a single kernel, for example, combining matmul+relu), or algorithmic changes (such as online softmax). You are only limited by your imagination.\n\n\
@@ -191,11 +191,11 @@ pub fn seed_prompt(problem: &Problem) -> String {
     )
 }
 
-pub fn system(text: &str) -> Value {
+pub(crate) fn system(text: &str) -> Value {
     json!({"role": "system", "content": text})
 }
 
-pub fn user(text: &str) -> Value {
+pub(crate) fn user(text: &str) -> Value {
     json!({"role": "user", "content": text})
 }
 

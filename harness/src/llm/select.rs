@@ -6,7 +6,7 @@
 //!
 //! 1. **Finalists**: the correct, timed kernels, identical sources (same sha256) collapsed
 //!    into one (ranked by the mean of their measurements), the `--finalists` fastest of them
-//!    (default [`DEFAULT_FINALISTS`]).
+//!    (default 4, `DEFAULT_FINALISTS`).
 //! 2. **Selection**: the finalists are re-timed together, as one batch of the evaluation
 //!    service: back to back on one device, against the problem's one open reference session
 //!    (the same reference worker and cached inputs), nothing else evaluated in between; each
@@ -28,9 +28,10 @@ use kbench_record::{EvalRecord, Selection, SelectionRole};
 
 use super::task::{pick_final, Finalist, KernelResult, SelectionReport, TaskCtx};
 
+#[cfg(test)]
 /// Finalists re-timed by default: enough that a kernel measured slow once by noise can still
 /// win, few enough that the re-timing costs a handful of evaluations per task.
-pub const DEFAULT_FINALISTS: u32 = 4;
+pub(crate) const DEFAULT_FINALISTS: u32 = 4;
 
 /// What the task reports: its final kernel (the fresh record's result when there was a
 /// selection), its source, and how it was chosen.

@@ -22,7 +22,7 @@ use crate::config::RunConfig;
 /// Runs an agent over the run's problems; returns the exit code. On CUDA the profile
 /// feedback is `kbench profile`'s (Nsight Compute metrics, roofline, speed of light; the
 /// PyTorch profiler where ncu cannot be used); on the CPU it is the measured times.
-pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<i32> {
+pub(crate) fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<i32> {
     match config.device {
         kbench_record::Device::Cuda(_) => {
             let ncu = ncu_feedback::NcuFeedback::new(
@@ -39,7 +39,7 @@ pub fn run(config: &RunConfig, opts: &Options, stop: Arc<AtomicBool>) -> Result<
 /// [`run`] with another source of profile feedback: `kbench profile` (Nsight
 /// Compute metrics, roofline) plugs in here, and the Judge's optimisation mode, cuda-agent's
 /// `profile` tool and the command agent's `profile` request all receive its JSON.
-pub fn run_with_profiler(
+pub(crate) fn run_with_profiler(
     config: &RunConfig,
     opts: &Options,
     stop: Arc<AtomicBool>,

@@ -4,7 +4,7 @@
 //! final pick (the fastest measurement), which [`super::select`] falls back on.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -21,16 +21,16 @@ use super::options::{Budget, Options};
 
 /// One kernel an agent produced, with its evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct KernelResult {
-    pub name: String,
-    pub sha256: String,
-    pub correct: bool,
-    pub speedup: Option<f64>,
-    pub outcome: String,
+pub(crate) struct KernelResult {
+    pub(crate) name: String,
+    pub(crate) sha256: String,
+    pub(crate) correct: bool,
+    pub(crate) speedup: Option<f64>,
+    pub(crate) outcome: String,
 }
 
 impl KernelResult {
-    pub fn from_record(r: &EvalRecord) -> Self {
+    pub(crate) fn from_record(r: &EvalRecord) -> Self {
         Self {
             name: r.candidate.name.clone(),
             sha256: r.candidate.sha256.clone(),
@@ -41,92 +41,92 @@ impl KernelResult {
     }
 
     /// Speedup counted for picking: correct kernels by speedup (untimed ones as 0).
-    pub fn score(&self) -> Option<f64> {
+    pub(crate) fn score(&self) -> Option<f64> {
         self.correct.then(|| self.speedup.unwrap_or(0.0))
     }
 }
 
 /// One round / turn / step of a task, as logged in `agent/<task>/rounds.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
-pub struct Round {
-    pub index: u32,
+pub(crate) struct Round {
+    pub(crate) index: u32,
     /// e.g. `seed`, `correction`, `optimisation`, `turn`, `step`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Trajectory (kevin), else 0.
     #[serde(default)]
-    pub trajectory: u32,
+    pub(crate) trajectory: u32,
     /// The feedback this round's prompt carried (error tail, Judge issue, speedup …).
-    pub feedback: Option<String>,
-    pub kernel: Option<KernelResult>,
+    pub(crate) feedback: Option<String>,
+    pub(crate) kernel: Option<KernelResult>,
     /// Why the round failed without a kernel (malformed reply, bad tool arguments …).
-    pub failed: Option<String>,
+    pub(crate) failed: Option<String>,
 }
 
 /// The outcome of one task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskResult {
-    pub problem: String,
-    pub agent: String,
-    pub kernels: Vec<KernelResult>,
+pub(crate) struct TaskResult {
+    pub(crate) problem: String,
+    pub(crate) agent: String,
+    pub(crate) kernels: Vec<KernelResult>,
     /// The kernel written to `runs/`, chosen as [`super::select`] says: with a selection,
     /// the result of its fresh measurement (record `final_<name>`); else the fastest
     /// correct one, else the last one produced.
-    pub final_kernel: Option<KernelResult>,
+    pub(crate) final_kernel: Option<KernelResult>,
     /// How the final kernel was chosen (absent without a selection: no correct timed kernel,
     /// a run without timing, `--finalists 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selection: Option<SelectionReport>,
-    pub rounds: u32,
-    pub failed_rounds: u32,
-    pub spend: Spend,
-    pub wall_s: f64,
-    pub stopped: Option<String>,
+    pub(crate) selection: Option<SelectionReport>,
+    pub(crate) rounds: u32,
+    pub(crate) failed_rounds: u32,
+    pub(crate) spend: Spend,
+    pub(crate) wall_s: f64,
+    pub(crate) stopped: Option<String>,
     /// Agent-specific numbers (kevin: best-of-T and average-of-T).
-    pub extra: Value,
+    pub(crate) extra: Value,
 }
 
 /// How a task's final kernel was chosen ([`super::select`]), in `agent_tasks.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SelectionReport {
+pub(crate) struct SelectionReport {
     /// Correct, timed kernels with distinct sources the agent wrote.
-    pub distinct_correct: u32,
+    pub(crate) distinct_correct: u32,
     /// The finalists, in the order they were re-timed.
-    pub finalists: Vec<Finalist>,
+    pub(crate) finalists: Vec<Finalist>,
     /// The agent's kernel chosen.
-    pub chosen: String,
+    pub(crate) chosen: String,
     /// The record of the fresh measurement taken after the choice: the task's result.
-    pub final_record: String,
+    pub(crate) final_record: String,
     /// That fresh measurement's speedup (`None` when it was not correct or not timed).
-    pub final_speedup: Option<f64>,
+    pub(crate) final_speedup: Option<f64>,
 }
 
 /// One finalist: its speedup as the agent measured it and in the selection batch.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finalist {
-    pub name: String,
-    pub sha256: String,
+pub(crate) struct Finalist {
+    pub(crate) name: String,
+    pub(crate) sha256: String,
     /// Mean over the agent's measurements of this source.
-    pub agent_speedup: f64,
+    pub(crate) agent_speedup: f64,
     /// In the selection batch (`None` for a lone finalist, or when it failed there).
-    pub selection_speedup: Option<f64>,
+    pub(crate) selection_speedup: Option<f64>,
 }
 
 /// What each agent's task function gets.
-pub struct TaskCtx<'a> {
-    pub problem: &'a Problem,
-    pub opts: &'a Options,
-    pub llm: Option<&'a Llm>,
-    pub eval: &'a Evaluator,
-    pub budget: &'a Budget,
-    pub profiler: &'a dyn ProfileFeedback,
-    pub dir: PathBuf,
-    pub started: Instant,
-    pub spend: Mutex<Spend>,
-    pub gpu: String,
+pub(crate) struct TaskCtx<'a> {
+    pub(crate) problem: &'a Problem,
+    pub(crate) opts: &'a Options,
+    pub(crate) llm: Option<&'a Llm>,
+    pub(crate) eval: &'a Evaluator,
+    pub(crate) budget: &'a Budget,
+    pub(crate) profiler: &'a dyn ProfileFeedback,
+    pub(crate) dir: PathBuf,
+    pub(crate) started: Instant,
+    pub(crate) spend: Mutex<Spend>,
+    pub(crate) gpu: String,
     pub(super) rounds_log: Mutex<Vec<Round>>,
     /// Sources by kernel name, for the final pick.
     pub(super) sources: Mutex<Vec<(KernelResult, String)>>,
-    pub stopped: Mutex<Option<String>>,
+    pub(crate) stopped: Mutex<Option<String>>,
     /// Per stream: the model calls since its previous kernel and when that kernel was
     /// submitted (absent: since the task's start), for each kernel's record `cost`.
     pub(super) unbilled: Mutex<HashMap<String, (Spend, Instant)>>,
@@ -134,7 +134,7 @@ pub struct TaskCtx<'a> {
 
 impl TaskCtx<'_> {
     /// The task's stream name for the LLM log (`L1_P3`, plus a suffix per trajectory).
-    pub fn stream(&self, suffix: &str) -> String {
+    pub(crate) fn stream(&self, suffix: &str) -> String {
         format!(
             "level{}_problem{}{}",
             self.problem.level, self.problem.id, suffix
@@ -142,7 +142,7 @@ impl TaskCtx<'_> {
     }
 
     /// Checks the budgets; records and returns the reason when one is exceeded.
-    pub fn over_budget(&self) -> Option<String> {
+    pub(crate) fn over_budget(&self) -> Option<String> {
         let spent = *self.spend.lock().unwrap_or_else(|e| e.into_inner());
         let why = self.budget.exceeded(self.llm, self.started, &spent)?;
         self.stopped
@@ -154,7 +154,7 @@ impl TaskCtx<'_> {
 
     /// A model call charged to this task. Fatal errors (bad key, unknown model, replay
     /// mismatch) end the run; others are returned for the round to fail with.
-    pub fn chat(
+    pub(crate) fn chat(
         &self,
         model: &str,
         stream: &str,
@@ -182,13 +182,13 @@ impl TaskCtx<'_> {
 
     /// Evaluates a kernel of the task's one stream, keeps its source under
     /// `agent/<task>/kernels/` and notes it.
-    pub fn evaluate(&self, name: &str, source: &str) -> Result<(EvalRecord, KernelResult)> {
+    pub(crate) fn evaluate(&self, name: &str, source: &str) -> Result<(EvalRecord, KernelResult)> {
         self.evaluate_sample(&self.stream(""), name, 0, source)
     }
 
     /// [`evaluate`](Self::evaluate) as sample (trajectory) `sample`, written by the model
     /// calls of `stream`: its record's `cost` is theirs since the stream's previous kernel.
-    pub fn evaluate_sample(
+    pub(crate) fn evaluate_sample(
         &self,
         stream: &str,
         name: &str,
@@ -243,7 +243,7 @@ impl TaskCtx<'_> {
         (spend.calls > 0).then(|| agent_cost(&spend, latest.elapsed().as_secs_f64()))
     }
 
-    pub fn log_round(&self, r: Round) -> Result<()> {
+    pub(crate) fn log_round(&self, r: Round) -> Result<()> {
         let line = serde_json::to_string(&r)?;
         let path = self.dir.join("rounds.jsonl");
         let mut f = std::fs::OpenOptions::new()
@@ -261,7 +261,7 @@ impl TaskCtx<'_> {
     }
 
     /// Saves a prompt or message as text beside the rounds (for people reading the run).
-    pub fn save_text(&self, name: &str, text: &str) {
+    pub(crate) fn save_text(&self, name: &str, text: &str) {
         let _ = std::fs::write(self.dir.join(name), text);
     }
 }
@@ -286,15 +286,4 @@ pub(super) fn pick_final(sources: &[(KernelResult, String)]) -> Option<(KernelRe
             .total_cmp(&b.0.score().unwrap_or(0.0))
     });
     best.or(sources.last()).cloned()
-}
-
-/// Reads `agent_tasks.jsonl` of a run.
-pub fn read_tasks(dir: &Path) -> Result<Vec<TaskResult>> {
-    let path = dir.join("agent_tasks.jsonl");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).with_context(|| format!("a line of {}", path.display())))
-        .collect()
 }

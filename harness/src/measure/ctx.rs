@@ -17,30 +17,30 @@ use crate::worker::{
 };
 
 /// Things every evaluation needs.
-pub struct Ctx<'a> {
-    pub config: &'a RunConfig,
-    pub python: &'a Path,
-    pub info: &'a PythonInfo,
-    pub worker_script: &'a Path,
-    pub stop: Arc<AtomicBool>,
+pub(crate) struct Ctx<'a> {
+    pub(crate) config: &'a RunConfig,
+    pub(crate) python: &'a Path,
+    pub(crate) info: &'a PythonInfo,
+    pub(crate) worker_script: &'a Path,
+    pub(crate) stop: Arc<AtomicBool>,
     /// `TORCH_CUDA_ARCH_LIST` for builds: the run's GPU architectures only, e.g. `9.0`.
-    pub cuda_arch: Option<String>,
-    pub builds: Option<BuildPool>,
+    pub(crate) cuda_arch: Option<String>,
+    pub(crate) builds: Option<BuildPool>,
     /// Pause workers still starting for a device while a kernel is timed on it.
-    pub gates: Gates,
+    pub(crate) gates: Gates,
     /// The sandbox untrusted workers run in.
-    pub jail: Jail,
+    pub(crate) jail: Jail,
     /// Each worker's own cgroup (freezing it whole while the other side is timed); `None`
     /// where the host has no writable cgroup v2 folder: workers are frozen with signals.
-    pub cgroups: Option<Arc<crate::worker::cgroup::CgroupTree>>,
+    pub(crate) cgroups: Option<Arc<crate::worker::cgroup::CgroupTree>>,
     /// Each worker's memory cap (`--memory-cap`); `None`: no cap.
-    pub memory: Option<crate::worker::MemoryCap>,
+    pub(crate) memory: Option<crate::worker::MemoryCap>,
 }
 
 impl<'a> Ctx<'a> {
     /// The context of a command that starts only trusted reference workers, one problem at
     /// a time (`kbench audit`): no candidate builds, no timing.
-    pub fn for_reference_workers(
+    pub(crate) fn for_reference_workers(
         config: &'a RunConfig,
         info: &'a PythonInfo,
         worker_script: &'a Path,
@@ -63,7 +63,7 @@ impl<'a> Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    pub fn spec(
+    pub(crate) fn spec(
         &self,
         role: Role,
         cwd: &Path,
@@ -101,7 +101,7 @@ impl Ctx<'_> {
 
     /// The `load` of `problem_path` on `device` with the run's settings, for either role
     /// (the fields of one role only left out).
-    pub fn load(&self, device: Device, problem_path: &Path) -> Load {
+    pub(crate) fn load(&self, device: Device, problem_path: &Path) -> Load {
         let c = self.config;
         Load {
             problem_path: problem_path.to_path_buf(),
@@ -119,7 +119,7 @@ impl Ctx<'_> {
     }
 
     /// The workers' CPU intra-op threads on `device` (none on a GPU).
-    pub fn cpu_threads(&self, device: Device) -> Option<u32> {
+    pub(crate) fn cpu_threads(&self, device: Device) -> Option<u32> {
         match device {
             Device::Cpu => Some(self.config.cpu_threads),
             Device::Cuda(_) => None,

@@ -24,9 +24,9 @@ pub(crate) enum DeviceCaseError {
 /// A device case the candidate answered: its reply, the output slots it wrote, and the
 /// case's wall time (request to answer).
 pub(crate) struct DeviceRun {
-    pub reply: Frame,
-    pub slots: Vec<DevTensorOwned>,
-    pub wall_s: f64,
+    pub(crate) reply: Frame,
+    pub(crate) slots: Vec<DevTensorOwned>,
+    pub(crate) wall_s: f64,
 }
 
 /// The buffers of one device case, allocated and filled, and the command naming them.

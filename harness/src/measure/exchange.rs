@@ -31,20 +31,20 @@ use crate::gpu::devmem::{DevBuf, Gpu};
 
 /// A tensor's dtype and shape.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TensorLayout {
-    pub dtype: Dtype,
-    pub shape: Vec<u64>,
+pub(crate) struct TensorLayout {
+    pub(crate) dtype: Dtype,
+    pub(crate) shape: Vec<u64>,
 }
 
 impl TensorLayout {
-    pub fn nbytes(&self) -> u64 {
+    pub(crate) fn nbytes(&self) -> u64 {
         self.shape.iter().product::<u64>() * self.dtype.size() as u64
     }
 }
 
 /// One argument of the timed call.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ArgLayout {
+pub(crate) enum ArgLayout {
     /// The staged tensor of this index.
     Staged(usize),
     /// A plain value, the same in every call.
@@ -53,15 +53,15 @@ pub enum ArgLayout {
 
 /// What a timed call takes and returns: the timed case's arguments and outputs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CaseLayout {
-    pub args: Vec<ArgLayout>,
-    pub inputs: Vec<TensorLayout>,
-    pub outputs: Vec<TensorLayout>,
+pub(crate) struct CaseLayout {
+    pub(crate) args: Vec<ArgLayout>,
+    pub(crate) inputs: Vec<TensorLayout>,
+    pub(crate) outputs: Vec<TensorLayout>,
 }
 
 impl CaseLayout {
     /// The layout of case `rc` (host or device).
-    pub fn of(rc: &RefCase) -> Result<CaseLayout> {
+    pub(crate) fn of(rc: &RefCase) -> Result<CaseLayout> {
         let (args, tensors): (Value, Vec<(String, TensorLayout)>) = match &rc.data {
             CaseData::Host { run_frame, .. } => (
                 run_frame.header.get("inputs").cloned().unwrap_or(json!([])),
@@ -147,13 +147,13 @@ impl CaseLayout {
     }
 
     /// Bytes of the tensor inputs and of the outputs.
-    pub fn bytes(&self) -> (u64, u64) {
+    pub(crate) fn bytes(&self) -> (u64, u64) {
         let sum = |v: &[TensorLayout]| v.iter().map(TensorLayout::nbytes).sum();
         (sum(&self.inputs), sum(&self.outputs))
     }
 
     /// Bytes of the inputs and outputs: what one side's buffers hold.
-    pub fn io_bytes(&self) -> u64 {
+    pub(crate) fn io_bytes(&self) -> u64 {
         self.inputs
             .iter()
             .chain(&self.outputs)
@@ -164,18 +164,18 @@ impl CaseLayout {
 
 /// The two sides of a timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     Reference,
     Candidate,
 }
 
 /// The buffers of both sides.
-pub enum Exchange {
+pub(crate) enum Exchange {
     Device(DeviceExchange),
     Host(HostExchange),
 }
 
-pub struct DeviceExchange {
+pub(crate) struct DeviceExchange {
     gpu: Arc<Gpu>,
     /// What the reference draws calls' inputs into: one set per call drawn ahead.
     source: Vec<Vec<DevTensorOwned>>,
@@ -197,7 +197,7 @@ struct HostFile {
     outputs: Vec<(u64, TensorLayout)>,
 }
 
-pub struct HostExchange {
+pub(crate) struct HostExchange {
     files: [HostFile; 2],
     /// The reference's file's folder (the candidate's lies in its working folder).
     _reference_dir: tempfile::TempDir,
@@ -212,7 +212,7 @@ const POISON_CHUNK: usize = 1 << 20;
 
 /// Bytes of source sets drawn ahead at most: a problem whose inputs are larger draws one
 /// call at a time.
-pub const STAGE_AHEAD_BYTES: u64 = 512 << 20;
+pub(crate) const STAGE_AHEAD_BYTES: u64 = 512 << 20;
 
 /// How many calls' inputs the reference draws at a time, for `calls` calls of `input_bytes`
 /// each: as many as [`STAGE_AHEAD_BYTES`] holds (at least one), or one when calls release
@@ -224,7 +224,7 @@ pub const STAGE_AHEAD_BYTES: u64 = 512 << 20;
 /// drawing every call, 0.96-1.05 drawing once). On a GPU it saves a request, a thaw and a
 /// freeze per call. The sets lie in the reference's buffers, which the candidate never
 /// maps, so drawing ahead shows it nothing early.
-pub fn stage_ahead(input_bytes: u64, calls: usize, release_calls: bool) -> usize {
+pub(crate) fn stage_ahead(input_bytes: u64, calls: usize, release_calls: bool) -> usize {
     if input_bytes == 0 {
         return calls.max(1);
     }
@@ -244,7 +244,7 @@ fn index(side: Side) -> usize {
 impl Exchange {
     /// The buffers for `layout` on `station`'s device, with `sets` source sets. On the CPU
     /// the candidate's file goes into `candidate_dir`, its worker's private working folder.
-    pub fn new(
+    pub(crate) fn new(
         station: &Station,
         layout: &CaseLayout,
         candidate_dir: &Path,
@@ -262,7 +262,7 @@ impl Exchange {
     }
 
     /// How many source sets there are: calls the reference draws at a time.
-    pub fn sets(&self) -> usize {
+    pub(crate) fn sets(&self) -> usize {
         match self {
             Exchange::Device(d) => d.source.len(),
             Exchange::Host(h) => h.files[0].source.len(),
@@ -271,7 +271,7 @@ impl Exchange {
 
     /// The `time_open` command of `side` (the reference's also names the source buffers).
     /// `cpu`: the core the worker's main thread runs on for the phase (CUDA).
-    pub fn open_command(
+    pub(crate) fn open_command(
         &self,
         side: Side,
         layout: &CaseLayout,
@@ -324,7 +324,7 @@ impl Exchange {
 
     /// Copies source set `set` (a call's inputs, as the reference drew them) into `side`'s
     /// staged inputs, waiting for the copy.
-    pub fn stage_into(&self, side: Side, set: usize) -> Result<()> {
+    pub(crate) fn stage_into(&self, side: Side, set: usize) -> Result<()> {
         let i = index(side);
         match self {
             Exchange::Device(d) => {
@@ -354,7 +354,7 @@ impl Exchange {
 
     /// Fills every output slot of both sides with NaN bits (0xff bytes): an element a call
     /// does not write cannot pass.
-    pub fn poison_outputs(&self) -> Result<()> {
+    pub(crate) fn poison_outputs(&self) -> Result<()> {
         match self {
             Exchange::Device(d) => {
                 for s in d.outputs.iter().flatten() {
@@ -384,7 +384,13 @@ impl Exchange {
     /// Copies source set `set` into `side`'s staged inputs, then writes the L2 flush buffer
     /// (`round` varies the byte so no write is skipped) from the harness's own context, and
     /// waits for both (one wait: a timed window holds this). On the CPU the copy alone.
-    pub fn stage_and_flush(&self, side: Side, set: usize, round: u32, flush: bool) -> Result<()> {
+    pub(crate) fn stage_and_flush(
+        &self,
+        side: Side,
+        set: usize,
+        round: u32,
+        flush: bool,
+    ) -> Result<()> {
         match self {
             Exchange::Device(d) => {
                 for (dst, src) in d.inputs[index(side)].iter().zip(d.set(set)?) {
@@ -402,7 +408,7 @@ impl Exchange {
     /// Compares the candidate's output `k` with the reference's under `profile` (no float64
     /// reference: a timed call's reference is the working-precision forward on the same
     /// inputs).
-    pub fn compare_output(
+    pub(crate) fn compare_output(
         &self,
         station: &Station,
         k: usize,
@@ -434,7 +440,7 @@ impl Exchange {
     }
 
     /// The candidate's output `k` as it lies in its slot (to name unwritten elements).
-    pub fn candidate_output(&self, k: usize) -> Result<HostTensor> {
+    pub(crate) fn candidate_output(&self, k: usize) -> Result<HostTensor> {
         match self {
             Exchange::Device(d) => {
                 let s = &d.outputs[1][k];
@@ -447,7 +453,7 @@ impl Exchange {
 
     /// Staged inputs whose bytes differ between the sides after their calls: inputs the
     /// candidate wrote to (when the reference's forward does not write to them).
-    pub fn inputs_differ(&self, station: &Station) -> Result<Vec<usize>> {
+    pub(crate) fn inputs_differ(&self, station: &Station) -> Result<Vec<usize>> {
         let mut differ = Vec::new();
         match self {
             Exchange::Device(d) => {

@@ -44,16 +44,16 @@ use crate::worker::{error_text, Worker, WorkerFault};
 
 /// How a timing runs.
 #[derive(Clone, Copy)]
-pub struct GatedSettings<'a> {
-    pub config: &'a TimingConfig,
+pub(crate) struct GatedSettings<'a> {
+    pub(crate) config: &'a TimingConfig,
     /// Limit of each request.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Both workers give their allocator's free blocks back after every call: a case whose
     /// tensors are a large share of the GPU (see [`release_every_call`]).
-    pub release_calls: bool,
+    pub(crate) release_calls: bool,
     /// Longest wait for a freeze to be confirmed, and for the GPU to go quiet.
-    pub freeze_limit: Duration,
-    pub quiet_limit: Duration,
+    pub(crate) freeze_limit: Duration,
+    pub(crate) quiet_limit: Duration,
 }
 
 /// Whether a timing of a case with `inputs` and `outputs` bytes on a GPU of `total` bytes
@@ -64,55 +64,55 @@ pub struct GatedSettings<'a> {
 /// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
 /// memory). A released call reallocates its outputs: it opens with an untimed call
 /// ([`opening_calls`]).
-pub fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
+pub(crate) fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
     let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
     total > 0 && need >= total / 2
 }
 
 /// Whether `KBENCH_TIMING_TRACE` is set: timing then says on stderr where its seconds went
 /// (each window, and each timing's parts). Read once per process.
-pub fn timing_trace() -> bool {
+pub(crate) fn timing_trace() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("KBENCH_TIMING_TRACE").is_some())
 }
 
 /// At most this many times a reference call is timed again after a window the GPU was busy
 /// in; beyond, the timing stops with the candidate's verdict.
-pub const RETIMES: u32 = 3;
+pub(crate) const RETIMES: u32 = 3;
 
 /// One side's measurement of one timed call.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CallTime {
+pub(crate) struct CallTime {
     /// What the worker said the call took (its CUDA events or `perf_counter`).
-    pub claimed_ms: f64,
+    pub(crate) claimed_ms: f64,
     /// The window as the harness measured it: from the thaw to the freeze asked for on the
     /// answer (and the wait for a quiet GPU, when it was busy).
-    pub wall_ms: f64,
+    pub(crate) wall_ms: f64,
 }
 
 /// What a complete timing measured. Raw: `judge::timing` makes the summary and verdicts.
 #[derive(Clone)]
-pub struct RawGated {
-    pub reference_clock: String,
-    pub candidate_clock: String,
+pub(crate) struct RawGated {
+    pub(crate) reference_clock: String,
+    pub(crate) candidate_clock: String,
     /// Timed calls (warm-up calls left out), in order.
-    pub reference: Vec<CallTime>,
-    pub candidate: Vec<CallTime>,
+    pub(crate) reference: Vec<CallTime>,
+    pub(crate) candidate: Vec<CallTime>,
     /// Untimed calls opening each timed call's window.
-    pub opening: u32,
+    pub(crate) opening: u32,
     /// How the workers were frozen: `cgroup` or `signals`.
-    pub freeze: &'static str,
+    pub(crate) freeze: &'static str,
     /// Reference calls timed again because the GPU was busy in or before their window.
-    pub retimed: u32,
+    pub(crate) retimed: u32,
     /// Candidate windows that closed only once its GPU work had drained after the answer.
-    pub candidate_busy: u32,
+    pub(crate) candidate_busy: u32,
     /// Seconds the reference spent drawing inputs.
-    pub staging_s: f64,
+    pub(crate) staging_s: f64,
 }
 
 impl RawGated {
     /// `later`'s calls after these: timings of one candidate pooled (same case, new values).
-    pub fn extend(&mut self, later: RawGated) {
+    pub(crate) fn extend(&mut self, later: RawGated) {
         self.reference.extend(later.reference);
         self.candidate.extend(later.candidate);
         self.retimed += later.retimed;
@@ -122,7 +122,7 @@ impl RawGated {
 }
 
 /// How a timing ended.
-pub enum GatedRun {
+pub(crate) enum GatedRun {
     Complete(RawGated),
     /// The candidate's answer to a call was judged failing; timing stopped there.
     Stopped(Outcome),
@@ -131,7 +131,7 @@ pub enum GatedRun {
 }
 
 /// Verdicts timing needs while it runs, supplied by the judge.
-pub trait CallJudge {
+pub(crate) trait CallJudge {
     /// The candidate's answer to call `call`: an error, or what its probes report.
     fn answer(&self, reply: &Frame, call: u32) -> Option<Outcome>;
     /// Its outputs and inputs after call `call`, against the reference's.
@@ -144,15 +144,15 @@ pub trait CallJudge {
 
 /// The timed case: its layout, its forward seed, and each call's input seed (warm-up calls
 /// first).
-pub struct GatedCase<'a> {
-    pub layout: &'a CaseLayout,
-    pub forward_seed: u64,
-    pub input_seeds: &'a [u64],
+pub(crate) struct GatedCase<'a> {
+    pub(crate) layout: &'a CaseLayout,
+    pub(crate) forward_seed: u64,
+    pub(crate) input_seeds: &'a [u64],
 }
 
 /// Runs the calls of `case` on both workers (module docs). `candidate_dir` is the candidate
 /// worker's private folder (its exchange file on the CPU).
-pub fn time_gated(
+pub(crate) fn time_gated(
     settings: GatedSettings<'_>,
     station: &Station,
     reference: &mut Worker,
@@ -706,7 +706,7 @@ impl Run<'_> {
 /// (at most `--warmup`) unless the reference's warm-up calls each took at least
 /// [`ROUND_WARMUP_UNTIL_MS`]. Decided on the reference's claims only (it is trusted): the
 /// candidate cannot steer how both sides are timed.
-pub fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
+pub(crate) fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
     match tc.round_warmup {
         RoundWarmup::Calls(n) => n,
         RoundWarmup::Auto => {
@@ -725,7 +725,7 @@ pub fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
 const TIMED_CALL: Command = Command::TimedCall { round_warmup: None };
 
 /// The claimed time of a call's answer: a finite, positive number of milliseconds.
-pub fn parse_sample(reply: &Frame) -> Result<f64, String> {
+pub(crate) fn parse_sample(reply: &Frame) -> Result<f64, String> {
     if reply.kind() != "timed_call" {
         return Err(format!(
             "expected a timed call's answer, got {}",

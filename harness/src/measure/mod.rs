@@ -11,11 +11,11 @@ pub(crate) mod exchange;
 pub(crate) mod gated;
 pub(crate) mod mode_check;
 mod probe;
-pub mod profile;
+pub(crate) mod profile;
 pub(crate) mod ref_case;
 pub(crate) mod ref_failure;
 pub(crate) mod reference;
 mod station;
 
-pub use ctx::Ctx;
-pub use station::Station;
+pub(crate) use ctx::Ctx;
+pub(crate) use station::Station;

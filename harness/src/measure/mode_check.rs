@@ -14,8 +14,8 @@ use crate::worker::{error_text, first_line, Worker};
 
 /// Both sides' outputs of one eval-mode case.
 pub(crate) struct EvalModeOutputs {
-    pub candidate: Vec<HostTensor>,
-    pub reference: Vec<HostTensor>,
+    pub(crate) candidate: Vec<HostTensor>,
+    pub(crate) reference: Vec<HostTensor>,
 }
 
 /// Runs the case of `seed` (inputs) and `forward_seed` in eval mode on both workers. Err:

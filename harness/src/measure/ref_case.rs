@@ -12,14 +12,14 @@ use crate::gpu::compare::DevTensor;
 use crate::gpu::devmem::DevBuf;
 
 /// A tensor in a harness-owned GPU buffer.
-pub struct DevTensorOwned {
-    pub buf: DevBuf,
-    pub dtype: Dtype,
-    pub shape: Vec<u64>,
+pub(crate) struct DevTensorOwned {
+    pub(crate) buf: DevBuf,
+    pub(crate) dtype: Dtype,
+    pub(crate) shape: Vec<u64>,
 }
 
 impl DevTensorOwned {
-    pub fn view(&self) -> DevTensor<'_> {
+    pub(crate) fn view(&self) -> DevTensor<'_> {
         DevTensor {
             buf: &self.buf,
             dtype: self.dtype,
@@ -28,7 +28,7 @@ impl DevTensorOwned {
     }
 
     /// What a worker needs to map it: `{handle, dtype, shape, nbytes}`.
-    pub fn spec(&self) -> TensorSpec {
+    pub(crate) fn spec(&self) -> TensorSpec {
         TensorSpec {
             handle: Some(self.buf.ipc_handle().to_string()),
             offset: None,
@@ -39,13 +39,13 @@ impl DevTensorOwned {
         }
     }
 
-    pub fn nbytes(&self) -> usize {
+    pub(crate) fn nbytes(&self) -> usize {
         self.shape.iter().product::<u64>() as usize * self.dtype.size()
     }
 }
 
 /// A case's tensors, where they live.
-pub enum CaseData {
+pub(crate) enum CaseData {
     /// CPU runs: a ready `run_case` frame carrying the inputs, and host outputs.
     Host {
         run_frame: Arc<Frame>,
@@ -65,19 +65,19 @@ pub enum CaseData {
 }
 
 /// One correctness case as the reference produced it.
-pub struct RefCase {
-    pub case: CaseRef,
-    pub forward_seed: u64,
-    pub data: CaseData,
+pub(crate) struct RefCase {
+    pub(crate) case: CaseRef,
+    pub(crate) forward_seed: u64,
+    pub(crate) data: CaseData,
     /// Why a stress case does not apply to this problem (the candidate is not run on it).
-    pub not_applicable: Option<String>,
+    pub(crate) not_applicable: Option<String>,
     /// Inputs the reference's own forward writes to (an in-place problem): a candidate
     /// writing to them is not flagged `input-mutated`.
-    pub mutated_inputs: Vec<u64>,
+    pub(crate) mutated_inputs: Vec<u64>,
 }
 
 impl RefCase {
-    pub fn num_outputs(&self) -> usize {
+    pub(crate) fn num_outputs(&self) -> usize {
         match &self.data {
             CaseData::Host { outputs, .. } => outputs.len(),
             CaseData::Device { outputs, .. } => outputs.len(),
@@ -86,7 +86,7 @@ impl RefCase {
 
     /// Bytes of the case's inputs and working-precision outputs: what each side's timed
     /// calls hold (their input copies and outputs are multiples of it).
-    pub fn io_bytes(&self) -> u64 {
+    pub(crate) fn io_bytes(&self) -> u64 {
         match &self.data {
             CaseData::Host {
                 run_frame, outputs, ..
@@ -124,7 +124,7 @@ impl RefCase {
 
     /// A stress case that does not apply (`why`), without its tensors: nothing is run or
     /// judged on it, and every candidate of the problem gets the same answer.
-    pub fn not_applicable(case: CaseRef, why: String) -> RefCase {
+    pub(crate) fn not_applicable(case: CaseRef, why: String) -> RefCase {
         RefCase {
             case,
             forward_seed: 0,

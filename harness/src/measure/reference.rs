@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
-pub use super::ref_case::{CaseData, DevTensorOwned, RefCase};
+pub(crate) use super::ref_case::{CaseData, DevTensorOwned, RefCase};
 use super::ref_failure::{cap_message, fault_message, WORKER_FAULT};
 use super::{Ctx, Station};
 use crate::gpu::devmem::{DevBuf, Gpu};
@@ -27,7 +27,7 @@ use crate::worker::{Role, Worker, WorkerFault};
 /// larger one moves a tensor at a time (see `take_device_case`).
 const ONE_EXPORT_MAX_BYTES: usize = 1 << 30;
 
-pub enum RefFailure {
+pub(crate) enum RefFailure {
     Failed(String),
     Interrupted,
 }
@@ -39,8 +39,8 @@ pub enum RefFailure {
 /// problem share one reference computation; a problem whose cases do not fit keeps none and
 /// remakes each case for each candidate (same seeds, same inputs), so memory stays bounded
 /// by one case. A reference worker that dies is restarted (twice at most per problem).
-pub struct ReferenceSession {
-    pub worker: Worker,
+pub(crate) struct ReferenceSession {
+    pub(crate) worker: Worker,
     cached: Vec<Arc<RefCase>>,
     caching: bool,
     cached_bytes: u64,
@@ -48,8 +48,8 @@ pub struct ReferenceSession {
     /// Stress cases found not to apply, by case index: not made again for later candidates
     /// when the cache keeps no case (each took a float64 forward to decide).
     not_applicable: std::collections::HashMap<u32, String>,
-    pub device_name: String,
-    pub notes: Vec<String>,
+    pub(crate) device_name: String,
+    pub(crate) notes: Vec<String>,
     problem_file: String,
     problem_key: String,
     problem_sha: String,
@@ -60,18 +60,18 @@ pub struct ReferenceSession {
     worker_case: Option<u32>,
     restarts: u32,
     /// Seconds spent making cases, and of those in `get_inputs()`, since the session opened.
-    pub made_s: f64,
-    pub inputs_s: f64,
+    pub(crate) made_s: f64,
+    pub(crate) inputs_s: f64,
     /// The problem's cost (FLOPs, bytes), asked once per session (see [`Self::cost`]).
     cost: Option<Option<kbench_record::perf::ProblemCost>>,
     /// Every module of the reference is in training mode (its load reply names none with
     /// `training == False`): the condition of the `mode-switch` advisory.
-    pub trains: bool,
+    pub(crate) trains: bool,
 }
 
 impl ReferenceSession {
     /// Opens the session, using `prestarted` (a worker started ahead) when given.
-    pub fn open(
+    pub(crate) fn open(
         ctx: &Ctx,
         exec: &Station,
         problem: &Problem,
@@ -229,7 +229,7 @@ impl ReferenceSession {
 
     /// Case `t` of the `random` family: from the cache, or made now by the reference worker
     /// (which then holds it as its current case, the one timing uses).
-    pub fn case(
+    pub(crate) fn case(
         &mut self,
         ctx: &Ctx,
         exec: &Station,
@@ -271,7 +271,7 @@ impl ReferenceSession {
 
     /// Makes sure the worker's current case is case `t` (timing uses it), remaking it when
     /// the worker was restarted since.
-    pub fn hold_case(
+    pub(crate) fn hold_case(
         &mut self,
         ctx: &Ctx,
         exec: &Station,
@@ -308,7 +308,7 @@ impl ReferenceSession {
     /// The problem's FLOPs and bytes (the worker's `cost` command, on inputs from a seed
     /// derived from the run secret), asked once per session. None when the worker could not
     /// count them; a note on the record says why. Leaves the worker's current case alone.
-    pub fn cost(
+    pub(crate) fn cost(
         &mut self,
         ctx: &Ctx,
         run_dir: &RunDir,
@@ -350,7 +350,7 @@ impl ReferenceSession {
     }
 
     /// After a timing failure: the worker may be dead; the next case or timing restarts it.
-    pub fn forget_worker_case(&mut self) {
+    pub(crate) fn forget_worker_case(&mut self) {
         self.worker_case = None;
     }
 
@@ -463,7 +463,7 @@ impl ReferenceSession {
     /// case when it needs it. Sent even when the worker holds no case: between commands it
     /// may keep free blocks cached. A worker that cannot answer is left to the
     /// next case, which restarts it.
-    pub fn drop_worker_case(&mut self, ctx: &Ctx) {
+    pub(crate) fn drop_worker_case(&mut self, ctx: &Ctx) {
         if self.gpu.is_some() {
             let _ = self.export(ctx, Vec::new(), false, true);
         }
@@ -748,7 +748,7 @@ fn start_reference(
 /// The `load` command of a problem's reference worker. The executor sends it ahead, while
 /// earlier problems run, so that building the model (seconds on the CPU for large level-3
 /// models) is off the critical path.
-pub fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Command {
+pub(crate) fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Command {
     Command::Load(Load {
         want_f64: Some(ctx.config.profile == ToleranceProfile::Strict),
         ..ctx.load(exec.device, problem_path)

@@ -10,19 +10,19 @@ use crate::gpu::devmem::Gpu;
 
 /// One executor's device: the CPU, or one GPU with the harness's own context on it (for
 /// buffers shared with workers and the comparison kernels).
-pub struct Station {
-    pub device: Device,
-    pub gpu: Option<Arc<Gpu>>,
-    pub cmp: Option<DeviceComparator>,
+pub(crate) struct Station {
+    pub(crate) device: Device,
+    pub(crate) gpu: Option<Arc<Gpu>>,
+    pub(crate) cmp: Option<DeviceComparator>,
     /// The core both timing workers run on while timing (see `affinity`).
-    pub timing_cpu: Option<usize>,
+    pub(crate) timing_cpu: Option<usize>,
     /// The GPU's UUID as the driver names it (`GPU-xxxxxxxx-...`), read once when the
     /// station opens; records carry it as `env.gpu_uuid`. None on the CPU.
-    pub gpu_uuid: Option<String>,
+    pub(crate) gpu_uuid: Option<String>,
 }
 
 impl Station {
-    pub fn open(device: Device, timing_cpu: Option<usize>) -> Result<Self> {
+    pub(crate) fn open(device: Device, timing_cpu: Option<usize>) -> Result<Self> {
         match device {
             Device::Cpu => Ok(Self {
                 device,
@@ -48,7 +48,7 @@ impl Station {
     }
 
     /// The GPU's total memory in bytes; 0 on the CPU (or when the driver cannot say).
-    pub fn gpu_memory(&self) -> u64 {
+    pub(crate) fn gpu_memory(&self) -> u64 {
         self.gpu
             .as_ref()
             .and_then(|g| g.mem_info().ok())

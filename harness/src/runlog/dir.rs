@@ -19,14 +19,14 @@ use crate::runlog::records::{records_key, signed_line, RecordLog, Verifier, RECO
 use crate::runlog::seed::RunSecret;
 
 /// An open run directory.
-pub struct RunDir {
-    pub root: PathBuf,
+pub(crate) struct RunDir {
+    pub(crate) root: PathBuf,
     /// `run.json` as the run was opened (a resumed run's recorded settings; its plan
     /// extended by what this invocation plans).
-    pub manifest: RunManifest,
-    pub secret: RunSecret,
+    pub(crate) manifest: RunManifest,
+    pub(crate) secret: RunSecret,
     /// Records already in the log when the run was opened.
-    pub existing: Vec<EvalRecord>,
+    pub(crate) existing: Vec<EvalRecord>,
     recorded: std::sync::Mutex<HashSet<String>>,
     /// Appends come from every GPU's executor; one line at a time.
     log: std::sync::Mutex<std::fs::File>,
@@ -38,13 +38,13 @@ pub struct RunDir {
     plan: std::sync::Mutex<Option<(RunManifest, HashSet<String>)>>,
     /// What reading the log on resume found: each line skipped (and why), a truncated last
     /// line cut off, records read unverified.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
     _lock: WriterLock,
 }
 
-pub const RECORDS: &str = "records.jsonl";
-pub const MANIFEST: &str = "run.json";
-pub const SECRET: &str = "secret";
+pub(crate) const RECORDS: &str = "records.jsonl";
+pub(crate) const MANIFEST: &str = "run.json";
+pub(crate) const SECRET: &str = "secret";
 
 impl RunDir {
     /// Creates a new run directory at `root`, or reopens one with `resume`. `asked` is what
@@ -55,7 +55,7 @@ impl RunDir {
     /// that one). `root` must be new, empty or a kbench run folder (never another tool's
     /// files); one another kbench is writing is refused, naming its pid; a resumed run whose
     /// `run.json` does not verify is refused.
-    pub fn open(
+    pub(crate) fn open(
         root: &Path,
         resume: bool,
         secret_from: Option<&Path>,
@@ -208,7 +208,7 @@ impl RunDir {
     }
 
     /// Whether a record with this key is already in the log.
-    pub fn is_recorded(&self, key: &str) -> bool {
+    pub(crate) fn is_recorded(&self, key: &str) -> bool {
         self.recorded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -222,7 +222,7 @@ impl RunDir {
     /// unplanned. It always starts a line of its own: a line something else left unfinished
     /// (a process of a candidate writing to the log) is ended first, so that it costs only
     /// itself, never the record after it.
-    pub fn append(&self, record: &EvalRecord) -> Result<()> {
+    pub(crate) fn append(&self, record: &EvalRecord) -> Result<()> {
         let mut line = signed_line(&self.record_key, record)?;
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         self.plan_record(record)?;
@@ -263,18 +263,18 @@ impl RunDir {
         Ok(())
     }
 
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
     }
 
-    pub fn kernels_dir(&self) -> PathBuf {
+    pub(crate) fn kernels_dir(&self) -> PathBuf {
         self.root.join("kernels")
     }
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that readers see the
 /// old content or the new, never a part.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f =
         std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;

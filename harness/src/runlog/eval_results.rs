@@ -13,11 +13,11 @@ use kbench_record::EvalRecord;
 use super::write_atomic;
 
 /// The file's name, at the top of a single-level run and in each level's folder.
-pub const EVAL_RESULTS: &str = "eval_results.json";
+pub(crate) const EVAL_RESULTS: &str = "eval_results.json";
 
 /// Writes the files for `records` (the whole log, last record per key winning) into the run
 /// directory `dir`; returns the paths written.
-pub fn write_eval_results(dir: &Path, records: &[EvalRecord]) -> Result<Vec<PathBuf>> {
+pub(crate) fn write_eval_results(dir: &Path, records: &[EvalRecord]) -> Result<Vec<PathBuf>> {
     let levels = from_records(records);
     let mut written = Vec::new();
     for (level, results) in &levels {

@@ -14,17 +14,17 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-pub const LOCK: &str = "lock";
+pub(crate) const LOCK: &str = "lock";
 
 /// The held lock of a run folder; dropping it lets the next writer in.
 #[derive(Debug)]
-pub struct WriterLock {
+pub(crate) struct WriterLock {
     _file: std::fs::File,
 }
 
 impl WriterLock {
     /// Takes the lock of `dir` (which must exist), or says which process holds it.
-    pub fn acquire(dir: &Path) -> Result<WriterLock> {
+    pub(crate) fn acquire(dir: &Path) -> Result<WriterLock> {
         let path = dir.join(LOCK);
         let mut file = std::fs::OpenOptions::new()
             .read(true)

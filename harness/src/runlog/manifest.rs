@@ -19,44 +19,44 @@ const MANIFEST_KEY: &str = "run.json";
 /// What a run was asked to do; a resumed run must ask for the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunManifest {
-    pub schema_version: u32,
-    pub kbench_version: String,
-    pub run_id: String,
-    pub created_unix_s: f64,
-    pub agent: String,
-    pub suite: String,
-    pub device: String,
-    pub precision: String,
-    pub profile: String,
+    pub(crate) schema_version: u32,
+    pub(crate) kbench_version: String,
+    pub(crate) run_id: String,
+    pub(crate) created_unix_s: f64,
+    pub(crate) agent: String,
+    pub(crate) suite: String,
+    pub(crate) device: String,
+    pub(crate) precision: String,
+    pub(crate) profile: String,
     /// `train` or `eval` (`--model-mode`); runs made before it was recorded ran in `train`.
     #[serde(default = "train")]
     pub model_mode: String,
-    pub trials: u32,
+    pub(crate) trials: u32,
     /// Stress case families after the random trials (absent in runs made before them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub families: Vec<String>,
-    pub timed_calls: Option<u32>,
-    pub weight_seed: u64,
+    pub(crate) families: Vec<String>,
+    pub(crate) timed_calls: Option<u32>,
+    pub(crate) weight_seed: u64,
     /// `i/N` when this run is one shard of a larger run (`--shard`); absent for a whole or
     /// merged run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<String>,
+    pub(crate) shard: Option<String>,
     /// How the lines of `records.jsonl` are signed (`hmac-sha256`, keyed by the run's
     /// secret; see `runlog::records`). Absent in runs written before records were signed,
     /// whose lines are read unverified; a resumed run keeps what it recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub record_mac: Option<String>,
+    pub(crate) record_mac: Option<String>,
     /// Every evaluation the run plans: the problems and the kernels of each (see
     /// [`kbench_record::Plan`]). A record that is not written, deleted, or does not verify
     /// leaves its planned evaluation missing, which reports count as not correct. Absent in
     /// runs written before kbench listed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub planned: Option<Plan>,
+    pub(crate) planned: Option<Plan>,
 }
 
 /// Whether `run.json` carries a signature, and whether it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seal {
+pub(crate) enum Seal {
     /// Signed, and the signature verifies under the run's secret.
     Intact,
     /// Signed, and it does not verify: changed after kbench wrote it, or signed with
@@ -68,14 +68,14 @@ pub enum Seal {
 
 /// `run.json` as read: the manifest and the text it was parsed from.
 #[derive(Debug, Clone)]
-pub struct ManifestFile {
-    pub manifest: RunManifest,
+pub(crate) struct ManifestFile {
+    pub(crate) manifest: RunManifest,
     text: String,
 }
 
 impl ManifestFile {
     /// Reads and parses `path`.
-    pub fn read(path: &Path) -> Result<ManifestFile> {
+    pub(crate) fn read(path: &Path) -> Result<ManifestFile> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let manifest = serde_json::from_str(&text)
@@ -84,7 +84,7 @@ impl ManifestFile {
     }
 
     /// Whether it is signed, and whether the signature holds under `secret`.
-    pub fn seal(&self, secret: &RunSecret) -> Seal {
+    pub(crate) fn seal(&self, secret: &RunSecret) -> Seal {
         match claim(self.text.trim_end()) {
             Claim::None => Seal::Unsigned,
             c if c.verifies(&secret.subkey(MANIFEST_KEY)) => Seal::Intact,
@@ -94,18 +94,18 @@ impl ManifestFile {
 }
 
 /// `manifest` as the signed bytes of `run.json`.
-pub fn signed_manifest(secret: &RunSecret, manifest: &RunManifest) -> Result<Vec<u8>> {
+pub(crate) fn signed_manifest(secret: &RunSecret, manifest: &RunManifest) -> Result<Vec<u8>> {
     let body = serde_json::to_string_pretty(manifest)?;
     Ok(format!("{}\n", sign_object(&secret.subkey(MANIFEST_KEY), &body)?).into_bytes())
 }
 
 /// Writes `manifest` to `path`, signed (atomically: readers see the old or the new).
-pub fn write_signed(path: &Path, secret: &RunSecret, manifest: &RunManifest) -> Result<()> {
+pub(crate) fn write_signed(path: &Path, secret: &RunSecret, manifest: &RunManifest) -> Result<()> {
     super::write_atomic(path, &signed_manifest(secret, manifest)?)
 }
 
 /// Why a signed `run.json` is refused, with what to do; `dir` is its run folder.
-pub fn broken_seal(dir: &Path) -> String {
+pub(crate) fn broken_seal(dir: &Path) -> String {
     format!(
         "{} does not verify: it was changed after kbench wrote it (a plan edited to drop evaluations, a setting rewritten) or it belongs to another run (another secret); restore the run.json kbench wrote",
         dir.join(super::MANIFEST).display()
@@ -114,7 +114,7 @@ pub fn broken_seal(dir: &Path) -> String {
 
 /// Refuses a run whose `run.json` passes for an older one: unsigned, while its records say
 /// the kbench that wrote them signs `run.json`.
-pub fn check_not_downgraded(dir: &Path, manifest: &RunManifest, seal: Seal) -> Result<()> {
+pub(crate) fn check_not_downgraded(dir: &Path, manifest: &RunManifest, seal: Seal) -> Result<()> {
     if seal == Seal::Unsigned && manifest.record_mac.as_deref() == Some(super::RECORD_MAC) {
         bail!(
             "{} carries no signature, though it says its records are signed as {}, by a kbench that signs run.json: it is not the run.json kbench wrote; restore that one",
@@ -127,7 +127,7 @@ pub fn check_not_downgraded(dir: &Path, manifest: &RunManifest, seal: Seal) -> R
 
 impl RunManifest {
     /// The module mode the run's records were made in (`eval` only when it says so).
-    pub fn model_mode(&self) -> kbench_record::ModelMode {
+    pub(crate) fn model_mode(&self) -> kbench_record::ModelMode {
         if self.model_mode == "eval" {
             kbench_record::ModelMode::Eval
         } else {
@@ -137,7 +137,7 @@ impl RunManifest {
 
     /// The first setting that differs from `other`'s, described (the suite may differ: a
     /// resumed run may select a different subset of problems).
-    pub fn conflict(&self, other: &RunManifest) -> Option<String> {
+    pub(crate) fn conflict(&self, other: &RunManifest) -> Option<String> {
         let pairs = [
             ("agent", &self.agent, &other.agent),
             ("device", &self.device, &other.device),
@@ -203,7 +203,7 @@ fn train() -> String {
 }
 
 /// Seconds since the Unix epoch.
-pub fn now_unix() -> f64 {
+pub(crate) fn now_unix() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

@@ -24,19 +24,19 @@ pub(crate) mod mac;
 mod manifest;
 mod names;
 mod out_dir;
-pub mod read;
+pub(crate) mod read;
 mod records;
 pub mod seed;
 
-pub use dir::{write_atomic, RunDir, MANIFEST, RECORDS, SECRET};
-pub use eval_results::{write_eval_results, EVAL_RESULTS};
-pub use lock::{WriterLock, LOCK};
-pub use manifest::{
-    broken_seal, check_not_downgraded, now_unix, write_signed, ManifestFile, RunManifest, Seal,
-};
-pub use names::sanitize;
-pub use out_dir::{check_out, foreign_error, out_folder, OutFolder};
-pub use records::{
-    records_key, signed_line, LineFault, LogLine, RecordLog, Verifier, LEGACY_RECORD_MAC,
-    RECORD_MAC, WARNED_LINES,
-};
+pub(crate) use dir::{write_atomic, RunDir, MANIFEST, RECORDS, SECRET};
+pub(crate) use eval_results::write_eval_results;
+pub(crate) use lock::{WriterLock, LOCK};
+pub use manifest::RunManifest;
+pub(crate) use manifest::{now_unix, write_signed};
+#[cfg(test)]
+pub(crate) use manifest::{ManifestFile, Seal};
+pub(crate) use names::sanitize;
+pub(crate) use out_dir::{check_out, foreign_error, out_folder, OutFolder};
+#[cfg(test)]
+pub(crate) use records::LEGACY_RECORD_MAC;
+pub use records::{records_key, signed_line, LineFault, RecordLog, RECORD_MAC};

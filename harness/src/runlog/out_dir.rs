@@ -12,7 +12,7 @@ use super::{LOCK, MANIFEST};
 
 /// What a folder holds, as a place to write a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutFolder {
+pub(crate) enum OutFolder {
     /// It does not exist yet.
     New,
     /// It exists and holds nothing but what kbench writes before `run.json` (a `lock` file,
@@ -33,7 +33,7 @@ const LIVE_BASELINES: &str = "baselines";
 const NAMED: usize = 5;
 
 /// What `dir` holds (see [`OutFolder`]).
-pub fn out_folder(dir: &Path) -> Result<OutFolder> {
+pub(crate) fn out_folder(dir: &Path) -> Result<OutFolder> {
     let meta = match std::fs::symlink_metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OutFolder::New),
@@ -86,7 +86,7 @@ fn holds(dir: &Path, names: &[&str]) -> bool {
 }
 
 /// The error for a foreign `--out` folder holding `names`.
-pub fn foreign_error(dir: &Path, names: &[String]) -> anyhow::Error {
+pub(crate) fn foreign_error(dir: &Path, names: &[String]) -> anyhow::Error {
     let mut shown: Vec<String> = names.iter().take(NAMED).cloned().collect();
     if names.len() > NAMED {
         shown.push(format!("and {} more", names.len() - NAMED));
@@ -100,7 +100,7 @@ pub fn foreign_error(dir: &Path, names: &[String]) -> anyhow::Error {
 }
 
 /// Refuses `dir` as a run's `--out` unless it is new, empty or a kbench run folder.
-pub fn check_out(dir: &Path) -> Result<OutFolder> {
+pub(crate) fn check_out(dir: &Path) -> Result<OutFolder> {
     match out_folder(dir)? {
         OutFolder::Foreign(names) => Err(foreign_error(dir, &names)),
         ok => Ok(ok),

@@ -9,7 +9,7 @@
 //! Runs written before kbench signed `run.json` (whose lines it did sign) are read with
 //! their lines verified and a note: they list no planned evaluations ([`Trust::Legacy`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Result};
 
@@ -20,7 +20,7 @@ use super::{MANIFEST, RECORDS, SECRET};
 
 /// How far a run's files were checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trust {
+pub(crate) enum Trust {
     /// `run.json`'s signature and every record line verified with the run's secret.
     Verified,
     /// Every record line verified; `run.json` was written by a kbench from before it signed
@@ -32,21 +32,19 @@ pub enum Trust {
 
 /// A run folder (or a records file) as read.
 #[derive(Debug)]
-pub struct RunFolder {
-    /// The run folder, or the records file given when it is outside one.
-    pub path: PathBuf,
+pub(crate) struct RunFolder {
     /// `run.json`, when there is one that parses.
-    pub manifest: Option<RunManifest>,
-    pub secret: Option<RunSecret>,
-    pub log: RecordLog,
-    pub trust: Trust,
+    pub(crate) manifest: Option<RunManifest>,
+    pub(crate) secret: Option<RunSecret>,
+    pub(crate) log: RecordLog,
+    pub(crate) trust: Trust,
 }
 
 /// Reads the run at `path` (a run folder, or a records file: a run folder's own
 /// `records.jsonl` stands for its folder). With `unverified_ok` what cannot be verified is
 /// read unchecked, as [`Trust::Unverified`]; without, it is refused, naming the file and
 /// what to do.
-pub fn read_run_folder(path: &Path, unverified_ok: bool) -> Result<RunFolder> {
+pub(crate) fn read_run_folder(path: &Path, unverified_ok: bool) -> Result<RunFolder> {
     let dir = if path.is_dir() {
         Some(path.to_path_buf())
     } else {
@@ -140,7 +138,6 @@ pub fn read_run_folder(path: &Path, unverified_ok: bool) -> Result<RunFolder> {
         )),
     };
     Ok(RunFolder {
-        path: dir,
         manifest: Some(file.manifest),
         secret: Some(secret),
         log,
@@ -172,7 +169,6 @@ fn unchecked(
     };
     let log = RecordLog::read(&records, &Verifier::unchecked(why.clone()))?;
     Ok(RunFolder {
-        path: path.to_path_buf(),
         manifest,
         secret: None,
         log,

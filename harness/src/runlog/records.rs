@@ -31,7 +31,7 @@ use super::{MANIFEST, SECRET};
 pub const RECORD_MAC: &str = "hmac-sha256-v2";
 /// What it said of runs whose lines carry a MAC keyed by the secret itself, and whose
 /// `run.json` was not signed.
-pub const LEGACY_RECORD_MAC: &str = "hmac-sha256";
+pub(crate) const LEGACY_RECORD_MAC: &str = "hmac-sha256";
 /// The purpose the records' key is derived for ([`RunSecret::subkey`]).
 const RECORDS_KEY: &str = "records";
 
@@ -55,7 +55,7 @@ pub fn signed_line(key: &RunSecret, record: &EvalRecord) -> Result<Vec<u8>> {
 
 /// How the lines of one log are checked.
 #[derive(Debug, Clone)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     /// The key the run's lines are signed with ([`records_key`]).
     key: Option<RunSecret>,
     /// The run's manifest says its records are signed: a line without a MAC fails.
@@ -69,8 +69,9 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    #[cfg(test)]
     /// Lines checked against `key`; `signed` when the run's manifest says its records are.
-    pub fn new(key: RunSecret, signed: bool) -> Verifier {
+    pub(crate) fn new(key: RunSecret, signed: bool) -> Verifier {
         Verifier {
             key: Some(key),
             signed,
@@ -80,7 +81,7 @@ impl Verifier {
     }
 
     /// For a run with `secret` whose `run.json` says `record_mac`.
-    pub fn for_scheme(secret: &RunSecret, record_mac: Option<&str>) -> Result<Verifier> {
+    pub(crate) fn for_scheme(secret: &RunSecret, record_mac: Option<&str>) -> Result<Verifier> {
         let key = records_key(secret, record_mac)?;
         let legacy = record_mac != Some(RECORD_MAC);
         Ok(Verifier {
@@ -92,7 +93,7 @@ impl Verifier {
     }
 
     /// No line can be checked, because of `why`.
-    pub fn unchecked(why: impl Into<String>) -> Verifier {
+    pub(crate) fn unchecked(why: impl Into<String>) -> Verifier {
         Verifier {
             key: None,
             signed: false,
@@ -106,7 +107,7 @@ impl Verifier {
     /// `secret` under the scheme its `run.json` names. A missing or corrupt secret does not
     /// stop the reading: the lines are then read unverified, and the warning says why.
     /// Reports and merges read through `runlog::read`, which refuses that unless asked.
-    pub fn of_run(dir: &Path) -> Verifier {
+    pub(crate) fn of_run(dir: &Path) -> Verifier {
         let record_mac: Option<String> = std::fs::read(dir.join(MANIFEST))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -145,7 +146,7 @@ pub enum LineFault {
 
 impl LineFault {
     /// The fault's kind in a few words, for counts.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             LineFault::Truncated => "truncated",
             LineFault::NotJson(_) => "not JSON",
@@ -180,21 +181,21 @@ impl std::fmt::Display for LineFault {
 }
 
 /// Bad lines named one by one in [`RecordLog::warnings`]; the rest are counted.
-pub const WARNED_LINES: usize = 10;
+pub(crate) const WARNED_LINES: usize = 10;
 
 /// A line that was read, as written (without its newline), and its record.
 #[derive(Debug, Clone)]
 pub struct LogLine {
     /// 1-based line number in the file.
-    pub no: usize,
-    pub text: String,
+    pub(crate) no: usize,
+    pub(crate) text: String,
     pub record: EvalRecord,
 }
 
 /// A log read back: its good lines, and each bad line with why.
 #[derive(Debug, Clone)]
 pub struct RecordLog {
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     pub lines: Vec<LogLine>,
     pub bad: Vec<(usize, LineFault)>,
     /// Lines read without a MAC check (see [`Verifier`]), and why they could not be checked.
@@ -202,15 +203,15 @@ pub struct RecordLog {
     unverified_why: String,
     /// Bytes up to the end of the last line that ended with a newline: a truncated tail
     /// starts there.
-    pub complete_len: u64,
+    pub(crate) complete_len: u64,
     /// Lines that fail under the legacy scheme `run.json` claims but verify under the
     /// current one: that `run.json` was put in place of the one the run's kbench signed.
-    pub replaced_manifest: usize,
+    pub(crate) replaced_manifest: usize,
 }
 
 impl RecordLog {
     /// Reads `path` (a missing file is an empty log). Fails only when the file cannot be read.
-    pub fn read(path: &Path, verifier: &Verifier) -> Result<RecordLog> {
+    pub(crate) fn read(path: &Path, verifier: &Verifier) -> Result<RecordLog> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -357,17 +358,17 @@ impl RecordLog {
     }
 
     /// Bad lines that are not a truncated last line: changed, forged, not JSON, not records.
-    pub fn invalid(&self) -> usize {
+    pub(crate) fn invalid(&self) -> usize {
         self.bad.len() - usize::from(self.truncated_tail())
     }
 
     /// Whether the last line is a truncated one (cut off by `--resume`).
-    pub fn truncated_tail(&self) -> bool {
+    pub(crate) fn truncated_tail(&self) -> bool {
         matches!(self.bad.last(), Some((_, LineFault::Truncated)))
     }
 
     /// The records of the good lines, in order.
-    pub fn records(self) -> Vec<EvalRecord> {
+    pub(crate) fn records(self) -> Vec<EvalRecord> {
         self.lines.into_iter().map(|l| l.record).collect()
     }
 }

@@ -26,7 +26,7 @@ impl std::fmt::Debug for RunSecret {
 
 impl RunSecret {
     /// Fresh secret from the operating system's random source.
-    pub fn generate() -> Result<Self> {
+    pub(crate) fn generate() -> Result<Self> {
         let mut b = [0u8; 32];
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut b))
@@ -52,7 +52,7 @@ impl RunSecret {
     }
 
     /// Saves the secret with owner-only permissions.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    pub(crate) fn save(&self, path: &Path) -> Result<()> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
@@ -68,7 +68,7 @@ impl RunSecret {
     }
 
     /// A 63-bit seed for `label` (e.g. `input/<problem sha>/random/3`).
-    pub fn derive(&self, label: &str) -> u64 {
+    pub(crate) fn derive(&self, label: &str) -> u64 {
         let mut h = Sha256::new();
         h.update(self.0);
         h.update(label.as_bytes());
@@ -77,7 +77,7 @@ impl RunSecret {
     }
 
     /// HMAC-SHA256 of `bytes` keyed by the secret, as 64 lowercase hex digits.
-    pub fn mac_hex(&self, bytes: &[u8]) -> String {
+    pub(crate) fn mac_hex(&self, bytes: &[u8]) -> String {
         self.hmac(bytes)
             .finalize()
             .into_bytes()
@@ -98,7 +98,7 @@ impl RunSecret {
     }
 
     /// Whether `mac_hex` (64 hex digits) is the HMAC of `bytes`; compared in constant time.
-    pub fn verify_mac(&self, bytes: &[u8], mac_hex: &str) -> bool {
+    pub(crate) fn verify_mac(&self, bytes: &[u8], mac_hex: &str) -> bool {
         let Some(mac) = decode_hex::<32>(mac_hex) else {
             return false;
         };

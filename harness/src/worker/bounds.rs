@@ -13,22 +13,22 @@ use kbench_record::human_bytes;
 
 /// The uid sandboxed candidates run as when kbench runs as root: a number, or `off` to keep
 /// them as root (for a driver that refuses something across users). Unset: [`NOBODY`].
-pub const CANDIDATE_UID_ENV: &str = "KBENCH_CANDIDATE_UID";
+pub(crate) const CANDIDATE_UID_ENV: &str = "KBENCH_CANDIDATE_UID";
 
 /// `nobody` on Debian, Ubuntu, Fedora and Arch: owns no file.
-pub const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 /// The smallest cap `auto` gives a worker: a worker of a small problem needs well under a GiB
 /// beside torch.
-pub const MIN_AUTO_CAP: u64 = 2 << 30;
+pub(crate) const MIN_AUTO_CAP: u64 = 2 << 30;
 
 /// Workers that can be alive at once for each device: the reference and the candidate being
 /// evaluated, and those started ahead (`docs/running.md`, "Workers started ahead").
-pub const WORKERS_PER_DEVICE: u64 = 4;
+pub(crate) const WORKERS_PER_DEVICE: u64 = 4;
 
 /// `--memory-cap` as given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MemoryCapChoice {
+pub(crate) enum MemoryCapChoice {
     /// A share of the host's memory ([`auto_cap`]).
     #[default]
     Auto,
@@ -39,7 +39,7 @@ pub enum MemoryCapChoice {
 }
 
 /// Reads `--memory-cap`: `auto`, `none`, or a size (`6GiB`, `512MiB`, `8G`, bytes).
-pub fn parse_memory_cap(s: &str) -> Result<MemoryCapChoice, String> {
+pub(crate) fn parse_memory_cap(s: &str) -> Result<MemoryCapChoice, String> {
     let t = s.trim();
     match t.to_ascii_lowercase().as_str() {
         "auto" => return Ok(MemoryCapChoice::Auto),
@@ -79,37 +79,37 @@ pub fn parse_memory_cap(s: &str) -> Result<MemoryCapChoice, String> {
 /// can be alive at once, at least [`MIN_AUTO_CAP`] each. The same three quarters cap all
 /// workers together where a cgroup can hold them ([`all_workers_cap`]); the rest is kbench's
 /// own (the reference cases it keeps) and the host's.
-pub fn auto_cap(host_bytes: Option<u64>, workers_alive: u64) -> u64 {
+pub(crate) fn auto_cap(host_bytes: Option<u64>, workers_alive: u64) -> u64 {
     let budget = host_bytes.map_or(16 << 30, |b| b / 4 * 3);
     (budget / workers_alive.max(1)).max(MIN_AUTO_CAP)
 }
 
 /// The cap on all workers together, where a cgroup holds them: three quarters of the host's
 /// memory, and never less than one worker's cap.
-pub fn all_workers_cap(host_bytes: Option<u64>, each: u64) -> Option<u64> {
+pub(crate) fn all_workers_cap(host_bytes: Option<u64>, each: u64) -> Option<u64> {
     host_bytes.map(|b| (b / 4 * 3).max(each))
 }
 
 /// How a run's workers are capped, decided once it knows its devices and its cgroups.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryPlan {
+pub(crate) struct MemoryPlan {
     /// Each worker's cap, and whether a worker without a cgroup cap limits its own address
     /// space (true on the CPU device only).
-    pub each: Option<u64>,
-    pub rlimit_fallback: bool,
+    pub(crate) each: Option<u64>,
+    pub(crate) rlimit_fallback: bool,
     /// Whether the cap is a cgroup's (`memory.max`).
-    pub by_cgroup: bool,
+    pub(crate) by_cgroup: bool,
     /// The cap on all workers together (a cgroup's).
-    pub all: Option<u64>,
+    pub(crate) all: Option<u64>,
     /// Why there is no cap, when there is none.
-    pub none_why: Option<String>,
+    pub(crate) none_why: Option<String>,
 }
 
 impl MemoryPlan {
     /// The plan for `choice` with `workers_alive` workers at most: `cgroup_memory` says
     /// whether worker groups can have `memory.max` (else `no_cgroup_why`), `gpu` whether the
     /// workers use CUDA.
-    pub fn decide(
+    pub(crate) fn decide(
         choice: MemoryCapChoice,
         host_bytes: Option<u64>,
         workers_alive: u64,
@@ -161,7 +161,7 @@ impl MemoryPlan {
     }
 
     /// How records name the enforcement: `cgroup`, `rlimit` or `none: <why>`.
-    pub fn method(&self) -> String {
+    pub(crate) fn method(&self) -> String {
         match (&self.each, self.by_cgroup) {
             (Some(_), true) => "cgroup".into(),
             (Some(_), false) => "rlimit".into(),
@@ -176,7 +176,7 @@ impl MemoryPlan {
 /// The uid sandboxed candidates run as: `KBENCH_CANDIDATE_UID` (`value`) when kbench runs
 /// as root (`euid` 0), [`NOBODY`] when unset; `None` when it is `off`, or when kbench is not
 /// root (only root can change uid; candidates then run as the invoking user).
-pub fn candidate_uid(value: Option<&str>, euid: u32) -> Result<Option<u32>, String> {
+pub(crate) fn candidate_uid(value: Option<&str>, euid: u32) -> Result<Option<u32>, String> {
     let value = value.map(str::trim).filter(|v| !v.is_empty());
     let uid = match value {
         None => NOBODY,
@@ -199,25 +199,25 @@ pub fn candidate_uid(value: Option<&str>, euid: u32) -> Result<Option<u32>, Stri
 /// controller; otherwise, with `rlimit_fallback` (the CPU device), the worker's own
 /// address-space limit on top of what importing torch maps (`kbench_worker/startup.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryCap {
-    pub bytes: u64,
-    pub rlimit_fallback: bool,
+pub(crate) struct MemoryCap {
+    pub(crate) bytes: u64,
+    pub(crate) rlimit_fallback: bool,
 }
 
 /// How a running worker's memory is capped.
 /// A worker that went past a memory cap: the cap's bytes, whether it is the cap of all
 /// workers together, and how it was told.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CapMet {
-    pub limit_bytes: u64,
-    pub all_workers: bool,
-    pub how: String,
+pub(crate) struct CapMet {
+    pub(crate) limit_bytes: u64,
+    pub(crate) all_workers: bool,
+    pub(crate) how: String,
 }
 
 impl CapMet {
     /// What the harness says of it (the cap, how it was met, the option that raises it),
     /// `when` it happened (`""`, or e.g. " while making case random#0").
-    pub fn text(&self, when: &str) -> String {
+    pub(crate) fn text(&self, when: &str) -> String {
         cap_met_text(self.limit_bytes, self.all_workers, &self.how, when)
     }
 }
@@ -227,7 +227,7 @@ impl CapMet {
 /// themselves, never followed (`lchown`), so a link a candidate planted cannot hand it a file
 /// elsewhere; an entry removed meanwhile (a build job's compiler working in the folder) is
 /// passed over. Hand-written: a dozen lines of the standard library's `lchown` over a walk.
-pub fn hand_over(path: &Path, uid: u32) -> std::io::Result<()> {
+pub(crate) fn hand_over(path: &Path, uid: u32) -> std::io::Result<()> {
     let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     match std::os::unix::fs::lchown(path, Some(uid), Some(uid)) {
         Err(e) if gone(&e) => return Ok(()),
@@ -251,7 +251,7 @@ pub fn hand_over(path: &Path, uid: u32) -> std::io::Result<()> {
 
 /// Whether a worker's error text is an allocation refused for want of memory: what torch's
 /// CPU allocator, Python, numpy and C++ say when the address-space limit is met.
-pub fn allocation_failed(message: &str) -> bool {
+pub(crate) fn allocation_failed(message: &str) -> bool {
     const SIGNS: &[&str] = &[
         "can't allocate memory",
         "Cannot allocate memory",
@@ -266,7 +266,7 @@ pub fn allocation_failed(message: &str) -> bool {
 /// What the harness says of a worker that met its cap `while` doing something (`""`, or
 /// e.g. " while making case random#0"): which cap, how much, how it was told, and how to
 /// raise it.
-pub fn cap_met_text(limit: u64, all_workers: bool, how: &str, when: &str) -> String {
+pub(crate) fn cap_met_text(limit: u64, all_workers: bool, how: &str, when: &str) -> String {
     let whose = if all_workers {
         "the memory cap of all workers together"
     } else {

@@ -24,23 +24,23 @@ use crate::worker::{Worker, WorkerSpec};
 
 /// One candidate to build ahead.
 #[derive(Debug, Clone)]
-pub struct BuildJob {
+pub(crate) struct BuildJob {
     /// The content-addressed build directory; also the job's identity.
-    pub build_dir: PathBuf,
-    pub problem_path: PathBuf,
-    pub candidate_path: PathBuf,
+    pub(crate) build_dir: PathBuf,
+    pub(crate) problem_path: PathBuf,
+    pub(crate) candidate_path: PathBuf,
     /// Where the build worker's output goes.
-    pub log_path: PathBuf,
+    pub(crate) log_path: PathBuf,
 }
 
 /// What became of a build ahead.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Built {
+pub(crate) struct Built {
     /// Wall time of the build job, seconds.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Whether the build job's pass built every extension build it found in the candidate
     /// (PROTOCOL.md, "build"): then the cache holds all of them and a later run skips the job.
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +79,7 @@ impl Shared {
 /// The longest the first wave holds the other threads back: about one build alone on the
 /// H100 host (54 s). A first wave of builds that hang, or fail slowly, does not keep the
 /// pool at half its size for the load timeout.
-pub const FIRST_WAVE_MAX: Duration = Duration::from_secs(60);
+pub(crate) const FIRST_WAVE_MAX: Duration = Duration::from_secs(60);
 
 /// The first wave of a pool of `jobs` build threads: half of them, at least one.
 ///
@@ -92,23 +92,23 @@ pub const FIRST_WAVE_MAX: Duration = Duration::from_secs(60);
 /// the first build done on every thread builds, so that the rest of the pass should go at
 /// the rate of 15 (a projection from those three runs; archive/runs/2026-11-27-h100-released-rounds-build-pool/run_issue24_verify.sh
 /// measured it).
-pub fn first_wave(jobs: usize) -> usize {
+pub(crate) fn first_wave(jobs: usize) -> usize {
     jobs.div_ceil(2).max(1)
 }
 
 /// A fixed number of threads, each driving one build process at a time.
-pub struct BuildPool {
+pub(crate) struct BuildPool {
     shared: Arc<(Mutex<Shared>, Condvar)>,
     threads: Vec<JoinHandle<()>>,
 }
 
 /// How build jobs start their workers.
-pub type SpecFor = dyn Fn(&BuildJob) -> WorkerSpec + Send + Sync;
+pub(crate) type SpecFor = dyn Fn(&BuildJob) -> WorkerSpec + Send + Sync;
 
 impl BuildPool {
     /// Starts `jobs` build threads (at least one), of which [`first_wave`] build at once
     /// until the first build is done or [`FIRST_WAVE_MAX`] has passed.
-    pub fn start(
+    pub(crate) fn start(
         jobs: usize,
         spec_for: Arc<SpecFor>,
         start_timeout: Duration,
@@ -148,7 +148,7 @@ impl BuildPool {
     /// Writes a line for each build job from now on into `path` (appended): when it started
     /// and ended, how long and whether it was complete, so a benchmark can see how many
     /// builds ran at once. Best effort: a journal that cannot be opened is none.
-    pub fn journal_to(&self, path: &Path) {
+    pub(crate) fn journal_to(&self, path: &Path) {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -159,7 +159,7 @@ impl BuildPool {
     }
 
     /// Queues a job unless the same build directory is already known.
-    pub fn submit(&self, job: BuildJob) {
+    pub(crate) fn submit(&self, job: BuildJob) {
         let (lock, cv) = &*self.shared;
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         if s.states.contains_key(&job.build_dir) {
@@ -183,7 +183,7 @@ impl BuildPool {
     /// Called when a candidate is about to be evaluated. A job still queued is dropped (the
     /// evaluating worker builds it now); a running one is waited for; `None` when nothing
     /// was built ahead.
-    pub fn claim(&self, build_dir: &Path) -> Option<Built> {
+    pub(crate) fn claim(&self, build_dir: &Path) -> Option<Built> {
         let (lock, cv) = &*self.shared;
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -205,7 +205,7 @@ impl BuildPool {
     /// Drops the queued jobs of `problems` (never to be evaluated: `--stop-starting-after`
     /// came first), so the pool does not go on building for them; running ones finish, and
     /// their builds serve the run that resumes. Returns how many were dropped.
-    pub fn drop_queued_for(&self, problems: &std::collections::HashSet<PathBuf>) -> usize {
+    pub(crate) fn drop_queued_for(&self, problems: &std::collections::HashSet<PathBuf>) -> usize {
         let (lock, cv) = &*self.shared;
         let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
         let dropped: Vec<PathBuf> = s
@@ -223,7 +223,7 @@ impl BuildPool {
     }
 
     /// Drops queued jobs and waits for running ones.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         {
             let (lock, cv) = &*self.shared;
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -341,22 +341,22 @@ fn run_build(
 
 /// How long a build job's pass may run the candidate's forward on the CPU to reach builds
 /// made at its first call (PROTOCOL.md, "build"); a build under way is never cut short.
-pub const FORWARD_S: u64 = 60;
+pub(crate) const FORWARD_S: u64 = 60;
 
 /// Written into a build directory after a build job built every extension it found. The directory is
 /// content-addressed (source, torch, device, architecture), so a later run skips the build
 /// job: on an H100 a cached kernel's build job still cost ~7 s (a Python start and torch's
 /// import to find the cache hit). Only a scheduling hint: the evaluating worker loads (and,
 /// if need be, builds) the extension itself, and that load decides the verdict.
-pub const BUILT_MARKER: &str = ".kbench-built";
+pub(crate) const BUILT_MARKER: &str = ".kbench-built";
 
 /// Whether a build directory holds what a build job built in full.
-pub fn already_built(build_dir: &Path) -> bool {
+pub(crate) fn already_built(build_dir: &Path) -> bool {
     build_dir.join(BUILT_MARKER).is_file()
 }
 
 /// Whether a candidate builds extensions when it is loaded (worth building ahead).
-pub fn builds_extensions(source: &str) -> bool {
+pub(crate) fn builds_extensions(source: &str) -> bool {
     source.contains("load_inline") || source.contains("cpp_extension")
 }
 
@@ -366,7 +366,7 @@ pub fn builds_extensions(source: &str) -> bool {
 /// builds ahead, `kbench profile`). `uid`: the unprivileged uid the candidate runs as, when
 /// it changes uid; its folders are handed to that uid, so a folder of one uid is never one
 /// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
-pub fn extension_build_dir(
+pub(crate) fn extension_build_dir(
     cache: &Path,
     source_sha256: &str,
     torch: &str,

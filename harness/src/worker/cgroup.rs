@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// kbench's folder in the cgroup v2 hierarchy for this process.
 #[derive(Debug)]
-pub struct CgroupTree {
+pub(crate) struct CgroupTree {
     dir: PathBuf,
     next: AtomicU64,
     /// Whether the folder hands the memory controller to its groups (`memory.max` works).
@@ -48,7 +48,7 @@ impl CgroupTree {
     /// the worker's own parent-death signal does not reach (its compilers, anything that left
     /// its process group), for workers outside the sandbox too; a shell because a process of
     /// kbench's own cannot outlive kbench, and no other tool does this one line.
-    pub fn open(want_memory: bool) -> Result<Arc<CgroupTree>, String> {
+    pub(crate) fn open(want_memory: bool) -> Result<Arc<CgroupTree>, String> {
         let mount = v2_mount().ok_or("no cgroup v2 hierarchy is mounted")?;
         let own = own_group().unwrap_or_default();
         let name = format!("kbench-{}", std::process::id());
@@ -88,42 +88,43 @@ impl CgroupTree {
     }
 
     /// Whether the groups can have a memory cap (`memory.max`).
-    pub fn has_memory(&self) -> bool {
+    pub(crate) fn has_memory(&self) -> bool {
         self.memory
     }
 
     /// Why the groups cannot have a memory cap, when one was wanted.
-    pub fn no_memory_why(&self) -> Option<&str> {
+    pub(crate) fn no_memory_why(&self) -> Option<&str> {
         self.no_memory_why.as_deref()
     }
 
     /// Caps the memory of all the groups together (the folder's `memory.max`; no swap), so
     /// that the workers cannot exhaust the host between them.
-    pub fn cap_all(&self, bytes: u64) -> Result<(), String> {
+    pub(crate) fn cap_all(&self, bytes: u64) -> Result<(), String> {
         cap_memory(&self.dir, bytes)?;
         let _ = self.all_cap.set(bytes);
         Ok(())
     }
 
     /// The cap on all groups together, when one was set.
-    pub fn all_cap(&self) -> Option<u64> {
+    pub(crate) fn all_cap(&self) -> Option<u64> {
         self.all_cap.get().copied()
     }
 
     /// The folder's memory events (every group's together).
-    pub fn memory_events(&self) -> MemoryEvents {
+    pub(crate) fn memory_events(&self) -> MemoryEvents {
         MemoryEvents::read(&self.dir)
     }
 
     /// A new, empty group for one worker.
-    pub fn group(&self) -> std::io::Result<WorkerGroup> {
+    pub(crate) fn group(&self) -> std::io::Result<WorkerGroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.dir.join(format!("w{n}"));
         std::fs::create_dir(&dir)?;
         Ok(WorkerGroup { dir })
     }
 
-    pub fn dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 }
@@ -215,12 +216,12 @@ fn cap_memory(dir: &Path, bytes: u64) -> Result<(), String> {
 
 /// Counts from a group's `memory.events` (its own and its descendants').
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MemoryEvents {
+pub(crate) struct MemoryEvents {
     /// Times the group's usage met its own `memory.max` and reclaim could not help.
-    pub oom: u64,
+    pub(crate) oom: u64,
     /// Processes of the group killed by an out-of-memory killer (its own cap's, or an
     /// ancestor's).
-    pub oom_kill: u64,
+    pub(crate) oom_kill: u64,
 }
 
 impl MemoryEvents {
@@ -267,7 +268,7 @@ fn start_watchdog(dir: &Path) -> Option<(std::process::Child, std::process::Chil
 
 /// One worker's group. Dropping it kills whatever is left in it and removes the folder.
 #[derive(Debug)]
-pub struct WorkerGroup {
+pub(crate) struct WorkerGroup {
     dir: PathBuf,
 }
 
@@ -277,7 +278,7 @@ impl WorkerGroup {
     /// starts are in the group from their first instruction. A shell is used because moving
     /// a child between its fork and its exec needs `pre_exec`, which is `unsafe`. Should the
     /// write fail the command still starts, outside the group: [`Self::holds`] tells.
-    pub fn enter_args(&self) -> [OsString; 4] {
+    pub(crate) fn enter_args(&self) -> [OsString; 4] {
         [
             "/bin/sh".into(),
             "-c".into(),
@@ -289,7 +290,7 @@ impl WorkerGroup {
     /// Caps the group's memory (`memory.max`, no swap), and has the kernel kill the whole
     /// group when the cap is met (`memory.oom.group`), not one of its processes. Needs a
     /// tree with the memory controller ([`CgroupTree::has_memory`]).
-    pub fn cap_memory(&self, bytes: u64) -> Result<(), String> {
+    pub(crate) fn cap_memory(&self, bytes: u64) -> Result<(), String> {
         cap_memory(&self.dir, bytes)?;
         std::fs::write(self.dir.join("memory.oom.group"), "1").map_err(|e| {
             format!(
@@ -300,12 +301,12 @@ impl WorkerGroup {
     }
 
     /// The group's memory events.
-    pub fn memory_events(&self) -> MemoryEvents {
+    pub(crate) fn memory_events(&self) -> MemoryEvents {
         MemoryEvents::read(&self.dir)
     }
 
     /// Whether process `pid` is in this group.
-    pub fn holds(&self, pid: u32) -> bool {
+    pub(crate) fn holds(&self, pid: u32) -> bool {
         std::fs::read_to_string(self.dir.join("cgroup.procs"))
             .map(|s| s.lines().any(|l| l.trim() == pid.to_string()))
             .unwrap_or(false)
@@ -314,7 +315,7 @@ impl WorkerGroup {
     /// Freezes every process of the group and waits until the kernel reports them all
     /// frozen (a task inside a long system call freezes when it returns), at most `limit`.
     /// Returns how long the confirmation took.
-    pub fn freeze(&self, limit: Duration) -> Result<Duration, String> {
+    pub(crate) fn freeze(&self, limit: Duration) -> Result<Duration, String> {
         let t = Instant::now();
         std::fs::write(self.dir.join("cgroup.freeze"), "1")
             .map_err(|e| format!("writing {}: {e}", self.dir.join("cgroup.freeze").display()))?;
@@ -342,14 +343,14 @@ impl WorkerGroup {
     }
 
     /// Lets the group's processes run again.
-    pub fn thaw(&self) -> Result<(), String> {
+    pub(crate) fn thaw(&self) -> Result<(), String> {
         std::fs::write(self.dir.join("cgroup.freeze"), "0")
             .map_err(|e| format!("writing {}: {e}", self.dir.join("cgroup.freeze").display()))
     }
 
     /// Kills every process in the group (`cgroup.kill`, Linux 5.14; on older kernels each
     /// listed process gets SIGKILL).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         if std::fs::write(self.dir.join("cgroup.kill"), "1").is_err() {
             if let Ok(s) = std::fs::read_to_string(self.dir.join("cgroup.procs")) {
                 for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -362,17 +363,6 @@ impl WorkerGroup {
         }
         // A frozen group's processes die only once thawed.
         let _ = self.thaw();
-    }
-
-    /// Whether any process is left in the group.
-    pub fn populated(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.events"))
-            .map(|t| event_is(&t, "populated", "1"))
-            .unwrap_or(false)
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

@@ -15,7 +15,7 @@ use super::cgroup::WorkerGroup;
 
 /// How a worker is frozen.
 #[derive(Debug)]
-pub enum Freezer {
+pub(crate) enum Freezer {
     /// Its cgroup: everything it started, whatever it did.
     Group(WorkerGroup),
     /// SIGSTOP/SIGCONT to every process below `root` (the worker's first process).
@@ -24,7 +24,7 @@ pub enum Freezer {
 
 impl Freezer {
     /// The name records carry.
-    pub fn method(&self) -> &'static str {
+    pub(crate) fn method(&self) -> &'static str {
         match self {
             Freezer::Group(_) => "cgroup",
             Freezer::Signals { .. } => "signals",
@@ -32,7 +32,7 @@ impl Freezer {
     }
 
     /// The worker's group, when it is frozen through one (its memory events are read there).
-    pub fn group(&self) -> Option<&WorkerGroup> {
+    pub(crate) fn group(&self) -> Option<&WorkerGroup> {
         match self {
             Freezer::Group(g) => Some(g),
             Freezer::Signals { .. } => None,
@@ -41,14 +41,14 @@ impl Freezer {
 
     /// Stops every process, waiting at most `limit` for the kernel to confirm it; returns
     /// how long that took.
-    pub fn freeze(&self, limit: Duration) -> Result<Duration, String> {
+    pub(crate) fn freeze(&self, limit: Duration) -> Result<Duration, String> {
         match self {
             Freezer::Group(g) => g.freeze(limit),
             Freezer::Signals { root } => freeze_tree(*root, limit),
         }
     }
 
-    pub fn thaw(&self) -> Result<(), String> {
+    pub(crate) fn thaw(&self) -> Result<(), String> {
         match self {
             Freezer::Group(g) => g.thaw(),
             Freezer::Signals { root } => {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 /// on the host unpaused and joins the gate for its device work only
 /// ([`Worker::request_gated`](super::Worker::request_gated)).
 #[derive(Debug, Default)]
-pub struct StartGate {
+pub(crate) struct StartGate {
     state: Mutex<GateState>,
     /// Starting workers join the gate once they have imported torch (a GPU's gate), not
     /// from their spawn (the CPU's: there every start competes with the timed code).
@@ -32,7 +32,7 @@ struct GateState {
 
 impl StartGate {
     /// The gate of `device`: a GPU's lets workers import unpaused.
-    pub fn for_device(device: kbench_record::Device) -> StartGate {
+    pub(crate) fn for_device(device: kbench_record::Device) -> StartGate {
         StartGate {
             after_imports: matches!(device, kbench_record::Device::Cuda(_)),
             ..StartGate::default()
@@ -45,7 +45,7 @@ impl StartGate {
 
     /// Treats the process group `pgid` like a starting worker until the guard is dropped:
     /// paused (SIGSTOP) whenever a kernel is being timed.
-    pub fn hold(&self, pgid: i32) -> GateHold<'_> {
+    pub(crate) fn hold(&self, pgid: i32) -> GateHold<'_> {
         self.register(pgid);
         GateHold { gate: self, pgid }
     }
@@ -66,7 +66,7 @@ impl StartGate {
     }
 
     /// A timing phase begins; starting workers are paused until every phase has ended.
-    pub fn begin_timing(&self) {
+    pub(crate) fn begin_timing(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.timing += 1;
         if st.timing == 1 {
@@ -76,7 +76,7 @@ impl StartGate {
         }
     }
 
-    pub fn end_timing(&self) {
+    pub(crate) fn end_timing(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.timing = st.timing.saturating_sub(1);
         if st.timing == 0 {
@@ -94,10 +94,10 @@ impl StartGate {
 /// next workers and the run would not scale. On the CPU every executor shares the one gate
 /// of `Device::Cpu`: CPU timing is disturbed by anything that runs.
 #[derive(Debug, Default)]
-pub struct Gates(Mutex<std::collections::HashMap<kbench_record::Device, Arc<StartGate>>>);
+pub(crate) struct Gates(Mutex<std::collections::HashMap<kbench_record::Device, Arc<StartGate>>>);
 
 impl Gates {
-    pub fn of(&self, device: kbench_record::Device) -> Arc<StartGate> {
+    pub(crate) fn of(&self, device: kbench_record::Device) -> Arc<StartGate> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(
             m.entry(device)
@@ -107,7 +107,7 @@ impl Gates {
 }
 
 /// See [`StartGate::hold`].
-pub struct GateHold<'a> {
+pub(crate) struct GateHold<'a> {
     gate: &'a StartGate,
     pgid: i32,
 }

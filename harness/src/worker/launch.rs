@@ -7,10 +7,10 @@ use kbench_record::Device;
 
 /// Largest payload accepted from a worker: generous, but bounded so that a hostile length
 /// prefix cannot make the harness allocate without limit.
-pub const MAX_PAYLOAD: u64 = 256 << 30;
+pub(crate) const MAX_PAYLOAD: u64 = 256 << 30;
 
 /// Niceness of build-ahead jobs and their compilers.
-pub const BUILD_NICENESS: u32 = 10;
+pub(crate) const BUILD_NICENESS: u32 = 10;
 
 /// A fixed bound, in bytes, on the free GPU memory a worker's allocator keeps cached between
 /// commands, in place of the workers' rule (unset: 1 GiB, and the reference's worker more
@@ -18,11 +18,11 @@ pub const BUILD_NICENESS: u32 = 10;
 /// `should_release`); 1073741824 is the rule before 2026-11-28. For
 /// measuring what giving memory back to the driver costs with several GPUs busy. Passed to
 /// the workers as exported; checked by [`check_keep_cached`] before a run starts.
-pub const KEEP_CACHED_ENV: &str = "KBENCH_KEEP_CACHED_BYTES";
+pub(crate) const KEEP_CACHED_ENV: &str = "KBENCH_KEEP_CACHED_BYTES";
 
 /// `Err` with what to do when [`KEEP_CACHED_ENV`]'s value is not whole bytes (the workers
 /// would each refuse to start with it).
-pub fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
     match value {
         None | Some("") => Ok(()),
         Some(v) if v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<u64>().is_ok() => Ok(()),
@@ -37,7 +37,7 @@ pub fn check_keep_cached(value: Option<&str>) -> Result<(), String> {
 /// The environment of a worker: an allow-list. Nothing of kbench's own state (the run
 /// directory, seeds) is passed; the interpreter's folder goes first on PATH so that `ninja`
 /// from kbench's environment is found by torch's extension builder.
-pub fn worker_env(
+pub(crate) fn worker_env(
     python: &Path,
     device: Device,
     cuda_arch: Option<&str>,
@@ -138,13 +138,13 @@ pub fn worker_env(
 
 /// Where workers keep the compiled bytecode of what they import (`PYTHONPYCACHEPREFIX`):
 /// inside kbench's cache, which sandboxed candidates see read-only.
-pub fn pycache_dir(cache: &Path) -> std::path::PathBuf {
+pub(crate) fn pycache_dir(cache: &Path) -> std::path::PathBuf {
     cache.join("pycache")
 }
 
 /// Lets a trusted worker (the reference, which runs only the problem file) write compiled
 /// bytecode into [`pycache_dir`]; candidates only read it.
-pub fn allow_bytecode_writes(env: &mut Vec<(String, String)>) {
+pub(crate) fn allow_bytecode_writes(env: &mut Vec<(String, String)>) {
     env.retain(|(k, _)| k != "PYTHONDONTWRITEBYTECODE");
 }
 

@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
 /// Bytes of worker output kept in memory (the tail shown in records).
-pub const LOG_TAIL_CAP: usize = 16 << 10;
+pub(crate) const LOG_TAIL_CAP: usize = 16 << 10;
 /// Bytes of worker output kept on disk per worker.
-pub const LOG_FILE_CAP: u64 = 1 << 20;
+pub(crate) const LOG_FILE_CAP: u64 = 1 << 20;
 
 #[derive(Default)]
 pub(super) struct LogSink {

@@ -5,34 +5,34 @@
 //! May import: `exit`, `gpu`, and the record/suites crates. Knows nothing of runs, cases or
 //! verdicts.
 
-pub mod bounds;
-pub mod build;
-pub mod cgroup;
-pub mod freeze;
+pub(crate) mod bounds;
+pub(crate) mod build;
+pub(crate) mod cgroup;
+pub(crate) mod freeze;
 mod gate;
 mod launch;
 mod log_sink;
 mod prestart;
-pub mod probe_cache;
+pub(crate) mod probe_cache;
 mod process;
 pub mod python;
-pub mod sandbox;
-pub mod setup;
-pub mod spawn;
+pub(crate) mod sandbox;
+pub(crate) mod setup;
+pub(crate) mod spawn;
 mod wire;
 
-pub use gate::{GateHold, Gates, StartGate};
-pub use launch::{
+pub(crate) use gate::Gates;
+pub(crate) use launch::{
     allow_bytecode_writes, check_keep_cached, pycache_dir, worker_env, BUILD_NICENESS,
     KEEP_CACHED_ENV, MAX_PAYLOAD,
 };
-pub use prestart::{Prestart, Prestarted};
-pub use process::*;
-pub use wire::{device_for_worker, error_text, first_line, str_field};
+pub(crate) use prestart::Prestart;
+pub(crate) use process::*;
+pub(crate) use wire::{device_for_worker, error_text, first_line, str_field};
 
 /// A folder for files the harness shares with workers by mapping them: `/dev/shm` (memory,
 /// no writeback to a disk while timing) where the host has it, else the temporary folder.
-pub fn fast_temp_dir() -> std::path::PathBuf {
+pub(crate) fn fast_temp_dir() -> std::path::PathBuf {
     let shm = std::path::Path::new("/dev/shm");
     let writable = tempfile::Builder::new()
         .prefix(".kbench-probe-")

@@ -14,16 +14,16 @@ use super::{Worker, WorkerFault, WorkerSpec};
 ///
 /// A started worker may also be sent its first request ahead (a reference worker's `load`,
 /// a baseline mode's): on a GPU it joins the gate only for the device work of that request.
-pub struct Prestart(std::thread::JoinHandle<Prestarted>);
+pub(crate) struct Prestart(std::thread::JoinHandle<Prestarted>);
 
 /// A worker started ahead, and its answer to the request sent ahead, if any.
-pub type Prestarted = (
+pub(crate) type Prestarted = (
     Result<Worker, WorkerFault>,
     Option<Result<Frame, WorkerFault>>,
 );
 
 impl Prestart {
-    pub fn spawn_then(
+    pub(crate) fn spawn_then(
         spec: WorkerSpec,
         timeout: std::time::Duration,
         first: Option<(Command, std::time::Duration)>,
@@ -46,7 +46,7 @@ impl Prestart {
             (started, reply)
         }))
     }
-    pub fn take_with_reply(self) -> Prestarted {
+    pub(crate) fn take_with_reply(self) -> Prestarted {
         self.0.join().unwrap_or_else(|_| {
             (
                 Err(WorkerFault::Spawn("worker start-up thread panicked".into())),
@@ -55,7 +55,7 @@ impl Prestart {
         })
     }
     /// Stops a worker that was started but is not needed.
-    pub fn discard(self) {
+    pub(crate) fn discard(self) {
         if let Ok((Ok(w), _)) = self.0.join() {
             w.shutdown();
         }

@@ -47,7 +47,7 @@ struct Entry {
 }
 
 /// [`probe`], answered from `<cache>/python-probe/` when nothing it depends on changed.
-pub fn probe_persisted(choice: &PythonChoice, cache: &Path) -> Result<PythonInfo> {
+pub(crate) fn probe_persisted(choice: &PythonChoice, cache: &Path) -> Result<PythonInfo> {
     if std::env::var("KBENCH_PROBE_CACHE").is_ok_and(|v| v == "0") {
         return probe(choice);
     }

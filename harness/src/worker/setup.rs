@@ -20,26 +20,26 @@ use serde::{Deserialize, Serialize};
 use super::python::{probe, PythonChoice, PythonInfo, PythonSource};
 
 /// The lock `kbench setup` installs (regenerate it as its header says).
-pub const LOCK: &str = include_str!("../../python/requirements.lock");
+pub(crate) const LOCK: &str = include_str!("../../python/requirements.lock");
 /// What the lock was compiled from; `--torch` resolves from it with the torch line replaced.
-pub const REQUIREMENTS: &str = include_str!("../../python/requirements.in");
+pub(crate) const REQUIREMENTS: &str = include_str!("../../python/requirements.in");
 /// The uv release kbench installs with pip when no `uv` is on `PATH`.
 const BOOTSTRAP_LOCK: &str = include_str!("../../python/bootstrap.lock");
 /// The stamp file inside the virtual environment.
-pub const STAMP: &str = "kbench-env.json";
+pub(crate) const STAMP: &str = "kbench-env.json";
 
 /// What the user asked `kbench setup` for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SetupRequest {
+pub(crate) struct SetupRequest {
     /// Another torch than the lock's (a version, e.g. `2.9.1`): resolved unlocked.
-    pub torch: Option<String>,
+    pub(crate) torch: Option<String>,
     /// Package index replacing PyPI (e.g. `https://download.pytorch.org/whl/cu126`).
-    pub index_url: Option<String>,
+    pub(crate) index_url: Option<String>,
     /// Package indexes besides PyPI.
-    pub extra_index_urls: Vec<String>,
+    pub(crate) extra_index_urls: Vec<String>,
     /// Keep an environment built for another torch (`kbench demo`) rather than going back to
     /// the lock.
-    pub keep_chosen: bool,
+    pub(crate) keep_chosen: bool,
 }
 
 impl SetupRequest {
@@ -50,17 +50,17 @@ impl SetupRequest {
 
 /// What an environment was built from (the stamp's contents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     /// `locked` (the embedded lock) or `chosen` (resolved for the user's torch).
-    pub mode: String,
+    pub(crate) mode: String,
     /// sha256 of the embedded lock (locked) or of the requirements resolved from (chosen).
-    pub sha256: String,
+    pub(crate) sha256: String,
     #[serde(default)]
-    pub torch: Option<String>,
+    pub(crate) torch: Option<String>,
     #[serde(default)]
-    pub index_url: Option<String>,
+    pub(crate) index_url: Option<String>,
     #[serde(default)]
-    pub extra_index_urls: Vec<String>,
+    pub(crate) extra_index_urls: Vec<String>,
 }
 
 impl Stamp {
@@ -85,13 +85,13 @@ impl Stamp {
 }
 
 /// The stamp of the environment at `venv`, if it has a readable one.
-pub fn read_stamp(venv: &Path) -> Option<Stamp> {
+pub(crate) fn read_stamp(venv: &Path) -> Option<Stamp> {
     let text = std::fs::read_to_string(venv.join(STAMP)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 /// The torch version the lock pins (`2.11.0`).
-pub fn locked_torch() -> &'static str {
+pub(crate) fn locked_torch() -> &'static str {
     LOCK.lines()
         .find_map(|l| l.strip_prefix("torch=="))
         .and_then(|rest| rest.split([' ', ';', '\\']).next())
@@ -113,7 +113,7 @@ fn requirements_for(torch: Option<&str>) -> String {
 
 /// Creates kbench's private environment when needed and checks it. Idempotent and safe to
 /// run concurrently (a lock file serialises installs). `quiet` hides the spinner.
-pub fn setup(choice: &PythonChoice, quiet: bool, req: &SetupRequest) -> Result<PythonInfo> {
+pub(crate) fn setup(choice: &PythonChoice, quiet: bool, req: &SetupRequest) -> Result<PythonInfo> {
     let PythonSource::PrivateVenv(venv) = &choice.source else {
         // The user chose an interpreter: check it, never modify it.
         if !req.locked() {

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 type Job = (Command, Sender<std::io::Result<Child>>);
 
 /// Spawns `cmd` from the one thread that lives as long as the harness (see the module).
-pub fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<Child> {
+pub(crate) fn spawn_from_lasting_thread(cmd: Command) -> std::io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let tx = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();

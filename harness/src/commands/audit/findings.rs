@@ -13,7 +13,7 @@ use serde_json::Value;
 /// A number that may be absent, `null`, or a value. `null` is the worker's "nothing finite to
 /// measure"; absent (or of another type) is "unknown".
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
+pub(crate) enum Num {
     Missing,
     Null,
     Val(f64),
@@ -43,12 +43,12 @@ impl Num {
 
 /// How much an output moves when one input or parameter is perturbed.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sensitivity {
+pub(crate) struct Sensitivity {
     /// Largest excess of the perturbed output over the unperturbed one (`null`: no element
     /// finite in both).
-    pub max_excess: Num,
+    pub(crate) max_excess: Num,
     /// Elements that are NaN in one of the two outputs and not in the other.
-    pub nan_mismatch: Option<u64>,
+    pub(crate) nan_mismatch: Option<u64>,
 }
 
 impl Sensitivity {
@@ -61,7 +61,7 @@ impl Sensitivity {
 
     /// Nothing changed beyond the tolerance: every finite difference within atol (or none
     /// finite at all) and no NaN appeared or vanished.
-    pub fn unchanged(&self, atol: f64) -> bool {
+    pub(crate) fn unchanged(&self, atol: f64) -> bool {
         self.nan_mismatch == Some(0)
             && match self.max_excess {
                 Num::Val(x) => x <= atol,
@@ -73,26 +73,26 @@ impl Sensitivity {
 
 /// One output of the reference under one family.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct OutputMeasure {
-    pub shape: Option<Vec<u64>>,
-    pub dtype: Option<String>,
-    pub elements: Option<u64>,
-    pub max_abs: Option<f64>,
-    pub nonfinite: Option<u64>,
-    pub zeros_excess: Option<Num>,
-    pub constant_excess: Option<Num>,
+pub(crate) struct OutputMeasure {
+    pub(crate) shape: Option<Vec<u64>>,
+    pub(crate) dtype: Option<String>,
+    pub(crate) elements: Option<u64>,
+    pub(crate) max_abs: Option<f64>,
+    pub(crate) nonfinite: Option<u64>,
+    pub(crate) zeros_excess: Option<Num>,
+    pub(crate) constant_excess: Option<Num>,
     /// Per input of `get_inputs()`: the excess of that input taken as the output (`None`:
     /// not comparable, e.g. another shape).
-    pub input_excess: Vec<Option<f64>>,
-    pub input_sensitivity: Vec<Option<Sensitivity>>,
+    pub(crate) input_excess: Vec<Option<f64>>,
+    pub(crate) input_sensitivity: Vec<Option<Sensitivity>>,
     /// Whether `input_sensitivity` was reported at all.
-    pub has_input_sensitivity: bool,
-    pub weight_sensitivity: BTreeMap<String, Option<Sensitivity>>,
-    pub weights_total: Option<u64>,
+    pub(crate) has_input_sensitivity: bool,
+    pub(crate) weight_sensitivity: BTreeMap<String, Option<Sensitivity>>,
+    pub(crate) weights_total: Option<u64>,
 }
 
 impl OutputMeasure {
-    pub fn read(v: &Value) -> OutputMeasure {
+    pub(crate) fn read(v: &Value) -> OutputMeasure {
         let list = |k: &str| v.get(k).and_then(Value::as_array).cloned();
         OutputMeasure {
             shape: v
@@ -131,19 +131,19 @@ impl OutputMeasure {
 
 /// All outputs of the reference under one family.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct FamilyMeasure {
-    pub outputs: Vec<OutputMeasure>,
-    pub seconds: Option<f64>,
+pub(crate) struct FamilyMeasure {
+    pub(crate) outputs: Vec<OutputMeasure>,
+    pub(crate) seconds: Option<f64>,
     /// Inputs the family changed from the problem's own (0: it is the same case as `random`).
-    pub transformed: Option<u64>,
+    pub(crate) transformed: Option<u64>,
     /// Whether the batch dimension was cut (`max_rows`).
-    pub rows_cut: Option<bool>,
+    pub(crate) rows_cut: Option<bool>,
     /// Why the family could not be measured, when the worker says so.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 impl FamilyMeasure {
-    pub fn read(v: &Value) -> FamilyMeasure {
+    pub(crate) fn read(v: &Value) -> FamilyMeasure {
         FamilyMeasure {
             outputs: v
                 .get("outputs")
@@ -162,13 +162,13 @@ impl FamilyMeasure {
     }
 
     /// Measured: outputs and no error.
-    pub fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         self.error.is_none() && !self.outputs.is_empty()
     }
 }
 
 /// The `families` object of an `audit` reply.
-pub fn read_families(v: &Value) -> BTreeMap<String, FamilyMeasure> {
+pub(crate) fn read_families(v: &Value) -> BTreeMap<String, FamilyMeasure> {
     v.as_object()
         .map(|m| {
             m.iter()
@@ -184,7 +184,7 @@ pub fn read_families(v: &Value) -> BTreeMap<String, FamilyMeasure> {
 /// What a trivial kernel gets away with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum FlagKind {
+pub(crate) enum FlagKind {
     /// Returning zeros passes.
     Zeros,
     /// Returning some constant passes.
@@ -198,7 +198,7 @@ pub enum FlagKind {
 }
 
 impl FlagKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FlagKind::Zeros => "zeros",
             FlagKind::Constant => "constant",
@@ -208,7 +208,7 @@ impl FlagKind {
         }
     }
 
-    pub const ALL: [FlagKind; 5] = [
+    pub(crate) const ALL: [FlagKind; 5] = [
         FlagKind::Zeros,
         FlagKind::Constant,
         FlagKind::Identity,
@@ -219,25 +219,25 @@ impl FlagKind {
 
 /// One flag of one family: the kind, what it is about, and a sentence with the numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Flag {
-    pub flag: FlagKind,
+pub(crate) struct Flag {
+    pub(crate) flag: FlagKind,
     /// The input (0-based, in `get_inputs()` order) for `identity` and `ignores-input`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub input: Option<usize>,
+    pub(crate) input: Option<usize>,
     /// The parameter's name for `ignores-weight`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parameter: Option<String>,
-    pub detail: String,
+    pub(crate) parameter: Option<String>,
+    pub(crate) detail: String,
 }
 
 impl Flag {
     /// Same kind and subject (the details' numbers may differ between families).
-    pub fn same(&self, other: &Flag) -> bool {
+    pub(crate) fn same(&self, other: &Flag) -> bool {
         self.flag == other.flag && self.input == other.input && self.parameter == other.parameter
     }
 
     /// `identity (input 0)`, `ignores-weight (bias)`, `zeros`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match (&self.input, &self.parameter) {
             (Some(i), _) => format!("{} (input {i})", self.flag.as_str()),
             (_, Some(p)) => format!("{} ({p})", self.flag.as_str()),
@@ -260,7 +260,7 @@ fn sci(x: f64) -> String {
 /// - `ignores-input`: for some input i, every output is unchanged (within atol, NaNs in the
 ///   same places) when input i is perturbed;
 /// - `ignores-weight`: the same for each parameter.
-pub fn family_flags(f: &FamilyMeasure, atol: f64) -> Vec<Flag> {
+pub(crate) fn family_flags(f: &FamilyMeasure, atol: f64) -> Vec<Flag> {
     let mut flags = Vec::new();
     if !f.usable() {
         return flags;
@@ -384,36 +384,36 @@ pub fn family_flags(f: &FamilyMeasure, atol: f64) -> Vec<Flag> {
 
 /// A flag found under `random`: a weakness of KernelBench's check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     #[serde(flatten)]
-    pub flag: Flag,
+    pub(crate) flag: Flag,
     /// Whether the same flag is absent under `signed` (`None`: signed was not measured).
-    pub removed_by_signed: Option<bool>,
+    pub(crate) removed_by_signed: Option<bool>,
     /// A stronger flag of the same family that makes this one redundant (zeros makes a
     /// constant pass; a trivial output passing makes any independence moot).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub subsumed_by: Option<FlagKind>,
+    pub(crate) subsumed_by: Option<FlagKind>,
     /// Listed in the report's table: not subsumed, or still there under `signed` while the
     /// flag subsuming it is not.
-    pub shown: bool,
+    pub(crate) shown: bool,
 }
 
 /// What an audit concluded about one problem from its measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Findings {
     /// Flags under `random`, each with whether `signed` removes it.
-    pub weaknesses: Vec<Finding>,
+    pub(crate) weaknesses: Vec<Finding>,
     /// Flags only under `signed` (not weaknesses of KernelBench's check; a note).
-    pub signed_only: Vec<Flag>,
+    pub(crate) signed_only: Vec<Flag>,
     /// `signed` changed no input (`transformed` 0), so it cannot remove anything.
-    pub signed_unchanged: bool,
+    pub(crate) signed_unchanged: bool,
     /// Why `signed` has no verdict, when it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub signed_unknown: Option<String>,
+    pub(crate) signed_unknown: Option<String>,
 }
 
 impl Findings {
-    pub fn flagged(&self) -> bool {
+    pub(crate) fn flagged(&self) -> bool {
         self.weaknesses.iter().any(|w| w.shown)
     }
 }
@@ -431,7 +431,7 @@ fn subsumer(kind: FlagKind, present: &[FlagKind]) -> Option<FlagKind> {
 
 /// The findings of a problem: `random`'s flags as weaknesses, each checked against
 /// `signed`'s.
-pub fn findings(families: &BTreeMap<String, FamilyMeasure>, atol: f64) -> Findings {
+pub(crate) fn findings(families: &BTreeMap<String, FamilyMeasure>, atol: f64) -> Findings {
     let random = families
         .get("random")
         .map(|f| family_flags(f, atol))

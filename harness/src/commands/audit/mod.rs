@@ -44,23 +44,17 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
-pub use findings::{
-    family_flags, findings, findings_from_json, read_families, FamilyMeasure, Finding, Findings,
-    Flag, FlagKind, Num, OutputMeasure, Sensitivity,
-};
-pub use progress::PROGRESS;
-pub use report::{
-    audit_seeds, count, render_markdown, AuditReport, Counts, FlagCount, ProblemAudit,
-};
+pub use findings::findings_from_json;
+pub(crate) use report::{render_markdown, AuditReport};
 
 /// The input families an audit measures: KernelBench's own, and the one that should remove
 /// its weaknesses.
-pub const FAMILIES: [&str; 2] = ["random", "signed"];
+pub(crate) const FAMILIES: [&str; 2] = ["random", "signed"];
 /// Parameters perturbed per problem, at most (the worker picks them; `weights_total` says how
 /// many the model has).
-pub const MAX_WEIGHTS: u64 = 64;
+pub(crate) const MAX_WEIGHTS: u64 = 64;
 /// Schema of `audit.json`.
-pub const SCHEMA: &str = "kbench-audit/1";
+pub(crate) const SCHEMA: &str = "kbench-audit/1";
 
 /// `kbench audit`.
 pub fn command(a: &AuditArgs, stop: Arc<AtomicBool>) -> Result<i32> {

@@ -15,7 +15,7 @@ use super::report::ProblemAudit;
 
 /// Problems audited so far, one JSON line each after a line of settings, in `--out`: what
 /// `--resume` continues from. Removed once the audit is complete.
-pub const PROGRESS: &str = "audit.progress.jsonl";
+pub(crate) const PROGRESS: &str = "audit.progress.jsonl";
 
 /// The audits an interrupted run with the same `settings` left in `path` (a problem whose
 /// audit was interrupted is audited again).

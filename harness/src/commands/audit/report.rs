@@ -14,42 +14,42 @@ use crate::runlog::seed::RunSecret;
 
 /// One problem's audit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProblemAudit {
-    pub level: u8,
-    pub id: u32,
-    pub name: String,
-    pub key: String,
-    pub file: String,
-    pub sha256: String,
-    pub audited: bool,
+pub(crate) struct ProblemAudit {
+    pub(crate) level: u8,
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) file: String,
+    pub(crate) sha256: String,
+    pub(crate) audited: bool,
     /// Why the problem could not be audited.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_audited: Option<String>,
-    pub seconds: f64,
-    pub seed: u64,
-    pub forward_seed: u64,
+    pub(crate) not_audited: Option<String>,
+    pub(crate) seconds: f64,
+    pub(crate) seed: u64,
+    pub(crate) forward_seed: u64,
     /// Whether any family had its batch dimension cut (`--max-rows`).
-    pub rows_cut: bool,
-    pub flagged: bool,
-    pub findings: Findings,
+    pub(crate) rows_cut: bool,
+    pub(crate) flagged: bool,
+    pub(crate) findings: Findings,
     /// The worker's measurements, verbatim (`families` of its `audit` answer), from which
     /// the findings can be recomputed with [`findings_from_json`].
-    pub families: Value,
+    pub(crate) families: Value,
     /// The end of the worker's output, for problems that could not be audited.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_tail: Option<String>,
+    pub(crate) log_tail: Option<String>,
     /// Audited with no other problem beside it (after problems ran out of memory beside
     /// each other).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub audited_alone: bool,
+    pub(crate) audited_alone: bool,
     /// The worker's peak resident memory, GiB (sampled every 0.1 s).
-    pub peak_rss_gib: f64,
+    pub(crate) peak_rss_gib: f64,
     /// The device the worker ran on, as its `load` answer names it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub device_name: String,
+    pub(crate) device_name: String,
     /// The failure was for memory (worth trying again with nothing beside it).
     #[serde(skip)]
-    pub memory_failure: bool,
+    pub(crate) memory_failure: bool,
 }
 
 impl ProblemAudit {
@@ -99,7 +99,7 @@ impl ProblemAudit {
     }
 
     /// `19_ReLU`, as KernelBench names its files.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{}_{}", self.id, self.name)
     }
 
@@ -144,7 +144,7 @@ pub(super) fn removed_text(removed: Option<bool>, f: &Findings) -> String {
 
 /// The seeds of a problem's audit: public, fixed, from its sha256 (the run-secret
 /// derivation with the key sha256("audit")).
-pub fn audit_seeds(sha256: &str) -> (u64, u64) {
+pub(crate) fn audit_seeds(sha256: &str) -> (u64, u64) {
     let key = RunSecret::from_bytes(Sha256::digest(b"audit").into());
     (
         key.derive(&format!("input/{sha256}/audit")),
@@ -154,48 +154,48 @@ pub fn audit_seeds(sha256: &str) -> (u64, u64) {
 
 /// The whole audit: settings, counts and every problem.
 #[derive(Debug, Clone, Serialize)]
-pub struct AuditReport {
-    pub schema: &'static str,
-    pub profile: String,
-    pub atol: f64,
-    pub rtol: f64,
-    pub precision: &'static str,
-    pub device: String,
-    pub device_name: String,
-    pub torch: String,
-    pub python: String,
-    pub kbench: String,
-    pub date: String,
-    pub command: String,
-    pub suite: String,
-    pub families: Vec<&'static str>,
-    pub weight_seed: u64,
-    pub max_weights: u64,
-    pub max_rows: Option<u64>,
-    pub interrupted: bool,
-    pub counts: Counts,
-    pub problems: Vec<ProblemAudit>,
+pub(crate) struct AuditReport {
+    pub(crate) schema: &'static str,
+    pub(crate) profile: String,
+    pub(crate) atol: f64,
+    pub(crate) rtol: f64,
+    pub(crate) precision: &'static str,
+    pub(crate) device: String,
+    pub(crate) device_name: String,
+    pub(crate) torch: String,
+    pub(crate) python: String,
+    pub(crate) kbench: String,
+    pub(crate) date: String,
+    pub(crate) command: String,
+    pub(crate) suite: String,
+    pub(crate) families: Vec<&'static str>,
+    pub(crate) weight_seed: u64,
+    pub(crate) max_weights: u64,
+    pub(crate) max_rows: Option<u64>,
+    pub(crate) interrupted: bool,
+    pub(crate) counts: Counts,
+    pub(crate) problems: Vec<ProblemAudit>,
 }
 
 /// How many problems ended where.
 #[derive(Debug, Clone, Serialize, Default)]
-pub struct Counts {
-    pub problems: usize,
-    pub audited: usize,
-    pub flagged: usize,
-    pub not_audited: usize,
-    pub rows_cut: usize,
+pub(crate) struct Counts {
+    pub(crate) problems: usize,
+    pub(crate) audited: usize,
+    pub(crate) flagged: usize,
+    pub(crate) not_audited: usize,
+    pub(crate) rows_cut: usize,
     /// Problems per flag (as shown in the table), and of those how many `signed` removes.
-    pub by_flag: BTreeMap<String, FlagCount>,
+    pub(crate) by_flag: BTreeMap<String, FlagCount>,
 }
 
 #[derive(Debug, Clone, Serialize, Default, PartialEq)]
-pub struct FlagCount {
-    pub problems: usize,
-    pub removed_by_signed: usize,
+pub(crate) struct FlagCount {
+    pub(crate) problems: usize,
+    pub(crate) removed_by_signed: usize,
 }
 
-pub fn count(problems: &[ProblemAudit]) -> Counts {
+pub(crate) fn count(problems: &[ProblemAudit]) -> Counts {
     let mut c = Counts {
         problems: problems.len(),
         ..Counts::default()
@@ -247,7 +247,7 @@ pub(super) fn one_line(s: &str, max: usize) -> String {
 }
 
 /// `audit.md`.
-pub fn render_markdown(r: &AuditReport) -> String {
+pub(crate) fn render_markdown(r: &AuditReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "# kbench audit: what a trivial kernel passes\n");

@@ -18,18 +18,18 @@ use crate::worker::python::{self, PythonInfo};
 
 /// Everything an audit needs before its first worker starts.
 pub(super) struct Setup {
-    pub config: RunConfig,
-    pub info: PythonInfo,
+    pub(crate) config: RunConfig,
+    pub(crate) info: PythonInfo,
     /// The worker script, written into the cache.
-    pub script: PathBuf,
+    pub(crate) script: PathBuf,
     /// Worker logs, removed with the audit.
-    pub logs: tempfile::TempDir,
-    pub opts: Opts,
+    pub(crate) logs: tempfile::TempDir,
+    pub(crate) opts: Opts,
     /// What a `--resume` must match (the first line of the progress file).
-    pub settings: Value,
-    pub cpu_threads: u32,
+    pub(crate) settings: Value,
+    pub(crate) cpu_threads: u32,
     /// `--jobs`.
-    pub jobs: usize,
+    pub(crate) jobs: usize,
 }
 
 impl Setup {
@@ -258,18 +258,18 @@ fn profile_name(p: ToleranceProfile) -> &'static str {
 
 /// What one audit needs besides the context.
 pub(super) struct Opts {
-    pub atol: f64,
-    pub rtol: f64,
-    pub timeout: Duration,
-    pub max_rows: Option<u64>,
+    pub(crate) atol: f64,
+    pub(crate) rtol: f64,
+    pub(crate) timeout: Duration,
+    pub(crate) max_rows: Option<u64>,
 }
 
 /// What the job threads measured.
 pub(super) struct Measured {
     /// Per problem, in the suite's order: its audit, or `None` when it was never reached.
-    pub results: Vec<Option<ProblemAudit>>,
+    pub(crate) results: Vec<Option<ProblemAudit>>,
     /// The device the workers ran on, as the first that named it said (empty: none did).
-    pub device_name: String,
+    pub(crate) device_name: String,
     /// A worker was interrupted (the stop flag is the caller's to read as well).
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
 }

@@ -10,7 +10,7 @@ use kbench_suites::{load_kernelbench, Problem, KERNELBENCH_LEVELS};
 
 /// The problems of a KernelBench checkout (broken files are not problems a baseline could
 /// time; they are named on stderr).
-pub fn kernelbench_problems(dir: &Path) -> Result<Vec<Problem>> {
+pub(crate) fn kernelbench_problems(dir: &Path) -> Result<Vec<Problem>> {
     let loaded = load_kernelbench(dir, &KERNELBENCH_LEVELS)
         .with_context(|| format!("reading the KernelBench problems in {}", dir.display()))?;
     let mut problems = Vec::new();
@@ -29,7 +29,7 @@ pub fn kernelbench_problems(dir: &Path) -> Result<Vec<Problem>> {
 }
 
 /// Per file (with its GPU, torch and mode), the coverage of each level.
-pub fn coverage(files: &[(String, BaselineFile)], problems: Option<&[Problem]>) -> Vec<Row> {
+pub(crate) fn coverage(files: &[(String, BaselineFile)], problems: Option<&[Problem]>) -> Vec<Row> {
     files
         .iter()
         .map(|(path, f)| Row {
@@ -46,16 +46,16 @@ pub fn coverage(files: &[(String, BaselineFile)], problems: Option<&[Problem]>) 
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Row {
-    pub path: String,
-    pub gpu: String,
-    pub torch: String,
-    pub mode: String,
-    pub levels: Vec<LevelCoverage>,
+pub(crate) struct Row {
+    pub(crate) path: String,
+    pub(crate) gpu: String,
+    pub(crate) torch: String,
+    pub(crate) mode: String,
+    pub(crate) levels: Vec<LevelCoverage>,
 }
 
 /// The table, then (with `list_gaps`) every gap by name.
-pub fn render(rows: &[Row], problems_from: Option<&Path>, list_gaps: bool) -> String {
+pub(crate) fn render(rows: &[Row], problems_from: Option<&Path>, list_gaps: bool) -> String {
     let mut out = String::new();
     match problems_from {
         Some(dir) => out.push_str(&format!(

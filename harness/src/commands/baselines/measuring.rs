@@ -31,24 +31,24 @@ fn run_dirs(work: &Path) -> Result<Vec<PathBuf>> {
 
 /// What a measurement did.
 #[derive(Debug, Default)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// Entries folded from earlier, interrupted measurements.
-    pub recovered: usize,
+    pub(crate) recovered: usize,
     /// Baseline candidates evaluated now.
-    pub evaluated: usize,
-    pub interrupted: bool,
+    pub(crate) evaluated: usize,
+    pub(crate) interrupted: bool,
     /// Problems not started in the last pass because `--stop-starting-after` came first.
-    pub not_started: usize,
+    pub(crate) not_started: usize,
     /// Modes measured in the last pass with the GPU to themselves, after running out of GPU
     /// memory beside loads sent ahead.
-    pub retried_alone: usize,
+    pub(crate) retried_alone: usize,
     /// Problem key → modes still without a time or a recorded failure.
-    pub still_missing: BTreeMap<String, Vec<Mode>>,
+    pub(crate) still_missing: BTreeMap<String, Vec<Mode>>,
 }
 
 /// Measures the `modes` of every problem of `base` that `files` lacks, through the engine,
 /// in run directories under `work`; folds the results into `files` and saves them.
-pub fn measure(
+pub(crate) fn measure(
     base: &RunConfig,
     files: &mut StoreFiles,
     modes: &[Mode],
@@ -176,7 +176,7 @@ pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
 /// torch (refused on a mismatch unless forced); the store's files are used where they have
 /// a time and the missing ones are measured first (or, `live`, everything is measured now
 /// into the run directory).
-pub fn prepare_for_run(
+pub(crate) fn prepare_for_run(
     config: &RunConfig,
     req: &BaselineRequest,
     stop: Arc<AtomicBool>,

@@ -34,6 +34,6 @@ mod store;
 mod subcommands;
 
 pub(crate) use measuring::civil_from_days;
-pub use measuring::{measure, prepare_for_run, Measured};
-pub use store::{default_store, device_name, environment, StoreFiles};
+pub(crate) use measuring::prepare_for_run;
+pub(crate) use store::default_store;
 pub use subcommands::{import_command, measure_command, show_command, summary_lines};

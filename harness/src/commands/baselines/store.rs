@@ -17,7 +17,7 @@ use crate::config::RunConfig;
 
 /// The name of the device a run on `device` reports in its records (`env.device_name`):
 /// the CUDA device name, or the CPU model name as the worker reads it.
-pub fn device_name(device: Device) -> Result<String> {
+pub(crate) fn device_name(device: Device) -> Result<String> {
     match device {
         Device::Cuda(i) => {
             let gpus = crate::gpu::describe()
@@ -44,7 +44,7 @@ fn cpu_name() -> String {
 }
 
 /// The environment of the machine and torch a run uses, for a store file.
-pub fn environment(
+pub(crate) fn environment(
     config: &RunConfig,
     info: &crate::worker::python::PythonInfo,
 ) -> Result<BaselineEnv> {
@@ -92,15 +92,15 @@ pub(super) fn settings(config: &RunConfig) -> Option<TimingSettings> {
 }
 
 /// The store files of one GPU and torch version, loaded (or new) and ready to update.
-pub struct StoreFiles {
-    pub store: Store,
-    pub env: BaselineEnv,
-    pub files: BTreeMap<Mode, BaselineFile>,
+pub(crate) struct StoreFiles {
+    pub(crate) store: Store,
+    pub(crate) env: BaselineEnv,
+    pub(crate) files: BTreeMap<Mode, BaselineFile>,
 }
 
 impl StoreFiles {
     /// Loads the files of `modes` (a missing file is a new, empty one).
-    pub fn open(store: Store, env: BaselineEnv, modes: &[Mode]) -> Result<Self> {
+    pub(crate) fn open(store: Store, env: BaselineEnv, modes: &[Mode]) -> Result<Self> {
         let mut files = BTreeMap::new();
         for &m in modes {
             let f = store
@@ -117,13 +117,13 @@ impl StoreFiles {
         Ok(StoreFiles { store, env, files })
     }
 
-    pub fn path(&self, m: Mode) -> PathBuf {
+    pub(crate) fn path(&self, m: Mode) -> PathBuf {
         self.store.path(&self.env.gpu, &self.env.torch, m)
     }
 
     /// Problem key → modes of `want` that have neither a usable time nor a recorded
     /// failure (with `retry_failed`, failures are measured again).
-    pub fn missing(
+    pub(crate) fn missing(
         &self,
         problems: &[Problem],
         want: &[Mode],
@@ -133,7 +133,7 @@ impl StoreFiles {
     }
 
     /// As [`missing`](Self::missing), measuring again the failures `retry` picks.
-    pub fn missing_or(
+    pub(crate) fn missing_or(
         &self,
         problems: &[Problem],
         want: &[Mode],
@@ -163,7 +163,7 @@ impl StoreFiles {
 
     /// Folds baseline records into the files (later records win). Returns how many entries
     /// changed.
-    pub fn fold(&mut self, records: &[EvalRecord], timing: Option<TimingSettings>) -> usize {
+    pub(crate) fn fold(&mut self, records: &[EvalRecord], timing: Option<TimingSettings>) -> usize {
         let mut changed = 0;
         for r in records.iter().filter(|r| r.candidate.agent == AGENT) {
             let Ok(mode) = Mode::parse(&r.candidate.name) else {
@@ -285,7 +285,7 @@ impl StoreFiles {
     /// Folds `records` into the files as they are on disk now, under a lock on the store
     /// directory, and saves them: the shards of one measurement (Slurm array tasks) share a
     /// store, and none may overwrite another's times.
-    pub fn commit(
+    pub(crate) fn commit(
         &mut self,
         records: &[EvalRecord],
         timing: Option<TimingSettings>,
@@ -311,7 +311,7 @@ impl StoreFiles {
         Ok(changed)
     }
 
-    pub fn save(&self) -> Result<()> {
+    pub(crate) fn save(&self) -> Result<()> {
         for (m, f) in &self.files {
             if f.is_empty() && f.error_count() == 0 {
                 continue;
@@ -345,7 +345,7 @@ pub(super) fn failure_message(o: &Outcome) -> String {
 
 /// The default store: `baselines/data` under the working directory when it exists (the
 /// repository's committed data), else `baselines` in kbench's cache.
-pub fn default_store(cache: &Path) -> PathBuf {
+pub(crate) fn default_store(cache: &Path) -> PathBuf {
     kbench_baselines::default_root(cache)
 }
 
@@ -377,7 +377,7 @@ pub(super) fn default_work(
 /// The one line that says stored baselines were measured with another torch than `torch`
 /// (the one in use), or `None` when none was. `used`: the run compares against them anyway
 /// (`--force-baselines`); else they are left out and this torch's times are measured.
-pub fn other_torch_note(others: &[String], torch: &str, used: bool) -> Option<String> {
+pub(crate) fn other_torch_note(others: &[String], torch: &str, used: bool) -> Option<String> {
     let mut others: Vec<&str> = others
         .iter()
         .map(String::as_str)
@@ -401,7 +401,7 @@ pub fn other_torch_note(others: &[String], torch: &str, used: bool) -> Option<St
 }
 
 /// The torch versions the store holds files for on `gpu` (`<root>/<gpu-slug>/torch-*/`).
-pub fn stored_torches(root: &Path, gpu: &str) -> Vec<String> {
+pub(crate) fn stored_torches(root: &Path, gpu: &str) -> Vec<String> {
     let dir = root.join(kbench_baselines::gpu_slug(gpu));
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::{baseline_of, Entry, Parsed};
 use crate::agents::untrusted_file::{read_named, INDEX_CAP};
 
-pub fn read(src: &Path) -> Result<Parsed> {
+pub(crate) fn read(src: &Path) -> Result<Parsed> {
     let bytes = read_named(src, INDEX_CAP).map_err(|why| {
         anyhow!(
             "cannot read the JSON-lines file {}: it {why}",

@@ -77,7 +77,7 @@ fn read_baselines(path: &Path) -> Result<Baselines> {
     })
 }
 
-pub fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
+pub(crate) fn read(src: &Path, baseline_json: Option<&Path>) -> Result<Parsed> {
     let listing = std::fs::read_dir(src)
         .with_context(|| format!("cannot read the runs folder {}", src.display()))?;
     let baselines = baseline_json.map(read_baselines).transpose()?;

@@ -39,7 +39,7 @@ fn parse_key(key: &str) -> Option<(u8, u32)> {
     Some((level.trim().parse().ok()?, id.parse().ok()?))
 }
 
-pub fn read(src: &Path) -> Result<Parsed> {
+pub(crate) fn read(src: &Path) -> Result<Parsed> {
     let assets = assets_of(src)?;
     let data_path = assets.join("data.json");
     let folder = UntrustedDir::new(&assets, &[])

@@ -28,37 +28,37 @@ use crate::exit;
 
 /// One kernel as a source describes it, before it gets its sample and files.
 #[derive(Debug, Clone, Default)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// Where in the source, for messages: `line 3`, `key "Level 1: 3_X" [0]`, a file name.
-    pub at: String,
-    pub level: u8,
-    pub problem: u32,
+    pub(crate) at: String,
+    pub(crate) level: u8,
+    pub(crate) problem: u32,
     /// The source's own sample number; `None`: the next free one of its problem, in order.
-    pub sample: Option<u32>,
-    pub label: Option<String>,
+    pub(crate) sample: Option<u32>,
+    pub(crate) label: Option<String>,
     /// The kernel's source; `None` with `missing` saying why.
-    pub kernel: Option<String>,
-    pub missing: Option<String>,
-    pub claims: Vec<Claim>,
-    pub claimed_correct: Option<bool>,
+    pub(crate) kernel: Option<String>,
+    pub(crate) missing: Option<String>,
+    pub(crate) claims: Vec<Claim>,
+    pub(crate) claimed_correct: Option<bool>,
     /// The set's own reference code for the problem, when it ships one.
-    pub reference: Option<String>,
+    pub(crate) reference: Option<String>,
     /// The problem's name (`Square_matrix_multiplication_`), when the source gives it: names
     /// the reference's copy in the suite layout (`problems/level<L>/<P>_<name>.py`).
-    pub problem_name: Option<String>,
+    pub(crate) problem_name: Option<String>,
 }
 
 /// What a reader got from a source.
 #[derive(Debug, Default)]
-pub struct Parsed {
-    pub entries: Vec<Entry>,
-    pub errors: Vec<ImportError>,
+pub(crate) struct Parsed {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) errors: Vec<ImportError>,
     /// Worth saying, not wrong (printed, not in the claims file).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Parsed {
-    pub fn error(&mut self, at: impl Into<String>, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, at: impl Into<String>, message: impl Into<String>) {
         self.errors.push(ImportError {
             at: at.into(),
             message: message.into(),
@@ -70,7 +70,7 @@ impl Parsed {
 /// max-autotune, `compile` or `inductor` → compile, `eager`, `torch` or `default` (CUDA-L1's
 /// `score_default`, a speedup over PyTorch as it runs by default) → eager, else unknown
 /// (`--claim-baseline` names it).
-pub fn baseline_of(field: &str) -> &'static str {
+pub(crate) fn baseline_of(field: &str) -> &'static str {
     let f = field.to_ascii_lowercase();
     if f.contains("autotune") {
         "max-autotune"
@@ -84,10 +84,10 @@ pub fn baseline_of(field: &str) -> &'static str {
 }
 
 /// The baselines a claim can be against, as `--claim-baseline` and claims files name them.
-pub const CLAIM_BASELINES: [&str; 3] = ["eager", "compile", "max-autotune"];
+pub(crate) const CLAIM_BASELINES: [&str; 3] = ["eager", "compile", "max-autotune"];
 
 /// `--claim-baseline FIELD=BASELINE` values: (field, baseline) pairs.
-pub fn parse_claim_baselines(specs: &[String]) -> Result<Vec<(String, &'static str)>> {
+pub(crate) fn parse_claim_baselines(specs: &[String]) -> Result<Vec<(String, &'static str)>> {
     specs
         .iter()
         .map(|s| {
@@ -117,7 +117,10 @@ pub fn parse_claim_baselines(specs: &[String]) -> Result<Vec<(String, &'static s
 /// Gives every claim read from a mapped field (names compared without case) the baseline
 /// `--claim-baseline` names for it. A mapped field no entry has is an error that lists the
 /// fields the set does have: a misspelt name must not leave claims on a guessed baseline.
-pub fn apply_claim_baselines(entries: &mut [Entry], map: &[(String, &'static str)]) -> Result<()> {
+pub(crate) fn apply_claim_baselines(
+    entries: &mut [Entry],
+    map: &[(String, &'static str)],
+) -> Result<()> {
     for (field, baseline) in map {
         let mut found = false;
         for c in entries.iter_mut().flat_map(|e| e.claims.iter_mut()) {

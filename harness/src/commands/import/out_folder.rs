@@ -17,15 +17,15 @@ use kbench_record::claims::ClaimsFile;
 use serde::{Deserialize, Serialize};
 
 /// The claims file's name in --out.
-pub const CLAIMS: &str = "claims.json";
-pub const REFS: &str = "refs";
+pub(crate) const CLAIMS: &str = "claims.json";
+pub(crate) const REFS: &str = "refs";
 /// The set's references again in KernelBench's layout (`level<L>/<P>_<name>.py`), so
 /// `kbench run --kernelbench DIR/problems` evaluates the kernels on the problems they were
 /// written for.
-pub const PROBLEMS: &str = "problems";
+pub(crate) const PROBLEMS: &str = "problems";
 
 /// The manifest's name in --out.
-pub const MANIFEST: &str = "import_manifest.json";
+pub(crate) const MANIFEST: &str = "import_manifest.json";
 const MANIFEST_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,14 +37,14 @@ struct Manifest {
 
 /// One file an import wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WrittenFile {
+pub(crate) struct WrittenFile {
     /// Relative to --out, `/`-separated.
-    pub path: String,
-    pub sha256: String,
+    pub(crate) path: String,
+    pub(crate) sha256: String,
 }
 
 impl WrittenFile {
-    pub fn of(path: &str, bytes: &[u8]) -> Self {
+    pub(crate) fn of(path: &str, bytes: &[u8]) -> Self {
         WrittenFile {
             path: path.into(),
             sha256: kbench_suites::sha256_hex(bytes),
@@ -54,15 +54,15 @@ impl WrittenFile {
 
 /// What making --out ready did.
 #[derive(Debug, Default)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// Kernel files of the earlier import removed.
-    pub removed_kernels: usize,
+    pub(crate) removed_kernels: usize,
     /// Files of the earlier import left where they are because they changed since.
-    pub kept_changed: Vec<String>,
+    pub(crate) kept_changed: Vec<String>,
 }
 
 /// Writes the manifest of an import's `files`.
-pub fn write_manifest(out: &Path, files: Vec<WrittenFile>) -> Result<()> {
+pub(crate) fn write_manifest(out: &Path, files: Vec<WrittenFile>) -> Result<()> {
     let m = Manifest {
         schema_version: MANIFEST_SCHEMA_VERSION,
         files,
@@ -75,7 +75,7 @@ pub fn write_manifest(out: &Path, files: Vec<WrittenFile>) -> Result<()> {
 
 /// Writes `bytes` to `path` through a fresh temporary file beside it (never an existing
 /// file of that name, as `path.tmp` might be), then renamed into place.
-pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -94,7 +94,7 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
 /// with `force`, where the import goes beside what it holds. Refuses, before anything is
 /// removed, where a file it did not write (or a link, or a file in place of a folder) is in
 /// the way of `planned`.
-pub fn prepare_out(out: &Path, force: bool, planned: &[String]) -> Result<Prepared> {
+pub(crate) fn prepare_out(out: &Path, force: bool, planned: &[String]) -> Result<Prepared> {
     if !out.exists() {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         return Ok(Prepared::default());

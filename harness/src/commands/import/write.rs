@@ -16,17 +16,17 @@ use super::out_folder::{write_new, WrittenFile, CLAIMS, MANIFEST, PROBLEMS, REFS
 use super::Parsed;
 
 /// What an import will write.
-pub struct Planned {
-    pub claims: ClaimsFile,
+pub(crate) struct Planned {
+    pub(crate) claims: ClaimsFile,
     /// Every file but the claims file and the manifest: (path relative to --out, bytes).
-    pub files: Vec<(String, Vec<u8>)>,
+    pub(crate) files: Vec<(String, Vec<u8>)>,
     /// Things worth saying that are not errors (a problem shipped with two references).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Planned {
     /// Every path the import writes, relative to --out, the claims file and manifest too.
-    pub fn paths(&self) -> Vec<String> {
+    pub(crate) fn paths(&self) -> Vec<String> {
         let mut v: Vec<String> = self.files.iter().map(|(p, _)| p.clone()).collect();
         v.push(CLAIMS.into());
         v.push(MANIFEST.into());
@@ -34,7 +34,7 @@ impl Planned {
     }
 
     /// The levels whose references are written under `problems/`.
-    pub fn problem_levels(&self) -> Vec<u8> {
+    pub(crate) fn problem_levels(&self) -> Vec<u8> {
         let mut levels: Vec<u8> = self
             .files
             .iter()
@@ -55,7 +55,7 @@ impl Planned {
 
 /// Why `source` is no kernel: empty, no `ModelNew`, or a body of only `pass`, `...`,
 /// docstrings, comments (TODO) and `raise NotImplementedError`.
-pub fn placeholder(source: &str) -> Option<String> {
+pub(crate) fn placeholder(source: &str) -> Option<String> {
     if source.trim().is_empty() {
         return Some("empty kernel source".into());
     }
@@ -115,7 +115,7 @@ pub fn placeholder(source: &str) -> Option<String> {
 
 /// Numbers the entries' samples and decides their kernel and reference files and the
 /// claims file; nothing is written.
-pub fn plan(set: ClaimSet, parsed: Parsed) -> Planned {
+pub(crate) fn plan(set: ClaimSet, parsed: Parsed) -> Planned {
     let Parsed {
         entries,
         mut errors,
@@ -243,7 +243,7 @@ pub fn plan(set: ClaimSet, parsed: Parsed) -> Planned {
 
 /// Writes what [`plan`] decided into `out` (made ready by `out_folder::prepare_out`), the
 /// claims file and then the manifest of every file written last.
-pub fn commit(out: &Path, planned: &Planned) -> Result<()> {
+pub(crate) fn commit(out: &Path, planned: &Planned) -> Result<()> {
     let claims = serde_json::to_string_pretty(&planned.claims)?;
     let mut written = Vec::with_capacity(planned.files.len() + 1);
     for (rel, bytes) in planned

@@ -6,7 +6,7 @@ use crate::cli::{SlurmArgs, SlurmCommand};
 use crate::commands::slurm;
 use crate::exit;
 
-pub fn command(a: &SlurmArgs) -> Result<i32> {
+pub(crate) fn command(a: &SlurmArgs) -> Result<i32> {
     match &a.command {
         SlurmCommand::Submit(a) => {
             let (dir, sub) = slurm::submit(a)?;

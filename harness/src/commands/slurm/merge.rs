@@ -11,7 +11,7 @@ use super::SUBMISSION;
 /// `kbench merge` of a `baselines measure` submission: its shards committed into the
 /// baseline store as they measured, so there is nothing to merge. Returns what to say, or
 /// `None` when no input is such a submission (then merge goes on as usual).
-pub fn merge_measure(
+pub(crate) fn merge_measure(
     inputs: &[PathBuf],
     out: Option<&Path>,
     partial: bool,

@@ -52,20 +52,17 @@ mod submit;
 #[cfg(test)]
 mod tests;
 
-pub use merge::merge_measure;
-pub use script::render_script;
-pub use status::{
-    render_status, shard_finished, status, status_exit_code, status_json, ShardState, ShardStatus,
-};
-pub use submission::{shard_dir, SbatchOptions, Sharded, Submission, SubmittedJob};
-pub use submit::{resubmit, submit};
+pub(crate) use merge::merge_measure;
+pub(crate) use status::{render_status, shard_finished, status, status_exit_code, status_json};
+pub(crate) use submission::{shard_dir, Submission};
+pub(crate) use submit::{resubmit, submit};
 
 /// Version of `submission.json` and of `kbench slurm status --json`.
-pub const SUBMISSION_SCHEMA: u32 = 1;
-pub const SUBMISSION: &str = "slurm/submission.json";
-pub const SCRIPT: &str = "slurm/job.sbatch";
+pub(crate) const SUBMISSION_SCHEMA: u32 = 1;
+pub(crate) const SUBMISSION: &str = "slurm/submission.json";
+pub(crate) const SCRIPT: &str = "slurm/job.sbatch";
 /// Written by the job script into a shard's directory with kbench's exit code.
-pub const EXIT_CODE: &str = "exit_code";
+pub(crate) const EXIT_CODE: &str = "exit_code";
 
 /// `kbench slurm`: submits, follows or resubmits a sharded command, and says what it did.
 pub fn command(a: &SlurmArgs) -> Result<i32> {

@@ -19,7 +19,7 @@ pub(super) fn quote(s: &str) -> String {
 }
 
 /// The job array script. Array task `i` runs shard `i/N` in `DIR/shards/i`.
-pub fn render_script(dir: &Path, sub: &Submission) -> String {
+pub(crate) fn render_script(dir: &Path, sub: &Submission) -> String {
     let o = &sub.sbatch;
     let kind = sub.sharded();
     let mut s = String::from("#!/bin/bash\n");

@@ -17,7 +17,7 @@ use crate::runlog::RECORDS;
 /// Where a shard stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum ShardState {
+pub(crate) enum ShardState {
     /// kbench finished the shard: everything it plans is recorded (`run`: exit 0 or 3;
     /// `baselines measure`: exit 0, everything measured or its failure recorded).
     Done { exit_code: i32 },
@@ -28,16 +28,16 @@ pub enum ShardState {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ShardStatus {
-    pub shard: u32,
+pub(crate) struct ShardStatus {
+    pub(crate) shard: u32,
     #[serde(flatten)]
-    pub state: ShardState,
+    pub(crate) state: ShardState,
     /// Records in the shard's run log (for `baselines measure`: in all its measuring runs).
-    pub records: usize,
+    pub(crate) records: usize,
     /// `JOB_TASK` of the shard's latest task, if it was ever submitted.
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// Slurm's output of that task.
-    pub log: Option<PathBuf>,
+    pub(crate) log: Option<PathBuf>,
 }
 
 /// Slurm job states in which a task is still queued, running or about to run again.
@@ -141,13 +141,13 @@ pub(super) fn count_records(kind: Sharded, shard_dir: &Path) -> usize {
 
 /// Whether the shard's kbench ended having done all it planned (`kbench run`: exit 0 or 3;
 /// `kbench baselines measure`: exit 0).
-pub fn shard_finished(dir: &Path, shard: u32) -> bool {
+pub(crate) fn shard_finished(dir: &Path, shard: u32) -> bool {
     let kind = Submission::load(dir).map_or(Sharded::Run, |s| s.sharded());
     read_exit_code(&shard_dir(dir, shard)).is_some_and(|c| kind.finished(c))
 }
 
 /// Every shard's state, from the shard directories and Slurm.
-pub fn status(dir: &Path) -> Result<(Submission, Vec<ShardStatus>)> {
+pub(crate) fn status(dir: &Path) -> Result<(Submission, Vec<ShardStatus>)> {
     let sub = Submission::load(dir)?;
     let queue = if sub.jobs.is_empty() {
         BTreeMap::new()
@@ -222,7 +222,7 @@ pub(super) fn stopped_why(
 }
 
 /// Renders the status table.
-pub fn render_status(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> String {
+pub(crate) fn render_status(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> String {
     let count = |f: fn(&ShardState) -> bool| rows.iter().filter(|r| f(&r.state)).count();
     let done = count(|s| matches!(s, ShardState::Done { .. }));
     let active = count(|s| matches!(s, ShardState::Active { .. }));
@@ -285,7 +285,7 @@ pub fn render_status(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> Stri
 
 /// The JSON of `kbench slurm status --json` (versioned). `store` is given for a `baselines
 /// measure` submission only.
-pub fn status_json(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> serde_json::Value {
+pub(crate) fn status_json(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> serde_json::Value {
     let mut v = serde_json::json!({
         "schema_version": SUBMISSION_SCHEMA,
         "dir": dir,
@@ -299,7 +299,7 @@ pub fn status_json(dir: &Path, sub: &Submission, rows: &[ShardStatus]) -> serde_
 }
 
 /// The exit code of `kbench slurm status`.
-pub fn status_exit_code(rows: &[ShardStatus]) -> i32 {
+pub(crate) fn status_exit_code(rows: &[ShardStatus]) -> i32 {
     if rows
         .iter()
         .any(|r| matches!(r.state, ShardState::Stopped { .. }))

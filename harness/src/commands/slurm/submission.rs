@@ -11,51 +11,51 @@ use crate::runlog::write_atomic;
 
 /// sbatch options shared by every task of a submission.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SbatchOptions {
-    pub job_name: String,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub time: Option<String>,
+pub(crate) struct SbatchOptions {
+    pub(crate) job_name: String,
+    pub(crate) partition: Option<String>,
+    pub(crate) account: Option<String>,
+    pub(crate) time: Option<String>,
     /// `N` or `TYPE:N`; `None` asks for no GPU.
-    pub gpus_per_task: Option<String>,
-    pub cpus_per_task: Option<u32>,
+    pub(crate) gpus_per_task: Option<String>,
+    pub(crate) cpus_per_task: Option<u32>,
     /// More options, each written as an `#SBATCH` line.
-    pub extra: Vec<String>,
+    pub(crate) extra: Vec<String>,
 }
 
 /// One sbatch call: the array job it made and the shards it covers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SubmittedJob {
-    pub job_id: String,
-    pub shards: Vec<u32>,
-    pub submitted_unix_s: f64,
+pub(crate) struct SubmittedJob {
+    pub(crate) job_id: String,
+    pub(crate) shards: Vec<u32>,
+    pub(crate) submitted_unix_s: f64,
 }
 
 /// `DIR/slurm/submission.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Submission {
-    pub schema_version: u32,
-    pub kbench_version: String,
-    pub shards: u32,
+pub(crate) struct Submission {
+    pub(crate) schema_version: u32,
+    pub(crate) kbench_version: String,
+    pub(crate) shards: u32,
     /// kbench's arguments after the program name, without `--out`.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// The executable the tasks run.
-    pub kbench: PathBuf,
+    pub(crate) kbench: PathBuf,
     /// Working directory of the tasks (where `kbench slurm submit` ran), so that relative
     /// paths in the command mean what they meant there.
-    pub workdir: PathBuf,
-    pub sbatch: SbatchOptions,
+    pub(crate) workdir: PathBuf,
+    pub(crate) sbatch: SbatchOptions,
     /// kbench's environment variables as they were at submission (`KBENCH_PYTHON`,
     /// `KBENCH_CACHE_DIR`), exported by the script so that tasks use the same Python even
     /// where a site's sbatch does not pass the submitting shell's environment on.
     #[serde(default)]
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// Every sbatch call, oldest first; a shard's latest job is the last one naming it.
-    pub jobs: Vec<SubmittedJob>,
+    pub(crate) jobs: Vec<SubmittedJob>,
 }
 
 impl Submission {
-    pub fn load(dir: &Path) -> Result<Submission> {
+    pub(crate) fn load(dir: &Path) -> Result<Submission> {
         let path = dir.join(SUBMISSION);
         let text = std::fs::read_to_string(&path).with_context(|| {
             format!(
@@ -81,18 +81,18 @@ impl Submission {
     }
 
     /// The last job that ran or runs `shard`.
-    pub fn latest_job(&self, shard: u32) -> Option<&SubmittedJob> {
+    pub(crate) fn latest_job(&self, shard: u32) -> Option<&SubmittedJob> {
         self.jobs.iter().rev().find(|j| j.shards.contains(&shard))
     }
 
     /// Which kbench command the tasks run.
-    pub fn sharded(&self) -> Sharded {
+    pub(crate) fn sharded(&self) -> Sharded {
         Sharded::of(&self.command)
     }
 
     /// The baseline store a `baselines measure` submission's shards commit into: its
     /// `--store`, which `submit` always writes into the command, absolute.
-    pub fn store(&self) -> Option<PathBuf> {
+    pub(crate) fn store(&self) -> Option<PathBuf> {
         if self.sharded() != Sharded::Measure {
             return None;
         }
@@ -102,7 +102,7 @@ impl Submission {
 
 /// The kbench commands that `kbench slurm submit` shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Sharded {
+pub(crate) enum Sharded {
     /// `kbench run`: shards are run directories, joined by `kbench merge`.
     #[serde(rename = "run")]
     Run,
@@ -147,6 +147,6 @@ pub(super) fn flag_value(argv: &[String], flag: &str) -> Option<String> {
     value
 }
 
-pub fn shard_dir(dir: &Path, shard: u32) -> PathBuf {
+pub(crate) fn shard_dir(dir: &Path, shard: u32) -> PathBuf {
     dir.join("shards").join(shard.to_string())
 }

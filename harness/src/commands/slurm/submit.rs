@@ -18,13 +18,13 @@ use crate::runlog::{now_unix, write_atomic, RECORDS, SECRET};
 /// What `kbench slurm submit` needs from the sharded command.
 #[derive(Debug)]
 pub(super) struct Shardable {
-    pub kind: Sharded,
+    pub(crate) kind: Sharded,
     /// The shared directory: `run`'s `--out`, `baselines measure`'s `--work`.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The command without that flag (and, for measure, with an absolute `--store`).
-    pub argv: Vec<String>,
-    pub problems: usize,
-    pub on_cpu: bool,
+    pub(crate) argv: Vec<String>,
+    pub(crate) problems: usize,
+    pub(crate) on_cpu: bool,
 }
 
 /// Checks that `argv` (after `kbench`) is a command that can be sharded and takes it apart.
@@ -159,7 +159,7 @@ pub(super) fn parse_gpus(spec: &str) -> Result<Option<String>> {
 
 /// Writes the submission into the shared output directory and, unless `dry_run`, submits
 /// the array. Returns the directory and the submission.
-pub fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
+pub(crate) fn submit(a: &SlurmSubmitArgs) -> Result<(PathBuf, Submission)> {
     if a.shards == 0 {
         bail!("--shards must be at least 1");
     }
@@ -337,7 +337,7 @@ fn sbatch(dir: &Path, shards: &[u32]) -> Result<String> {
 /// Submits the stopped shards again as one array job (same script: each resumes its log).
 /// Returns the shards and the new job id (`None` when there was nothing to resubmit or with
 /// `dry_run`).
-pub fn resubmit(dir: &Path, dry_run: bool) -> Result<(Vec<u32>, Option<String>)> {
+pub(crate) fn resubmit(dir: &Path, dry_run: bool) -> Result<(Vec<u32>, Option<String>)> {
     let (mut sub, rows) = status(dir)?;
     let stopped: Vec<u32> = rows
         .iter()

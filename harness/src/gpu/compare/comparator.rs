@@ -19,10 +19,10 @@ use crate::gpu::devmem::{DevBuf, Gpu};
 
 /// A tensor in device memory: `buf` holds at least `numel(shape)` elements of `dtype`,
 /// row-major, from its start.
-pub struct DevTensor<'a> {
-    pub buf: &'a DevBuf,
-    pub dtype: Dtype,
-    pub shape: Vec<u64>,
+pub(crate) struct DevTensor<'a> {
+    pub(crate) buf: &'a DevBuf,
+    pub(crate) dtype: Dtype,
+    pub(crate) shape: Vec<u64>,
 }
 
 struct Kernel {
@@ -39,7 +39,7 @@ const FLUSH_PARTIAL_BYTES: usize = 16;
 /// Compares output tensors on one GPU with the CPU comparator's rules (see the module
 /// docs). Compiled once per GPU; [`DeviceComparator::compare`] may be called from several
 /// threads (scans take turns on the one partials buffer).
-pub struct DeviceComparator {
+pub(crate) struct DeviceComparator {
     pub(super) gpu: Arc<Gpu>,
     kernels: Vec<Kernel>,
     /// The flush-count kernels (`truth` false).
@@ -53,7 +53,7 @@ pub struct DeviceComparator {
 impl DeviceComparator {
     /// Compiles the kernels with NVRTC for `gpu` (a CUBIN for its architecture, else PTX
     /// for the driver to JIT) and allocates the partials buffer.
-    pub fn new(gpu: &Arc<Gpu>) -> Result<Self> {
+    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Self> {
         if !nvrtc_present() {
             bail!("the GPU comparator needs NVRTC, and libnvrtc.so could not be loaded");
         }
@@ -135,7 +135,7 @@ impl DeviceComparator {
     /// Compares `candidate` with `reference` exactly as [`kbench_adversarial::compare`]
     /// compares host tensors. The outer `Err` is a CUDA failure or tensors that do not fit
     /// their buffers or this GPU; the inner result is the comparator's.
-    pub fn compare(
+    pub(crate) fn compare(
         &self,
         candidate: &DevTensor,
         reference: &DevTensor,
@@ -155,7 +155,7 @@ impl DeviceComparator {
 
     /// [`Self::compare`] with a `nan-inf` case's probe reference, exactly as
     /// [`kbench_adversarial::compare_with_alt`].
-    pub fn compare_with_alt(
+    pub(crate) fn compare_with_alt(
         &self,
         candidate: &DevTensor,
         reference: &DevTensor,
@@ -297,7 +297,7 @@ impl DeviceComparator {
     /// read back. `None` for non-float outputs or mismatched shapes and dtypes (the
     /// comparison reports those); `Err` is a CUDA failure or a tensor that does not fit its
     /// buffer or this GPU.
-    pub fn flush_count(
+    pub(crate) fn flush_count(
         &self,
         candidate: &DevTensor,
         reference: &DevTensor,

@@ -49,4 +49,4 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use comparator::{DevTensor, DeviceComparator};
+pub(crate) use comparator::{DevTensor, DeviceComparator};

@@ -19,15 +19,15 @@ use crate::agents::untrusted_file::{UntrustedDir, INDEX_CAP};
 /// Totals over calls.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Spend {
-    pub calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_usd: f64,
-    pub wall_s: f64,
+    pub(crate) calls: u64,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) cost_usd: f64,
+    pub(crate) wall_s: f64,
 }
 
 impl Spend {
-    pub fn add(&mut self, r: &ChatReply) {
+    pub(crate) fn add(&mut self, r: &ChatReply) {
         self.calls += 1;
         self.input_tokens += r.usage.input_tokens;
         self.output_tokens += r.usage.output_tokens;
@@ -52,7 +52,7 @@ pub struct Llm {
     /// Calls answered from this run's own records (`resume`).
     reused: std::sync::atomic::AtomicU64,
     /// Spend of the whole run so far.
-    pub total: Mutex<Spend>,
+    pub(crate) total: Mutex<Spend>,
     /// Calls per stream, for the file names (streams are sequential).
     seq: Mutex<HashMap<String, u32>>,
 }
@@ -60,22 +60,22 @@ pub struct Llm {
 /// What one saved call looks like on disk (`llm/<stream>/<seq>_<label>.json`).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct CallRecord {
-    pub stream: String,
-    pub seq: u32,
-    pub label: String,
-    pub model_name: String,
-    pub model: String,
-    pub request: Value,
+    pub(crate) stream: String,
+    pub(crate) seq: u32,
+    pub(crate) label: String,
+    pub(crate) model_name: String,
+    pub(crate) model: String,
+    pub(crate) request: Value,
     /// HTTP status of the last attempt (0 when there was none, e.g. replayed).
-    pub status: u16,
-    pub attempts: u32,
+    pub(crate) status: u16,
+    pub(crate) attempts: u32,
     /// The body of the last reply, as text.
-    pub reply_body: String,
-    pub error: Option<String>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub wall_s: f64,
-    pub started_unix_s: f64,
+    pub(crate) reply_body: String,
+    pub(crate) error: Option<String>,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) wall_s: f64,
+    pub(crate) started_unix_s: f64,
 }
 
 impl Llm {
@@ -116,21 +116,21 @@ impl Llm {
         })
     }
 
-    pub fn model(&self, name: &str) -> Result<&ModelConfig> {
+    pub(crate) fn model(&self, name: &str) -> Result<&ModelConfig> {
         self.file.model(name, &self.config_path)
     }
 
     /// Whether replies come from a recorded run (`--llm-replay`).
-    pub fn replaying(&self) -> bool {
+    pub(crate) fn replaying(&self) -> bool {
         self.replay_dir.is_some()
     }
 
     /// Calls a resumed run answered from its own records.
-    pub fn reused_calls(&self) -> u64 {
+    pub(crate) fn reused_calls(&self) -> u64 {
         self.reused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    pub fn spent(&self) -> Spend {
+    pub(crate) fn spent(&self) -> Spend {
         *self.total.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -35,4 +35,4 @@ mod reply;
 
 pub use chat::{CallRecord, Llm, Spend};
 pub use model::{LlmFile, ModelConfig};
-pub use reply::{parse_reply, ChatReply, LlmError, ToolCall, Usage};
+pub use reply::{ChatReply, LlmError};

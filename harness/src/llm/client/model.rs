@@ -10,32 +10,32 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    pub base_url: String,
-    pub model: String,
+    pub(crate) base_url: String,
+    pub(crate) model: String,
     #[serde(default)]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     #[serde(default)]
-    pub input_usd_per_mtok: f64,
+    pub(crate) input_usd_per_mtok: f64,
     #[serde(default)]
-    pub output_usd_per_mtok: f64,
+    pub(crate) output_usd_per_mtok: f64,
     #[serde(default)]
-    pub max_tokens: Option<u32>,
+    pub(crate) max_tokens: Option<u32>,
     #[serde(default)]
-    pub temperature: Option<f64>,
+    pub(crate) temperature: Option<f64>,
     #[serde(default)]
-    pub reasoning_effort: Option<String>,
+    pub(crate) reasoning_effort: Option<String>,
     #[serde(default = "default_timeout")]
-    pub timeout_s: f64,
+    pub(crate) timeout_s: f64,
     #[serde(default = "default_retries")]
-    pub max_retries: u32,
+    pub(crate) max_retries: u32,
     #[serde(default = "default_concurrency")]
-    pub max_concurrency: usize,
+    pub(crate) max_concurrency: usize,
     /// Requests per minute to send at most (this table's calls across the whole run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rpm: Option<u32>,
+    pub(crate) rpm: Option<u32>,
     /// Tokens (prompt and completion) per minute to use at most, likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpm: Option<u32>,
+    pub(crate) tpm: Option<u32>,
 }
 
 fn default_timeout() -> f64 {
@@ -52,7 +52,7 @@ fn default_concurrency() -> usize {
 #[derive(Debug, Clone, Deserialize, Serialize, Default)]
 pub struct LlmFile {
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
 }
 
 impl LlmFile {
@@ -90,7 +90,7 @@ impl LlmFile {
         Ok(f)
     }
 
-    pub fn model(&self, name: &str, path: &Path) -> Result<&ModelConfig> {
+    pub(crate) fn model(&self, name: &str, path: &Path) -> Result<&ModelConfig> {
         self.models.get(name).with_context(|| {
             format!(
                 "model `{name}` is not defined in {} (defined: {}); add a [models.{name}] table",

@@ -8,17 +8,17 @@ use super::model::ModelConfig;
 
 /// A tool call the model asked for.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
+pub(crate) struct ToolCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
     /// The raw JSON text of the arguments, as the model wrote it (may be malformed).
-    pub arguments: String,
+    pub(crate) arguments: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+pub(crate) struct Usage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
 }
 
 /// A parsed reply.
@@ -26,13 +26,13 @@ pub struct Usage {
 pub struct ChatReply {
     pub content: String,
     /// The model's separate reasoning text, where the server returns one.
-    pub reasoning: Option<String>,
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-    pub wall_s: f64,
+    pub(crate) reasoning: Option<String>,
+    pub(crate) tool_calls: Vec<ToolCall>,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: f64,
+    pub(crate) wall_s: f64,
     /// The assistant message as returned, to append to a conversation.
-    pub message: Value,
+    pub(crate) message: Value,
 }
 
 /// Why a call failed.
@@ -57,7 +57,7 @@ pub enum LlmError {
 
 impl LlmError {
     /// Errors that no other round would escape: the run stops with the message.
-    pub fn is_fatal(&self) -> bool {
+    pub(crate) fn is_fatal(&self) -> bool {
         matches!(
             self,
             LlmError::BadKey(_) | LlmError::UnknownModel(_) | LlmError::Replay(_)
@@ -66,7 +66,7 @@ impl LlmError {
 }
 
 /// Parses a chat-completions body.
-pub fn parse_reply(text: &str, m: &ModelConfig) -> Result<ChatReply, LlmError> {
+pub(crate) fn parse_reply(text: &str, m: &ModelConfig) -> Result<ChatReply, LlmError> {
     let v: Value = serde_json::from_str(text).map_err(|e| {
         LlmError::Malformed(format!(
             "the reply is not JSON ({e}): {}",

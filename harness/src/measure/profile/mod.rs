@@ -27,9 +27,7 @@
 mod ncu;
 mod run;
 
-pub use ncu::{
-    aggregate, all_metrics, counters_of, cudaforge_metrics_json, flop_metric, ncu_failure,
-    parse_ncu_raw_csv, parse_number, unit_scale, unknown_metrics, KernelProfile, NcuLaunch,
-    NcuProfile, CUDAFORGE_METRICS, ROOFLINE_METRICS,
-};
-pub use run::{find_ncu, profile, ProfileConfig, ProfileReport, TorchEvent};
+pub(crate) use ncu::cudaforge_metrics_json;
+#[cfg(test)]
+pub(crate) use ncu::{aggregate, parse_ncu_raw_csv, NcuProfile};
+pub(crate) use run::{profile, ProfileConfig, ProfileReport};

@@ -8,7 +8,7 @@ use kbench_record::perf::{roofline, FlopClass, KernelCounters, Peaks, RooflineVe
 use serde::{Deserialize, Serialize};
 
 /// The 24 metrics CudaForge gives its Judge (paper Table 8, `run_ncu.METRICS`).
-pub const CUDAFORGE_METRICS: [&str; 24] = [
+pub(crate) const CUDAFORGE_METRICS: [&str; 24] = [
     "sm__cycles_active.avg",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "launch__occupancy_limit_blocks",
@@ -37,7 +37,7 @@ pub const CUDAFORGE_METRICS: [&str; 24] = [
 
 /// Duration, FLOPs per precision, and the achieved occupancy (already in CudaForge's list as
 /// `sm__warps_active.avg.pct_of_peak_sustained_active`); DRAM bytes are in CudaForge's list.
-pub const ROOFLINE_METRICS: [&str; 17] = [
+pub(crate) const ROOFLINE_METRICS: [&str; 17] = [
     "gpu__time_duration.sum",
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
     "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum",
@@ -61,7 +61,7 @@ pub const ROOFLINE_METRICS: [&str; 17] = [
 /// counts: an FMA is 2 FLOPs (ncu's own roofline counts the same way; a packed HFMA2 counts as
 /// one HFMA here, so half-precision scalar FLOPs are a lower bound). Tensor-pipe `ops` counters count operations (FLOPs) as ncu's
 /// own tensor roofline uses them; the GPU script checks this against 2·M·N·K.
-pub fn flop_metric(name: &str) -> Option<(FlopClass, f64)> {
+pub(crate) fn flop_metric(name: &str) -> Option<(FlopClass, f64)> {
     let op = |s: &str| format!("smsp__sass_thread_inst_executed_op_{s}_pred_on.sum");
     Some(match name {
         n if n == op("fadd") || n == op("fmul") => (FlopClass::Fp32, 1.0),
@@ -82,7 +82,7 @@ pub fn flop_metric(name: &str) -> Option<(FlopClass, f64)> {
 }
 
 /// Every metric `kbench profile` asks ncu for.
-pub fn all_metrics() -> Vec<String> {
+pub(crate) fn all_metrics() -> Vec<String> {
     let mut v: Vec<String> = CUDAFORGE_METRICS.iter().map(|s| s.to_string()).collect();
     for m in ROOFLINE_METRICS {
         if !v.iter().any(|x| x == m) {
@@ -98,18 +98,18 @@ pub fn all_metrics() -> Vec<String> {
 /// One kernel launch as ncu reported it; metric values converted to base units (bytes,
 /// seconds, plain counts, percent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NcuLaunch {
-    pub id: u64,
-    pub kernel: String,
-    pub block_threads: Option<u64>,
-    pub grid_blocks: Option<u64>,
-    pub metrics: BTreeMap<String, f64>,
+pub(crate) struct NcuLaunch {
+    pub(crate) id: u64,
+    pub(crate) kernel: String,
+    pub(crate) block_threads: Option<u64>,
+    pub(crate) grid_blocks: Option<u64>,
+    pub(crate) metrics: BTreeMap<String, f64>,
 }
 
 /// The factor from a unit ncu printed to kbench's base unit (seconds for time, bytes for
 /// sizes). ncu's size prefixes are decimal (Kbyte = 1000 bytes); `--print-units base` makes
 /// them all 1 except time, which is in nanoseconds.
-pub fn unit_scale(unit: &str) -> f64 {
+pub(crate) fn unit_scale(unit: &str) -> f64 {
     let u = unit.trim();
     let (num, per_second) = match u.strip_suffix("/second") {
         Some(n) => (n, true),
@@ -139,7 +139,7 @@ pub fn unit_scale(unit: &str) -> f64 {
 }
 
 /// A number as ncu prints it: `1,234,567.5`, `4.0e-05`, `n/a` (None).
-pub fn parse_number(s: &str) -> Option<f64> {
+pub(crate) fn parse_number(s: &str) -> Option<f64> {
     let t: String = s.trim().chars().filter(|c| *c != ',').collect();
     if t.is_empty() {
         return None;
@@ -183,7 +183,7 @@ fn csv_fields(line: &str) -> Vec<String> {
 /// Parses `ncu --csv --page raw` output (a log file or captured stdout). Lines that are not
 /// part of the table (`==PROF==`, `==WARNING==`, the program's own output) are skipped. The
 /// error names what is missing.
-pub fn parse_ncu_raw_csv(text: &str) -> Result<Vec<NcuLaunch>, String> {
+pub(crate) fn parse_ncu_raw_csv(text: &str) -> Result<Vec<NcuLaunch>, String> {
     let mut lines = text
         .lines()
         .map(|l| l.trim_end_matches('\r'))
@@ -246,7 +246,7 @@ pub fn parse_ncu_raw_csv(text: &str) -> Result<Vec<NcuLaunch>, String> {
 }
 
 /// The roofline counters of one launch (or of a per-launch mean).
-pub fn counters_of(
+pub(crate) fn counters_of(
     metrics: &BTreeMap<String, f64>,
     block: Option<u64>,
     grid: Option<u64>,
@@ -277,39 +277,39 @@ pub fn counters_of(
 
 /// One kernel (by name) over all its launches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelProfile {
-    pub name: String,
-    pub launches: u64,
-    pub launches_per_call: f64,
+pub(crate) struct KernelProfile {
+    pub(crate) name: String,
+    pub(crate) launches: u64,
+    pub(crate) launches_per_call: f64,
     /// This kernel's GPU time per candidate call, seconds.
-    pub time_per_call_s: f64,
+    pub(crate) time_per_call_s: f64,
     /// Its share of the GPU time of a call.
-    pub share: f64,
+    pub(crate) share: f64,
     /// Per-launch means of every metric ncu gave (base units).
-    pub metrics: BTreeMap<String, f64>,
+    pub(crate) metrics: BTreeMap<String, f64>,
     /// Per-launch roofline counters.
-    pub counters: KernelCounters,
+    pub(crate) counters: KernelCounters,
     /// None without peaks (a GPU outside the spec table).
-    pub verdict: Option<RooflineVerdict>,
+    pub(crate) verdict: Option<RooflineVerdict>,
 }
 
 /// ncu's launches aggregated per kernel and per call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NcuProfile {
-    pub calls: u32,
-    pub launches: u64,
+pub(crate) struct NcuProfile {
+    pub(crate) calls: u32,
+    pub(crate) launches: u64,
     /// Slowest first.
-    pub kernels: Vec<KernelProfile>,
+    pub(crate) kernels: Vec<KernelProfile>,
     /// Everything a call launched, summed (duration = GPU time per call).
-    pub per_call: KernelCounters,
-    pub per_call_verdict: Option<RooflineVerdict>,
+    pub(crate) per_call: KernelCounters,
+    pub(crate) per_call_verdict: Option<RooflineVerdict>,
     /// Metrics this GPU's ncu did not know, left out.
     #[serde(default)]
-    pub dropped_metrics: Vec<String>,
+    pub(crate) dropped_metrics: Vec<String>,
 }
 
 /// Aggregates `launches` (from `calls` candidate calls) per kernel name and per call.
-pub fn aggregate(launches: &[NcuLaunch], calls: u32, peaks: Option<&Peaks>) -> NcuProfile {
+pub(crate) fn aggregate(launches: &[NcuLaunch], calls: u32, peaks: Option<&Peaks>) -> NcuProfile {
     let calls_f = calls.max(1) as f64;
     let mut order: Vec<String> = Vec::new();
     let mut groups: BTreeMap<String, Vec<&NcuLaunch>> = BTreeMap::new();
@@ -376,7 +376,7 @@ pub fn aggregate(launches: &[NcuLaunch], calls: u32, peaks: Option<&Peaks>) -> N
 /// value}}` over its 24 metrics, values rounded to 3 decimals. CudaForge keeps the last
 /// launch of each kernel; here each value is the mean over the profiled launches (base
 /// units: bytes, and percent where the metric is a percentage).
-pub fn cudaforge_metrics_json(p: &NcuProfile) -> serde_json::Value {
+pub(crate) fn cudaforge_metrics_json(p: &NcuProfile) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for k in &p.kernels {
         let mut m = serde_json::Map::new();
@@ -394,7 +394,7 @@ pub fn cudaforge_metrics_json(p: &NcuProfile) -> serde_json::Value {
 }
 
 /// What ncu said went wrong, when its output shows it could not profile.
-pub fn ncu_failure(output: &str) -> Option<String> {
+pub(crate) fn ncu_failure(output: &str) -> Option<String> {
     if output.contains("ERR_NVGPUCTRPERM") {
         return Some(
             "ncu cannot read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root or allow profiling for all users (NVreg_RestrictProfilingToAdminUsers=0)"
@@ -419,7 +419,7 @@ pub fn ncu_failure(output: &str) -> Option<String> {
 /// `==ERROR== Failed to find metric regex:^flop_count_sp\.(sum|min|max|avg|pct|ratio|max_rate)$`:
 /// a requested metric matches when its base name (before the first `.`) appears there as a
 /// whole word, backslashes ignored.
-pub fn unknown_metrics(output: &str, requested: &[String]) -> Vec<String> {
+pub(crate) fn unknown_metrics(output: &str, requested: &[String]) -> Vec<String> {
     let errs: Vec<String> = output
         .lines()
         .filter(|l| l.starts_with("==ERROR==") && l.to_lowercase().contains("metric"))

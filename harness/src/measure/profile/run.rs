@@ -18,26 +18,26 @@ use super::ncu::{
 /// (`commands::profile` builds it from the command line; the agents' profile tool builds it
 /// directly).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProfileConfig {
+pub(crate) struct ProfileConfig {
     /// The problem file (class Model, get_inputs, get_init_inputs).
-    pub problem: PathBuf,
+    pub(crate) problem: PathBuf,
     /// The kernel to profile: a module defining class ModelNew.
-    pub kernel: PathBuf,
+    pub(crate) kernel: PathBuf,
     /// auto (a GPU when there is one), cpu, cuda or cuda:N.
-    pub device: String,
-    pub precision: Precision,
+    pub(crate) device: String,
+    pub(crate) precision: Precision,
     /// Profiled calls of the kernel (after the warm-up).
-    pub calls: u32,
+    pub(crate) calls: u32,
     /// Unprofiled warm-up calls.
-    pub warmup: u32,
+    pub(crate) warmup: u32,
     /// The ncu executable (default: `ncu` on PATH, else /usr/local/cuda/bin/ncu).
-    pub ncu: Option<PathBuf>,
+    pub(crate) ncu: Option<PathBuf>,
     /// Use the PyTorch profiler even where ncu is available.
-    pub no_ncu: bool,
+    pub(crate) no_ncu: bool,
     /// Keep the worker's specs, results and ncu's CSV in this folder.
-    pub keep: Option<PathBuf>,
+    pub(crate) keep: Option<PathBuf>,
     /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
-    pub python: Option<PathBuf>,
+    pub(crate) python: Option<PathBuf>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -45,12 +45,12 @@ pub struct ProfileConfig {
 
 /// One row of the PyTorch profiler's table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TorchEvent {
-    pub name: String,
+pub(crate) struct TorchEvent {
+    pub(crate) name: String,
     /// `cuda_kernel` (device time) or `cpu_op` (self CPU time of an aten operator).
-    pub kind: String,
-    pub count: u64,
-    pub total_us: f64,
+    pub(crate) kind: String,
+    pub(crate) count: u64,
+    pub(crate) total_us: f64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -58,36 +58,36 @@ pub struct TorchEvent {
 
 /// What `kbench profile` found, as printed (table) or with `--json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProfileReport {
-    pub problem: String,
-    pub kernel: String,
-    pub device: String,
-    pub device_name: String,
+pub(crate) struct ProfileReport {
+    pub(crate) problem: String,
+    pub(crate) kernel: String,
+    pub(crate) device: String,
+    pub(crate) device_name: String,
     /// `ncu` or `torch-profiler`.
-    pub source: String,
+    pub(crate) source: String,
     /// Why ncu was not used (None when it was).
-    pub fallback_reason: Option<String>,
-    pub calls: u32,
+    pub(crate) fallback_reason: Option<String>,
+    pub(crate) calls: u32,
     /// Host wall time per call, measured on a loop of `calls` run before any profiler is
     /// active (so it includes launch overhead and Python, not profiling overhead).
-    pub wall_s_per_call: Option<f64>,
-    pub ncu: Option<NcuProfile>,
-    pub torch_events: Vec<TorchEvent>,
-    pub peaks: Option<Peaks>,
+    pub(crate) wall_s_per_call: Option<f64>,
+    pub(crate) ncu: Option<NcuProfile>,
+    pub(crate) torch_events: Vec<TorchEvent>,
+    pub(crate) peaks: Option<Peaks>,
     /// The problem's cost counted on the reference (FLOPs, bytes).
-    pub cost: Option<ProblemCost>,
-    pub speed_of_light: Option<SpeedOfLight>,
+    pub(crate) cost: Option<ProblemCost>,
+    pub(crate) speed_of_light: Option<SpeedOfLight>,
     /// Measured time per call / speed of light (GPU time per call under ncu, else wall).
-    pub sol_ratio: Option<f64>,
+    pub(crate) sol_ratio: Option<f64>,
     /// The ncu CSV, when kept (`--keep`).
-    pub ncu_csv: Option<PathBuf>,
+    pub(crate) ncu_csv: Option<PathBuf>,
 }
 
 // ---------------------------------------------------------------------------------------------
 // Running it.
 
 /// Finds `ncu`: `--ncu`, else `PATH`, else the usual CUDA install folders.
-pub fn find_ncu(flag: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn find_ncu(flag: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = flag {
         return Some(p.to_path_buf());
     }
@@ -277,7 +277,7 @@ fn run_ncu(
 /// Profiles `a.kernel` on `a.problem` and returns the report (the API the agents' profile
 /// tool calls; build a [`ProfileConfig`] with the fields it needs). Errors name the file and
 /// the fix; a kernel that fails to load or run is an error, ncu trouble is a fallback.
-pub fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
+pub(crate) fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
     check_files(a)?;
     let device = crate::config::resolve_device(&a.device)?;
     let cache = crate::worker::python::cache_dir();
