@@ -73,6 +73,48 @@ fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every folder holding kbench's own Rust and Python, tests and benchmarks included.
+const SOURCE_DIRS: &[&str] = &[
+    "harness",
+    "suites",
+    "baselines",
+    "reports",
+    "adversarial",
+    "tests",
+    "bench",
+];
+
+/// kbench's sources under `dirs` with one of `exts`: each as its path relative to the
+/// repository's root and its text. The corpora's problem files and kernels
+/// (`adversarial/exploits/`) and the tests' fixtures are data, not kbench's source.
+fn sources(dirs: &[&str], exts: &[&str]) -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut all = Vec::new();
+    for dir in dirs {
+        files(&root.join(dir), exts, &mut all);
+    }
+    all.into_iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let data =
+                rel.starts_with("adversarial/exploits/") || rel.starts_with("tests/fixtures/");
+            if data {
+                return None;
+            }
+            let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            Some((rel, text))
+        })
+        .collect()
+}
+
+/// The crates' Rust sources outside the protocol module (record crate), the one place a
+/// worker request's JSON is written and a reply's fields are read by key.
+fn outside_the_protocol_module() -> Vec<(String, String)> {
+    let mut all = sources(CRATES, &[".rs"]);
+    all.retain(|(rel, _)| !rel.starts_with("harness/record/src/protocol/"));
+    all
+}
+
 /// Module path of a harness source file: `gpu/compare/mod.rs` → `["gpu", "compare"]`.
 fn module_of(root: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(root).unwrap();
@@ -354,29 +396,9 @@ fn main_is_a_dispatcher_and_no_source_file_is_over_800_lines() {
         "main.rs has {} lines",
         main.lines().count()
     );
-    let root = repo_root();
-    let mut all = Vec::new();
-    for dir in [
-        "harness",
-        "suites",
-        "baselines",
-        "reports",
-        "adversarial",
-        "tests",
-        "bench",
-    ] {
-        files(&root.join(dir), &[".rs", ".py"], &mut all);
-    }
     let mut long = Vec::new();
-    for f in all {
-        let rel = f.strip_prefix(&root).unwrap().display().to_string();
-        // Problem files and kernels of the corpora are data, not kbench's source.
-        if rel.starts_with("adversarial/exploits/") || rel.starts_with("tests/fixtures/") {
-            continue;
-        }
-        let n = std::fs::read_to_string(&f)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
+    for (rel, text) in sources(SOURCE_DIRS, &[".rs", ".py"]) {
+        let n = text.lines().count();
         if n > MAX_LINES {
             long.push(format!("{rel}: {n}"));
         }
@@ -512,19 +534,9 @@ fn in_archived_path(line: &str, at: usize) -> bool {
 
 #[test]
 fn no_comment_in_product_code_cites_an_issue_number() {
-    let root = repo_root();
-    let mut all = Vec::new();
-    for dir in ["harness", "suites", "baselines", "reports", "adversarial"] {
-        files(&root.join(dir), &[".rs", ".py", ".sh"], &mut all);
-    }
+    let product = &SOURCE_DIRS[..5];
     let mut bad = Vec::new();
-    for f in all {
-        let rel = f.strip_prefix(&root).unwrap().display().to_string();
-        // Problem files and kernels of the corpora are data, not kbench's source.
-        if rel.starts_with("adversarial/exploits/") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).unwrap_or_default();
+    for (rel, text) in sources(product, &[".rs", ".py", ".sh"]) {
         for (n, line) in text.lines().enumerate() {
             if cites_issue(line)
                 .into_iter()
@@ -582,29 +594,11 @@ fn stress_family_names() -> Vec<String> {
 #[test]
 fn the_case_families_are_listed_once() {
     let names = stress_family_names();
-    let root = repo_root();
-    let mut all = Vec::new();
-    for dir in [
-        "harness",
-        "suites",
-        "baselines",
-        "reports",
-        "adversarial",
-        "tests",
-        "bench",
-    ] {
-        files(&root.join(dir), &[".rs", ".py"], &mut all);
-    }
     let mut copies = Vec::new();
-    for f in all {
-        let rel = f.strip_prefix(&root).unwrap().display().to_string();
-        if rel == "harness/record/src/case.rs"
-            || rel.starts_with("adversarial/exploits/")
-            || rel.starts_with("tests/fixtures/")
-        {
+    for (rel, text) in sources(SOURCE_DIRS, &[".rs", ".py"]) {
+        if rel == "harness/record/src/case.rs" {
             continue;
         }
-        let text = std::fs::read_to_string(&f).unwrap_or_default();
         // Per line, the family names it spells as a string literal.
         let spelled: Vec<Vec<&str>> = text
             .lines()
@@ -707,17 +701,10 @@ fn json_requests(text: &str) -> Vec<usize> {
 
 #[test]
 fn worker_requests_are_built_from_the_command_enum() {
-    // The protocol module (record crate) is the one place a request's JSON is written.
-    let protocol = repo_root().join("harness/record/src/protocol");
-    let mut all = Vec::new();
-    for c in CRATES {
-        files(&repo_root().join(c), &[".rs"], &mut all);
-    }
     let mut bad = Vec::new();
-    for f in all.iter().filter(|f| !f.starts_with(&protocol)) {
-        let text = std::fs::read_to_string(f).unwrap();
+    for (rel, text) in outside_the_protocol_module() {
         for line in json_requests(&text) {
-            bad.push(format!("{}:{line}", f.display()));
+            bad.push(format!("{rel}:{line}"));
         }
     }
     assert!(
@@ -740,22 +727,14 @@ const OWN_COMMAND_READS: &[&str] = &[
 
 #[test]
 fn worker_replies_are_read_through_the_typed_reply_module() {
-    // The protocol module (record crate) is the one place a reply's fields are read by key;
-    // elsewhere `Frame::reply::<reply::T>()`, `kind()` and `id()`.
-    let protocol = repo_root().join("harness/record/src/protocol");
-    let mut all = Vec::new();
-    for c in CRATES {
-        files(&repo_root().join(c), &[".rs"], &mut all);
-    }
+    // Elsewhere replies are read with `Frame::reply::<reply::T>()`, `kind()` and `id()`.
     let (mut bad, mut used) = (Vec::new(), BTreeSet::new());
-    for f in all.iter().filter(|f| !f.starts_with(&protocol)) {
-        let rel = f.strip_prefix(repo_root()).unwrap().display();
-        let text = std::fs::read_to_string(f).unwrap();
+    for (rel, text) in outside_the_protocol_module() {
         for line in header_reads(&text) {
             let at = text.lines().nth(line - 1).unwrap().trim();
             let known = |e: &&&str| {
                 e.split_once(": ")
-                    .is_some_and(|(f, s)| at.contains(s) && f == rel.to_string())
+                    .is_some_and(|(f, s)| at.contains(s) && f == rel)
             };
             match OWN_COMMAND_READS.iter().find(known) {
                 Some(e) => drop(used.insert(e)),
