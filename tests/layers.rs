@@ -30,7 +30,7 @@ use common::repo_root;
 /// boxes before it.
 const BOXES: &[&str] = &[
     "exit", "gpu", "worker", "agents", "config", "cli", "runlog", "plan", "measure", "judge",
-    "eval", "exec", "llm", "commands", "lib", "main",
+    "eval", "exec", "llm", "serve", "commands", "lib", "main",
 ];
 
 /// Exempt from the order: unit-test helpers compiled only under `cfg(test)`.

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod measure;
 pub mod plan;
 pub mod runlog;
+pub mod serve;
 pub mod worker;
 
 #[cfg(test)]

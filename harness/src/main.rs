@@ -46,5 +46,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
             a.log.as_deref(),
         ),
         Command::Profile(a) => commands::profile::command(&a),
+        Command::Serve(a) => commands::serve::command(*a),
     }
 }

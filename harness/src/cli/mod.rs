@@ -19,6 +19,7 @@ mod merge;
 mod profile;
 mod report;
 mod run;
+mod serve;
 mod setup;
 mod slurm;
 mod suite;
@@ -35,6 +36,7 @@ pub use merge::MergeArgs;
 pub use profile::ProfileArgs;
 pub use report::{BasisArg, LeaderboardArgs, PickArg, ReportArgs, TableArg};
 pub use run::{AgentArgs, AgentKind, RunArgs};
+pub use serve::ServeArgs;
 pub use setup::{PythonArgs, SetupArgs};
 pub use slurm::{SlurmArgs, SlurmCommand, SlurmResubmitArgs, SlurmStatusArgs, SlurmSubmitArgs};
 pub use suite::{BuiltinSuite, SuiteArgs};
@@ -90,4 +92,7 @@ pub enum Command {
     /// roofline's), a roofline verdict per kernel and the problem's speed of light; the
     /// PyTorch profiler where ncu cannot be used.
     Profile(Box<ProfileArgs>),
+    /// Serve evaluations over HTTP (leaderboards, RL rewards): a durable queue, signed
+    /// verdicts, a verdict cache, tokens with quotas; every candidate sandboxed.
+    Serve(Box<ServeArgs>),
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct PythonArgs {
     /// Python interpreter with torch (default: $KBENCH_PYTHON, else kbench's own environment).
     #[arg(long, value_name = "PATH")]

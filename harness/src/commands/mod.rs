@@ -15,6 +15,7 @@ pub mod profile;
 pub mod report;
 pub mod run;
 pub(crate) mod run_config;
+pub mod serve;
 pub mod setup;
 pub mod slurm;
 pub mod stop;

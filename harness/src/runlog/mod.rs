@@ -31,10 +31,11 @@ pub mod seed;
 pub(crate) use dir::{write_atomic, RunDir, MANIFEST, RECORDS, SECRET};
 pub(crate) use eval_results::write_eval_results;
 pub(crate) use lock::{WriterLock, LOCK};
+pub(crate) use manifest::ManifestFile;
 pub use manifest::RunManifest;
-pub(crate) use manifest::{now_unix, write_signed};
 #[cfg(test)]
-pub(crate) use manifest::{ManifestFile, Seal};
+pub(crate) use manifest::Seal;
+pub(crate) use manifest::{now_unix, write_signed};
 pub(crate) use names::sanitize;
 pub(crate) use out_dir::{check_out, foreign_error, out_folder, OutFolder};
 #[cfg(test)]

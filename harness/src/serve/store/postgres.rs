@@ -1,0 +1,381 @@
+//! The store in PostgreSQL, shared by the API and one worker per GPU host: claims take rows
+//! with `FOR UPDATE SKIP LOCKED`, so two workers never take the same evaluation, and a
+//! transaction-scoped advisory lock serialises the quota checks of submissions.
+
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use postgres::{Client, NoTls, Transaction};
+
+use super::{
+    ranked_state_after, refusal, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass, Refusal,
+    Row, Store,
+};
+
+/// Connections kept open: the API's blocking threads and a worker's claim, renew and finish
+/// threads each take one for a transaction.
+const POOL: usize = 4;
+
+pub(crate) struct Postgres {
+    pool: Vec<Mutex<Client>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS submissions (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    client TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    source TEXT NOT NULL,
+    label TEXT,
+    ranked BIGINT NOT NULL,
+    remeasure BIGINT NOT NULL,
+    submitted_s DOUBLE PRECISION NOT NULL,
+    state TEXT NOT NULL,
+    cached BIGINT NOT NULL,
+    worker TEXT,
+    lease_until DOUBLE PRECISION,
+    finished_s DOUBLE PRECISION,
+    verdict TEXT,
+    record TEXT,
+    ranked_state TEXT,
+    ranked_worker TEXT,
+    ranked_lease DOUBLE PRECISION,
+    ranked_verdict TEXT,
+    ranked_record TEXT
+);
+CREATE INDEX IF NOT EXISTS submissions_state ON submissions(state, seq);
+CREATE INDEX IF NOT EXISTS submissions_ranked ON submissions(ranked_state, seq);
+CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE TABLE IF NOT EXISTS verdicts (cache_key TEXT PRIMARY KEY, verdict TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, describe TEXT NOT NULL);
+";
+
+/// The advisory lock of submissions' quota checks (any constant shared by every process).
+const SUBMIT_LOCK: i64 = 0x6b62_656e_6368;
+
+fn cols(pass: Pass) -> (&'static str, &'static str, &'static str) {
+    match pass {
+        Pass::Public => ("state", "worker", "lease_until"),
+        Pass::Ranked => ("ranked_state", "ranked_worker", "ranked_lease"),
+    }
+}
+
+const ROW: &str = "seq, id, client, problem, label, ranked, state, cached, submitted_s, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record";
+
+fn row(r: &postgres::Row) -> Row {
+    Row {
+        seq: r.get(0),
+        id: r.get(1),
+        client: r.get(2),
+        problem: r.get(3),
+        label: r.get(4),
+        ranked: r.get::<_, i64>(5) != 0,
+        state: r.get(6),
+        cached: r.get::<_, i64>(7) != 0,
+        submitted_s: r.get(8),
+        finished_s: r.get(9),
+        verdict: r.get(10),
+        record: r.get(11),
+        ranked_state: r.get(12),
+        ranked_verdict: r.get(13),
+        ranked_record: r.get(14),
+    }
+}
+
+const OPEN: &str =
+    "(state IN ('queued','running') OR ranked_state IN ('queued','running','waiting'))";
+
+impl Postgres {
+    pub(crate) fn open(url: &str) -> Result<Postgres> {
+        // The URL may hold a password: never echo it.
+        let mut pool = Vec::with_capacity(POOL);
+        for _ in 0..POOL {
+            let c = Client::connect(url, NoTls)
+                .context("connecting to the PostgreSQL store given by --store")?;
+            pool.push(Mutex::new(c));
+        }
+        {
+            let mut c = pool[0].lock().unwrap_or_else(|e| e.into_inner());
+            let mut tx = c.transaction()?;
+            // Two processes creating the tables at once would race on the catalog.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SUBMIT_LOCK])?;
+            tx.batch_execute(SCHEMA)
+                .context("creating the store's tables in PostgreSQL")?;
+            tx.commit()?;
+        }
+        Ok(Postgres { pool })
+    }
+
+    /// A free connection, or the first one's turn.
+    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        for m in &self.pool {
+            if let Ok(mut c) = m.try_lock() {
+                return f(&mut c);
+            }
+        }
+        let mut c = self.pool[0].lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut c)
+    }
+}
+
+fn count(
+    tx: &mut Transaction,
+    sql: &str,
+    p: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<u64> {
+    Ok(tx.query_one(sql, p)?.get::<_, i64>(0) as u64)
+}
+
+impl Store for Postgres {
+    fn submit(
+        &self,
+        client: &str,
+        rows: &[NewRow],
+        limits: &Limits,
+        now: f64,
+    ) -> Result<std::result::Result<Vec<i64>, Refusal>> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SUBMIT_LOCK])?;
+            let adding = rows
+                .iter()
+                .filter(|r| r.cached.is_none() || ranked_state_after(r) == Some("queued"))
+                .count() as u64;
+            let mine_open = count(
+                &mut tx,
+                &format!("SELECT COUNT(*) FROM submissions WHERE client = $1 AND {OPEN}"),
+                &[&client],
+            )?;
+            let mine_all = count(&mut tx, "SELECT COUNT(*) FROM submissions WHERE client = $1", &[&client])?;
+            let all_open = count(&mut tx, &format!("SELECT COUNT(*) FROM submissions WHERE {OPEN}"), &[])?;
+            if let Some(r) = refusal(limits, rows.len() as u64, adding, mine_open, mine_all, all_open) {
+                return Ok(Err(r));
+            }
+            let mut seqs = Vec::with_capacity(rows.len());
+            for r in rows {
+                let (state, finished, verdict, record) = match &r.cached {
+                    Some(k) => ("done", Some(now), Some(k.verdict.as_str()), Some(k.record.as_str())),
+                    None => ("queued", None, None, None),
+                };
+                let ranked_state = ranked_state_after(r);
+                let (rv, rr) = match (&r.ranked_cached, ranked_state) {
+                    (Some(k), Some("done")) => (Some(k.verdict.as_str()), Some(k.record.as_str())),
+                    _ => (None, None),
+                };
+                let seq: i64 = tx
+                    .query_one(
+                        "INSERT INTO submissions (id, client, problem, source, label, ranked, remeasure, submitted_s, state, cached, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING seq",
+                        &[
+                            &r.id, &client, &r.problem, &r.source, &r.label, &(r.ranked as i64), &(r.remeasure as i64), &now,
+                            &state, &(r.cached.is_some() as i64), &finished, &verdict, &record, &ranked_state, &rv, &rr,
+                        ],
+                    )?
+                    .get(0);
+                seqs.push(seq);
+            }
+            tx.commit()?;
+            Ok(Ok(seqs))
+        })
+    }
+
+    fn claim(
+        &self,
+        pass: Pass,
+        worker: &str,
+        max: usize,
+        lease_s: f64,
+        now: f64,
+    ) -> Result<Vec<Job>> {
+        let (state, wcol, lease) = cols(pass);
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            // Expired leases, skipping rows another transaction holds (it is claiming them).
+            tx.execute(
+                &format!(
+                    "UPDATE submissions SET {state} = 'queued', {wcol} = NULL WHERE seq IN (
+                        SELECT seq FROM submissions WHERE {state} = 'running' AND {lease} < $1 FOR UPDATE SKIP LOCKED)"
+                ),
+                &[&now],
+            )?;
+            let first = tx.query_opt(
+                &format!("SELECT problem FROM submissions WHERE {state} = 'queued' ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
+                &[],
+            )?;
+            let Some(first) = first else {
+                tx.commit()?;
+                return Ok(Vec::new());
+            };
+            let problem: String = first.get(0);
+            let rows = tx.query(
+                &format!(
+                    "SELECT seq, problem, source, remeasure, submitted_s FROM submissions WHERE {state} = 'queued' AND problem = $1
+                     ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED"
+                ),
+                &[&problem, &(max as i64)],
+            )?;
+            let jobs: Vec<Job> = rows
+                .iter()
+                .map(|r| Job {
+                    seq: r.get(0),
+                    problem: r.get(1),
+                    source: r.get(2),
+                    remeasure: r.get::<_, i64>(3) != 0,
+                    submitted_s: r.get(4),
+                })
+                .collect();
+            let seqs: Vec<i64> = jobs.iter().map(|j| j.seq).collect();
+            tx.execute(
+                &format!("UPDATE submissions SET {state} = 'running', {wcol} = $1, {lease} = $2 WHERE seq = ANY($3)"),
+                &[&worker, &(now + lease_s), &seqs],
+            )?;
+            tx.commit()?;
+            Ok(jobs)
+        })
+    }
+
+    fn renew(&self, pass: Pass, worker: &str, seqs: &[i64], until: f64) -> Result<()> {
+        let (state, wcol, lease) = cols(pass);
+        let seqs = seqs.to_vec();
+        self.with(|c| {
+            c.execute(
+                &format!("UPDATE submissions SET {lease} = $1 WHERE seq = ANY($2) AND {wcol} = $3 AND {state} = 'running'"),
+                &[&until, &seqs, &worker],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn finish(&self, pass: Pass, worker: &str, seq: i64, done: &Done, now: f64) -> Result<bool> {
+        self.with(|c| {
+            let n = match pass {
+                Pass::Public => c.execute(
+                    "UPDATE submissions SET state = 'done', finished_s = $1, verdict = $2, record = $3, cached = $7,
+                        ranked_state = CASE WHEN ranked = 0 THEN NULL WHEN $4 THEN 'queued' ELSE 'skipped' END
+                     WHERE seq = $5 AND worker = $6 AND state = 'running'",
+                    &[&now, &done.known.verdict, &done.known.record, &done.then_rank.unwrap_or(false), &seq, &worker, &(done.cached as i64)],
+                )?,
+                Pass::Ranked => c.execute(
+                    "UPDATE submissions SET ranked_state = 'done', ranked_verdict = $1, ranked_record = $2
+                     WHERE seq = $3 AND ranked_worker = $4 AND ranked_state = 'running'",
+                    &[&done.known.verdict, &done.known.record, &seq, &worker],
+                )?,
+            };
+            Ok(n == 1)
+        })
+    }
+
+    fn requeue_worker(&self, worker: &str) -> Result<u64> {
+        self.with(|c| {
+            let a = c.execute(
+                "UPDATE submissions SET state = 'queued', worker = NULL WHERE state = 'running' AND worker = $1",
+                &[&worker],
+            )?;
+            let b = c.execute(
+                "UPDATE submissions SET ranked_state = 'queued', ranked_worker = NULL WHERE ranked_state = 'running' AND ranked_worker = $1",
+                &[&worker],
+            )?;
+            Ok(a + b)
+        })
+    }
+
+    fn rows(&self, client: &str, f: &Filter) -> Result<Vec<Row>> {
+        self.with(|c| {
+            if let Some(ids) = &f.ids {
+                let found = c.query(
+                    &format!("SELECT {ROW} FROM submissions WHERE client = $1 AND id = ANY($2) ORDER BY seq"),
+                    &[&client, ids],
+                )?;
+                return Ok(found.iter().map(row).collect());
+            }
+            let limit = f.limit.unwrap_or(100) as i64;
+            let rows = c.query(
+                &format!(
+                    "SELECT {ROW} FROM submissions WHERE client = $1 AND seq > $2
+                       AND ($3::TEXT IS NULL OR problem = $3) AND ($4::TEXT IS NULL OR state = $4)
+                     ORDER BY seq LIMIT $5"
+                ),
+                &[&client, &f.after.unwrap_or(0), &f.problem, &f.state, &limit],
+            )?;
+            Ok(rows.iter().map(row).collect())
+        })
+    }
+
+    fn ranked_rows(&self) -> Result<Vec<Row>> {
+        self.with(|c| {
+            let rows = c.query(
+                &format!("SELECT {ROW} FROM submissions WHERE ranked = 1 AND ranked_state = 'done' ORDER BY seq"),
+                &[],
+            )?;
+            Ok(rows.iter().map(row).collect())
+        })
+    }
+
+    fn cache_get(&self, key: &str) -> Result<Option<Known>> {
+        self.with(|c| {
+            Ok(c.query_opt(
+                "SELECT verdict, record FROM verdicts WHERE cache_key = $1",
+                &[&key],
+            )?
+            .map(|r| Known {
+                verdict: r.get(0),
+                record: r.get(1),
+            }))
+        })
+    }
+
+    fn cache_put(&self, key: &str, known: &Known) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO verdicts (cache_key, verdict, record) VALUES ($1, $2, $3)
+                 ON CONFLICT (cache_key) DO UPDATE SET verdict = EXCLUDED.verdict, record = EXCLUDED.record",
+                &[&key, &known.verdict, &known.record],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        self.with(|c| {
+            let r = c.query_one(
+                "SELECT
+                    (SELECT COUNT(*) FROM submissions WHERE state = 'queued') + (SELECT COUNT(*) FROM submissions WHERE ranked_state = 'queued'),
+                    (SELECT COUNT(*) FROM submissions WHERE state = 'running') + (SELECT COUNT(*) FROM submissions WHERE ranked_state = 'running'),
+                    (SELECT COUNT(*) FROM submissions WHERE state = 'done')",
+                &[],
+            )?;
+            let n = |i: usize| -> u64 { r.get::<_, i64>(i) as u64 };
+            Ok(Counts {
+                queued: n(0),
+                running: n(1),
+                done: n(2),
+            })
+        })
+    }
+
+    fn join_fleet(&self, pass: Pass, fingerprint: &str, describe: &str) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO fleet (pass, fingerprint, describe) VALUES ($1, $2, $3) ON CONFLICT (pass) DO NOTHING",
+                &[&pass.name(), &fingerprint, &describe],
+            )?;
+            let r = c.query_one(
+                "SELECT fingerprint, describe FROM fleet WHERE pass = $1",
+                &[&pass.name()],
+            )?;
+            let (have, theirs): (String, String) = (r.get(0), r.get(1));
+            super::same_fleet(&have, &theirs, fingerprint, describe)
+        })
+    }
+
+    fn fleet(&self, pass: Pass) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_opt(
+                "SELECT fingerprint FROM fleet WHERE pass = $1",
+                &[&pass.name()],
+            )?
+            .map(|r| r.get(0)))
+        })
+    }
+}

@@ -1,0 +1,380 @@
+//! The store in one SQLite file (WAL, synchronous FULL: a submission answered 202 is on
+//! disk). One connection behind a mutex: the service's transactions are short, and SQLite
+//! serialises writers anyway.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::{
+    ranked_state_after, refusal, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass, Refusal,
+    Row, Store,
+};
+
+pub(crate) struct Sqlite {
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    client TEXT NOT NULL,
+    problem TEXT NOT NULL,
+    source TEXT NOT NULL,
+    label TEXT,
+    ranked INTEGER NOT NULL,
+    remeasure INTEGER NOT NULL,
+    submitted_s REAL NOT NULL,
+    state TEXT NOT NULL,
+    cached INTEGER NOT NULL,
+    worker TEXT,
+    lease_until REAL,
+    finished_s REAL,
+    verdict TEXT,
+    record TEXT,
+    ranked_state TEXT,
+    ranked_worker TEXT,
+    ranked_lease REAL,
+    ranked_verdict TEXT,
+    ranked_record TEXT
+);
+CREATE INDEX IF NOT EXISTS submissions_state ON submissions(state, seq);
+CREATE INDEX IF NOT EXISTS submissions_ranked ON submissions(ranked_state, seq);
+CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE TABLE IF NOT EXISTS verdicts (cache_key TEXT PRIMARY KEY, verdict TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, describe TEXT NOT NULL);
+";
+
+/// The columns of a pass: its state, worker and lease.
+fn cols(pass: Pass) -> (&'static str, &'static str, &'static str) {
+    match pass {
+        Pass::Public => ("state", "worker", "lease_until"),
+        Pass::Ranked => ("ranked_state", "ranked_worker", "ranked_lease"),
+    }
+}
+
+const ROW: &str = "seq, id, client, problem, label, ranked, state, cached, submitted_s, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record";
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<Row> {
+    Ok(Row {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        client: r.get(2)?,
+        problem: r.get(3)?,
+        label: r.get(4)?,
+        ranked: r.get::<_, i64>(5)? != 0,
+        state: r.get(6)?,
+        cached: r.get::<_, i64>(7)? != 0,
+        submitted_s: r.get(8)?,
+        finished_s: r.get(9)?,
+        verdict: r.get(10)?,
+        record: r.get(11)?,
+        ranked_state: r.get(12)?,
+        ranked_verdict: r.get(13)?,
+        ranked_record: r.get(14)?,
+    })
+}
+
+impl Sqlite {
+    pub(crate) fn open(path: &Path) -> Result<Sqlite> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the store's folder {}", dir.display()))?;
+        }
+        let conn = Connection::open(path)
+            .with_context(|| format!("opening the store {}", path.display()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.execute_batch(SCHEMA)
+            .with_context(|| format!("creating the tables of {}", path.display()))?;
+        Ok(Sqlite {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn count(tx: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<u64> {
+    Ok(tx.query_row(sql, p, |r| r.get::<_, i64>(0))? as u64)
+}
+
+const OPEN: &str =
+    "(state IN ('queued','running') OR ranked_state IN ('queued','running','waiting'))";
+
+impl Store for Sqlite {
+    fn submit(
+        &self,
+        client: &str,
+        rows: &[NewRow],
+        limits: &Limits,
+        now: f64,
+    ) -> Result<std::result::Result<Vec<i64>, Refusal>> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let adding = rows
+            .iter()
+            .filter(|r| r.cached.is_none() || ranked_state_after(r) == Some("queued"))
+            .count() as u64;
+        let mine_open = count(
+            &tx,
+            &format!("SELECT COUNT(*) FROM submissions WHERE client = ?1 AND {OPEN}"),
+            [client],
+        )?;
+        let mine_all = count(
+            &tx,
+            "SELECT COUNT(*) FROM submissions WHERE client = ?1",
+            [client],
+        )?;
+        let all_open = count(
+            &tx,
+            &format!("SELECT COUNT(*) FROM submissions WHERE {OPEN}"),
+            [],
+        )?;
+        if let Some(r) = refusal(
+            limits,
+            rows.len() as u64,
+            adding,
+            mine_open,
+            mine_all,
+            all_open,
+        ) {
+            return Ok(Err(r));
+        }
+        let mut seqs = Vec::with_capacity(rows.len());
+        for r in rows {
+            let (state, finished, verdict, record) = match &r.cached {
+                Some(k) => ("done", Some(now), Some(&k.verdict), Some(&k.record)),
+                None => ("queued", None, None, None),
+            };
+            let ranked_state = ranked_state_after(r);
+            let (rv, rr) = match (&r.ranked_cached, ranked_state) {
+                (Some(k), Some("done")) => (Some(&k.verdict), Some(&k.record)),
+                _ => (None, None),
+            };
+            tx.execute(
+                "INSERT INTO submissions (id, client, problem, source, label, ranked, remeasure, submitted_s, state, cached, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                params![
+                    r.id, client, r.problem, r.source, r.label, r.ranked as i64, r.remeasure as i64, now,
+                    state, r.cached.is_some() as i64, finished, verdict, record, ranked_state, rv, rr
+                ],
+            )?;
+            seqs.push(tx.last_insert_rowid());
+        }
+        tx.commit()?;
+        Ok(Ok(seqs))
+    }
+
+    fn claim(
+        &self,
+        pass: Pass,
+        worker: &str,
+        max: usize,
+        lease_s: f64,
+        now: f64,
+    ) -> Result<Vec<Job>> {
+        let (state, wcol, lease) = cols(pass);
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            &format!("UPDATE submissions SET {state} = 'queued', {wcol} = NULL WHERE {state} = 'running' AND {lease} < ?1"),
+            [now],
+        )?;
+        let first: Option<String> = tx
+            .query_row(
+                &format!(
+                    "SELECT problem FROM submissions WHERE {state} = 'queued' ORDER BY seq LIMIT 1"
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(problem) = first else {
+            return Ok(Vec::new());
+        };
+        let jobs = {
+            let mut q = tx.prepare(&format!(
+                "SELECT seq, problem, source, remeasure, submitted_s FROM submissions WHERE {state} = 'queued' AND problem = ?1 ORDER BY seq LIMIT ?2"
+            ))?;
+            let jobs = q
+                .query_map(params![problem, max as i64], |r| {
+                    Ok(Job {
+                        seq: r.get(0)?,
+                        problem: r.get(1)?,
+                        source: r.get(2)?,
+                        remeasure: r.get::<_, i64>(3)? != 0,
+                        submitted_s: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            jobs
+        };
+        for j in &jobs {
+            tx.execute(
+                &format!("UPDATE submissions SET {state} = 'running', {wcol} = ?1, {lease} = ?2 WHERE seq = ?3"),
+                params![worker, now + lease_s, j.seq],
+            )?;
+        }
+        tx.commit()?;
+        Ok(jobs)
+    }
+
+    fn renew(&self, pass: Pass, worker: &str, seqs: &[i64], until: f64) -> Result<()> {
+        let (state, wcol, lease) = cols(pass);
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        for s in seqs {
+            tx.execute(
+                &format!("UPDATE submissions SET {lease} = ?1 WHERE seq = ?2 AND {wcol} = ?3 AND {state} = 'running'"),
+                params![until, s, worker],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn finish(&self, pass: Pass, worker: &str, seq: i64, done: &Done, now: f64) -> Result<bool> {
+        let conn = self.conn();
+        let n = match pass {
+            Pass::Public => conn.execute(
+                "UPDATE submissions SET state = 'done', finished_s = ?1, verdict = ?2, record = ?3, cached = ?7,
+                    ranked_state = CASE WHEN ranked = 0 THEN NULL WHEN ?4 = 1 THEN 'queued' ELSE 'skipped' END
+                 WHERE seq = ?5 AND worker = ?6 AND state = 'running'",
+                params![now, done.known.verdict, done.known.record, done.then_rank.unwrap_or(false) as i64, seq, worker, done.cached as i64],
+            )?,
+            Pass::Ranked => conn.execute(
+                "UPDATE submissions SET ranked_state = 'done', ranked_verdict = ?1, ranked_record = ?2
+                 WHERE seq = ?3 AND ranked_worker = ?4 AND ranked_state = 'running'",
+                params![done.known.verdict, done.known.record, seq, worker],
+            )?,
+        };
+        Ok(n == 1)
+    }
+
+    fn requeue_worker(&self, worker: &str) -> Result<u64> {
+        let conn = self.conn();
+        let a = conn.execute(
+            "UPDATE submissions SET state = 'queued', worker = NULL WHERE state = 'running' AND worker = ?1",
+            [worker],
+        )?;
+        let b = conn.execute(
+            "UPDATE submissions SET ranked_state = 'queued', ranked_worker = NULL WHERE ranked_state = 'running' AND ranked_worker = ?1",
+            [worker],
+        )?;
+        Ok((a + b) as u64)
+    }
+
+    fn rows(&self, client: &str, f: &Filter) -> Result<Vec<Row>> {
+        let conn = self.conn();
+        if let Some(ids) = &f.ids {
+            let mut q = conn.prepare(&format!(
+                "SELECT {ROW} FROM submissions WHERE client = ?1 AND id = ?2"
+            ))?;
+            let mut out = Vec::new();
+            for id in ids {
+                if let Some(r) = q.query_row(params![client, id], row).optional()? {
+                    out.push(r);
+                }
+            }
+            return Ok(out);
+        }
+        let mut q = conn.prepare(&format!(
+            "SELECT {ROW} FROM submissions WHERE client = ?1 AND seq > ?2
+               AND (?3 IS NULL OR problem = ?3) AND (?4 IS NULL OR state = ?4)
+             ORDER BY seq LIMIT ?5"
+        ))?;
+        let rows = q
+            .query_map(
+                params![
+                    client,
+                    f.after.unwrap_or(0),
+                    f.problem,
+                    f.state,
+                    f.limit.unwrap_or(100) as i64
+                ],
+                row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn ranked_rows(&self) -> Result<Vec<Row>> {
+        let conn = self.conn();
+        let mut q = conn.prepare(&format!(
+            "SELECT {ROW} FROM submissions WHERE ranked = 1 AND ranked_state = 'done' ORDER BY seq"
+        ))?;
+        let rows = q
+            .query_map([], row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn cache_get(&self, key: &str) -> Result<Option<Known>> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT verdict, record FROM verdicts WHERE cache_key = ?1",
+                [key],
+                |r| {
+                    Ok(Known {
+                        verdict: r.get(0)?,
+                        record: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn cache_put(&self, key: &str, known: &Known) -> Result<()> {
+        self.conn().execute(
+            "INSERT INTO verdicts (cache_key, verdict, record) VALUES (?1, ?2, ?3)
+             ON CONFLICT(cache_key) DO UPDATE SET verdict = excluded.verdict, record = excluded.record",
+            params![key, known.verdict, known.record],
+        )?;
+        Ok(())
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        let conn = self.conn();
+        let c = |sql: &str| count(&conn, sql, []);
+        Ok(Counts {
+            queued: c("SELECT COUNT(*) FROM submissions WHERE state = 'queued'")?
+                + c("SELECT COUNT(*) FROM submissions WHERE ranked_state = 'queued'")?,
+            running: c("SELECT COUNT(*) FROM submissions WHERE state = 'running'")?
+                + c("SELECT COUNT(*) FROM submissions WHERE ranked_state = 'running'")?,
+            done: c("SELECT COUNT(*) FROM submissions WHERE state = 'done'")?,
+        })
+    }
+
+    fn join_fleet(&self, pass: Pass, fingerprint: &str, describe: &str) -> Result<()> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO fleet (pass, fingerprint, describe) VALUES (?1, ?2, ?3) ON CONFLICT(pass) DO NOTHING",
+            params![pass.name(), fingerprint, describe],
+        )?;
+        let (have, theirs): (String, String) = conn.query_row(
+            "SELECT fingerprint, describe FROM fleet WHERE pass = ?1",
+            [pass.name()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        super::same_fleet(&have, &theirs, fingerprint, describe)
+    }
+
+    fn fleet(&self, pass: Pass) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT fingerprint FROM fleet WHERE pass = ?1",
+                [pass.name()],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}

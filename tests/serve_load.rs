@@ -1,0 +1,338 @@
+//! `kbench serve` under load and under SIGKILL, on the CPU with the real worker: a thousand
+//! submissions from eight clients get the verdicts `kbench run` gives the same kernels, each
+//! distinct kernel evaluated once; a service killed mid-queue and started again completes
+//! every submission exactly once.
+
+use crate::common;
+use crate::serve_common as sc;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::{ensure_python, kbench, records, shared, show, RunBuilder};
+use sc::{call, honest, submit, tokens, wait_all, Serve, EVAL, SECRET};
+use serde_json::Value;
+
+/// The distinct kernels: (problem id, level, id, source), honest ones for every smoke problem,
+/// wrong, crashing and broken ones, and three that attack the harness.
+fn kernels() -> Vec<(String, u8, u32, String)> {
+    let problems = sc::smoke_problems();
+    let mut out: Vec<(String, u8, u32, String)> = problems
+        .iter()
+        .map(|(k, l, i, src)| (k.clone(), *l, *i, honest(src, 0)))
+        .collect();
+    let p = |n: usize| problems[n].clone();
+    let (k, l, i, src) = p(0);
+    out.push((k.clone(), l, i, sc::zeros(&src)));
+    out.push((k.clone(), l, i, sc::crashes(&src)));
+    out.push((k.clone(), l, i, "class ModelNew(:\n".to_string()));
+    // Writes into its input after computing: caught as a mutated input.
+    out.push((k.clone(), l, i, format!(
+        "{src}\n\nclass ModelNew(Model):\n    def forward(self, *args):\n        out = super().forward(*args)\n        args[0].mul_(0.5)\n        return out\n"
+    )));
+    // Rebinds the comparison the checker might use.
+    out.push((k.clone(), l, i, format!(
+        "{src}\n\nimport torch\ntorch.allclose = lambda *a, **k: True\nclass ModelNew(Model):\n    def forward(self, *args):\n        return super().forward(*args) * 0\n"
+    )));
+    let (k, l, i, src) = p(1);
+    out.push((k, l, i, sc::zeros(&src)));
+    out
+}
+
+#[test]
+fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each_kernel_evaluated_once(
+) {
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let names: Vec<String> = (0..8).map(|i| format!("client{i}")).collect();
+    let clients: Vec<(&str, &str)> = names
+        .iter()
+        .map(|n| {
+            (
+                n.as_str(),
+                "submissions_per_minute = 100000\nrequests_per_minute = 100000\n",
+            )
+        })
+        .collect();
+    let (tokens_file, toks) = tokens(tmp.path(), &clients);
+    let svc = tmp.path().join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke"];
+    args.extend(EVAL);
+    let (svc_s, tok_s, sec_s) = (
+        svc.to_str().unwrap(),
+        tokens_file.to_str().unwrap(),
+        secret.to_str().unwrap(),
+    );
+    args.extend([
+        "--out",
+        svc_s,
+        "--tokens",
+        tok_s,
+        "--secret-from",
+        sec_s,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let url = serve.url.clone();
+    let kernels = kernels();
+
+    // 8 clients, 125 submissions each in 5 requests of 25, kernels chosen by a fixed sequence.
+    let t0 = Instant::now();
+    let handles: Vec<_> = toks
+        .iter()
+        .enumerate()
+        .map(|(c, tok)| {
+            let (url, tok, kernels) = (url.clone(), tok.clone(), kernels.clone());
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                let mut latencies = Vec::new();
+                let mut x: u64 = 0x9e37_79b9 ^ (c as u64 + 1);
+                for _ in 0..5 {
+                    let batch: Vec<usize> = (0..25)
+                        .map(|_| {
+                            x = x
+                                .wrapping_mul(6364136223846793005)
+                                .wrapping_add(1442695040888963407);
+                            (x >> 33) as usize % kernels.len()
+                        })
+                        .collect();
+                    let items: Vec<(String, String)> = batch
+                        .iter()
+                        .map(|&k| (kernels[k].0.clone(), kernels[k].3.clone()))
+                        .collect();
+                    let t = Instant::now();
+                    let a = submit(&url, &tok, &items);
+                    latencies.push(t.elapsed().as_secs_f64());
+                    assert_eq!(a.status, 202, "{}", a.body);
+                    let ids: Vec<String> = a.json()["ids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().to_string())
+                        .collect();
+                    assert_eq!(ids.len(), 25);
+                    mine.extend(ids.into_iter().zip(batch));
+                }
+                let ids: Vec<String> = mine.iter().map(|(i, _)| i.clone()).collect();
+                let t = Instant::now();
+                let done = wait_all(&url, &tok, &ids, Duration::from_secs(900));
+                latencies.push(t.elapsed().as_secs_f64() / ids.len() as f64);
+                (mine, done, latencies)
+            })
+        })
+        .collect();
+    let mut answers: BTreeMap<usize, BTreeSet<(String, Option<String>)>> = BTreeMap::new();
+    let mut posts = Vec::new();
+    let mut total = 0;
+    for h in handles {
+        let (mine, done, lat) = h.join().expect("a client thread");
+        posts.extend_from_slice(&lat[..lat.len() - 1]);
+        for ((id, k), s) in mine.iter().zip(&done) {
+            assert_eq!(s["id"].as_str(), Some(id.as_str()));
+            assert_eq!(s["state"], "done");
+            answers
+                .entry(*k)
+                .or_default()
+                .insert(sc::verdict_of_answer(s));
+            total += 1;
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    assert_eq!(total, 1000, "every submission answered");
+
+    // Each distinct kernel evaluated once: one record per kernel in the service's run log.
+    let recs = records(&svc.join("public"));
+    let keys: BTreeSet<String> = recs.iter().map(common::key).collect();
+    assert_eq!(
+        keys.len(),
+        recs.len(),
+        "a kernel evaluated twice:\n{recs:#?}"
+    );
+    assert_eq!(
+        recs.len(),
+        answers.len(),
+        "one evaluation per distinct kernel submitted"
+    );
+
+    // The same kernels through `kbench run`, same settings and secret.
+    let replay = tmp.path().join("replay");
+    std::fs::create_dir_all(&replay).unwrap();
+    for (n, (_, level, id, src)) in kernels.iter().enumerate() {
+        std::fs::write(
+            replay.join(format!("level_{level}_problem_{id}_sample_{n}_kernel.py")),
+            src,
+        )
+        .unwrap();
+    }
+    let run_out = tmp.path().join("run");
+    let out = kbench()
+        .args(
+            RunBuilder::new()
+                .agent("replay")
+                .replay_dir(&replay)
+                .suite("smoke")
+                .args(EVAL)
+                .secret_from(&secret)
+                .out(&run_out)
+                .build(),
+        )
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", show(&out));
+    let by_sample: BTreeMap<u64, (String, Option<String>)> = records(&run_out)
+        .iter()
+        .map(|r| {
+            (
+                r["candidate"]["sample"].as_u64().unwrap(),
+                sc::verdict_of_record(r),
+            )
+        })
+        .collect();
+    for (k, seen) in &answers {
+        assert_eq!(seen.len(), 1, "kernel {k} got different verdicts: {seen:?}");
+        let v = seen.iter().next().unwrap();
+        assert_eq!(
+            Some(v),
+            by_sample.get(&(*k as u64)),
+            "kernel {k}: the service and kbench run differ"
+        );
+    }
+    let outcomes: BTreeSet<&str> = answers
+        .values()
+        .flatten()
+        .map(|(o, _)| o.as_str())
+        .collect();
+    for want in ["ok", "mismatch", "crashed", "compile_error"] {
+        assert!(outcomes.contains(want), "no {want} among {outcomes:?}");
+    }
+    assert!(
+        answers.values().flatten().any(|(_, f)| f.is_some()),
+        "no kernel was flagged: {answers:?}"
+    );
+
+    // Latency of the API's submissions, and the service's own quantiles, into a results file.
+    posts.sort_by(f64::total_cmp);
+    let q = |p: f64| posts[((posts.len() - 1) as f64 * p).round() as usize];
+    let metrics = call("GET", &format!("{url}/metrics"), None, None).body;
+    let quantile = |name: &str, q: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{quantile=\"{q}\"}}")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let results = serde_json::json!({
+        "submissions": total,
+        "clients": 8,
+        "distinct_kernels": answers.len(),
+        "evaluations": recs.len(),
+        "wall_s": wall,
+        "submit_request_p50_s": q(0.5),
+        "submit_request_p99_s": q(0.99),
+        "api_latency_p50_s": quantile("kbench_serve_api_latency_seconds", "0.5"),
+        "api_latency_p99_s": quantile("kbench_serve_api_latency_seconds", "0.99"),
+    });
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-load-latency.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    eprintln!("{}: {results}", file.display());
+    assert!(
+        metrics.contains("kbench_serve_evaluations_total"),
+        "{metrics}"
+    );
+    let status = serve.stop();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "SIGTERM stops the service as an interruption"
+    );
+}
+
+#[test]
+fn a_service_killed_mid_queue_completes_every_submission_exactly_once_after_a_restart() {
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
+    let svc = tmp.path().join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke"];
+    args.extend(EVAL);
+    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
+    let problems = sc::smoke_problems();
+    let items: Vec<(String, String)> = (0..8)
+        .map(|n| (problems[n % 4].0.clone(), honest(&problems[n % 4].3, n)))
+        .collect();
+
+    let mut serve = Serve::start(&args, &tmp.path().join("first.log"));
+    let a = submit(&serve.url, &toks[0], &items);
+    assert_eq!(a.status, 202, "{}", a.body);
+    let ids: Vec<String> = a.json()["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    // Killed once the first verdicts are in and the rest still queued or running.
+    let t = Instant::now();
+    loop {
+        let a = call(
+            "GET",
+            &format!("{}/v1/submissions?ids={}", serve.url, ids.join(",")),
+            Some(&toks[0]),
+            None,
+        );
+        let done = a.json()["submissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["state"] == "done")
+            .count();
+        if done >= 2 {
+            assert!(
+                done < ids.len(),
+                "everything finished before the kill: make the queue longer"
+            );
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(300), "no verdict came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    serve.child.kill().unwrap();
+    serve.child.wait().unwrap();
+    drop(serve);
+
+    let serve = Serve::start(&args, &tmp.path().join("second.log"));
+    let done = wait_all(&serve.url, &toks[0], &ids, Duration::from_secs(600));
+    for s in &done {
+        assert_eq!(s["verdict"]["outcome"], "ok", "{s}");
+    }
+    let recs = records(&svc.join("public"));
+    let keys: Vec<String> = recs.iter().map(common::key).collect();
+    let unique: BTreeSet<&String> = keys.iter().collect();
+    assert_eq!(
+        unique.len(),
+        keys.len(),
+        "a kernel recorded twice: {keys:?}"
+    );
+    assert_eq!(keys.len(), 8, "one record per kernel");
+    let names: BTreeSet<String> = done
+        .iter()
+        .map(|s| {
+            s["record"]["candidate"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names.len(), 8);
+    let log = serve.log_text();
+    assert!(
+        log.contains("queued again"),
+        "the restarted worker took back what it held:\n{log}"
+    );
+    let _ = serve.stop();
+    let _: Option<Value> = None;
+}
