@@ -154,8 +154,9 @@ class Client:
                 # No (full) answer: refused, reset, closed early, or the socket timed out.
                 if attempt >= self.retries:
                     reason = getattr(e, "reason", None) or e
-                    raise Unreachable(f"{method} {url}: no answer after {attempt + 1} tries: "
-                                      f"{reason!r}", code="unreachable") from e
+                    raise Unreachable(f"{method} {self.base_url}{path}: no answer after "
+                                      f"{attempt + 1} tries: {reason!r}",
+                                      code="unreachable") from e
                 delay = self._delay(attempt, None)
             time.sleep(delay)
             attempt += 1
