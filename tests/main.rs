@@ -61,6 +61,7 @@ mod sandbox_attacks;
 // kbench serve on loopback: load, SIGKILL, hostile requests, PostgreSQL, the Python client.
 mod serve_common;
 mod serve_load;
+mod serve_postgres;
 mod serve_requests;
 // The same commands as slurm_run/slurm_measure against a stand-in Slurm (no cluster needed).
 mod slurm_fake;
