@@ -124,6 +124,9 @@ def check_helpers(c):
     tok = "kbs_4f1c2d9e0a7b"
     sha = hashlib.sha256(tok.encode()).hexdigest()
     for out in (
+        # kbench serve --new-token's own shape: the token on a line, then the entry.
+        f"token (give it to bench; it is not kept anywhere): {tok}\n\n[[client]]\nname = \"bench\"\n"
+        f"token_sha256 = \"{sha}\"\n# submissions_per_minute = 600\n# max_queued = 1000\n",
         f"token: {tok}\n\n[[client]]\nname = \"bench\"\ntoken_sha256 = \"{sha}\"\n",
         f"[[client]]\nname = \"bench\"\ntoken_sha256 = \"{sha}\"\n# give the client this token: {tok}\n",
         f"KBENCH_SERVE_TOKEN={tok}\n[[client]]\nname = \"bench\"\ntoken_sha256 = \"{sha}\"\n",
