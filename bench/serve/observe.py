@@ -154,7 +154,7 @@ class GpuSampler:
         if smi:
             ms = max(100, int(self.interval_s * 1000))
             self.proc = subprocess.Popen(
-                [smi, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", f"-lms={ms}"],
+                [smi, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", "-lms", str(ms)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
@@ -224,8 +224,9 @@ class MetricsSampler:
         self.thread.join(20)
 
     def queue_empty_at(self, after):
-        """The first sample after `after` with an empty queue, or None."""
-        for t, depth, _ in self.samples:
+        """The first sample after `after` with an empty queue: (unix_s, {gpu: busy ratio}),
+        or None."""
+        for t, depth, ratios in self.samples:
             if t > after and depth is not None and depth == 0:
-                return t
+                return t, ratios
         return None

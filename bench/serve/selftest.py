@@ -150,6 +150,24 @@ def check_helpers(c):
     ])
     c.check(pm == {(1, 19): "kernelbench/L1/19", (1, 2): "smoke/L1/2", (2, 7): "p-7"}, f"problem_ids: {pm}")
     c.check(sb.parse_ids("1-3,7") == {1, 2, 3, 7}, "parse_ids")
+    # Batches: at most 256 kernels and MAX_BODY_BYTES of JSON a request, ids in order.
+    class Recorder(sb.Api):
+        def __init__(self):
+            super().__init__("http://127.0.0.1:9", "t")
+            self.bodies = []
+
+        def json(self, method, path, body=None, auth=True, timeout_s=None):
+            self.bodies.append(body)
+            return {"ids": [it["label"] for it in body["submissions"]]}
+
+    r = Recorder()
+    items = [{"problem": "p", "source": "x" * 10, "label": str(i)} for i in range(600)]
+    items += [{"problem": "p", "source": "y" * 900_000, "label": f"big{i}"} for i in range(5)]
+    got = r.submit(items)
+    sizes = [len(b["submissions"]) for b in r.bodies]
+    c.check(got == [it["label"] for it in items], "submit keeps the order of ids across batches")
+    c.check(max(sizes) <= 256 and all(len(json.dumps(b)) <= sb.MAX_BODY_BYTES for b in r.bodies),
+            f"submit batches stay under 256 kernels and the body limit ({sizes})")
     c.check(sb.outcome_counts([{"state": "done", "verdict": {"outcome": "ok"}}, {"state": "queued"}]) == {"ok": 1, "not done (queued)": 1}, "outcome_counts")
 
 

@@ -54,6 +54,10 @@ GOAL_CACHED_MS = 50.0
 # GET /v1/submissions?ids= takes at most 256; fewer keep the URL short.
 IDS_PER_GET = 64
 SUBMIT_BATCH = 256  # SubmitRequest maxItems
+# A request body is refused over 4 MiB and a source over 1 MiB (docs/serve.md): batches stay
+# under this many bytes of JSON, and larger sources are left out, said, before sending.
+MAX_BODY_BYTES = 3_500_000
+MAX_SOURCE_BYTES = 1 << 20
 
 
 # --- the tokens file ------------------------------------------------------------------------
@@ -162,10 +166,20 @@ class Api:
         return self.json("GET", "/v1/problems")["problems"]
 
     def submit(self, items):
-        """Ids of `items` (NewSubmission dicts), in order, in batches of 256."""
-        ids = []
-        for i in range(0, len(items), SUBMIT_BATCH):
-            ids += self.json("POST", "/v1/submissions", {"submissions": items[i : i + SUBMIT_BATCH]})["ids"]
+        """Ids of `items` (NewSubmission dicts), in order, in batches of at most 256 and
+        MAX_BODY_BYTES."""
+        ids, batch, size = [], [], 0
+        for it in items + [None]:
+            n = 0 if it is None else len(json.dumps(it)) + 2
+            if batch and (it is None or len(batch) == SUBMIT_BATCH or size + n > MAX_BODY_BYTES):
+                got = self.json("POST", "/v1/submissions", {"submissions": batch})["ids"]
+                if len(got) != len(batch):
+                    raise ApiError(202, json.dumps({"ids": got}), f"POST /v1/submissions: {len(got)} ids for {len(batch)} kernels")
+                ids += got
+                batch, size = [], 0
+            if it is not None:
+                batch.append(it)
+                size += n
         return ids
 
     def get_many(self, ids, wait_s):
@@ -318,7 +332,8 @@ def step_throughput(api, args, pmap, log):
         res["complete"] = len(done) == len(ids)
     # GPU busy share while the queue is non-empty: from the first submit until the service's
     # queue depth first read 0 (else the client's first poll with none of its own queued).
-    q_empty = msampler.queue_empty_at(t_acked) or seen_queue_empty[0] or t_seen_done
+    sampled_empty = msampler.queue_empty_at(t_acked)
+    q_empty = (sampled_empty and sampled_empty[0]) or seen_queue_empty[0] or t_seen_done
     per_gpu, n = gpu.busy(t0, q_empty)
     per_gpu_all, n_all = gpu.busy(t0, t_last)
     before, after = busy_ratios(m_before), busy_ratios(m_after)
@@ -348,8 +363,11 @@ def step_throughput(api, args, pmap, log):
     started = started or args.service_started_unix_s
     if started:
         busy["metrics_busy_between"] = busy_between(before, after, t_before, t_after, started)
+        if sampled_empty and sampled_empty[1]:
+            # From the read before the submit to the read that found the queue empty.
+            busy["metrics_busy_while_queued"] = busy_between(before, sampled_empty[1], t_before, sampled_empty[0], started)
     nvml = [v for v in per_gpu.values() if v is not None]
-    mb = [v for v in (busy.get("metrics_busy_between") or {}).values() if v is not None]
+    mb = [v for v in (busy.get("metrics_busy_while_queued") or busy.get("metrics_busy_between") or {}).values() if v is not None]
     busy["goal_basis"] = "nvml" if nvml else ("metrics" if mb else None)
     shares = nvml or mb
     busy["goal_met"] = (min(shares) > GOAL_GPU_BUSY) if shares else None
@@ -416,12 +434,17 @@ def step_cached(api, args, evaluated, log):
 
 def step_published(api, args, pmap, log):
     entries, notes = candidates.published_set(args.published)
+    total = len(entries)
+    big = [e for e in entries if len(e["source"].encode()) > MAX_SOURCE_BYTES]
+    if big:
+        notes.append(f"{len(big)} kernels over 1 MiB, not submitted: {[e['file'] for e in big][:5]}")
+    entries = [e for e in entries if len(e["source"].encode()) <= MAX_SOURCE_BYTES]
     known = [e for e in entries if (e["level"], e["id"]) in pmap]
     skipped = len(entries) - len(known)
     if skipped:
         notes.append(f"{skipped} kernels of problems the service does not serve, not submitted")
     if not known:
-        return {"dir": str(args.published), "kernels": len(entries), "submitted": 0, "notes": notes}
+        return {"dir": str(args.published), "kernels": total, "submitted": 0, "notes": notes}
     items = [
         {"problem": pmap[(e["level"], e["id"])], "source": e["source"], "label": e["label"][:128]}
         for e in known
@@ -443,7 +466,7 @@ def step_published(api, args, pmap, log):
         geo = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
     return {
         "dir": str(args.published),
-        "kernels": len(entries),
+        "kernels": total,
         "submitted": len(ids),
         "done": len(done),
         "cached": sum(bool(s.get("cached")) for s in done),
@@ -493,6 +516,7 @@ def summary_md(r):
     if b:
         nv = b.get("nvml_while_queued") or {}
         mb = b.get("metrics_busy_between") or {}
+        mq = b.get("metrics_busy_while_queued") or {}
         lines.append(
             f"| GPU busy while queued ({b.get('source') or 'no sampler'}, {fmt((b.get('window') or {}).get('seconds'))} s) | "
             + (", ".join(f"GPU {g}: {v:.1%}" for g, v in nv.items()) or "not sampled")
@@ -502,6 +526,7 @@ def summary_md(r):
             "| `kbench_serve_gpu_busy_ratio` before → after | "
             + (", ".join(f"GPU {g}: {b['metrics_busy_ratio_before'].get(g, 0):.3f} → {v:.3f}" for g, v in b.get("metrics_busy_ratio_after", {}).items()) or "absent")
             + (("; share of the step: " + ", ".join(f"{v:.1%}" for v in mb.values() if v is not None)
+                + (", while queued: " + ", ".join(f"{v:.1%}" for v in mq.values() if v is not None) if mq else "")
                 + f" (clock start from {b.get('metrics_clock_start_from')})") if mb else "")
             + (f" | > {GOAL_GPU_BUSY:.0%} | {met(b.get('goal_met'))} |" if b.get("goal_basis") == "metrics" else " | — | — |")
         )
@@ -666,7 +691,10 @@ def main(argv=None):
         out_json.write_text(json.dumps(r, indent=1) + "\n")
         (args.out / "summary.md").write_text(summary_md(r))
 
-    pmap = problem_ids(api.problems())
+    try:
+        pmap = problem_ids(api.problems())
+    except (ApiError, urllib.error.URLError, OSError, KeyError, ValueError) as e:
+        raise SystemExit(f"GET /v1/problems: {e}")
     log(f"service has {len(pmap)} problems")
     evaluated = []
     for step in steps:
