@@ -22,6 +22,7 @@ and writes results.json and summary.md under --out. A 429 or 503 is waited out
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -68,7 +69,6 @@ def client_from_new_token(text):
     [[client]] entry's name and token_sha256, and the token, found as the word of the output
     whose sha256 is token_sha256 (so the layout of the rest of the output does not matter)."""
     import hashlib
-    import re
 
     sha = re.search(r'token_sha256\s*=\s*"([0-9a-fA-F]{64})"', text)
     name = re.search(r'^\s*name\s*=\s*"([^"]*)"', text, re.M)
@@ -194,8 +194,6 @@ class Api:
 def problem_ids(problems):
     """(level, id) → the service's problem id, from /v1/problems: ids like `kernelbench/L1/19`
     (the suite's key), else the level field and the name's `<id>_` prefix."""
-    import re
-
     out = {}
     for p in problems:
         m = re.search(r"L(\d+)/(\d+)$", p["id"])
@@ -498,7 +496,8 @@ def met(flag):
 def summary_md(r):
     lines = [f"# kbench serve bench, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(r['started_unix_s']))}", ""]
     h = r.get("service", {})
-    lines += [f"Service {r['url']}: kbench {h.get('version', '?')}; nonce `{r['nonce']}`; GPU {r.get('gpu_name') or '?'}.", ""]
+    lines += [f"Service {r['url']}: kbench {h.get('version', '?')}; nonce `{r['nonce']}`; "
+              f"GPU {r.get('gpu_name') or 'not seen here (no nvidia-smi)'}.", ""]
     lines += ["| measure | value | goal | verdict |", "|---|---|---|---|"]
     t = r.get("throughput") or {}
     if t:
@@ -550,6 +549,18 @@ def summary_md(r):
         lines.append("")
     if pub.get("outcomes"):
         lines.append("Published outcomes: " + ", ".join(f"{k} {v}" for k, v in pub["outcomes"].items()) + ".")
+        lines.append("")
+    m = r.get("metrics_end") or {}
+    q = {}
+    for kind in ("api", "verdict"):
+        parts = []
+        for k, v in m.items():
+            got = re.match(rf'kbench_serve_{kind}_latency_seconds\{{.*"quantile": "([0-9.]+)"', k)
+            if got:
+                parts.append(f"p{float(got.group(1)) * 100:g} {v * 1e3:.1f} ms")
+        q[kind] = ", ".join(parts)
+    if any(q.values()):
+        lines.append(f"The service's own quantiles at the end: API {q['api'] or '—'}; verdict {q['verdict'] or '—'}.")
         lines.append("")
     rt = r.get("retries") or {}
     lines.append(f"429 answers waited out: {rt.get('429', 0)}, 503: {rt.get('503', 0)} ({fmt(rt.get('waited_s'))} s).")
