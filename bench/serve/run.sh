@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --kernelbench) KB=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --dry-run) DRY=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) PASS+=("$1"); shift ;;
   esac
 done
