@@ -362,6 +362,31 @@ fn side_by_side_summarizer_passes_its_tests() {
     );
 }
 
+/// The serve benchmark (bench/serve, run on the GPU machine against `kbench serve`) checks,
+/// with Python's standard library alone, that every candidate it makes from KernelBench
+/// compiles, that its Triton kernels' problems are where it expects them, and its parsers.
+#[test]
+fn serve_bench_passes_its_self_test() {
+    passes_its_self_test("bench/serve/serve_bench.py");
+}
+
+/// The serve benchmark's HTTP side and run.sh against a stand-in service on loopback: 429s
+/// waited out, long polls, the cache step, the token, the start and the SIGTERM.
+#[test]
+fn serve_bench_runs_against_a_stand_in_service() {
+    let out = std::process::Command::new("python3")
+        .arg(common::repo_root().join("bench/serve/test_serve_bench.py"))
+        .output()
+        .expect("python3 on PATH (kbench setup needs it too)");
+    assert!(out.status.success(), "{}", show(&out));
+    // unittest reports on stderr: "Ran N tests ... OK".
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Ran ") && err.trim_end().ends_with("OK"),
+        "{err}"
+    );
+}
+
 /// With `--kernelbench`, `kbench baselines show` counts every problem of the set as
 /// measured, failed (by outcome), stale or a gap, per GPU, mode and level, and `--gaps`
 /// names the gaps; JSON carries the same counts.
