@@ -30,7 +30,7 @@ fn chromium() -> PathBuf {
 }
 
 /// Runs headless Chromium on `url` with a throw-away profile; `extra` picks the output.
-fn browse(url: &str, extra: &[String]) -> std::process::Output {
+pub fn browse(url: &str, extra: &[String]) -> std::process::Output {
     let profile = tempfile::tempdir().unwrap();
     Command::new(chromium())
         .args([

@@ -59,6 +59,7 @@ mod run_integrity;
 // The harness attacks of the corpus, with and without the sandbox (needs bwrap).
 mod sandbox_attacks;
 // kbench serve on loopback: load, SIGKILL, hostile requests, PostgreSQL, the Python client.
+mod serve_board;
 mod serve_common;
 mod serve_load;
 mod serve_postgres;

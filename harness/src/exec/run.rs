@@ -208,7 +208,7 @@ fn queue_batches(config: &RunConfig, stations: usize, batches: Vec<Batch>) -> Qu
 
 /// Problems an executor takes ahead of the one running. Baseline modes compile while they
 /// wait (their load is sent ahead): more of them ahead hide more of the compile.
-fn lookahead(config: &RunConfig) -> usize {
+pub(super) fn lookahead(config: &RunConfig) -> usize {
     if config.gpus.is_empty() {
         1
     } else {

@@ -119,6 +119,18 @@ impl Service {
     /// directory and secret; its agent names the records). Returns once the run directory is
     /// open and the executors are running.
     pub(crate) fn start(config: &RunConfig, stop: Arc<AtomicBool>) -> Result<Service> {
+        Self::start_taking_ahead(config, stop, false)
+    }
+
+    /// [`start`](Self::start), and with `ahead` each executor takes queued batches ahead as
+    /// `kbench run` does (their reference and first candidate workers start while the
+    /// current batch runs): for a service whose queue is kept full (`kbench serve`), where
+    /// nothing would otherwise hide Python's start-up and the model loads.
+    pub(crate) fn start_taking_ahead(
+        config: &RunConfig,
+        stop: Arc<AtomicBool>,
+        ahead: bool,
+    ) -> Result<Service> {
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         let state = Arc::new(State::default());
@@ -130,7 +142,7 @@ impl Service {
                 .name("kbench-eval-service".into())
                 .spawn(move || {
                     let mut ready = Some(ready_tx);
-                    let r = serve(&config, &stop, &rx, &state, &mut ready);
+                    let r = serve(&config, &stop, &rx, &state, &mut ready, ahead);
                     match (r, ready.take()) {
                         (Err(e), Some(tx)) => {
                             let _ = tx.send(Err(e));
@@ -310,6 +322,7 @@ fn serve(
     rx: &mpsc::Receiver<Msg>,
     state: &State,
     ready: &mut Option<mpsc::Sender<Result<()>>>,
+    ahead: bool,
 ) -> Result<()> {
     let engine = Engine::prepare(config, true)?;
     let keep = if config.gpus.is_empty() {
@@ -365,7 +378,14 @@ fn serve(
     if let Some(tx) = ready.take() {
         let _ = tx.send(Ok(()));
     }
-    let depth = Depth { ahead: 0, keep };
+    let depth = Depth {
+        ahead: if ahead {
+            super::run::lookahead(config)
+        } else {
+            0
+        },
+        keep,
+    };
     let on_error = |e: &anyhow::Error| {
         lock(&state.failure).get_or_insert(format!("{e:#}"));
     };

@@ -129,7 +129,7 @@ pub(crate) struct PageCache {
 }
 
 /// Seconds between the page's reloads in a browser.
-const REFRESH_S: u32 = 5;
+const REFRESH_S: u32 = 10;
 
 impl PageCache {
     pub(crate) fn page(&self, store: &dyn Store, title: &str) -> Result<String> {
@@ -174,8 +174,8 @@ impl PageCache {
         let page = kbench_reports::leaderboard::render_leaderboard(&report, title)
             .map_err(|e| anyhow::anyhow!("rendering the leaderboard: {e}"))?;
         let refresh = format!("<meta http-equiv=\"refresh\" content=\"{REFRESH_S}\">");
-        let page = match page.find("<head>") {
-            Some(at) => format!("{}{refresh}{}", &page[..at + 6], &page[at + 6..]),
+        let page = match page.find("</head>") {
+            Some(at) => format!("{}{refresh}{}", &page[..at], &page[at..]),
             None => format!("{refresh}{page}"),
         };
         *cached = Some((stamp, page.clone()));

@@ -132,10 +132,26 @@ impl Metrics {
                 self.cache_hits.load(Ordering::Relaxed) as f64,
             )],
         );
-        let busy = lock(&self.busy_s)
+        gauge(
+            "kbench_serve_uptime_seconds",
+            "Seconds since this process started.",
+            "gauge",
+            vec![(String::new(), uptime)],
+        );
+        let busy_s: Vec<(String, f64)> = lock(&self.busy_s)
             .iter()
-            .map(|(d, s)| (format!("{{gpu=\"{d}\"}}"), (s / uptime).min(1.0)))
+            .map(|(d, s)| (format!("{{gpu=\"{d}\"}}"), *s))
             .collect();
+        let busy = busy_s
+            .iter()
+            .map(|(l, s)| (l.clone(), (s / uptime).min(1.0)))
+            .collect();
+        gauge(
+            "kbench_serve_gpu_busy_seconds_total",
+            "Seconds an evaluation of this process held the device (a window's share is its increase over the window's length).",
+            "counter",
+            busy_s,
+        );
         gauge(
             "kbench_serve_gpu_busy_ratio",
             "Share of wall time since start that an evaluation held the device.",

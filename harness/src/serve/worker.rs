@@ -105,7 +105,7 @@ impl Engine {
         store: &dyn Store,
         stop: Arc<AtomicBool>,
     ) -> Result<Engine> {
-        let service = crate::exec::Service::start(config, stop)
+        let service = crate::exec::Service::start_taking_ahead(config, stop, true)
             .with_context(|| format!("starting the {} pass's evaluation engine", pass.name()))?;
         let secret = RunSecret::load(&config.out.join(crate::runlog::SECRET))?;
         let manifest =
