@@ -55,6 +55,15 @@ pub(crate) fn run(o: Options, stop: Arc<AtomicBool>) -> Result<()> {
     if !(o.lease_s.is_finite() && o.lease_s >= 1.0) {
         bail!("--lease must be at least 1 second, got {}", o.lease_s);
     }
+    // The service's folder holds its store and secrets: owner-only when kbench makes it.
+    if !o.config.out.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&o.config.out)
+            .with_context(|| format!("creating --out {}", o.config.out.display()))?;
+    }
     let store: Arc<dyn Store> = Arc::from(store::open(&o.store)?);
     let metrics = Arc::new(metrics::Metrics::new());
     let wake = Arc::new(worker::Wake::default());

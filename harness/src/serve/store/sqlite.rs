@@ -84,6 +84,17 @@ impl Sqlite {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("creating the store's folder {}", dir.display()))?;
         }
+        // Every client's sources are in it: owner-only, whoever else can see the folder
+        // (SQLite gives its -wal and -shm files the database's mode).
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("creating the store {}", path.display()))?;
+        }
         let conn = Connection::open(path)
             .with_context(|| format!("opening the store {}", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(30))?;

@@ -175,6 +175,16 @@ fn a_ranked_entry_runs_its_ranked_pass_only_when_its_public_answer_counts() {
 }
 
 #[test]
+fn the_store_file_is_the_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/s.sqlite");
+    let _s = sqlite::Sqlite::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
 fn a_worker_of_another_fleet_may_not_join_and_the_cache_keeps_the_latest_answer() {
     let dir = tempfile::tempdir().unwrap();
     let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
