@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
@@ -720,7 +720,13 @@ pub(crate) fn router(app: Shared) -> Router {
             let metrics = Arc::clone(&metrics);
             async move {
                 let t = Instant::now();
-                let is_head = req.method() == Method::HEAD;
+                // A long poll's time is its wait, not the service's: kept out of the quantiles.
+                let long_poll = req.uri().query().is_some_and(|q| {
+                    q.split('&').any(|kv| {
+                        kv.strip_prefix("wait=")
+                            .is_some_and(|w| w.parse::<f64>().is_ok_and(|w| w > 0.0))
+                    })
+                });
                 // Every stage has its limit: the longest long poll and a margin.
                 let r = match tokio::time::timeout(
                     Duration::from_secs_f64(MAX_WAIT_S + 15.0),
@@ -736,8 +742,10 @@ pub(crate) fn router(app: Shared) -> Router {
                     )
                     .into_response(),
                 };
-                let _ = is_head;
-                metrics.response(r.status().as_u16(), t.elapsed().as_secs_f64());
+                metrics.response(
+                    r.status().as_u16(),
+                    (!long_poll).then(|| t.elapsed().as_secs_f64()),
+                );
                 r
             }
         },

@@ -82,8 +82,11 @@ impl Metrics {
         lock(&self.verdict).push(s);
     }
 
-    pub(crate) fn response(&self, status: u16, s: f64) {
-        lock(&self.api).push(s);
+    /// An API answer, and its time unless it was a long poll's.
+    pub(crate) fn response(&self, status: u16, s: Option<f64>) {
+        if let Some(s) = s {
+            lock(&self.api).push(s);
+        }
         *lock(&self.responses).entry(status).or_default() += 1;
     }
 
