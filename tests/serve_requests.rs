@@ -240,6 +240,34 @@ fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() 
     let a = raw(&post("application/json", &vec![b' '; 5 << 20]));
     assert!(a.starts_with("HTTP/1.1 413"), "{a}");
 
+    // Nobody's body is read before their token is checked: 401 at once, the body unsent.
+    let addr = url.trim_start_matches("http://").to_string();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{").unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 401"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    // The scheme is case-insensitive.
+    let a = call("GET", &format!("{url}/v1/problems"), None, None);
+    assert_eq!(a.status, 401);
+    let lower = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let st = lower
+        .get(format!("{url}/v1/problems"))
+        .header("Authorization", format!("bearer {alice}"))
+        .call()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(st, 200);
+
     // Quota, rate, queued limit and the full queue.
     expect(
         submit(&url, bob, &[kernel(1)[0].clone(), kernel(2)[0].clone()]),
@@ -288,7 +316,8 @@ fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() 
 
     // A slow client holds one connection, not the service: its half-sent headers are cut
     // off, and others are answered meanwhile.
-    let addr = url.trim_start_matches("http://").to_string();
+    // A connection that never sends a byte is closed as soon as one with half its headers.
+    let mut idle = TcpStream::connect(&addr).unwrap();
     let mut slow = TcpStream::connect(&addr).unwrap();
     slow.write_all(b"POST /v1/submissions HTTP/1.1\r\nHost: x\r\n")
         .unwrap();
@@ -312,6 +341,17 @@ fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() 
     let n = cut.unwrap_or(0);
     let said = String::from_utf8_lossy(&buf[..n]);
     assert!(n == 0 || said.starts_with("HTTP/1.1 408"), "{said}");
+    idle.set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let r = idle.read(&mut buf);
+    let closed = matches!(r, Ok(0))
+        || r.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset);
+    assert!(closed, "the idle connection was kept: {r:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(25),
+        "the idle connection was kept too long"
+    );
 
     // One client never sees another's submissions.
     let a = expect(

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
+use super::answer::{blocking, Answer, ApiError};
 use super::auth::{Client, Clients};
 use super::board;
 use super::fleet::now;
@@ -30,6 +30,8 @@ const MAX_SOURCE: usize = 1 << 20;
 const MAX_BATCH: usize = 256;
 /// The longest long poll.
 const MAX_WAIT_S: f64 = 60.0;
+/// The longest a request body may take to arrive.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every route the service answers, as `openapi.json` lists them (a test holds the two equal).
 pub(crate) const ROUTES: &[(&str, &str)] = &[
@@ -72,85 +74,6 @@ pub(crate) struct App {
 }
 
 type Shared = Arc<App>;
-
-/// An error answer: `{"error": {"code", "message"}}`, with `Retry-After` when given.
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    retry_after: Option<u64>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    fn retry(mut self, s: u64) -> ApiError {
-        self.retry_after = Some(s);
-        self
-    }
-
-    /// A failure of the service itself: logged here, told to the client without detail
-    /// (it may name a server path).
-    fn internal(e: anyhow::Error) -> ApiError {
-        eprintln!("kbench serve: {e:#}");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "the service failed to answer; try again",
-        )
-    }
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorDetail<'a> {
-    code: &'a str,
-    message: &'a str,
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = Json(ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: &self.message,
-            },
-        });
-        let mut r = (self.status, body).into_response();
-        if let Some(s) = self.retry_after {
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        r
-    }
-}
-
-type Answer<T> = Result<T, ApiError>;
-
-/// Runs a store call off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
-) -> Answer<T> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(ApiError::internal(e)),
-        Err(e) => Err(ApiError::internal(anyhow::anyhow!(
-            "a store call panicked: {e}"
-        ))),
-    }
-}
 
 /// The request's client, within its request rate.
 fn client<'a>(app: &'a App, headers: &HeaderMap) -> Answer<&'a Client> {
@@ -197,21 +120,6 @@ struct NewSubmission {
 #[derive(Serialize)]
 struct SubmitResponse {
     ids: Vec<String>,
-}
-
-fn bad_body(r: JsonRejection) -> ApiError {
-    let code = match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "not_json",
-        StatusCode::UNPROCESSABLE_ENTITY => "invalid_request",
-        _ => "malformed_json",
-    };
-    let message = if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        format!("the request body is over {} MiB", MAX_BODY >> 20)
-    } else {
-        r.body_text()
-    };
-    ApiError::new(r.status(), code, message)
 }
 
 fn random_id() -> anyhow::Result<String> {
@@ -307,13 +215,62 @@ impl App {
     }
 }
 
+/// Reads a submission's body, once its token is known to be good: nobody without one has a
+/// byte of theirs buffered or parsed.
+async fn read_request(headers: &HeaderMap, body: axum::body::Body) -> Answer<SubmitRequest> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "not_json",
+            "send the body as `Content-Type: application/json`",
+        ));
+    }
+    let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "the request body is over {} MiB, or was cut off",
+                    MAX_BODY >> 20
+                ),
+            ))
+        }
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!("the request body took over {} s", BODY_TIMEOUT.as_secs()),
+            ))
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                e.to_string(),
+            ),
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "malformed_json", e.to_string()),
+        }
+    })
+}
+
 async fn submit(
     State(app): State<Shared>,
     headers: HeaderMap,
-    body: Result<Json<SubmitRequest>, JsonRejection>,
+    body: axum::body::Body,
 ) -> Answer<Response> {
     let c = client(&app, &headers)?;
-    let Json(req) = body.map_err(bad_body)?;
+    let req = read_request(&headers, body).await?;
     let n = req.submissions.len();
     if n == 0 || n > MAX_BATCH {
         return Err(ApiError::new(
@@ -444,10 +401,26 @@ fn wait_of(w: Option<f64>) -> Answer<Duration> {
 /// The rows `filter` selects, polled until every one is done or `wait` has passed.
 async fn rows_waiting(
     app: &Shared,
-    client: &str,
+    c: &Client,
     filter: Filter,
     wait: Duration,
 ) -> Answer<Vec<Row>> {
+    let _waiting = if wait.is_zero() {
+        None
+    } else {
+        Some(c.long_poll().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_waits",
+                format!(
+                    "at most {} long polls of one token at once",
+                    super::auth::MAX_WAITS
+                ),
+            )
+            .retry(1)
+        })?)
+    };
+    let client = c.name.as_str();
     let until = Instant::now() + wait;
     loop {
         let (store, name, f) = (Arc::clone(&app.store), client.to_string(), filter.clone());
@@ -456,7 +429,7 @@ async fn rows_waiting(
             return Ok(rows);
         }
         // Answers of this process's workers land at once; other hosts' within a poll.
-        tokio::time::sleep(Duration::from_millis(100).min(until - Instant::now())).await;
+        tokio::time::sleep(Duration::from_millis(250).min(until - Instant::now())).await;
     }
 }
 
@@ -485,9 +458,11 @@ async fn list(
     }
     let ids = match &q.ids {
         Some(text) => {
+            // Each id once: a repeated one would cost a long poll's queries for nothing.
+            let mut seen = std::collections::HashSet::new();
             let ids: Vec<String> = text
                 .split(',')
-                .filter(|s| !s.is_empty())
+                .filter(|s| !s.is_empty() && seen.insert(*s))
                 .map(str::to_string)
                 .collect();
             if ids.is_empty() || ids.len() > MAX_BATCH {
@@ -517,7 +492,7 @@ async fn list(
         after: q.after,
         limit: q.limit,
     };
-    let mut rows = rows_waiting(&app, &c.name, filter, wait).await?;
+    let mut rows = rows_waiting(&app, c, filter, wait).await?;
     if let Some(order) = order {
         let pos: BTreeMap<&str, usize> = order
             .iter()
@@ -555,7 +530,7 @@ async fn one(
         ids: Some(vec![id]),
         ..Filter::default()
     };
-    let rows = rows_waiting(&app, &c.name, filter, wait).await?;
+    let rows = rows_waiting(&app, c, filter, wait).await?;
     rows.first().map(|r| Json(view(r))).ok_or_else(not_found)
 }
 

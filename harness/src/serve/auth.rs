@@ -50,6 +50,17 @@ pub(crate) struct Client {
     pub(crate) max_submissions: Option<u64>,
     submissions: DefaultDirectRateLimiter,
     requests: DefaultDirectRateLimiter,
+    /// Its long polls under way.
+    waits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One long poll of a client, counted while it lives.
+pub(crate) struct Waiting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Why a request of a known client must wait.
@@ -72,7 +83,20 @@ fn wait_of(
     }
 }
 
+/// A client's long polls at once.
+pub(crate) const MAX_WAITS: usize = 16;
+
 impl Client {
+    /// A long poll, unless the client has [`MAX_WAITS`] under way.
+    pub(crate) fn long_poll(&self) -> Option<Waiting> {
+        use std::sync::atomic::Ordering;
+        if self.waits.fetch_add(1, Ordering::SeqCst) >= MAX_WAITS {
+            self.waits.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Waiting(std::sync::Arc::clone(&self.waits)))
+    }
+
     /// One request (any route).
     pub(crate) fn request(&self) -> Result<(), TooFast> {
         self.requests.check().map_err(wait_of)
@@ -127,6 +151,7 @@ impl Clients {
                 max_submissions: e.max_submissions,
                 submissions: RateLimiter::direct(per_minute(e.submissions_per_minute)),
                 requests: RateLimiter::direct(per_minute(e.requests_per_minute)),
+                waits: Default::default(),
             };
             if by_hash.insert(h, client).is_some() {
                 bail!("{at}: the same token as an earlier client");
@@ -143,7 +168,12 @@ impl Clients {
 
     /// The client whose token `authorization` (the header's value) bears.
     pub(crate) fn find(&self, authorization: Option<&str>) -> Option<&Client> {
-        let token = authorization?.strip_prefix("Bearer ")?.trim();
+        // The scheme is case-insensitive (RFC 7235).
+        let (scheme, token) = authorization?.trim().split_once(char::is_whitespace)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let token = token.trim();
         if token.is_empty() || token.len() > 256 {
             return None;
         }

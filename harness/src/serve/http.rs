@@ -62,6 +62,16 @@ pub(crate) async fn serve(
         let mut closing = closing_rx.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            // hyper's header timeout starts at a request's first byte: a connection that
+            // never sends one would hold its slot for ever.
+            // (`readable()` may wake spuriously: a peek waits for a byte.)
+            let mut first = [0u8; 1];
+            if !matches!(
+                tokio::time::timeout(HEADER_TIMEOUT, stream.peek(&mut first)).await,
+                Ok(Ok(1))
+            ) {
+                return;
+            }
             let service =
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     router.clone().oneshot(req.map(axum::body::Body::new))

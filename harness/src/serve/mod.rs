@@ -10,6 +10,7 @@
 //! configuration and what they build on; `commands::serve` turns the command line into
 //! [`Options`].
 
+mod answer;
 pub(crate) mod api;
 mod auth;
 mod board;

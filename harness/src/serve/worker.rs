@@ -28,8 +28,9 @@ use crate::runlog::seed::RunSecret;
 pub(crate) const AGENT: &str = "serve";
 
 /// Kernels one pass has claimed and not yet answered, per executor: enough that the next
-/// batch's candidates build while the current one is timed.
-const IN_FLIGHT_PER_DEVICE: usize = 8;
+/// batches start while the current one is timed (the engine takes two ahead), few enough
+/// that a client's slow kernels claimed first hold back another's only so long.
+const IN_FLIGHT_PER_DEVICE: usize = 4;
 
 /// Wakes idle claim loops when work arrives (in this process; other hosts poll).
 #[derive(Default)]
@@ -80,7 +81,10 @@ fn redacted(record: &EvalRecord, redact: &[(String, &'static str)]) -> Result<Ev
     }
     let mut v = serde_json::to_value(record)?;
     walk(&mut v, redact);
-    Ok(serde_json::from_value(v)?)
+    let mut r: EvalRecord = serde_json::from_value(v)?;
+    // The host's name is the operator's, not the client's.
+    r.env.hostname = String::new();
+    Ok(r)
 }
 
 /// The run configuration of `pass` under `base`: its own run folder in the service's folder
@@ -166,7 +170,19 @@ pub(crate) fn ranked_secret_file(out: &std::path::Path) -> Result<PathBuf> {
     let public = out.join(Pass::Public.name());
     let secret = RunSecret::load(&public.join(crate::runlog::SECRET))?;
     let path = out.join("ranked-secret");
-    secret.subkey("ranked-seeds").save(&path)?;
+    let ranked = secret.subkey("ranked-seeds");
+    if path.exists() {
+        // A restart: the file must be the one this secret derives.
+        if RunSecret::load(&path)? != ranked {
+            anyhow::bail!(
+                "{} is not the ranked secret of {}: the service folder was tampered with or mixed up; restore it or start a new --out",
+                path.display(),
+                public.join(crate::runlog::SECRET).display()
+            );
+        }
+    } else {
+        ranked.save(&path)?;
+    }
     Ok(path)
 }
 
@@ -303,9 +319,11 @@ impl Worker {
         let cands = to_evaluate
             .iter()
             .map(|(j, _)| {
-                // A re-measurement is a new sample of the same kernel: its own record.
+                // A re-measurement is a new sample of the same kernel: its own record. Its
+                // number comes from the submission's random id, not its place in the queue
+                // (which would tell the client how many others submitted).
                 let sample = if j.remeasure {
-                    (j.seq as u32).max(1)
+                    u32::from_str_radix(j.id.get(..8).unwrap_or("1"), 16).unwrap_or(1) | 1
                 } else {
                     0
                 };

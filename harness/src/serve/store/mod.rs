@@ -77,6 +77,7 @@ pub(crate) enum Refusal {
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
     pub(crate) seq: i64,
+    pub(crate) id: String,
     pub(crate) problem: String,
     pub(crate) source: String,
     pub(crate) remeasure: bool,
@@ -150,9 +151,10 @@ pub(crate) trait Store: Send + Sync {
         limits: &Limits,
         now: f64,
     ) -> Result<std::result::Result<Vec<i64>, Refusal>>;
-    /// Claims up to `max` queued evaluations of `pass`, all of one problem (the oldest
-    /// queued one's), for `worker` until `now + lease_s`. Evaluations whose lease ran out
-    /// are queued again first.
+    /// Claims up to `max` queued evaluations of `pass`, all of one client and one problem,
+    /// for `worker` until `now + lease_s`: the client with the fewest evaluations running
+    /// (then the oldest queued), so that one client's slow kernels do not hold back
+    /// another's. Evaluations whose lease ran out are queued again first.
     fn claim(
         &self,
         pass: Pass,

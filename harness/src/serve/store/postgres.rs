@@ -200,20 +200,20 @@ impl Store for Postgres {
                 &[&now],
             )?;
             let first = tx.query_opt(
-                &format!("SELECT problem FROM submissions WHERE {state} = 'queued' ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"),
+                &format!("{} LIMIT 1 FOR UPDATE OF s SKIP LOCKED", super::sqlite::fairest(state)),
                 &[],
             )?;
             let Some(first) = first else {
                 tx.commit()?;
                 return Ok(Vec::new());
             };
-            let problem: String = first.get(0);
+            let (problem, client): (String, String) = (first.get(0), first.get(1));
             let rows = tx.query(
                 &format!(
-                    "SELECT seq, problem, source, remeasure, submitted_s FROM submissions WHERE {state} = 'queued' AND problem = $1
+                    "SELECT seq, problem, source, remeasure, submitted_s, id FROM submissions WHERE {state} = 'queued' AND problem = $1 AND client = $3
                      ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED"
                 ),
-                &[&problem, &(max as i64)],
+                &[&problem, &(max as i64), &client],
             )?;
             let jobs: Vec<Job> = rows
                 .iter()
@@ -223,6 +223,7 @@ impl Store for Postgres {
                     source: r.get(2),
                     remeasure: r.get::<_, i64>(3) != 0,
                     submitted_s: r.get(4),
+                    id: r.get(5),
                 })
                 .collect();
             let seqs: Vec<i64> = jobs.iter().map(|j| j.seq).collect();

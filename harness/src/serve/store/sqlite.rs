@@ -95,6 +95,11 @@ impl Sqlite {
                 .open(path)
                 .with_context(|| format!("creating the store {}", path.display()))?;
         }
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("making the store {} owner-only", path.display()))?;
+        }
         let conn = Connection::open(path)
             .with_context(|| format!("opening the store {}", path.display()))?;
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -114,6 +119,17 @@ impl Sqlite {
 
 fn count(tx: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<u64> {
     Ok(tx.query_row(sql, p, |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// The next claim's problem and client: of the clients with work queued, the one with the
+/// fewest evaluations running, then the oldest queued.
+pub(super) fn fairest(state: &str) -> String {
+    format!(
+        "SELECT s.problem, s.client FROM submissions s
+           LEFT JOIN (SELECT client, COUNT(*) AS n FROM submissions WHERE {state} = 'running' GROUP BY client) r
+             ON r.client = s.client
+         WHERE s.{state} = 'queued' ORDER BY COALESCE(r.n, 0), s.seq"
+    )
 }
 
 const OPEN: &str =
@@ -198,30 +214,27 @@ impl Store for Sqlite {
             &format!("UPDATE submissions SET {state} = 'queued', {wcol} = NULL WHERE {state} = 'running' AND {lease} < ?1"),
             [now],
         )?;
-        let first: Option<String> = tx
-            .query_row(
-                &format!(
-                    "SELECT problem FROM submissions WHERE {state} = 'queued' ORDER BY seq LIMIT 1"
-                ),
-                [],
-                |r| r.get(0),
-            )
+        let first: Option<(String, String)> = tx
+            .query_row(&format!("{} LIMIT 1", fairest(state)), [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()?;
-        let Some(problem) = first else {
+        let Some((problem, client)) = first else {
             return Ok(Vec::new());
         };
         let jobs = {
             let mut q = tx.prepare(&format!(
-                "SELECT seq, problem, source, remeasure, submitted_s FROM submissions WHERE {state} = 'queued' AND problem = ?1 ORDER BY seq LIMIT ?2"
+                "SELECT seq, problem, source, remeasure, submitted_s, id FROM submissions WHERE {state} = 'queued' AND problem = ?1 AND client = ?3 ORDER BY seq LIMIT ?2"
             ))?;
             let jobs = q
-                .query_map(params![problem, max as i64], |r| {
+                .query_map(params![problem, max as i64, client], |r| {
                     Ok(Job {
                         seq: r.get(0)?,
                         problem: r.get(1)?,
                         source: r.get(2)?,
                         remeasure: r.get::<_, i64>(3)? != 0,
                         submitted_s: r.get(4)?,
+                        id: r.get(5)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -285,16 +298,16 @@ impl Store for Sqlite {
     fn rows(&self, client: &str, f: &Filter) -> Result<Vec<Row>> {
         let conn = self.conn();
         if let Some(ids) = &f.ids {
+            // One query for the lot (a long poll repeats it).
+            let marks = vec!["?"; ids.len()].join(",");
             let mut q = conn.prepare(&format!(
-                "SELECT {ROW} FROM submissions WHERE client = ?1 AND id = ?2"
+                "SELECT {ROW} FROM submissions WHERE client = ? AND id IN ({marks}) ORDER BY seq"
             ))?;
-            let mut out = Vec::new();
-            for id in ids {
-                if let Some(r) = q.query_row(params![client, id], row).optional()? {
-                    out.push(r);
-                }
-            }
-            return Ok(out);
+            let args = std::iter::once(client).chain(ids.iter().map(String::as_str));
+            let rows = q
+                .query_map(rusqlite::params_from_iter(args), row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            return Ok(rows);
         }
         let mut q = conn.prepare(&format!(
             "SELECT {ROW} FROM submissions WHERE client = ?1 AND seq > ?2

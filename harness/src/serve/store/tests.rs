@@ -68,6 +68,39 @@ fn claims_take_one_problem_at_a_time_and_never_the_same_evaluation_twice() {
 }
 
 #[test]
+fn a_client_with_fewer_evaluations_running_is_claimed_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
+    s.submit(
+        "hog",
+        &[row("h1", "p/1"), row("h2", "p/1"), row("h3", "p/2")],
+        &ROOMY,
+        1.0,
+    )
+    .unwrap()
+    .unwrap();
+    s.submit("late", &[row("l1", "p/3")], &ROOMY, 2.0)
+        .unwrap()
+        .unwrap();
+    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0).unwrap();
+    assert_eq!(
+        first[0].id, "h1",
+        "the oldest first while nobody runs anything"
+    );
+    let second = s.claim(Pass::Public, "w", 1, 60.0, 3.0).unwrap();
+    assert_eq!(
+        second[0].id, "l1",
+        "then the client with nothing running, though it came later"
+    );
+    let third = s.claim(Pass::Public, "w", 5, 60.0, 3.0).unwrap();
+    assert_eq!(
+        third.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["h2"],
+        "one client's, one problem's"
+    );
+}
+
+#[test]
 fn quotas_refuse_a_whole_batch_and_cached_answers_add_no_work() {
     let dir = tempfile::tempdir().unwrap();
     let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
