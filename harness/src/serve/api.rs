@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -369,6 +370,11 @@ fn view(r: &Row) -> View {
     }
 }
 
+/// A query string the route's parameters refuse.
+fn bad_query(e: QueryRejection) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text())
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
@@ -441,11 +447,10 @@ struct ListResponse {
 async fn list(
     State(app): State<Shared>,
     headers: HeaderMap,
-    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<ListQuery>, QueryRejection>,
 ) -> Answer<Json<ListResponse>> {
     let c = client(&app, &headers)?;
-    let Query(q) =
-        q.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
+    let Query(q) = q.map_err(bad_query)?;
     let wait = wait_of(q.wait)?;
     if let Some(s) = &q.state {
         if !["queued", "running", "done"].contains(&s.as_str()) {
@@ -510,11 +515,10 @@ async fn one(
     State(app): State<Shared>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    q: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Answer<Json<View>> {
     let c = client(&app, &headers)?;
-    let Query(q) =
-        q.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
+    let Query(q) = q.map_err(bad_query)?;
     let wait = wait_of(q.wait)?;
     let not_found = || {
         ApiError::new(
@@ -543,11 +547,10 @@ struct ExportQuery {
 async fn export(
     State(app): State<Shared>,
     headers: HeaderMap,
-    q: Result<Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<ExportQuery>, QueryRejection>,
 ) -> Answer<Response> {
     let c = client(&app, &headers)?;
-    let Query(q) =
-        q.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
+    let Query(q) = q.map_err(bad_query)?;
     let format = q.format.unwrap_or_else(|| "jsonl".into());
     let (store, name) = (Arc::clone(&app.store), c.name.clone());
     let lines = blocking(move || board::client_records(store.as_ref(), &name)).await?;

@@ -207,6 +207,79 @@ pub(crate) fn ranked_state_after(r: &NewRow) -> Option<&'static str> {
     })
 }
 
+/// The columns of a pass: its state, worker and lease.
+fn cols(pass: Pass) -> (&'static str, &'static str, &'static str) {
+    match pass {
+        Pass::Public => ("state", "worker", "lease_until"),
+        Pass::Ranked => ("ranked_state", "ranked_worker", "ranked_lease"),
+    }
+}
+
+/// The columns a [`Row`] is read from, in its fields' order.
+const ROW: &str = "seq, id, client, problem, label, ranked, state, cached, submitted_s, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record";
+
+/// A submission with work queued or running, in either pass.
+const OPEN: &str =
+    "(state IN ('queued','running') OR ranked_state IN ('queued','running','waiting'))";
+
+/// The next claim's problem and client: of the clients with work queued, the one with the
+/// fewest evaluations running, then the oldest queued.
+fn fairest(state: &str) -> String {
+    format!(
+        "SELECT s.problem, s.client FROM submissions s
+           LEFT JOIN (SELECT client, COUNT(*) AS n FROM submissions WHERE {state} = 'running' GROUP BY client) r
+             ON r.client = s.client
+         WHERE s.{state} = 'queued' ORDER BY COALESCE(r.n, 0), s.seq"
+    )
+}
+
+/// How many of `rows` add work to the queue (the rest answered from the cache).
+fn work_added(rows: &[NewRow]) -> u64 {
+    rows.iter()
+        .filter(|r| r.cached.is_none() || ranked_state_after(r) == Some("queued"))
+        .count() as u64
+}
+
+/// What a new row is stored with beyond what the client sent: its state, and the answers the
+/// cache already had.
+struct Stored<'a> {
+    state: &'static str,
+    finished: Option<f64>,
+    verdict: Option<&'a str>,
+    record: Option<&'a str>,
+    ranked_state: Option<&'static str>,
+    ranked_verdict: Option<&'a str>,
+    ranked_record: Option<&'a str>,
+}
+
+impl<'a> Stored<'a> {
+    fn of(r: &'a NewRow, now: f64) -> Stored<'a> {
+        let (state, finished, verdict, record) = match &r.cached {
+            Some(k) => (
+                "done",
+                Some(now),
+                Some(k.verdict.as_str()),
+                Some(k.record.as_str()),
+            ),
+            None => ("queued", None, None, None),
+        };
+        let ranked_state = ranked_state_after(r);
+        let (ranked_verdict, ranked_record) = match (&r.ranked_cached, ranked_state) {
+            (Some(k), Some("done")) => (Some(k.verdict.as_str()), Some(k.record.as_str())),
+            _ => (None, None),
+        };
+        Stored {
+            state,
+            finished,
+            verdict,
+            record,
+            ranked_state,
+            ranked_verdict,
+            ranked_record,
+        }
+    }
+}
+
 /// Refusal of a client's batch of `rows` submissions, `adding` of them work to queue (the
 /// rest answered from the cache), from the counts a transaction read.
 pub(crate) fn refusal(

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use postgres::{Client, NoTls, Transaction};
 
 use super::{
-    ranked_state_after, refusal, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass, Refusal,
-    Row, Store,
+    cols, fairest, refusal, work_added, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass,
+    Refusal, Row, Store, Stored, OPEN, ROW,
 };
 
 /// Connections kept open: the API's blocking threads and a worker's claim, renew and finish
@@ -54,15 +54,6 @@ CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NU
 /// The advisory lock of submissions' quota checks (any constant shared by every process).
 const SUBMIT_LOCK: i64 = 0x6b62_656e_6368;
 
-fn cols(pass: Pass) -> (&'static str, &'static str, &'static str) {
-    match pass {
-        Pass::Public => ("state", "worker", "lease_until"),
-        Pass::Ranked => ("ranked_state", "ranked_worker", "ranked_lease"),
-    }
-}
-
-const ROW: &str = "seq, id, client, problem, label, ranked, state, cached, submitted_s, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record";
-
 fn row(r: &postgres::Row) -> Row {
     Row {
         seq: r.get(0),
@@ -82,9 +73,6 @@ fn row(r: &postgres::Row) -> Row {
         ranked_record: r.get(14),
     }
 }
-
-const OPEN: &str =
-    "(state IN ('queued','running') OR ranked_state IN ('queued','running','waiting'))";
 
 impl Postgres {
     pub(crate) fn open(url: &str) -> Result<Postgres> {
@@ -138,10 +126,7 @@ impl Store for Postgres {
         self.with(|c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SUBMIT_LOCK])?;
-            let adding = rows
-                .iter()
-                .filter(|r| r.cached.is_none() || ranked_state_after(r) == Some("queued"))
-                .count() as u64;
+            let adding = work_added(rows);
             let mine_open = count(
                 &mut tx,
                 &format!("SELECT COUNT(*) FROM submissions WHERE client = $1 AND {OPEN}"),
@@ -154,22 +139,14 @@ impl Store for Postgres {
             }
             let mut seqs = Vec::with_capacity(rows.len());
             for r in rows {
-                let (state, finished, verdict, record) = match &r.cached {
-                    Some(k) => ("done", Some(now), Some(k.verdict.as_str()), Some(k.record.as_str())),
-                    None => ("queued", None, None, None),
-                };
-                let ranked_state = ranked_state_after(r);
-                let (rv, rr) = match (&r.ranked_cached, ranked_state) {
-                    (Some(k), Some("done")) => (Some(k.verdict.as_str()), Some(k.record.as_str())),
-                    _ => (None, None),
-                };
+                let v = Stored::of(r, now);
                 let seq: i64 = tx
                     .query_one(
                         "INSERT INTO submissions (id, client, problem, source, label, ranked, remeasure, submitted_s, state, cached, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING seq",
                         &[
                             &r.id, &client, &r.problem, &r.source, &r.label, &(r.ranked as i64), &(r.remeasure as i64), &now,
-                            &state, &(r.cached.is_some() as i64), &finished, &verdict, &record, &ranked_state, &rv, &rr,
+                            &v.state, &(r.cached.is_some() as i64), &v.finished, &v.verdict, &v.record, &v.ranked_state, &v.ranked_verdict, &v.ranked_record,
                         ],
                     )?
                     .get(0);
@@ -200,7 +177,7 @@ impl Store for Postgres {
                 &[&now],
             )?;
             let first = tx.query_opt(
-                &format!("{} LIMIT 1 FOR UPDATE OF s SKIP LOCKED", super::sqlite::fairest(state)),
+                &format!("{} LIMIT 1 FOR UPDATE OF s SKIP LOCKED", fairest(state)),
                 &[],
             )?;
             let Some(first) = first else {

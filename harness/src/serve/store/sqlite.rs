@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    ranked_state_after, refusal, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass, Refusal,
-    Row, Store,
+    cols, fairest, refusal, work_added, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass,
+    Refusal, Row, Store, Stored, OPEN, ROW,
 };
 
 pub(crate) struct Sqlite {
@@ -47,16 +47,6 @@ CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
 CREATE TABLE IF NOT EXISTS verdicts (cache_key TEXT PRIMARY KEY, verdict TEXT NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, describe TEXT NOT NULL);
 ";
-
-/// The columns of a pass: its state, worker and lease.
-fn cols(pass: Pass) -> (&'static str, &'static str, &'static str) {
-    match pass {
-        Pass::Public => ("state", "worker", "lease_until"),
-        Pass::Ranked => ("ranked_state", "ranked_worker", "ranked_lease"),
-    }
-}
-
-const ROW: &str = "seq, id, client, problem, label, ranked, state, cached, submitted_s, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record";
 
 fn row(r: &rusqlite::Row) -> rusqlite::Result<Row> {
     Ok(Row {
@@ -121,20 +111,6 @@ fn count(tx: &Connection, sql: &str, p: impl rusqlite::Params) -> Result<u64> {
     Ok(tx.query_row(sql, p, |r| r.get::<_, i64>(0))? as u64)
 }
 
-/// The next claim's problem and client: of the clients with work queued, the one with the
-/// fewest evaluations running, then the oldest queued.
-pub(super) fn fairest(state: &str) -> String {
-    format!(
-        "SELECT s.problem, s.client FROM submissions s
-           LEFT JOIN (SELECT client, COUNT(*) AS n FROM submissions WHERE {state} = 'running' GROUP BY client) r
-             ON r.client = s.client
-         WHERE s.{state} = 'queued' ORDER BY COALESCE(r.n, 0), s.seq"
-    )
-}
-
-const OPEN: &str =
-    "(state IN ('queued','running') OR ranked_state IN ('queued','running','waiting'))";
-
 impl Store for Sqlite {
     fn submit(
         &self,
@@ -145,10 +121,7 @@ impl Store for Sqlite {
     ) -> Result<std::result::Result<Vec<i64>, Refusal>> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let adding = rows
-            .iter()
-            .filter(|r| r.cached.is_none() || ranked_state_after(r) == Some("queued"))
-            .count() as u64;
+        let adding = work_added(rows);
         let mine_open = count(
             &tx,
             &format!("SELECT COUNT(*) FROM submissions WHERE client = ?1 AND {OPEN}"),
@@ -176,21 +149,13 @@ impl Store for Sqlite {
         }
         let mut seqs = Vec::with_capacity(rows.len());
         for r in rows {
-            let (state, finished, verdict, record) = match &r.cached {
-                Some(k) => ("done", Some(now), Some(&k.verdict), Some(&k.record)),
-                None => ("queued", None, None, None),
-            };
-            let ranked_state = ranked_state_after(r);
-            let (rv, rr) = match (&r.ranked_cached, ranked_state) {
-                (Some(k), Some("done")) => (Some(&k.verdict), Some(&k.record)),
-                _ => (None, None),
-            };
+            let v = Stored::of(r, now);
             tx.execute(
                 "INSERT INTO submissions (id, client, problem, source, label, ranked, remeasure, submitted_s, state, cached, finished_s, verdict, record, ranked_state, ranked_verdict, ranked_record)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
                     r.id, client, r.problem, r.source, r.label, r.ranked as i64, r.remeasure as i64, now,
-                    state, r.cached.is_some() as i64, finished, verdict, record, ranked_state, rv, rr
+                    v.state, r.cached.is_some() as i64, v.finished, v.verdict, v.record, v.ranked_state, v.ranked_verdict, v.ranked_record
                 ],
             )?;
             seqs.push(tx.last_insert_rowid());
