@@ -55,9 +55,14 @@ pub struct EvalArgs {
     // checked by `config::parse_families`.
     #[arg(long, value_name = "LIST", default_value = "all", help = crate::config::families_help())]
     pub families: String,
-    /// Timed calls per kernel (reference and candidate each).
+    /// Timed calls per kernel (reference and candidate each), at most.
     #[arg(long, default_value_t = 100)]
     pub timed_calls: u32,
+    /// Timed calls after which a timing may stop, at a multiple of 10, once the speedup's 99%
+    /// interval is within 1% of it and the harness's clock supports every claim
+    /// conclusively. Set it to --timed-calls to time every kernel that many times.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub min_timed_calls: u32,
     /// Untimed warm-up calls before timing.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,

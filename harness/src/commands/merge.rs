@@ -443,6 +443,7 @@ mod tests {
             trials: 5,
             families: Vec::new(),
             timed_calls: None,
+            min_timed_calls: None,
             weight_seed: 42,
             shard: shard.map(Into::into),
             record_mac: Some(RECORD_MAC.into()),

@@ -64,6 +64,7 @@ pub(crate) fn eval_spec(a: &EvalArgs) -> EvalSpec {
         trials: a.trials,
         families: a.families.clone(),
         timed_calls: a.timed_calls,
+        min_timed_calls: a.min_timed_calls,
         warmup: a.warmup,
         round_warmup: a.round_warmup.clone(),
         no_timing: a.no_timing,

@@ -42,8 +42,11 @@ pub(crate) const DEFAULT_COMPILE_LOAD_S: f64 = 900.0;
 /// How kernels are timed.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TimingConfig {
-    /// Timed calls per kernel, for the reference and the candidate each.
+    /// Timed calls per kernel, for the reference and the candidate each, at most.
     pub(crate) timed_calls: u32,
+    /// Timed calls before a timing may stop early (`judge::settle`); `timed_calls` or
+    /// fewer: equal, every timing times them all.
+    pub(crate) min_timed_calls: u32,
     pub(crate) warmup: u32,
     pub(crate) l2_flush: bool,
     /// Untimed calls opening each timed call's window.
@@ -234,6 +237,7 @@ pub(crate) struct EvalSpec {
     /// `--families`: `all`, `random` or a comma-separated list.
     pub(crate) families: String,
     pub(crate) timed_calls: u32,
+    pub(crate) min_timed_calls: u32,
     pub(crate) warmup: u32,
     /// `--round-warmup`: `auto` or a number.
     pub(crate) round_warmup: String,
@@ -324,6 +328,7 @@ impl RunConfig {
             }
             Some(TimingConfig {
                 timed_calls: a.timed_calls,
+                min_timed_calls: a.min_timed_calls.clamp(1, a.timed_calls),
                 warmup: a.warmup,
                 l2_flush: !a.no_l2_flush,
                 round_warmup: RoundWarmup::parse(&a.round_warmup)?,
@@ -426,6 +431,7 @@ pub(crate) mod tests {
             trials: 5,
             families: "all".into(),
             timed_calls: 10,
+            min_timed_calls: 10,
             warmup: 1,
             round_warmup: "auto".into(),
             no_timing: false,

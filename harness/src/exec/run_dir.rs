@@ -37,6 +37,7 @@ pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
         trials: c.trials,
         families: c.families.iter().map(|f| f.to_string()).collect(),
         timed_calls: c.timing.as_ref().map(|t| t.timed_calls),
+        min_timed_calls: c.timing.as_ref().map(|t| t.min_timed_calls),
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,

@@ -56,7 +56,7 @@ const Z99: f64 = 2.576;
 /// The median of `v` (sorted in place) and the ranks bounding its 99% confidence interval:
 /// `[v_(j), v_(k)]` with `j = ⌊n/2 − z√n/2⌋`, `k = ⌈1 + n/2 + z√n/2⌉` (1-based; Conover,
 /// Practical Nonparametric Statistics, the sign-test interval for a quantile).
-fn median_interval(v: &mut [f64]) -> (f64, f64, f64) {
+pub(super) fn median_interval(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {
@@ -127,7 +127,7 @@ pub(crate) fn inconclusive(h: &HarnessClock) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::measure::gated::CallTime;
 
@@ -147,7 +147,7 @@ mod tests {
     }
 
     /// A deterministic jitter in [-1, 1): splitmix64 of `i`.
-    fn jitter(i: usize) -> f64 {
+    pub(in crate::judge) fn jitter(i: usize) -> f64 {
         let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -155,7 +155,15 @@ mod tests {
         (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
     }
 
-    fn pairs(n: usize, call_ms: f64, fixed_ms: f64, noise_ms: f64, forged: f64) -> RawGated {
+    /// `n` pairs of calls of `call_ms` claimed by both sides, windows `fixed_ms` longer with
+    /// `noise_ms` of jitter; the candidate claims `forged` of its true time.
+    pub(in crate::judge) fn pairs(
+        n: usize,
+        call_ms: f64,
+        fixed_ms: f64,
+        noise_ms: f64,
+        forged: f64,
+    ) -> RawGated {
         raw((0..n)
             .map(|i| {
                 let r = CallTime {

@@ -13,6 +13,7 @@ pub(crate) mod integrity;
 pub(crate) mod kernels;
 pub(crate) mod mode;
 pub(crate) mod self_timing;
+pub(crate) mod settle;
 pub(crate) mod speed;
 pub(crate) mod timed;
 pub(crate) mod timing;

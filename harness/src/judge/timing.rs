@@ -32,6 +32,10 @@ pub(crate) enum TimingResult {
 pub(crate) struct CandidateCalls<'a> {
     pub(crate) check: TimedCheck<'a>,
     pub(crate) layout: &'a CaseLayout,
+    pub(crate) device: Device,
+    /// Timed calls before the timing may stop early (`settle`); set out of reach for the
+    /// timings after the first.
+    pub(crate) min_calls: std::cell::Cell<usize>,
 }
 
 impl CallJudge for CandidateCalls<'_> {
@@ -71,6 +75,10 @@ impl CallJudge for CandidateCalls<'_> {
             flag: integrity::REFERENCE_DISTURBED.into(),
             detail,
         }
+    }
+
+    fn settled(&self, raw: &RawGated) -> bool {
+        super::settle::settled(raw, self.device, self.min_calls.get())
     }
 }
 

@@ -140,6 +140,9 @@ pub(crate) trait CallJudge {
     fn sample(&self, claimed: Result<f64, String>, wall_ms: f64, call: u32) -> Option<Outcome>;
     /// The candidate kept running while frozen (its processes, or its GPU work).
     fn disturbed(&self, detail: String) -> Outcome;
+    /// Whether the timed calls so far (warm-up calls left out) settle the timing: it stops
+    /// there, before the last of the case's calls.
+    fn settled(&self, raw: &RawGated) -> bool;
 }
 
 /// The timed case: its layout, its forward seed, and each call's input seed (warm-up calls
@@ -465,6 +468,9 @@ impl Run<'_> {
                     self.raw.reference.push(r);
                     self.raw.candidate.push(c);
                 }
+                if i + 1 < case.input_seeds.len() && self.judge.settled(&self.raw) {
+                    break;
+                }
             }
         }
         self.raw.opening = opening;
@@ -747,6 +753,7 @@ mod tests {
     fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
         TimingConfig {
             timed_calls: 100,
+            min_timed_calls: 100,
             warmup,
             l2_flush: true,
             round_warmup,

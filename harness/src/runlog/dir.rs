@@ -305,6 +305,7 @@ mod tests {
             trials: 5,
             families: Vec::new(),
             timed_calls: None,
+            min_timed_calls: None,
             weight_seed: 42,
             shard: None,
             record_mac: None,

@@ -36,6 +36,10 @@ pub struct RunManifest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) families: Vec<String>,
     pub(crate) timed_calls: Option<u32>,
+    /// `--min-timed-calls`: timings may stop after this many calls (`judge::settle`).
+    /// Absent in runs made before timings could stop early, which timed every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) min_timed_calls: Option<u32>,
     pub(crate) weight_seed: u64,
     /// `i/N` when this run is one shard of a larger run (`--shard`); absent for a whole or
     /// merged run.
@@ -126,6 +130,13 @@ pub(crate) fn check_not_downgraded(dir: &Path, manifest: &RunManifest, seal: Sea
 }
 
 impl RunManifest {
+    /// The timed calls after which a timing could stop: every call in runs made before
+    /// timings could stop early.
+    fn least_timed_calls(&self) -> Option<u32> {
+        self.timed_calls
+            .map(|n| self.min_timed_calls.map_or(n, |m| m.min(n)))
+    }
+
     /// The module mode the run's records were made in (`eval` only when it says so).
     pub(crate) fn model_mode(&self) -> kbench_record::ModelMode {
         if self.model_mode == "eval" {
@@ -180,6 +191,14 @@ impl RunManifest {
                 show(other.timed_calls)
             ));
         }
+        if self.timed_calls.is_some() && self.least_timed_calls() != other.least_timed_calls() {
+            let show = |t: Option<u32>| t.map_or_else(String::new, |n| n.to_string());
+            return Some(format!(
+                "least timed calls (--min-timed-calls): recorded {}, now {}",
+                show(self.least_timed_calls()),
+                show(other.least_timed_calls())
+            ));
+        }
         if self.weight_seed != other.weight_seed {
             return Some(format!(
                 "weight seed: recorded {}, now {}",
@@ -229,6 +248,7 @@ mod tests {
             trials: 5,
             families: Vec::new(),
             timed_calls: Some(100),
+            min_timed_calls: None,
             weight_seed: 42,
             shard: None,
             record_mac: Some(super::super::RECORD_MAC.into()),
@@ -241,6 +261,7 @@ mod tests {
         let a = manifest();
         let b = RunManifest {
             timed_calls: None,
+            min_timed_calls: None,
             ..manifest()
         };
         let said = a.conflict(&b).unwrap();

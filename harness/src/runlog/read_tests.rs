@@ -21,6 +21,7 @@ fn asked() -> RunManifest {
         trials: 2,
         families: Vec::new(),
         timed_calls: Some(9),
+        min_timed_calls: None,
         weight_seed: 42,
         shard: None,
         record_mac: None,

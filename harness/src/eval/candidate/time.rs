@@ -88,6 +88,8 @@ impl<'a> Evaluation<'a, '_> {
         let judge = CandidateCalls {
             check: self.timed_check(tc, timed),
             layout: &timed.layout,
+            device: exec.device,
+            min_calls: std::cell::Cell::new(tc.min_timed_calls as usize),
         };
         let total = exec.gpu_memory();
         let io_bytes = timed.layout.io_bytes();
@@ -122,6 +124,9 @@ impl<'a> Evaluation<'a, '_> {
                     self.notes.push(note);
                     timing += 1;
                     seeds = self.timed_input_seeds(tc, timing);
+                    // A timing after the first runs every call: it is judged pooled with
+                    // the ones before, and a short one would weigh little against them.
+                    judge.min_calls.set(usize::MAX);
                     continue;
                 }
             }
