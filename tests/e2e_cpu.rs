@@ -82,7 +82,11 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
         let calls = |side: &str| r["timing"][side]["samples_ms"].as_array().unwrap().len();
         let n = calls("candidate");
         assert_eq!(n, calls("reference"), "{}", key(r));
-        assert!((30..=100).contains(&n) && n % 10 == 0, "{}: {n} calls", key(r));
+        assert!(
+            (30..=100).contains(&n) && n % 10 == 0,
+            "{}: {n} calls",
+            key(r)
+        );
         // `--round-warmup auto`: rounds after the first open with one untimed call unless the
         // reference's first round timed calls of 5 ms or more.
         let first: Vec<f64> = r["timing"]["reference"]["samples_ms"].as_array().unwrap()[..2]

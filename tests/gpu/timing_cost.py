@@ -51,8 +51,8 @@ def main(root):
             print(f"{name} passes, timing phases summed: " + ", ".join(f"{sum(r[k]['phases']['timing_s'] for k in keys):.2f} s" for r in runs))
         print()
     sample = load(os.path.join(root, "sample"))
-    print("| problem | timing s old | timing s new | new/old | self-speedup old | self-speedup new | clock supports | excess us [99%] |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("| problem | timing s old | timing s new | new/old | timed calls new | self-speedup old | self-speedup new | clock supports | excess us [99%] |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     to = tn = 0.0
     for k in sorted(set(old) | set(new), key=lambda k: (k.split("/")[0], int(k.split("/")[1]))):
         o, n = old.get(k), new.get(k)
@@ -65,7 +65,8 @@ def main(root):
         sn = (n or {}).get("timing") or {}
         h = sn.get("harness_clock") or {}
         exc = f"{h['excess_ms']*1e3:.1f} [{h['excess_low_ms']*1e3:.1f}, {h['excess_high_ms']*1e3:.1f}]" if h else "-"
-        print(f"| {k} | {ot:.2f} | {nt:.2f} | {nt/ot if ot else float('nan'):.3f} | {so.get('speedup', float('nan')):.4f} | "
+        calls = len((sn.get("candidate") or {}).get("samples_ms") or [])
+        print(f"| {k} | {ot:.2f} | {nt:.2f} | {nt/ot if ot else float('nan'):.3f} | {calls} | {so.get('speedup', float('nan')):.4f} | "
               f"{sn.get('speedup', float('nan')):.4f} | {h.get('speedup', float('nan')):.4f} | {exc} |")
     if to:
         print(f"\ntiming phases summed over the problems timed by both: old {to:.2f} s, new {tn:.2f} s, new/old {tn/to:.3f}")
@@ -75,6 +76,8 @@ def main(root):
         within = sum(abs(s - 1) <= 0.01 for s in sp)
         flagged = [f"L{r['problem']['level']}/{r['problem']['id']} {r['outcome'].get('flag') or r['outcome']['kind']}"
                    for r in allnew if r["outcome"]["kind"] != "ok"]
+        calls = [len(r["timing"]["candidate"]["samples_ms"]) for r in allnew if r.get("timing")]
+        print(f"new binary, timed calls per kernel: median {statistics.median(calls)}, {sum(c < 100 for c in calls)} of {len(calls)} settled before 100")
         print(f"new binary, reference agent: {len(sp)} timed, {within} within 1% ({100*within/len(sp):.1f}%), median {statistics.median(sp):.4f}, "
               f"range {min(sp):.4f}-{max(sp):.4f}; not ok: {flagged or 'none'}")
         out = [f"L{r['problem']['level']}/{r['problem']['id']} {r['timing']['speedup']:.4f}" for r in allnew

@@ -40,7 +40,7 @@ pub(crate) const SETTLED_WITHIN: f64 = 0.01;
 /// conclusively supported by the harness's clock.
 pub(crate) fn settled(raw: &RawGated, device: Device, min_calls: usize) -> bool {
     let n = raw.candidate.len();
-    if n < min_calls.max(1) || n % SETTLE_EVERY != 0 || raw.reference.len() != n {
+    if n < min_calls.max(1) || !n.is_multiple_of(SETTLE_EVERY) || raw.reference.len() != n {
         return false;
     }
     let clock = check(raw, device);
@@ -80,7 +80,10 @@ mod tests {
         assert!(!settled(&raw, Device::Cuda(0), 40), "before the minimum");
         raw.reference.pop();
         raw.candidate.pop();
-        assert!(!settled(&raw, Device::Cuda(0), 20), "29 calls: no checkpoint");
+        assert!(
+            !settled(&raw, Device::Cuda(0), 20),
+            "29 calls: no checkpoint"
+        );
     }
 
     #[test]
