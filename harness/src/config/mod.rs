@@ -14,7 +14,5 @@ pub(crate) mod shard;
 pub(crate) mod suite;
 
 pub(crate) use resolve::{families_help, resolve_device};
-pub(crate) use run::{
-    AgentConfig, EvalSpec, RoundWarmup, RunConfig, TimingConfig, ROUND_WARMUP_UNTIL_MS,
-};
+pub(crate) use run::{AgentConfig, EvalSpec, RunConfig, TimingConfig};
 pub(crate) use suite::{load_suite, materialize_problem, Suite, SuiteSpec};

@@ -89,6 +89,28 @@ impl RoundWarmup {
     }
 }
 
+impl TimingConfig {
+    /// Untimed calls opening each timed call's window: `--round-warmup N` as given; `auto`
+    /// one (at most `--warmup`) unless the reference's warm-up calls each took at least
+    /// [`ROUND_WARMUP_UNTIL_MS`]. Decided on the reference's claims only (it is trusted):
+    /// the candidate cannot steer how both sides are timed.
+    pub(crate) fn opening_calls(&self, reference_warm: Option<&[f64]>) -> u32 {
+        match self.round_warmup {
+            RoundWarmup::Calls(n) => n,
+            RoundWarmup::Auto => {
+                let long = reference_warm.is_some_and(|s| {
+                    !s.is_empty() && s.iter().all(|&ms| ms >= ROUND_WARMUP_UNTIL_MS)
+                });
+                if long {
+                    0
+                } else {
+                    self.warmup.min(1)
+                }
+            }
+        }
+    }
+}
+
 /// Where candidate kernels come from.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum AgentConfig {
@@ -419,6 +441,31 @@ impl RunConfig {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
+        TimingConfig {
+            timed_calls: 100,
+            min_timed_calls: 100,
+            warmup,
+            l2_flush: true,
+            round_warmup,
+        }
+    }
+
+    #[test]
+    fn calls_open_with_a_call_until_the_reference_is_long() {
+        let auto = tc(3, RoundWarmup::Auto);
+        assert_eq!(auto.opening_calls(None), 1);
+        assert_eq!(auto.opening_calls(Some(&[0.08, 0.09])), 1);
+        let long = ROUND_WARMUP_UNTIL_MS;
+        assert_eq!(auto.opening_calls(Some(&[long * 0.99, 14.9])), 1);
+        assert_eq!(auto.opening_calls(Some(&[long, 14.9])), 0);
+        assert_eq!(tc(0, RoundWarmup::Auto).opening_calls(Some(&[0.08])), 0);
+        assert_eq!(
+            tc(3, RoundWarmup::Calls(2)).opening_calls(Some(&[14.9, 15.0])),
+            2
+        );
+    }
 
     /// The settings of a CPU run with the flags' defaults (tests elsewhere build on it).
     pub(crate) fn spec(timeout_load: Option<f64>) -> EvalSpec {

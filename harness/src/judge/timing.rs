@@ -78,7 +78,12 @@ impl CallJudge for CandidateCalls<'_> {
     }
 
     fn settled(&self, raw: &RawGated) -> bool {
-        super::settle::settled(raw, self.device, self.min_calls.get())
+        super::settle::settled(
+            raw,
+            self.device,
+            self.min_calls.get(),
+            CALLS_PER_ROUND as usize,
+        )
     }
 }
 

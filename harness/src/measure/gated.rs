@@ -38,7 +38,7 @@ use kbench_record::Outcome;
 
 use super::exchange::{CaseLayout, Exchange, Side};
 use super::Station;
-use crate::config::{RoundWarmup, TimingConfig, ROUND_WARMUP_UNTIL_MS};
+use crate::config::TimingConfig;
 use crate::gpu::quiet::{Quiet, QuietProbe};
 use crate::worker::{error_text, Worker, WorkerFault};
 
@@ -63,7 +63,7 @@ pub(crate) struct GatedSettings<'a> {
 /// cached blocks, kept while the other side is timed (on an 80 GB H100 the idle side's cached
 /// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
 /// memory). A released call reallocates its outputs: it opens with an untimed call
-/// ([`opening_calls`]).
+/// ([`TimingConfig::opening_calls`]).
 pub(crate) fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
     let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
     total > 0 && need >= total / 2
@@ -358,14 +358,14 @@ impl Run<'_> {
         self.freeze(candidate, Side::Candidate)?;
         self.freeze(reference, Side::Reference)?;
         let warmup = tc.warmup as usize;
-        let mut opening = opening_calls(tc, None);
+        let mut opening = tc.opening_calls(None);
         let mut reference_warm = Vec::new();
         let sets = self.exchange.sets();
         for i in 0..case.input_seeds.len() {
             let call = i as u32;
             let set = i % sets;
             if i == warmup && warmup > 0 {
-                opening = opening_calls(tc, Some(&reference_warm));
+                opening = tc.opening_calls(Some(&reference_warm));
             }
             if self.s.release_calls {
                 // Each call after a release allocates its outputs afresh: an untimed call
@@ -708,25 +708,6 @@ impl Run<'_> {
     }
 }
 
-/// Untimed calls opening each timed call's window: `--round-warmup N` as given; `auto` one
-/// (at most `--warmup`) unless the reference's warm-up calls each took at least
-/// [`ROUND_WARMUP_UNTIL_MS`]. Decided on the reference's claims only (it is trusted): the
-/// candidate cannot steer how both sides are timed.
-pub(crate) fn opening_calls(tc: &TimingConfig, reference_warm: Option<&[f64]>) -> u32 {
-    match tc.round_warmup {
-        RoundWarmup::Calls(n) => n,
-        RoundWarmup::Auto => {
-            let long = reference_warm
-                .is_some_and(|s| !s.is_empty() && s.iter().all(|&ms| ms >= ROUND_WARMUP_UNTIL_MS));
-            if long {
-                0
-            } else {
-                tc.warmup.min(1)
-            }
-        }
-    }
-}
-
 /// One timed call (no untimed round warm-up calls).
 const TIMED_CALL: Command = Command::TimedCall { round_warmup: None };
 
@@ -749,31 +730,6 @@ pub(crate) fn parse_sample(reply: &Frame) -> Result<f64, String> {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
-
-    fn tc(warmup: u32, round_warmup: RoundWarmup) -> TimingConfig {
-        TimingConfig {
-            timed_calls: 100,
-            min_timed_calls: 100,
-            warmup,
-            l2_flush: true,
-            round_warmup,
-        }
-    }
-
-    #[test]
-    fn calls_open_with_a_call_until_the_reference_is_long() {
-        let auto = tc(3, RoundWarmup::Auto);
-        assert_eq!(opening_calls(&auto, None), 1);
-        assert_eq!(opening_calls(&auto, Some(&[0.08, 0.09])), 1);
-        let long = ROUND_WARMUP_UNTIL_MS;
-        assert_eq!(opening_calls(&auto, Some(&[long * 0.99, 14.9])), 1);
-        assert_eq!(opening_calls(&auto, Some(&[long, 14.9])), 0);
-        assert_eq!(opening_calls(&tc(0, RoundWarmup::Auto), Some(&[0.08])), 0);
-        assert_eq!(
-            opening_calls(&tc(3, RoundWarmup::Calls(2)), Some(&[14.9, 15.0])),
-            2
-        );
-    }
 
     #[test]
     fn large_cases_release_after_every_call() {
