@@ -125,10 +125,13 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
             for k in ["mean", "std", "min", "max"] {
                 assert!(e[k].as_f64().unwrap() >= 0.0, "{mode} {p} {k}: {e}");
             }
-            assert_eq!(e["num_trials"], 20, "{mode} {p}");
+            // 20 timed calls; on a loaded host the clock may not support a timing's claims
+            // and the timings after it pool theirs (each all 20 calls).
+            let n = e["num_trials"].as_u64().unwrap();
+            assert!(n >= 20 && n.is_multiple_of(20), "{mode} {p}: {n} trials");
             assert_eq!(e["device"], "cpu");
             // ...and kbench's: every sample, the median, the compile time of compile modes.
-            assert_eq!(e["samples_ms"].as_array().unwrap().len(), 20);
+            assert_eq!(e["samples_ms"].as_array().unwrap().len() as u64, n);
             let median = e["median"].as_f64().unwrap();
             assert!(e["min"].as_f64().unwrap() <= median && median <= e["max"].as_f64().unwrap());
             assert_eq!(e["problem_sha256"].as_str().unwrap().len(), 64);

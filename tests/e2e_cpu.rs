@@ -78,12 +78,14 @@ fn smoke_reference_is_correct_and_a_killed_run_resumes_to_the_same_records() {
         );
         speedups.push(s);
         // At most --timed-calls (100) a side; a timing settled earlier stops at a multiple of
-        // 10 from --min-timed-calls (30), the same calls for both sides.
+        // 10 from --min-timed-calls (30), the same calls for both sides. On a loaded host the
+        // clock may not support the first timing's claims: the timings after it run every
+        // call and pool (a multiple of 100).
         let calls = |side: &str| r["timing"][side]["samples_ms"].as_array().unwrap().len();
         let n = calls("candidate");
         assert_eq!(n, calls("reference"), "{}", key(r));
         assert!(
-            (30..=100).contains(&n) && n % 10 == 0,
+            ((30..=100).contains(&n) && n % 10 == 0) || (n > 100 && n % 100 == 0),
             "{}: {n} calls",
             key(r)
         );
