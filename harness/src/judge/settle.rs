@@ -24,7 +24,7 @@
 use kbench_record::Device;
 
 use super::clock::{check, median_interval};
-use crate::measure::gated::RawGated;
+use crate::measure::gated::{CallTime, RawGated, CALLS_PER_ROUND};
 
 /// Calls between checkpoints (five rounds of two).
 pub(crate) const SETTLE_EVERY: usize = 10;
@@ -34,15 +34,10 @@ pub(crate) const SETTLE_EVERY: usize = 10;
 /// own candidate is held to 1% on a GPU; the interval then bounds the noise well inside it.
 pub(crate) const SETTLED_WITHIN: f64 = 0.01;
 
-/// Whether the timing so far (`raw`, warm-up calls left out, rounds of `calls_per_round`)
-/// may stop at `min_calls` or later: a checkpoint, the speedup pinned within
-/// [`SETTLED_WITHIN`], the claims conclusively supported by the harness's clock.
-pub(crate) fn settled(
-    raw: &RawGated,
-    device: Device,
-    min_calls: usize,
-    calls_per_round: usize,
-) -> bool {
+/// Whether the timing so far (`raw`, warm-up calls left out) may stop at `min_calls` or
+/// later: a checkpoint, the speedup pinned within [`SETTLED_WITHIN`], the claims
+/// conclusively supported by the harness's clock.
+pub(crate) fn settled(raw: &RawGated, device: Device, min_calls: usize) -> bool {
     let n = raw.candidate.len();
     if n < min_calls.max(1) || !n.is_multiple_of(SETTLE_EVERY) || raw.reference.len() != n {
         return false;
@@ -51,13 +46,11 @@ pub(crate) fn settled(
     if !(clock.excess_high_ms.is_finite() && clock.excess_high_ms <= clock.allowed_ms) {
         return false;
     }
-    let claims = |v: &[crate::measure::gated::CallTime]| -> Vec<f64> {
-        v.iter().map(|t| t.claimed_ms).collect()
-    };
+    let claims = |v: &[CallTime]| -> Vec<f64> { v.iter().map(|t| t.claimed_ms).collect() };
     let Some(mut ratios) = kbench_reports::paired_round_ratios(
         &claims(&raw.reference),
         &claims(&raw.candidate),
-        calls_per_round,
+        CALLS_PER_ROUND as usize,
     ) else {
         return false;
     };
@@ -80,12 +73,12 @@ mod tests {
         for (i, c) in raw.candidate.iter_mut().enumerate() {
             c.claimed_ms += 0.01 * jitter(i + 900);
         }
-        assert!(settled(&raw, Device::Cuda(0), 30, 2));
-        assert!(!settled(&raw, Device::Cuda(0), 40, 2), "before the minimum");
+        assert!(settled(&raw, Device::Cuda(0), 30));
+        assert!(!settled(&raw, Device::Cuda(0), 40), "before the minimum");
         raw.reference.pop();
         raw.candidate.pop();
         assert!(
-            !settled(&raw, Device::Cuda(0), 20, 2),
+            !settled(&raw, Device::Cuda(0), 20),
             "29 calls: no checkpoint"
         );
     }
@@ -98,7 +91,7 @@ mod tests {
             let mut part = shaved.clone();
             part.reference.truncate(n);
             part.candidate.truncate(n);
-            assert!(!settled(&part, Device::Cuda(0), 30, 2), "{n} calls");
+            assert!(!settled(&part, Device::Cuda(0), 30), "{n} calls");
         }
         // Within the allowance at its median but not conclusively: 4% short, and windows
         // noisy enough that the excess interval reaches past the 5% allowed.
@@ -108,7 +101,7 @@ mod tests {
         }
         let clock = check(&edge, Device::Cuda(0));
         assert!(clock.excess_high_ms > clock.allowed_ms, "{clock:?}");
-        assert!(!settled(&edge, Device::Cuda(0), 30, 2));
+        assert!(!settled(&edge, Device::Cuda(0), 30));
     }
 
     #[test]
@@ -125,6 +118,6 @@ mod tests {
         }
         let clock = check(&raw, Device::Cuda(0));
         assert!(clock.excess_high_ms <= clock.allowed_ms, "{clock:?}");
-        assert!(!settled(&raw, Device::Cuda(0), 30, 2));
+        assert!(!settled(&raw, Device::Cuda(0), 30));
     }
 }

@@ -10,10 +10,7 @@ use super::faults::error_outcome;
 use super::integrity;
 use super::timed::TimedCheck;
 use crate::measure::exchange::{CaseLayout, Exchange};
-use crate::measure::gated::{CallJudge, RawGated};
-
-/// Timed calls per side in a round of the paired speedup: two, one of each order.
-pub(crate) const CALLS_PER_ROUND: u32 = 2;
+use crate::measure::gated::{CallJudge, RawGated, CALLS_PER_ROUND};
 
 /// How a candidate's timing ended.
 pub(crate) enum TimingResult {
@@ -78,12 +75,7 @@ impl CallJudge for CandidateCalls<'_> {
     }
 
     fn settled(&self, raw: &RawGated) -> bool {
-        super::settle::settled(
-            raw,
-            self.device,
-            self.min_calls.get(),
-            CALLS_PER_ROUND as usize,
-        )
+        super::settle::settled(raw, self.device, self.min_calls.get())
     }
 }
 

@@ -69,6 +69,10 @@ pub(crate) fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool 
     total > 0 && need >= total / 2
 }
 
+/// Timed calls per side in a round of the paired speedup: two, one of each order (the
+/// calls below alternate which side goes first).
+pub(crate) const CALLS_PER_ROUND: u32 = 2;
+
 /// Whether `KBENCH_TIMING_TRACE` is set: timing then says on stderr where its seconds went
 /// (each window, and each timing's parts). Read once per process.
 pub(crate) fn timing_trace() -> bool {
