@@ -435,3 +435,49 @@ class CudaStressTests(WorkerTestCase):
         self.load_reference(problem, device="cuda:0", want_f64=False)
         reply, _ = self.ref.call({"cmd": "audit", "seed": 3, "forward_seed": 4, "families": ["signed"], "rtol": 1e-4})
         self.assertLessEqual(reply["families"]["signed"]["outputs"][0]["weight_sensitivity"]["w"]["max_excess"], 0)
+
+
+@unittest.skipUnless(torch.cuda.is_available(), "needs a CUDA GPU")
+class PlacementTests(WorkerTestCase):
+    def test_calls_use_staged_sets_in_turn_and_hold_their_outputs(self):
+        # Two staged sets used in turn, two outputs held: each call computes on the set it
+        # names, and a held output's block is not the next call's.
+        problem = self.files.write("9_CudaLinear.py", CUDA_PROBLEM)
+        self.load_reference(problem, device="cuda:0")
+        loaded, _ = self.load_candidate(as_candidate(CUDA_PROBLEM), problem, device="cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        self.make_case()
+        bufs = _HarnessBuffers()
+        try:
+            layout = [(torch.float32, [4096, 1024])]
+            phase = _DevicePhase(bufs, layout, layout)
+            second = {side: [bufs.alloc(d, s) for d, s in layout] for side in ("reference", "candidate")}
+            for side, w in (("reference", self.ref), ("candidate", self.cand)):
+                cmd = phase.open_cmd(side, [{"staged": 0}])
+                cmd["staged_sets"] = [[s for s, _ in second[side]]]
+                cmd["hold_outputs"] = 2
+                opened, _ = w.call(cmd)
+                self.assertEqual(opened["type"], "time_opened", opened)
+            for i in range(4):
+                staged, _ = self.ref.call({"cmd": "stage_inputs", "seeds": [200 + i]})
+                self.assertEqual(staged["type"], "staged", staged)
+                outs = []
+                for side, w in (("reference", self.ref), ("candidate", self.cand)):
+                    # Set 1 holds this call's values, set 0 stale ones (or zeros).
+                    for (_, dst), (_, src) in zip(second[side], phase.source):
+                        dst.copy_(src)
+                    for (_, s), (_, src) in zip(phase.staged[side], phase.source):
+                        s.zero_()
+                    torch.cuda.synchronize()
+                    reply, _ = w.call({"cmd": "timed_call", "staged_set": 1})
+                    self.assertEqual(reply["type"], "timed_call", reply)
+                    outs.append(phase.outputs[side][0][1].clone())
+                self.assert_bit_identical(outs[0].cpu(), outs[1].cpu())
+                self.assertGreater(outs[0].abs().sum().item(), 0, "computed on set 1, not the zeros")
+            reply, _ = self.cand.call({"cmd": "timed_call", "staged_set": 2})
+            self.assert_error(reply, "protocol", "time")
+            for w in (self.ref, self.cand):
+                closed, _ = w.call({"cmd": "time_close"})
+                self.assertEqual(closed["type"], "time_closed", closed)
+        finally:
+            bufs.free()

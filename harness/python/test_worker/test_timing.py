@@ -301,3 +301,22 @@ class TimingTests(WorkerTestCase):
         reply, _ = self.ref.call(cmd)
         self.assert_error(reply, "protocol", "time")
         self.assertIn("does not fit", reply["message"])
+
+    def test_placements_in_turn_are_for_a_gpu_and_a_set_must_exist(self):
+        # Staged sets used in turn and held outputs spread a GPU's calls over placements; on
+        # the host there is one file, and asking for them is the harness's mistake.
+        self.load_reference(self.linear)
+        p = HostPhase([("f32", [4, 16])], [("f32", [4, 8])])
+        for extra in ({"staged_sets": [p.staged]}, {"hold_outputs": 2}):
+            with self.subTest(extra=extra):
+                reply, _ = self.ref.call({**p.open_cmd([{"staged": 0}]), **extra})
+                self.assert_error(reply, "protocol", "time")
+                self.assertIn("CUDA phase", reply["message"])
+        ref, cand, _ = self.open_both(self.linear, as_candidate(_read(self.linear)))
+        staged, _ = self.ref.call({"cmd": "stage_inputs", "seeds": [3]})
+        self.assertEqual(staged["type"], "staged", staged)
+        reply, _ = self.cand.call({"cmd": "timed_call", "staged_set": 1})
+        self.assert_error(reply, "protocol", "time")
+        self.assertIn("staged_set must be below 1", reply["message"])
+        reply, _ = self.cand.call({"cmd": "timed_call", "staged_set": 0})
+        self.assertEqual(reply["type"], "timed_call", reply)

@@ -126,7 +126,7 @@ impl<'a> TimedCheck<'a> {
         {
             return None;
         }
-        match exchange.inputs_differ(self.station) {
+        match exchange.inputs_differ(self.station, call) {
             Ok(differ) => {
                 let written: Vec<String> = differ
                     .into_iter()

@@ -24,6 +24,7 @@ use kbench_record::protocol::{Command, ExchangeFile, TensorSpec, TimeOpen};
 use kbench_record::{Dtype, HostTensor, Precision, ToleranceProfile};
 use serde_json::{json, Value};
 
+use super::phase_memory::placements;
 use super::reference::{CaseData, DevTensorOwned, RefCase};
 use super::Station;
 use crate::gpu::compare::DevTensor;
@@ -179,8 +180,12 @@ pub(crate) struct DeviceExchange {
     gpu: Arc<Gpu>,
     /// What the reference draws calls' inputs into: one set per call drawn ahead.
     source: Vec<Vec<DevTensorOwned>>,
-    /// Staged inputs and output slots, reference then candidate.
-    inputs: [Vec<DevTensorOwned>; 2],
+    /// Staged inputs, reference then candidate: per side the sets calls use in turn
+    /// ([`placements`]).
+    inputs: [Vec<Vec<DevTensorOwned>>; 2],
+    /// How many of the latest calls' outputs each worker keeps alive ([`placements`]).
+    hold_outputs: u32,
+    /// Output slots, reference then candidate.
     outputs: [Vec<DevTensorOwned>; 2],
     /// Written before every timed call: at least twice the L2 (KernelBench's timing thrashes
     /// the L2 before each trial).
@@ -210,30 +215,6 @@ const ALIGN: u64 = 64;
 /// Bytes written at a time when poisoning host slots.
 const POISON_CHUNK: usize = 1 << 20;
 
-/// Bytes of source sets drawn ahead at most: a problem whose inputs are larger draws one
-/// call at a time.
-pub(crate) const STAGE_AHEAD_BYTES: u64 = 512 << 20;
-
-/// How many calls' inputs the reference draws at a time, for `calls` calls of `input_bytes`
-/// each: as many as [`STAGE_AHEAD_BYTES`] holds (at least one), or one when calls release
-/// their memory (a case that large has no memory to spare).
-///
-/// Drawing ahead is what keeps the sides alike on the CPU: a draw between every pair of
-/// calls ran the reference's process just before its windows, and on 2 cores that made it
-/// the faster side (level-1 problem 10, the reference timed as its own candidate: 0.90-0.96
-/// drawing every call, 0.96-1.05 drawing once). On a GPU it saves a request, a thaw and a
-/// freeze per call. The sets lie in the reference's buffers, which the candidate never
-/// maps, so drawing ahead shows it nothing early.
-pub(crate) fn stage_ahead(input_bytes: u64, calls: usize, release_calls: bool) -> usize {
-    if input_bytes == 0 {
-        return calls.max(1);
-    }
-    if release_calls {
-        return 1;
-    }
-    ((STAGE_AHEAD_BYTES / input_bytes) as usize).clamp(1, calls.max(1))
-}
-
 fn index(side: Side) -> usize {
     match side {
         Side::Reference => 0,
@@ -249,15 +230,30 @@ impl Exchange {
         layout: &CaseLayout,
         candidate_dir: &Path,
         sets: usize,
+        release_calls: bool,
     ) -> Result<Exchange> {
         let sets = sets.max(1);
         match &station.gpu {
-            Some(gpu) => Ok(Exchange::Device(DeviceExchange::new(gpu, layout, sets)?)),
+            Some(gpu) => {
+                let (input_bytes, output_bytes) = layout.bytes();
+                let (staged, hold) = placements(input_bytes, output_bytes, release_calls);
+                Ok(Exchange::Device(DeviceExchange::new(
+                    gpu, layout, sets, staged, hold,
+                )?))
+            }
             None => Ok(Exchange::Host(HostExchange::new(
                 layout,
                 candidate_dir,
                 sets,
             )?)),
+        }
+    }
+
+    /// Which of a side's staged sets call `call` uses (the same on both sides).
+    pub(crate) fn staged_set(&self, call: u32) -> u32 {
+        match self {
+            Exchange::Device(d) => call % d.inputs[0].len().max(1) as u32,
+            Exchange::Host(_) => 0,
         }
     }
 
@@ -280,11 +276,19 @@ impl Exchange {
     ) -> Command {
         let i = index(side);
         let reference = side == Side::Reference;
+        let (mut staged_sets, mut hold_outputs) = (None, None);
         let (staged, outputs, source, exchange) = match self {
             Exchange::Device(d) => {
                 let specs = |ts: &[DevTensorOwned]| ts.iter().map(DevTensorOwned::spec).collect();
+                let sets: Vec<Vec<TensorSpec>> = d.inputs[i].iter().map(|s| specs(s)).collect();
+                if sets.len() > 1 {
+                    staged_sets = Some(sets[1..].to_vec());
+                }
+                if d.hold_outputs > 0 {
+                    hold_outputs = Some(d.hold_outputs);
+                }
                 (
-                    specs(&d.inputs[i]),
+                    sets.into_iter().next().unwrap_or_default(),
                     specs(&d.outputs[i]),
                     reference.then(|| d.source.iter().map(|s| specs(s)).collect()),
                     None,
@@ -319,16 +323,18 @@ impl Exchange {
             source,
             exchange,
             cpu,
+            staged_sets,
+            hold_outputs,
         })
     }
 
     /// Copies source set `set` (a call's inputs, as the reference drew them) into `side`'s
-    /// staged inputs, waiting for the copy.
+    /// staged inputs (on a GPU its first staged set), waiting for the copy.
     pub(crate) fn stage_into(&self, side: Side, set: usize) -> Result<()> {
         let i = index(side);
         match self {
             Exchange::Device(d) => {
-                for (dst, src) in d.inputs[i].iter().zip(d.set(set)?) {
+                for (dst, src) in d.staged(i, 0)?.iter().zip(d.set(set)?) {
                     d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
                 }
                 d.gpu.wait()
@@ -381,23 +387,25 @@ impl Exchange {
         }
     }
 
-    /// Copies source set `set` into `side`'s staged inputs, then writes the L2 flush buffer
-    /// (`round` varies the byte so no write is skipped) from the harness's own context, and
-    /// waits for both (one wait: a timed window holds this). On the CPU the copy alone.
+    /// Copies source set `set` into the staged set of `side` that call `call` uses
+    /// ([`Exchange::staged_set`]), then writes the L2 flush buffer (`call` varies the byte
+    /// so no write is skipped) from the harness's own context, and waits for both (one
+    /// wait: a timed window holds this). On the CPU the copy alone.
     pub(crate) fn stage_and_flush(
         &self,
         side: Side,
         set: usize,
-        round: u32,
+        call: u32,
         flush: bool,
     ) -> Result<()> {
+        let staged = self.staged_set(call) as usize;
         match self {
             Exchange::Device(d) => {
-                for (dst, src) in d.inputs[index(side)].iter().zip(d.set(set)?) {
+                for (dst, src) in d.staged(index(side), staged)?.iter().zip(d.set(set)?) {
                     d.gpu.copy_queued(&dst.buf, &src.buf, src.nbytes())?;
                 }
                 if flush {
-                    d.gpu.fill_queued(&d.flush, (round & 0x7f) as u8)?;
+                    d.gpu.fill_queued(&d.flush, (call & 0x7f) as u8)?;
                 }
                 d.gpu.wait()
             }
@@ -451,9 +459,10 @@ impl Exchange {
         }
     }
 
-    /// Staged inputs whose bytes differ between the sides after their calls: inputs the
-    /// candidate wrote to (when the reference's forward does not write to them).
-    pub(crate) fn inputs_differ(&self, station: &Station) -> Result<Vec<usize>> {
+    /// Staged inputs whose bytes differ between the sides after their call `call`: inputs
+    /// the candidate wrote to (when the reference's forward does not write to them).
+    pub(crate) fn inputs_differ(&self, station: &Station, call: u32) -> Result<Vec<usize>> {
+        let staged = self.staged_set(call) as usize;
         let mut differ = Vec::new();
         match self {
             Exchange::Device(d) => {
@@ -468,7 +477,8 @@ impl Exchange {
                         shape: vec![t.nbytes() as u64],
                     }
                 }
-                for (i, (c, r)) in d.inputs[1].iter().zip(&d.inputs[0]).enumerate() {
+                let pairs = d.staged(1, staged)?.iter().zip(d.staged(0, staged)?);
+                for (i, (c, r)) in pairs.enumerate() {
                     let same = cmp
                         .compare(
                             &bytes(c),
@@ -500,6 +510,14 @@ impl Exchange {
 }
 
 impl DeviceExchange {
+    /// Side `side`'s staged set `staged`.
+    fn staged(&self, side: usize, staged: usize) -> Result<&[DevTensorOwned]> {
+        self.inputs[side]
+            .get(staged)
+            .map(Vec::as_slice)
+            .ok_or_else(|| anyhow!("no staged set {staged}"))
+    }
+
     fn set(&self, set: usize) -> Result<&[DevTensorOwned]> {
         self.source
             .get(set)
@@ -507,7 +525,13 @@ impl DeviceExchange {
             .ok_or_else(|| anyhow!("no source set {set}"))
     }
 
-    fn new(gpu: &Arc<Gpu>, layout: &CaseLayout, sets: usize) -> Result<Self> {
+    fn new(
+        gpu: &Arc<Gpu>,
+        layout: &CaseLayout,
+        sets: usize,
+        staged: usize,
+        hold_outputs: u32,
+    ) -> Result<Self> {
         let alloc = |ts: &[TensorLayout]| -> Result<Vec<DevTensorOwned>> {
             ts.iter()
                 .map(|t| {
@@ -527,7 +551,15 @@ impl DeviceExchange {
             source: (0..sets)
                 .map(|_| alloc(&layout.inputs))
                 .collect::<Result<_>>()?,
-            inputs: [alloc(&layout.inputs)?, alloc(&layout.inputs)?],
+            inputs: [
+                (0..staged.max(1))
+                    .map(|_| alloc(&layout.inputs))
+                    .collect::<Result<_>>()?,
+                (0..staged.max(1))
+                    .map(|_| alloc(&layout.inputs))
+                    .collect::<Result<_>>()?,
+            ],
+            hold_outputs,
             outputs: [alloc(&layout.outputs)?, alloc(&layout.outputs)?],
             flush: gpu.alloc(flush)?,
         })
@@ -624,21 +656,6 @@ fn read_at(file: &File, off: u64, n: u64) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn calls_are_drawn_ahead_as_far_as_the_budget_holds() {
-        let mib = 1u64 << 20;
-        // Small inputs: every call of the timing at once.
-        assert_eq!(stage_ahead(mib, 25, false), 25);
-        // The budget decides between one and all.
-        assert_eq!(stage_ahead(100 * mib, 25, false), 5);
-        // Larger than the budget, or calls that release their memory: one at a time.
-        assert_eq!(stage_ahead(STAGE_AHEAD_BYTES + 1, 25, false), 1);
-        assert_eq!(stage_ahead(mib, 25, true), 1);
-        // No tensor inputs: nothing to hold, all at once; never zero sets.
-        assert_eq!(stage_ahead(0, 25, true), 25);
-        assert_eq!(stage_ahead(mib, 0, false), 1);
-    }
 
     #[test]
     fn each_source_set_lies_apart_in_the_references_file_alone() {

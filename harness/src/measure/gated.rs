@@ -6,7 +6,7 @@
 //! clock supports it (`judge::clock`). So the harness drives every call:
 //!
 //! 1. with the candidate frozen (every process of it, `worker::freeze`), the reference draws
-//!    the inputs of the next calls, several at a time (`exchange::stage_ahead`): fresh values
+//!    the inputs of the next calls, several at a time (`phase_memory::stage_ahead`): fresh values
 //!    from the run's secret, made as the problem's own `get_inputs()` makes them
 //!    (`stage_inputs`), into source sets of buffers that only the reference and the harness
 //!    hold (`measure::exchange`); both sides' output slots are poisoned before the first call
@@ -169,12 +169,18 @@ pub(crate) fn time_gated(
     candidate_dir: &std::path::Path,
 ) -> Result<GatedRun, WorkerFault> {
     let opened = Instant::now();
-    let sets = super::exchange::stage_ahead(
+    let sets = super::phase_memory::stage_ahead(
         case.layout.bytes().0,
         case.input_seeds.len(),
         settings.release_calls,
     );
-    let exchange = match Exchange::new(station, case.layout, candidate_dir, sets) {
+    let exchange = match Exchange::new(
+        station,
+        case.layout,
+        candidate_dir,
+        sets,
+        settings.release_calls,
+    ) {
         Ok(e) => e,
         Err(e) => {
             return Ok(GatedRun::ReferenceFailed(format!(
@@ -521,7 +527,10 @@ impl Run<'_> {
         if opening > 0 {
             self.thaw(worker, side)?;
             let round_warmup = Some(opening);
-            let warm_up = Frame::command(&Command::TimedCall { round_warmup });
+            let warm_up = Frame::command(&Command::TimedCall {
+                round_warmup,
+                staged_set: None,
+            });
             let reply = worker.request(warm_up, self.s.timeout);
             if !stays_thawed {
                 self.freeze(worker, side)?;
@@ -588,7 +597,12 @@ impl Run<'_> {
         }
         let t_staged = t0.elapsed();
         let t_thawed = t0.elapsed();
-        let reply = worker.request(Frame::command(&TIMED_CALL), self.s.timeout);
+        let staged_set = Some(self.exchange.staged_set(call)).filter(|&s| s > 0);
+        let timed_call = Command::TimedCall {
+            round_warmup: None,
+            staged_set,
+        };
+        let reply = worker.request(Frame::command(&timed_call), self.s.timeout);
         // The window closes when the freeze is asked for: a running task stops at its next
         // return to user space (microseconds), and confirming that every task has stopped
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
@@ -711,9 +725,6 @@ impl Run<'_> {
         }
     }
 }
-
-/// One timed call (no untimed round warm-up calls).
-const TIMED_CALL: Command = Command::TimedCall { round_warmup: None };
 
 /// The claimed time of a call's answer: a finite, positive number of milliseconds.
 pub(crate) fn parse_sample(reply: &Frame) -> Result<f64, String> {

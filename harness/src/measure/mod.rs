@@ -10,6 +10,7 @@ pub(crate) mod device_case;
 pub(crate) mod exchange;
 pub(crate) mod gated;
 pub(crate) mod mode_check;
+pub(crate) mod phase_memory;
 mod probe;
 pub(crate) mod profile;
 pub(crate) mod ref_case;

@@ -35,10 +35,13 @@ pub enum Command {
     StageInputs {
         seeds: Vec<u64>,
     },
-    /// A timed call; with `round_warmup`, that many untimed calls instead.
+    /// A timed call; with `round_warmup`, that many untimed calls instead. `staged_set`:
+    /// which of the side's staged sets holds the call's inputs (0 when absent).
     TimedCall {
         #[serde(skip_serializing_if = "Option::is_none")]
         round_warmup: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        staged_set: Option<u32>,
     },
     Release,
     TimeClose {
@@ -209,6 +212,14 @@ pub struct TimeOpen {
     /// CUDA only: the core the worker's main thread runs on for the phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// CUDA only: further staged sets, laid out as `staged`, that calls use in turn
+    /// (`staged_set`), so that a call's inputs do not always lie in the same memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staged_sets: Option<Vec<Vec<TensorSpec>>>,
+    /// CUDA only: how many of the latest calls' outputs the worker keeps alive, so that the
+    /// next call's outputs are allocated elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_outputs: Option<u32>,
 }
 
 /// The exchange file of a CPU timing phase.

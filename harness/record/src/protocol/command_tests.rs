@@ -81,6 +81,8 @@ fn samples() -> Vec<(Command, Command)> {
         source: Some(vec![]),
         exchange: Some(ExchangeFile { path: "x".into() }),
         cpu: Some(3),
+        staged_sets: Some(vec![vec![]]),
+        hold_outputs: Some(2),
     };
     let build = Build {
         problem_path: "p.py".into(),
@@ -157,6 +159,8 @@ fn samples() -> Vec<(Command, Command)> {
                 source: None,
                 exchange: None,
                 cpu: None,
+                staged_sets: None,
+                hold_outputs: None,
                 ..open
             }),
         ),
@@ -164,8 +168,12 @@ fn samples() -> Vec<(Command, Command)> {
         (
             Command::TimedCall {
                 round_warmup: Some(1),
+                staged_set: Some(2),
             },
-            Command::TimedCall { round_warmup: None },
+            Command::TimedCall {
+                round_warmup: None,
+                staged_set: None,
+            },
         ),
         same(Command::Release),
         (
@@ -270,7 +278,11 @@ fn headers_are_what_the_worker_reads() {
     );
     assert_eq!(Command::Exit.to_header(), json!({"cmd": "exit"}));
     assert_eq!(
-        Command::TimedCall { round_warmup: None }.to_header(),
+        Command::TimedCall {
+            round_warmup: None,
+            staged_set: None
+        }
+        .to_header(),
         json!({"cmd": "timed_call"})
     );
     let host = TensorSpec {
