@@ -6,7 +6,9 @@
 //! NaN-poisoned before each call. Each worker maps its buffers for the whole timing phase.
 //!
 //! On a GPU they are harness-owned device buffers shared through CUDA IPC, and the harness
-//! flushes the L2 with a buffer of its own. On the CPU each side has one file (the
+//! flushes the L2 with a buffer of its own; each side has up to four staged sets, which its
+//! calls use in turn (the same set on both sides for a call), so that a side's calls do not
+//! all read their inputs from one placement ([`super::phase_memory::placements`]). On the CPU each side has one file (the
 //! candidate's in its private working folder, which kbench puts on tmpfs where it can): the
 //! worker maps it, the harness reads and writes it only through the descriptor it created it
 //! with (never the path again: a candidate may put something else at that name; never a
