@@ -1,19 +1,20 @@
 //! Where timed calls get their inputs and put their outputs. The reference draws calls'
 //! fresh values into source sets of buffers shaped like the timed case's tensor inputs, one
-//! set per call, several calls ahead ([`stage_ahead`]); each side has its own staged inputs, into which the harness copies the source inside
-//! that side's timed window (so a candidate sees a call's values only once its window has
-//! begun, and nothing it computes ahead can lie outside a window), and its own output slots,
-//! NaN-poisoned before each call. Each worker maps its buffers for the whole timing phase.
+//! set per call, several calls ahead ([`super::phase_memory::stage_ahead`]); each side has
+//! its own staged inputs, into which the harness copies the source inside that side's timed
+//! window (so a candidate sees a call's values only once its window has begun, and nothing it
+//! computes ahead can lie outside a window), and its own output slots, NaN-poisoned before
+//! each call. Each worker maps its buffers for the whole timing phase.
 //!
 //! On a GPU they are harness-owned device buffers shared through CUDA IPC, and the harness
 //! flushes the L2 with a buffer of its own; each side has up to four staged sets, which its
 //! calls use in turn (the same set on both sides for a call), so that a side's calls do not
-//! all read their inputs from one placement ([`super::phase_memory::placements`]). On the CPU each side has one file (the
-//! candidate's in its private working folder, which kbench puts on tmpfs where it can): the
-//! worker maps it, the harness reads and writes it only through the descriptor it created it
-//! with (never the path again: a candidate may put something else at that name; never a
-//! mapping: a candidate that truncates the file then costs a short read, not a SIGBUS in the
-//! harness).
+//! all read their inputs from one placement ([`super::phase_memory::placements`]). On the
+//! CPU each side has one file (the candidate's in its private working folder, which kbench
+//! puts on tmpfs where it can): the worker maps it, the harness reads and writes it only
+//! through the descriptor it created it with (never the path again: a candidate may put
+//! something else at that name; never a mapping: a candidate that truncates the file then
+//! costs a short read, not a SIGBUS in the harness).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -282,15 +283,13 @@ impl Exchange {
         let (staged, outputs, source, exchange) = match self {
             Exchange::Device(d) => {
                 let specs = |ts: &[DevTensorOwned]| ts.iter().map(DevTensorOwned::spec).collect();
-                let sets: Vec<Vec<TensorSpec>> = d.inputs[i].iter().map(|s| specs(s)).collect();
-                if sets.len() > 1 {
-                    staged_sets = Some(sets[1..].to_vec());
-                }
-                if d.hold_outputs > 0 {
-                    hold_outputs = Some(d.hold_outputs);
-                }
+                let mut sets = d.inputs[i].iter().map(|s| specs(s));
+                let first = sets.next().unwrap_or_default();
+                let further: Vec<Vec<TensorSpec>> = sets.collect();
+                staged_sets = (!further.is_empty()).then_some(further);
+                hold_outputs = (d.hold_outputs > 0).then_some(d.hold_outputs);
                 (
-                    sets.into_iter().next().unwrap_or_default(),
+                    first,
                     specs(&d.outputs[i]),
                     reference.then(|| d.source.iter().map(|s| specs(s)).collect()),
                     None,
@@ -545,22 +544,16 @@ impl DeviceExchange {
                 })
                 .collect()
         };
+        let input_sets = |n: usize| -> Result<Vec<Vec<DevTensorOwned>>> {
+            (0..n).map(|_| alloc(&layout.inputs)).collect()
+        };
         let l2 = gpu.l2_bytes().unwrap_or(0);
         // KernelBench's fallback when the L2 is unknown: 256 MiB.
         let flush = if l2 > 0 { 2 * l2 } else { 256 << 20 }.max(2 << 20);
         Ok(DeviceExchange {
             gpu: Arc::clone(gpu),
-            source: (0..sets)
-                .map(|_| alloc(&layout.inputs))
-                .collect::<Result<_>>()?,
-            inputs: [
-                (0..staged.max(1))
-                    .map(|_| alloc(&layout.inputs))
-                    .collect::<Result<_>>()?,
-                (0..staged.max(1))
-                    .map(|_| alloc(&layout.inputs))
-                    .collect::<Result<_>>()?,
-            ],
+            source: input_sets(sets)?,
+            inputs: [input_sets(staged.max(1))?, input_sets(staged.max(1))?],
             hold_outputs,
             outputs: [alloc(&layout.outputs)?, alloc(&layout.outputs)?],
             flush: gpu.alloc(flush)?,
