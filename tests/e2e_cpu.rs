@@ -247,13 +247,24 @@ fn replay_fixtures_get_the_expected_outcomes() {
         m["count"].as_u64().unwrap() > 0 && m["max_abs"].as_f64().unwrap() > 1e-3,
         "{m}"
     );
-    // Timing is kept for the correct ones, with every sample.
+    // Timing is kept for the correct ones, with every sample: 20 calls a timing. A timing
+    // the harness's clock could not judge (a busy 2-core host) is timed again and pooled,
+    // and the record's notes say so, once per timing added.
+    let correct = &by_name["1_correct_cpp"];
+    let timings = 1 + correct["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n.as_str().unwrap().starts_with("timed again"))
+        .count();
     assert_eq!(
-        by_name["1_correct_cpp"]["timing"]["candidate"]["samples_ms"]
+        correct["timing"]["candidate"]["samples_ms"]
             .as_array()
             .unwrap()
             .len(),
-        20
+        20 * timings,
+        "{}",
+        correct["notes"]
     );
     assert_eq!(by_name.len(), 9, "{:?}", by_name.keys());
     // The compile pipeline built the three extension candidates ahead, and only those.
