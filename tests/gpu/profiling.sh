@@ -6,6 +6,7 @@
 #   memory          where an every-check evaluation's time and GPU memory go (SELECT)
 #   timing-cost     what the timing protections cost, self-speedups old and new
 #   timing-windows  where a timed call's window goes, per problem and call order
+#   placement-states  forward time against where inputs and temporaries lie; repeated self-speedups
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # step ncu: kbench profile under ncu on 3 kernels, fresh ncu fixtures, speed of light
@@ -227,6 +228,46 @@ KBENCH_TIMING_TRACE=1 KBENCH_WORKER_TRACE=1 timeout ${LIMIT:-200} $D/kbench run 
 echo "rc=$?"
 python3 tests/gpu/timing_windows.py "$L/trace.txt" "$L/run/records.jsonl" | tee "$OUT/windows.txt"
 pack "$OUT/windows.tgz" "$L" trace.txt run.txt run/records.jsonl run/logs 2>/dev/null
+}
+
+# step placement-states: forward time against where inputs and temporaries lie; repeated self-speedups
+# Whether a problem's kernels have speed states set by where their memory lies, and which
+# memory decides: tests/gpu/placement_states.py over SELECT in two processes (a table per
+# problem: rows the inputs' offset, columns the temporaries', in MiB from a 256 MiB boundary),
+# then the reference agent as its own candidate over SELECT, REPEAT runs, each a fresh pair
+# of workers (how often each problem's self-speedup lands within 1%). Writes
+# $OUT/states.txt, $OUT/repeats.txt and states.tgz.
+#
+#   D=devrun OUT=/tmp/out SELECT=1/58,1/68,1/77,2/61,2/77 bash tests/gpu/profiling.sh placement-states
+step_placement_states() {
+use_sandbox; use_cache_dir
+L=/tmp/placement-states; rm -rf "$L"; mkdir -p "$L" "$OUT"
+secret "$L/secret"
+SELECT=${SELECT:-1/58,1/68,1/77,2/61,2/77}
+env_info | tee "$L/env.txt"
+files=()
+for p in ${SELECT//,/ }; do
+  files+=("$(ls "$D/kernelbench/level${p%/*}/${p#*/}_"*.py)")
+done
+step "placement tables, two processes"
+for i in 1 2; do
+  timeout ${TABLE_LIMIT:-150} python3 tests/gpu/placement_states.py "${files[@]}" 2>&1 | grep -v Warning
+done | tee "$OUT/states.txt"
+for i in $(seq "${REPEAT:-3}"); do
+  step "self-speedup run $i"
+  timeout ${RUN_LIMIT:-150} $D/kbench run --agent reference --kernelbench "$D/kernelbench" --select "$SELECT" \
+    --device cuda --gpus 0 --families random --secret-from "$L/secret" --quiet --out "$L/run$i" > "$L/run$i.txt" 2>&1
+  echo "rc=$?"
+  python3 - "$L/run$i/records.jsonl" <<'PY' | tee -a "$OUT/repeats.txt"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    t, p = r.get("timing") or {}, r["problem"]
+    ref, cand = (t.get(s) or {} for s in ("reference", "candidate"))
+    print(f"L{p['level']}/{p['id']} self-speedup {t.get('speedup') or 0:.4f} reference {ref.get('median_ms', 0):.3f} ms candidate {cand.get('median_ms', 0):.3f} ms")
+PY
+done
+pack "$OUT/states.tgz" "$L" env.txt $(cd "$L" && ls -d run* 2>/dev/null)
 }
 
 run_step "$@"
