@@ -32,13 +32,13 @@ autotuning included, as kbench's `load` counts it) and of a second call. Inducto
 """
 
 import ctypes
-import importlib.util
 import json
 import os
 import sys
 import time
 
 import torch
+from problem_load import load_problem
 
 
 def sync(device):
@@ -56,12 +56,7 @@ def main():
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
-    spec = importlib.util.spec_from_file_location("problem", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    torch.manual_seed(0)
-    model = mod.Model(*mod.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    model, inputs = load_problem(path, device)
     cupti = os.environ.get("PROBE_CUPTI") == "1" and device.type == "cuda"
     if cupti:
         # kbench_worker.integrity: cuda_profiler() and _warm_cuda(), restated so that this

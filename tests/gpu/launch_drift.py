@@ -15,7 +15,6 @@ milliseconds of a fixed pure-Python loop. A process whose forward is slow becaus
 is slow shows it in both probes; one slow in the forward alone points elsewhere.
 """
 
-import importlib.util
 import json
 import os
 import statistics
@@ -58,12 +57,10 @@ def main():
 
     device = sys.argv[3] if len(sys.argv) > 3 else ("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    spec = importlib.util.spec_from_file_location("problem", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    torch.manual_seed(0)
-    model = mod.Model(*mod.get_init_inputs()).to(device).eval()
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in mod.get_inputs()]
+    from problem_load import load_problem
+
+    model, inputs = load_problem(path, device)
+    model.eval()
     times = []
     with torch.no_grad():
         for i in range(WARMUP + calls):

@@ -13,12 +13,12 @@ first 256 MiB boundary, then a filler of the offset, then the inputs (or, for th
 the call's temporaries and outputs). Requests under 1 MiB go to the allocator's small pool,
 outside these segments, and are not placed. Needs a torch with `torch.cuda.MemPool`."""
 
-import importlib.util
 import os
 import statistics
 import sys
 
 import torch
+from problem_load import load_problem
 
 ALIGN = 256 << 20
 MIB = 1 << 20
@@ -48,16 +48,6 @@ class Arena:
         if offset:
             with torch.cuda.use_mem_pool(self.pool, self.device):
                 self.filler = torch.empty(offset, dtype=torch.uint8, device=self.device)
-
-
-def load(path, device):
-    spec = importlib.util.spec_from_file_location("problem", path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    torch.manual_seed(0)
-    model = m.Model(*m.get_init_inputs()).to(device)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in m.get_inputs()]
-    return model, inputs
 
 
 def footprint(model, inputs, device):
@@ -90,7 +80,7 @@ def timed(model, args, arena):
 
 
 def table(path, device):
-    model, inputs = load(path, device)
+    model, inputs = load_problem(path, device)
     with torch.no_grad():
         model(*inputs)
         tmp = Arena(device, 2 * footprint(model, inputs, device))
