@@ -39,6 +39,8 @@ class _Phase:
         self.held = []  # those outputs, oldest first
         self.forward_seed = 0
         self.events = None
+        self.arena = None  # CUDA: the placed pool every call of the phase allocates from (_Arena)
+        self.placements = []  # the placements the probe tried: (offset, ms)
         self.old_affinity = None
         self.gc_was_enabled = False
 
@@ -132,6 +134,7 @@ class TimingCommands:
             raise
         if self.device.type == "cuda":
             ph.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            ph.arena = _placed_arena(self, ph)
         # "cpu": the core the harness keeps free for this GPU's timing; CUDA only, as a CPU
         # forward's threads must keep every core they were given.
         cpu = cmd.get("cpu")
@@ -151,7 +154,9 @@ class TimingCommands:
         gc.collect()
         gc.freeze()
         self.gated = ph
-        return {"type": "time_opened"}, []
+        if TRACE and ph.placements:
+            print("placements", [(o >> 20, round(ms, 4)) for o, ms in ph.placements], file=sys.stderr)
+        return {"type": "time_opened", "placements": [[o, ms] for o, ms in ph.placements]}, []
 
     def cmd_stage_inputs(self, cmd, payload):
         """Reference: draws the inputs of the next calls, one per seed of `seeds`, as a case
@@ -206,8 +211,9 @@ class TimingCommands:
                 self._pin_threads()
                 seed_forward(ph.forward_seed, self.device)
                 try:
-                    out = model(*self.case)
-                    _sync(self.device)
+                    with _allocating_from(ph.arena, self.device):
+                        out = model(*self.case)
+                        _sync(self.device)
                 except (Exception, SystemExit) as exc:
                     raise _error_from(exc, "runtime_error", "time")
                 del out
@@ -221,6 +227,8 @@ class TimingCommands:
         args = ph.arg_sets[which]
         tr.append(time.perf_counter())
         gc.disable()
+        pool = _allocating_from(ph.arena, self.device)
+        pool.__enter__()
         try:
             if self.device.type == "cuda":
                 sync = _orig("torch.cuda.synchronize")
@@ -253,6 +261,7 @@ class TimingCommands:
         finally:
             if ph.gc_was_enabled:
                 gc.enable()
+            pool.__exit__(None, None, None)
         tr.append(time.perf_counter())
         described = []
         for k, t in enumerate(outs):
@@ -263,7 +272,9 @@ class TimingCommands:
                 d["copied"] = True
             described.append(d)
         t = slot = None
-        if ph.hold:
+        if ph.hold and ph.arena is None:
+            # (With an arena, each call's memory must lie where the probe found it fastest:
+            # a held output would push the next call's elsewhere.)
             ph.held.append(outs)
             del ph.held[:-ph.hold]
         del out, outs
@@ -308,6 +319,9 @@ class TimingCommands:
         ph.args = ph.arg_sets = ph.staged = ph.slots = ph.source = ph.held = None
         ph.events = None
         gc.collect()
+        # The phase's pool goes once nothing of it is alive (what a candidate keeps from a
+        # timed call keeps its blocks; they go back to the driver when it lets them go).
+        ph.arena = None
         if ph.mapped is not None:
             ph.mapped.__exit__(None, None, None)
         if ph.mm is not None:
@@ -320,3 +334,146 @@ class TimingCommands:
         # Thawed above so that the phase's own cycles are collected; what is left alive (the
         # load's frozen objects among it) is frozen again, as after the load.
         gc.freeze()
+
+
+
+# Where a timed call's memory lies moves some kernels' time by a third: on an H200, cuDNN's
+# indexed dgrad kernel of a 3D transposed convolution (KernelBench L2/77) takes 4.9 or 6.5 ms
+# a call by which 2 MiB pages its temporaries start on, L1/68 33.6 or 35.8 ms. Which
+# placements are fast differs between processes (the same offsets from a 256 MiB boundary
+# were fast in one process and slow in the next: the physical pages behind them decide), so
+# no layout both sides could agree on makes them equal, and each side's allocator history
+# drew it a state of its own (self-speedups of 0.77 and 1.31 on the same code). Each side
+# therefore tries PLACEMENTS placements of its calls' memory, PLACEMENT_STEP apart in a pool
+# of the phase's own, and keeps its fastest for every call of the phase: both sides are
+# timed in their best state. The probe only chooses where memory lies; a candidate that
+# games it gains nothing it could not get by allocating where it likes.
+ARENA_ALIGN = 256 << 20
+PLACEMENT_STEP = 2 << 20
+PLACEMENTS = 12
+# The probe stops early once it has spent this long (a placement at least): a call of over
+# half a second gets one placement, a 40 ms call all of them.
+PROBE_BUDGET_S = 1.0
+# Calls the probe times at each placement (their least counts: the states differ by 2-30%,
+# more than one call's noise).
+PROBE_CALLS = 3
+# The arena: twice one call's footprint plus the placements' span, at least ARENA_MIN and
+# at most a quarter of the device's free memory.
+ARENA_MIN = 64 << 20
+# A block under this size goes to the allocator's small pool, not the arena's segment.
+LARGE_BLOCK = 1 << 20
+
+
+class _Arena:
+    """One pool segment whose free space begins on an ARENA_ALIGN boundary (`shim` keeps the
+    bytes before it) and then `offset` bytes further (`filler`)."""
+
+    def __init__(self, pool, shim, device):
+        self.pool, self.shim, self.device = pool, shim, device
+        self.filler = None
+        self.offset = 0
+
+    def place(self, offset):
+        """Moves the next large block to `offset` past the boundary; everything taken from
+        the pool after the shim must have been freed."""
+        self.filler = None
+        self.offset = offset
+        if offset:
+            with torch.cuda.use_mem_pool(self.pool, self.device):
+                self.filler = torch.empty(offset, dtype=torch.uint8, device=self.device)
+
+
+def _footprint(worker, ph):
+    """Bytes of the segments one untimed call on the worker's current case takes in a pool
+    of its own."""
+    probe = torch.cuda.MemPool()
+    worker._pin_threads()
+    seed_forward(ph.forward_seed, worker.device)
+    with torch.cuda.use_mem_pool(probe, worker.device):
+        out = worker.model(*worker.case)
+        _sync(worker.device)
+        del out
+    size = sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+               if tuple(seg.get("segment_pool_id", ())) == tuple(probe.id))
+    del probe
+    torch.cuda.empty_cache()
+    return size
+
+
+def _placed_arena(worker, ph):
+    """The phase's arena at its fastest placement (the offsets tried and their times in
+    `ph.placements`), or None where this torch has no pools, the worker no current case or
+    the device no room."""
+    if not (hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")) or worker.case is None:
+        return None
+    try:
+        footprint = _footprint(worker, ph)
+        free, _ = torch.cuda.mem_get_info(worker.device)
+        size = max(ARENA_MIN, 2 * footprint) + ARENA_ALIGN + PLACEMENTS * PLACEMENT_STEP
+        if size > free // 4:
+            return None
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool, worker.device):
+            block = torch.empty(size, dtype=torch.uint8, device=worker.device)
+            gap = -block.data_ptr() % ARENA_ALIGN
+            del block
+            if 0 < gap < LARGE_BLOCK:
+                gap += ARENA_ALIGN
+            shim = torch.empty(gap, dtype=torch.uint8, device=worker.device) if gap else None
+        arena = _Arena(pool, shim, worker.device)
+    except (RuntimeError, torch.cuda.OutOfMemoryError):
+        torch.cuda.empty_cache()
+        return None
+    except (Exception, SystemExit) as exc:
+        raise _error_from(exc, "runtime_error", "time")
+    try:
+        ph.placements = _probe_placements(worker, ph, arena)
+    except (Exception, SystemExit) as exc:
+        raise _error_from(exc, "runtime_error", "time")
+    best = min(ph.placements, key=lambda p: p[1])[0]
+    arena.place(best)
+    return arena
+
+
+def _probe_placements(worker, ph, arena):
+    """[(offset, ms)]: each placement tried, with the least of PROBE_CALLS calls there."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.default_stream(worker.device)
+    began = time.perf_counter()
+    tried = []
+    for k in range(PLACEMENTS):
+        if k and time.perf_counter() - began > PROBE_BUDGET_S:
+            break
+        arena.place(k * PLACEMENT_STEP)
+        times = []
+        with torch.cuda.use_mem_pool(arena.pool, worker.device):
+            for _ in range(PROBE_CALLS):
+                worker._pin_threads()
+                seed_forward(ph.forward_seed, worker.device)
+                start.record(stream)
+                out = worker.model(*worker.case)
+                end.record(stream)
+                end.synchronize()
+                del out
+                times.append(start.elapsed_time(end))
+        tried.append((k * PLACEMENT_STEP, min(times)))
+    return tried
+
+
+class _allocating_from:
+    """This thread's device allocations go to `arena`'s pool inside the block (nothing
+    changes where arena is None). A class, not contextlib: cmd_timed_call enters it by hand
+    around its try block."""
+
+    def __init__(self, arena, device):
+        self.inner = torch.cuda.use_mem_pool(arena.pool, device) if arena is not None else None
+
+    def __enter__(self):
+        if self.inner is not None:
+            self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.inner is not None:
+            self.inner.__exit__(*exc)
+        return False

@@ -2,6 +2,7 @@
 
 import ctypes
 import math
+import os
 import sys
 import unittest
 
@@ -9,6 +10,41 @@ import torch
 
 from .support import LINEAR_PROBLEM, WorkerTestCase, as_candidate, simple_problem
 
+
+# A forward that is slow unless its output lies 6 MiB past a 256 MiB boundary (as some cuDNN
+# kernels are slow in some placements of their memory), writing a line per call: the class,
+# the pool of its output's segment (`memory_snapshot`) and the output's offset from the
+# boundary. The candidate takes and frees odd-sized blocks at import, so its allocator's
+# history differs from the reference's.
+PLACED_PROBLEM = """
+import torch
+import torch.nn as nn
+
+LOG = {log!r}
+
+def where(t):
+    p = t.data_ptr()
+    for seg in torch.cuda.memory_snapshot():
+        if seg["address"] <= p < seg["address"] + seg["total_size"]:
+            return list(seg.get("segment_pool_id", ("?", "?"))), p % (256 << 20)
+    return ["?", "?"], None
+
+class Model(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        pool, offset = where(y)
+        if offset != 6 << 20:
+            torch.cuda._sleep(20_000_000)
+        with open(LOG, "a") as f:
+            f.write(f"{{type(self).__name__}} {{pool[0]}},{{pool[1]}} {{offset}}\\n")
+        return y
+
+def get_inputs():
+    return [torch.rand(1024, 1024)]
+
+def get_init_inputs():
+    return []
+"""
 
 CUDA_PROBLEM = LINEAR_PROBLEM.replace("batch_size = 4", "batch_size = 4096").replace(
     "in_features = 16", "in_features = 1024").replace("out_features = 8", "out_features = 1024")
@@ -476,6 +512,53 @@ class PlacementTests(WorkerTestCase):
                 self.assertGreater(outs[0].abs().sum().item(), 0, "computed on set 1, not the zeros")
             reply, _ = self.cand.call({"cmd": "timed_call", "staged_set": 2})
             self.assert_error(reply, "protocol", "time")
+            for w in (self.ref, self.cand):
+                closed, _ = w.call({"cmd": "time_close"})
+                self.assertEqual(closed["type"], "time_closed", closed)
+        finally:
+            bufs.free()
+
+    @unittest.skipUnless(hasattr(torch.cuda, "MemPool"), "this torch has no allocator pools")
+    def test_each_side_times_its_calls_in_its_fastest_placement(self):
+        # time_open tries placements of the calls' memory in a pool of the phase's own and
+        # keeps the fastest: every later call of either side, whatever its allocator's
+        # history, allocates there (6 MiB past the boundary) and runs fast.
+        log = os.path.join(self.files.dir.name, "where.log")
+        source = PLACED_PROBLEM.format(log=log)
+        problem = self.files.write("19_Placed.py", source)
+        self.load_reference(problem, device="cuda:0")
+        fragment = "\n_odd = [torch.empty(n, device='cuda') for n in (300_001, 5_000_017, 77)]\ndel _odd[1]\n"
+        loaded, _ = self.load_candidate(as_candidate(source) + fragment, problem, device="cuda:0")
+        self.assertEqual(loaded["type"], "loaded", loaded)
+        case, t = self.make_case()
+        self.run_case(case, t)
+        bufs = _HarnessBuffers()
+        try:
+            layout = [(torch.float32, [1024, 1024])]
+            phase = _DevicePhase(bufs, layout, layout)
+            for side, w in (("reference", self.ref), ("candidate", self.cand)):
+                cmd = phase.open_cmd(side, [{"staged": 0}])
+                cmd["hold_outputs"] = 2
+                opened, _ = w.call(cmd)
+                self.assertEqual(opened["type"], "time_opened", opened)
+                tried = opened["placements"]
+                self.assertEqual([o for o, _ in tried], [k << 21 for k in range(len(tried))], tried)
+                self.assertGreater(len(tried), 3, tried)
+                self.assertEqual(min(tried, key=lambda p: p[1])[0], 6 << 20, tried)
+            os.truncate(log, 0)
+            for w in (self.ref, self.cand):
+                opened, _ = w.call({"cmd": "timed_call", "round_warmup": 1})
+                self.assertEqual(opened["type"], "opened", opened)
+            replies = timed_calls(self, self.ref, self.cand, phase, 4)
+            for pair in replies:
+                for reply in pair:
+                    self.assertLess(reply["sample_ms"], 5.0, reply)
+            with open(log) as f:
+                lines = [line.split() for line in f]
+            for name in ("Model", "ModelNew"):
+                seen = [(pool, off) for who, pool, off in lines if who == name]
+                self.assertEqual(len(seen), 5, lines)
+                self.assertTrue(all(pool not in ("0,0", "?,?") and off == str(6 << 20) for pool, off in seen), (name, seen))
             for w in (self.ref, self.cand):
                 closed, _ = w.call({"cmd": "time_close"})
                 self.assertEqual(closed["type"], "time_closed", closed)

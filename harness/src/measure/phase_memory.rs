@@ -44,6 +44,11 @@ pub(crate) const PLACEMENT_BYTES: u64 = 512 << 20;
 /// allocated in another block), spread each side over several placements, and the median of
 /// its calls no longer rests on one draw.
 ///
+/// A worker whose torch has allocator pools now also places its calls' temporaries and
+/// outputs where they run fastest (`time_open`'s placement probe, PROTOCOL.md), and then
+/// keeps no outputs: the held outputs count for a torch without pools. The staged sets still
+/// spread the inputs.
+///
 /// The counts: up to 4 staged sets (1, 2 or 4) and 4 held outputs (0, 2 or 4: with 4 sets
 /// the held outputs' 5 blocks and the 4 sets make 20 pairings, not 4), as far as
 /// [`PLACEMENT_BYTES`] holds. None for calls that release their memory (a case that large
