@@ -5,6 +5,9 @@
 //! it claims for a call (CUDA events, `perf_counter`) stands only as far as the harness's
 //! clock supports it (`judge::clock`). So the harness drives every call:
 //!
+//! 0. each worker opens its phase, and on a GPU tries placements of its calls' memory and
+//!    keeps its fastest (PROTOCOL.md "time_open"): the candidate first, then, with the
+//!    candidate frozen and the GPU quiet, the reference;
 //! 1. with the candidate frozen (every process of it, `worker::freeze`), the reference draws
 //!    the inputs of the next calls, several at a time (`phase_memory::stage_ahead`): fresh values
 //!    from the run's secret, made as the problem's own `get_inputs()` makes them
@@ -219,22 +222,37 @@ pub(crate) fn time_gated(
         let cpu = station.timing_cpu;
         Frame::command(&exchange.open_command(side, case.layout, case.forward_seed, cpu))
     };
-    match reference.request(open(Side::Reference), settings.timeout) {
-        Ok(r) if r.kind() == "time_opened" => {}
-        Ok(r) => {
-            return Ok(GatedRun::ReferenceFailed(format!(
-                "reference timing: {}",
-                error_text(&r)
-            )))
-        }
-        Err(f) => return Ok(GatedRun::ReferenceFailed(format!("reference timing: {f}"))),
-    }
+    // On a GPU each worker's time_open times its calls in several placements of their memory
+    // and keeps the fastest (PROTOCOL.md "time_open"). The candidate opens first, while the
+    // reference is idle; it is then frozen and the GPU left quiet before the reference opens:
+    // work of the candidate's running during the reference's probe could steer the reference
+    // into a slow placement.
     let reply = candidate.request(open(Side::Candidate), settings.timeout)?;
     if reply.kind() != "time_opened" {
         let o = judge.answer(&reply, 0).unwrap_or_else(|| {
             judge.disturbed(format!("answered time_open with {}", reply.kind()))
         });
         return Ok(GatedRun::Stopped(o));
+    }
+    if run.probe.is_some() {
+        if let Err(stop) = run
+            .freeze(candidate, Side::Candidate)
+            .and_then(|()| run.quiet().map(drop))
+        {
+            let _ = candidate.thaw();
+            return stopped(stop);
+        }
+    }
+    let reference_failed = |why: String| {
+        let _ = candidate.thaw();
+        Ok(GatedRun::ReferenceFailed(format!(
+            "reference timing: {why}"
+        )))
+    };
+    match reference.request(open(Side::Reference), settings.timeout) {
+        Ok(r) if r.kind() == "time_opened" => {}
+        Ok(r) => return reference_failed(error_text(&r)),
+        Err(f) => return reference_failed(f.to_string()),
     }
     let started = Instant::now();
     if timing_trace() {
@@ -274,6 +292,15 @@ pub(crate) fn time_gated(
             Ok(GatedRun::ReferenceFailed(format!("reference timing: {f}")))
         }
         (result, _) => result,
+    }
+}
+
+/// What a timing that stopped early comes to.
+fn stopped(stop: Stop) -> Result<GatedRun, WorkerFault> {
+    match stop {
+        Stop::Verdict(o) => Ok(GatedRun::Stopped(*o)),
+        Stop::Reference(m) => Ok(GatedRun::ReferenceFailed(m)),
+        Stop::Fault(f) => Err(f),
     }
 }
 
@@ -352,9 +379,7 @@ impl Run<'_> {
                     staging_s: 0.0,
                 },
             ))),
-            Err(Stop::Verdict(o)) => Ok(GatedRun::Stopped(*o)),
-            Err(Stop::Reference(m)) => Ok(GatedRun::ReferenceFailed(m)),
-            Err(Stop::Fault(f)) => Err(f),
+            Err(stop) => stopped(stop),
         }
     }
 
