@@ -104,14 +104,9 @@ fn setup_installs_exactly_the_locked_torch_and_a_second_setup_is_a_no_op() {
     assert_eq!(stamp["sha256"], kbench_suites::sha256_hex(&lock));
 }
 
-/// Where the clone builds: a folder of its own inside the target folder this test binary was
-/// built into (`<target>/debug/deps/<test>`). Not the target folder itself: cargo names a
-/// workspace crate's artifacts by its path relative to the workspace, so the clone's build
-/// rewrote this build's `libkbench_record-<hash>.rlib` in place, and the doc tests that
-/// `cargo test --workspace` runs last then failed with "can't find crate" (a CI rehearsal).
-/// It persists between local runs, so only the first pays for the dependencies.
-fn clone_target_dir() -> PathBuf {
-    let outer = match std::env::var_os("CARGO_TARGET_DIR") {
+/// The target folder this test binary was built into (`<target>/debug/deps/<test>`).
+fn outer_target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
         None => std::env::current_exe()
             .unwrap()
@@ -119,8 +114,72 @@ fn clone_target_dir() -> PathBuf {
             .nth(3)
             .unwrap()
             .to_path_buf(),
+    }
+}
+
+/// Where the clone builds: a folder of its own inside the outer target folder. Not the
+/// target folder itself: cargo names a workspace crate's artifacts by its path relative to
+/// the workspace, so the clone's build rewrote this build's `libkbench_record-<hash>.rlib` in
+/// place, and the doc tests that `cargo test --workspace` runs last then failed with "can't
+/// find crate" (a CI rehearsal). It persists between local runs.
+fn clone_target_dir() -> PathBuf {
+    outer_target_dir().join("standalone-clone")
+}
+
+/// Copies the outer build's third-party artifacts (`debug/deps`, `debug/build` and their
+/// fingerprints, the workspace's own crates and tests left out) into the clone's fresh
+/// target folder, so that its build compiles only the workspace's crates: the dependencies
+/// from scratch were most of this test's 5-8 minutes on two cores. Copies, not hard links:
+/// cargo rewrites a fingerprint file in place, and a link would let the clone's build write
+/// into the outer one's. Third-party crates come from the same lock and the same registry
+/// sources, so whatever is not fresh for the clone cargo simply builds again.
+fn seed_clone_target(clone_target: &Path) {
+    let from = outer_target_dir().join("debug");
+    let to = clone_target.join("debug");
+    if to.exists() || !from.join("deps").is_dir() {
+        return;
+    }
+    let ours = |name: &str| {
+        let bare = name.strip_prefix("lib").unwrap_or(name);
+        bare.starts_with("kbench")
+            || [
+                "e2e-",
+                "properties-",
+                "published-",
+                "kernelbench-",
+                "kernelbench_json-",
+            ]
+            .iter()
+            .any(|t| bare.starts_with(t))
     };
-    outer.join("standalone-clone")
+    let t = Instant::now();
+    for sub in ["deps", "build", ".fingerprint"] {
+        for entry in walkdir::WalkDir::new(from.join(sub)).min_depth(1) {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(&from).unwrap();
+            let top = rel
+                .components()
+                .nth(1)
+                .map(|c| c.as_os_str().to_string_lossy());
+            if top.as_deref().is_some_and(ours) {
+                continue;
+            }
+            let dest = to.join(rel);
+            if entry.file_type().is_file() {
+                std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                std::fs::copy(entry.path(), &dest).unwrap();
+                // Cargo orders artifacts by their times: a copy must keep the original's.
+                let modified = entry.metadata().unwrap().modified().unwrap();
+                let copy = std::fs::File::options().write(true).open(&dest).unwrap();
+                copy.set_modified(modified).unwrap();
+            }
+        }
+    }
+    eprintln!(
+        "seeded the clone's target folder from {}: {:.1?}",
+        from.display(),
+        t.elapsed()
+    );
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -152,15 +211,30 @@ fn a_clone_of_head_with_nothing_beside_it_passes_its_tests() {
     git(&clone, &["checkout", "--quiet", &head]);
     assert!(!outer.path().join("shared").exists());
 
-    // The clone builds into a target folder of its own (see clone_target_dir), without
-    // debug info: it only has to build and pass.
+    // The clone builds into a target folder of its own (see clone_target_dir), seeded with
+    // the outer build's dependencies: the same profile and, through --workspace, the same
+    // features, so that they are fresh for it.
+    let target = clone_target_dir();
+    seed_clone_target(&target);
     let t = Instant::now();
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    // The workspace's own crates without debug info (they only have to build and pass); a
+    // per-package setting, so the dependencies' artifacts stay the seeded ones.
+    for member in [
+        "kbench",
+        "kbench-record",
+        "kbench-suites",
+        "kbench-baselines",
+        "kbench-reports",
+        "kbench-adversarial",
+    ] {
+        cargo.args(["--config", &format!("profile.dev.package.{member}.debug=0")]);
+    }
+    let out = cargo
         .args([
             "test",
             "--locked",
-            "-p",
-            "kbench",
+            "--workspace",
             "--test",
             "e2e",
             "--",
@@ -169,8 +243,7 @@ fn a_clone_of_head_with_nothing_beside_it_passes_its_tests() {
             "layers::",
         ])
         .current_dir(&clone)
-        .env("CARGO_TARGET_DIR", clone_target_dir())
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("CARGO_TARGET_DIR", &target)
         .env("CARGO_INCREMENTAL", "0")
         .env_remove("KBENCH_KERNELBENCH_DIR")
         .output()
