@@ -222,11 +222,9 @@ pub(crate) fn time_gated(
         let cpu = station.timing_cpu;
         Frame::command(&exchange.open_command(side, case.layout, case.forward_seed, cpu))
     };
-    // On a GPU each worker's time_open times its calls in several placements of their memory
-    // and keeps the fastest (PROTOCOL.md "time_open"). The candidate opens first, while the
-    // reference is idle; it is then frozen and the GPU left quiet before the reference opens:
-    // work of the candidate's running during the reference's probe could steer the reference
-    // into a slow placement.
+    // On a GPU time_open tries placements of the calls' memory (PROTOCOL.md "time_open"). The
+    // candidate opens first; it is then frozen and the GPU left quiet before the reference
+    // opens: its work during the reference's probe could steer the reference somewhere slow.
     let reply = candidate.request(open(Side::Candidate), settings.timeout)?;
     if reply.kind() != "time_opened" {
         let o = judge.answer(&reply, 0).unwrap_or_else(|| {
