@@ -301,10 +301,17 @@ fn python_worker_unit_tests_pass() {
         .collect();
     modules.sort();
     assert!(modules.len() >= 10, "{modules:?}");
+    // Bytecode as kbench's workers have it: compiled once into kbench's cache and read from
+    // there. A machine that sets PYTHONDONTWRITEBYTECODE (this CI's does) would otherwise
+    // compile torch's modules from source in every worker a test starts, which doubled the
+    // suite's time.
+    let pycache = kbench::worker::python::cache_dir().join("pycache");
     let lanes: Vec<_> = (0..2)
         .map(|lane| {
             std::process::Command::new(&choice.python)
                 .args(["-m", "unittest"])
+                .env_remove("PYTHONDONTWRITEBYTECODE")
+                .env("PYTHONPYCACHEPREFIX", &pycache)
                 .args(modules.iter().skip(lane).step_by(2))
                 .current_dir(&dir)
                 .stdout(std::process::Stdio::piped())
