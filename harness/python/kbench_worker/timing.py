@@ -156,7 +156,13 @@ class TimingCommands:
         self.gated = ph
         if TRACE and ph.placements:
             print("placements", [(o >> 20, round(ms, 4)) for o, ms in ph.placements], file=sys.stderr)
-        return {"type": "time_opened", "placements": [[o, ms] for o, ms in ph.placements]}, []
+        return {
+            "type": "time_opened",
+            "placements": [[o, ms] for o, ms in ph.placements],
+            # Calls the probe ran on the current case (its footprint's call among them): they
+            # warmed this side as the phase's warm-up calls would.
+            "calls": 1 + PROBE_CALLS * len(ph.placements) if ph.placements else 0,
+        }, []
 
     def cmd_stage_inputs(self, cmd, payload):
         """Reference: draws the inputs of the next calls, one per seed of `seeds`, as a case

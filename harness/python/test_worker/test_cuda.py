@@ -545,6 +545,7 @@ class PlacementTests(WorkerTestCase):
                 self.assertEqual([o for o, _ in tried], [k << 21 for k in range(len(tried))], tried)
                 self.assertGreater(len(tried), 3, tried)
                 self.assertEqual(min(tried, key=lambda p: p[1])[0], 6 << 20, tried)
+                self.assertEqual(opened["calls"], 1 + 3 * len(tried), opened)
             os.truncate(log, 0)
             for w in (self.ref, self.cand):
                 opened, _ = w.call({"cmd": "timed_call", "round_warmup": 1})

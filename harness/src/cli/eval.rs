@@ -63,7 +63,9 @@ pub struct EvalArgs {
     /// conclusively. Set it to --timed-calls to time every kernel that many times.
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub min_timed_calls: u32,
-    /// Untimed warm-up calls before timing.
+    /// Untimed warm-up calls before timing. On a GPU the reference's placement probe (its
+    /// case's call, timed where its memory may lie) counts among them; one still runs in the
+    /// timing's own windows.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,
     /// Ignored, kept so that older scripts still run: timed calls are driven one at a time,

@@ -36,7 +36,8 @@
 
 use std::time::{Duration, Instant};
 
-use kbench_record::protocol::{reply::TimedCall, Command, Frame};
+use kbench_record::protocol::reply::{TimeOpened, TimedCall};
+use kbench_record::protocol::{Command, Frame};
 use kbench_record::Outcome;
 
 use super::exchange::{CaseLayout, Exchange, Side};
@@ -57,19 +58,6 @@ pub(crate) struct GatedSettings<'a> {
     /// Longest wait for a freeze to be confirmed, and for the GPU to go quiet.
     pub(crate) freeze_limit: Duration,
     pub(crate) quiet_limit: Duration,
-}
-
-/// Whether a timing of a case with `inputs` and `outputs` bytes on a GPU of `total` bytes
-/// releases memory after every call: when what it holds at once reaches half the card. The
-/// harness holds the source inputs and both sides' staged inputs and output slots; each
-/// worker its outputs, their contiguous copy and about as much again of temporaries and
-/// cached blocks, kept while the other side is timed (on an 80 GB H100 the idle side's cached
-/// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
-/// memory). A released call reallocates its outputs: it opens with an untimed call
-/// ([`TimingConfig::opening_calls`]).
-pub(crate) fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
-    let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
-    total > 0 && need >= total / 2
 }
 
 /// Timed calls per side in a round of the paired speedup: two, one of each order (the
@@ -217,6 +205,7 @@ pub(crate) fn time_gated(
         },
         spent: Spent::default(),
         candidate_unprobed: true,
+        warmup_skipped: 0,
     };
     let open = |side| {
         let cpu = station.timing_cpu;
@@ -247,14 +236,26 @@ pub(crate) fn time_gated(
             "reference timing: {why}"
         )))
     };
-    match reference.request(open(Side::Reference), settings.timeout) {
-        Ok(r) if r.kind() == "time_opened" => {}
+    // The reference's placement probe ran its case's call: those calls stand for all but one
+    // of the phase's warm-up calls (one still warms the windows' own path), on both sides.
+    let probe_calls = match reference.request(open(Side::Reference), settings.timeout) {
+        Ok(r) if r.kind() == "time_opened" => r.reply::<TimeOpened>().calls.unwrap_or(0),
         Ok(r) => return reference_failed(error_text(&r)),
         Err(f) => return reference_failed(f.to_string()),
-    }
+    };
+    run.warmup_skipped =
+        (settings.config.warmup.saturating_sub(1) as u64).min(probe_calls) as usize;
+    let case = GatedCase {
+        input_seeds: &case.input_seeds[run.warmup_skipped..],
+        ..case
+    };
     let started = Instant::now();
     if timing_trace() {
-        eprintln!("gated timing: opened after {:?}", opened.elapsed());
+        eprintln!(
+            "gated timing: opened after {:?}, probe calls {probe_calls}, warm-up calls skipped {}",
+            opened.elapsed(),
+            run.warmup_skipped
+        );
     }
     let result = run.calls(reference, candidate, &case);
     if timing_trace() {
@@ -313,6 +314,8 @@ struct Run<'a> {
     /// The candidate has been thawed since the GPU was last found quiet with it frozen: only
     /// then can its work be running when the reference's window opens.
     candidate_unprobed: bool,
+    /// Warm-up calls the placement probe stood for.
+    warmup_skipped: usize,
 }
 
 /// Where a timing's seconds went outside the timed calls themselves, printed with
@@ -390,7 +393,7 @@ impl Run<'_> {
         let tc = self.s.config;
         self.freeze(candidate, Side::Candidate)?;
         self.freeze(reference, Side::Reference)?;
-        let warmup = tc.warmup as usize;
+        let warmup = tc.warmup as usize - self.warmup_skipped;
         let mut opening = tc.opening_calls(None);
         let mut reference_warm = Vec::new();
         let sets = self.exchange.sets();
@@ -768,24 +771,6 @@ pub(crate) fn parse_sample(reply: &Frame) -> Result<f64, String> {
 mod tests {
     use super::*;
     use serde_json::{json, Value};
-
-    #[test]
-    fn large_cases_release_after_every_call() {
-        let gib = 1u64 << 30;
-        assert!(
-            release_every_call(6 * gib, 6 * gib, 80 * gib),
-            "L1/20 on an H100"
-        );
-        assert!(
-            !release_every_call(6 * gib, 6 * gib, 141 * gib),
-            "L1/20 on an H200"
-        );
-        assert!(!release_every_call(gib, gib, 80 * gib), "L1/70");
-        assert!(
-            !release_every_call(6 * gib, 6 * gib, 0),
-            "no GPU: nothing to release"
-        );
-    }
 
     #[test]
     fn a_claim_must_be_a_positive_finite_time() {

@@ -72,6 +72,19 @@ pub(crate) fn placements(input_bytes: u64, output_bytes: u64, release_calls: boo
     (sets, hold)
 }
 
+/// Whether a timing of a case with `inputs` and `outputs` bytes on a GPU of `total` bytes
+/// releases memory after every call: when what it holds at once reaches half the card. The
+/// harness holds the source inputs and both sides' staged inputs and output slots; each
+/// worker its outputs, their contiguous copy and about as much again of temporaries and
+/// cached blocks, kept while the other side is timed (on an 80 GB H100 the idle side's cached
+/// blocks once left an honest candidate of level-1 problem 20, 6 GiB in and 6 GiB out, out of
+/// memory). A released call reallocates its outputs: it opens with an untimed call
+/// ([`crate::config::TimingConfig::opening_calls`]).
+pub(crate) fn release_every_call(inputs: u64, outputs: u64, total: u64) -> bool {
+    let need = 3 * inputs + 2 * outputs + 2 * 3 * outputs;
+    total > 0 && need >= total / 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +125,23 @@ mod tests {
                 "{i}"
             );
         }
+    }
+
+    #[test]
+    fn large_cases_release_after_every_call() {
+        let gib = 1u64 << 30;
+        assert!(
+            release_every_call(6 * gib, 6 * gib, 80 * gib),
+            "L1/20 on an H100"
+        );
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 141 * gib),
+            "L1/20 on an H200"
+        );
+        assert!(!release_every_call(gib, gib, 80 * gib), "L1/70");
+        assert!(
+            !release_every_call(6 * gib, 6 * gib, 0),
+            "no GPU: nothing to release"
+        );
     }
 }

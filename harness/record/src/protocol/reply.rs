@@ -104,6 +104,11 @@ reply!(
 );
 
 reply!(
+    /// `time_opened`: `calls` the placement probe ran on the worker's case (0 without one).
+    TimeOpened { calls: u64 }
+);
+
+reply!(
     /// `timed_call`.
     TimedCall {
         clock: String,

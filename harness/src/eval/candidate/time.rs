@@ -10,9 +10,8 @@ use crate::config::TimingConfig;
 use crate::judge::faults::out_of_memory;
 use crate::judge::timed::TimedCheck;
 use crate::judge::timing::{summarize, CandidateCalls, TimingResult};
-use crate::measure::gated::{
-    release_every_call, time_gated, GatedCase, GatedRun, GatedSettings, RawGated,
-};
+use crate::measure::gated::{time_gated, GatedCase, GatedRun, GatedSettings, RawGated};
+use crate::measure::phase_memory::release_every_call;
 use crate::measure::reference::RefFailure;
 use crate::worker::{Worker, WorkerFault};
 use kbench_record::{Outcome, Phase};
