@@ -7,7 +7,8 @@
 //!
 //! 0. each worker opens its phase, and on a GPU tries placements of its calls' memory and
 //!    keeps its fastest (PROTOCOL.md "time_open"): the candidate first, then, with the
-//!    candidate frozen and the GPU quiet, the reference;
+//!    candidate frozen and the GPU quiet, the reference; the reference's probe calls stand
+//!    for all but one of the warm-up calls;
 //! 1. with the candidate frozen (every process of it, `worker::freeze`), the reference draws
 //!    the inputs of the next calls, several at a time (`phase_memory::stage_ahead`): fresh values
 //!    from the run's secret, made as the problem's own `get_inputs()` makes them
