@@ -305,7 +305,7 @@ fn python_worker_unit_tests_pass() {
     // there. A machine that sets PYTHONDONTWRITEBYTECODE (this CI's does) would otherwise
     // compile torch's modules from source in every worker a test starts, which doubled the
     // suite's time.
-    let pycache = kbench::worker::python::cache_dir().join("pycache");
+    let pycache = kbench::worker::pycache_dir(&kbench::worker::python::cache_dir());
     let lanes: Vec<_> = (0..2)
         .map(|lane| {
             std::process::Command::new(&choice.python)

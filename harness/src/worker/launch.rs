@@ -138,7 +138,7 @@ pub(crate) fn worker_env(
 
 /// Where workers keep the compiled bytecode of what they import (`PYTHONPYCACHEPREFIX`):
 /// inside kbench's cache, which sandboxed candidates see read-only.
-pub(crate) fn pycache_dir(cache: &Path) -> std::path::PathBuf {
+pub fn pycache_dir(cache: &Path) -> std::path::PathBuf {
     cache.join("pycache")
 }
 

@@ -22,9 +22,10 @@ pub(crate) mod spawn;
 mod wire;
 
 pub(crate) use gate::Gates;
+pub use launch::pycache_dir;
 pub(crate) use launch::{
-    allow_bytecode_writes, check_keep_cached, pycache_dir, worker_env, BUILD_NICENESS,
-    KEEP_CACHED_ENV, MAX_PAYLOAD,
+    allow_bytecode_writes, check_keep_cached, worker_env, BUILD_NICENESS, KEEP_CACHED_ENV,
+    MAX_PAYLOAD,
 };
 pub(crate) use prestart::Prestart;
 pub(crate) use process::*;
