@@ -1,7 +1,8 @@
 //! `kbench serve` on PostgreSQL: the API in front (`--no-worker`), two workers (`--worker`,
 //! one secret) taking the work with `FOR UPDATE SKIP LOCKED`; every submission answered once,
 //! every distinct kernel evaluated once across both, and a worker killed mid-queue has its
-//! claims taken over by the other when its lease runs out. Needs a server: `.ci/run` starts
+//! claims taken over by the other when its lease runs out; and the hostile requests of
+//! `serve_requests`, answered alike on this store. Needs a server: `.ci/run` starts
 //! one with tests/postgres/setup.sh and sets KBENCH_POSTGRES_URL (with KBENCH_POSTGRES_TESTS=1
 //! the test fails rather than skips without it).
 
@@ -162,6 +163,12 @@ fn two_workers_on_postgresql_answer_every_submission_once_and_take_over_a_dead_w
     );
     drop(w1);
     drop(api);
+}
+
+#[test]
+fn hostile_requests_get_the_same_answers_on_postgresql() {
+    let Some(db) = database() else { return };
+    crate::serve_requests::hostile_requests_against(Some(&db));
 }
 
 fn records_in(dir: &std::path::Path) -> usize {

@@ -1,7 +1,8 @@
 //! `kbench serve` against hostile requests (no token, bad tokens, malformed and oversized
 //! bodies, path-like problem ids, a token past its quota and rate, a full queue, a slow
 //! client), each answered with its status while the service keeps serving; no answer holds a
-//! server path, the secret or another client's data. Then the Python client, installed with
+//! server path, the secret or another client's data. `serve_postgres` runs the same requests
+//! against a PostgreSQL store. Then the Python client, installed with
 //! pip from the repository, against the same real service.
 
 use crate::common;
@@ -18,6 +19,13 @@ use serde_json::json;
 
 #[test]
 fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() {
+    hostile_requests_against(None);
+}
+
+/// The hostile requests against a service on `store` (`--store`; `None`: its own SQLite
+/// file), so that each store's quota, rate and queue checks are held to the same answers.
+/// No answer may hold the store's address either.
+pub fn hostile_requests_against(store: Option<&str>) {
     ensure_python();
     let _g = shared();
     let tmp = tempfile::tempdir().unwrap();
@@ -45,6 +53,9 @@ fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() 
         "--max-queue",
         "6",
     ]);
+    if let Some(store) = store {
+        args.extend(["--store", store]);
+    }
 
     // No --no-sandbox in serve.
     let mut refused = args.clone();
@@ -420,6 +431,12 @@ fn hostile_requests_get_their_status_and_the_service_keeps_serving_the_others() 
     for b in &bodies {
         for leak in [svc_s, tok_s, secret.trim(), "alice", "carol", "dave"] {
             assert!(!b.contains(leak), "an answer holds {leak:?}: {b}");
+        }
+        if let Some(store) = store {
+            assert!(
+                !b.contains(store),
+                "an answer holds the store's address: {b}"
+            );
         }
         if home.len() > 1 {
             assert!(
