@@ -7,6 +7,7 @@
 #   timing-cost     what the timing protections cost, self-speedups old and new
 #   timing-windows  where a timed call's window goes, per problem and call order
 #   placement-states  forward time against where inputs and temporaries lie; repeated self-speedups
+#   self-speedup    the reference as its own candidate over levels 1-2, resumed across calls and machines
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # step ncu: kbench profile under ncu on 3 kernels, fresh ncu fixtures, speed of light
@@ -268,6 +269,39 @@ for line in open(sys.argv[1]):
 PY
 done
 pack "$OUT/states.tgz" "$L" env.txt $(cd "$L" && ls -d run* 2>/dev/null)
+}
+
+
+# step self-speedup: the reference as its own candidate over levels 1-2, resumed across calls and machines
+# Whether equal code gets equal time on a GPU: the reference agent as its own candidate over
+# SELECT (default all of levels 1 and 2: 1/1-100,2/1-100), random family (timing is what is
+# measured), sandboxed, every default check, for BUDGET seconds at most (default 540). A run
+# that does not finish is resumed by the next call: on the same machine from /tmp, and on a
+# fresh one from $D/selfsp-run.tgz, the previous call's $OUT/selfsp-run.tgz carried back (the
+# device machine can be a new one between two calls). Writes $OUT/selfsp.md (how many within
+# 1%, the median, those outside; tests/gpu/timing_cost.py), $OUT/selfsp.txt (the run's
+# summary) and $OUT/selfsp-run.tgz (the run folder without its kernels: enough to resume and
+# to report). Set BUDGET to what the call has left: a call cut off by the device writes nothing.
+#
+#   D=devrun OUT=/tmp/out BUDGET=540 bash tests/gpu/profiling.sh self-speedup
+#
+# A dry run on a CPU: DEVICE=cpu KB=adversarial/exploits/problems SELECT=1/4.
+step_self_speedup() {
+use_sandbox; use_cache_dir
+L=/tmp/self-speedup; mkdir -p "$L" "$OUT"
+DEVICE=${DEVICE:-cuda}; KB=${KB:-$D/kernelbench}
+GPUS=(); [ "$DEVICE" = cuda ] && GPUS=(--gpus 0)
+if [ ! -f "$L/sample/run.json" ] && [ -f "$D/selfsp-run.tgz" ]; then tar -xzf "$D/selfsp-run.tgz" -C "$L"; fi
+secret "$L/secret"
+env_info > "$L/env.txt"
+RESUME=(); [ -f "$L/sample/run.json" ] && RESUME=(--resume)
+step "self-speedup ${SELECT:-1/1-100,2/1-100} ${RESUME[*]:-from the start}" | tee -a "$OUT/selfsp.txt"
+timeout -k 10 -s TERM "${BUDGET:-540}" $D/kbench run --agent reference --kernelbench "$KB" \
+  --select "${SELECT:-1/1-100,2/1-100}" --device "$DEVICE" "${GPUS[@]}" --families random \
+  --secret-from "$L/secret" --quiet --out "$L/sample" "${RESUME[@]}" >> "$OUT/selfsp.txt" 2>&1
+echo "rc=$?" | tee -a "$OUT/selfsp.txt"
+python3 tests/gpu/timing_cost.py "$L" | tee "$OUT/selfsp.md"
+pack "$OUT/selfsp-run.tgz" "$L" --exclude=sample/kernels sample
 }
 
 run_step "$@"
