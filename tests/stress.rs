@@ -278,7 +278,7 @@ fn check_prints_every_case_of_one_kernel() {
 
 /// A stress case found not to apply is made once per problem: with no case cache (the path
 /// of problems too large to keep), the second candidate gets the first one's answer, not
-/// another float64 forward.
+/// another float64 forward; one found to apply is remade without the stability runs.
 #[test]
 fn a_case_that_does_not_apply_is_made_once_per_problem() {
     let _g = common::shared();
@@ -309,4 +309,33 @@ fn a_case_that_does_not_apply_is_made_once_per_problem() {
     assert_eq!(made("random"), 10, "{log}");
     assert_eq!(made("signed"), 2, "{log}");
     assert_eq!(made("cancellation"), 1, "{log}");
+    // A stress case found to apply is remade without its stability runs (a second forward
+    // and two comparisons, which only decide whether it applies): measured the first time,
+    // not the second, and the verdicts are those the measured cases give.
+    for family in [
+        "signed",
+        "nan-inf",
+        "denormal",
+        "fp16-saturation",
+        "large",
+        "small",
+    ] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("make_case {family}:")))
+            .collect();
+        assert_eq!(lines.len(), 2, "{family}: {log}");
+        assert!(lines[0].contains("stability"), "{family}: {}", lines[0]);
+        assert!(!lines[1].contains("stability"), "{family}: {}", lines[1]);
+    }
+    for name in ["4_fp16_overflow", "4_reordered"] {
+        assert_eq!(families(&recs[name]).1, ["cancellation"], "{name}");
+    }
+    let overflow = families(&recs["4_fp16_overflow"]).0;
+    assert!(
+        overflow.iter().any(|f| f == "fp16-saturation"),
+        "{overflow:?}"
+    );
+    assert!(families(&recs["4_reordered"]).0.is_empty());
+    assert_eq!(recs["4_reordered"]["outcome"]["kind"], "ok");
 }

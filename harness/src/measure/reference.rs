@@ -48,6 +48,9 @@ pub(crate) struct ReferenceSession {
     /// Stress cases found not to apply, by case index: not made again for later candidates
     /// when the cache keeps no case (each took a float64 forward to decide).
     not_applicable: std::collections::HashMap<u32, String>,
+    /// Stress cases found to apply: remade without the stability runs, which only decide
+    /// that (a second forward and two comparisons, most of a large case's making).
+    applicable: std::collections::HashSet<u32>,
     pub(crate) device_name: String,
     pub(crate) notes: Vec<String>,
     problem_file: String,
@@ -97,6 +100,7 @@ impl ReferenceSession {
             cached_bytes: 0,
             budget,
             not_applicable: Default::default(),
+            applicable: Default::default(),
             device_name: String::new(),
             notes: Vec::new(),
             problem_file: problem.file.clone(),
@@ -375,13 +379,15 @@ impl ReferenceSession {
         self.worker_case = None;
         let tol = kbench_adversarial::tolerance(c.profile, c.precision);
         let stress = case.family != CaseFamily::Random;
+        // Same seeds, same inputs: a case that applied for one candidate applies for all.
+        let known = self.applicable.contains(&t);
         let probes = case.family == CaseFamily::NanInf;
         let request = Frame::command(&Command::MakeCase(MakeCase {
             seed,
             forward_seed,
             device_io,
             family: stress.then(|| case.family.to_string()),
-            stability_rtol: stress.then_some(tol.rtol),
+            stability_rtol: (stress && !known).then_some(tol.rtol),
             probe_rtol: probes.then_some(tol.rtol),
             probe_atol: probes.then_some(tol.atol),
         }));
@@ -422,7 +428,12 @@ impl ReferenceSession {
         }
         let floor = (c.profile == ToleranceProfile::Strict)
             .then(|| kbench_adversarial::float64_gate(c.precision).floor);
-        let not_applicable = applicability(&case, &made, tol, floor);
+        let not_applicable = (!known)
+            .then(|| applicability(&case, &made, tol, floor))
+            .flatten();
+        if stress && not_applicable.is_none() {
+            self.applicable.insert(t);
+        }
         let arg_list = made.inputs.clone().unwrap_or(json!([]));
         // Only the timed case stays the worker's current case (timing runs on it): the
         // others' inputs go with their export, so that the reference holds no case while
