@@ -163,3 +163,116 @@ fn ranked_entries_count_after_their_secret_seed_pass_and_flagged_ones_never() {
     );
     let _ = serve.stop();
 }
+
+/// A candidate that looks for the service's own files sees none of them, in either pass,
+/// even where the service's folder and its tokens lie in a folder every sandbox shows (here
+/// a library folder the environment names, as `/opt` would be), and even running as the
+/// service's own uid: the store (every client's sources), each pass's run secret, the ranked
+/// pass's seeds and the tokens. (Its own source is shown to it, read-only.)
+#[test]
+fn a_candidate_sees_none_of_the_service_files_in_either_pass() {
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let shown = tmp.path().join("shown");
+    std::fs::create_dir(&shown).unwrap();
+    let (tokens_file, toks) = tokens(&shown, &[("alice", "")]);
+    let svc = shown.join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1"];
+    args.extend(EVAL);
+    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+    args.extend([
+        "--out",
+        svc_s,
+        "--tokens",
+        tok_s,
+        "--listen",
+        "127.0.0.1:0",
+        "--leaderboard",
+    ]);
+    let env = [
+        ("CUDA_HOME", shown.as_path()),
+        ("KBENCH_CANDIDATE_UID", "off".as_ref()),
+    ];
+    let serve = Serve::start_env(&args, &tmp.path().join("serve.log"), &env);
+    let url = serve.url.clone();
+    let (problem, source) = {
+        let p = &sc::smoke_problems()[0];
+        (p.0.clone(), p.3.clone())
+    };
+    let shown_s = shown.to_str().unwrap();
+    let peeks = format!(
+        r#"{source}
+
+import os
+SHOWN = {shown_s:?}
+
+def _peek():
+    own = os.path.realpath(__file__)
+    seen = []
+    for top, dirs, files in os.walk(SHOWN):
+        for f in files:
+            p = os.path.join(top, f)
+            if os.path.realpath(p) == own:
+                continue
+            try:
+                with open(p, "rb") as fh:
+                    if fh.read(1):
+                        seen.append(p)
+            except OSError:
+                pass
+    return seen
+
+class ModelNew(Model):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not os.path.isdir(SHOWN):
+            raise RuntimeError("the library folder is not shown: the test proves nothing")
+        seen = _peek()
+        if seen:
+            raise RuntimeError("LEAKED " + " ".join(seen))
+"#
+    );
+    let id = ranked(&url, &toks[0], &problem, &peeks, "peeks", true);
+    let t = Instant::now();
+    let done = loop {
+        let a = call(
+            "GET",
+            &format!("{url}/v1/submissions/{id}?wait=20"),
+            Some(&toks[0]),
+            None,
+        );
+        assert_eq!(a.status, 200, "{}", a.body);
+        let s = a.json();
+        let public_failed = s["state"] == "done" && s["verdict"]["outcome"] != "ok";
+        if public_failed || (s["state"] == "done" && !s["ranked_verdict"].is_null()) {
+            break (s, a.body);
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "never done: {}\n{}",
+            a.body,
+            serve.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (s, body) = done;
+    assert!(!body.contains("LEAKED"), "{body}");
+    assert!(!body.contains(&toks[0]), "{body}");
+    assert_eq!(s["verdict"]["outcome"], "ok", "{body}");
+    assert_eq!(s["ranked_verdict"]["outcome"], "ok", "{body}");
+    // What it looked for is there, readable by this uid, outside the sandbox.
+    for f in [
+        svc.join("store.sqlite"),
+        svc.join("ranked-secret"),
+        svc.join("public/secret"),
+        tokens_file.clone(),
+    ] {
+        assert!(
+            std::fs::read(&f).is_ok_and(|b| !b.is_empty()),
+            "{}",
+            f.display()
+        );
+    }
+    serve.stop();
+}

@@ -70,10 +70,16 @@ impl Serve {
     /// Starts `kbench serve ARGS --listen 127.0.0.1:0` and waits for its address (or, for a
     /// worker, for it to say it evaluates).
     pub fn start(args: &[&str], log: &Path) -> Serve {
+        Serve::start_env(args, log, &[])
+    }
+
+    /// [`Serve::start`] with these variables in the service's environment.
+    pub fn start_env(args: &[&str], log: &Path, env: &[(&str, &Path)]) -> Serve {
         let err = std::fs::File::create(log).unwrap();
         let mut child = kbench()
             .arg("serve")
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(err)
             .spawn()

@@ -173,6 +173,9 @@ pub(crate) struct RunConfig {
     pub(crate) shard: Option<Shard>,
     /// The run's secret seed comes from this file (shared by the shards of one run).
     pub(crate) secret_from: Option<PathBuf>,
+    /// Hidden from every sandbox besides the run folder, the cache and the secret file: what
+    /// lies beside the run and must not reach a candidate (a service's store and tokens).
+    pub(crate) hidden_also: Vec<PathBuf>,
     pub(crate) python: PythonChoice,
     pub(crate) cache: PathBuf,
     pub(crate) cpu_threads: u32,
@@ -406,6 +409,7 @@ impl RunConfig {
             resume: false,
             shard,
             secret_from: None,
+            hidden_also: Vec::new(),
             python: PythonChoice::resolve(python, &cache),
             cache,
             cpu_threads: a.cpu_threads,

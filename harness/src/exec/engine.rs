@@ -399,6 +399,7 @@ fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
     read_only.push(abs(&pycache));
     let mut hidden = vec![abs(&config.out), abs(&config.cache)];
     hidden.extend(config.secret_from.as_deref().map(abs));
+    hidden.extend(config.hidden_also.iter().map(|p| abs(p)));
     let base = View {
         read_only,
         hidden,

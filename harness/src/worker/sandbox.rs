@@ -36,6 +36,20 @@ const SYSTEM: &[&str] = &[
     "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "sys", "nix",
 ];
 
+/// Whether `folder` can be hidden from a sandbox (an empty folder mounted over it) without
+/// hiding the system with it: not `/`, and neither a system folder nor one above it.
+pub(crate) fn hideable(folder: &Path) -> Result<(), String> {
+    let real = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let system = SYSTEM.iter().map(|s| Path::new("/").join(s));
+    if real == Path::new("/") || system.into_iter().any(|s| s.starts_with(&real)) {
+        return Err(format!(
+            "{} holds system folders every sandbox shows: give the service its own folder",
+            folder.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Secrets of the host under the system folders, masked in every sandbox even where the
 /// worker runs as root: a file is covered by an empty one, a folder by an empty read-only one.
 const SECRETS: &[&str] = &[
@@ -530,6 +544,17 @@ mod tests {
     fn has(args: &[OsString], seq: &[&str]) -> bool {
         let seq: Vec<OsString> = seq.iter().map(OsString::from).collect();
         args.windows(seq.len()).any(|w| w == seq.as_slice())
+    }
+
+    #[test]
+    fn a_folder_holding_system_folders_cannot_be_hidden() {
+        for p in ["/", "/usr", "/etc", "/usr/.."] {
+            let why = hideable(Path::new(p)).unwrap_err();
+            assert!(why.contains("its own folder"), "{p}: {why}");
+        }
+        let own = tempfile::tempdir().unwrap();
+        assert_eq!(hideable(own.path()), Ok(()));
+        assert_eq!(hideable(Path::new("/usr/share/kbench-service")), Ok(()));
     }
 
     #[test]
