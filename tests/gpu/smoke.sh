@@ -162,8 +162,9 @@ exit $status
 
 # step triton: Triton fixtures compiled for the GPU, in the sandbox, every family
 # Triton candidates on a GPU, in the sandbox, every check on: the CPU fixtures of
-# tests/triton_cpu.rs (there under Triton's interpreter) compiled by Triton for the GPU. The
-# honest ELU is `ok` with a speedup; the one that drops alpha is a mismatch.
+# tests/triton_cpu.rs (there under Triton's interpreter) compiled by Triton for the GPU, and
+# one the interpreter cannot judge (`tl.dot` in TF32, which it computes in fp32). Each has
+# the outcome written beside it; the step fails when one differs.
 #
 #   D=devrun OUT=/tmp/out bash tests/gpu/smoke.sh triton
 step_triton() {
@@ -172,12 +173,22 @@ mkdir -p "$OUT"
 { nvidia-smi -L; python3 -c 'import torch, triton; print("torch", torch.__version__, torch.version.cuda, "triton", triton.__version__)'
   "$D/kbench" --version; } > "$OUT/env.txt" 2>&1
 use_sandbox
-for k in 2_triton_elu 2_triton_elu_no_alpha; do
-    timeout 280 "$D/kbench" check --problem suites/smoke/2_ELU.py --kernel "tests/fixtures/triton/$k.py" \
-        --device cuda > "$OUT/$k.txt" 2>&1
-    echo "$k rc=$?"
-    tail -25 "$OUT/$k.txt"
-done
+local status=0
+while read -r problem k want; do
+    timeout 280 "$D/kbench" check --problem "suites/smoke/$problem.py" \
+        --kernel "tests/fixtures/triton/$k.py" --device cuda > "$OUT/$k.txt" 2>&1
+    got=$(sed -n 's/^outcome: \([a-z_]*\).*/\1/p' "$OUT/$k.txt" | head -1)
+    echo "$k: outcome ${got:-none}, expected $want"
+    if [ "$got" != "$want" ]; then status=1; tail -25 "$OUT/$k.txt"; fi
+done <<'EOF'
+2_ELU 2_triton_elu ok
+2_ELU 2_triton_elu_no_alpha mismatch
+4_Softmax 4_triton_online_softmax ok
+4_Softmax 4_triton_softmax_no_max mismatch
+5_Matmul_Irregular_Shapes 5_triton_matmul ok
+5_Matmul_Irregular_Shapes 5_triton_matmul_tf32 mismatch
+EOF
+return $status
 }
 
 run_step "$@"
