@@ -476,3 +476,77 @@ fn imported_set_replays_and_its_eval_results_import_back() {
         }
     }
 }
+
+/// A published kernel that times two paths at its first call and keeps the faster, claiming
+/// far more than it runs at: imported from a JSON-lines set, replayed, and the claims report
+/// names why its claim fails (`slower, path chosen at run time`, with the line that times),
+/// in the terminal table and in the exported rows.
+#[test]
+fn a_kernel_choosing_its_path_at_its_first_call_is_named_in_the_claims_report() {
+    let _guard = shared();
+    ensure_python();
+    let t = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    let line = serde_json::json!({
+        "level_id": 1,
+        "task_id": 4,
+        "ref_code": std::fs::read_to_string(root.join("suites/smoke/4_Softmax.py")).unwrap(),
+        "custom_code": std::fs::read_to_string(
+            root.join("tests/fixtures/claims/4_chooses_its_path.py")
+        ).unwrap(),
+        "score_eager": 6.0,
+        "correct": true,
+    });
+    let src = t.path().join("set.jsonl");
+    std::fs::write(&src, format!("{line}\n")).unwrap();
+    let set = t.path().join("set");
+    let o = import("jsonl", &src, &set, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let run = t.path().join("run");
+    let o = kbench()
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1/4")
+                .agent("replay")
+                .build(),
+        )
+        .args([
+            "--device",
+            "cpu",
+            "--families",
+            "random",
+            "--timed-calls",
+            "5",
+        ])
+        .args(["--rounds", "1", "--quiet", "--replay-dir"])
+        .arg(&set)
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let recs = records(&run);
+    assert_eq!(recs[0]["outcome"]["kind"], "ok", "{}", recs[0]);
+    let o = kbench()
+        .arg("report")
+        .arg(&run)
+        .arg("--claims")
+        .arg(set.join("claims.json"))
+        .arg("--claims-out")
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("slower, path chosen at run time: claimed 6.00x"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("perf_counter"), "{stdout}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path().join("out/claims.json")).unwrap())
+            .unwrap();
+    let text = rows.to_string();
+    assert!(text.contains("slower, path chosen at run time"), "{text}");
+}

@@ -1,14 +1,16 @@
 //! The `times-itself` advisory: a candidate whose source times code at run time (CUDA events
 //! with `elapsed_time`, `perf_counter`, `time.time()`, Triton's `do_bench`,
-//! `torch.utils.benchmark`). Such a kernel may time alternatives at its first call and keep
+//! `torch.utils.benchmark`), or lets an autotuner time alternatives for it. Such a kernel may time alternatives at its first call and keep
 //! the faster (one published kernel timed an fp16 matmul against an fp32 one and kept the
 //! winner: claimed 6.17x, measured 0.99x on the fp32 path it chose under kbench), so what it
 //! runs, and its speedup, depend on what it measured there. Read from the source, so a
 //! diagnosis for reports (the claims report's `times itself` reason), never a verdict: a
 //! kernel that hides its clock is not named, and one that times itself is not wrong.
 
-/// What marks run-time timing in a source line.
-const MARKS: [&str; 7] = [
+/// What marks run-time timing in a source line, spaces removed: its own clocks, and the
+/// autotuners that time candidates for it (Triton's `@triton.autotune`, `torch.compile`'s
+/// `max-autotune` modes, cuDNN's benchmark mode).
+const MARKS: [&str; 10] = [
     "elapsed_time(",
     "perf_counter",
     "time.time(",
@@ -16,12 +18,21 @@ const MARKS: [&str; 7] = [
     "do_bench",
     "torch.utils.benchmark",
     "enable_timing=True",
+    "triton.autotune",
+    "max-autotune",
+    "cudnn.benchmark=True",
 ];
 
 /// The first line of `source` (1-based, trimmed) that times code, outside comments.
 pub(crate) fn scan(source: &str) -> Option<(usize, String)> {
     source.lines().enumerate().find_map(|(i, line)| {
-        let code = line.split('#').next().unwrap_or("");
+        let code: String = line
+            .split('#')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         MARKS
             .iter()
             .any(|m| code.contains(m))
@@ -51,6 +62,18 @@ mod tests {
         let src = "t0 = time.perf_counter()  # timing\n";
         assert_eq!(scan(src).map(|s| s.0), Some(1));
         assert_eq!(scan("import torch\nx = 1 # perf_counter\n"), None);
+        // Autotuners time alternatives for the kernel.
+        assert_eq!(
+            scan("@triton.autotune(configs=[], key=['n'])\n").map(|s| s.0),
+            Some(1)
+        );
+        let compiled = "f = torch.compile(g, mode=\"max-autotune-no-cudagraphs\")\n";
+        assert_eq!(scan(compiled).map(|s| s.0), Some(1));
+        assert_eq!(
+            scan("torch.backends.cudnn.benchmark = True\n").map(|s| s.0),
+            Some(1)
+        );
+        assert_eq!(scan("torch.backends.cudnn.benchmark = False\n"), None);
         assert!(note(3, "t = time.time()").starts_with("times-itself: line 3"));
     }
 }
