@@ -1,6 +1,7 @@
 //! The strict profile's fp32 error model end to end: honest reorderings of a long-K matmul
 //! pass every family where KernelBench's elementwise rule fails them, and every downgrade
-//! of its precision (TF32, fp16 inputs, a bf16 output, one row in fp16) fails. Real worker,
+//! of its precision (TF32, fp16 inputs, a bf16 output, one row in fp16) fails; a softmax
+//! summing its rows in blocks passes every family. Real worker,
 //! real torch on the CPU. Fixtures: `tests/fixtures/error_model`.
 
 use crate::common;
@@ -43,7 +44,11 @@ fn honest_reorderings_pass_and_downgrades_fail() {
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let strict = run(&dir.path().join("strict"), "strict");
-    assert_eq!(strict.len(), 6);
+    assert_eq!(strict.len(), 7);
+    // A softmax whose row sums are taken in blocks, added last to first: every family.
+    let blocked = &strict["2_blocked"];
+    assert_eq!(blocked["outcome"]["kind"], "ok", "{}", blocked["outcome"]);
+    assert!(families(blocked).0.is_empty(), "{:?}", families(blocked));
     for name in ["1_sequential", "1_split_k"] {
         let r = &strict[name];
         assert_eq!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);
