@@ -1,6 +1,7 @@
 //! `kbench serve` under load and under SIGKILL, on the CPU with the real worker: a thousand
 //! submissions from eight clients get the verdicts `kbench run` gives the same kernels, each
-//! distinct kernel evaluated once; a service killed mid-queue and started again completes
+//! distinct kernel evaluated once, every answer's record signed with the run's key, and the
+//! metrics account for all of it; a service killed mid-queue and started again completes
 //! every submission exactly once.
 
 use crate::common;
@@ -128,6 +129,7 @@ fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each
     let mut answers: BTreeMap<usize, BTreeSet<(String, Option<String>)>> = BTreeMap::new();
     let mut posts = Vec::new();
     let mut total = 0;
+    let mut served_records = Vec::new();
     for h in handles {
         let (mine, done, lat) = h.join().expect("a client thread");
         posts.extend_from_slice(&lat[..lat.len() - 1]);
@@ -138,6 +140,7 @@ fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each
                 .entry(*k)
                 .or_default()
                 .insert(sc::verdict_of_answer(s));
+            served_records.push(s["record"].clone());
             total += 1;
         }
     }
@@ -238,10 +241,62 @@ fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each
     let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-load-latency.json");
     std::fs::write(&file, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     eprintln!("{}: {results}", file.display());
-    assert!(
-        metrics.contains("kbench_serve_evaluations_total"),
-        "{metrics}"
+    // The metrics account for the load: nothing queued, every submission done, one
+    // evaluation a distinct kernel, the device's busy share a share, and the API's quantiles.
+    let value = |series: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{metrics}"))
+    };
+    assert_eq!(value("kbench_serve_queue_depth"), 0.0);
+    assert_eq!(
+        value("kbench_serve_submissions{state=\"done\"}"),
+        total as f64
     );
+    assert_eq!(value("kbench_serve_evaluations_total"), recs.len() as f64);
+    let busy = value("kbench_serve_gpu_busy_ratio{gpu=\"cpu\"}");
+    assert!(busy > 0.0 && busy <= 1.0, "busy share {busy}");
+    let (p50, p99) = (
+        results["api_latency_p50_s"].as_f64().expect("an API p50"),
+        results["api_latency_p99_s"].as_f64().expect("an API p99"),
+    );
+    assert!(0.0 < p50 && p50 <= p99, "{p50} {p99}");
+    assert!(value("kbench_serve_responses_total{status=\"202\"}") >= 40.0);
+
+    // Every client's export is its records as signed lines: each verifies under the run's
+    // records key, on the bytes served (a client holding the secret can check them; nobody
+    // else can make one), and together they are every submission's record.
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(svc.join("public/run.json")).unwrap())
+            .unwrap();
+    let key = kbench::runlog::records_key(
+        &kbench::runlog::seed::RunSecret::load(&svc.join("public/secret")).unwrap(),
+        manifest["record_mac"].as_str(),
+    )
+    .unwrap();
+    let mut exported = BTreeSet::new();
+    for tok in &toks {
+        let a = call(
+            "GET",
+            &format!("{url}/v1/export?format=jsonl"),
+            Some(tok),
+            None,
+        );
+        assert_eq!(a.status, 200, "{}", a.body);
+        for line in a.body.lines() {
+            assert!(kbench::runlog::line_verifies(&key, line), "{line}");
+            let r: Value = serde_json::from_str(line).unwrap();
+            exported.insert(r["candidate"]["name"].as_str().unwrap().to_string());
+        }
+    }
+    let served: BTreeSet<String> = served_records
+        .iter()
+        .map(|r| r["candidate"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(exported, served);
+    let forged = a_line_changed(&served_records[0]);
+    assert!(!kbench::runlog::line_verifies(&key, &forged));
     let status = serve.stop();
     assert_eq!(
         status.code(),
@@ -335,4 +390,15 @@ fn a_service_killed_mid_queue_completes_every_submission_exactly_once_after_a_re
     );
     let _ = serve.stop();
     let _: Option<Value> = None;
+}
+
+/// A served record as a signed line with its outcome rewritten and its MAC kept.
+fn a_line_changed(r: &Value) -> String {
+    let mac = r["mac"].as_str().unwrap();
+    let mut body = r.clone();
+    body.as_object_mut().unwrap().remove("mac");
+    body["outcome"] = serde_json::json!({"kind": "ok"});
+    body["timing"] = Value::Null;
+    let text = body.to_string();
+    format!("{{\"mac\":\"{mac}\",{}", &text[1..])
 }

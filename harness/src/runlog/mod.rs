@@ -40,4 +40,4 @@ pub(crate) use names::sanitize;
 pub(crate) use out_dir::{check_out, foreign_error, out_folder, OutFolder};
 #[cfg(test)]
 pub(crate) use records::LEGACY_RECORD_MAC;
-pub use records::{records_key, signed_line, LineFault, RecordLog, RECORD_MAC};
+pub use records::{line_verifies, records_key, signed_line, LineFault, RecordLog, RECORD_MAC};

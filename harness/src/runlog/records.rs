@@ -46,6 +46,13 @@ pub fn records_key(secret: &RunSecret, record_mac: Option<&str>) -> Result<RunSe
     }
 }
 
+/// Whether one line of a log (without its newline) carries a MAC that verifies under `key`:
+/// the check a holder of the run's secret makes on a record line it was handed (`kbench
+/// serve`'s export), on the line's bytes as they came.
+pub fn line_verifies(key: &RunSecret, line: &str) -> bool {
+    super::mac::claim(line).verifies(key)
+}
+
 /// `record` as one signed line of the log, with its newline; `key` is the run's
 /// [`records_key`].
 pub fn signed_line(key: &RunSecret, record: &EvalRecord) -> Result<Vec<u8>> {

@@ -5,7 +5,7 @@
 //! Written by hand: the format is a few lines of text, and the Rust Prometheus clients offer
 //! histograms, not the summary quantiles asked for here.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -40,10 +40,16 @@ impl Window {
     }
 }
 
+/// Which record: run, suite, level, problem, kernel, sample.
+type RecordId = (String, String, u8, u32, String, u32);
+
 pub(crate) struct Metrics {
     start: Instant,
     evaluations: AtomicU64,
     cache_hits: AtomicU64,
+    /// The records counted as evaluations (run, problem, kernel, sample): one evaluation
+    /// answers every copy of a kernel in flight at once, and each copy gets its record.
+    counted: Mutex<HashSet<RecordId>>,
     busy_s: Mutex<BTreeMap<String, f64>>,
     api: Mutex<Window>,
     verdict: Mutex<Window>,
@@ -60,6 +66,7 @@ impl Metrics {
             start: Instant::now(),
             evaluations: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
+            counted: Mutex::new(HashSet::new()),
             busy_s: Mutex::new(BTreeMap::new()),
             api: Mutex::new(Window::default()),
             verdict: Mutex::new(Window::default()),
@@ -71,8 +78,23 @@ impl Metrics {
         self.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A kernel this worker evaluated: its evaluation held its device for its wall time.
+    /// A record this worker's engine answered a claim with. The first time: an evaluation,
+    /// which held its device for its wall time. After that, a copy of the same kernel that
+    /// was joined to that evaluation while it ran (claimed in another batch): answered
+    /// without evaluating, like a cache hit, and counted as one.
     pub(crate) fn evaluated(&self, r: &EvalRecord) {
+        let id = (
+            r.run_id.clone(),
+            r.problem.suite.clone(),
+            r.problem.level,
+            r.problem.id,
+            r.candidate.name.clone(),
+            r.candidate.sample,
+        );
+        if !lock(&self.counted).insert(id) {
+            self.cache_hit();
+            return;
+        }
         self.evaluations.fetch_add(1, Ordering::Relaxed);
         let device = r.gpu.map_or_else(|| "cpu".to_string(), |g| g.to_string());
         *lock(&self.busy_s).entry(device).or_default() += r.wall_s;
