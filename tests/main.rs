@@ -61,6 +61,7 @@ mod sandbox_attacks;
 // kbench serve on loopback: load, SIGKILL, hostile requests, PostgreSQL, the Python client.
 mod serve_board;
 mod serve_common;
+mod serve_exploits;
 mod serve_load;
 mod serve_postgres;
 mod serve_requests;
