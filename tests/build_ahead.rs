@@ -3,7 +3,9 @@
 //! model), a build that fails and a constructor that raises, run with the build pool on and
 //! then off, each with a cold build cache. The verdicts are the same; with the pool on the
 //! builds overlap (the run takes well under the sum of its build jobs' times); the failing
-//! kernels cost only their own verdicts. Real worker, real torch, real compiler, sandboxed.
+//! kernels cost only their own verdicts, and the constructor's side effects (a file in the
+//! working folder, a module-level list) still happen in the worker that evaluates the kernel.
+//! Real worker, real torch, real compiler, sandboxed.
 //! Fixtures: `tests/fixtures/build_patterns`.
 
 use crate::common;
