@@ -1,5 +1,6 @@
-//! Every reason category on hand-made records, the set table, a golden Markdown/CSV
-//! rendering (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites it), and
+//! Every reason category on hand-made records, the set table, golden Markdown/CSV
+//! renderings (`KBENCH_UPDATE_GOLDEN=1 cargo test -p kbench-reports claims` rewrites them: the
+//! reason categories, and the diagnoses of slower claims), and
 //! hostile strings escaped in the HTML section.
 
 use approx::assert_abs_diff_eq;
@@ -500,4 +501,127 @@ fn a_claim_that_holds_only_under_another_timing_method_is_method_dependent() {
     // No convention reaches the claim: slower than claimed, no more.
     let (row, _) = timed_as(&[("kernelbench", 1.2)]);
     assert_eq!(row.reason.unwrap().category(), "slower than claimed");
+}
+
+/// The diagnoses a reviewer acts on, in one set that states no correctness: a kernel faster
+/// than its claim, one that chose its path at run time, one that ran only library kernels,
+/// one whose claim holds under another evaluator's timing, and a claim against
+/// `torch.compile` measured on that baseline.
+fn diagnoses_report() -> ClaimsReport {
+    use CaseFamily::*;
+    let mut kernels: Vec<ClaimedKernel> = (1..=5).map(|p| kernel(p, Some(2.0))).collect();
+    for k in &mut kernels {
+        k.claimed_correct = None;
+    }
+    kernels[4].claims[0] = Claim {
+        speedup: 1.5,
+        baseline: "compile".into(),
+        field: "score_compile".into(),
+    };
+    let claims = ClaimsFile {
+        schema_version: kbench_record::claims::CLAIMS_SCHEMA_VERSION,
+        set: ClaimSet {
+            name: "diagnoses".into(),
+            format: "jsonl".into(),
+            source: "diagnoses.jsonl".into(),
+            tolerance: None,
+            model_mode: None,
+        },
+        kernels,
+        errors: vec![],
+    };
+    let ok = || vec![case(Random, true), case(Signed, true)];
+    let mut times_itself = rec(2, Outcome::Ok, Some(0.99), ok());
+    times_itself.integrity = Some(IntegrityReport {
+        advisories: vec!["times-itself".into()],
+        ..Default::default()
+    });
+    times_itself.notes.push(
+        "times-itself: line 30 times code at run time (`t0 = time.perf_counter()`): what the kernel runs may be chosen by what it measured there".into(),
+    );
+    let mut library = rec(3, Outcome::Ok, Some(0.99), ok());
+    library.integrity = Some(IntegrityReport {
+        advisories: vec!["no-custom-kernel".into()],
+        kernels: Some(kbench_record::KernelProfile {
+            launches: 3,
+            total_us: 40.0,
+            own_fraction: 0.0,
+            library_fraction: 0.97,
+            other_fraction: 0.03,
+            own: vec![],
+            library: vec!["sm90_xmma_gemm_f32f32_tf32f32".into()],
+            other: vec![],
+            side_stream: false,
+        }),
+        ..Default::default()
+    });
+    let mut method = rec(4, Outcome::Ok, Some(0.99), ok());
+    method.timing.as_mut().unwrap().method_timings = [("kernelbench", 1.9), ("cuda-l1", 1.01)]
+        .iter()
+        .map(|&(m, s)| kbench_record::MethodTiming {
+            method: m.into(),
+            reference_ms: s,
+            candidate_ms: 1.0,
+            reference_calls: 100,
+            candidate_calls: 100,
+            speedup: s,
+        })
+        .collect();
+    let mut compiled = RecordExtras::default();
+    compiled.baselines.insert(
+        "compile".into(),
+        crate::extras::BaselineSpeedup {
+            speedup: 1.5,
+            speedup_mean: Some(1.5),
+            samples_ms: vec![],
+        },
+    );
+    let records = vec![
+        (
+            rec(1, Outcome::Ok, Some(5.0), ok()),
+            RecordExtras::default(),
+        ),
+        (times_itself, RecordExtras::default()),
+        (library, RecordExtras::default()),
+        (method, RecordExtras::default()),
+        (rec(5, Outcome::Ok, Some(3.0), ok()), compiled),
+    ];
+    build_claims_report(&claims, "run-b", &records, SpeedupBasis::Median)
+}
+
+#[test]
+fn golden_diagnoses() {
+    let r = diagnoses_report();
+    let category = |p: u32| {
+        let row = r.rows.iter().find(|x| x.problem == p).unwrap();
+        row.reason.as_ref().map(|x| x.category())
+    };
+    assert_eq!(category(1), Some("faster than claimed"));
+    assert_eq!(category(2), Some("slower, path chosen at run time"));
+    assert_eq!(category(3), Some("slower, only library kernels ran"));
+    assert_eq!(category(4), Some("method-dependent"));
+    // Claimed 1.5x over torch.compile, measured 1.5x over it (3.0x over eager): reproduced.
+    assert_eq!(category(5), None);
+    assert_eq!(
+        (r.table.reproduced, r.table.faster, r.table.slower),
+        (1, 1, 3)
+    );
+    let text = format!(
+        "{}\n---- csv ----\n{}",
+        render_claims_markdown(&r),
+        render_claims_csv(&r)
+    );
+    assert!(text.contains("| correct | not stated | 5/5 |"), "{text}");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src/claims/golden_diagnoses.md"
+    );
+    if std::env::var_os("KBENCH_UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    assert_eq!(
+        text, want,
+        "claims rendering changed; if intended, rerun with KBENCH_UPDATE_GOLDEN=1 and review the diff"
+    );
 }
