@@ -174,3 +174,76 @@ fn hostile_requests_get_the_same_answers_on_postgresql() {
 fn records_in(dir: &std::path::Path) -> usize {
     std::fs::read_to_string(dir.join("records.jsonl")).map_or(0, |t| t.lines().count())
 }
+
+/// The server drops every connection of the service (a restart, a failover, an idle
+/// timeout: here `pg_terminate_backend`) between two batches of work, and again while its
+/// worker waits for work: the service makes new connections and goes on, the API answers and
+/// the worker evaluates, and its log says it could not claim and then could again, or
+/// nothing at all (a dropped connection replaced before use).
+#[test]
+fn connections_the_server_drops_are_made_again_and_the_queue_goes_on() {
+    let Some(db) = database() else { return };
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
+    let tok = &toks[0];
+    let svc = tmp.path().join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke", "--store", &db];
+    args.extend(EVAL);
+    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
+    let mut serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let url = serve.url.clone();
+    let problems = sc::smoke_problems();
+    let batch = |from: usize| -> Vec<(String, String)> {
+        (from..from + 2)
+            .map(|n| (problems[n % 4].0.clone(), honest(&problems[n % 4].3, n)))
+            .collect()
+    };
+    let drop_connections = || {
+        let mut c = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+        let dropped: i64 = c
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert!(dropped > 0, "the service held no connection");
+    };
+    let mut answered = 0;
+    for round in 0..3 {
+        let a = submit(&url, tok, &batch(round * 2));
+        assert_eq!(
+            a.status,
+            202,
+            "round {round}: {}\n{}",
+            a.body,
+            serve.log_text()
+        );
+        let ids: Vec<String> = a.json()["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        for s in sc::wait_all(&url, tok, &ids, Duration::from_secs(300)) {
+            assert_eq!(s["verdict"]["outcome"], "ok", "{s}");
+            answered += 1;
+        }
+        drop_connections();
+        // The worker polls for work meanwhile: its next claims meet the dropped connections.
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            serve.child.try_wait().unwrap().is_none(),
+            "the service stopped:\n{}",
+            serve.log_text()
+        );
+    }
+    assert_eq!(answered, 6);
+    let health = call("GET", &format!("{url}/v1/health"), None, None);
+    assert_eq!(health.status, 200, "{}", health.body);
+    let _ = serve.stop();
+}

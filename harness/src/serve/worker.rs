@@ -211,6 +211,7 @@ impl Worker {
         let pass = engine.pass;
         let capacity = IN_FLIGHT_PER_DEVICE * self.devices.max(1);
         let mut batches: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        let mut failing = StoreFailures::default();
         while !self.stop.load(Ordering::SeqCst) {
             batches.retain(|b| !b.is_finished());
             let in_flight = self.held().get(&pass).map_or(0, HashSet::len);
@@ -218,13 +219,26 @@ impl Worker {
                 self.wake.wait(Duration::from_millis(100));
                 continue;
             }
-            let jobs = self.store.claim(
+            let claimed = self.store.claim(
                 pass,
                 &self.id,
                 (capacity - in_flight).min(capacity / 2).max(1),
                 self.lease_s,
                 now(),
-            )?;
+            );
+            // A store that fails (a server restarting, a dropped connection) is waited out:
+            // what this worker holds is kept by its leases or taken over by another worker,
+            // and nothing is claimed twice.
+            let jobs = match claimed {
+                Ok(jobs) => {
+                    failing.recovered(pass);
+                    jobs
+                }
+                Err(e) => {
+                    std::thread::sleep(failing.failed(pass, &e));
+                    continue;
+                }
+            };
             if jobs.is_empty() {
                 self.wake.wait(Duration::from_millis(250));
                 continue;
@@ -367,5 +381,40 @@ impl Worker {
             );
         }
         Ok(())
+    }
+}
+
+/// Failed claims in a row: how long to wait before the next, and what to say of them (the
+/// first failure and every tenth, then the recovery), so that an unreachable store is
+/// reported without flooding the log.
+#[derive(Default)]
+struct StoreFailures {
+    in_a_row: u32,
+}
+
+impl StoreFailures {
+    fn failed(&mut self, pass: Pass, e: &anyhow::Error) -> Duration {
+        self.in_a_row += 1;
+        if self.in_a_row % 10 == 1 {
+            eprintln!(
+                "kbench serve: the {} pass cannot claim from the store ({} failure(s) in a row), retrying: {e:#}",
+                pass.name(),
+                self.in_a_row
+            );
+        }
+        // 0.5 s, doubling, at most 10 s.
+        Duration::from_millis(500u64 << self.in_a_row.min(5).saturating_sub(1))
+            .min(Duration::from_secs(10))
+    }
+
+    fn recovered(&mut self, pass: Pass) {
+        if self.in_a_row > 0 {
+            eprintln!(
+                "kbench serve: the {} pass claims from the store again after {} failure(s)",
+                pass.name(),
+                self.in_a_row
+            );
+            self.in_a_row = 0;
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! The store in PostgreSQL, shared by the API and one worker per GPU host: claims take rows
 //! with `FOR UPDATE SKIP LOCKED`, so two workers never take the same evaluation, and a
-//! transaction-scoped advisory lock serialises the quota checks of submissions.
+//! transaction-scoped advisory lock serialises the quota checks of submissions. Connections
+//! come from an r2d2 pool, which checks each before use and replaces one the server dropped
+//! (a restart, a failover, an idle timeout), and every statement has a time limit.
 
-use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use postgres::{Client, NoTls, Transaction};
+use r2d2_postgres::PostgresConnectionManager;
 
 use super::{
     cols, fairest, refusal, work_added, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass,
@@ -14,10 +17,19 @@ use super::{
 
 /// Connections kept open: the API's blocking threads and a worker's claim, renew and finish
 /// threads each take one for a transaction.
-const POOL: usize = 4;
+const POOL: u32 = 4;
+
+/// The longest a statement may run (the server's `statement_timeout`): a claim or a
+/// submission waiting on a lock that is never released fails instead of hanging the
+/// service.
+const STATEMENT_TIMEOUT: &str = "60s";
+
+/// How long to wait for a connection: a free one of the pool, or a new one to a server that
+/// is back.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(crate) struct Postgres {
-    pool: Vec<Mutex<Client>>,
+    pool: r2d2_postgres::r2d2::Pool<PostgresConnectionManager<NoTls>>,
 }
 
 const SCHEMA: &str = "
@@ -76,15 +88,23 @@ fn row(r: &postgres::Row) -> Row {
 
 impl Postgres {
     pub(crate) fn open(url: &str) -> Result<Postgres> {
-        // The URL may hold a password: never echo it.
-        let mut pool = Vec::with_capacity(POOL);
-        for _ in 0..POOL {
-            let c = Client::connect(url, NoTls)
-                .context("connecting to the PostgreSQL store given by --store")?;
-            pool.push(Mutex::new(c));
-        }
+        // The URL may hold a password: never echo it, nor the parser's words about it.
+        let mut config: postgres::Config = url.parse().map_err(|_| {
+            anyhow::anyhow!("--store: not a PostgreSQL URL (postgres://USER@HOST:PORT/DB)")
+        })?;
+        let limit = format!("-c statement_timeout={STATEMENT_TIMEOUT}");
+        let options = match config.get_options() {
+            Some(o) => format!("{o} {limit}"),
+            None => limit,
+        };
+        config.options(&options);
+        let pool = r2d2_postgres::r2d2::Pool::builder()
+            .max_size(POOL)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .build(PostgresConnectionManager::new(config, NoTls))
+            .context("connecting to the PostgreSQL store given by --store")?;
         {
-            let mut c = pool[0].lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = pool.get()?;
             let mut tx = c.transaction()?;
             // Two processes creating the tables at once would race on the catalog.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SUBMIT_LOCK])?;
@@ -95,14 +115,12 @@ impl Postgres {
         Ok(Postgres { pool })
     }
 
-    /// A free connection, or the first one's turn.
+    /// A connection of the pool (checked, or made again if the server dropped it).
     fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
-        for m in &self.pool {
-            if let Ok(mut c) = m.try_lock() {
-                return f(&mut c);
-            }
-        }
-        let mut c = self.pool[0].lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self
+            .pool
+            .get()
+            .context("no connection to the PostgreSQL store")?;
         f(&mut c)
     }
 }
