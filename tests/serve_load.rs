@@ -2,7 +2,8 @@
 //! submissions from eight clients get the verdicts `kbench run` gives the same kernels, each
 //! distinct kernel evaluated once, every answer's record signed with the run's key, and the
 //! metrics account for all of it; a service killed mid-queue and started again completes
-//! every submission exactly once.
+//! every submission exactly once; a copy of a kernel comes from the cache, marked, and is
+//! evaluated again on request.
 
 use crate::common;
 use crate::serve_common as sc;
@@ -401,4 +402,71 @@ fn a_line_changed(r: &Value) -> String {
     body["timing"] = Value::Null;
     let text = body.to_string();
     format!("{{\"mac\":\"{mac}\",{}", &text[1..])
+}
+
+/// The verdict cache, and a re-measurement on request: a kernel sent again is answered at
+/// once from the cache, marked `cached`, with the first evaluation's record; sent with
+/// `remeasure`, it is evaluated again, not marked, with a record of its own (another sample),
+/// and the run log holds both evaluations.
+#[test]
+fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
+    let tok = &toks[0];
+    let svc = tmp.path().join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1"];
+    args.extend(EVAL);
+    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
+    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let url = serve.url.clone();
+    let (problem, source) = {
+        let p = &sc::smoke_problems()[0];
+        (p.0.clone(), honest(&p.3, 0))
+    };
+    let send = |remeasure: bool| -> Value {
+        let body = serde_json::json!({"submissions": [
+            {"problem": problem, "source": source, "remeasure": remeasure}
+        ]});
+        let a = call(
+            "POST",
+            &format!("{url}/v1/submissions"),
+            Some(tok),
+            Some(&body),
+        );
+        assert_eq!(a.status, 202, "{}", a.body);
+        let id = a.json()["ids"][0].as_str().unwrap().to_string();
+        wait_all(&url, tok, &[id], Duration::from_secs(300)).remove(0)
+    };
+    let first = send(false);
+    assert_eq!(
+        (
+            first["cached"].as_bool(),
+            first["verdict"]["outcome"].as_str()
+        ),
+        (Some(false), Some("ok"))
+    );
+    let copy = send(false);
+    assert_eq!(copy["cached"], true, "{copy}");
+    assert_eq!(copy["record"]["mac"], first["record"]["mac"]);
+    let again = send(true);
+    assert_eq!(again["cached"], false, "{again}");
+    assert_eq!(again["verdict"]["outcome"], "ok");
+    assert_ne!(again["record"]["mac"], first["record"]["mac"]);
+    assert_ne!(
+        again["record"]["candidate"]["sample"],
+        first["record"]["candidate"]["sample"]
+    );
+    assert_eq!(
+        again["record"]["candidate"]["name"],
+        first["record"]["candidate"]["name"]
+    );
+    assert_eq!(
+        records(&svc.join("public")).len(),
+        2,
+        "two evaluations of the kernel"
+    );
+    let _ = serve.stop();
 }
