@@ -397,6 +397,18 @@ fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
     let pycache = crate::worker::pycache_dir(&config.cache);
     let _ = std::fs::create_dir_all(&pycache);
     read_only.push(abs(&pycache));
+    // A folder of a service's files that is also one candidates must see (the Python
+    // environment in `/usr/local`, with `--store sqlite:/usr/local/kbench.db`) cannot be both.
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| abs(p));
+    for h in config.hidden_also.iter().map(|p| real(p)) {
+        if let Some(r) = read_only.iter().find(|r| real(r) == h) {
+            anyhow::bail!(
+                "{} holds the service's files, which candidates must not see, and is the folder {} they must see: keep the service's store and tokens in a folder of their own",
+                h.display(),
+                r.display()
+            );
+        }
+    }
     let mut hidden = vec![abs(&config.out), abs(&config.cache)];
     hidden.extend(config.secret_from.as_deref().map(abs));
     hidden.extend(config.hidden_also.iter().map(|p| abs(p)));

@@ -8,9 +8,9 @@
 //! kernel that hides its clock is not named, and one that times itself is not wrong.
 
 /// What marks run-time timing in a source line, spaces removed: its own clocks, and the
-/// autotuners that time candidates for it (Triton's `@triton.autotune`, `torch.compile`'s
-/// `max-autotune` modes, cuDNN's benchmark mode).
-const MARKS: [&str; 10] = [
+/// autotuners that time candidates for it (cuDNN's benchmark mode here; Triton's
+/// `@triton.autotune` and `torch.compile`'s `max-autotune` modes in [`asks_an_autotuner`]).
+const MARKS: [&str; 8] = [
     "elapsed_time(",
     "perf_counter",
     "time.time(",
@@ -18,10 +18,16 @@ const MARKS: [&str; 10] = [
     "do_bench",
     "torch.utils.benchmark",
     "enable_timing=True",
-    "triton.autotune",
-    "max-autotune",
     "cudnn.benchmark=True",
 ];
+
+/// Autotuners, named only where code asks for them (a decorator starting its line, a
+/// `mode=` argument), not where a docstring mentions them.
+fn asks_an_autotuner(code: &str) -> bool {
+    code.starts_with("@triton.autotune")
+        || code.contains("mode=\"max-autotune")
+        || code.contains("mode='max-autotune")
+}
 
 /// The first line of `source` (1-based, trimmed) that times code, outside comments.
 pub(crate) fn scan(source: &str) -> Option<(usize, String)> {
@@ -33,9 +39,7 @@ pub(crate) fn scan(source: &str) -> Option<(usize, String)> {
             .chars()
             .filter(|c| !c.is_whitespace())
             .collect();
-        MARKS
-            .iter()
-            .any(|m| code.contains(m))
+        (MARKS.iter().any(|m| code.contains(m)) || asks_an_autotuner(&code))
             .then(|| (i + 1, line.trim().chars().take(120).collect()))
     })
 }
@@ -74,6 +78,11 @@ mod tests {
             Some(1)
         );
         assert_eq!(scan("torch.backends.cudnn.benchmark = False\n"), None);
+        // Named in prose, not asked for: nothing.
+        assert_eq!(
+            scan("    \"\"\"Beats max-autotune; no @triton.autotune here.\"\"\"\n"),
+            None
+        );
         assert!(note(3, "t = time.time()").starts_with("times-itself: line 3"));
     }
 }

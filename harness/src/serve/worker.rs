@@ -226,18 +226,19 @@ impl Worker {
                 self.lease_s,
                 now(),
             );
-            // A store that fails (a server restarting, a dropped connection) is waited out:
-            // what this worker holds is kept by its leases or taken over by another worker,
-            // and nothing is claimed twice.
+            // A store out of reach for now (a server restarting, a dropped connection) is
+            // waited out: what this worker holds is kept by its leases or taken over by
+            // another worker, and nothing is claimed twice. Any other error stops the worker.
             let jobs = match claimed {
                 Ok(jobs) => {
                     failing.recovered(pass);
                     jobs
                 }
-                Err(e) => {
+                Err(e) if super::store::transient(&e) => {
                     std::thread::sleep(failing.failed(pass, &e));
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             if jobs.is_empty() {
                 self.wake.wait(Duration::from_millis(250));
@@ -402,9 +403,8 @@ impl StoreFailures {
                 self.in_a_row
             );
         }
-        // 0.5 s, doubling, at most 10 s.
+        // 0.5 s, doubling, at most 8 s.
         Duration::from_millis(500u64 << self.in_a_row.min(5).saturating_sub(1))
-            .min(Duration::from_secs(10))
     }
 
     fn recovered(&mut self, pass: Pass) {

@@ -278,15 +278,19 @@ impl View {
             .into_iter()
             .chain(self.home.as_deref())
             .collect();
-        for p in private {
-            if self.changes_uid {
+        let (changes_uid, tmpfs_bytes) = (self.changes_uid, self.tmpfs_bytes);
+        let private_tmpfs = |a: &mut Vec<OsString>, p: &Path| {
+            if changes_uid {
                 a.extend(["--perms".into(), "1777".into()]);
             }
-            if let Some(bytes) = self.tmpfs_bytes {
+            if let Some(bytes) = tmpfs_bytes {
                 a.extend(["--size".into(), bytes.to_string().into()]);
             }
             a.push("--tmpfs".into());
             a.push(p.into());
+        };
+        for p in &private {
+            private_tmpfs(&mut a, p);
         }
         // Real paths: a bind whose source or target is a symbolic link (`/usr/local/cuda ->
         // cuda-13.0`) fails. A read-only path the system folders already show is left out.
@@ -298,7 +302,15 @@ impl View {
             v.dedup();
             v
         };
-        let hidden = real(&self.hidden);
+        // A hidden path the sandbox makes fresh and empty anyway (its `/tmp`, `/dev/shm`,
+        // home, `/dev`, `/proc`) is left out: covering it would take away its size and
+        // permissions.
+        let fresh =
+            |h: &Path| private.contains(&h) || h.starts_with("/dev") || h.starts_with("/proc");
+        let hidden: Vec<PathBuf> = real(&self.hidden)
+            .into_iter()
+            .filter(|h| !fresh(h))
+            .collect();
         let shown_by_system = |p: &Path| {
             SYSTEM.iter().any(|s| p.starts_with(Path::new("/").join(s)))
                 && !hidden.iter().any(|h| p.starts_with(h))
@@ -314,7 +326,6 @@ impl View {
         // 0.8): a worker that becomes another uid could not reach what is mounted below them
         // (the Python environment under /root). They are made first, traversable.
         let mut opened = std::collections::HashSet::new();
-        let changes_uid = self.changes_uid;
         let mount = |a: &mut Vec<OsString>, opened: &mut _, words: &[&OsStr]| {
             let dest = Path::new(words[words.len() - 1]);
             if changes_uid {
@@ -329,28 +340,47 @@ impl View {
                 &["--ro-bind-try".as_ref(), p.as_os_str(), p.as_os_str()],
             );
         }
+        let hide =
+            |a: &mut Vec<OsString>, opened: &mut std::collections::HashSet<PathBuf>, p: &Path| {
+                if p.is_dir() {
+                    mount(a, opened, &["--tmpfs".as_ref(), p.as_os_str()]);
+                    // What was made below it is covered now: made again for the mounts below.
+                    opened.retain(|o| !o.starts_with(p));
+                } else if p.exists() {
+                    mount(
+                        a,
+                        opened,
+                        &["--ro-bind".as_ref(), "/dev/null".as_ref(), p.as_os_str()],
+                    );
+                }
+            };
         for p in &hidden {
-            if p.is_dir() {
-                mount(&mut a, &mut opened, &["--tmpfs".as_ref(), p.as_os_str()]);
-                // What was made below it is covered now: made again for the mounts below.
-                opened.retain(|o| !o.starts_with(p));
-            } else if p.exists() {
-                mount(
-                    &mut a,
-                    &mut opened,
-                    &["--ro-bind".as_ref(), "/dev/null".as_ref(), p.as_os_str()],
-                );
+            hide(&mut a, &mut opened, p);
+        }
+        // A private folder inside a hidden one (the home under a hidden `/home`) is made
+        // again, sized and open as before.
+        for p in &private {
+            if hidden.iter().any(|h| p.starts_with(h) && p != h) {
+                private_tmpfs(&mut a, p);
             }
         }
         // A read-only folder inside a hidden one (the Python environment in kbench's cache)
-        // is bound again on top.
-        for p in &dirs {
-            if hidden.iter().any(|h| p.starts_with(h) && *p != h) {
-                mount(
-                    &mut a,
-                    &mut opened,
-                    &["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()],
-                );
+        // is bound again on top, and a hidden path inside it hidden again.
+        let rebound: Vec<&PathBuf> = dirs
+            .iter()
+            .copied()
+            .filter(|p| hidden.iter().any(|h| p.starts_with(h) && *p != h))
+            .collect();
+        for p in &rebound {
+            mount(
+                &mut a,
+                &mut opened,
+                &["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()],
+            );
+        }
+        for h in &hidden {
+            if rebound.iter().any(|r| h.starts_with(r)) {
+                hide(&mut a, &mut opened, h);
             }
         }
         for p in files {
@@ -622,6 +652,54 @@ mod tests {
             !has(&plain, &["--cap-add"]) && !has(&plain, &["--perms"]) && !has(&plain, &["--size"])
         );
         assert!(has(&a, &["--chdir", "/tmp/x"]));
+    }
+
+    /// A hidden path that is one of the sandbox's fresh folders is left out; a private
+    /// folder under a hidden one is made again; a hidden path inside a read-only folder that
+    /// is bound again over a hidden one is hidden again.
+    #[test]
+    fn hidden_paths_keep_the_private_folders_and_stay_hidden_under_rebinds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (home, env) = (base.join("home/u"), base.join("proj/venv"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&env).unwrap();
+        let secret = env.join("service-secret");
+        std::fs::write(&secret, "x").unwrap();
+        let view = View {
+            read_only: vec![env.clone()],
+            hidden: vec![
+                "/tmp".into(),
+                base.join("home"),
+                base.join("proj"),
+                secret.clone(),
+            ],
+            home: Some(home.clone()),
+            changes_uid: true,
+            tmpfs_bytes: Some(1 << 20),
+            ..View::default()
+        };
+        let a = view.args(Path::new("/"));
+        let at = |seq: &[&str]| -> Vec<usize> {
+            let seq: Vec<OsString> = seq.iter().map(OsString::from).collect();
+            (0..a.len().saturating_sub(seq.len() - 1))
+                .filter(|&i| a[i..i + seq.len()] == seq[..])
+                .collect()
+        };
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        // /tmp: its private tmpfs, sized and open, and no bare tmpfs after it.
+        assert_eq!(at(&["--tmpfs", "/tmp"]).len(), 1, "{a:?}");
+        // The home under the hidden folder: made private again after the hiding.
+        let homes = at(&["--size", "1048576", "--tmpfs", &s(&home)]);
+        let hid = at(&["--tmpfs", &s(&base.join("home"))]);
+        assert_eq!((homes.len(), hid.len()), (2, 1), "{a:?}");
+        assert!(hid[0] < homes[1]);
+        // The environment bound again over the hidden project folder, the secret in it
+        // covered again after that.
+        let rebind = at(&["--ro-bind", &s(&env), &s(&env)]);
+        let covered = at(&["--ro-bind", "/dev/null", &s(&secret)]);
+        assert_eq!((rebind.len(), covered.len()), (1, 2), "{a:?}");
+        assert!(rebind[0] < covered[1]);
     }
 
     #[test]

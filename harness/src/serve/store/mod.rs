@@ -194,6 +194,35 @@ pub(crate) fn open(url: &str) -> Result<Box<dyn Store>> {
     bail!("--store {url:?}: expected sqlite:PATH or postgres://USER@HOST:PORT/DB")
 }
 
+/// Whether a store error is the store being out of reach for now, which a worker waits out:
+/// a connection dropped or refused, the server shutting down or restarting, no connection
+/// free in time, a statement over its time limit, a conflict to retry, a busy SQLite file.
+/// Any other error (a permission, a missing table, a corrupt file) is not mended by waiting.
+pub(crate) fn transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        if let Some(pg) = c.downcast_ref::<::postgres::Error>() {
+            // SQLSTATE classes 08 (connection), 57 (operator intervention: shutdown, a
+            // statement cancelled on its timeout), 53300 (too many connections), and the
+            // serialisation and deadlock failures.
+            let state = pg.code().map(|s| s.code());
+            return pg.is_closed()
+                || state.is_some_and(|s| {
+                    s.starts_with("08")
+                        || s.starts_with("57")
+                        || matches!(s, "53300" | "40001" | "40P01")
+                })
+                || std::error::Error::source(pg).is_some_and(|s| s.is::<std::io::Error>());
+        }
+        if let Some(lite) = c.downcast_ref::<rusqlite::Error>() {
+            return matches!(
+                lite.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            );
+        }
+        c.is::<r2d2_postgres::r2d2::Error>() || c.is::<std::io::Error>()
+    })
+}
+
 /// The state of a new ranked entry's ranked pass, from its public answer.
 pub(crate) fn ranked_state_after(r: &NewRow) -> Option<&'static str> {
     if !r.ranked {

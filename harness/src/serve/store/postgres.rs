@@ -19,10 +19,16 @@ use super::{
 /// threads each take one for a transaction.
 const POOL: u32 = 4;
 
-/// The longest a statement may run (the server's `statement_timeout`): a claim or a
-/// submission waiting on a lock that is never released fails instead of hanging the
-/// service.
-const STATEMENT_TIMEOUT: &str = "60s";
+/// The longest a statement may run (`statement_timeout`, set on each new connection): a
+/// claim or a submission waiting on a lock that is never released fails instead of hanging
+/// the service. Set with `SET`, not in the startup options, which poolers such as
+/// pgbouncer refuse.
+const STATEMENT_TIMEOUT: &str = "SET statement_timeout = '60s'";
+
+/// A server that vanishes without closing its connections (a host down, a network cut) is
+/// noticed within about a minute instead of TCP's retransmission timeout of many minutes.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long to wait for a connection: a free one of the pool, or a new one to a server that
 /// is back.
@@ -92,15 +98,17 @@ impl Postgres {
         let mut config: postgres::Config = url.parse().map_err(|_| {
             anyhow::anyhow!("--store: not a PostgreSQL URL (postgres://USER@HOST:PORT/DB)")
         })?;
-        let limit = format!("-c statement_timeout={STATEMENT_TIMEOUT}");
-        let options = match config.get_options() {
-            Some(o) => format!("{o} {limit}"),
-            None => limit,
-        };
-        config.options(&options);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(KEEPALIVE_IDLE)
+            .tcp_user_timeout(TCP_USER_TIMEOUT);
         let pool = r2d2_postgres::r2d2::Pool::builder()
             .max_size(POOL)
             .connection_timeout(CONNECT_TIMEOUT)
+            .connection_customizer(Box::new(StatementTimeout))
             .build(PostgresConnectionManager::new(config, NoTls))
             .context("connecting to the PostgreSQL store given by --store")?;
         {
@@ -122,6 +130,16 @@ impl Postgres {
             .get()
             .context("no connection to the PostgreSQL store")?;
         f(&mut c)
+    }
+}
+
+/// Sets [`STATEMENT_TIMEOUT`] on each connection the pool makes.
+#[derive(Debug)]
+struct StatementTimeout;
+
+impl r2d2_postgres::r2d2::CustomizeConnection<Client, postgres::Error> for StatementTimeout {
+    fn on_acquire(&self, c: &mut Client) -> std::result::Result<(), postgres::Error> {
+        c.batch_execute(STATEMENT_TIMEOUT)
     }
 }
 

@@ -242,3 +242,21 @@ fn a_worker_of_another_fleet_may_not_join_and_the_cache_keeps_the_latest_answer(
     assert_eq!(s.cache_get("key").unwrap(), Some(k("2")));
     assert_eq!(s.cache_get("other").unwrap(), None);
 }
+
+#[test]
+fn only_a_store_out_of_reach_is_waited_out() {
+    use super::transient;
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    assert!(transient(&anyhow::Error::from(io).context("claiming")));
+    let busy =
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
+    assert!(transient(&anyhow::Error::from(busy)));
+    let corrupt = rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+        None,
+    );
+    assert!(!transient(&anyhow::Error::from(corrupt)));
+    assert!(!transient(&anyhow::anyhow!(
+        "relation \"submissions\" does not exist"
+    )));
+}
