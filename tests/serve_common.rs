@@ -159,6 +159,16 @@ impl Answer {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
+
+    /// The submission ids of an accepted submit (202).
+    pub fn ids(&self) -> Vec<String> {
+        self.json()["ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no ids: {}", self.body))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    }
 }
 
 fn agent() -> ureq::Agent {

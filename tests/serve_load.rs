@@ -110,12 +110,7 @@ fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each
                     let a = submit(&url, &tok, &items);
                     latencies.push(t.elapsed().as_secs_f64());
                     assert_eq!(a.status, 202, "{}", a.body);
-                    let ids: Vec<String> = a.json()["ids"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.as_str().unwrap().to_string())
-                        .collect();
+                    let ids: Vec<String> = a.ids();
                     assert_eq!(ids.len(), 25);
                     mine.extend(ids.into_iter().zip(batch));
                 }
@@ -325,12 +320,7 @@ fn a_service_killed_mid_queue_completes_every_submission_exactly_once_after_a_re
     let mut serve = Serve::start(&args, &tmp.path().join("first.log"));
     let a = submit(&serve.url, &toks[0], &items);
     assert_eq!(a.status, 202, "{}", a.body);
-    let ids: Vec<String> = a.json()["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
+    let ids: Vec<String> = a.ids();
     // Killed once the first verdicts are in and the rest still queued or running.
     let t = Instant::now();
     loop {

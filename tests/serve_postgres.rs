@@ -103,13 +103,7 @@ fn two_workers_on_postgresql_answer_every_submission_once_and_take_over_a_dead_w
     for chunk in items.chunks(20) {
         let a = submit(&url, tok, chunk);
         assert_eq!(a.status, 202, "{}", a.body);
-        ids.extend(
-            a.json()["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string()),
-        );
+        ids.extend(a.ids());
     }
     // Kill w2 once both have started answering: its claims go to w1 when their lease ends.
     let t = Instant::now();
@@ -223,12 +217,7 @@ fn connections_the_server_drops_are_made_again_and_the_queue_goes_on() {
             a.body,
             serve.log_text()
         );
-        let ids: Vec<String> = a.json()["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
+        let ids: Vec<String> = a.ids();
         for s in sc::wait_all(&url, tok, &ids, Duration::from_secs(300)) {
             assert_eq!(s["verdict"]["outcome"], "ok", "{s}");
             answered += 1;
