@@ -34,6 +34,7 @@ mod docs_links;
 mod e2e_cpu;
 // The strict profile's fp32 error model: honest reorderings against precision downgrades.
 mod error_model;
+mod structured_inputs;
 // Every CPU exploit of the corpus gets exactly its flag or outcome; honest kernels none.
 mod exploit_corpus;
 // A missing or empty kernel, a broken problem file and command-line faults: no_kernel and

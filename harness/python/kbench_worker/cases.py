@@ -72,7 +72,8 @@ class CaseCommands:
                 raw = shorter
                 del shorter
         try:
-            transformed = apply_family(raw, family, seed, self.dtype)
+            self.structure_kept = []
+            transformed = apply_family(raw, family, seed, self.dtype, self.structure_kept)
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "run", f"making the {family} inputs failed: ")
         inputs = [cast(x, self.device, self.dtype) for x in raw]
@@ -109,6 +110,8 @@ class CaseCommands:
             )
             reply["family"] = family
             reply["transformed"] = transformed
+            if self.structure_kept:
+                reply["structure"] = self.structure_kept
             self._log_case_times(reply, t_case, mark)
             return reply, tensors
 
@@ -156,6 +159,8 @@ class CaseCommands:
             "transformed": transformed,
             "inputs_changed": changed,
         }
+        if self.structure_kept:
+            reply["structure"] = self.structure_kept
         if f64_error is not None:
             reply["f64_error"] = _clean_text(f64_error, MAX_MESSAGE_CHARS)
         if stability_rtol is not None:

@@ -6,6 +6,7 @@ import math
 import torch
 
 from .protocol import WorkerError
+from .structure import detect
 
 
 FP16_MAX = 65504.0
@@ -36,8 +37,10 @@ class _Draw:
     """float32 draws of one shape from one generator (in-place arithmetic throughout, so a
     multi-GB input costs about two temporaries of its size)."""
 
-    def __init__(self, shape, device, g):
+    def __init__(self, shape, device, g, fold=None):
         self.shape, self.device, self.g = tuple(shape), device, g
+        # Moves a flat position to one the input's structure keeps (structure.py).
+        self.fold = fold or (lambda p: p)
 
     def rand(self):
         return torch.rand(self.shape, generator=self.g, device=self.device, dtype=torch.float32)
@@ -111,7 +114,7 @@ def _nan_inf(d, working_dtype):
     specials = (float("nan"), float("inf"), float("-inf"))
     numel = math.prod(d.shape)
     for p, value in zip(_distinct_positions(numel, min(3, numel), d.g, d.device), specials):
-        flat[p] = value
+        flat[d.fold(p)] = value
     return v
 
 
@@ -187,25 +190,36 @@ FAMILIES = ("random", *GENERATORS)
 STRESS_FAMILIES = tuple(GENERATORS)
 
 
-def family_values(family, shape, device, seed, working_dtype):
+def family_values(family, shape, device, seed, working_dtype, structure=None):
     """The float32 values of `family` for a tensor of `shape` on `device`, drawn from a
-    generator seeded with `seed`; made for `working_dtype` (denormal limits)."""
+    generator seeded with `seed`; made for `working_dtype` (denormal limits), with
+    `structure` (structure.py) put on them."""
     generate = GENERATORS.get(family)
     if generate is None:
         raise ValueError(f"no generator for family {family!r}")
-    return generate(_Draw(shape, device, _generator(device, seed)), working_dtype)
+    fold = structure.fold if structure is not None else None
+    v = generate(_Draw(shape, device, _generator(device, seed), fold), working_dtype)
+    return v if structure is None else structure.impose(v)
 
 
-def apply_family(raw, family, seed, working_dtype):
+def apply_family(raw, family, seed, working_dtype, kept=None):
     """Replaces, in the list `raw` (inputs as get_inputs made them), the values of every
-    floating-point tensor with `family`'s; returns how many it replaced."""
+    floating-point tensor with `family`'s, keeping what get_inputs promises about it
+    (structure.py: labels stay as made, triangles, symmetry and probability rows hold);
+    returns how many it replaced, and appends to `kept` (a list) "input I: KIND" for each
+    structure it kept."""
     if family == "random":
         return 0
     transformed = 0
     for i, x in enumerate(raw):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
+            structure = detect(x)
+            if structure is not None and kept is not None:
+                kept.append(f"input {i}: {structure.describe()}")
+            if structure is not None and structure.kind == "labels":
+                continue
             shape, device = tuple(x.shape), x.device
             raw[i] = x = None  # the problem's own values die before the new ones are made
-            raw[i] = family_values(family, shape, device, _family_seed(seed, i), working_dtype)
+            raw[i] = family_values(family, shape, device, _family_seed(seed, i), working_dtype, structure)
             transformed += 1
     return transformed

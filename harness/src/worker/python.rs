@@ -50,6 +50,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("server.py"),
     worker_file!("session.py"),
     worker_file!("startup.py"),
+    worker_file!("structure.py"),
     worker_file!("tensors.py"),
     worker_file!("timing.py"),
     worker_file!("written_sources.py"),
