@@ -35,6 +35,9 @@ pub(crate) const TIME_CLAIM_UNSUPPORTED: &str = "time-claim-unsupported";
 /// The candidate kept running while frozen for the reference's timing: its processes could
 /// not be frozen, or its GPU work ran on (`measure::gated`).
 pub(crate) const REFERENCE_DISTURBED: &str = "reference-disturbed";
+/// Advisory: the harness's clock did not support the candidate's claimed times, by less than
+/// a forged clock's margin (`judge::clock::forged_fraction`): its speedups are the clock's.
+pub(crate) const TIMED_BY_HARNESS_CLOCK: &str = "timed-by-harness-clock";
 /// Advisory only (timing is already device-synchronized, so side-stream work is timed).
 pub(crate) const SIDE_STREAM: &str = "side-stream";
 /// Advisory: half-precision or TF32 kernels in the profile of an fp32 problem.

@@ -15,9 +15,10 @@ use crate::measure::gated::{CallJudge, RawGated, CALLS_PER_ROUND};
 /// How a candidate's timing ended.
 pub(crate) enum TimingResult {
     Measured(Box<TimingSummary>),
-    /// Measured, but the harness's clock does not support the candidate's claims: the
-    /// summary is kept for the record (with the speedup the clock does support), the
-    /// outcome fails the kernel.
+    /// Measured, and the harness's clock does not support the candidate's claims, by more
+    /// than [`super::clock::forged_fraction`] of them: the summary is kept for the record
+    /// (with the speedup the clock does support), the outcome fails the kernel. (Claims
+    /// unsupported by less are `Measured`, every speedup the clock's.)
     Unsupported(Box<TimingSummary>, Outcome),
     /// The candidate broke a timing rule.
     Failed(Outcome),
@@ -137,10 +138,17 @@ pub(crate) fn summarize(
         });
     };
     let supported = clock.supported;
+    let harness_timed = super::clock::harness_timed(&clock, candidate.median_ms, device);
     let detail = format!(
         "the harness's clock does not support the times the candidate claimed: its windows held a median {:.4} ms more than its claims explain, beyond the reference's for the same calls (99% interval {:.4} to {:.4} ms; {:.4} ms allowed); claimed speedup {speedup:.3}x, supported by the harness's clock {:.3}x",
         clock.excess_ms, clock.excess_low_ms, clock.excess_high_ms, clock.allowed_ms, clock.speedup
     );
+    // Claims a little beyond what the clock supports: every speedup is the clock's.
+    let (speedup, speedup_of_medians, speedup_mean) = if harness_timed {
+        (clock.speedup, clock.speedup, clock.speedup)
+    } else {
+        (speedup, speedup_of_medians, speedup_mean)
+    };
     let summary = TimingSummary {
         reference,
         candidate,
@@ -154,7 +162,7 @@ pub(crate) fn summarize(
         harness_clock: Some(clock),
         method_timings: Vec::new(),
     };
-    if supported {
+    if supported || harness_timed {
         TimingResult::Measured(Box::new(summary))
     } else {
         TimingResult::Unsupported(

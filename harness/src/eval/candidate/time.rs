@@ -248,6 +248,15 @@ impl<'a> Evaluation<'a, '_> {
         match result.map_err(|f| fault(f, Phase::Time))? {
             TimingResult::Measured(t) => {
                 self.integrity.checked_timed_calls = t.candidate.samples_ms.len() as u32;
+                if let Some(h) = t.harness_clock.as_ref().filter(|h| !h.supported) {
+                    self.integrity
+                        .advisories
+                        .push(crate::judge::integrity::TIMED_BY_HARNESS_CLOCK.to_string());
+                    self.notes.push(format!(
+                        "speedup {:.3}x by the harness's clock: the candidate's claimed times were not supported (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; a forged clock's margin not reached)",
+                        t.speedup, h.excess_ms, h.excess_low_ms, h.allowed_ms
+                    ));
+                }
                 self.timing = Some(*t);
             }
             TimingResult::Unsupported(t, o) => {
@@ -275,6 +284,9 @@ fn clock_retime_note(result: &TimingResult, done: u32) -> Option<String> {
     }
     let (t, what) = match result {
         TimingResult::Unsupported(t, _) => (t, "did not support the claims of"),
+        TimingResult::Measured(t) if t.harness_clock.as_ref().is_some_and(|h| !h.supported) => {
+            (t, "did not support the claims of")
+        }
         TimingResult::Measured(t)
             if t.harness_clock
                 .as_ref()
