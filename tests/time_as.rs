@@ -66,4 +66,7 @@ fn time_as_records_each_convention_beside_kbench_timing() {
     // microseconds on two busy cores give means too noisy to order (by hand, quiet: 1.72x
     // under KernelBench's grad-mode method against 1.05x under kbench's).
     assert!(kbench_speedup > 0.0);
+    // Its time is a phase of its own, not hidden in the correctness phase.
+    let ph = &recs[0]["phases"];
+    assert!(ph["time_as_s"].as_f64().unwrap() > 0.0, "{ph}");
 }

@@ -459,6 +459,14 @@ pub struct PhaseTimes {
     /// forward and a second working forward for the stability measurement).
     #[serde(default)]
     pub stress_reference_s: f64,
+    /// Both sides timed again under other evaluators' conventions (`--time-as`). Absent in
+    /// records written before it was measured apart (it was then part of `correctness_s`).
+    #[serde(default)]
+    pub time_as_s: f64,
+    /// The profiled call that lists the kernels one call launches (CUDA). Absent in records
+    /// written before it was measured apart (it was then part of `correctness_s`).
+    #[serde(default)]
+    pub profile_s: f64,
 }
 
 /// One evaluated candidate: a line of the run log.

@@ -292,13 +292,18 @@ impl Evaluation<'_, '_> {
                 self.phases.correctness_s = tc_all.elapsed().as_secs_f64();
                 if c.timing.is_some() {
                     self.time(worker)?;
+                    let t_as = Instant::now();
                     self.time_as(worker);
+                    self.phases.time_as_s = t_as.elapsed().as_secs_f64();
                 }
                 // Which kernels one call launches (CUDA), on the last random case. After
                 // timing: a profiler session leaves the CUDA API of the process it ran in
                 // slower (its callbacks stay subscribed), and only the candidate's is profiled.
                 if matches!(self.exec.device, Device::Cuda(_)) && c.trials > 0 {
-                    self.profile_kernels(worker)?;
+                    let t_profile = Instant::now();
+                    let profiled = self.profile_kernels(worker);
+                    self.phases.profile_s = t_profile.elapsed().as_secs_f64();
+                    profiled?;
                 }
             }
             if t == total {
@@ -319,8 +324,11 @@ impl Evaluation<'_, '_> {
             self.phases.stress_s = began.elapsed().as_secs_f64();
             self.phases.stress_reference_s = self.reference.made_s - made;
         }
-        self.phases.correctness_s =
-            (tc_all.elapsed().as_secs_f64() - self.phases.timing_s - self.phases.stress_s).max(0.0);
+        let apart = self.phases.timing_s
+            + self.phases.stress_s
+            + self.phases.time_as_s
+            + self.phases.profile_s;
+        self.phases.correctness_s = (tc_all.elapsed().as_secs_f64() - apart).max(0.0);
         Ok(stress_failure)
     }
 
