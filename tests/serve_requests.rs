@@ -65,6 +65,19 @@ pub fn hostile_requests_against(store: Option<&str>) {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("never runs a candidate outside the sandbox")
     );
+    // A bad tokens file refuses the service before it writes anything: no folder, no store.
+    let bad_tokens = tmp.path().join("bad-tokens.toml");
+    std::fs::write(&bad_tokens, "[[client]]\nname = \"x\"\n").unwrap();
+    let mut refused = args.clone();
+    let at = refused.iter().position(|a| *a == "--tokens").unwrap() + 1;
+    refused[at] = bad_tokens.to_str().unwrap();
+    let out = kbench().arg("serve").args(&refused).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bad-tokens.toml"),
+        "{err}"
+    );
+    assert!(!svc.exists(), "a refused service left {}", svc.display());
 
     let serve = Serve::start(&args, &tmp.path().join("serve.log"));
     let url = serve.url.clone();

@@ -56,6 +56,22 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
     if !(o.lease_s.is_finite() && o.lease_s >= 1.0) {
         bail!("--lease must be at least 1 second, got {}", o.lease_s);
     }
+    // Everything that can refuse the service does so before it writes anything: a bad
+    // tokens file or a folder that cannot be hidden leaves no store, no folder behind.
+    let clients = match (&o.tokens, o.api) {
+        (Some(path), true) => Some(auth::Clients::load(path)?),
+        (None, true) => bail!("--tokens FILE is needed to serve the API"),
+        _ => None,
+    };
+    let mut hidden = vec![o.config.out.clone()];
+    if let Some(db) = o.store.strip_prefix("sqlite:").map(std::path::Path::new) {
+        let folder = db.parent().filter(|p| !p.as_os_str().is_empty());
+        hidden.push(std::path::absolute(folder.unwrap_or(".".as_ref()))?);
+    }
+    for folder in &hidden {
+        crate::worker::sandbox::hideable(folder)
+            .map_err(|why| anyhow::anyhow!("--out or --store: {why}"))?;
+    }
     // The service's folder holds its store and secrets: owner-only when kbench makes it.
     if !o.config.out.exists() {
         use std::os::unix::fs::DirBuilderExt;
@@ -71,15 +87,7 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
     // clients' tokens. The run folder alone is hidden by `kbench run`; a pass's candidates
     // would see the other pass's secret, and every client's sources in the store, wherever
     // the service's folder lies under one the sandbox shows (`/opt`, a library folder).
-    let mut hidden = vec![o.config.out.clone()];
-    if let Some(db) = o.store.strip_prefix("sqlite:").map(std::path::Path::new) {
-        let folder = db.parent().filter(|p| !p.as_os_str().is_empty());
-        hidden.push(std::path::absolute(folder.unwrap_or(".".as_ref()))?);
-    }
-    for folder in &hidden {
-        crate::worker::sandbox::hideable(folder)
-            .map_err(|why| anyhow::anyhow!("--out or --store: {why}"))?;
-    }
+    // (Checked above, before anything was written.)
     o.config.hidden_also = hidden;
     o.config.hidden_also.extend(o.tokens.clone());
     let store: Arc<dyn Store> = Arc::from(store::open(&o.store)?);
@@ -91,12 +99,10 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
         .iter()
         .map(|p| (p.key(), p.clone()))
         .collect();
-    // The API first parses its clients, so a bad tokens file stops the service before any
-    // engine starts.
-    let app = match (&o.tokens, o.api) {
-        (Some(path), true) => Some(Arc::new(api::App {
+    let app = match clients {
+        Some(clients) => Some(Arc::new(api::App {
             store: Arc::clone(&store),
-            clients: auth::Clients::load(path)?,
+            clients,
             problems: o
                 .config
                 .problems
@@ -121,8 +127,7 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
             fleets: Mutex::new(BTreeMap::new()),
             board: board::PageCache::default(),
         })),
-        (None, true) => bail!("--tokens FILE is needed to serve the API"),
-        _ => None,
+        None => None,
     };
     let mut threads = Vec::new();
     let mut engines = Vec::new();
