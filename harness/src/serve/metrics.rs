@@ -43,13 +43,46 @@ impl Window {
 /// Which record: run, suite, level, problem, kernel, sample.
 type RecordId = (String, String, u8, u32, String, u32);
 
+/// Records counted lately, as hashes of their ids, the oldest forgotten first: a service runs
+/// for months, and copies of a kernel are joined to its evaluation only while it runs, far
+/// fewer records ago than this. (A hash collision counts an evaluation as a cache hit: a
+/// metric, never a verdict.)
+const COUNTED_KEPT: usize = 1 << 16;
+
+#[derive(Default)]
+struct Counted {
+    set: HashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Counted {
+    /// Whether `id` was not counted lately; it is counted now.
+    fn insert(&mut self, id: &RecordId) -> bool {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut h);
+        let h = h.finish();
+        if !self.set.insert(h) {
+            return false;
+        }
+        self.order.push_back(h);
+        if self.order.len() > COUNTED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
 pub(crate) struct Metrics {
     start: Instant,
     evaluations: AtomicU64,
     cache_hits: AtomicU64,
-    /// The records counted as evaluations (run, problem, kernel, sample): one evaluation
-    /// answers every copy of a kernel in flight at once, and each copy gets its record.
-    counted: Mutex<HashSet<RecordId>>,
+    /// The records counted as evaluations lately (run, problem, kernel, sample): one
+    /// evaluation answers every copy of a kernel in flight at once, and each copy gets its
+    /// record.
+    counted: Mutex<Counted>,
     busy_s: Mutex<BTreeMap<String, f64>>,
     api: Mutex<Window>,
     verdict: Mutex<Window>,
@@ -66,7 +99,7 @@ impl Metrics {
             start: Instant::now(),
             evaluations: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
-            counted: Mutex::new(HashSet::new()),
+            counted: Mutex::new(Counted::default()),
             busy_s: Mutex::new(BTreeMap::new()),
             api: Mutex::new(Window::default()),
             verdict: Mutex::new(Window::default()),
@@ -91,7 +124,7 @@ impl Metrics {
             r.candidate.name.clone(),
             r.candidate.sample,
         );
-        if !lock(&self.counted).insert(id) {
+        if !lock(&self.counted).insert(&id) {
             self.cache_hit();
             return;
         }
@@ -213,5 +246,30 @@ impl Metrics {
             responses,
         );
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u32) -> RecordId {
+        ("run".into(), "smoke".into(), 1, n, "k".into(), 0)
+    }
+
+    /// A copy counted lately is a cache hit; the set forgets the oldest, so it stays bounded
+    /// however long the service runs.
+    #[test]
+    fn counted_records_are_remembered_lately_and_bounded() {
+        let mut c = Counted::default();
+        assert!(c.insert(&id(0)));
+        assert!(!c.insert(&id(0)));
+        for n in 1..=COUNTED_KEPT as u32 {
+            assert!(c.insert(&id(n)));
+        }
+        assert_eq!((c.set.len(), c.order.len()), (COUNTED_KEPT, COUNTED_KEPT));
+        // The first was forgotten, a recent one is not.
+        assert!(c.insert(&id(0)));
+        assert!(!c.insert(&id(COUNTED_KEPT as u32)));
     }
 }
