@@ -382,6 +382,13 @@ pub struct HarnessClock {
     /// Candidate windows that closed only once its GPU work had drained after its answer.
     #[serde(default)]
     pub candidate_busy: u32,
+    /// The candidate's own claims, milliseconds, in call order, kept here when the timing's
+    /// candidate samples are the harness clock's instead (advisory `timed-by-harness-clock`:
+    /// claims the clock did not support, by less than a forged clock's margin, or could not
+    /// tell about after every timing): each call's claim plus its excess in its pair, where
+    /// positive. Empty otherwise, and in records written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_claimed_ms: Vec<f64>,
 }
 
 /// Software and hardware the evaluation ran on.

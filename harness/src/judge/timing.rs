@@ -88,7 +88,19 @@ pub(crate) fn summarize(
     l2_flush: bool,
     device: Device,
 ) -> TimingResult {
-    let clock = super::clock::check(&raw, device);
+    let mut clock = super::clock::check(&raw, device);
+    let claims: Vec<f64> = raw.candidate.iter().map(|t| t.claimed_ms).collect();
+    let (median_claim, _, _) = super::clock::median_interval(&mut claims.clone());
+    // Claims the clock does not support by a little, or could not tell about: every figure
+    // of the summary (speedups, intervals, times, the baselines' speedups read from them)
+    // comes from the harness's clock, and the claims are kept beside its windows.
+    let harness_timed = super::clock::harness_timed(&clock, median_claim, device);
+    let candidate_samples = if harness_timed {
+        clock.candidate_claimed_ms = claims;
+        super::clock::supported_times(&raw)
+    } else {
+        claims
+    };
     let walls = |v: &[f64]| v.iter().sum::<f64>() / 1e3;
     let stats = |clock: &str, s: Vec<f64>, wall: f64| kbench_reports::timing_stats(clock, s, wall);
     let (reference, candidate) = match (
@@ -98,8 +110,12 @@ pub(crate) fn summarize(
             walls(&clock.reference_wall_ms),
         ),
         stats(
-            &raw.candidate_clock,
-            raw.candidate.iter().map(|t| t.claimed_ms).collect(),
+            if harness_timed {
+                "harness"
+            } else {
+                &raw.candidate_clock
+            },
+            candidate_samples,
             walls(&clock.candidate_wall_ms),
         ),
     ) {
@@ -138,17 +154,10 @@ pub(crate) fn summarize(
         });
     };
     let supported = clock.supported;
-    let harness_timed = super::clock::harness_timed(&clock, candidate.median_ms, device);
     let detail = format!(
         "the harness's clock does not support the times the candidate claimed: its windows held a median {:.4} ms more than its claims explain, beyond the reference's for the same calls (99% interval {:.4} to {:.4} ms; {:.4} ms allowed); claimed speedup {speedup:.3}x, supported by the harness's clock {:.3}x",
         clock.excess_ms, clock.excess_low_ms, clock.excess_high_ms, clock.allowed_ms, clock.speedup
     );
-    // Claims a little beyond what the clock supports: every speedup is the clock's.
-    let (speedup, speedup_of_medians, speedup_mean) = if harness_timed {
-        (clock.speedup, clock.speedup, clock.speedup)
-    } else {
-        (speedup, speedup_of_medians, speedup_mean)
-    };
     let summary = TimingSummary {
         reference,
         candidate,
@@ -172,5 +181,75 @@ pub(crate) fn summarize(
                 detail,
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::clock::tests::pairs;
+
+    fn measured(r: TimingResult) -> TimingSummary {
+        match r {
+            TimingResult::Measured(t) => *t,
+            TimingResult::Unsupported(_, o) | TimingResult::Failed(o) => panic!("{o:?}"),
+            TimingResult::ReferenceFailed(m) => panic!("{m}"),
+        }
+    }
+
+    /// Claims the clock backs stand; claims it does not back by a little give way to it in
+    /// every figure of the summary (the baselines, the claims report and the agents read
+    /// the candidate's times, not only the speedup); a clock forged to half fails.
+    #[test]
+    fn claims_the_clock_does_not_back_give_way_to_it_in_every_figure() {
+        let cuda = Device::Cuda(0);
+        let honest = measured(summarize(pairs(100, 0.7, 0.5, 0.01, 1.0), 0, false, cuda));
+        let h = honest.harness_clock.as_ref().unwrap();
+        assert!(h.candidate_claimed_ms.is_empty(), "{h:?}");
+        assert_ne!(honest.candidate.clock, "harness");
+
+        let busy = measured(summarize(
+            pairs(100, 0.7, 0.5, 0.01, 1.0 / 1.06),
+            0,
+            false,
+            cuda,
+        ));
+        let h = busy.harness_clock.as_ref().unwrap();
+        assert_eq!(h.candidate_claimed_ms.len(), 100);
+        assert!(
+            (h.candidate_claimed_ms[0] - 0.7 / 1.06).abs() < 1e-9,
+            "{h:?}"
+        );
+        assert_eq!(busy.candidate.clock, "harness");
+        assert!((busy.candidate.median_ms - 0.7).abs() < 0.01, "{busy:?}");
+        for s in [
+            busy.speedup,
+            busy.speedup_mean,
+            busy.speedup_of_medians.unwrap(),
+        ] {
+            assert!((s - 1.0).abs() < 0.02, "{busy:?}");
+        }
+
+        let halved = summarize(pairs(100, 0.7, 0.5, 0.01, 0.5), 0, false, cuda);
+        assert!(matches!(halved, TimingResult::Unsupported(..)));
+    }
+
+    /// A clock forged in 55% of the calls (claims of a fifth of the time): the median of the
+    /// excess is the forgery's, its interval reaches the honest calls' (the check cannot
+    /// tell). The claims' median speedup would be 5x; the summary's is the clock's, 1x.
+    #[test]
+    fn a_clock_forged_in_just_over_half_the_calls_gains_nothing() {
+        let mut raw = pairs(200, 1.0, 0.5, 0.01, 1.0);
+        for (i, c) in raw.candidate.iter_mut().enumerate() {
+            if (i / 2) % 20 < 11 {
+                c.claimed_ms = 0.2;
+            }
+        }
+        let h = crate::judge::clock::check(&raw, Device::Cuda(0));
+        assert!(crate::judge::clock::inconclusive(&h), "{h:?}");
+        let t = measured(summarize(raw, 0, false, Device::Cuda(0)));
+        assert!((t.speedup - 1.0).abs() < 0.05, "{}", t.speedup);
+        assert!((t.speedup_mean - 1.0).abs() < 0.05, "{}", t.speedup_mean);
+        assert_eq!(t.harness_clock.unwrap().candidate_claimed_ms.len(), 200);
     }
 }

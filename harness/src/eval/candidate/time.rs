@@ -248,12 +248,18 @@ impl<'a> Evaluation<'a, '_> {
         match result.map_err(|f| fault(f, Phase::Time))? {
             TimingResult::Measured(t) => {
                 self.integrity.checked_timed_calls = t.candidate.samples_ms.len() as u32;
-                if let Some(h) = t.harness_clock.as_ref().filter(|h| !h.supported) {
+                let by_harness = t.harness_clock.as_ref();
+                if let Some(h) = by_harness.filter(|h| !h.candidate_claimed_ms.is_empty()) {
                     self.integrity
                         .advisories
                         .push(crate::judge::integrity::TIMED_BY_HARNESS_CLOCK.to_string());
+                    let why = if h.supported {
+                        "could not be told supported"
+                    } else {
+                        "were not supported"
+                    };
                     self.notes.push(format!(
-                        "speedup {:.3}x by the harness's clock: the candidate's claimed times were not supported (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; a forged clock's margin not reached)",
+                        "timed by the harness's clock (speedup {:.3}x): the candidate's claimed times {why} (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; a forged clock's margin not reached)",
                         t.speedup, h.excess_ms, h.excess_low_ms, h.allowed_ms
                     ));
                 }
