@@ -63,7 +63,7 @@ impl Stability {
 /// applies (it is KernelBench's own check). A stress case does not apply when
 ///
 /// 1. it changed none of the problem's inputs (`transformed == 0`: no floating-point input
-///    tensors, e.g. a problem taking only indices);
+///    tensors, e.g. a problem taking only indices, or only labels the worker keeps);
 /// 2. the reference disagrees with itself: two runs on the same inputs differ beyond the
 ///    profile's tolerance (`repeat`);
 /// 3. the working-precision reference and the float64 reference disagree beyond the
@@ -87,7 +87,7 @@ pub fn not_applicable(
     }
     if transformed == Some(0) {
         return Some(
-            "the family changes none of the problem's inputs (it has no floating-point input tensors)"
+            "the family changes none of the problem's inputs (it has no floating-point input tensors, or only ones whose values it keeps: -1, 0 and 1 labels or masks)"
                 .into(),
         );
     }

@@ -113,8 +113,19 @@ def _nan_inf(d, working_dtype):
     flat = v.view(-1)
     specials = (float("nan"), float("inf"), float("-inf"))
     numel = math.prod(d.shape)
-    for p, value in zip(_distinct_positions(numel, min(3, numel), d.g, d.device), specials):
-        flat[d.fold(p)] = value
+    # Distinct where they land: folded into what an input's structure keeps, drawn positions
+    # can meet (a few of a triangle's), so more are drawn, up to a bound for inputs that
+    # keep fewer than three.
+    landed = []
+    for _ in range(256):
+        for p in _distinct_positions(numel, min(3, numel), d.g, d.device):
+            q = d.fold(p)
+            if q not in landed:
+                landed.append(q)
+        if len(landed) >= min(3, numel):
+            break
+    for q, value in zip(landed, specials):
+        flat[q] = value
     return v
 
 

@@ -21,27 +21,42 @@ read here and put back on the family's values:
   family's magnitudes, divided by its sum.
 
 Each check looks at a few elements first, so an input without structure costs a handful of
-small operations; only an input whose first elements agree is checked in full.
+small operations; only an input whose first elements agree is checked in full, in slices of
+about 64 MiB, never a copy of the whole input.
 """
 
 import torch
 
 # How many leading elements the labels check looks at before it reads the whole input.
 _HEAD = 4096
-# Elements per slice of a full check over a flat input (about 64 MiB of fp32).
+# Elements per slice of a full check (about 64 MiB of fp32): a boolean or triangular copy of a
+# multi-GB input would cost a quarter of its size, or all of it, again.
 _CHUNK = 1 << 24
-# How far a row of probabilities may sum from 1 (fp32 softmax rows of 10^5 terms stay within).
+# How far a row of probabilities may sum from 1: fp32 softmax rows of 10^5 terms stay within
+# 1e-3; a half-precision row's sum is off by a few of its epsilons.
 _SIMPLEX_TOL = 1e-3
 
 
-def _flat(x):
-    return x.view(-1) if x.is_contiguous() else x.reshape(-1)
+def _simplex_tol(dtype):
+    return max(_SIMPLEX_TOL, 4.0 * torch.finfo(dtype).eps)
 
 
-def _all(flat, pred):
-    """`pred` holds for every element of the flat tensor, checked slice by slice (a full
-    boolean copy of a multi-GB input would cost a quarter of its size again)."""
-    return all(bool(pred(flat[i : i + _CHUNK]).all()) for i in range(0, flat.numel(), _CHUNK))
+def _slices(x):
+    """Views of `x` along its first dimension, each of about `_CHUNK` elements or one index
+    of that dimension (views whatever its layout: no copy of a non-contiguous input)."""
+    per = max(1, x.numel() // max(1, x.shape[0]))
+    step = max(1, _CHUNK // per)
+    return (x[i : i + step] for i in range(0, x.shape[0], step))
+
+
+def _all(x, pred):
+    """`pred` holds for every element of `x`, checked slice by slice."""
+    return all(bool(pred(part).all()) for part in _slices(x))
+
+
+def _head(x):
+    """Up to `_HEAD` leading elements of `x`'s first row (a view)."""
+    return x[(0,) * (x.dim() - 1)][:_HEAD]
 
 
 def _is_label(v):
@@ -89,50 +104,73 @@ class Structure:
 
 
 def _labels(x):
-    flat = _flat(x)
-    head = flat[:_HEAD]
-    if not bool(_is_label(head).all()):
+    if not bool(_is_label(_head(x)).all()) or not _all(x, _is_label):
         return False
-    if flat.numel() > _HEAD and not _all(flat, _is_label):
+    first = x[(0,) * x.dim()]
+    return not _all(x, lambda v: v == first)
+
+
+def _zero_off(x, side):
+    """Whether `x` (at least 2 x 2 in its last two dimensions) is zero below (`side` -1) or
+    above (+1) its diagonal, read in blocks of rows."""
+    r, c = x.shape[-2], x.shape[-1]
+    if bool((x[..., 1, 0] if side < 0 else x[..., 0, 1]).ne(0).any()):
         return False
-    return bool((flat != flat[0]).any())
+    rows = max(1, _CHUNK // max(1, x.numel() // r))
+    for i0 in range(0, r, rows):
+        block = x[..., i0 : i0 + rows, :]
+        # Element (i, j) of the block is row i0 + i: below the diagonal where j < i0 + i.
+        off = torch.tril(block, i0 - 1) if side < 0 else torch.triu(block, i0 + 1)
+        if int(off.count_nonzero()) != 0:
+            return False
+    return c > 0
 
 
 def _triangle(x):
-    """`upper`, `lower`, `diagonal` or None."""
+    """`upper`, `lower`, `diagonal` or None (a matrix with nothing on its diagonal either is
+    no triangle: an all-zero input promises nothing a kernel could use)."""
     if x.dim() < 2 or x.shape[-2] < 2 or x.shape[-1] < 2:
         return None
-    below_zero = bool((x[..., 1, 0] == 0).all()) and int(torch.tril(x, -1).count_nonzero()) == 0
-    above_zero = bool((x[..., 0, 1] == 0).all()) and int(torch.triu(x, 1).count_nonzero()) == 0
+    below_zero = _zero_off(x, -1)
+    above_zero = _zero_off(x, +1)
     if below_zero and above_zero:
-        return "diagonal"
+        diagonal = torch.diagonal(x, dim1=-2, dim2=-1)
+        return "diagonal" if int(diagonal.count_nonzero()) > 0 else None
     return "upper" if below_zero else "lower" if above_zero else None
 
 
 def _symmetric(x):
     if x.dim() < 2 or x.shape[-1] != x.shape[-2] or x.shape[-1] < 2:
         return False
-    return bool((x[..., 0, 1] == x[..., 1, 0]).all()) and torch.equal(x, x.transpose(-1, -2))
+    if not bool((x[..., 0, 1] == x[..., 1, 0]).all()):
+        return False
+    n = x.shape[-1]
+    rows = max(1, _CHUNK // max(1, x.numel() // n))
+    t = x.transpose(-1, -2)
+    return all(torch.equal(x[..., i : i + rows, :], t[..., i : i + rows, :]) for i in range(0, n, rows))
 
 
 def _simplex(x):
     # Eight or more terms a row: fewer uniform draws could sum to 1 by chance.
     if x.dim() < 1 or x.shape[-1] < 8:
         return False
+    tol = _simplex_tol(x.dtype)
     first = x[(0,) * (x.dim() - 1)]
-    if float(first.min()) < 0 or abs(float(first.sum(dtype=torch.float64)) - 1.0) > _SIMPLEX_TOL:
+    if float(first.min()) < 0 or abs(float(first.sum(dtype=torch.float64)) - 1.0) > tol:
         return False
     if float(x.min()) < 0:
         return False
-    return float((x.sum(-1, dtype=torch.float64) - 1.0).abs().max()) <= _SIMPLEX_TOL
+    return float((x.sum(-1, dtype=torch.float64) - 1.0).abs().max()) <= tol
 
 
 def detect(x):
     """The structure of input `x` (a floating-point tensor as get_inputs made it), or None."""
-    if x.dim() == 0 or x.numel() < 2 or int(x.count_nonzero()) == 0:
+    if x.dim() == 0 or x.numel() < 2:
         return None
     if _labels(x):
         return Structure("labels", x.shape)
+    if not bool(_head(x).ne(0).any()) and _all(x, lambda v: v == 0):
+        return None  # all zero: no promise a kernel could use
     kind = _triangle(x)
     if kind is None and _symmetric(x):
         kind = "symmetric"

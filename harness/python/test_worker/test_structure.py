@@ -52,7 +52,45 @@ class DetectTests(unittest.TestCase):
                 self.assertIsNone(detect(x))
 
 
+    def test_checks_in_slices_agree_with_whole_ones(self):
+        # The full checks read slices of about 64 MiB; tiny slices must say the same.
+        from kbench_worker import structure
+
+        g = torch.Generator().manual_seed(5)
+        a = torch.rand(2, 40, 40, generator=g)
+        inputs = {
+            "upper": torch.triu(a),
+            "lower": torch.triu(a).transpose(-1, -2),  # not contiguous
+            "symmetric": a + a.transpose(-1, -2),
+            "labels": (torch.rand(6, 50, generator=g) > 0.5).float().t(),  # not contiguous
+            None: a,
+        }
+        kept = structure._CHUNK
+        try:
+            for chunk in (kept, 7, 1):
+                structure._CHUNK = chunk
+                for kind, x in inputs.items():
+                    with self.subTest(chunk=chunk, kind=kind):
+                        got = detect(x)
+                        self.assertEqual(None if got is None else got.kind, kind)
+                # one element off the triangle, late in the last slice
+                off = torch.triu(a)
+                off[1, 39, 2] = 0.5
+                self.assertIsNone(detect(off))
+        finally:
+            structure._CHUNK = kept
+
+
 class FamiliesKeepStructureTests(unittest.TestCase):
+    def test_the_specials_land_apart_in_a_narrow_triangle(self):
+        # A 64 x 2 upper triangle keeps three elements: the three specials take all of them.
+        for seed in range(20):
+            raw, _, kept = _made("nan-inf", torch.triu(torch.rand(64, 2)) + torch.eye(64, 2), seed=seed)
+            self.assertEqual(kept, ["input 0: upper"])
+            t = raw[0]
+            self.assertEqual(int(torch.isnan(t).sum()), 1, seed)
+            self.assertEqual(int(torch.isinf(t).sum()), 2, seed)
+
     def test_every_family_keeps_every_structure(self):
         g = torch.Generator().manual_seed(2)
         a = torch.rand(48, 48, generator=g)
