@@ -39,7 +39,7 @@ const SYSTEM: &[&str] = &[
 /// Whether `folder` can be hidden from a sandbox (an empty folder mounted over it) without
 /// hiding the system with it: not `/`, and neither a system folder nor one above it.
 pub(crate) fn hideable(folder: &Path) -> Result<(), String> {
-    let real = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+    let real = resolved(folder);
     let system = SYSTEM.iter().map(|s| Path::new("/").join(s));
     if real == Path::new("/") || system.into_iter().any(|s| s.starts_with(&real)) {
         return Err(format!(
@@ -48,6 +48,48 @@ pub(crate) fn hideable(folder: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Where `path` is or will be once made: its nearest existing ancestor resolved (links and
+/// all), the rest taken as written, `..` included (`mkdir -p` follows it the same way), so a
+/// folder not made yet cannot name a system folder through `new/../../usr`.
+fn resolved(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    let mut base = loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            break real;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(Component::Normal(name));
+                existing = parent;
+            }
+            // `..` or `.` last: keep the component and go up.
+            (Some(parent), None) => {
+                rest.push(
+                    existing
+                        .components()
+                        .next_back()
+                        .unwrap_or(Component::CurDir),
+                );
+                existing = parent;
+            }
+            _ => break std::path::PathBuf::from("/"),
+        }
+    };
+    for c in rest.into_iter().rev() {
+        match c {
+            Component::ParentDir => {
+                base.pop();
+            }
+            Component::Normal(n) => base.push(n),
+            _ => {}
+        }
+    }
+    base
 }
 
 /// Secrets of the host under the system folders, masked in every sandbox even where the
@@ -585,6 +627,10 @@ mod tests {
         let own = tempfile::tempdir().unwrap();
         assert_eq!(hideable(own.path()), Ok(()));
         assert_eq!(hideable(Path::new("/usr/share/kbench-service")), Ok(()));
+        // A folder not made yet is judged where it will be: `mkdir -p` follows the `..`.
+        let above = own.path().join("new/../../../../../../../../usr");
+        assert!(hideable(&above).is_err(), "{}", above.display());
+        assert_eq!(hideable(&own.path().join("new/../svc")), Ok(()));
     }
 
     #[test]
