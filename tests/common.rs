@@ -142,6 +142,30 @@ impl RunBuilder {
         }
     }
 
+    /// `--agent replay` of the fixture set `tests/fixtures/SET`: its `kernels/` replayed on
+    /// its own `problems/`.
+    pub fn replay_fixture_set(set: &str) -> RunBuilder {
+        let fixtures = repo_root().join("tests/fixtures").join(set);
+        RunBuilder::new()
+            .agent("replay")
+            .replay_dir(fixtures.join("kernels"))
+            .kernelbench(fixtures.join("problems"))
+    }
+
+    /// [`RunBuilder::replay_fixture_set`] checked on the CPU (level 1, no timing) into `out`,
+    /// under the fixed run secret `secret` (written beside `out`), so that its stress cases
+    /// are the same in every run.
+    pub fn fixture_check(set: &str, out: &Path, secret: &str) -> RunBuilder {
+        let file = out.with_extension("secret");
+        std::fs::write(&file, secret).unwrap();
+        RunBuilder::replay_fixture_set(set)
+            .levels("1")
+            .device("cpu")
+            .no_timing()
+            .out(out)
+            .secret_from(&file)
+    }
+
     fn opt(mut self, name: &str, value: impl AsRef<OsStr>) -> RunBuilder {
         self.args.push(name.into());
         self.args.push(value.as_ref().into());

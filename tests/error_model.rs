@@ -8,29 +8,19 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{by_candidate, families, kbench, repo_root, show, RunBuilder};
+use common::{by_candidate, families, kbench, show, RunBuilder};
 use serde_json::Value;
 
 /// A fixed run secret, so the stress cases are the same in every CI run.
 const SECRET: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
 fn run(out: &std::path::Path, profile: &str) -> BTreeMap<String, Value> {
-    let fixtures = repo_root().join("tests/fixtures/error_model");
-    let secret = out.with_extension("secret");
-    std::fs::write(&secret, SECRET).unwrap();
     let o = kbench()
         .args(
-            RunBuilder::new()
-                .agent("replay")
-                .replay_dir(fixtures.join("kernels"))
-                .kernelbench(fixtures.join("problems"))
+            RunBuilder::fixture_check("error_model", out, SECRET)
+                .args(["--profile", profile])
                 .build(),
         )
-        .args(["--levels", "1", "--device", "cpu", "--no-timing", "--out"])
-        .arg(out)
-        .arg("--secret-from")
-        .arg(&secret)
-        .args(["--profile", profile])
         .output()
         .expect("running kbench");
     // Exit 3: the run finished and some kernels failed.

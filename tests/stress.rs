@@ -16,19 +16,7 @@ use serde_json::Value;
 const SECRET: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
 fn run(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let root = repo_root();
-    let fixtures = root.join("tests/fixtures/stress");
-    let secret = out.with_extension("secret");
-    std::fs::write(&secret, SECRET).unwrap();
-    let args = RunBuilder::new()
-        .agent("replay")
-        .replay_dir(fixtures.join("kernels"))
-        .kernelbench(fixtures.join("problems"))
-        .levels("1")
-        .device("cpu")
-        .no_timing()
-        .out(out)
-        .secret_from(&secret)
+    let args = RunBuilder::fixture_check("stress", out, SECRET)
         .args(extra)
         .build();
     kbench().args(&args).output().expect("running kbench")

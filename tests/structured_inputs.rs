@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{by_candidate, families, kbench, repo_root, show, RunBuilder};
+use common::{by_candidate, families, kbench, show, RunBuilder};
 
 /// A fixed run secret, so the stress cases are the same in every CI run.
 const SECRET: &str = "57a7057a7057a7057a7057a7057a7057a7057a7057a7057a7057a7057a7057a7";
@@ -16,21 +16,9 @@ fn kernels_that_rely_on_what_get_inputs_promises_pass_every_family() {
     let _g = common::shared();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = repo_root().join("tests/fixtures/structured_inputs");
-    let (out, secret) = (dir.path().join("run"), dir.path().join("secret"));
-    std::fs::write(&secret, SECRET).unwrap();
+    let out = dir.path().join("run");
     let o = kbench()
-        .args(
-            RunBuilder::new()
-                .agent("replay")
-                .replay_dir(fixtures.join("kernels"))
-                .kernelbench(fixtures.join("problems"))
-                .build(),
-        )
-        .args(["--levels", "1", "--device", "cpu", "--no-timing", "--out"])
-        .arg(&out)
-        .arg("--secret-from")
-        .arg(&secret)
+        .args(RunBuilder::fixture_check("structured_inputs", &out, SECRET).build())
         .output()
         .expect("running kbench");
     // Exit 3: the run finished and a kernel failed (the one wrong on negatives).

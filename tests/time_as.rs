@@ -5,27 +5,24 @@
 
 use crate::common;
 
-use common::{kbench, records, repo_root, show, RunBuilder};
+use common::{kbench, records, show, RunBuilder};
 
 #[test]
 fn time_as_records_each_convention_beside_kbench_timing() {
     let _g = common::shared();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = repo_root().join("tests/fixtures/time_as");
     let out = dir.path().join("run");
     let run = |extra: &[&str]| {
         kbench()
             .args(
-                RunBuilder::new()
-                    .agent("replay")
-                    .replay_dir(fixtures.join("kernels"))
-                    .kernelbench(fixtures.join("problems"))
+                RunBuilder::replay_fixture_set("time_as")
+                    .levels("1")
+                    .device("cpu")
+                    .out(&out)
+                    .args(extra)
                     .build(),
             )
-            .args(["--levels", "1", "--device", "cpu", "--out"])
-            .arg(&out)
-            .args(extra)
             .output()
             .expect("running kbench")
     };
