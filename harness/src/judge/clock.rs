@@ -123,11 +123,8 @@ pub(crate) fn check(raw: &RawGated, device: Device) -> HarnessClock {
     let mut supported_ratio: Vec<f64> = raw
         .reference
         .iter()
-        .zip(&raw.candidate)
-        .map(|(r, c)| {
-            let excess = (c.wall_ms - c.claimed_ms) - (r.wall_ms - r.claimed_ms);
-            r.claimed_ms / (c.claimed_ms + excess.max(0.0)).max(f64::MIN_POSITIVE)
-        })
+        .zip(supported_times(raw))
+        .map(|(r, c)| r.claimed_ms / c.max(f64::MIN_POSITIVE))
         .collect();
     let (speedup, _, _) = median_interval(&mut supported_ratio);
     HarnessClock {
