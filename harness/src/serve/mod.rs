@@ -63,6 +63,12 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
         (None, true) => bail!("--tokens FILE is needed to serve the API"),
         _ => None,
     };
+    // No candidate sees the service's own files, wherever they lie: its folder (the store by
+    // default, every pass's run folder and secret, the ranked pass's seeds), an SQLite store
+    // kept elsewhere (its folder: the write-ahead log comes and goes beside it) and the
+    // clients' tokens. The run folder alone is hidden by `kbench run`; a pass's candidates
+    // would see the other pass's secret, and every client's sources in the store, wherever
+    // the service's folder lies under one the sandbox shows (`/opt`, a library folder).
     let mut hidden = vec![o.config.out.clone()];
     if let Some(db) = o.store.strip_prefix("sqlite:").map(std::path::Path::new) {
         let folder = db.parent().filter(|p| !p.as_os_str().is_empty());
@@ -81,13 +87,6 @@ pub(crate) fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<()> {
             .create(&o.config.out)
             .with_context(|| format!("creating --out {}", o.config.out.display()))?;
     }
-    // No candidate sees the service's own files, wherever they lie: its folder (the store by
-    // default, every pass's run folder and secret, the ranked pass's seeds), an SQLite store
-    // kept elsewhere (its folder: the write-ahead log comes and goes beside it) and the
-    // clients' tokens. The run folder alone is hidden by `kbench run`; a pass's candidates
-    // would see the other pass's secret, and every client's sources in the store, wherever
-    // the service's folder lies under one the sandbox shows (`/opt`, a library folder).
-    // (Checked above, before anything was written.)
     o.config.hidden_also = hidden;
     o.config.hidden_also.extend(o.tokens.clone());
     let store: Arc<dyn Store> = Arc::from(store::open(&o.store)?);
