@@ -226,7 +226,7 @@ def apply_family(raw, family, seed, working_dtype, kept=None):
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             structure = detect(x)
             if structure is not None and kept is not None:
-                kept.append(f"input {i}: {structure.describe()}")
+                kept.append(f"input {i}: {structure.kind}")
             if structure is not None and structure.kind == "labels":
                 continue
             shape, device = tuple(x.shape), x.device

@@ -41,17 +41,18 @@ def _simplex_tol(dtype):
     return max(_SIMPLEX_TOL, 4.0 * torch.finfo(dtype).eps)
 
 
-def _slices(x):
-    """Views of `x` along its first dimension, each of about `_CHUNK` elements or one index
-    of that dimension (views whatever its layout: no copy of a non-contiguous input)."""
-    per = max(1, x.numel() // max(1, x.shape[0]))
-    step = max(1, _CHUNK // per)
-    return (x[i : i + step] for i in range(0, x.shape[0], step))
+def _spans(x, dim):
+    """(start, length) of the slices of `x` along `dim`, each of about `_CHUNK` elements or
+    one index of that dimension; `x.narrow(dim, start, length)` is a view whatever the
+    layout (no copy of a non-contiguous input)."""
+    size = x.shape[dim]
+    step = max(1, _CHUNK // max(1, x.numel() // max(1, size)))
+    return [(i, min(step, size - i)) for i in range(0, size, step)]
 
 
 def _all(x, pred):
     """`pred` holds for every element of `x`, checked slice by slice."""
-    return all(bool(pred(part).all()) for part in _slices(x))
+    return all(bool(pred(x.narrow(0, i, n)).all()) for i, n in _spans(x, 0))
 
 
 def _head(x):
@@ -70,9 +71,6 @@ class Structure:
 
     def __init__(self, kind, shape):
         self.kind, self.shape = kind, tuple(shape)
-
-    def describe(self):
-        return self.kind
 
     def fold(self, p):
         if self.kind not in ("upper", "lower", "diagonal", "symmetric"):
@@ -113,17 +111,15 @@ def _labels(x):
 def _zero_off(x, side):
     """Whether `x` (at least 2 x 2 in its last two dimensions) is zero below (`side` -1) or
     above (+1) its diagonal, read in blocks of rows."""
-    r, c = x.shape[-2], x.shape[-1]
     if bool((x[..., 1, 0] if side < 0 else x[..., 0, 1]).ne(0).any()):
         return False
-    rows = max(1, _CHUNK // max(1, x.numel() // r))
-    for i0 in range(0, r, rows):
-        block = x[..., i0 : i0 + rows, :]
+    for i0, n in _spans(x, -2):
+        block = x.narrow(-2, i0, n)
         # Element (i, j) of the block is row i0 + i: below the diagonal where j < i0 + i.
         off = torch.tril(block, i0 - 1) if side < 0 else torch.triu(block, i0 + 1)
         if int(off.count_nonzero()) != 0:
             return False
-    return c > 0
+    return True
 
 
 def _triangle(x):
@@ -144,10 +140,8 @@ def _symmetric(x):
         return False
     if not bool((x[..., 0, 1] == x[..., 1, 0]).all()):
         return False
-    n = x.shape[-1]
-    rows = max(1, _CHUNK // max(1, x.numel() // n))
     t = x.transpose(-1, -2)
-    return all(torch.equal(x[..., i : i + rows, :], t[..., i : i + rows, :]) for i in range(0, n, rows))
+    return all(torch.equal(x.narrow(-2, i, n), t.narrow(-2, i, n)) for i, n in _spans(x, -2))
 
 
 def _simplex(x):
