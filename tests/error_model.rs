@@ -1,8 +1,10 @@
 //! The strict profile's fp32 error model end to end: honest reorderings of a long-K matmul
 //! pass every family where KernelBench's elementwise rule fails them, and every downgrade
 //! of its precision (TF32, fp16 inputs, a bf16 output, one row in fp16) fails; a softmax
-//! summing its rows in blocks passes every family. Real worker,
-//! real torch on the CPU. Fixtures: `tests/fixtures/error_model`.
+//! summing its rows in blocks passes every family, and so does one summing rows of 32,768
+//! in order, whose denormal cases are past the 1e-4 floor, while an fp16 output of the
+//! same softmax fails. Real worker, real torch on the CPU. Fixtures:
+//! `tests/fixtures/error_model`.
 
 use crate::common;
 
@@ -34,11 +36,34 @@ fn honest_reorderings_pass_and_downgrades_fail() {
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let strict = run(&dir.path().join("strict"), "strict");
-    assert_eq!(strict.len(), 7);
-    // A softmax whose row sums are taken in blocks, added last to first: every family.
-    let blocked = &strict["2_blocked"];
-    assert_eq!(blocked["outcome"]["kind"], "ok", "{}", blocked["outcome"]);
-    assert!(families(blocked).0.is_empty(), "{:?}", families(blocked));
+    assert_eq!(strict.len(), 9);
+    // A softmax whose row sums are taken in blocks, added last to first, and one summing
+    // each row in order: every family.
+    for name in ["2_blocked", "3_sequential"] {
+        let r = &strict[name];
+        assert_eq!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);
+        assert!(families(r).0.is_empty(), "{name}: {:?}", families(r));
+    }
+    // The sequential one's denormal cases are further from float64 than the 1e-4 floor:
+    // the case's gate admitted the roundings of a long sum of alike terms.
+    let denormal_beyond_floor = strict["3_sequential"]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| {
+            c["case"]["family"] == "denormal"
+                && c["passed"] == true
+                && c["rel_l2_vs_f64"].as_f64().is_some_and(|e| e > 1e-4)
+        });
+    assert!(denormal_beyond_floor, "{}", strict["3_sequential"]["cases"]);
+    // The same problem's fp16 output fails the problem's own inputs.
+    let f16 = &strict["3_fp16_output"];
+    assert_ne!(f16["outcome"]["kind"], "ok", "{}", f16["outcome"]);
+    assert!(
+        families(f16).0.iter().any(|f| f == "random"),
+        "{:?}",
+        families(f16)
+    );
     for name in ["1_sequential", "1_split_k"] {
         let r = &strict[name];
         assert_eq!(r["outcome"]["kind"], "ok", "{name}: {}", r["outcome"]);

@@ -296,8 +296,7 @@ pub fn compare(
         reference,
         reference_f64,
         None,
-        profile,
-        precision,
+        (profile, precision, float64_gate(precision)),
         CHUNK_ELEMS,
     )
 }
@@ -317,13 +316,33 @@ pub fn compare_with_alt(
     profile: ToleranceProfile,
     precision: Precision,
 ) -> Result<Comparison, CompareError> {
-    compare_chunked(
+    compare_case(
         candidate,
         reference,
         reference_f64,
         alt,
         profile,
         precision,
+        float64_gate(precision),
+    )
+}
+
+/// [`compare_with_alt`] under a case's own float64 gate (see [`Float64Gate::for_case`]).
+pub fn compare_case(
+    candidate: &HostTensor,
+    reference: &HostTensor,
+    reference_f64: Option<&HostTensor>,
+    alt: Option<&HostTensor>,
+    profile: ToleranceProfile,
+    precision: Precision,
+    gate: Float64Gate,
+) -> Result<Comparison, CompareError> {
+    compare_chunked(
+        candidate,
+        reference,
+        reference_f64,
+        alt,
+        (profile, precision, gate),
         CHUNK_ELEMS,
     )
 }
@@ -333,8 +352,7 @@ pub(crate) fn compare_chunked(
     reference: &HostTensor,
     reference_f64: Option<&HostTensor>,
     alt: Option<&HostTensor>,
-    profile: ToleranceProfile,
-    precision: Precision,
+    (profile, precision, gate): (ToleranceProfile, Precision, Float64Gate),
     chunk_elems: usize,
 ) -> Result<Comparison, CompareError> {
     if let Some(a) = alt {
@@ -379,7 +397,6 @@ pub(crate) fn compare_chunked(
     } else {
         Tolerance::EXACT
     };
-    let gate = float64_gate(precision);
     let strict = profile == ToleranceProfile::Strict;
     let truth = reference_f64.filter(|_| is_float);
     let alt = alt.filter(|_| is_float);

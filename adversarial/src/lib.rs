@@ -28,8 +28,9 @@ mod worst;
 mod tests;
 
 pub use compare::{
-    compare, compare_with_alt, float64_check_of, rescue_scales, unravel_index, CompareError,
-    Comparison, ElementMismatch, Float64Check, Float64Status, GateMeasure, ValueReport,
+    compare, compare_case, compare_with_alt, float64_check_of, rescue_scales, unravel_index,
+    CompareError, Comparison, ElementMismatch, Float64Check, Float64Status, GateMeasure,
+    ValueReport,
 };
 pub use rule::Rule;
 pub use scan::GateSums;

@@ -130,7 +130,16 @@ pub(crate) fn values_alt_chunked(
     precision: Precision,
     chunk: usize,
 ) -> ValueReport {
-    match compare_chunked(c, r, r64, alt, profile, precision, chunk).unwrap() {
+    match compare_chunked(
+        c,
+        r,
+        r64,
+        alt,
+        (profile, precision, crate::float64_gate(precision)),
+        chunk,
+    )
+    .unwrap()
+    {
         Comparison::Values(v) => v,
         other => panic!("expected a value comparison, got {other:?}"),
     }

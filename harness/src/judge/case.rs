@@ -103,13 +103,14 @@ pub(crate) fn judge_host_case(
     for (k, (cand, reference)) in outputs.iter().zip(ref_outputs).enumerate() {
         let ref64 = gated_f64(outputs_f64.as_deref(), k, reference.dtype());
         let alt = probe_of(outputs_alt.as_deref(), k);
-        match kbench_adversarial::compare_with_alt(
+        match kbench_adversarial::compare_case(
             cand,
             reference,
             ref64,
             alt,
             tol.profile,
             tol.precision,
+            rc.gate(tol.precision),
         ) {
             Ok(cmp) => {
                 if failure.is_none() {

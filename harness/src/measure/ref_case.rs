@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use kbench_adversarial::Float64Gate;
 use kbench_record::protocol::{Frame, TensorSpec};
-use kbench_record::{CaseRef, Dtype, HostTensor};
+use kbench_record::{CaseRef, Dtype, HostTensor, Precision};
 use serde_json::{json, Value};
 
 use crate::gpu::compare::DevTensor;
@@ -74,9 +75,19 @@ pub(crate) struct RefCase {
     /// Inputs the reference's own forward writes to (an in-place problem): a candidate
     /// writing to them is not flagged `input-mutated`.
     pub(crate) mutated_inputs: Vec<u64>,
+    /// Elements along the longest axis of any tensor input (0 when none): the longest sum
+    /// along one axis of an input, which sets the case's float64 gate ([`Self::gate`]).
+    pub(crate) longest_input_axis: u64,
 }
 
 impl RefCase {
+    /// The strict profile's float64 gate for this case (see
+    /// [`kbench_adversarial::Float64Gate::for_case`]).
+    pub(crate) fn gate(&self, precision: Precision) -> Float64Gate {
+        kbench_adversarial::float64_gate(precision)
+            .for_case(&self.case.family, self.longest_input_axis)
+    }
+
     pub(crate) fn num_outputs(&self) -> usize {
         match &self.data {
             CaseData::Host { outputs, .. } => outputs.len(),
@@ -136,6 +147,7 @@ impl RefCase {
             },
             not_applicable: Some(why),
             mutated_inputs: Vec::new(),
+            longest_input_axis: 0,
         }
     }
 }
@@ -152,4 +164,27 @@ fn extra_bytes<T>(
         .chain(outputs_alt.iter().flatten().flatten())
         .map(|t| size(t) as u64)
         .sum()
+}
+
+/// The longest axis of a made case's tensor inputs (`in:*`): from the device tensors the
+/// reference described, or from the shapes in its reply's payload. 0 when there is none or
+/// the payload cannot be read (taking the case then reports that).
+pub(crate) fn longest_input_axis(reply: &Frame, device_tensors: Option<&[Value]>) -> u64 {
+    let shapes: Vec<(String, Vec<u64>)> = match device_tensors {
+        Some(specs) => specs
+            .iter()
+            .filter_map(|spec| {
+                let name = spec.get("name")?.as_str()?.to_string();
+                let shape = serde_json::from_value(spec.get("shape")?.clone()).ok()?;
+                Some((name, shape))
+            })
+            .collect(),
+        None => reply.tensor_shapes().unwrap_or_default(),
+    };
+    shapes
+        .iter()
+        .filter(|(name, _)| name.starts_with("in:"))
+        .flat_map(|(_, shape)| shape.iter().copied())
+        .max()
+        .unwrap_or(0)
 }

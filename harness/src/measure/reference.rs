@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
+use super::ref_case::longest_input_axis;
 pub(crate) use super::ref_case::{CaseData, DevTensorOwned, RefCase};
 use super::ref_failure::{cap_message, fault_message, WORKER_FAULT};
 use super::{Ctx, Station};
@@ -426,8 +427,12 @@ impl ReferenceSession {
                 self.notes.push(note);
             }
         }
-        let floor = (c.profile == ToleranceProfile::Strict)
-            .then(|| kbench_adversarial::float64_gate(c.precision).floor);
+        let longest_axis = longest_input_axis(&reply, made.device_tensors.as_deref());
+        let floor = (c.profile == ToleranceProfile::Strict).then(|| {
+            kbench_adversarial::float64_gate(c.precision)
+                .for_case(&case.family, longest_axis)
+                .floor
+        });
         let not_applicable = (!known)
             .then(|| applicability(&case, &made, tol, floor))
             .flatten();
@@ -460,6 +465,7 @@ impl ReferenceSession {
             rc.not_applicable = not_applicable;
             let changed = made.inputs_changed.unwrap_or_default();
             rc.mutated_inputs = changed.iter().filter_map(Value::as_u64).collect();
+            rc.longest_input_axis = longest_axis;
             rc
         });
         if drop_case {
@@ -645,6 +651,7 @@ impl ReferenceSession {
             forward_seed,
             not_applicable: None,
             mutated_inputs: Vec::new(),
+            longest_input_axis: 0,
             data: CaseData::Device {
                 args,
                 inputs,
@@ -708,6 +715,7 @@ fn take_host_case(
         forward_seed,
         not_applicable: None,
         mutated_inputs: Vec::new(),
+        longest_input_axis: 0,
         data: CaseData::Host {
             run_frame,
             outputs,

@@ -181,6 +181,23 @@ impl Frame {
             .unwrap_or("")
     }
 
+    /// The names and shapes of the payload's tensors, read without copying their data (a
+    /// malformed payload is an error, as for [`Frame::tensors`]).
+    pub fn tensor_shapes(&self) -> Result<Vec<(String, Vec<u64>)>, ProtocolError> {
+        if self.payload.is_empty() {
+            return Ok(Vec::new());
+        }
+        let st = SafeTensors::deserialize(&self.payload)
+            .map_err(|e| ProtocolError::Malformed(format!("bad safetensors payload: {e}")))?;
+        Ok(st
+            .iter()
+            .map(|(name, view)| {
+                let shape = view.shape().iter().map(|&d| d as u64).collect();
+                (name.to_string(), shape)
+            })
+            .collect())
+    }
+
     /// The tensors of the payload, parsed and bounds-checked by the `safetensors` crate, in
     /// the natural order of their names (see `natural_order`), whatever order the sender
     /// laid them out in. A dtype outside the protocol's, a size that does not match, or any
@@ -345,6 +362,18 @@ mod tests {
         assert_eq!(ts[1].1.data(), a.data());
         assert_eq!(ts[2].1, b);
         assert_eq!(ts[3].1, d);
+        // Shapes without the data, in whatever order: the same four.
+        let mut shapes = g.tensor_shapes().unwrap();
+        shapes.sort();
+        assert_eq!(
+            shapes,
+            [
+                ("in:0".to_string(), vec![0, 5]),
+                ("out:0".to_string(), vec![2, 2]),
+                ("out:10".to_string(), vec![]),
+                ("out:2".to_string(), vec![3]),
+            ]
+        );
         // No tensors, no payload.
         let e = Frame::with_tensors(json!({"type": "x"}), &[]);
         assert!(e.payload.is_empty());

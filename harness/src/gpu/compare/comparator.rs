@@ -8,7 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use kbench_adversarial::{
-    float64_gate, tolerance, unravel_index, CompareError, Comparison, ElementMismatch,
+    float64_gate, tolerance, unravel_index, CompareError, Comparison, ElementMismatch, Float64Gate,
     Float64Status, Tolerance, ValueReport,
 };
 use kbench_record::{Dtype, FlushCount, Precision, ToleranceProfile};
@@ -143,19 +143,21 @@ impl DeviceComparator {
         profile: ToleranceProfile,
         precision: Precision,
     ) -> Result<std::result::Result<Comparison, CompareError>> {
-        self.compare_with_alt(
+        self.compare_case(
             candidate,
             reference,
             reference_f64,
             None,
             profile,
             precision,
+            float64_gate(precision),
         )
     }
 
-    /// [`Self::compare`] with a `nan-inf` case's probe reference, exactly as
-    /// [`kbench_adversarial::compare_with_alt`].
-    pub(crate) fn compare_with_alt(
+    /// [`Self::compare`] with a `nan-inf` case's probe reference and the case's own float64
+    /// gate, exactly as [`kbench_adversarial::compare_case`].
+    #[allow(clippy::too_many_arguments)] // the CPU function's six, plus `self`
+    pub(crate) fn compare_case(
         &self,
         candidate: &DevTensor,
         reference: &DevTensor,
@@ -163,6 +165,7 @@ impl DeviceComparator {
         alt: Option<&DevTensor>,
         profile: ToleranceProfile,
         precision: Precision,
+        gate: Float64Gate,
     ) -> Result<std::result::Result<Comparison, CompareError>> {
         if let Some(a) = alt {
             if a.dtype != reference.dtype || a.shape != reference.shape {
@@ -208,7 +211,6 @@ impl DeviceComparator {
         } else {
             Tolerance::EXACT
         };
-        let gate = float64_gate(precision);
         let strict = profile == ToleranceProfile::Strict;
         let truth = reference_f64.filter(|_| is_float);
         let alt = alt.filter(|_| is_float);

@@ -269,13 +269,14 @@ fn check_alt(
         let td = t.zip(tb.as_ref()).map(|(h, b)| dev(h, b));
         let ad = a.zip(ab.as_ref()).map(|(h, b)| dev(h, b));
         let gpu = dc
-            .compare_with_alt(
+            .compare_case(
                 &dev(c, &cb),
                 &dev(r, &rb),
                 td.as_ref(),
                 ad.as_ref(),
                 profile,
                 precision,
+                kbench_adversarial::float64_gate(precision),
             )
             .expect("the device comparison ran");
         let what = format!(
