@@ -15,6 +15,15 @@ Only a failure the compiler reported is recorded: ninja's status between 1 and 1
 every failed command's status below 128. A compiler killed by a signal (out of memory, a
 timeout) is not a property of the source, and is tried again in place.
 
+Both wrappers run ninja as torch does without `verbose`, whatever the candidate asked: torch
+then captures the compiler's output and puts it in the error's message, so that the
+record's `compile_error` says what the compiler said and the build job's record can tell a
+compiler's verdict from a kill (`[code=N]`). With `verbose=True` torch prints that output
+and raises only "Error building extension 'NAME'" (seen on KernelBenchLeaderboard: three
+kernels that no longer compile against torch 2.11 said only that, and each was compiled
+twice). A failure's output is still printed when `verbose` asked for it; a candidate
+loses only the progress lines of a build that succeeds.
+
 Why by hand: torch has no hook for its ninja runs; `_run_ninja_build` is its private
 function, wrapped only where it exists with the signature this module knows. The record lies
 in the candidate's own content-addressed build folder, written by its own build job: a
@@ -75,10 +84,21 @@ def compiler_reported(exc):
     return bool(codes) and all(c < 128 for c in codes)
 
 
+def _quiet(original, build_directory, verbose, error_prefix):
+    """torch's ninja run without `verbose` (see above); a failure's output, which `verbose`
+    would have shown, is printed too."""
+    try:
+        return original(build_directory, False, error_prefix)
+    except RuntimeError as exc:
+        if verbose:
+            print(exc, flush=True)
+        raise
+
+
 def _recording(original):
     def run(build_directory, verbose, error_prefix):
         try:
-            return original(build_directory, verbose, error_prefix)
+            return _quiet(original, build_directory, verbose, error_prefix)
         except RuntimeError as exc:
             state = _state(build_directory) if compiler_reported(exc) else None
             if state is not None:
@@ -108,7 +128,7 @@ def _replaying(original):
                 status = status if isinstance(status, int) and 0 < status < 128 else 1
                 cause = subprocess.CalledProcessError(status, ["ninja", "-v"])
                 raise RuntimeError(seen["message"]) from cause
-        return original(build_directory, verbose, error_prefix)
+        return _quiet(original, build_directory, verbose, error_prefix)
 
     return run
 

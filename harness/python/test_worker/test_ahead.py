@@ -138,9 +138,9 @@ class _JobThenLoad(WorkerTestCase):
     """A candidate of LOADS_WRITTEN through its build job, then through an evaluating
     worker's load in a fresh process (torch remembers builds per process)."""
 
-    def _job(self, name, body):
+    def _job(self, name, body, template=LOADS_WRITTEN):
         """The build job's reply, the candidate's path and its build folder."""
-        path = self.files.write(f"{name}.py", LOADS_WRITTEN.format(name=name, body=body))
+        path = self.files.write(f"{name}.py", template.format(name=name, body=body))
         build = os.path.join(self.files.dir.name, f"build_{name}")
         reply, _ = self.cand.call({"cmd": "build", "problem_path": self.linear, "candidate_path": path,
                                    "build_dir": build, "weight_seed": 0})  # fmt: skip
@@ -218,6 +218,19 @@ class FailedBuildTests(_JobThenLoad):
         loaded, _ = self._job_then_load("kb_fails_twice", "+", change=self._mark)
         self.assertEqual(loaded["type"], "error", loaded)
         self.assertIn("replayed from the build job", json.dumps(loaded))
+
+    def test_a_verbose_build_that_fails_says_what_the_compiler_said(self):
+        # verbose=True: torch alone would print the compiler's output and raise only "Error
+        # building extension"; the job records the failure, and the message names the error.
+        verbose = LOADS_WRITTEN.replace("is_python_module=False)", "is_python_module=False, verbose=True)")
+        reply, path, build = self._job("kb_verbose_broken", "+", template=verbose)
+        self.assertEqual(reply["failed"], 1, reply)
+        record = os.path.join(build, "kb_verbose_broken", "kbench-build-failed.json")
+        self.assertTrue(os.path.isfile(record), "the build job recorded no failure")
+        loaded = self._load_fresh(path, build)
+        self.assertEqual(loaded["type"], "error", loaded)
+        self.assertIn("expected primary-expression", loaded["message"])
+        self.assertIn("extension build failed", loaded["message"])
 
     def test_a_changed_source_is_built_again(self):
         # The control: the written source differs from the one that failed (the candidate

@@ -297,4 +297,5 @@ class ExtensionBuildTests(WorkerTestCase):
         self.assert_error(reply, "compile_error", "load")
         self.assertIn("extension build failed", reply["message"])
         self.assertIn(path, reply["message"])
+        self.assertIn("not_a_function", reply["message"])  # what the compiler said
         self.assertIn("not_a_function", self.cand.stderr_text())  # the compiler's own log
