@@ -48,6 +48,10 @@ pub enum Reason {
     /// Fails KernelBench's own check: the `random` cases at KernelBench's tolerance, or does
     /// not build or run.
     FailsKernelbenchCheck { outcome: String },
+    /// Its CUDA/C++ extension does not build here (`error`: the compiler's first error, or
+    /// what the record says): a claim made with another toolchain or torch, whose API the
+    /// source no longer fits, or a source that never built.
+    DoesNotBuild { error: String },
     /// Passes the `random` cases and fails only stress families (which).
     StressOnly {
         families: Vec<String>,
@@ -97,6 +101,7 @@ impl Reason {
             Reason::ModelMode => "model-mode dependent",
             Reason::ToleranceDependent { .. } => "tolerance-dependent",
             Reason::FailsKernelbenchCheck { .. } => "fails KernelBench's check",
+            Reason::DoesNotBuild { .. } => "does not build here",
             Reason::StressOnly { .. } => "fails only a stress family",
             Reason::SlowerThanClaimed { .. } => "slower than claimed",
             Reason::FasterThanClaimed { .. } => "faster than claimed",
@@ -118,6 +123,7 @@ impl Reason {
             Reason::FailsKernelbenchCheck { outcome } => {
                 format!("fails KernelBench's check: {outcome}")
             }
+            Reason::DoesNotBuild { error } => format!("does not build here: {error}"),
             Reason::StressOnly { families, rule } => format!(
                 "fails only a stress family: {}{}",
                 families.join(", "),
@@ -515,6 +521,11 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
         }
         _ => {}
     }
+    if let Outcome::CompileError { message } = &r.outcome {
+        if let Some(error) = extension_build_error(message) {
+            return Some(Reason::DoesNotBuild { error });
+        }
+    }
     // Correct with both models in eval mode: the advisory saw it switch, or the re-check of
     // its mismatch found its output follows the module mode.
     if r.integrity.as_ref().and_then(|i| i.eval_mode_correct) == Some(true) {
@@ -552,6 +563,43 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
         o => Some(o.kind().to_string()),
     };
     Some(Reason::StressOnly { families, rule })
+}
+
+/// For a compile error that is an extension build's (the worker's "extension build failed",
+/// torch's "Error building extension"): the compiler's first error line, its path cut to
+/// the file name (a build folder says nothing to a reader), or torch's line when the record
+/// holds no compiler output. `None` for other compile errors (a syntax error, an import).
+fn extension_build_error(message: &str) -> Option<String> {
+    if !message.contains("extension build failed") && !message.contains("Error building extension")
+    {
+        return None;
+    }
+    let compiler = message
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains(": error") || l.starts_with("error:") || l.contains(" error: "))
+        .map(|l| {
+            let (path, rest) = l.split_once(": error").map_or(("", l), |(p, r)| (p, r));
+            let file = path.rsplit('/').next().unwrap_or(path);
+            if path.is_empty() {
+                rest.to_string()
+            } else {
+                format!("{file}: error{rest}")
+            }
+        });
+    Some(match compiler {
+        Some(line) => shorten(&line, 160),
+        None => {
+            let torch = message
+                .lines()
+                .find_map(|l| l.split_once("RuntimeError: ").map(|(_, r)| r.trim()))
+                .unwrap_or("the extension build failed");
+            format!(
+                "{} (the record holds no compiler output)",
+                shorten(torch, 100)
+            )
+        }
+    })
 }
 
 /// A correct kernel's claim against its measured interval (or value when no samples).

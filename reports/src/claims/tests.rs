@@ -180,12 +180,18 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
             ),
             none(),
         ),
-        // 8: does not build.
+        // 8: its extension does not build (against this torch).
         (
             rec(
                 8,
                 Outcome::CompileError {
-                    message: "nvcc: error".into(),
+                    message: "extension build failed while executing candidate /tmp/k/8.py: \
+                              RuntimeError: Error building extension 'relu': [1/2] nvcc -c cuda.cu\n\
+                              FAILED: [code=2] cuda.cuda.o\n\
+                              /tmp/cache/ab12/relu/cuda.cu(59): error: no suitable conversion \
+                              function from \"const at::DeprecatedTypeProperties\" to \
+                              \"c10::ScalarType\" exists\n1 error detected"
+                        .into(),
                 },
                 None,
                 vec![],
@@ -224,7 +230,7 @@ fn every_disagreement_gets_its_category() {
     assert_eq!(cat(5), Some("model-mode dependent"));
     assert_eq!(cat(6), Some("tolerance-dependent"));
     assert_eq!(cat(7), Some("fails only a stress family"));
-    assert_eq!(cat(8), Some("fails KernelBench's check"));
+    assert_eq!(cat(8), Some("does not build here"));
     assert_eq!(cat(9), None);
     let sample1 = |p: u32| {
         r.rows
@@ -644,5 +650,29 @@ fn golden_diagnoses() {
     assert_eq!(
         text, want,
         "claims rendering changed; if intended, rerun with KBENCH_UPDATE_GOLDEN=1 and review the diff"
+    );
+}
+
+#[test]
+fn an_extension_that_does_not_build_names_the_compilers_error() {
+    let said = |m: &str| extension_build_error(m);
+    // The compiler's line, its build folder cut off.
+    assert_eq!(
+        said("extension build failed while executing candidate /x.py: RuntimeError: Error building extension 'a': \n/tmp/c/9f/a/cuda.cu(42): error: identifier \"x\" is undefined\n").as_deref(),
+        Some("cuda.cu(42): error: identifier \"x\" is undefined")
+    );
+    // An older record, without the compiler's output: torch's line, and that it is all.
+    assert_eq!(
+        said("extension build failed while executing candidate /x.py: RuntimeError: Error building extension 'argmin_cuda'\nTraceback ...").as_deref(),
+        Some("Error building extension 'argmin_cuda' (the record holds no compiler output)")
+    );
+    // Other compile errors are not builds.
+    assert_eq!(
+        said("syntax error in candidate /x.py: SyntaxError: invalid syntax"),
+        None
+    );
+    assert_eq!(
+        said("import failed while executing candidate /x.py: ImportError: triton"),
+        None
     );
 }
