@@ -44,7 +44,14 @@ pub enum Reason {
     ModelMode,
     /// Fails kbench's tolerance on the problem's own inputs but passes the set's declared
     /// tolerance (KernelBench's when it declares none).
-    ToleranceDependent { needed: f64, declared: f64 },
+    ToleranceDependent {
+        needed: f64,
+        declared: f64,
+        /// The failing case's largest `|c − r|/|r|`: small for a kernel that is nearly
+        /// right, large for one whose outputs pass only through `atol` (they are small).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_rel: Option<f64>,
+    },
     /// Fails KernelBench's own check: the `random` cases at KernelBench's tolerance, or does
     /// not build or run.
     FailsKernelbenchCheck { outcome: String },
@@ -117,8 +124,15 @@ impl Reason {
             Reason::NotEvaluated { why } => format!("not evaluated: {why}"),
             Reason::IntegrityFlag { flag } => format!("integrity flag: {flag}"),
             Reason::ModelMode => "model-mode dependent: correct only in eval mode".into(),
-            Reason::ToleranceDependent { needed, declared } => format!(
-                "tolerance-dependent: needs atol=rtol={needed:.2e}, passes at {declared:.0e}"
+            Reason::ToleranceDependent {
+                needed,
+                declared,
+                max_rel,
+            } => format!(
+                "tolerance-dependent: needs atol=rtol={needed:.2e}, passes at {declared:.0e}{}",
+                max_rel
+                    .map(|r| format!(" (largest relative error {r:.1e})"))
+                    .unwrap_or_default()
             ),
             Reason::FailsKernelbenchCheck { outcome } => {
                 format!("fails KernelBench's check: {outcome}")
@@ -545,7 +559,14 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
             .try_fold(0.0f64, |acc, t| t.map(|t| acc.max(t)));
         return Some(match needed {
             Some(needed) if elementwise && needed > 0.0 && needed <= declared => {
-                Reason::ToleranceDependent { needed, declared }
+                Reason::ToleranceDependent {
+                    needed,
+                    declared,
+                    max_rel: match &r.outcome {
+                        Outcome::Mismatch { max_rel, .. } if max_rel.is_finite() => Some(*max_rel),
+                        _ => None,
+                    },
+                }
             }
             _ => Reason::FailsKernelbenchCheck {
                 outcome: shorten(&r.outcome.to_string(), 120),
