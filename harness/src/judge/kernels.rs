@@ -37,14 +37,10 @@ pub(crate) fn judge_profile(
     if profile.side_stream {
         advisories.push(ig::SIDE_STREAM.to_string());
     }
-    if precision == Precision::Fp32
-        && kernels.iter().any(|k| {
-            k.get("name")
-                .and_then(Value::as_str)
-                .is_some_and(ig::reduced_precision_kernel)
-        })
-    {
-        advisories.push(ig::REDUCED_PRECISION_KERNEL.to_string());
+    if precision == Precision::Fp32 {
+        if let Some(a) = reduced_precision_advisory(&kernels, source) {
+            advisories.push(a);
+        }
     }
     let detail = format!(
         "one profiled call launched {} device activities: {:.0}% in the candidate's own kernels, {:.0}% in library kernels ({}), {:.0}% other",
@@ -65,4 +61,62 @@ pub(crate) fn judge_profile(
         });
     }
     None
+}
+
+/// `reduced-precision-kernel: ...` when the call ran a half-precision or TF32 kernel, naming
+/// the first (the candidate's own before a library's) and whose it is. A library's is most
+/// often cuDNN's TF32 convolution: PyTorch allows TF32 in cuDNN convolutions by default
+/// (`torch.backends.cudnn.allow_tf32`), in the reference's worker as in the candidate's,
+/// so it is no choice of the candidate's. (Seen on KernelBenchLeaderboard on an H200: 12
+/// level-2 kernels calling `nn.ConvTranspose3d` ran `..._f32f32_tf32f32_f32_...`.)
+fn reduced_precision_advisory(kernels: &[Value], source: &str) -> Option<String> {
+    let reduced: Vec<(&str, ig::KernelClass)> = kernels
+        .iter()
+        .filter_map(|k| k.get("name").and_then(Value::as_str))
+        .filter(|n| ig::reduced_precision_kernel(n))
+        .map(|n| (n, ig::classify_kernel(n, source)))
+        .collect();
+    let (name, class) = reduced
+        .iter()
+        .find(|(_, c)| *c == ig::KernelClass::Own)
+        .or_else(|| reduced.first())?;
+    let base = ig::kernel_base_name(name);
+    let whose = match class {
+        ig::KernelClass::Own => format!("the candidate's own kernel {base}"),
+        _ if name.to_ascii_lowercase().contains("cudnn") => format!(
+            "library kernel {base} (cuDNN; PyTorch allows TF32 in cuDNN convolutions by default, torch.backends.cudnn.allow_tf32, for the reference too)"
+        ),
+        _ => format!("library kernel {base}"),
+    };
+    Some(format!("{}: {whose}", ig::REDUCED_PRECISION_KERNEL))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_reduced_precision_kernel_is_named_with_whose_it_is() {
+        let cudnn = "sm90_xmma_dgrad_implicit_gemm_indexed_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize256x64x32_warpgroupsize1x1x1_g1_strided_execute_kernel__5x_cudnn";
+        let own = "void gemm_half_kernel(__half const*, float*)";
+        let plain = "void fused_add_hardswish_kernel(float const*, float*)";
+        let names = |ns: &[&str]| ns.iter().map(|n| json!({"name": n})).collect::<Vec<_>>();
+        let source = "__global__ void gemm_half_kernel(const __half* a, float* c) {}";
+        // Only cuDNN's TF32 convolution: a library's, PyTorch's default.
+        let a = reduced_precision_advisory(&names(&[plain, cudnn]), source).unwrap();
+        assert!(
+            a.starts_with("reduced-precision-kernel: library kernel sm90_xmma_dgrad"),
+            "{a}"
+        );
+        assert!(a.contains("torch.backends.cudnn.allow_tf32"), "{a}");
+        // The candidate's own half kernel is named first, whatever the order.
+        let a = reduced_precision_advisory(&names(&[cudnn, own]), source).unwrap();
+        assert_eq!(
+            a,
+            "reduced-precision-kernel: the candidate's own kernel gemm_half_kernel"
+        );
+        // fp32 kernels only: no advisory.
+        assert_eq!(reduced_precision_advisory(&names(&[plain]), source), None);
+    }
 }
