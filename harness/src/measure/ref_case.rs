@@ -188,3 +188,30 @@ pub(crate) fn longest_input_axis(reply: &Frame, device_tensors: Option<&[Value]>
         .max()
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_input_axis_comes_from_inputs_only_on_either_path() {
+        // Device path: the described tensors; outputs do not count.
+        let specs = vec![
+            json!({"name": "in:0", "dtype": "f32", "shape": [16, 16384], "nbytes": 1}),
+            json!({"name": "in:1", "dtype": "f32", "shape": [3], "nbytes": 1}),
+            json!({"name": "out:0", "dtype": "f32", "shape": [1 << 20], "nbytes": 1}),
+        ];
+        let empty = Frame::new(json!({}));
+        assert_eq!(longest_input_axis(&empty, Some(&specs)), 16_384);
+        // Host path: the payload's shapes.
+        let x = HostTensor::from_f32(vec![2, 5], &[0.0; 10]).unwrap();
+        let y = HostTensor::from_f32(vec![7], &[0.0; 7]).unwrap();
+        let f = Frame::with_tensors(
+            json!({"type": "case"}),
+            &[("in:0".into(), &x), ("out:0".into(), &y)],
+        );
+        assert_eq!(longest_input_axis(&f, None), 5);
+        // No tensor input: 0, the gate's own floor.
+        assert_eq!(longest_input_axis(&empty, None), 0);
+    }
+}
