@@ -458,5 +458,19 @@ fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
         2,
         "two evaluations of the kernel"
     );
+    // The metrics agree: two evaluations, the copy a cache hit.
+    let metrics = call("GET", &format!("{url}/metrics"), None, None).body;
+    for (series, expected) in [
+        ("kbench_serve_evaluations_total", 2.0),
+        ("kbench_serve_cache_hits_total", 1.0),
+    ] {
+        let got = metrics.lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        });
+        assert_eq!(got, Some(expected), "{series} in:\n{metrics}");
+    }
     let _ = serve.stop();
 }

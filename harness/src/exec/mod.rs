@@ -17,4 +17,4 @@ mod service;
 pub(crate) use executor::device_lock;
 pub(crate) use progress::Heartbeat;
 pub(crate) use run::run;
-pub(crate) use service::{Service, ServiceStats};
+pub(crate) use service::{Provenance, Service, ServiceStats};

@@ -87,7 +87,20 @@ struct State {
     failure: Mutex<Option<String>>,
 }
 
-type Reply = mpsc::Sender<std::result::Result<EvalRecord, String>>;
+/// How the record that answers a submitted candidate came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provenance {
+    /// Written for this submission: its evaluation, or a record decided without a worker.
+    Evaluated,
+    /// The same kernel was queued or under evaluation when it came: that evaluation
+    /// answered this copy too.
+    Joined,
+    /// Already in the log when it came (evaluated before, or a resumed run's).
+    Recorded,
+}
+
+type Answer = std::result::Result<(EvalRecord, Provenance), String>;
+type Reply = mpsc::Sender<Answer>;
 
 enum Msg {
     /// Candidates of one problem, evaluated as one batch: back to back, in order, in the
@@ -184,18 +197,20 @@ impl Service {
         let mut records = self.evaluate_together(problem, vec![cand])?;
         records
             .pop()
+            .map(|(r, _)| r)
             .context("the evaluation service answered with no record")
     }
 
     /// Evaluates several candidates of `problem` as one batch: back to back on one device,
     /// in the given order, against the same open reference session (one reference worker,
     /// the same cached inputs), nothing else evaluated on that device in between. Records
-    /// come back in the order given; a candidate already in the log is answered from it.
+    /// come back in the order given, each with how it came about; a candidate already in
+    /// the log is answered from it.
     pub(crate) fn evaluate_together(
         &self,
         problem: &Problem,
         cands: Vec<Candidate>,
-    ) -> Result<Vec<EvalRecord>> {
+    ) -> Result<Vec<(EvalRecord, Provenance)>> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
@@ -229,7 +244,7 @@ impl Service {
             reply,
         })?;
         match answer.recv() {
-            Ok(Ok(r)) => Ok(r),
+            Ok(Ok((r, _))) => Ok(r),
             Ok(Err(msg)) => Err(anyhow!(msg)),
             Err(_) => Err(self.why_stopped()),
         }
@@ -304,12 +319,18 @@ impl Sink for Answers<'_> {
 }
 
 impl Answers<'_> {
-    /// `record` of `key` is in the log: known from now on, and sent to whoever waits for it.
+    /// `record` of `key` is in the log: known from now on, and sent to whoever waits for it
+    /// (the first waiter's submission started the evaluation; the others joined it).
     fn settle(&self, key: &str, record: &EvalRecord) {
         lock(&self.recorded).insert(key.to_string(), record.clone());
         let waiters = lock(&self.waiting).remove(key).unwrap_or_default();
-        for w in waiters {
-            let _ = w.send(Ok(record.clone()));
+        for (i, w) in waiters.into_iter().enumerate() {
+            let how = if i == 0 {
+                Provenance::Evaluated
+            } else {
+                Provenance::Joined
+            };
+            let _ = w.send(Ok((record.clone(), how)));
         }
     }
 }
@@ -491,7 +512,7 @@ fn take_in(
             .counters
             .already_recorded
             .fetch_add(1, Ordering::SeqCst);
-        let _ = reply.send(Ok(r.clone()));
+        let _ = reply.send(Ok((r.clone(), Provenance::Recorded)));
         return None;
     }
     {
@@ -523,18 +544,13 @@ fn take_in(
 }
 
 /// Writes the record of `u` (or finds it in the log) and answers with it.
-fn unjudged(
-    ctx: &Ctx,
-    shared: &Shared,
-    answers: &Answers,
-    u: &Unjudged,
-) -> std::result::Result<EvalRecord, String> {
+fn unjudged(ctx: &Ctx, shared: &Shared, answers: &Answers, u: &Unjudged) -> Answer {
     if let Some(r) = lock(&answers.recorded).get(&u.key) {
         answers
             .counters
             .already_recorded
             .fetch_add(1, Ordering::SeqCst);
-        return Ok(r.clone());
+        return Ok((r.clone(), Provenance::Recorded));
     }
     let c = ctx.config;
     let tol = Tolerance {
@@ -556,5 +572,5 @@ fn unjudged(
         .append(&record)
         .map_err(|e| format!("{e:#}"))?;
     answers.settle(&u.key, &record);
-    Ok(record)
+    Ok((record, Provenance::Evaluated))
 }

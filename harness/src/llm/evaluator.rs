@@ -105,7 +105,12 @@ impl Evaluator {
             .iter()
             .map(|c| crate::plan::record_key(problem, self.agent, c))
             .collect();
-        let records = self.service.evaluate_together(problem, cands)?;
+        let records: Vec<EvalRecord> = self
+            .service
+            .evaluate_together(problem, cands)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
         for (record, key) in records.iter().zip(&keys) {
             if &record.key() != key {
                 bail!(

@@ -299,6 +299,8 @@ async fn submit(
     .await
     .map_err(|e| ApiError::internal(anyhow::anyhow!("{e}")))??;
     let (rows, ids): (Vec<NewRow>, Vec<String>) = rows_ids.into_iter().unzip();
+    // Answered at once from the verdict cache: counted once they are taken.
+    let cached = rows.iter().filter(|r| r.cached.is_some()).count();
     let limits = Limits {
         max_queued: c.max_queued,
         max_submissions: c.max_submissions,
@@ -309,6 +311,9 @@ async fn submit(
     let taken = blocking(move || store.submit(&name, &rows, &limits, now())).await?;
     match taken {
         Ok(_) => {
+            for _ in 0..cached {
+                app.metrics.cache_hit();
+            }
             app.wake.ring();
             Ok((StatusCode::ACCEPTED, Json(SubmitResponse { ids })).into_response())
         }

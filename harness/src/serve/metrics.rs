@@ -5,7 +5,7 @@
 //! Written by hand: the format is a few lines of text, and the Rust Prometheus clients offer
 //! histograms, not the summary quantiles asked for here.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -14,6 +14,7 @@ use std::time::Instant;
 use kbench_record::EvalRecord;
 
 use super::store::Counts;
+use crate::exec::Provenance;
 
 /// Latencies kept for the quantiles (the latest ones).
 const WINDOW: usize = 10_000;
@@ -40,49 +41,10 @@ impl Window {
     }
 }
 
-/// Which record: run, suite, level, problem, kernel, sample.
-type RecordId = (String, String, u8, u32, String, u32);
-
-/// Records counted lately, as hashes of their ids, the oldest forgotten first: a service runs
-/// for months, and copies of a kernel are joined to its evaluation only while it runs, far
-/// fewer records ago than this. (A hash collision counts an evaluation as a cache hit: a
-/// metric, never a verdict.)
-const COUNTED_KEPT: usize = 1 << 16;
-
-#[derive(Default)]
-struct Counted {
-    set: HashSet<u64>,
-    order: VecDeque<u64>,
-}
-
-impl Counted {
-    /// Whether `id` was not counted lately; it is counted now.
-    fn insert(&mut self, id: &RecordId) -> bool {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut h);
-        let h = h.finish();
-        if !self.set.insert(h) {
-            return false;
-        }
-        self.order.push_back(h);
-        if self.order.len() > COUNTED_KEPT {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
-            }
-        }
-        true
-    }
-}
-
 pub(crate) struct Metrics {
     start: Instant,
     evaluations: AtomicU64,
     cache_hits: AtomicU64,
-    /// The records counted as evaluations lately (run, problem, kernel, sample): one
-    /// evaluation answers every copy of a kernel in flight at once, and each copy gets its
-    /// record.
-    counted: Mutex<Counted>,
     busy_s: Mutex<BTreeMap<String, f64>>,
     api: Mutex<Window>,
     verdict: Mutex<Window>,
@@ -99,7 +61,6 @@ impl Metrics {
             start: Instant::now(),
             evaluations: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
-            counted: Mutex::new(Counted::default()),
             busy_s: Mutex::new(BTreeMap::new()),
             api: Mutex::new(Window::default()),
             verdict: Mutex::new(Window::default()),
@@ -111,20 +72,12 @@ impl Metrics {
         self.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A record this worker's engine answered a claim with. The first time: an evaluation,
-    /// which held its device for its wall time. After that, a copy of the same kernel that
-    /// was joined to that evaluation while it ran (claimed in another batch): answered
+    /// A record this worker's engine answered a claim with, and how it came about (the
+    /// engine says): its own evaluation, which held its device for its wall time; or a copy
+    /// of a kernel joined to an evaluation already under way, or found in the log, answered
     /// without evaluating, like a cache hit, and counted as one.
-    pub(crate) fn evaluated(&self, r: &EvalRecord) {
-        let id = (
-            r.run_id.clone(),
-            r.problem.suite.clone(),
-            r.problem.level,
-            r.problem.id,
-            r.candidate.name.clone(),
-            r.candidate.sample,
-        );
-        if !lock(&self.counted).insert(&id) {
+    pub(crate) fn evaluated(&self, r: &EvalRecord, how: Provenance) {
+        if how != Provenance::Evaluated {
             self.cache_hit();
             return;
         }
@@ -253,23 +206,19 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    fn id(n: u32) -> RecordId {
-        ("run".into(), "smoke".into(), 1, n, "k".into(), 0)
-    }
-
-    /// A copy counted lately is a cache hit; the set forgets the oldest, so it stays bounded
-    /// however long the service runs.
+    /// Only an evaluation of its own counts as one and holds its device; a copy joined to
+    /// it, or answered from the log, is a cache hit.
     #[test]
-    fn counted_records_are_remembered_lately_and_bounded() {
-        let mut c = Counted::default();
-        assert!(c.insert(&id(0)));
-        assert!(!c.insert(&id(0)));
-        for n in 1..=COUNTED_KEPT as u32 {
-            assert!(c.insert(&id(n)));
-        }
-        assert_eq!((c.set.len(), c.order.len()), (COUNTED_KEPT, COUNTED_KEPT));
-        // The first was forgotten, a recent one is not.
-        assert!(c.insert(&id(0)));
-        assert!(!c.insert(&id(COUNTED_KEPT as u32)));
+    fn only_a_records_own_evaluation_counts_as_one() {
+        let m = Metrics::new();
+        let mut r = crate::test_support::one_shot_records().remove(0);
+        r.gpu = None;
+        r.wall_s = 2.0;
+        m.evaluated(&r, Provenance::Evaluated);
+        m.evaluated(&r, Provenance::Joined);
+        m.evaluated(&r, Provenance::Recorded);
+        assert_eq!(m.evaluations.load(Ordering::Relaxed), 1);
+        assert_eq!(m.cache_hits.load(Ordering::Relaxed), 2);
+        assert_eq!(lock(&m.busy_s).get("cpu").copied(), Some(2.0));
     }
 }

@@ -351,10 +351,10 @@ impl Worker {
             })
             .collect();
         let records = engine.service.evaluate_together(problem, cands)?;
-        for ((j, key), record) in to_evaluate.iter().zip(&records) {
+        for ((j, key), (record, how)) in to_evaluate.iter().zip(&records) {
             let (_, known) = engine.answer(record)?;
             self.store.cache_put(key, &known)?;
-            self.metrics.evaluated(record);
+            self.metrics.evaluated(record, *how);
             self.store_answer(engine, j, &known, false)?;
         }
         Ok(())
