@@ -38,27 +38,6 @@ from .loading import _exec_candidate, _exec_problem, _read_source
 from .protocol import WorkerError, _clean_text, _describe, _field, _is_int
 from .tensors import seed_all
 from .written_sources import extension_name
-
-# A build job's CPU niceness. Builds are many (up to one per core) and long, while the
-# workers that feed the GPU (the reference, the candidate being evaluated, timing) are few
-# and short: below them, a build never delays what the GPU waits for, and a timed call is
-# not stretched by compilers on every core (on an H200, two naive kernels' timed windows
-# held 40-47 us beyond their claims while 15 builds ran). Builds compete only among
-# themselves, as before. The compiler processes inherit it.
-BUILD_NICENESS = 10
-
-
-def _below_the_gpu_path():
-    """Raises this process's niceness to BUILD_NICENESS (never lowers it: an unprivileged
-    process cannot, and a job reused for another build stays where it is). The niceness
-    now; a host that refuses keeps the build going as it was."""
-    try:
-        now = os.getpriority(os.PRIO_PROCESS, 0)
-        if now < BUILD_NICENESS:
-            os.setpriority(os.PRIO_PROCESS, 0, BUILD_NICENESS)
-        return os.getpriority(os.PRIO_PROCESS, 0)
-    except OSError:
-        return None
 from .written_sources import record as record_sources
 
 # The names of torch's extension builders this pass reaches.
@@ -247,7 +226,6 @@ class AheadCommands:
         t0 = time.perf_counter()
         if self.role != "candidate":
             raise WorkerError("protocol", "build", "build runs in the candidate role only")
-        niceness = _below_the_gpu_path()
         problem_path = _field(cmd, "problem_path", str, "build")
         candidate_path = _field(cmd, "candidate_path", str, "build")
         build_dir = _field(cmd, "build_dir", str, "build")
@@ -266,9 +244,7 @@ class AheadCommands:
         recorder.install()
         install_failure_record(cpp_extension)
         try:
-            reply, tensors = self._build_pass(problem_path, candidate_path, forward_s, weight_seed, recorder, t0)
-            reply["niceness"] = niceness
-            return reply, tensors
+            return self._build_pass(problem_path, candidate_path, forward_s, weight_seed, recorder, t0)
         finally:
             recorder.uninstall()
 
