@@ -1,11 +1,13 @@
 //! One correctness case as the reference made it (its inputs, outputs and float64 outputs,
 //! in host memory on CPU, in harness-owned GPU buffers on CUDA), and the GPU tensor type
-//! those buffers are. Owned by `measure::reference`, read by the judges.
+//! those buffers are; what the reference's reply says of a case besides its tensors (its
+//! longest input axis, whether a stress case applies). Owned by `measure::reference`, read
+//! by the judges.
 
 use std::sync::Arc;
 
 use kbench_adversarial::Float64Gate;
-use kbench_record::protocol::{Frame, TensorSpec};
+use kbench_record::protocol::{reply, Frame, TensorSpec};
 use kbench_record::{CaseRef, Dtype, HostTensor, Precision};
 use serde_json::{json, Value};
 
@@ -187,6 +189,36 @@ pub(crate) fn longest_input_axis(reply: &Frame, device_tensors: Option<&[Value]>
         .flat_map(|(_, shape)| shape.iter().copied())
         .max()
         .unwrap_or(0)
+}
+
+/// A stress case's applicability from the reference worker's reply (`transformed` and the
+/// `stability` measurements: PROTOCOL.md, `make_case`), by [`kbench_adversarial::not_applicable`].
+pub(crate) fn applicability(
+    case: &CaseRef,
+    made: &reply::Case,
+    tol: kbench_adversarial::Tolerance,
+    floor: Option<f64>,
+) -> Option<String> {
+    let stability = |key: &str| {
+        made.stability
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .filter(|v| v.is_object())
+            .map(|v| kbench_adversarial::Stability {
+                max_excess: v.get("max_excess").and_then(Value::as_f64),
+                nan_mismatch: v.get("nan_mismatch").and_then(Value::as_u64).unwrap_or(0),
+                elements: v.get("elements").and_then(Value::as_u64).unwrap_or(0),
+                rel_l2: v.get("rel_l2").and_then(Value::as_f64),
+            })
+    };
+    kbench_adversarial::not_applicable(
+        &case.family,
+        made.transformed,
+        stability("repeat").as_ref(),
+        stability("f64").as_ref(),
+        tol,
+        floor,
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
-use super::ref_case::longest_input_axis;
+use super::ref_case::{applicability, longest_input_axis};
 pub(crate) use super::ref_case::{CaseData, DevTensorOwned, RefCase};
 use super::ref_failure::{cap_message, fault_message, WORKER_FAULT};
 use super::{Ctx, Station};
@@ -772,34 +772,4 @@ pub(crate) fn load_request(ctx: &Ctx, exec: &Station, problem_path: &Path) -> Co
         want_f64: Some(ctx.config.profile == ToleranceProfile::Strict),
         ..ctx.load(exec.device, problem_path)
     })
-}
-
-/// A stress case's applicability from the reference worker's reply (`transformed` and the
-/// `stability` measurements: PROTOCOL.md, `make_case`), by [`kbench_adversarial::not_applicable`].
-fn applicability(
-    case: &CaseRef,
-    made: &reply::Case,
-    tol: kbench_adversarial::Tolerance,
-    floor: Option<f64>,
-) -> Option<String> {
-    let stability = |key: &str| {
-        made.stability
-            .as_ref()
-            .and_then(|s| s.get(key))
-            .filter(|v| v.is_object())
-            .map(|v| kbench_adversarial::Stability {
-                max_excess: v.get("max_excess").and_then(Value::as_f64),
-                nan_mismatch: v.get("nan_mismatch").and_then(Value::as_u64).unwrap_or(0),
-                elements: v.get("elements").and_then(Value::as_u64).unwrap_or(0),
-                rel_l2: v.get("rel_l2").and_then(Value::as_f64),
-            })
-    };
-    kbench_adversarial::not_applicable(
-        &case.family,
-        made.transformed,
-        stability("repeat").as_ref(),
-        stability("f64").as_ref(),
-        tol,
-        floor,
-    )
 }
