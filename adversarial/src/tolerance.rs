@@ -149,6 +149,9 @@ pub fn float64_gate(precision: Precision) -> Float64Gate {
 /// fp32's unit roundoff, 2⁻²⁴: the largest relative error of one rounding to nearest.
 const FP32_UNIT_ROUNDOFF: f64 = 1.0 / 16_777_216.0;
 
+/// The most [`Float64Gate::for_case`] raises a floor to: the floor at half precision.
+const ALIKE_SUM_CAP: f64 = 1e-2;
+
 impl Float64Gate {
     /// The gate for one case of `family` whose longest input axis has `longest_axis`
     /// elements (0 when unknown).
@@ -166,14 +169,16 @@ impl Float64Gate {
     /// KernelBenchLeaderboard's one-thread-per-row softmax kernels for level-1 problem 23
     /// (n = 16,384) an H200 gave 1.004e-4, past the floor. So in that family the floor is at
     /// least `u·(n − 1)/2`, with `n` the longest input axis (a bound of any reduction along
-    /// one axis of an input). The `random` and `signed` families, whose values differ, keep
+    /// one axis of an input), and at most [`ALIKE_SUM_CAP`]: however long an axis, a result
+    /// further off than half precision's floor is not an fp32 sum's, and a floor reaching 1
+    /// would admit zeros. The `random` and `signed` families, whose values differ, keep
     /// the floor: there a sequential sum's roundings cancel (4e-6 at n = 65,536) and a
     /// downgrade's error does not, which is where downgrades are told apart.
     pub fn for_case(self, family: &CaseFamily, longest_axis: u64) -> Float64Gate {
         if *family != CaseFamily::Denormal || longest_axis < 2 {
             return self;
         }
-        let alike_sum = FP32_UNIT_ROUNDOFF * (longest_axis - 1) as f64 / 2.0;
+        let alike_sum = (FP32_UNIT_ROUNDOFF * (longest_axis - 1) as f64 / 2.0).min(ALIKE_SUM_CAP);
         Float64Gate {
             floor: self.floor.max(alike_sum),
             ..self
@@ -226,10 +231,14 @@ mod tests {
         for f in [CaseFamily::Random, CaseFamily::Signed, CaseFamily::Small] {
             assert_eq!(fp32.for_case(&f, 1 << 20), fp32, "{f:?}");
         }
-        // At half precision the floor (1e-2) already exceeds it until n ≈ 335,000.
+        // However long the axis, the floor stays at half precision's: zeros (relative error
+        // 1) never pass.
+        assert_eq!(fp32.for_case(&CaseFamily::Denormal, 1 << 25).floor, 1e-2);
+        assert_eq!(fp32.for_case(&CaseFamily::Denormal, u64::MAX).floor, 1e-2);
+        // At half precision the floor is 1e-2 already.
         let fp16 = float64_gate(Precision::Fp16);
         assert_eq!(fp16.for_case(&CaseFamily::Denormal, 16_384), fp16);
-        assert!(fp16.for_case(&CaseFamily::Denormal, 1 << 20).floor > 1e-2);
+        assert_eq!(fp16.for_case(&CaseFamily::Denormal, 1 << 25), fp16);
     }
 
     #[test]
