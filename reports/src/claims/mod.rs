@@ -47,13 +47,14 @@ pub enum Reason {
     ToleranceDependent {
         needed: f64,
         declared: f64,
-        /// The failing case's largest `|c − r|/|r|`: small for a kernel that is nearly
-        /// right, large for one whose outputs pass only through `atol` (they are small).
+        /// That case's relative L2 error against the float64 reference: small for a kernel
+        /// that is nearly right, large for one whose outputs pass only through `atol` (they
+        /// are small). A norm, not an element's ratio, which a reference near zero inflates.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_rel: Option<f64>,
+        rel_l2: Option<f64>,
     },
     /// Fails KernelBench's own check: the `random` cases at KernelBench's tolerance, or does
-    /// not build or run.
+    /// not load or run.
     FailsKernelbenchCheck { outcome: String },
     /// Its CUDA/C++ extension does not build here (`error`: the compiler's first error, or
     /// what the record says): a claim made with another toolchain or torch, whose API the
@@ -127,11 +128,11 @@ impl Reason {
             Reason::ToleranceDependent {
                 needed,
                 declared,
-                max_rel,
+                rel_l2,
             } => format!(
                 "tolerance-dependent: needs atol=rtol={needed:.2e}, passes at {declared:.0e}{}",
-                max_rel
-                    .map(|r| format!(" (largest relative error {r:.1e})"))
+                rel_l2
+                    .map(|e| format!(" (relative L2 error vs float64 {e:.1e})"))
                     .unwrap_or_default()
             ),
             Reason::FailsKernelbenchCheck { outcome } => {
@@ -551,21 +552,23 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
         // miss qualifies (a shape, dtype or NaN/Inf failure is not a tolerance matter).
         let elementwise =
             matches!(&r.outcome, Outcome::Mismatch { rule, .. } if rule == "elementwise");
-        let needed = r
+        let failing: Vec<_> = r
             .cases
             .iter()
             .filter(|c| c.case.family == CaseFamily::Random && !c.passed)
+            .collect();
+        let needed = failing
+            .iter()
             .map(|c| c.tol_needed)
             .try_fold(0.0f64, |acc, t| t.map(|t| acc.max(t)));
         return Some(match needed {
             Some(needed) if elementwise && needed > 0.0 && needed <= declared => {
+                // The case that needs the most tolerance says how far off the kernel is.
+                let worst = failing.iter().find(|c| c.tol_needed == Some(needed));
                 Reason::ToleranceDependent {
                     needed,
                     declared,
-                    max_rel: match &r.outcome {
-                        Outcome::Mismatch { max_rel, .. } if max_rel.is_finite() => Some(*max_rel),
-                        _ => None,
-                    },
+                    rel_l2: worst.and_then(|c| c.rel_l2_vs_f64),
                 }
             }
             _ => Reason::FailsKernelbenchCheck {
@@ -586,27 +589,31 @@ fn failure_reason(r: &EvalRecord, cand: &Candidate, declared: f64) -> Option<Rea
     Some(Reason::StressOnly { families, rule })
 }
 
-/// For a compile error that is an extension build's (the worker's "extension build failed",
-/// torch's "Error building extension"): the compiler's first error line, its path cut to
-/// the file name (a build folder says nothing to a reader), or torch's line when the record
-/// holds no compiler output. `None` for other compile errors (a syntax error, an import).
+/// For a compile error that is an extension build's (the worker's message begins "extension
+/// build failed while"): the compiler's first error line, its path cut to the file name (a
+/// build folder says nothing to a reader), or torch's line when the record holds no
+/// compiler output. Only the message before the traceback is read. `None` for other compile
+/// errors (a syntax error, an import). A candidate can raise torch's error itself and be
+/// told "does not build here": about its own kernel, as a failing `#error` could.
 fn extension_build_error(message: &str) -> Option<String> {
-    if !message.contains("extension build failed") && !message.contains("Error building extension")
-    {
+    if !message.starts_with("extension build failed while") {
         return None;
     }
+    let message = message
+        .split("Traceback (most recent call last)")
+        .next()
+        .unwrap_or(message);
     let compiler = message
         .lines()
         .map(str::trim)
-        .find(|l| l.contains(": error") || l.starts_with("error:") || l.contains(" error: "))
-        .map(|l| {
-            let (path, rest) = l.split_once(": error").map_or(("", l), |(p, r)| (p, r));
-            let file = path.rsplit('/').next().unwrap_or(path);
-            if path.is_empty() {
-                rest.to_string()
-            } else {
-                format!("{file}: error{rest}")
+        .find(|l| l.starts_with("error:") || l.contains(" error: ") || l.contains(": error"))
+        .map(|l| match l.split_once(": ") {
+            // `/build/folder/name/cuda.cu(59): error: ...` (also `fatal error`,
+            // `catastrophic error`): the file name and what follows.
+            Some((path, rest)) if path.contains('/') && !path.contains(' ') => {
+                format!("{}: {rest}", path.rsplit('/').next().unwrap_or(path))
             }
+            _ => l.to_string(),
         });
     Some(match compiler {
         Some(line) => shorten(&line, 160),

@@ -166,7 +166,10 @@ fn fixture() -> (ClaimsFile, Vec<(EvalRecord, RecordExtras)>) {
                 6,
                 mismatch(Random, "elementwise"),
                 None,
-                vec![needing(Random, 0.003)],
+                vec![CaseResult {
+                    rel_l2_vs_f64: Some(2.5e-3),
+                    ..needing(Random, 0.003)
+                }],
             ),
             none(),
         ),
@@ -244,11 +247,14 @@ fn every_disagreement_gets_its_category() {
     };
     assert!(sample1(1).contains("custom_code is empty"));
     assert!(sample1(2).contains("no record in the run"));
-    // A tolerance-dependent kernel says how far off it is, relatively: a placeholder whose
-    // small outputs pass only through atol reads 88% off, not a precision nuance.
+    // A tolerance-dependent kernel says how far off it is as a whole (against float64): a
+    // placeholder whose small outputs pass only through atol reads 88% off, not a nuance.
     let tolerance = r.rows.iter().find(|x| x.problem == 6).unwrap();
     let said = tolerance.reason.as_ref().unwrap().describe();
-    assert!(said.ends_with("(largest relative error 1.0e-2)"), "{said}");
+    assert!(
+        said.ends_with("(relative L2 error vs float64 2.5e-3)"),
+        "{said}"
+    );
     assert_eq!(r.outside_run, 1);
     assert!(!r.rows.iter().any(|x| x.problem == 13));
     let row7 = r.rows.iter().find(|x| x.problem == 7).unwrap();
@@ -671,7 +677,20 @@ fn an_extension_that_does_not_build_names_the_compilers_error() {
         said("extension build failed while executing candidate /x.py: RuntimeError: Error building extension 'argmin_cuda'\nTraceback ...").as_deref(),
         Some("Error building extension 'argmin_cuda' (the record holds no compiler output)")
     );
-    // Other compile errors are not builds.
+    // A fatal error's path is cut too; the traceback is not read.
+    assert_eq!(
+        said("extension build failed while constructing ModelNew: RuntimeError: Error building extension 'b': \n/tmp/c/b/main.cpp:3:10: fatal error: missing.h: No such file or directory\nTraceback (most recent call last):\n  x: error: not this").as_deref(),
+        Some("main.cpp:3:10: fatal error: missing.h: No such file or directory")
+    );
+    assert_eq!(
+        said("extension build failed while executing candidate /x.py: RuntimeError: Error building extension 'c'\nTraceback (most recent call last):\n  File \"/x.py\", line 3\nq.cu(1): error: from the traceback").as_deref(),
+        Some("Error building extension 'c' (the record holds no compiler output)")
+    );
+    // Other compile errors are not builds, even when they quote torch's words.
+    assert_eq!(
+        said("exception while executing candidate /x.py: ValueError: Error building extension 'x'"),
+        None
+    );
     assert_eq!(
         said("syntax error in candidate /x.py: SyntaxError: invalid syntax"),
         None
