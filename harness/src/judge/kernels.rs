@@ -83,10 +83,16 @@ fn reduced_precision_advisory(kernels: &[Value], source: &str) -> Option<String>
     let base = ig::kernel_base_name(name);
     let whose = match class {
         ig::KernelClass::Own => format!("the candidate's own kernel {base}"),
-        _ if name.to_ascii_lowercase().contains("cudnn") => format!(
-            "library kernel {base} (cuDNN; PyTorch allows TF32 in cuDNN convolutions by default, torch.backends.cudnn.allow_tf32, for the reference too)"
-        ),
-        _ => format!("library kernel {base}"),
+        ig::KernelClass::Library
+            if name.to_ascii_lowercase().contains("cudnn")
+                && name.to_ascii_lowercase().contains("tf32") =>
+        {
+            format!(
+            "library kernel {base} (cuDNN's TF32; PyTorch allows TF32 in cuDNN convolutions by default, torch.backends.cudnn.allow_tf32, for the reference too)"
+        )
+        }
+        ig::KernelClass::Library => format!("library kernel {base}"),
+        ig::KernelClass::Other => format!("kernel {base}"),
     };
     Some(format!("{}: {whose}", ig::REDUCED_PRECISION_KERNEL))
 }
@@ -115,6 +121,13 @@ mod tests {
         assert_eq!(
             a,
             "reduced-precision-kernel: the candidate's own kernel gemm_half_kernel"
+        );
+        // A half-precision cuDNN kernel is not PyTorch's default: no excuse given.
+        let half = "void cudnn::engine::conv_fwd_fp16_kernel(__half const*)";
+        let a = reduced_precision_advisory(&names(&[half]), source).unwrap();
+        assert_eq!(
+            a,
+            "reduced-precision-kernel: library kernel conv_fwd_fp16_kernel"
         );
         // fp32 kernels only: no advisory.
         assert_eq!(reduced_precision_advisory(&names(&[plain]), source), None);
