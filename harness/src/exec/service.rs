@@ -322,8 +322,13 @@ impl Answers<'_> {
     /// `record` of `key` is in the log: known from now on, and sent to whoever waits for it
     /// (the first waiter's submission started the evaluation; the others joined it).
     fn settle(&self, key: &str, record: &EvalRecord) {
-        lock(&self.recorded).insert(key.to_string(), record.clone());
-        let waiters = lock(&self.waiting).remove(key).unwrap_or_default();
+        // Under `waiting`'s lock, as `take_in` looks: a copy that comes now finds the record
+        // or its evaluation, never neither (which would evaluate it twice).
+        let waiters = {
+            let mut waiting = lock(&self.waiting);
+            lock(&self.recorded).insert(key.to_string(), record.clone());
+            waiting.remove(key).unwrap_or_default()
+        };
         for (i, w) in waiters.into_iter().enumerate() {
             let how = if i == 0 {
                 Provenance::Evaluated
@@ -507,16 +512,17 @@ fn take_in(
         return None;
     }
     let key = record_key(problem, shared.agent, &cand);
-    if let Some(r) = lock(&answers.recorded).get(&key) {
-        answers
-            .counters
-            .already_recorded
-            .fetch_add(1, Ordering::SeqCst);
-        let _ = reply.send(Ok((r.clone(), Provenance::Recorded)));
-        return None;
-    }
     {
+        // `waiting` first, then `recorded`, as `settle` takes them.
         let mut waiting = lock(&answers.waiting);
+        if let Some(r) = lock(&answers.recorded).get(&key) {
+            answers
+                .counters
+                .already_recorded
+                .fetch_add(1, Ordering::SeqCst);
+            let _ = reply.send(Ok((r.clone(), Provenance::Recorded)));
+            return None;
+        }
         if let Some(w) = waiting.get_mut(&key) {
             // The same kernel is queued or being evaluated: one evaluation answers both.
             w.push(reply);

@@ -299,8 +299,12 @@ async fn submit(
     .await
     .map_err(|e| ApiError::internal(anyhow::anyhow!("{e}")))??;
     let (rows, ids): (Vec<NewRow>, Vec<String>) = rows_ids.into_iter().unzip();
-    // Answered at once from the verdict cache: counted once they are taken.
-    let cached = rows.iter().filter(|r| r.cached.is_some()).count();
+    // Answered at once from the verdict cache (public and ranked answers): counted once the
+    // store has taken them.
+    let cached: usize = rows
+        .iter()
+        .map(|r| usize::from(r.cached.is_some()) + usize::from(r.ranked_cached.is_some()))
+        .sum();
     let limits = Limits {
         max_queued: c.max_queued,
         max_submissions: c.max_submissions,
