@@ -90,9 +90,18 @@ def _quiet(original, build_directory, verbose, error_prefix):
     try:
         return original(build_directory, False, error_prefix)
     except RuntimeError as exc:
-        if verbose:
-            print(exc, flush=True)
+        _say(exc, verbose)
         raise
+
+
+def _say(error, verbose):
+    """What a verbose build shows of a failure: its output (a candidate that closed its
+    stdout gets nothing, and still its error)."""
+    if verbose:
+        try:
+            print(error, flush=True)
+        except (OSError, ValueError):
+            pass
 
 
 def _recording(original):
@@ -127,6 +136,7 @@ def _replaying(original):
                 status = seen.get("status")
                 status = status if isinstance(status, int) and 0 < status < 128 else 1
                 cause = subprocess.CalledProcessError(status, ["ninja", "-v"])
+                _say(seen["message"], verbose)
                 raise RuntimeError(seen["message"]) from cause
         return _quiet(original, build_directory, verbose, error_prefix)
 
