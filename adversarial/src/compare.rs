@@ -291,13 +291,13 @@ pub fn compare(
     profile: ToleranceProfile,
     precision: Precision,
 ) -> Result<Comparison, CompareError> {
-    compare_chunked(
+    compare_with_alt(
         candidate,
         reference,
         reference_f64,
         None,
-        (profile, precision, float64_gate(precision)),
-        CHUNK_ELEMS,
+        profile,
+        precision,
     )
 }
 

@@ -319,6 +319,15 @@ impl Sink for Answers<'_> {
 }
 
 impl Answers<'_> {
+    /// The answer for `key` when its record is already in the log (counted as such).
+    fn already_recorded(&self, key: &str) -> Option<Answer> {
+        let r = lock(&self.recorded).get(key).cloned()?;
+        self.counters
+            .already_recorded
+            .fetch_add(1, Ordering::SeqCst);
+        Some(Ok((r, Provenance::Recorded)))
+    }
+
     /// `record` of `key` is in the log: known from now on, and sent to whoever waits for it
     /// (the first waiter's submission started the evaluation; the others joined it).
     fn settle(&self, key: &str, record: &EvalRecord) {
@@ -515,12 +524,8 @@ fn take_in(
     {
         // `waiting` first, then `recorded`, as `settle` takes them.
         let mut waiting = lock(&answers.waiting);
-        if let Some(r) = lock(&answers.recorded).get(&key) {
-            answers
-                .counters
-                .already_recorded
-                .fetch_add(1, Ordering::SeqCst);
-            let _ = reply.send(Ok((r.clone(), Provenance::Recorded)));
+        if let Some(known) = answers.already_recorded(&key) {
+            let _ = reply.send(known);
             return None;
         }
         if let Some(w) = waiting.get_mut(&key) {
@@ -551,12 +556,8 @@ fn take_in(
 
 /// Writes the record of `u` (or finds it in the log) and answers with it.
 fn unjudged(ctx: &Ctx, shared: &Shared, answers: &Answers, u: &Unjudged) -> Answer {
-    if let Some(r) = lock(&answers.recorded).get(&u.key) {
-        answers
-            .counters
-            .already_recorded
-            .fetch_add(1, Ordering::SeqCst);
-        return Ok((r.clone(), Provenance::Recorded));
+    if let Some(known) = answers.already_recorded(&u.key) {
+        return known;
     }
     let c = ctx.config;
     let tol = Tolerance {

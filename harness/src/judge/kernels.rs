@@ -81,12 +81,10 @@ fn reduced_precision_advisory(kernels: &[Value], source: &str) -> Option<String>
         .find(|(_, c)| *c == ig::KernelClass::Own)
         .or_else(|| reduced.first())?;
     let base = ig::kernel_base_name(name);
+    let lower = name.to_ascii_lowercase();
     let whose = match class {
         ig::KernelClass::Own => format!("the candidate's own kernel {base}"),
-        ig::KernelClass::Library
-            if name.to_ascii_lowercase().contains("cudnn")
-                && name.to_ascii_lowercase().contains("tf32") =>
-        {
+        ig::KernelClass::Library if lower.contains("cudnn") && lower.contains("tf32") => {
             format!(
             "library kernel {base} (cuDNN's TF32; PyTorch allows TF32 in cuDNN convolutions by default, torch.backends.cudnn.allow_tf32, for the reference too)"
         )

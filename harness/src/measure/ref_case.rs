@@ -86,8 +86,7 @@ impl RefCase {
     /// The strict profile's float64 gate for this case (see
     /// [`kbench_adversarial::Float64Gate::for_case`]).
     pub(crate) fn gate(&self, precision: Precision) -> Float64Gate {
-        kbench_adversarial::float64_gate(precision)
-            .for_case(&self.case.family, self.longest_input_axis)
+        case_gate(precision, &self.case, self.longest_input_axis)
     }
 
     pub(crate) fn num_outputs(&self) -> usize {
@@ -166,6 +165,12 @@ fn extra_bytes<T>(
         .chain(outputs_alt.iter().flatten().flatten())
         .map(|t| size(t) as u64)
         .sum()
+}
+
+/// The strict profile's float64 gate for `case`, whose longest input axis is `longest_axis`:
+/// the one rule for the judges ([`RefCase::gate`]) and for whether a stress case applies.
+pub(crate) fn case_gate(precision: Precision, case: &CaseRef, longest_axis: u64) -> Float64Gate {
+    kbench_adversarial::float64_gate(precision).for_case(&case.family, longest_axis)
 }
 
 /// The longest axis of a made case's tensor inputs (`in:*`): from the device tensors the

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::ahead_load::ahead_out_of_memory;
 use super::probe::{alt_index, probe_slots};
-use super::ref_case::{applicability, longest_input_axis};
+use super::ref_case::{applicability, case_gate, longest_input_axis};
 pub(crate) use super::ref_case::{CaseData, DevTensorOwned, RefCase};
 use super::ref_failure::{cap_message, fault_message, WORKER_FAULT};
 use super::{Ctx, Station};
@@ -428,11 +428,8 @@ impl ReferenceSession {
             }
         }
         let longest_axis = longest_input_axis(&reply, made.device_tensors.as_deref());
-        let floor = (c.profile == ToleranceProfile::Strict).then(|| {
-            kbench_adversarial::float64_gate(c.precision)
-                .for_case(&case.family, longest_axis)
-                .floor
-        });
+        let floor = (c.profile == ToleranceProfile::Strict)
+            .then(|| case_gate(c.precision, &case, longest_axis).floor);
         let not_applicable = (!known)
             .then(|| applicability(&case, &made, tol, floor))
             .flatten();
