@@ -46,8 +46,9 @@ _BUILDERS = ("load_inline", "load")
 
 class _Recorder:
     """torch's builders wrapped for the pass: every call recorded (its name, whether it built,
-    its seconds), the forward's alarm held off while one builds (an alarm inside a build would
-    kill the compiler midway)."""
+    its seconds), the forward's alarm paused while one builds and re-armed after with the
+    time it had left (an alarm inside a build would kill the compiler midway, and a build's
+    time is not the forward's)."""
 
     def __init__(self, cpp_extension):
         self.cpp_extension = cpp_extension
@@ -59,20 +60,25 @@ class _Recorder:
         def build(*args, **kwargs):
             name = extension_name(args, kwargs)
             t0 = time.perf_counter()
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            # Disarmed, not blocked: a blocked alarm that came due during a long build fired
+            # the moment it was unblocked, before the build that had just succeeded was
+            # recorded, and a complete build job read as an incomplete one.
+            left = signal.setitimer(signal.ITIMER_REAL, 0)[0]
             try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:
-                self.calls.append({"builder": builder, "name": name, "ok": False,
-                                   "seconds": time.perf_counter() - t0,
-                                   "error": _clean_text(_describe(exc), 400)})
-                raise
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:
+                    self.calls.append({"builder": builder, "name": name, "ok": False,
+                                       "seconds": time.perf_counter() - t0,
+                                       "error": _clean_text(_describe(exc), 400)})
+                    raise
+                self.calls.append({"builder": builder, "name": name, "ok": True,
+                                   "seconds": time.perf_counter() - t0})
+                if builder == "load":
+                    record_sources(self.cpp_extension, args, kwargs)
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)
-            self.calls.append({"builder": builder, "name": name, "ok": True,
-                               "seconds": time.perf_counter() - t0})
-            if builder == "load":
-                record_sources(self.cpp_extension, args, kwargs)
+                if left > 0:
+                    signal.setitimer(signal.ITIMER_REAL, left)
             return result
 
         build.__wrapped__ = fn
@@ -192,7 +198,7 @@ class _ForwardTimeout(Exception):
 
 def _first_forward(model, get_inputs, seed, limit_s):
     """Step 4: one forward on the CPU, the problem's own inputs, stopped after `limit_s`
-    (an alarm, held off while a build runs)."""
+    (an alarm, paused while a build runs)."""
 
     def expire(signum, frame):
         raise _ForwardTimeout()

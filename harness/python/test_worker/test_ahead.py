@@ -86,6 +86,33 @@ class ModelNew(nn.Module):
         self.assertTrue(reply["complete"], reply)
         self.assertTrue(self._library(build, "kb_first_call"))
 
+    def test_a_first_call_build_longer_than_the_forwards_limit_is_complete(self):
+        # The compiler, through CXX, takes 3 s; the forward may run 1 s. The build's time is
+        # not the forward's: the build finishes and is recorded as built.
+        cxx = self.files.write("slow_cxx.sh", "#!/bin/sh\nsleep 3\nexec c++ \"$@\"\n")
+        os.chmod(cxx, 0o755)
+        reply, build, _ = self._build(WRITES_SOURCE.format(name="kb_slow_first_call", body="- 1") + f"""
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.lib = None
+        self.name = "kb_slow_first_call"
+
+    def forward(self, x):
+        if self.lib is None:
+            old = os.environ.get("CXX")
+            os.environ["CXX"] = {cxx!r}
+            try:
+                self.lib = cpp_extension.load(name=self.name, sources=[SRC], is_python_module=False)
+            finally:
+                os.environ.pop("CXX") if old is None else os.environ.update(CXX=old)
+        return x
+""", forward_s=1)
+        self.assertEqual(reply["steps"].get("forward"), "ran", reply)
+        self.assertEqual((reply["built"], reply["failed"]), (1, 0), reply)
+        self.assertTrue(reply["complete"], reply)
+        self.assertTrue(self._library(build, "kb_slow_first_call"))
+
     def test_a_look_alike_of_the_candidates_own_is_never_called(self):
         marker = os.path.join(self.files.dir.name, "lookalike_called")
         reply, _, _ = self._build(f"""
