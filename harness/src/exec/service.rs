@@ -211,6 +211,17 @@ impl Service {
         problem: &Problem,
         cands: Vec<Candidate>,
     ) -> Result<Vec<(EvalRecord, Provenance)>> {
+        self.evaluate_each(problem, cands)?.into_iter().collect()
+    }
+
+    /// [`evaluate_together`](Self::evaluate_together), each candidate's answer on its own:
+    /// every answer is waited for, so a candidate that failed does not drop the answers of
+    /// those after it (their evaluations still happen, and their callers count them).
+    pub(crate) fn evaluate_each(
+        &self,
+        problem: &Problem,
+        cands: Vec<Candidate>,
+    ) -> Result<Vec<Result<(EvalRecord, Provenance)>>> {
         if self.stop.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
@@ -225,14 +236,14 @@ impl Service {
             problem: Box::new(problem.clone()),
             cands: pairs,
         })?;
-        answers
+        Ok(answers
             .into_iter()
             .map(|answer| match answer.recv() {
                 Ok(Ok(r)) => Ok(r),
                 Ok(Err(msg)) => Err(anyhow!(msg)),
                 Err(_) => Err(self.why_stopped()),
             })
-            .collect()
+            .collect())
     }
 
     /// Records `u` (a problem that got no kernel, a broken problem file) without a worker,

@@ -293,7 +293,7 @@ impl Worker {
         if let Err(e) = self.try_batch(engine, &jobs) {
             // Left claimed: the lease runs out, or a restart queues it again.
             eprintln!(
-                "kbench serve: {} kernel(s) of {} not answered: {e:#}",
+                "kbench serve: a batch of {} kernel(s) of {} not answered in full: {e:#}",
                 jobs.len(),
                 jobs.first().map_or("", |j| j.problem.as_str())
             );
@@ -350,14 +350,22 @@ impl Worker {
                 )
             })
             .collect();
-        let records = engine.service.evaluate_together(problem, cands)?;
-        for ((j, key), (record, how)) in to_evaluate.iter().zip(&records) {
-            let (_, known) = engine.answer(record)?;
-            self.store.cache_put(key, &known)?;
-            self.metrics.evaluated(record, *how);
-            self.store_answer(engine, j, &known, false)?;
+        // Every answer is stored and counted before a failed one is reported: the engine
+        // evaluated the kernels after it too, and a retry would find them in its log.
+        let answers = engine.service.evaluate_each(problem, cands)?;
+        let mut first_failure = None;
+        for ((j, key), answer) in to_evaluate.iter().zip(answers) {
+            let stored = answer.and_then(|(record, how)| {
+                self.metrics.evaluated(&record, how);
+                let (_, known) = engine.answer(&record)?;
+                self.store.cache_put(key, &known)?;
+                self.store_answer(engine, j, &known, false)
+            });
+            if let Err(e) = stored {
+                first_failure.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_failure.map_or(Ok(()), Err)
     }
 
     fn store_answer(&self, engine: &Engine, j: &Job, known: &Known, cached: bool) -> Result<()> {
