@@ -394,10 +394,22 @@ fn a_line_changed(r: &Value) -> String {
     format!("{{\"mac\":\"{mac}\",{}", &text[1..])
 }
 
+/// The name the service gives a kernel (`k` and 24 hex digits of sha256(problem's sha256,
+/// NUL, source)), computed with coreutils' `sha256sum` as the tests have no hash crate.
+fn kernel_name(problem_sha256: &str, source: &str) -> String {
+    let o = std::process::Command::new("sh")
+        .args(["-c", "printf '%s\\0%s' \"$1\" \"$2\" | sha256sum", "sh"])
+        .args([problem_sha256, source])
+        .output()
+        .expect("running sha256sum");
+    format!("k{}", &String::from_utf8_lossy(&o.stdout)[..24])
+}
+
 /// The verdict cache, and a re-measurement on request: a kernel sent again is answered at
 /// once from the cache, marked `cached`, with the first evaluation's record; sent with
 /// `remeasure`, it is evaluated again, not marked, with a record of its own (another sample),
 /// and the run log holds both evaluations.
+/// A batch whose first kernel cannot be evaluated still answers and counts the one after it.
 #[test]
 fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
     ensure_python();
@@ -458,10 +470,40 @@ fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
         2,
         "two evaluations of the kernel"
     );
-    // The metrics agree: two evaluations, the copy a cache hit.
+    // A batch whose first kernel fails before it is evaluated (a folder where its source
+    // goes): the kernel after it is evaluated, answered and counted all the same.
+    let kernels = svc.join("public/kernels");
+    let blocked = honest(&sc::smoke_problems()[0].3, 1);
+    let first_name = first["record"]["candidate"]["name"].as_str().unwrap();
+    let blocked_name = kernel_name(
+        first["record"]["problem"]["sha256"].as_str().unwrap(),
+        &blocked,
+    );
+    let first_file = std::fs::read_dir(&kernels)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|f| f.ends_with(&format!("{first_name}__0.py")))
+        .expect("the first kernel's source (sample 0) in the run's kernels folder");
+    std::fs::create_dir(kernels.join(first_file.replace(first_name, &blocked_name))).unwrap();
+    let body = serde_json::json!({"submissions": [
+        {"problem": problem, "source": blocked},
+        {"problem": problem, "source": honest(&sc::smoke_problems()[0].3, 2)},
+    ]});
+    let a = call(
+        "POST",
+        &format!("{url}/v1/submissions"),
+        Some(tok),
+        Some(&body),
+    );
+    assert_eq!(a.status, 202, "{}", a.body);
+    let after = a.json()["ids"][1].as_str().unwrap().to_string();
+    let after = wait_all(&url, tok, &[after], Duration::from_secs(300)).remove(0);
+    assert_eq!(after["cached"], false, "{after}");
+    assert_eq!(after["verdict"]["outcome"], "ok", "{after}");
+    // The metrics agree: three evaluations, the copy a cache hit.
     let metrics = call("GET", &format!("{url}/metrics"), None, None).body;
     for (series, expected) in [
-        ("kbench_serve_evaluations_total", 2.0),
+        ("kbench_serve_evaluations_total", 3.0),
         ("kbench_serve_cache_hits_total", 1.0),
     ] {
         let got = metrics.lines().find_map(|l| {
