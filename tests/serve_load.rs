@@ -485,16 +485,11 @@ fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
         .find(|f| f.ends_with(&format!("{first_name}__0.py")))
         .expect("the first kernel's source (sample 0) in the run's kernels folder");
     std::fs::create_dir(kernels.join(first_file.replace(first_name, &blocked_name))).unwrap();
-    let body = serde_json::json!({"submissions": [
-        {"problem": problem, "source": blocked},
-        {"problem": problem, "source": honest(&sc::smoke_problems()[0].3, 2)},
-    ]});
-    let a = call(
-        "POST",
-        &format!("{url}/v1/submissions"),
-        Some(tok),
-        Some(&body),
-    );
+    let batch = [
+        (problem.clone(), blocked),
+        (problem.clone(), honest(&sc::smoke_problems()[0].3, 2)),
+    ];
+    let a = submit(&url, tok, &batch);
     assert_eq!(a.status, 202, "{}", a.body);
     let after = a.json()["ids"][1].as_str().unwrap().to_string();
     let after = wait_all(&url, tok, &[after], Duration::from_secs(300)).remove(0);
