@@ -51,6 +51,8 @@ mod leaderboard;
 // --model-mode and the mode-switch advisory, end to end on the CPU.
 mod mode_switch;
 mod nan_inf;
+// The precompiled torch/extension.h: used by sandboxed builds, read-only, verdicts unchanged.
+mod precompiled_header;
 mod profile;
 // A reference load sent ahead that ran out of GPU memory is tried once more.
 mod reference_load;

@@ -148,7 +148,8 @@ impl World {
     }
 
     /// Files named by the marker where S6 writes: the host's /tmp, the home folder, the run
-    /// folder, the problems' folder, kbench's cache of problem files and its bytecode cache.
+    /// folder, the problems' folder, kbench's cache of problem files, its bytecode cache and
+    /// its precompiled headers.
     fn written_outside(&self) -> Vec<PathBuf> {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
         let mut places = vec![
@@ -163,6 +164,7 @@ impl World {
             self.problems(),
             cache.join("problems"),
             cache.join("pycache"),
+            cache.join("pch"),
         ] {
             places.extend(files_under(&dir));
         }

@@ -38,6 +38,10 @@ from .startup import (
 def main(argv):
     if len(argv) == 3 and argv[1] == "profile":
         return profile_main(argv[2])
+    if len(argv) == 4 and argv[1] == "pch":
+        from .pch import pch_main
+
+        return pch_main(argv[2], argv[3])
     proto_in, proto_out = _take_protocol_fds()
     channel = Channel(proto_in, proto_out)
     # Before anything else runs: the uid the harness asked for (which clears a parent-death

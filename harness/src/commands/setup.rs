@@ -1,11 +1,13 @@
 //! `kbench setup`: make (or check) the Python environment and say what it holds.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
 
 use crate::cli::SetupArgs;
 use crate::exit;
+use crate::worker::pch::{Kind, Pch};
 use crate::worker::python::{self, PythonChoice, PythonInfo, PythonSource};
 use crate::worker::setup::{self as env, SetupRequest};
 
@@ -78,5 +80,45 @@ pub fn command(a: SetupArgs) -> Result<i32> {
             .as_deref()
             .unwrap_or("not found (C++/CUDA candidates cannot build)")
     );
+    if let Some(line) = precompiled_header(&cache, &choice, &info) {
+        println!("{line}");
+    }
     Ok(exit::OK)
+}
+
+/// Makes the precompiled `torch/extension.h` that candidates' C++ builds use (see
+/// `worker::pch`), for the extensions this host builds (CUDA ones where torch sees a GPU);
+/// one line on it. A failure costs only build time, so it is said, not fatal.
+fn precompiled_header(cache: &Path, choice: &PythonChoice, info: &PythonInfo) -> Option<String> {
+    let script = python::materialize_worker(cache).ok()?;
+    let kind = if info.cuda_available {
+        Kind::Cuda
+    } else {
+        Kind::Cpu
+    };
+    let pch = Pch::of(cache, info, &choice.python, &script, kind)?;
+    if pch.complete() {
+        return pch
+            .none_made()
+            .map(|why| format!("precompiled torch/extension.h: none here ({why})"));
+    }
+    let started = Instant::now();
+    // Both variants at once where there are cores (each compiler takes about 2 GiB).
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
+    Some(match pch.make_now(jobs) {
+        Ok(()) if pch.complete() => format!(
+            "precompiled torch/extension.h for candidates' C++ builds: made in {:.0} s ({})",
+            started.elapsed().as_secs_f64(),
+            pch.dir().display()
+        ),
+        Ok(()) => format!(
+            "precompiled torch/extension.h: none made here ({}); C++ builds parse it in full",
+            pch.none_made()
+                .unwrap_or_else(|| "the helper said nothing".into())
+        ),
+        Err(e) => format!(
+            "warning: precompiled torch/extension.h not made, C++ builds parse it in full: {}",
+            e.trim()
+        ),
+    })
 }

@@ -17,6 +17,7 @@ use crate::runlog::RunDir;
 use crate::worker::bounds::{MemoryCapChoice, MemoryPlan, WORKERS_PER_DEVICE};
 use crate::worker::build::{BuildJob, BuildPool};
 use crate::worker::cgroup::CgroupTree;
+use crate::worker::pch::{Kind, Pch};
 use crate::worker::python::{self, PythonInfo};
 use crate::worker::sandbox::{self, Containment, Jail, View};
 use crate::worker::{worker_env, Gates, MemoryCap, Role, WorkerSpec, BUILD_NICENESS};
@@ -51,7 +52,19 @@ impl Engine {
         };
         check_cuda(config, &info)?;
         let worker_script = python::materialize_worker(&config.cache)?;
-        let jail = jail_of(config, &info)?;
+        let mut jail = jail_of(config, &info)?;
+        let kind = if config.gpus.is_empty() {
+            Kind::Cpu
+        } else {
+            Kind::Cuda
+        };
+        jail.pch = Pch::of(
+            &config.cache,
+            &info,
+            &config.python.python,
+            &worker_script,
+            kind,
+        );
         let cgroups =
             crate::worker::cgroup::CgroupTree::open(config.memory_cap != MemoryCapChoice::Off);
         let memory = memory_plan(config, &cgroups);
@@ -428,5 +441,6 @@ fn jail_of(config: &RunConfig, info: &PythonInfo) -> Result<Jail> {
         base,
         cache: config.cache.clone(),
         candidate_uid: config.candidate_uid,
+        pch: None,
     })
 }

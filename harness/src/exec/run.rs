@@ -314,6 +314,11 @@ impl Run<'_> {
                 }
             }
         }
+        if !to_build.is_empty() {
+            if let Some(pch) = &engine.jail.pch {
+                pch.start(&self.run_dir.logs_dir().join("pch.log"));
+            }
+        }
         if config.build_jobs > 0 && !to_build.is_empty() {
             let jobs = config.build_jobs.min(to_build.len());
             let pool = engine.build_pool(config, stop, jobs);

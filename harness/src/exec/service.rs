@@ -557,8 +557,11 @@ fn take_in(
         }
     };
     // Its extension builds on the CPU pool while it waits for an executor.
-    if let Some(pool) = &ctx.builds {
-        if crate::worker::build::builds_extensions(&cand.source) {
+    if crate::worker::build::builds_extensions(&cand.source) {
+        if let Some(pch) = &ctx.jail.pch {
+            pch.start(&shared.run_dir.logs_dir().join("pch.log"));
+        }
+        if let Some(pool) = &ctx.builds {
             pool.submit(build_job(shared.run_dir, problem_path, &prep));
         }
     }

@@ -12,6 +12,7 @@ pub(crate) mod freeze;
 mod gate;
 mod launch;
 mod log_sink;
+pub(crate) mod pch;
 mod prestart;
 pub(crate) mod probe_cache;
 mod process;

@@ -44,6 +44,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("loading.py"),
     worker_file!("measure.py"),
     worker_file!("modes.py"),
+    worker_file!("pch.py"),
     worker_file!("probes.py"),
     worker_file!("profiling.py"),
     worker_file!("protocol.py"),

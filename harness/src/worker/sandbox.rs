@@ -7,7 +7,8 @@
 //!   kernel kills the rest, whatever `setsid` or double fork they used);
 //! - its own mount view, an allow-list: the system's directories read-only, the Python
 //!   environment read-only, the worker package, the problem file and its own source
-//!   read-only, its private working folder and its build folder writable, a fresh `/tmp`,
+//!   read-only, kbench's bytecode and precompiled headers (`worker::pch`) read-only, its
+//!   private working folder and its build folder writable, a fresh `/tmp`,
 //!   `/dev` and `/proc`; nothing else: not the run folder, the secret, other candidates'
 //!   files, kbench's cache or anyone's home;
 //! - no network (its own network namespace), its own IPC and UTS namespaces, and no
@@ -464,6 +465,8 @@ pub(crate) struct Jail {
     /// The unprivileged uid untrusted workers become (kbench runs as root and
     /// `KBENCH_CANDIDATE_UID` is not `off`).
     pub(crate) candidate_uid: Option<u32>,
+    /// Precompiled headers every worker's compilers find first (`CPATH`), read-only.
+    pub(crate) pch: Option<std::sync::Arc<super::pch::Pch>>,
 }
 
 impl Jail {
@@ -474,6 +477,7 @@ impl Jail {
             base: View::default(),
             cache: cache.to_path_buf(),
             candidate_uid: None,
+            pch: None,
         }
     }
 
@@ -489,10 +493,20 @@ impl Jail {
         trusted: bool,
         gpu: bool,
     ) {
+        if let Some(pch) = &self.pch {
+            spec.env.retain(|(k, _)| k != "CPATH");
+            spec.env
+                .push(("CPATH".into(), pch.dir().display().to_string()));
+        }
         let Containment::Bubblewrap(bwrap) = &self.containment else {
             return;
         };
         let mut view = self.base.clone();
+        if let Some(pch) = &self.pch {
+            // Made now, so that the bind exists; the headers appear in it when made.
+            let _ = pch.make_dir();
+            view.read_only.push(pch.dir().to_path_buf());
+        }
         view.read_only.push(spec.script.clone());
         view.read_only
             .extend(read_only.iter().map(|p| p.to_path_buf()));
