@@ -12,6 +12,13 @@
 #             and a twin of identical source)                     -> $OUT/fixtures_{cold,warm}
 #   lb        KernelBenchLeaderboard's kernels (kbench import leaderboard $D/lb, fetched and
 #             never committed), LEVELS and SEL                      -> $OUT/lb_{cold,warm}
+#   cpu       tests/fixtures/build_patterns on the CPU (C++ extensions, smoke problems 1-2,
+#             --no-timing, built in place one at a time): no GPU needed -> $OUT/cpu_{cold,warm}
+# PCH (default on): `off` runs every step with KBENCH_PCH=off (no precompiled torch/extension.h);
+# `both` runs each cold run twice, side by side, the second without (<run>_nopch).
+# SETUP_PCH=1: before each cold run with the headers, `kbench setup` makes them in its empty
+# cache (its output and time in <run>.setup); without it the run's own helper makes them in
+# the background, its builds using them once made.
 # Each run writes <run>.txt (kbench's output), <run>.mem (host memory used, one sample a
 # second) and <run>.wall (its start and end); summarize.py turns the run folders into
 # seconds per kernel, first verdict, GPU busy share after it, builds at once and peak memory.
@@ -26,12 +33,14 @@ LEVELS=${LEVELS:-1,2}
 SEL=${SEL:-}
 LIMIT=${LIMIT:-540}
 WARM=${WARM:-1}
+PCH=${PCH:-on}
+SETUP_PCH=${SETUP_PCH:-0}
 read -r -a EXTRA <<< "${ARGS:-}"
 W=${W:-/tmp/build-ahead}
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$W"
 for f in kbench; do [ -f "$D/$f.gz" ] && gunzip -kf "$D/$f.gz" && chmod +x "$D/$f"; done
-{ nvidia-smi -L; python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
+{ nvidia-smi -L; "$KBENCH_PYTHON" -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
   echo "cores $(nproc)"; free -g | sed -n 2p; uname -r; "$D/kbench" --version; } > "$OUT/env.txt" 2>&1
 [ -f tests/gpu/bwrap.sh ] && . tests/gpu/bwrap.sh  # the sandbox: host bwrap, else the wheel in $D
 want() { [[ "$STEPS" == *" $1 "* ]]; }
@@ -50,7 +59,7 @@ run() {
     rm -rf "${W:?}/$name"
     sample_memory > "$OUT/$name.mem" & local sampler=$!
     local t0; t0=$(date +%s.%N)
-    KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --device cuda --out "$W/$name" "$@" "${EXTRA[@]}" \
+    KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --out "$W/$name" "$@" "${EXTRA[@]}" \
         > "$OUT/$name.txt" 2>&1
     local rc=$?
     echo "$t0 $(date +%s.%N) $rc" > "$OUT/$name.wall"
@@ -60,17 +69,45 @@ run() {
     cp "$W/$name/records.jsonl" "$W/$name/gpu_samples.jsonl" "$W/$name/logs/builds.jsonl" "$OUT/$name/" 2>/dev/null
 }
 
+# cold_and_warm STEP ARGS...: STEP's cold run(s) with an empty cache, as PCH says, then its warm run
+# (the cache of the cold run with the headers) unless WARM=0.
+cold_and_warm() {
+    local step=$1; shift
+    local cache="$W/cache-$step"
+    if [ "$PCH" != off ]; then
+        rm -rf "$cache"
+        if [ "$SETUP_PCH" = 1 ]; then
+            local t0; t0=$(date +%s.%N)
+            KBENCH_CACHE_DIR=$cache "$D/kbench" setup --quiet > "$OUT/${step}_cold.setup" 2>&1
+            echo "setup rc=$? seconds $(echo "$(date +%s.%N) - $t0" | bc)" >> "$OUT/${step}_cold.setup"
+        fi
+        run "${step}_cold" "$cache" "$@"
+    fi
+    if [ "$PCH" != on ]; then
+        local suffix=_nopch; [ "$PCH" = off ] && suffix=""
+        rm -rf "$cache-nopch"
+        KBENCH_PCH=off run "${step}_cold$suffix" "$cache-nopch" "$@"
+    fi
+    if [ "$WARM" = 1 ]; then
+        if [ "$PCH" = off ]; then
+            KBENCH_PCH=off run "${step}_warm" "$cache-nopch" "$@"
+        else
+            run "${step}_warm" "$cache" "$@"
+        fi
+    fi
+}
+
 if want fixtures; then
-    rm -rf "$W/cache-fixtures"
-    run fixtures_cold "$W/cache-fixtures" --replay-dir tests/gpu/build_patterns/kernels --kernelbench tests/gpu/build_patterns/problems --levels 1
-    [ "$WARM" = 1 ] && run fixtures_warm "$W/cache-fixtures" --replay-dir tests/gpu/build_patterns/kernels --kernelbench tests/gpu/build_patterns/problems --levels 1
+    cold_and_warm fixtures --device cuda --replay-dir tests/gpu/build_patterns/kernels --kernelbench tests/gpu/build_patterns/problems --levels 1
 fi
 if want lb; then
     "$D/kbench" import leaderboard "$D/lb" --out "$W/lbset" > "$OUT/import.txt" 2>&1 || echo "import failed"
     sel=(); [ -n "$SEL" ] && sel=(--select "$SEL")
-    rm -rf "$W/cache-lb"
-    run lb_cold "$W/cache-lb" --replay-dir "$W/lbset" --kernelbench "$W/lbset/problems" --levels "$LEVELS" "${sel[@]}"
-    [ "$WARM" = 1 ] && run lb_warm "$W/cache-lb" --replay-dir "$W/lbset" --kernelbench "$W/lbset/problems" --levels "$LEVELS" "${sel[@]}"
+    cold_and_warm lb --device cuda --replay-dir "$W/lbset" --kernelbench "$W/lbset/problems" --levels "$LEVELS" "${sel[@]}"
+fi
+if want cpu; then
+    cold_and_warm cpu --device cpu --suite smoke --select 1,2 --replay-dir tests/fixtures/build_patterns \
+        --families random --no-timing --build-jobs 0
 fi
 python3 bench/build_ahead/summarize.py "$OUT" > "$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"

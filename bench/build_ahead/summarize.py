@@ -59,8 +59,17 @@ def summarize(out, name):
     slow_loads = sorted(
         ((r.get("load_s") or 0.0, (r.get("candidate") or {}).get("name", "?")) for r in kernels), reverse=True
     )[:5]
+    setup_s = None
+    try:
+        with open(os.path.join(out, f"{name}.setup")) as f:
+            said = f.read().split()
+        setup_s = float(said[said.index("seconds") + 1])
+    except (OSError, ValueError, IndexError):
+        pass
     return {
         "run": name,
+        # `kbench setup` making the precompiled headers before the run (SETUP_PCH=1).
+        "pch_setup_s": setup_s,
         "rc": int(rc),
         "kernels": len(kernels),
         "wall_s": t1 - t0,
@@ -84,7 +93,7 @@ def fmt(x, spec):
 def main():
     out = sys.argv[1]
     runs = []
-    for name in ("fixtures_cold", "fixtures_warm", "lb_cold", "lb_warm"):
+    for name in (f"{step}_{run}" for step in ("fixtures", "lb", "cpu") for run in ("cold", "cold_nopch", "warm")):
         s = summarize(out, name)
         if s is not None:
             runs.append(s)
@@ -99,7 +108,14 @@ def main():
               f"{fmt(s['gpu_mean_util_after_first'], '.0%')} | {s['builds_ahead']} ({s['builds_complete']}) | "
               f"{s['builds_at_once']} | {fmt(s['peak_host_mem_gib'], '.1f')} |")
     for s in runs:
-        print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}")
+        setup = f"; headers made by setup first in {s['pch_setup_s']:.0f} s" if s["pch_setup_s"] is not None else ""
+        print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}")
+    by_name = {s["run"]: s for s in runs}
+    for step in ("fixtures", "lb", "cpu"):
+        on, off = by_name.get(f"{step}_cold"), by_name.get(f"{step}_cold_nopch")
+        if on and off and on["s_per_kernel"] and off["s_per_kernel"]:
+            print(f"\n{step} cold, precompiled headers against none: {on['s_per_kernel']:.2f} against "
+                  f"{off['s_per_kernel']:.2f} s a kernel ({on['s_per_kernel'] / off['s_per_kernel']:.2f}x the time)")
 
 
 if __name__ == "__main__":
