@@ -135,7 +135,7 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
 /// A stand-in `kbench run` for bench/build_ahead: three records a second apart and a build
 /// journal in which two of three jobs overlap.
 const FAKE_BUILD_RUN: &str = r#"#!/usr/bin/env bash
-case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; esac
+case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; setup) echo "stand-in setup"; exit 0 ;; esac
 out=
 while [ $# -gt 0 ]; do case $1 in --out) out=$2; shift ;; esac; shift; done
 mkdir -p "$out/logs"; t=$(date +%s)
@@ -167,6 +167,8 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
         .env("OUT", &out)
         .env("W", tmp.path().join("w"))
         .env("STEPS", "fixtures")
+        .env("PCH", "both")
+        .env("SETUP_PCH", "1")
         .env("KBENCH_BWRAP", "/bin/true")
         .output()
         .unwrap();
@@ -179,7 +181,15 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
         .iter()
         .map(|r| r["run"].as_str().unwrap())
         .collect();
-    assert_eq!(runs, ["fixtures_cold", "fixtures_warm"], "{summary}");
+    // With PCH=both the cold run is repeated without the headers, side by side; SETUP_PCH=1
+    // times `kbench setup` before the cold run with them.
+    assert_eq!(
+        runs,
+        ["fixtures_cold", "fixtures_cold_nopch", "fixtures_warm"],
+        "{summary}"
+    );
+    assert!(summary[0]["pch_setup_s"].is_number(), "{summary}");
+    assert!(summary[1]["pch_setup_s"].is_null(), "{summary}");
     for r in summary.as_array().unwrap() {
         assert_eq!(r["kernels"], 3, "{r}");
         assert_eq!(r["rc"], 3, "{r}");
@@ -191,4 +201,8 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
     }
     let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(table.contains("| fixtures_cold | 3 | 3 |"), "{table}");
+    assert!(
+        table.contains("fixtures cold, precompiled headers against none:"),
+        "{table}"
+    );
 }

@@ -64,6 +64,14 @@ fn candidate_log(out: &Path) -> String {
     std::fs::read_to_string(log).unwrap()
 }
 
+/// What the fixture printed of g++ -H's list for its probe built with `flags`.
+fn listed(log: &str, flags: &str) -> Vec<String> {
+    let prefix = format!("kbench fixture: g++ -H {flags}: ");
+    log.lines()
+        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
 #[test]
 fn a_candidates_build_uses_the_precompiled_header_cannot_change_it_and_gets_the_same_verdict() {
     common::ensure_python();
@@ -87,18 +95,21 @@ fn a_candidates_build_uses_the_precompiled_header_cannot_change_it_and_gets_the_
         "no CPATH in the candidate's sandbox:\n{log}"
     );
     let gch = Path::new(&cpath).join("torch/extension.h.gch");
-    let used = format!(
-        "kbench fixture: g++ -H: ! {}",
-        gch.join("plain.gch").display()
-    );
-    assert!(
-        log.lines().any(|l| l.trim() == used),
-        "g++ did not use {used}:\n{}",
-        log.lines()
-            .filter(|l| l.contains("gch") || l.starts_with("kbench"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    // Each probe includes the header a second time and stops at its `#error`: the precompiled
+    // header for its flags was used (without -O: plain; -O2: the one made with -O3), and the
+    // second include compiled (no "No such file" from the folder of the headers).
+    for (flags, variant) in [("plain", "plain.gch"), ("-O2", "O3.gch")] {
+        let lines = listed(&log, flags);
+        let used = format!("! {}", gch.join(variant).display());
+        assert!(
+            lines.contains(&used)
+                && lines
+                    .iter()
+                    .any(|l| l.contains("#error kbench fixture: stop"))
+                && !lines.iter().any(|l| l.contains("fatal error")),
+            "{flags}: g++ did not use {used} and reach the probe's #error: {lines:?}\n{log}"
+        );
+    }
     // Read-only in the sandbox: nothing written, nothing moved.
     for what in [gch.join("evil.gch"), Path::new(&cpath).join("evil")] {
         assert!(
@@ -117,7 +128,7 @@ fn a_candidates_build_uses_the_precompiled_header_cannot_change_it_and_gets_the_
     }
     assert!(!log.contains("kbench fixture: wrote") && !log.contains("kbench fixture: moved"));
 
-    // Without it: no CPATH, g++ parses the header (no `!` line), the same verdict.
+    // Without it: no CPATH, g++ parses torch's header (no `.gch` at all), the same verdict.
     let o = run(dir.path(), "1_lists_its_headers.py", "without", &[], true);
     assert!(o.status.success(), "{}", show(&o));
     let without = by_candidate(&dir.path().join("without"));
@@ -128,11 +139,19 @@ fn a_candidates_build_uses_the_precompiled_header_cannot_change_it_and_gets_the_
     );
     let log = candidate_log(&dir.path().join("without"));
     assert!(log.contains("kbench fixture: CPATH=\n"), "{log}");
-    assert!(!log.lines().any(|l| l.starts_with("! ")), "{log}");
-    assert!(
-        log.contains("torch/extension.h"),
-        "g++ -H listed no header:\n{log}"
-    );
+    for flags in ["plain", "-O2"] {
+        let lines = listed(&log, flags);
+        assert!(
+            lines.iter().any(|l| l.ends_with("torch/extension.h"))
+                && lines
+                    .iter()
+                    .any(|l| l.contains("#error kbench fixture: stop"))
+                && !lines
+                    .iter()
+                    .any(|l| l.contains(".gch") || l.contains("fatal error")),
+            "{flags}: g++ -H without the headers: {lines:?}\n{log}"
+        );
+    }
 }
 
 /// The interpreter kbench runs its workers with: `KBENCH_PYTHON`, else the environment

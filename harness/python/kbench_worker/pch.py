@@ -19,7 +19,14 @@ its `load_inline` without `use_pch` deletes it there.
 
 DIR gets `torch/extension.h.gch/` holding one file per flag set of VARIANTS, each written
 under another name and renamed into place once complete (a compiler sees a whole file or
-none), and `signature.json` saying what they were made from. KIND is `cuda` or `cpu`: the
+none), `torch/extension.h` beside it (FORWARDER), and `signature.json` saying what they were
+made from. The forwarder is needed: once GCC has found a `.gch` for `torch/extension.h` in a
+folder, a second `#include <torch/extension.h>` in the same file (most model-written
+`cpp_sources` have their own after the one `load_inline` puts first) opens the header of
+that folder, and without one fails with "No such file or directory". The forwarder includes
+torch's own header, whose `#pragma once` (recorded in the precompiled header too) makes the
+second include empty, as it is without kbench; where no precompiled header is valid, the
+first include goes through it to torch's header as well. KIND is `cuda` or `cpu`: the
 include folders torch gives a CUDA extension's C++ files or a C++ one's. A second helper
 finding the folder locked (another run builds it) exits at once, or with KBENCH_PCH_WAIT=1
 (`kbench setup`) waits for the first and then makes what is still missing.
@@ -38,6 +45,11 @@ import time
 # of 532 sites), then -O3 (60), which also serves -O1 and -O2. Most used first.
 VARIANTS = (("plain", []), ("O3", ["-O3"]))
 HEADER = os.path.join("torch", "extension.h")
+FORWARDER = """// kbench: torch's own torch/extension.h. This folder holds its precompiled forms
+// (extension.h.gch/); a compiler that uses one, or none, reads torch's header through here.
+#pragma once
+#include_next <torch/extension.h>
+"""
 
 
 def compile_args(kind):
@@ -136,6 +148,11 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
         subprocess.run(["rm", "-rf", gone], check=False)
     os.makedirs(gch_dir, exist_ok=True)
     _write_json(sig_path, sig)
+    # Before any precompiled header is in sight (see FORWARDER).
+    forwarder = os.path.join(out_dir, HEADER)
+    with open(forwarder + ".partial", "w") as f:
+        f.write(FORWARDER)
+    os.replace(forwarder + ".partial", forwarder)
     _clear_leftovers(out_dir)
     compiler, flags, _ = compile_args(kind)
     todo = [(n, x) for n, x in VARIANTS if not os.path.isfile(os.path.join(gch_dir, n + ".gch"))]

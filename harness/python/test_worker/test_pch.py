@@ -1,5 +1,5 @@
 """The helper that makes the precompiled torch/extension.h (`kbench_worker.pch`): each variant
-renamed into place only once complete, a folder made for other headers or another compiler
+renamed into place only once complete, the forwarding header beside them, a folder made for other headers or another compiler
 emptied before anything new is made, leftovers of a stopped helper cleared, one helper at a
 time, and a compiler that is not GCC said once. The compiler is a stand-in (`CXX`): the real
 one takes 40 s a header here, and `tests/precompiled_header.rs` runs it."""
@@ -83,6 +83,11 @@ class HelperTests(unittest.TestCase):
                      "-isystem", "-fPIC -std=c++17 -O3"):
             self.assertIn(part, made_for)
         self.assertEqual([n for n in os.listdir(self.out) if n.endswith(".partial")], [])
+        # Beside them, the header a second #include opens: torch's own, through include_next.
+        with open(os.path.join(self.out, "torch", "extension.h")) as f:
+            forwarder = f.read()
+        self.assertIn("#pragma once", forwarder)
+        self.assertIn("#include_next <torch/extension.h>", forwarder)
         # Complete: a second helper compiles nothing.
         with open(self.calls) as f:
             before = f.read()

@@ -80,8 +80,10 @@ pub fn command(a: SetupArgs) -> Result<i32> {
             .as_deref()
             .unwrap_or("not found (C++/CUDA candidates cannot build)")
     );
+    // On stderr: what setup did, not what the environment holds (a second setup's stdout is
+    // the first's).
     if let Some(line) = precompiled_header(&cache, &choice, &info) {
-        println!("{line}");
+        eprintln!("{line}");
     }
     Ok(exit::OK)
 }

@@ -5,11 +5,12 @@
 //! The folder lies in kbench's cache (`<cache>/pch/<key>`), which sandboxes hide; it is shown
 //! to candidates and build jobs read-only and named on their `CPATH`, so a candidate can use
 //! the headers but never write one that another candidate's build would read. Its key covers
-//! the interpreter, its torch (version and the header's modification time, so headers made
-//! for another torch are never in sight), the compiler asked for (`CXX`) and the extension
-//! kind; GCC itself checks compiler version and flags, and ignores a header not valid for a
-//! compilation. `kbench setup` makes the headers; a run that builds extensions and finds
-//! them missing makes them in the background, its builds using them once they are there.
+//! the interpreter (its real path and version), its torch (version and the header's
+//! modification time, so headers made for another torch are never in sight), the compiler
+//! asked for (`CXX`) and the extension kind; GCC itself checks compiler version and flags,
+//! and ignores a header not valid for a compilation. `kbench setup` makes the headers; a run
+//! that builds extensions and finds them missing makes them in the background, its builds
+//! using them once they are there.
 //! `KBENCH_PCH=off` turns all of it off (no folder shown, none made).
 
 use std::os::unix::process::CommandExt;
@@ -76,9 +77,13 @@ impl Pch {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos());
+        // The interpreter as the file it is: `venv/bin/python` and `venv/bin/python3` (a
+        // `KBENCH_PYTHON=python3` found on PATH) are one interpreter with one torch.
+        let executable = std::fs::canonicalize(&info.executable)
+            .map_or_else(|_| info.executable.clone(), |p| p.display().to_string());
         let key = format!(
-            "{}\0{}\0{}\0{mtime}\0{}\0{}",
-            info.executable,
+            "{executable}\0{}\0{}\0{}\0{mtime}\0{}\0{}",
+            info.python,
             info.torch,
             header.display(),
             std::env::var("CXX").unwrap_or_default(),
@@ -126,6 +131,11 @@ impl Pch {
         let Ok(sig) = serde_json::from_str::<serde_json::Value>(&text) else {
             return false;
         };
+        // The header beside them, which a second `#include <torch/extension.h>` opens
+        // (`pch.py`, FORWARDER): without it such a file does not compile.
+        if !self.dir.join("torch/extension.h").is_file() {
+            return false;
+        }
         let gch = self.dir.join("torch/extension.h.gch");
         sig["variants"].as_array().is_some_and(|v| {
             !v.is_empty()
@@ -247,6 +257,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let again = info(d.path(), "2.11.0+cu130");
         assert_ne!(here.dir(), of(&cache, &again, Kind::Cpu).dir());
+        // One interpreter under two names (a venv's `python` and `python3`): one folder.
+        let real = d.path().join("python3.11");
+        std::fs::write(&real, "").unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join("python3")).unwrap();
+        let base = info(d.path(), "2.11.0+cu130");
+        let named = |name: &str| {
+            let mut i = base.clone();
+            i.executable = d.path().join(name).display().to_string();
+            of(&cache, &i, Kind::Cpu).dir().to_path_buf()
+        };
+        assert_eq!(named("python3"), named("python3.11"));
         // No torch/extension.h among the import folders: no headers to make.
         let mut none = again.clone();
         none.paths.truncate(1);
@@ -272,6 +293,8 @@ mod tests {
         std::fs::write(pch.dir().join("O3.123.partial"), "h").unwrap();
         assert!(!pch.complete(), "O3 is missing");
         std::fs::write(gch.join("O3.gch"), "h").unwrap();
+        assert!(!pch.complete(), "no torch/extension.h beside the headers");
+        std::fs::write(pch.dir().join("torch/extension.h"), "#pragma once\n").unwrap();
         assert!(pch.complete());
         assert_eq!(pch.none_made(), None);
         std::fs::write(
