@@ -79,7 +79,7 @@ cold_and_warm() {
         if [ "$SETUP_PCH" = 1 ]; then
             local t0; t0=$(date +%s.%N)
             KBENCH_CACHE_DIR=$cache "$D/kbench" setup --quiet > "$OUT/${step}_cold.setup" 2>&1
-            echo "setup rc=$? seconds $(echo "$(date +%s.%N) - $t0" | bc)" >> "$OUT/${step}_cold.setup"
+            local rc=$?; echo "setup rc=$rc seconds $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a - b}')" >> "$OUT/${step}_cold.setup"
         fi
         run "${step}_cold" "$cache" "$@"
     fi
