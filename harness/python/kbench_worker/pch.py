@@ -95,10 +95,16 @@ def signature(kind):
     }
 
 
-def _write_json(path, value):
+def _write_whole(path, text):
+    """`text` into `path`, written beside it and renamed into place: a reader sees the
+    whole file or none."""
     with open(path + ".partial", "w") as f:
-        json.dump(value, f, indent=1)
+        f.write(text)
     os.replace(path + ".partial", path)
+
+
+def _write_json(path, value):
+    _write_whole(path, json.dumps(value, indent=1))
 
 
 def _clear_leftovers(out_dir):
@@ -149,12 +155,9 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     os.makedirs(gch_dir, exist_ok=True)
     _write_json(sig_path, sig)
     # Before any precompiled header is in sight (see FORWARDER).
-    forwarder = os.path.join(out_dir, HEADER)
-    with open(forwarder + ".partial", "w") as f:
-        f.write(FORWARDER)
-    os.replace(forwarder + ".partial", forwarder)
+    _write_whole(os.path.join(out_dir, HEADER), FORWARDER)
     _clear_leftovers(out_dir)
-    compiler, flags, _ = compile_args(kind)
+    compiler, flags = sig["compiler"], sig["flags"]
     todo = [(n, x) for n, x in VARIANTS if not os.path.isfile(os.path.join(gch_dir, n + ".gch"))]
     running = []
     made = len(VARIANTS) - len(todo)

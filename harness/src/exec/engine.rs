@@ -65,6 +65,11 @@ impl Engine {
             &worker_script,
             kind,
         );
+        // The folder every sandbox shows read-only (a bind needs it to exist), made once; a
+        // cache where it cannot be made only leaves builds without the headers.
+        if let Some(pch) = &jail.pch {
+            let _ = pch.make_dir();
+        }
         let cgroups =
             crate::worker::cgroup::CgroupTree::open(config.memory_cap != MemoryCapChoice::Off);
         let memory = memory_plan(config, &cgroups);

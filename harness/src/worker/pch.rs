@@ -105,32 +105,34 @@ impl Pch {
     }
 
     /// Makes the folder (empty until the headers are made), so that a sandbox can show it
-    /// from the start and builds see the headers as soon as they are renamed into place.
+    /// from the start and builds see the headers as soon as they are renamed into place:
+    /// once per run, where the run sets its workers' sandbox up (`exec::engine`).
     pub(crate) fn make_dir(&self) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)
     }
 
+    /// The helper's `signature.json`, where it has written one.
+    fn signature(&self) -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dir.join("signature.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
     /// Why no header can be made here, where the helper said so (`none` in its signature).
     pub(crate) fn none_made(&self) -> Option<String> {
-        let text = std::fs::read_to_string(self.dir.join("signature.json")).ok()?;
-        let sig: serde_json::Value = serde_json::from_str(&text).ok()?;
-        sig["none"].as_str().map(str::to_string)
+        self.signature()?["none"].as_str().map(str::to_string)
     }
 
     /// Whether the helper has nothing left to make: every header its `signature.json` lists
     /// (`variants`) is there, each renamed into place only once complete, or it said that
     /// none can be made here (`none`).
     pub(crate) fn complete(&self) -> bool {
-        if self.none_made().is_some() {
+        let Some(sig) = self.signature() else {
+            return false;
+        };
+        if sig.get("none").is_some() {
             // Nothing can be made here (not GCC, no CUDA toolkit): said once.
             return true;
         }
-        let Ok(text) = std::fs::read_to_string(self.dir.join("signature.json")) else {
-            return false;
-        };
-        let Ok(sig) = serde_json::from_str::<serde_json::Value>(&text) else {
-            return false;
-        };
         // The header beside them, which a second `#include <torch/extension.h>` opens
         // (`pch.py`, FORWARDER): without it such a file does not compile.
         if !self.dir.join("torch/extension.h").is_file() {
@@ -194,9 +196,6 @@ impl Pch {
             return;
         };
         let Ok(err) = out.try_clone() else { return };
-        if self.make_dir().is_err() {
-            return;
-        }
         let mut c = self.command(1);
         c.stdout(out).stderr(err);
         *helper = c.spawn().ok();

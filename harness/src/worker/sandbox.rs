@@ -503,8 +503,7 @@ impl Jail {
         };
         let mut view = self.base.clone();
         if let Some(pch) = &self.pch {
-            // Made now, so that the bind exists; the headers appear in it when made.
-            let _ = pch.make_dir();
+            // Made when the run started (`Pch::make_dir`); the headers appear in it when made.
             view.read_only.push(pch.dir().to_path_buf());
         }
         view.read_only.push(spec.script.clone());
