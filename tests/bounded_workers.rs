@@ -203,12 +203,10 @@ fn no_worker_outlives_a_killed_kbench(extra: &[&str]) {
     // the folder.
     let folder = format!("kbench-{harness}");
     let watchdogs = || -> Vec<String> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .map(|a| String::from_utf8_lossy(&a).replace('\0', " "))
-            .filter(|a| a.contains(&folder) && a.contains("cgroup.kill"))
+        common::processes_naming(&folder)
+            .into_iter()
+            .map(|(_, a)| a)
+            .filter(|a| a.contains("cgroup.kill"))
             .collect()
     };
     let until = Instant::now() + Duration::from_secs(10);

@@ -72,6 +72,25 @@ pub fn ensure_python() {
     });
 }
 
+/// Processes whose command line (its arguments joined by spaces) names `needle`, from /proc:
+/// what a test expects gone once kbench has ended.
+pub fn processes_naming(needle: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+        if argv.contains(needle) {
+            found.push((pid, argv));
+        }
+    }
+    found
+}
+
 pub fn show(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",

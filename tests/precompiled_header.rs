@@ -160,25 +160,7 @@ fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("KBENCH_PYTHON").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("KBENCH_CACHE_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/kbench"));
-    std::path::absolute(cache.join("venv/bin/python3")).unwrap()
-}
-
-/// Processes whose command line names `needle`, from /proc.
-fn processes_naming(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(needle) {
-                found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
-            }
-        }
-    }
-    found
+    std::path::absolute(kbench::worker::python::cache_dir().join("venv/bin/python3")).unwrap()
 }
 
 #[test]
@@ -231,7 +213,7 @@ fn a_run_that_finds_no_precompiled_header_starts_its_maker_and_stops_it_at_its_e
     );
     // kbench has exited: neither the helper nor the compiler it started is left running.
     let pch = cache.join("pch");
-    let leftovers = processes_naming(&pch.display().to_string());
+    let leftovers = common::processes_naming(&pch.display().to_string());
     assert!(
         leftovers.is_empty(),
         "left running after kbench exited: {leftovers:?}\nhelper log: {}",

@@ -131,20 +131,7 @@ impl World {
 
     /// Processes whose argv holds the marker: what the kernels left running.
     fn marked_processes(&self) -> Vec<(i32, String)> {
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
-                continue;
-            };
-            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
-            if argv.contains(&self.mark) {
-                found.push((pid, argv));
-            }
-        }
-        found
+        common::processes_naming(&self.mark)
     }
 
     /// Files named by the marker where S6 writes: the host's /tmp, the home folder, the run
