@@ -30,10 +30,18 @@ fn database() -> Option<String> {
         );
         return None;
     };
+    // Tests of one binary run in parallel in one process: a counter keeps their names apart,
+    // the wall clock keeps them apart from an earlier run's databases left on the server.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let name = format!(
-        "kbench_test_{}_{}",
+        "kbench_test_{}_{}_{}",
         std::process::id(),
-        Instant::now().elapsed().as_nanos()
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        nanos
     );
     let mut c = postgres::Client::connect(&url, postgres::NoTls)
         .expect("connecting to KBENCH_POSTGRES_URL");
