@@ -140,7 +140,8 @@ out=
 while [ $# -gt 0 ]; do case $1 in --out) out=$2; shift ;; esac; shift; done
 mkdir -p "$out/logs"; t=$(date +%s)
 for i in 1 2 3; do
-  printf '{"candidate":{"name":"k%s"},"outcome":{"kind":"ok"},"load_s":%s,"finished_unix_s":%s}\n' "$i" "$i" "$((t + i))" >> "$out/records.jsonl"
+  kind=ok; [ "$i" = 3 ] && [ "${KBENCH_CUDA_HEADER:-}" = light ] && kind=mismatch
+  printf '{"candidate":{"name":"k%s"},"outcome":{"kind":"%s"},"load_s":%s,"finished_unix_s":%s}\n' "$i" "$kind" "$i" "$((t + i))" >> "$out/records.jsonl"
 done
 printf '{"started_unix_s":%s,"ended_unix_s":%s,"complete":true}\n' "$t" "$((t + 2))" "$((t + 1))" "$((t + 3))" "$((t + 4))" "$((t + 5))" > "$out/logs/builds.jsonl"
 sleep 3
@@ -148,7 +149,9 @@ exit 3
 "#;
 
 /// bench/build_ahead/run.sh with a stand-in kbench: each step's cold and warm runs are
-/// summarized (kernels, first verdict, builds at once, peak memory sampled).
+/// summarized (kernels, first verdict, builds at once, peak memory sampled), and the runs side
+/// by side compared kernel by kernel (the stand-in judges one kernel otherwise with the light
+/// CUDA header).
 #[test]
 fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -169,6 +172,7 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
         .env("STEPS", "fixtures")
         .env("PCH", "both")
         .env("SETUP_PCH", "1")
+        .env("CUDA_HEADER", "both")
         .env("KBENCH_BWRAP", "/bin/true")
         .output()
         .unwrap();
@@ -181,11 +185,17 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
         .iter()
         .map(|r| r["run"].as_str().unwrap())
         .collect();
-    // With PCH=both the cold run is repeated without the headers, side by side; SETUP_PCH=1
-    // times `kbench setup` before the cold run with them.
+    // With PCH=both the cold run is repeated without the headers, side by side, and with
+    // CUDA_HEADER=both with the light CUDA header; SETUP_PCH=1 times `kbench setup` before
+    // the cold run with them.
     assert_eq!(
         runs,
-        ["fixtures_cold", "fixtures_cold_nopch", "fixtures_warm"],
+        [
+            "fixtures_cold",
+            "fixtures_cold_nopch",
+            "fixtures_cold_light",
+            "fixtures_warm"
+        ],
         "{summary}"
     );
     assert!(summary[0]["pch_setup_s"].is_number(), "{summary}");
@@ -203,6 +213,15 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
     assert!(table.contains("| fixtures_cold | 3 | 3 |"), "{table}");
     assert!(
         table.contains("fixtures cold, precompiled headers against none:"),
+        "{table}"
+    );
+    assert!(
+        table.contains("verdicts of the 3 kernels both runs judged: all the same"),
+        "{table}"
+    );
+    assert!(
+        table.contains("verdicts of the 3 kernels both runs judged: 1 differ")
+            && table.contains("- L?/? s? k3: mismatch against ok"),
         "{table}"
     );
 }

@@ -231,6 +231,26 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
     );
     assert!(!dir.path().join("run3").join("records.jsonl").exists());
 
+    // So is a KBENCH_CUDA_HEADER that is neither choice: a typo must not build the other way.
+    let out = kbench()
+        .env("KBENCH_CUDA_HEADER", "lite")
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .device("cpu")
+                .out(dir.path().join("run4"))
+                .build(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KBENCH_CUDA_HEADER=\"lite\"") && err.contains("light"),
+        "{err}"
+    );
+    assert!(!dir.path().join("run4").join("records.jsonl").exists());
+
     // Usage errors are clap's exit code 2.
     let out = kbench()
         .args(RunBuilder::new().arg("--bogus").build())

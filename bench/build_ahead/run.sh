@@ -16,6 +16,10 @@
 #             --no-timing, built in place one at a time): no GPU needed -> $OUT/cpu_{cold,warm}
 # PCH (default on): `off` runs every step with KBENCH_PCH=off (no precompiled torch/extension.h);
 # `both` runs each cold run twice, side by side, the second without (<run>_nopch).
+# CUDA_HEADER (default full): `light` runs every step with KBENCH_CUDA_HEADER=light (a CUDA
+# source's torch/extension.h compiled as torch/types.h first); `both` adds a cold run with it
+# beside each cold run (<run>_light, its own empty cache), and summarize.py lists every kernel
+# whose verdict differs between the two.
 # SETUP_PCH=1: before each cold run with the headers, `kbench setup` makes them in its empty
 # cache (its output and time in <run>.setup); without it the run's own helper makes them in
 # the background, its builds using them once made.
@@ -35,6 +39,8 @@ LIMIT=${LIMIT:-540}
 WARM=${WARM:-1}
 PCH=${PCH:-on}
 SETUP_PCH=${SETUP_PCH:-0}
+CUDA_HEADER=${CUDA_HEADER:-full}
+[ "$CUDA_HEADER" = light ] && export KBENCH_CUDA_HEADER=light
 read -r -a EXTRA <<< "${ARGS:-}"
 W=${W:-/tmp/build-ahead}
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
@@ -87,6 +93,10 @@ cold_and_warm() {
         local suffix=_nopch; [ "$PCH" = off ] && suffix=""
         rm -rf "$cache-nopch"
         KBENCH_PCH=off run "${step}_cold$suffix" "$cache-nopch" "$@"
+    fi
+    if [ "$CUDA_HEADER" = both ]; then
+        rm -rf "$cache-light"
+        KBENCH_CUDA_HEADER=light run "${step}_cold_light" "$cache-light" "$@"
     fi
     if [ "$WARM" = 1 ]; then
         if [ "$PCH" = off ]; then

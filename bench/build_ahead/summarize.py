@@ -1,6 +1,8 @@
 """Summarises bench/build_ahead/run.sh's output folder: per run, seconds per kernel, the first
 verdict, the GPU's busy share after it, builds at once, peak host memory, and where each
-kernel's build went (ahead, or in its own worker). Python 3 standard library only.
+kernel's build went (ahead, or in its own worker); for runs side by side (`<step>_cold` and
+`<step>_cold_nopch` or `<step>_cold_light`), their ratio and every kernel whose verdict
+differs. Python 3 standard library only.
 
     python3 bench/build_ahead/summarize.py OUT > OUT/summary.md
 """
@@ -82,8 +84,21 @@ def summarize(out, name):
         "builds_complete": sum(1 for b in builds if b.get("complete")),
         "peak_host_mem_gib": (max(mem) - mem[0]) / 2**30 if mem else None,
         "outcomes": kinds,
+        # Each kernel's verdict, to compare runs side by side: (problem, candidate) -> kind.
+        "verdicts": {verdict_key(r): r["outcome"]["kind"] for r in kernels},
         "slowest_loads": [(round(s, 1), k) for s, k in slow_loads],
     }
+
+
+def verdict_key(r):
+    p, c = r.get("problem") or {}, r.get("candidate") or {}
+    return f"L{p.get('level', '?')}/{p.get('id', p.get('name', '?'))} s{c.get('sample', '?')} {c.get('name', '?')}"
+
+
+def differing(a, b):
+    """Kernels both runs judged, whose verdicts differ: [(kernel, a's, b's)]."""
+    va, vb = a["verdicts"], b["verdicts"]
+    return sorted((k, va[k], vb[k]) for k in va.keys() & vb.keys() if va[k] != vb[k])
 
 
 def fmt(x, spec):
@@ -93,7 +108,7 @@ def fmt(x, spec):
 def main():
     out = sys.argv[1]
     runs = []
-    for name in (f"{step}_{run}" for step in ("fixtures", "lb", "cpu") for run in ("cold", "cold_nopch", "warm")):
+    for name in (f"{step}_{run}" for step in ("fixtures", "lb", "cpu") for run in ("cold", "cold_nopch", "cold_light", "warm")):
         s = summarize(out, name)
         if s is not None:
             runs.append(s)
@@ -111,11 +126,22 @@ def main():
         setup = f"; headers made by setup first in {s['pch_setup_s']:.0f} s" if s["pch_setup_s"] is not None else ""
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}")
     by_name = {s["run"]: s for s in runs}
+    beside = (("nopch", "precompiled headers against none"), ("light", "the light CUDA header against torch's"))
     for step in ("fixtures", "lb", "cpu"):
-        on, off = by_name.get(f"{step}_cold"), by_name.get(f"{step}_cold_nopch")
-        if on and off and on["s_per_kernel"] and off["s_per_kernel"]:
-            print(f"\n{step} cold, precompiled headers against none: {on['s_per_kernel']:.2f} against "
-                  f"{off['s_per_kernel']:.2f} s a kernel ({on['s_per_kernel'] / off['s_per_kernel']:.2f}x the time)")
+        for suffix, what in beside:
+            base, other = by_name.get(f"{step}_cold"), by_name.get(f"{step}_cold_{suffix}")
+            if not (base and other):
+                continue
+            a, b = (base, other) if suffix == "nopch" else (other, base)
+            if a["s_per_kernel"] and b["s_per_kernel"]:
+                print(f"\n{step} cold, {what}: {a['s_per_kernel']:.2f} against {b['s_per_kernel']:.2f} s a "
+                      f"kernel ({a['s_per_kernel'] / b['s_per_kernel']:.2f}x the time)")
+            diff = differing(a, b)
+            common = len(a["verdicts"].keys() & b["verdicts"].keys())
+            print(f"{step} cold, verdicts of the {common} kernels both runs judged: "
+                  + ("all the same" if not diff else f"{len(diff)} differ"))
+            for k, va, vb in diff:
+                print(f"- {k}: {va} against {vb}")
 
 
 if __name__ == "__main__":

@@ -414,6 +414,11 @@ pub struct Environment {
     /// Absent in records written before kbench bounded its workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds: Option<Bounds>,
+    /// `light` where the run compiled CUDA sources' `torch/extension.h` as `torch/types.h`
+    /// first, and against torch's own header only where that failed (`KBENCH_CUDA_HEADER`);
+    /// absent: torch's own header, as without kbench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_header: Option<String>,
 }
 
 /// The bounds every worker of a run got (`--memory-cap`, `KBENCH_CANDIDATE_UID`).

@@ -355,6 +355,29 @@ pub(crate) fn already_built(build_dir: &Path) -> bool {
     build_dir.join(BUILT_MARKER).is_file()
 }
 
+/// `light`: a CUDA source's `torch/extension.h` is compiled as `torch/types.h` first, and
+/// against torch's own where that fails (`kbench_worker/cuda_header.py` says why and what it
+/// could change); unset, empty or `full`: torch's own, as without kbench.
+pub(crate) const CUDA_HEADER_ENV: &str = "KBENCH_CUDA_HEADER";
+
+/// Whether `KBENCH_CUDA_HEADER` asks for the light header; an error naming the variable for
+/// any other value (a typo must not silently build the other way).
+pub(crate) fn cuda_header_light() -> anyhow::Result<bool> {
+    cuda_header_choice(std::env::var(CUDA_HEADER_ENV).ok().as_deref())
+}
+
+fn cuda_header_choice(value: Option<&str>) -> anyhow::Result<bool> {
+    match value {
+        None | Some("" | "full") => Ok(false),
+        Some("light") => Ok(true),
+        Some(other) => anyhow::bail!(
+            "{CUDA_HEADER_ENV}={other:?} is not a choice: use light (a CUDA source's \
+             torch/extension.h compiled as torch/types.h first) or full (torch's own, the \
+             default)"
+        ),
+    }
+}
+
 /// Whether a candidate builds extensions when it is loaded (worth building ahead).
 pub(crate) fn builds_extensions(source: &str) -> bool {
     source.contains("load_inline") || source.contains("cpp_extension")
@@ -363,7 +386,8 @@ pub(crate) fn builds_extensions(source: &str) -> bool {
 /// The content-addressed build folder of a candidate's extensions: keyed by its source, the
 /// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
 /// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
-/// builds ahead, `kbench profile`). `uid`: the unprivileged uid the candidate runs as, when
+/// builds ahead, `kbench profile`), and apart for CUDA builds with the light header
+/// ([`CUDA_HEADER_ENV`]), so a folder built one way is never taken for the other. `uid`: the unprivileged uid the candidate runs as, when
 /// it changes uid; its folders are handed to that uid, so a folder of one uid is never one
 /// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
 pub(crate) fn extension_build_dir(
@@ -374,11 +398,26 @@ pub(crate) fn extension_build_dir(
     arch: Option<&str>,
     uid: Option<u32>,
 ) -> PathBuf {
+    let light = cuda_header_light().unwrap_or(false);
+    build_dir_of(cache, source_sha256, torch, device, arch, uid, light)
+}
+
+fn build_dir_of(
+    cache: &Path,
+    source_sha256: &str,
+    torch: &str,
+    device: kbench_record::Device,
+    arch: Option<&str>,
+    uid: Option<u32>,
+    light: bool,
+) -> PathBuf {
     let owner = uid.map(|u| format!("|uid {u}")).unwrap_or_default();
+    let light = light && device != kbench_record::Device::Cpu;
+    let header = if light { "|cuda header light" } else { "" };
     cache.join("torch_extensions").join(
         &kbench_suites::sha256_hex(
             format!(
-                "{}|{}|{}|{}{owner}",
+                "{}|{}|{}|{}{owner}{header}",
                 source_sha256,
                 torch,
                 super::device_for_worker(device),
@@ -392,6 +431,26 @@ pub(crate) fn extension_build_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cuda_header_choice_is_light_or_full_and_anything_else_is_refused() {
+        assert!(!cuda_header_choice(None).unwrap());
+        assert!(!cuda_header_choice(Some("")).unwrap());
+        assert!(!cuda_header_choice(Some("full")).unwrap());
+        assert!(cuda_header_choice(Some("light")).unwrap());
+        let err = cuda_header_choice(Some("lite")).unwrap_err().to_string();
+        assert!(err.contains("KBENCH_CUDA_HEADER=\"lite\""), "{err}");
+    }
+
+    #[test]
+    fn light_cuda_builds_get_folders_of_their_own_and_cpu_builds_are_untouched() {
+        let c = Path::new("/cache");
+        let cuda = kbench_record::Device::Cuda(0);
+        let cpu = kbench_record::Device::Cpu;
+        let of = |d, light| build_dir_of(c, "abc", "2.11", d, Some("9.0"), None, light);
+        assert_ne!(of(cuda, true), of(cuda, false));
+        assert_eq!(of(cpu, true), of(cpu, false));
+    }
 
     /// A build job's worker that cannot start: every job ends at once as not loaded.
     fn unstartable(job: &BuildJob) -> WorkerSpec {

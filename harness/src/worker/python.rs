@@ -38,6 +38,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("conventions.py"),
     worker_file!("cost.py"),
     worker_file!("cpu_heap.py"),
+    worker_file!("cuda_header.py"),
     worker_file!("families.py"),
     worker_file!("integrity.py"),
     worker_file!("ipc.py"),

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""nvcc on published CUDA kernel sources with torch's `torch/extension.h` and with kbench's
+light one (`KBENCH_CUDA_HEADER=light`: `torch/types.h`), side by side: seconds per compile,
+and which sources the light header does not serve (kbench compiles those again against
+torch's own). No GPU is needed: nvcc's front ends and the host compiler run on the CPU.
+
+    python3 cuda_header_probe.py --sources DIR --out OUT [--nvcc PATH] [-n 12] [--jobs 2]
+
+DIR holds candidate files (`.py`, as `kbench import` writes them, or a published set's own).
+No candidate code runs: each file is parsed (`ast`) and its longest string constant holding
+`__global__` is taken as its CUDA source, with what `load_inline` puts first
+(`torch/types.h`, `cuda.h`, `cuda_runtime.h`); files without one are skipped. The flags are
+torch's for a CUDA source of an extension (`COMMON_NVCC_FLAGS`, its include folders,
+`-std=c++17`, `-Xcompiler -fPIC`, one `--gpu-architecture`) plus `-O3`, which most of these
+sets pass; a candidate's own `extra_cuda_cflags` are not read. Each source is compiled both
+ways in one job (full first, then light), `--jobs` jobs at once, so both see the same load.
+
+Writes OUT/results.json (one entry per source) and OUT/summary.md.
+"""
+
+import argparse
+import ast
+import concurrent.futures as cf
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+LIGHT_HEADER = "#pragma once\n#include <torch/types.h>\n"
+
+
+def cuda_source(path):
+    """The file's longest string constant with `__global__`, or None."""
+    try:
+        tree = ast.parse(open(path, encoding="utf-8", errors="replace").read())
+    except SyntaxError:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+            if best is None or len(node.value) > len(best):
+                best = node.value
+    return best
+
+
+def flags(arch):
+    from torch.utils import cpp_extension as ext
+
+    out = ["-DTORCH_EXTENSION_NAME=probe", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    for inc in ext.include_paths(device_type="cuda"):
+        out += ["-isystem", inc]
+    import sysconfig
+
+    out += ["-isystem", sysconfig.get_paths()["include"]]
+    out += list(ext.COMMON_NVCC_FLAGS)
+    out += ["-std=c++17", "-Xcompiler", "-fPIC", f"--gpu-architecture={arch}", "-O3"]
+    return out
+
+
+def compile_once(nvcc, src, obj, base_flags, light_dir):
+    cmd = [nvcc, "-c", src, "-o", obj] + base_flags + (["-I", light_dir] if light_dir else [])
+    t = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    return time.monotonic() - t, p.returncode, (p.stdout + p.stderr)[-600:]
+
+
+def job(nvcc, work, name, source, base_flags, light_dir):
+    src = os.path.join(work, name + ".cu")
+    with open(src, "w") as f:
+        f.write(PRELUDE + source)
+    full_s, full_rc, full_err = compile_once(nvcc, src, src + ".full.o", base_flags, None)
+    light_s, light_rc, light_err = compile_once(nvcc, src, src + ".light.o", base_flags, light_dir)
+    return {
+        "source": name,
+        "full_s": round(full_s, 2),
+        "full_rc": full_rc,
+        "light_s": round(light_s, 2),
+        "light_rc": light_rc,
+        "full_error": full_err if full_rc else "",
+        "light_error": light_err if light_rc else "",
+    }
+
+
+def summarize(results, meta):
+    both = [r for r in results if r["full_rc"] == 0 and r["light_rc"] == 0]
+    lines = [
+        "# nvcc with torch/extension.h and with the light header (torch/types.h)",
+        "",
+        f"nvcc: {meta['nvcc_version']}; host compiler: {meta['host_compiler']}; torch {meta['torch']}; "
+        f"{meta['cores']} cores, {meta['jobs']} jobs at once; sources: {meta['sources']}.",
+        "",
+        f"- sources compiled: {len(results)}; both ways: {len(both)}",
+        f"- the light header does not serve (full builds, light fails): "
+        f"{sum(1 for r in results if r['full_rc'] == 0 and r['light_rc'] != 0)}",
+        f"- light builds, full fails: {sum(1 for r in results if r['full_rc'] != 0 and r['light_rc'] == 0)}",
+        f"- fail both ways: {sum(1 for r in results if r['full_rc'] != 0 and r['light_rc'] != 0)}",
+    ]
+    if both:
+        full = [r["full_s"] for r in both]
+        light = [r["light_s"] for r in both]
+        ratios = [r["light_s"] / r["full_s"] for r in both]
+        lines += [
+            "",
+            "| | full | light | light / full |",
+            "|---|---:|---:|---:|",
+            f"| median s | {statistics.median(full):.1f} | {statistics.median(light):.1f} | {statistics.median(ratios):.2f} |",
+            f"| sum s | {sum(full):.0f} | {sum(light):.0f} | {sum(light) / sum(full):.2f} |",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def tool_version(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()
+        return out[-1] if out else "?"
+    except OSError:
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sources", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--nvcc", default="nvcc")
+    ap.add_argument("-n", type=int, default=12, help="sources to compile (the first N by name)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--arch", default="sm_90")
+    a = ap.parse_args()
+    files = sorted(f for f in os.listdir(a.sources) if f.endswith(".py"))
+    picked = []
+    for f in files:
+        s = cuda_source(os.path.join(a.sources, f))
+        if s:
+            picked.append((f[:-3], s))
+        if len(picked) == a.n:
+            break
+    if not picked:
+        sys.exit(f"no CUDA source (a string with __global__) in the .py files of {a.sources}")
+    os.makedirs(a.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="cuda-header-probe-")
+    light_dir = os.path.join(work, "light")
+    os.makedirs(os.path.join(light_dir, "torch"))
+    with open(os.path.join(light_dir, "torch", "extension.h"), "w") as f:
+        f.write(LIGHT_HEADER)
+    import torch
+
+    base = flags(a.arch)
+    meta = {
+        "nvcc_version": tool_version([a.nvcc, "--version"]),
+        "host_compiler": tool_version(["sh", "-c", "c++ --version | head -1"]),
+        "torch": torch.__version__,
+        "cores": os.cpu_count(),
+        "jobs": a.jobs,
+        "sources": a.sources,
+        "flags": base,
+    }
+    with cf.ThreadPoolExecutor(a.jobs) as pool:
+        futures = [pool.submit(job, a.nvcc, work, n, s, base, light_dir) for n, s in picked]
+        results = []
+        for fu in cf.as_completed(futures):
+            r = fu.result()
+            results.append(r)
+            print(f"{r['source']}: full {r['full_s']:.1f} s (rc {r['full_rc']}), light {r['light_s']:.1f} s (rc {r['light_rc']})", flush=True)
+    results.sort(key=lambda r: r["source"])
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    summary = summarize(results, meta)
+    with open(os.path.join(a.out, "summary.md"), "w") as f:
+        f.write(summary)
+    print(summary)
+
+
+if __name__ == "__main__":
+    main()
