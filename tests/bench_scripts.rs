@@ -225,3 +225,77 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
         "{table}"
     );
 }
+
+/// A stand-in nvcc for cuda_header_probe.py: writes its `-o` file, and fails where it is given
+/// the light header's folder (`-I`) and the source needs Python.h (`PyObject`), as the real
+/// one does on a source that needs more than `torch/types.h`.
+const FAKE_NVCC: &str = r#"#!/usr/bin/env bash
+src=; out=; light=0; prev=
+for a in "$@"; do
+  case $prev in -c) src=$a ;; -o) out=$a ;; -I) light=1 ;; esac
+  prev=$a
+done
+if [ "$light" = 1 ] && grep -q PyObject "$src"; then echo "error: identifier PyObject is undefined" >&2; exit 2; fi
+head -1 "$src" > /dev/null && touch "$out"
+"#;
+
+/// bench/build_ahead/cuda_header_probe.py with a stand-in nvcc: each file's CUDA source is
+/// found without running it, compiled both ways, and the source the light header does not
+/// serve is counted; `--light-only` compiles the full way only for that one.
+#[test]
+fn the_cuda_header_probe_compiles_each_source_both_ways_and_counts_what_light_does_not_serve() {
+    crate::common::ensure_python();
+    let python =
+        kbench::worker::python::PythonChoice::resolve(None, &kbench::worker::python::cache_dir())
+            .python;
+    let tmp = tempfile::tempdir().unwrap();
+    let sources = tmp.path().join("sources");
+    std::fs::create_dir_all(&sources).unwrap();
+    let kernel = |body: &str| {
+        format!("import os\nos.environ['RAN'] = '1'\nSRC = r\"\"\"\n__global__ void k() {{}}\n{body}\n\"\"\"\nraise SystemExit('candidate code must not run')\n")
+    };
+    std::fs::write(sources.join("a_light.py"), kernel("int x;")).unwrap();
+    std::fs::write(sources.join("b_full.py"), kernel("PyObject* p;")).unwrap();
+    std::fs::write(sources.join("c_no_cuda.py"), "X = 'no kernel here'\n").unwrap();
+    let nvcc = tmp.path().join("nvcc");
+    std::fs::write(&nvcc, FAKE_NVCC).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for (light_only, out) in [(false, "both"), (true, "light")] {
+        let out = tmp.path().join(out);
+        let mut c = Command::new(&python);
+        c.arg("bench/build_ahead/cuda_header_probe.py")
+            .arg("--sources")
+            .arg(&sources)
+            .arg("--out")
+            .arg(&out)
+            .arg("--nvcc")
+            .arg(&nvcc)
+            .current_dir(repo_root())
+            // torch's include folders for a CUDA extension are under CUDA_HOME.
+            .env("CUDA_HOME", tmp.path());
+        if light_only {
+            c.arg("--light-only");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", show(&o));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
+                .unwrap();
+        let rows = r["results"].as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|x| x["source"].as_str().unwrap()).collect();
+        assert_eq!(names, ["a_light", "b_full"], "{r}");
+        assert_eq!(rows[0]["light_rc"], 0, "{r}");
+        assert_eq!(rows[1]["light_rc"], 2, "{r}");
+        assert_eq!(rows[1]["full_rc"], 0, "{r}");
+        assert_eq!(rows[0]["full_rc"].is_null(), light_only, "{r}");
+        let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        assert!(
+            summary.contains("the light header does not serve (full builds, light fails): 1")
+                && summary.contains("light builds, full fails: 0"),
+            "{summary}"
+        );
+    }
+}

@@ -5,6 +5,7 @@ and which sources the light header does not serve (kbench compiles those again a
 torch's own). No GPU is needed: nvcc's front ends and the host compiler run on the CPU.
 
     python3 cuda_header_probe.py --sources DIR --out OUT [--nvcc PATH] [-n 12] [--jobs 2]
+                                 [--skip K] [--light-only]
 
 DIR holds candidate files (`.py`, as `kbench import` writes them, or a published set's own).
 No candidate code runs: each file is parsed (`ast`) and its longest string constant holding
@@ -14,6 +15,9 @@ torch's for a CUDA source of an extension (`COMMON_NVCC_FLAGS`, its include fold
 `-std=c++17`, `-Xcompiler -fPIC`, one `--gpu-architecture`) plus `-O3`, which most of these
 sets pass; a candidate's own `extra_cuda_cflags` are not read. Each source is compiled both
 ways in one job (full first, then light), `--jobs` jobs at once, so both see the same load.
+`--light-only` compiles the light way alone, and the full way only where the light one fails:
+how many sources the light header serves, at half the cost. `--skip K` starts after the first
+K sources (by file name), to add sources to an earlier probe.
 
 Writes OUT/results.json (one entry per source) and OUT/summary.md.
 """
@@ -68,37 +72,46 @@ def compile_once(nvcc, src, obj, base_flags, light_dir):
     return time.monotonic() - t, p.returncode, (p.stdout + p.stderr)[-600:]
 
 
-def job(nvcc, work, name, source, base_flags, light_dir):
+def job(nvcc, work, name, source, base_flags, light_dir, light_only):
     src = os.path.join(work, name + ".cu")
     with open(src, "w") as f:
         f.write(PRELUDE + source)
-    full_s, full_rc, full_err = compile_once(nvcc, src, src + ".full.o", base_flags, None)
+    full_s = full_rc = full_err = None
+    if not light_only:
+        full_s, full_rc, full_err = compile_once(nvcc, src, src + ".full.o", base_flags, None)
     light_s, light_rc, light_err = compile_once(nvcc, src, src + ".light.o", base_flags, light_dir)
+    if light_only and light_rc:
+        full_s, full_rc, full_err = compile_once(nvcc, src, src + ".full.o", base_flags, None)
     return {
         "source": name,
-        "full_s": round(full_s, 2),
+        "full_s": None if full_s is None else round(full_s, 2),
         "full_rc": full_rc,
         "light_s": round(light_s, 2),
         "light_rc": light_rc,
         "full_error": full_err if full_rc else "",
+        "light_only": light_only,
         "light_error": light_err if light_rc else "",
     }
 
 
 def summarize(results, meta):
     both = [r for r in results if r["full_rc"] == 0 and r["light_rc"] == 0]
+    light_only = [r for r in results if r["full_rc"] is None]
     lines = [
         "# nvcc with torch/extension.h and with the light header (torch/types.h)",
         "",
         f"nvcc: {meta['nvcc_version']}; host compiler: {meta['host_compiler']}; torch {meta['torch']}; "
         f"{meta['cores']} cores, {meta['jobs']} jobs at once; sources: {meta['sources']}.",
         "",
-        f"- sources compiled: {len(results)}; both ways: {len(both)}",
+        f"- sources compiled: {len(results)}; both ways: {len(both)}; the light way alone (it built): {len(light_only)}",
         f"- the light header does not serve (full builds, light fails): "
         f"{sum(1 for r in results if r['full_rc'] == 0 and r['light_rc'] != 0)}",
-        f"- light builds, full fails: {sum(1 for r in results if r['full_rc'] != 0 and r['light_rc'] == 0)}",
+        f"- light builds, full fails: {sum(1 for r in results if r['full_rc'] not in (0, None) and r['light_rc'] == 0)}",
         f"- fail both ways: {sum(1 for r in results if r['full_rc'] != 0 and r['light_rc'] != 0)}",
     ]
+    if light_only:
+        light = [r["light_s"] for r in light_only]
+        lines += ["", f"The light way alone: median {statistics.median(light):.1f} s, sum {sum(light):.0f} s."]
     if both:
         full = [r["full_s"] for r in both]
         light = [r["light_s"] for r in both]
@@ -129,13 +142,18 @@ def main():
     ap.add_argument("-n", type=int, default=12, help="sources to compile (the first N by name)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--skip", type=int, default=0, help="start after the first K sources")
+    ap.add_argument("--light-only", action="store_true", help="the full way only where the light one fails")
     a = ap.parse_args()
     files = sorted(f for f in os.listdir(a.sources) if f.endswith(".py"))
     picked = []
+    seen = 0
     for f in files:
         s = cuda_source(os.path.join(a.sources, f))
         if s:
-            picked.append((f[:-3], s))
+            seen += 1
+            if seen > a.skip:
+                picked.append((f[:-3], s))
         if len(picked) == a.n:
             break
     if not picked:
@@ -155,16 +173,19 @@ def main():
         "torch": torch.__version__,
         "cores": os.cpu_count(),
         "jobs": a.jobs,
+        "skip": a.skip,
+        "light_only": a.light_only,
         "sources": a.sources,
         "flags": base,
     }
     with cf.ThreadPoolExecutor(a.jobs) as pool:
-        futures = [pool.submit(job, a.nvcc, work, n, s, base, light_dir) for n, s in picked]
+        futures = [pool.submit(job, a.nvcc, work, n, s, base, light_dir, a.light_only) for n, s in picked]
         results = []
         for fu in cf.as_completed(futures):
             r = fu.result()
             results.append(r)
-            print(f"{r['source']}: full {r['full_s']:.1f} s (rc {r['full_rc']}), light {r['light_s']:.1f} s (rc {r['light_rc']})", flush=True)
+            full = "-" if r["full_s"] is None else f"{r['full_s']:.1f} s (rc {r['full_rc']})"
+            print(f"{r['source']}: full {full}, light {r['light_s']:.1f} s (rc {r['light_rc']})", flush=True)
     results.sort(key=lambda r: r["source"])
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)

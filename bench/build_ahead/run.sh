@@ -9,7 +9,8 @@
 #   fixtures  tests/gpu/build_patterns: one kernel per build pattern (module level, __init__
 #             behind device work, behind torch.cuda.is_available(), the first call, `load` of
 #             files it writes, Triton's JIT, a build that fails, a constructor that raises,
-#             and a twin of identical source)                     -> $OUT/fixtures_{cold,warm}
+#             a twin of identical source, and a CUDA source the light header does not serve)
+#                                                                 -> $OUT/fixtures_{cold,warm}
 #   lb        KernelBenchLeaderboard's kernels (kbench import leaderboard $D/lb, fetched and
 #             never committed), LEVELS and SEL                      -> $OUT/lb_{cold,warm}
 #   cpu       tests/fixtures/build_patterns on the CPU (C++ extensions, smoke problems 1-2,
