@@ -294,7 +294,8 @@ fn the_cuda_header_probe_compiles_each_source_both_ways_and_counts_what_light_do
         let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
         assert!(
             summary.contains("the light header does not serve (full builds, light fails): 1")
-                && summary.contains("light builds, full fails: 0"),
+                && summary.contains("light builds, full fails: 0")
+                && summary.contains("not checked for 1 compiled the light way alone") == light_only,
             "{summary}"
         );
     }

@@ -15,30 +15,39 @@ So, with `KBENCH_CUDA_HEADER=light`, a ninja run that compiles CUDA sources firs
 `NVCC_APPEND_FLAGS=-I<build>/kbench-cuda-header`, a folder whose `torch/extension.h` is
 `torch/types.h` (torch's own include folders are `-isystem`, searched after `-I`). nvcc
 alone reads that variable: the C++ binding (`main.cpp`, which needs pybind11) is compiled as
-always. Where that build fails for what the compiler said (a source that uses `torch::nn`,
-pybind11, Python.h, anything beyond `torch/types.h`), ninja runs again without it and the
-source compiles against torch's own header: its build, and the kernel's verdict, are what
-they are without kbench, failures included (a failure of the binding alone is not tried
-again: nvcc's header does not change it). A build that succeeds is marked (`MARKER` in its folder, naming the header it
-was compiled with).
+always. Where nvcc refuses that build (a source that uses `torch::nn`, pybind11, Python.h,
+anything beyond `torch/types.h`), every CUDA object of the folder is removed (ninja does not
+see the flag, so objects built light would be kept) and ninja runs again without it: those
+sources compile against torch's own header, failures included, and the folder stays marked
+`full` for every later load. A failure of the binding alone is not tried again (nvcc's header
+does not change it). A build that succeeds is marked (`MARKER` in its folder, naming the
+header it was compiled with), and the header file is rewritten only when it differs: ninja
+keeps it among the objects' dependencies, and a new modification time would compile them all
+again at every load.
 
-What a light build could change: only which overload or specialisation a source picks when
-it compiles both ways, where a declaration visible only through the full header would win
-(none of torch's kernel-facing API is declared twice so). Hence opt-in until it is measured
-on published sets against the verdicts of full builds (`bench/build_ahead/run.sh
-CUDA_HEADER=both`).
+What a light build can change, so it stays opt-in: a source that compiles on the light header
+may fail, or pick another overload or specialisation, on torch's own, where a declaration only
+the full header makes clashes or wins (e.g. `using namespace torch;` and a variable of the
+source's own named `data`, ambiguous with `torch::data` only under the full header). Such a
+kernel builds here where it would not without kbench. `bench/build_ahead/cuda_header_probe.py`
+(both ways) and `bench/build_ahead/run.sh CUDA_HEADER=both` measure how often, on published
+sets.
 
 The folder is written into the candidate's own build folder, just before the ninja run: a
 candidate that changes it changes only its own build, which its code could do anyway."""
 
 import os
 import re
+import threading
 
 
 ENV = "KBENCH_CUDA_HEADER"
 # ninja's line for a failed step (`FAILED: [code=2] cuda.cuda.o` from ninja 1.13, without the
-# code before); torch names a CUDA source's object `<stem>.cuda.o`.
-_FAILED = re.compile(r"FAILED: (?:\[code=\d+\] )?(\S+)")
+# code before), the whole rest of the line (an object's name may hold spaces); torch names a
+# CUDA source's object `<stem>.cuda.o`.
+_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*?)\s*$", re.M)
+# A CUDA compile step of torch's build.ninja: `build OUT: cuda_compile IN` (`$ ` escapes).
+_CUDA_EDGE = re.compile(r"^build (.+?)(?<!\$): cuda_compile ")
 FOLDER = "kbench-cuda-header"
 MARKER = "kbench-cuda-header.txt"
 HEADER = """// kbench: torch/extension.h for a CUDA source, first attempt: torch/types.h, the part of
@@ -47,31 +56,49 @@ HEADER = """// kbench: torch/extension.h for a CUDA source, first attempt: torch
 #pragma once
 #include <torch/types.h>
 """
+# NVCC_APPEND_FLAGS is the process's: one build at a time changes it (a candidate may load
+# extensions from several threads).
+_LOCK = threading.Lock()
 
 
 def enabled():
     return os.environ.get(ENV) == "light"
 
 
-def _compiles_cuda(build_directory):
-    """Whether torch's `build.ninja` here has a CUDA compile step (nvcc)."""
+def _cuda_objects(build_directory):
+    """The outputs of torch's CUDA compile steps in `build.ninja` (absolute paths), or None
+    when it has none or cannot be read."""
     try:
         with open(os.path.join(build_directory, "build.ninja")) as f:
-            return any(line.startswith("rule cuda_compile") for line in f)
+            text = f.read()
     except OSError:
-        return False
+        return None
+    outs = []
+    for line in text.splitlines():
+        m = _CUDA_EDGE.match(line)
+        if m:
+            out = m.group(1).replace("$ ", " ").replace("$:", ":").replace("$$", "$")
+            outs.append(os.path.join(os.path.abspath(build_directory), out))
+    return outs or None
 
 
 def _write_header(build_directory):
-    """The light folder in the build folder (rewritten each time: the candidate may have
-    changed it); its path, or None where it cannot be written or nvcc could not be given it
-    (NVCC_APPEND_FLAGS splits on spaces)."""
+    """The light folder in the build folder; its path, or None where it cannot be written or
+    nvcc could not be given it (NVCC_APPEND_FLAGS splits on spaces). The header is written
+    only where it differs (the candidate may have changed it): ninja keeps it among the
+    objects' dependencies, and a new modification time would compile them all again."""
     folder = os.path.join(os.path.abspath(build_directory), FOLDER)
     if any(c.isspace() for c in folder):
         return None
+    path = os.path.join(folder, "torch", "extension.h")
+    try:
+        with open(path) as f:
+            if f.read() == HEADER:
+                return folder
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
         os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
-        path = os.path.join(folder, "torch", "extension.h")
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             f.write(HEADER)
@@ -79,6 +106,14 @@ def _write_header(build_directory):
     except OSError:
         return None
     return folder
+
+
+def _marked(build_directory):
+    try:
+        with open(os.path.join(build_directory, MARKER)) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _mark(build_directory, which):
@@ -91,30 +126,43 @@ def _mark(build_directory, which):
 
 def run(original, build_directory, verbose, error_prefix):
     """torch's ninja run (`original`), light first where enabled and a CUDA source is
-    compiled; torch's own header where the light build fails for the compiler's reasons."""
-    folder = _write_header(build_directory) if enabled() and _compiles_cuda(build_directory) else None
-    if folder is None:
+    compiled; torch's own header where nvcc refuses the light build."""
+    if not enabled():
         return original(build_directory, verbose, error_prefix)
-    before = os.environ.get("NVCC_APPEND_FLAGS")
-    os.environ["NVCC_APPEND_FLAGS"] = (before + " " if before else "") + "-I" + folder
-    try:
-        result = original(build_directory, verbose, error_prefix)
-        _mark(build_directory, "light: torch/types.h")
-        return result
-    except RuntimeError as exc:
-        # Again unless ninja names only steps that are not CUDA sources: the binding's
-        # failure does not depend on the header a CUDA source saw. Anything else (a CUDA
-        # object among the failed, or no step named) compiles again as without kbench.
-        failed = _FAILED.findall(str(exc))
-        if failed and not any(t.endswith(".cuda.o") for t in failed):
-            raise
-    finally:
-        if before is None:
-            os.environ.pop("NVCC_APPEND_FLAGS", None)
-        else:
-            os.environ["NVCC_APPEND_FLAGS"] = before
-    # The compiler refused the light build: torch's own header, as without kbench. ninja
-    # compiles what did not build (the CUDA object), the binding stays built.
-    result = original(build_directory, verbose, error_prefix)
-    _mark(build_directory, "full: torch/extension.h (the light build failed)")
-    return result
+    with _LOCK:
+        objects = _cuda_objects(build_directory)
+        # A folder whose CUDA objects were built with torch's header stays so: ninja does not
+        # see the flag, and a light run would take them as built light.
+        if objects is None or _marked(build_directory).startswith("full"):
+            return original(build_directory, verbose, error_prefix)
+        folder = _write_header(build_directory)
+        if folder is None:
+            return original(build_directory, verbose, error_prefix)
+        before = os.environ.get("NVCC_APPEND_FLAGS")
+        os.environ["NVCC_APPEND_FLAGS"] = (before + " " if before else "") + "-I" + folder
+        try:
+            result = original(build_directory, verbose, error_prefix)
+            _mark(build_directory, "light: torch/types.h")
+            return result
+        except RuntimeError as exc:
+            # Again unless ninja names only steps that are not CUDA sources: the binding's
+            # failure does not depend on the header a CUDA source saw. Anything else (a CUDA
+            # object among the failed, or no step named) compiles again as without kbench.
+            failed = [os.path.join(os.path.abspath(build_directory), t) for t in _FAILED.findall(str(exc))]
+            if failed and not any(t in objects for t in failed):
+                raise
+        finally:
+            if before is None:
+                os.environ.pop("NVCC_APPEND_FLAGS", None)
+            else:
+                os.environ["NVCC_APPEND_FLAGS"] = before
+        # nvcc refused the light build: every CUDA object again with torch's own header, as
+        # without kbench (those that built light go too, ninja does not see the flag); the
+        # binding stays built.
+        for obj in objects:
+            try:
+                os.remove(obj)
+            except OSError:
+                pass
+        _mark(build_directory, "full: torch/extension.h (the light build failed)")
+        return original(build_directory, verbose, error_prefix)

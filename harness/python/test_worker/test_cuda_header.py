@@ -27,18 +27,25 @@ EXTENSION_H = "#pragma once\n#include <torch/types.h>\nint full_api();\n"
 
 # The CUDA step: a compiler that appends NVCC_APPEND_FLAGS to its arguments, like nvcc, and
 # logs each call. `$$` is ninja's `$`.
-NINJA = """\
+NINJA_HEAD = """\
 ninja_required_version = 1.3
 rule cuda_compile
+  depfile = $out.d
+  deps = gcc
   command = sh {nvcc} $in $out
 rule compile
-  command = g++ -isystem {torch} -c $in -o $out
+  command = sh {binding} $in $out
 build main.o: compile {main}
-build cuda.cuda.o: cuda_compile {cu}
 """
+# The CUDA step: a compiler that appends NVCC_APPEND_FLAGS to its arguments, like nvcc, writes
+# its dependencies as torch's rule asks (`-MD`), and logs each call.
 NVCC = """\
 echo "$NVCC_APPEND_FLAGS" >> {calls}
-exec g++ -x c++ -isystem {torch} -c "$1" -o "$2" $NVCC_APPEND_FLAGS
+exec g++ -x c++ -isystem {torch} -MD -MF "$2.d" -c "$1" -o "$2" $NVCC_APPEND_FLAGS
+"""
+BINDING = """\
+echo binding >> {calls}
+exec g++ -isystem {torch} -c "$1" -o "$2"
 """
 
 
@@ -59,24 +66,34 @@ class LightHeaderBuilds(unittest.TestCase):
                 f.write(text)
         self.torch_dir = torch_dir
         self.calls = os.path.join(self.tmp, "nvcc-calls.txt")
+        self.binding_calls = os.path.join(self.tmp, "binding-calls.txt")
         self.nvcc = os.path.join(self.tmp, "nvcc.sh")
         with open(self.nvcc, "w") as f:
             f.write(NVCC.format(calls=self.calls, torch=torch_dir))
+        self.binding = os.path.join(self.tmp, "binding.sh")
+        with open(self.binding, "w") as f:
+            f.write(BINDING.format(calls=self.binding_calls, torch=torch_dir))
         env = mock.patch.dict(os.environ, {cuda_header.ENV: "light"})
         env.start()
         self.addCleanup(env.stop)
         os.environ.pop("NVCC_APPEND_FLAGS", None)
 
-    def build_dir(self, cu_body, main_body="int binding() { return 0; }\n"):
+    def build_dir(self, *cu_bodies, main_body="int binding() { return 0; }\n", names=None):
+        """A build folder as torch writes one: the binding and one CUDA source per body."""
         d = tempfile.mkdtemp(dir=self.tmp)
-        cu = os.path.join(d, "cuda.cu")
         main = os.path.join(d, "main.cpp")
-        with open(cu, "w") as f:
-            f.write("#include <torch/extension.h>\n" + textwrap.dedent(cu_body))
         with open(main, "w") as f:
             f.write("#include <torch/extension.h>\n" + main_body)
+        ninja = NINJA_HEAD.format(nvcc=self.nvcc, binding=self.binding, main=main)
+        for i, body in enumerate(cu_bodies):
+            stem = names[i] if names else ("cuda" if i == 0 else f"cuda{i}")
+            cu = os.path.join(d, stem + ".cu")
+            with open(cu, "w") as f:
+                f.write("#include <torch/extension.h>\n" + textwrap.dedent(body))
+            esc = lambda p: p.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")  # noqa: E731
+            ninja += f"build {esc(stem)}.cuda.o: cuda_compile {esc(cu)}\n"
         with open(os.path.join(d, "build.ninja"), "w") as f:
-            f.write(NINJA.format(nvcc=self.nvcc, torch=self.torch_dir, main=main, cu=cu))
+            f.write(ninja)
         return d
 
     def nvcc_calls(self):
@@ -86,9 +103,21 @@ class LightHeaderBuilds(unittest.TestCase):
         except FileNotFoundError:
             return []
 
+    def binding_runs(self):
+        try:
+            with open(self.binding_calls) as f:
+                return len(f.read().splitlines())
+        except FileNotFoundError:
+            return 0
+
     def build(self, d):
         """As a build job builds: torch's ninja run behind the failure-recording wrapper."""
         run = build_failures._recording(cpp_extension._run_ninja_build)
+        return run(d, False, "Error building extension 'x'")
+
+    def load(self, d):
+        """As the evaluating worker loads it afterwards: behind the replaying wrapper."""
+        run = build_failures._replaying(cpp_extension._run_ninja_build)
         return run(d, False, "Error building extension 'x'")
 
     def marker(self, d):
@@ -125,14 +154,45 @@ class LightHeaderBuilds(unittest.TestCase):
         with open(os.path.join(d, build_failures.RECORD)) as f:
             record = json.load(f)
         self.assertEqual(record["message"], str(raised.exception))
-        self.assertFalse(os.path.exists(os.path.join(d, cuda_header.MARKER)))
+        self.assertTrue(self.marker(d).startswith("full"))
+        # The evaluating worker replays that failure without a compiler.
+        with self.assertRaises(RuntimeError) as again:
+            self.load(d)
+        self.assertEqual(str(again.exception), str(raised.exception))
+        self.assertEqual(len(self.nvcc_calls()), 2)
 
     def test_a_failing_binding_is_not_compiled_again(self):
-        d = self.build_dir("int kernel() { return light_api(); }\n", "int binding() { return nope(); }\n")
+        d = self.build_dir("int kernel() { return light_api(); }\n", main_body="int binding() { return nope(); }\n")
         with self.assertRaises(RuntimeError) as raised:
             self.build(d)
         self.assertIn("FAILED: ", str(raised.exception))
-        self.assertEqual(len(self.nvcc_calls()), 1)
+        self.assertIn("main.o", str(raised.exception))
+        self.assertEqual(self.binding_runs(), 1, "the binding's failure was compiled again")
+        self.assertLessEqual(len(self.nvcc_calls()), 1)
+
+    def test_what_built_is_not_compiled_again_when_loaded(self):
+        for bodies in (["int kernel() { return light_api(); }\n"], ["int kernel() { return full_api(); }\n"]):
+            d = self.build_dir(*bodies)
+            self.build(d)
+            calls = len(self.nvcc_calls())
+            self.load(d)
+            self.build(d)
+            self.assertEqual(len(self.nvcc_calls()), calls, f"compiled again: {bodies}")
+
+    def test_cuda_objects_built_light_are_built_again_with_the_full_header_beside_one_that_needs_it(self):
+        d = self.build_dir("int a() { return light_api(); }\n", "int b() { return full_api(); }\n")
+        self.build(d)
+        calls = self.nvcc_calls()
+        # Light: both (one fails); full: both again.
+        self.assertEqual(sum(1 for c in calls if cuda_header.FOLDER in c), 2, calls)
+        self.assertEqual(sum(1 for c in calls if c == ""), 2, calls)
+        self.assertTrue(self.marker(d).startswith("full"))
+
+    def test_an_object_name_with_a_space_is_retried(self):
+        d = self.build_dir("int kernel() { return full_api(); }\n", names=["my k"])
+        self.build(d)
+        self.assertTrue(self.marker(d).startswith("full"))
+        self.assertTrue(os.path.isfile(os.path.join(d, "my k.cuda.o")))
 
     def test_off_by_default_and_nothing_written(self):
         os.environ.pop(cuda_header.ENV)

@@ -447,6 +447,7 @@ mod tests {
             weight_seed: 42,
             shard: shard.map(Into::into),
             record_mac: Some(RECORD_MAC.into()),
+            cuda_header: None,
             planned: None,
         }
     }

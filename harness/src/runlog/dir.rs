@@ -145,6 +145,7 @@ impl RunDir {
             let manifest = RunManifest {
                 run_id,
                 record_mac: Some(RECORD_MAC.into()),
+                cuda_header: None,
                 planned: Some(asked.planned.clone().unwrap_or_else(|| {
                     kbench_record::Plan::new(kbench_record::PlannedKernels::Ahead)
                 })),
@@ -309,6 +310,7 @@ mod tests {
             weight_seed: 42,
             shard: None,
             record_mac: None,
+            cuda_header: None,
             planned: None,
         }
     }

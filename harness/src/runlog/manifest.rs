@@ -50,6 +50,10 @@ pub struct RunManifest {
     /// whose lines are read unverified; a resumed run keeps what it recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) record_mac: Option<String>,
+    /// `light` where CUDA sources' `torch/extension.h` was compiled as `torch/types.h` first
+    /// (`KBENCH_CUDA_HEADER`); absent: torch's own header (and in runs made before the choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cuda_header: Option<String>,
     /// Every evaluation the run plans: the problems and the kernels of each (see
     /// [`kbench_record::Plan`]). A record that is not written, deleted, or does not verify
     /// leaves its planned evaluation missing, which reports count as not correct. Absent in
@@ -161,6 +165,14 @@ impl RunManifest {
                 return Some(format!("{name}: recorded {a}, now {b}"));
             }
         }
+        if self.cuda_header != other.cuda_header {
+            let show = |h: &Option<String>| h.clone().unwrap_or_else(|| "full".to_string());
+            return Some(format!(
+                "KBENCH_CUDA_HEADER: recorded {}, now {}",
+                show(&self.cuda_header),
+                show(&other.cuda_header)
+            ));
+        }
         if self.trials != other.trials {
             return Some(format!(
                 "trials: recorded {}, now {}",
@@ -252,6 +264,7 @@ mod tests {
             weight_seed: 42,
             shard: None,
             record_mac: Some(super::super::RECORD_MAC.into()),
+            cuda_header: None,
             planned: None,
         }
     }
@@ -267,6 +280,15 @@ mod tests {
         let said = a.conflict(&b).unwrap();
         assert_eq!(said, "timed calls: recorded 100, now none (--no-timing)");
         assert!(!said.contains("Some(") && !said.contains("None"), "{said}");
+        // A resume under another CUDA header would mix records built two ways.
+        let light = RunManifest {
+            cuda_header: Some("light".into()),
+            ..manifest()
+        };
+        assert_eq!(
+            manifest().conflict(&light).unwrap(),
+            "KBENCH_CUDA_HEADER: recorded full, now light"
+        );
     }
 
     #[test]

@@ -386,7 +386,7 @@ pub(crate) fn builds_extensions(source: &str) -> bool {
 /// The content-addressed build folder of a candidate's extensions: keyed by its source, the
 /// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
 /// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
-/// builds ahead, `kbench profile`), and apart for CUDA builds with the light header
+/// builds ahead, `kbench profile`), and apart for builds with the light CUDA header
 /// ([`CUDA_HEADER_ENV`]), so a folder built one way is never taken for the other. `uid`: the unprivileged uid the candidate runs as, when
 /// it changes uid; its folders are handed to that uid, so a folder of one uid is never one
 /// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
@@ -412,7 +412,7 @@ fn build_dir_of(
     light: bool,
 ) -> PathBuf {
     let owner = uid.map(|u| format!("|uid {u}")).unwrap_or_default();
-    let light = light && device != kbench_record::Device::Cpu;
+    // On every device: a CPU run on a host with nvcc builds CUDA sources too.
     let header = if light { "|cuda header light" } else { "" };
     cache.join("torch_extensions").join(
         &kbench_suites::sha256_hex(
@@ -443,13 +443,13 @@ mod tests {
     }
 
     #[test]
-    fn light_cuda_builds_get_folders_of_their_own_and_cpu_builds_are_untouched() {
+    fn builds_with_the_light_cuda_header_get_folders_of_their_own_on_every_device() {
         let c = Path::new("/cache");
-        let cuda = kbench_record::Device::Cuda(0);
-        let cpu = kbench_record::Device::Cpu;
         let of = |d, light| build_dir_of(c, "abc", "2.11", d, Some("9.0"), None, light);
-        assert_ne!(of(cuda, true), of(cuda, false));
-        assert_eq!(of(cpu, true), of(cpu, false));
+        for d in [kbench_record::Device::Cuda(0), kbench_record::Device::Cpu] {
+            assert_ne!(of(d, true), of(d, false), "{d}");
+            assert_eq!(of(d, false), of(d, false));
+        }
     }
 
     /// A build job's worker that cannot start: every job ends at once as not loaded.
