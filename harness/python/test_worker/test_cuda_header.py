@@ -15,6 +15,8 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 import unittest
 from unittest import mock
 
@@ -219,6 +221,40 @@ class LightHeaderBuilds(unittest.TestCase):
         self.build(d)
         self.assertTrue(self.nvcc_calls()[0].startswith("-DKEPT=1 -I"))
         self.assertEqual(os.environ["NVCC_APPEND_FLAGS"], "-DKEPT=1")
+
+
+class OneBuildAtATime(unittest.TestCase):
+    """Loads from two threads: each build sees only its own folder, and the variable is as it
+    was once both are done (without the lock, the second saved the first's flag as what to
+    restore, and left it set)."""
+
+    def test_overlapping_builds_see_their_own_folder_and_restore_the_variable(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        dirs = []
+        for i in range(2):
+            d = os.path.join(tmp, f"b{i}")
+            os.makedirs(d)
+            with open(os.path.join(d, "build.ninja"), "w") as f:
+                f.write("rule cuda_compile\n  command = x\nbuild cuda.cuda.o: cuda_compile cuda.cu\n")
+            dirs.append(d)
+        seen = {}
+
+        def original(build_directory, verbose, error_prefix):
+            seen[build_directory] = os.environ.get("NVCC_APPEND_FLAGS")
+            time.sleep(0.2)
+
+        with mock.patch.dict(os.environ, {cuda_header.ENV: "light"}):
+            os.environ.pop("NVCC_APPEND_FLAGS", None)
+            threads = [threading.Thread(target=cuda_header.run, args=(original, d, False, "")) for d in dirs]
+            for t in threads:
+                t.start()
+                time.sleep(0.05)
+            for t in threads:
+                t.join()
+            self.assertNotIn("NVCC_APPEND_FLAGS", os.environ)
+        for d in dirs:
+            self.assertEqual(seen[d], "-I" + os.path.join(d, cuda_header.FOLDER))
 
 
 if __name__ == "__main__":
