@@ -145,7 +145,6 @@ impl RunDir {
             let manifest = RunManifest {
                 run_id,
                 record_mac: Some(RECORD_MAC.into()),
-                cuda_header: None,
                 planned: Some(asked.planned.clone().unwrap_or_else(|| {
                     kbench_record::Plan::new(kbench_record::PlannedKernels::Ahead)
                 })),
@@ -340,5 +339,24 @@ mod tests {
         assert!(run.is_recorded(&recs[1].key()));
         assert_eq!(run.notes.len(), 1, "{:?}", run.notes);
         assert!(run.notes[0].contains("line 2: not JSON"), "{:?}", run.notes);
+    }
+
+    #[test]
+    fn a_run_with_the_light_cuda_header_records_it_and_resumes_under_it_only() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("run");
+        let light = || RunManifest {
+            cuda_header: Some("light".into()),
+            ..asked()
+        };
+        let run = RunDir::open(&root, false, None, light()).unwrap();
+        assert_eq!(run.manifest.cuda_header.as_deref(), Some("light"));
+        drop(run);
+        assert!(RunDir::open(&root, true, None, light()).is_ok());
+        let err = RunDir::open(&root, true, None, asked()).err().unwrap();
+        assert!(
+            format!("{err:#}").contains("KBENCH_CUDA_HEADER: recorded light, now full"),
+            "{err:#}"
+        );
     }
 }

@@ -117,7 +117,6 @@ fn a_run_from_before_run_json_was_signed_reads_with_its_lines_verified() {
     s.save(&dir.join(SECRET)).unwrap();
     let m = RunManifest {
         record_mac: Some(LEGACY_RECORD_MAC.into()),
-        cuda_header: None,
         ..asked()
     };
     std::fs::write(dir.join(MANIFEST), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
@@ -133,7 +132,6 @@ fn a_run_from_before_run_json_was_signed_reads_with_its_lines_verified() {
     // Written before records were signed at all: unverified, so refused unless asked.
     let m = RunManifest {
         record_mac: None,
-        cuda_header: None,
         ..asked()
     };
     std::fs::write(dir.join(MANIFEST), serde_json::to_vec_pretty(&m).unwrap()).unwrap();
