@@ -210,46 +210,36 @@ fn bad_input_gets_a_clear_error_naming_the_thing() {
         "{err}"
     );
 
-    // A bad KBENCH_KEEP_CACHED_BYTES (every worker would refuse it) is one error at the start,
-    // naming the variable and its value, before any problem runs.
-    let out = kbench()
-        .env("KBENCH_KEEP_CACHED_BYTES", "8GiB")
-        .args(
-            RunBuilder::new()
-                .suite("smoke")
-                .device("cpu")
-                .out(dir.path().join("run3"))
-                .build(),
-        )
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("KBENCH_KEEP_CACHED_BYTES=\"8GiB\"") && err.contains("whole number of bytes"),
-        "{err}"
+    // A bad environment variable is one error at the start, naming the variable and its
+    // value, before any problem runs: KBENCH_KEEP_CACHED_BYTES (every worker would refuse
+    // it), and KBENCH_CUDA_HEADER that is neither choice (a typo must not build the other way).
+    let refused_at_start = |var: &str, value: &str, out_name: &str, says: &str| {
+        let out = kbench()
+            .env(var, value)
+            .args(
+                RunBuilder::new()
+                    .suite("smoke")
+                    .device("cpu")
+                    .out(dir.path().join(out_name))
+                    .build(),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{var}=\"{value}\"")) && err.contains(says),
+            "{err}"
+        );
+        assert!(!dir.path().join(out_name).join("records.jsonl").exists());
+    };
+    refused_at_start(
+        "KBENCH_KEEP_CACHED_BYTES",
+        "8GiB",
+        "run3",
+        "whole number of bytes",
     );
-    assert!(!dir.path().join("run3").join("records.jsonl").exists());
-
-    // So is a KBENCH_CUDA_HEADER that is neither choice: a typo must not build the other way.
-    let out = kbench()
-        .env("KBENCH_CUDA_HEADER", "lite")
-        .args(
-            RunBuilder::new()
-                .suite("smoke")
-                .device("cpu")
-                .out(dir.path().join("run4"))
-                .build(),
-        )
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("KBENCH_CUDA_HEADER=\"lite\"") && err.contains("light"),
-        "{err}"
-    );
-    assert!(!dir.path().join("run4").join("records.jsonl").exists());
+    refused_at_start("KBENCH_CUDA_HEADER", "lite", "run4", "light");
 
     // Usage errors are clap's exit code 2.
     let out = kbench()

@@ -126,13 +126,14 @@ def main():
         setup = f"; headers made by setup first in {s['pch_setup_s']:.0f} s" if s["pch_setup_s"] is not None else ""
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}")
     by_name = {s["run"]: s for s in runs}
-    beside = (("nopch", "precompiled headers against none"), ("light", "the light CUDA header against torch's"))
+    # (the first run, the second, what the pair compares): the setting's run first.
+    beside = (("cold", "cold_nopch", "precompiled headers against none"),
+              ("cold_light", "cold", "the light CUDA header against torch's"))
     for step in ("fixtures", "lb", "cpu"):
-        for suffix, what in beside:
-            base, other = by_name.get(f"{step}_cold"), by_name.get(f"{step}_cold_{suffix}")
-            if not (base and other):
+        for first, second, what in beside:
+            a, b = by_name.get(f"{step}_{first}"), by_name.get(f"{step}_{second}")
+            if not (a and b):
                 continue
-            a, b = (base, other) if suffix == "nopch" else (other, base)
             if a["s_per_kernel"] and b["s_per_kernel"]:
                 print(f"\n{step} cold, {what}: {a['s_per_kernel']:.2f} against {b['s_per_kernel']:.2f} s a "
                       f"kernel ({a['s_per_kernel'] / b['s_per_kernel']:.2f}x the time)")

@@ -40,6 +40,7 @@ import os
 import re
 import threading
 
+from .pch import _write_whole
 
 ENV = "KBENCH_CUDA_HEADER"
 # ninja's line for a failed step (`FAILED: [code=2] cuda.cuda.o` from ninja 1.13, without the
@@ -99,10 +100,7 @@ def _write_header(build_directory):
         pass
     try:
         os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(HEADER)
-        os.replace(tmp, path)
+        _write_whole(path, HEADER)
     except OSError:
         return None
     return folder

@@ -147,9 +147,7 @@ pub(crate) fn environment_base(
         hostname: hostname(),
         containment: Some(containment.name().to_string()),
         bounds: Some(bounds),
-        cuda_header: crate::worker::build::cuda_header_light()
-            .unwrap_or(false)
-            .then(|| "light".to_string()),
+        cuda_header: crate::worker::build::cuda_header_label(),
     }
 }
 

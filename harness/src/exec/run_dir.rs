@@ -41,9 +41,7 @@ pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,
-        cuda_header: crate::worker::build::cuda_header_light()
-            .unwrap_or(false)
-            .then(|| "light".to_string()),
+        cuda_header: crate::worker::build::cuda_header_label(),
         planned: None,
     }
 }

@@ -366,6 +366,14 @@ pub(crate) fn cuda_header_light() -> anyhow::Result<bool> {
     cuda_header_choice(std::env::var(CUDA_HEADER_ENV).ok().as_deref())
 }
 
+/// What runs and records say of the choice: `light`, or nothing for torch's own header (an
+/// invalid value was refused where the run started).
+pub(crate) fn cuda_header_label() -> Option<String> {
+    cuda_header_light()
+        .unwrap_or(false)
+        .then(|| "light".to_string())
+}
+
 fn cuda_header_choice(value: Option<&str>) -> anyhow::Result<bool> {
     match value {
         None | Some("" | "full") => Ok(false),
@@ -387,8 +395,8 @@ pub(crate) fn builds_extensions(source: &str) -> bool {
 /// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
 /// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
 /// builds ahead, `kbench profile`), and apart for builds with the light CUDA header
-/// ([`CUDA_HEADER_ENV`]), so a folder built one way is never taken for the other. `uid`: the unprivileged uid the candidate runs as, when
-/// it changes uid; its folders are handed to that uid, so a folder of one uid is never one
+/// ([`CUDA_HEADER_ENV`]), so a folder built one way is never taken for the other. `uid`: the
+/// unprivileged uid the candidate runs as, when it changes uid; its folders are handed to that uid, so a folder of one uid is never one
 /// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
 pub(crate) fn extension_build_dir(
     cache: &Path,
