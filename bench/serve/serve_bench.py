@@ -493,6 +493,21 @@ def met(flag):
     return {True: "met", False: "**missed**", None: "—"}[flag]
 
 
+def sessions_line(m):
+    """The reference sessions the service opened and reused by the end of the throughput step
+    (its `kbench_serve_reference_sessions_*_total` counters), or None when it has none."""
+    counts = {}
+    for k, v in m.items():
+        got = re.match(r'kbench_serve_reference_sessions_(opened|reused)_total\{.*"pass": "([a-z]+)"', k)
+        if got:
+            counts.setdefault(got.group(2), {})[got.group(1)] = int(v)
+    if not counts:
+        return None
+    return "Reference sessions after the throughput step: " + "; ".join(
+        f"{p} pass {c.get('opened', 0)} opened, {c.get('reused', 0)} reused" for p, c in sorted(counts.items())
+    ) + "."
+
+
 def summary_md(r):
     lines = [f"# kbench serve bench, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(r['started_unix_s']))}", ""]
     h = r.get("service", {})
@@ -550,6 +565,9 @@ def summary_md(r):
     if pub.get("outcomes"):
         lines.append("Published outcomes: " + ", ".join(f"{k} {v}" for k, v in pub["outcomes"].items()) + ".")
         lines.append("")
+    sessions = sessions_line(r.get("metrics_after_throughput") or {})
+    if sessions:
+        lines += [sessions, ""]
     m = r.get("metrics_end") or {}
     q = {}
     for kind in ("api", "verdict"):

@@ -166,6 +166,21 @@ class RunSh(unittest.TestCase):
             self.assertFalse((out / "serve.log").exists())
 
 
+class SessionsLine(unittest.TestCase):
+    def test_the_summary_says_how_many_reference_sessions_each_pass_opened_and_reused(self):
+        m = {
+            'kbench_serve_reference_sessions_opened_total{"pass": "public"}': 6.0,
+            'kbench_serve_reference_sessions_reused_total{"pass": "public"}': 18.0,
+            'kbench_serve_reference_sessions_opened_total{"pass": "ranked"}': 2.0,
+            'kbench_serve_evaluations_total': 48.0,
+        }
+        self.assertEqual(
+            serve_bench.sessions_line(m),
+            "Reference sessions after the throughput step: public pass 6 opened, 18 reused; ranked pass 2 opened, 0 reused.",
+        )
+        self.assertIsNone(serve_bench.sessions_line({"kbench_serve_evaluations_total": 1.0}))
+
+
 class SelfTest(unittest.TestCase):
     def test_self_test_passes(self):
         r = subprocess.run([sys.executable, str(HERE / "serve_bench.py"), "--self-test"], capture_output=True, text=True, timeout=300)

@@ -154,6 +154,15 @@ impl Queue {
         lock(&self.held)[idx].remove(pkey);
     }
 
+    /// Problems an executor would take up without opening a session: those whose session
+    /// one holds open, and those with a batch queued (its session opens when it is taken,
+    /// and stays open for the problem's next batch).
+    pub(crate) fn warm(&self) -> HashSet<String> {
+        let mut warm: HashSet<String> = lock(&self.held).iter().flatten().cloned().collect();
+        warm.extend(lock(&self.state).batches.iter().map(|b| b.pkey.clone()));
+        warm
+    }
+
     /// The batch executor `idx` takes next ([`choose`]), holding `mine` open. With `wait`,
     /// an empty queue is waited on for a while (then `Nothing`: the executor looks around
     /// and asks again).

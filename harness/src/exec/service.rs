@@ -85,6 +85,8 @@ struct State {
     counters: Counters,
     /// Why the service stopped, when it stopped on an error.
     failure: Mutex<Option<String>>,
+    /// The executors' queue, while the service thread runs.
+    queue: Mutex<Option<Arc<Queue>>>,
 }
 
 /// How the record that answers a submitted candidate came about.
@@ -271,6 +273,16 @@ impl Service {
         self.state.counters.snapshot()
     }
 
+    /// The keys of the problems a submission would find warm: a reference session open on
+    /// an executor, or a batch queued (see [`Queue::warm`]). Empty before the executors run
+    /// and after they stop.
+    pub(crate) fn warm_problems(&self) -> std::collections::HashSet<String> {
+        lock(&self.state.queue)
+            .as_ref()
+            .map(|q| q.warm())
+            .unwrap_or_default()
+    }
+
     /// Lets queued work finish, stops the executors and returns what was done.
     pub(crate) fn finish(&self) -> Result<ServiceStats> {
         self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -408,7 +420,8 @@ fn serve(
                 .collect(),
         ),
     };
-    let queue = Queue::new(stations.len());
+    let queue = Arc::new(Queue::new(stations.len()));
+    *lock(&state.queue) = Some(Arc::clone(&queue));
     let progress = progress_bar(0, true);
     let shared = Shared {
         queue: &queue,
@@ -441,6 +454,7 @@ fn serve(
     });
     // Whatever is still queued (stopped, or no executor left) is answered by hanging up.
     queue.drain();
+    lock(&state.queue).take();
     lock(&answers.waiting).clear();
     if let Some(s) = sampler {
         s.stop();

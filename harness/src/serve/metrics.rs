@@ -49,6 +49,9 @@ pub(crate) struct Metrics {
     api: Mutex<Window>,
     verdict: Mutex<Window>,
     responses: Mutex<BTreeMap<u16, u64>>,
+    /// Per pass: reference sessions its engine opened, and evaluations that found theirs
+    /// open (the engine's own counts, copied after each batch).
+    sessions: Mutex<BTreeMap<&'static str, (u64, u64)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,7 +68,13 @@ impl Metrics {
             api: Mutex::new(Window::default()),
             verdict: Mutex::new(Window::default()),
             responses: Mutex::new(BTreeMap::new()),
+            sessions: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The reference sessions `pass`'s engine has opened and reused so far.
+    pub(crate) fn sessions(&self, pass: &'static str, opened: u64, reused: u64) {
+        lock(&self.sessions).insert(pass, (opened, reused));
     }
 
     pub(crate) fn cache_hit(&self) {
@@ -188,6 +197,25 @@ impl Metrics {
                 .collect();
             gauge(name, help, "summary", lines);
         }
+        let sessions = lock(&self.sessions).clone();
+        for (name, help, pick) in [
+            (
+                "kbench_serve_reference_sessions_opened_total",
+                "Reference sessions opened (a reference worker started and its problem loaded), by pass.",
+                (|c: &(u64, u64)| c.0) as fn(&(u64, u64)) -> u64,
+            ),
+            (
+                "kbench_serve_reference_sessions_reused_total",
+                "Batches that found their problem's reference session open, by pass.",
+                |c: &(u64, u64)| c.1,
+            ),
+        ] {
+            let lines = sessions
+                .iter()
+                .map(|(p, c)| (format!("{{pass=\"{p}\"}}"), pick(c) as f64))
+                .collect();
+            gauge(name, help, "counter", lines);
+        }
         let responses = lock(&self.responses)
             .iter()
             .map(|(s, n)| (format!("{{status=\"{s}\"}}"), *n as f64))
@@ -220,5 +248,22 @@ mod tests {
         assert_eq!(m.evaluations.load(Ordering::Relaxed), 1);
         assert_eq!(m.cache_hits.load(Ordering::Relaxed), 2);
         assert_eq!(lock(&m.busy_s).get("cpu").copied(), Some(2.0));
+    }
+
+    #[test]
+    fn reference_sessions_are_counted_per_pass_as_the_engine_last_said() {
+        let m = Metrics::new();
+        m.sessions("public", 1, 0);
+        m.sessions("public", 3, 7);
+        m.sessions("ranked", 2, 1);
+        let text = m.render(None);
+        for line in [
+            "kbench_serve_reference_sessions_opened_total{pass=\"public\"} 3",
+            "kbench_serve_reference_sessions_reused_total{pass=\"public\"} 7",
+            "kbench_serve_reference_sessions_opened_total{pass=\"ranked\"} 2",
+            "kbench_serve_reference_sessions_reused_total{pass=\"ranked\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
     }
 }

@@ -154,7 +154,10 @@ pub(crate) trait Store: Send + Sync {
     /// Claims up to `max` queued evaluations of `pass`, all of one client and one problem,
     /// for `worker` until `now + lease_s`: the client with the fewest evaluations running
     /// (then the oldest queued), so that one client's slow kernels do not hold back
-    /// another's. Evaluations whose lease ran out are queued again first.
+    /// another's. Of that client's problems, the oldest one in `warm` (problems whose
+    /// reference session the worker holds open) when it has one queued, else its oldest:
+    /// the worker bounds how long it keeps asking for warm ones. Evaluations whose lease ran
+    /// out are queued again first.
     fn claim(
         &self,
         pass: Pass,
@@ -162,6 +165,7 @@ pub(crate) trait Store: Send + Sync {
         max: usize,
         lease_s: f64,
         now: f64,
+        warm: &[String],
     ) -> Result<Vec<Job>>;
     /// Extends `worker`'s leases on `seqs`.
     fn renew(&self, pass: Pass, worker: &str, seqs: &[i64], until: f64) -> Result<()>;

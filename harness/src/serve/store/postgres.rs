@@ -200,6 +200,7 @@ impl Store for Postgres {
         max: usize,
         lease_s: f64,
         now: f64,
+        warm: &[String],
     ) -> Result<Vec<Job>> {
         let (state, wcol, lease) = cols(pass);
         self.with(|c| {
@@ -220,7 +221,19 @@ impl Store for Postgres {
                 tx.commit()?;
                 return Ok(Vec::new());
             };
-            let (problem, client): (String, String) = (first.get(0), first.get(1));
+            let (oldest, client): (String, String) = (first.get(0), first.get(1));
+            let warm_queued = if warm.is_empty() {
+                None
+            } else {
+                tx.query_opt(
+                    &format!(
+                        "SELECT problem FROM submissions WHERE {state} = 'queued' AND client = $1 AND problem = ANY($2)
+                         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"
+                    ),
+                    &[&client, &warm],
+                )?
+            };
+            let problem: String = warm_queued.map_or(oldest, |r| r.get(0));
             let rows = tx.query(
                 &format!(
                     "SELECT seq, problem, source, remeasure, submitted_s, id FROM submissions WHERE {state} = 'queued' AND problem = $1 AND client = $3

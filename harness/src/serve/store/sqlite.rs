@@ -171,6 +171,7 @@ impl Store for Sqlite {
         max: usize,
         lease_s: f64,
         now: f64,
+        warm: &[String],
     ) -> Result<Vec<Job>> {
         let (state, wcol, lease) = cols(pass);
         let mut conn = self.conn();
@@ -184,8 +185,21 @@ impl Store for Sqlite {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .optional()?;
-        let Some((problem, client)) = first else {
+        let Some((oldest, client)) = first else {
             return Ok(Vec::new());
+        };
+        let problem = if warm.is_empty() {
+            oldest
+        } else {
+            // The list goes in as one JSON array (SQLite's json_each), not as one
+            // placeholder per problem.
+            tx.query_row(
+                &format!("SELECT problem FROM submissions WHERE {state} = 'queued' AND client = ?1 AND problem IN (SELECT value FROM json_each(?2)) ORDER BY seq LIMIT 1"),
+                params![client, serde_json::to_string(warm)?],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(oldest)
         };
         let jobs = {
             let mut q = tx.prepare(&format!(

@@ -39,20 +39,20 @@ fn claims_take_one_problem_at_a_time_and_never_the_same_evaluation_twice() {
     let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
     let rows = [row("a", "p/1"), row("b", "p/2"), row("c", "p/1")];
     s.submit("alice", &rows, &ROOMY, 1.0).unwrap().unwrap();
-    let first = s.claim(Pass::Public, "w1", 10, 60.0, 2.0).unwrap();
+    let first = s.claim(Pass::Public, "w1", 10, 60.0, 2.0, &[]).unwrap();
     assert_eq!(
         first.iter().map(|j| j.problem.as_str()).collect::<Vec<_>>(),
         ["p/1", "p/1"]
     );
-    let second = s.claim(Pass::Public, "w2", 10, 60.0, 2.0).unwrap();
+    let second = s.claim(Pass::Public, "w2", 10, 60.0, 2.0, &[]).unwrap();
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].problem, "p/2");
     assert!(s
-        .claim(Pass::Public, "w2", 10, 60.0, 2.0)
+        .claim(Pass::Public, "w2", 10, 60.0, 2.0, &[])
         .unwrap()
         .is_empty());
     // w1's lease runs out: w2 takes its work, and w1's late answer is refused.
-    let taken = s.claim(Pass::Public, "w2", 10, 60.0, 100.0).unwrap();
+    let taken = s.claim(Pass::Public, "w2", 10, 60.0, 100.0, &[]).unwrap();
     assert_eq!(taken.len(), 2);
     assert!(!s
         .finish(Pass::Public, "w1", first[0].seq, &done("{}"), 101.0)
@@ -82,22 +82,69 @@ fn a_client_with_fewer_evaluations_running_is_claimed_first() {
     s.submit("late", &[row("l1", "p/3")], &ROOMY, 2.0)
         .unwrap()
         .unwrap();
-    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0).unwrap();
+    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
     assert_eq!(
         first[0].id, "h1",
         "the oldest first while nobody runs anything"
     );
-    let second = s.claim(Pass::Public, "w", 1, 60.0, 3.0).unwrap();
+    let second = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
     assert_eq!(
         second[0].id, "l1",
         "then the client with nothing running, though it came later"
     );
-    let third = s.claim(Pass::Public, "w", 5, 60.0, 3.0).unwrap();
+    let third = s.claim(Pass::Public, "w", 5, 60.0, 3.0, &[]).unwrap();
     assert_eq!(
         third.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         ["h2"],
         "one client's, one problem's"
     );
+}
+
+#[test]
+fn a_claim_takes_a_warm_problem_of_the_fairest_client_before_its_oldest() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
+    // Submitted in turn, as an RL trainer's rollouts of three prompts come.
+    let rows: Vec<NewRow> = (0..6)
+        .map(|i| row(&format!("t{i}"), &format!("p/{}", i % 3)))
+        .collect();
+    s.submit("trainer", &rows, &ROOMY, 1.0).unwrap().unwrap();
+    s.submit("other", &[row("o1", "p/2")], &ROOMY, 2.0)
+        .unwrap()
+        .unwrap();
+    let ids = |jobs: &[Job]| jobs.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
+    let warm = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    // Nothing warm: the oldest problem.
+    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
+    assert_eq!(ids(&first), ["t0"]);
+    // The client with nothing running comes first, warm or not: its only problem.
+    let second = s
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/1"]))
+        .unwrap();
+    assert_eq!(ids(&second), ["o1"]);
+    // The trainer again: p/2 is warm, so its kernels go before p/1's older t1.
+    let third = s
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/9", "p/2"]))
+        .unwrap();
+    assert_eq!(ids(&third), ["t2", "t5"]);
+    // Of several warm problems, the one queued first, whatever the list's order.
+    let fourth = s
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/0", "p/1"]))
+        .unwrap();
+    assert_eq!(ids(&fourth), ["t1", "t4"]);
+    // A warm problem with nothing queued: the oldest.
+    let fifth = s
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/2"]))
+        .unwrap();
+    assert_eq!(ids(&fifth), ["t3"]);
+    // A problem id that would break a query built by hand is only a value.
+    s.submit("trainer", &[row("q", "p/'x\"]")], &ROOMY, 4.0)
+        .unwrap()
+        .unwrap();
+    let quoted = s
+        .claim(Pass::Public, "w", 5, 60.0, 5.0, &warm(&["p/'x\"]"]))
+        .unwrap();
+    assert_eq!(ids(&quoted), ["q"]);
 }
 
 #[test]
@@ -183,19 +230,19 @@ fn a_ranked_entry_runs_its_ranked_pass_only_when_its_public_answer_counts() {
     b.ranked = true;
     s.submit("c", &[a, b], &ROOMY, 1.0).unwrap().unwrap();
     assert!(
-        s.claim(Pass::Ranked, "w", 10, 60.0, 1.0)
+        s.claim(Pass::Ranked, "w", 10, 60.0, 1.0, &[])
             .unwrap()
             .is_empty(),
         "not before the public pass"
     );
-    let jobs = s.claim(Pass::Public, "w", 10, 60.0, 1.0).unwrap();
+    let jobs = s.claim(Pass::Public, "w", 10, 60.0, 1.0, &[]).unwrap();
     let mut wrong = done("{}");
     wrong.then_rank = Some(false);
     s.finish(Pass::Public, "w", jobs[0].seq, &done("{}"), 2.0)
         .unwrap();
     s.finish(Pass::Public, "w", jobs[1].seq, &wrong, 2.0)
         .unwrap();
-    let ranked = s.claim(Pass::Ranked, "w", 10, 60.0, 3.0).unwrap();
+    let ranked = s.claim(Pass::Ranked, "w", 10, 60.0, 3.0, &[]).unwrap();
     assert_eq!(ranked.len(), 1);
     assert_eq!(ranked[0].seq, jobs[0].seq);
     s.finish(Pass::Ranked, "w", ranked[0].seq, &done("{\"r\":1}"), 4.0)
