@@ -257,6 +257,43 @@ def outcome_counts(subs):
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def record_phases(lines, since_unix_s):
+    """The summed phases (seconds) of the records among `lines` (the export's signed record
+    lines) that started at or after `since_unix_s`, how many there are, and how many opened
+    their problem's reference session (`reference_open_s` above zero)."""
+    phases, n, opened = {}, 0, 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        rec = json.loads(line)
+        if (rec.get("started_unix_s") or 0) < since_unix_s:
+            continue
+        n += 1
+        ph = rec.get("phases") or {}
+        if (ph.get("reference_open_s") or 0) > 0:
+            opened += 1
+        for k, v in ph.items():
+            if isinstance(v, (int, float)):
+                phases[k] = phases.get(k, 0.0) + v
+    return {
+        "records": n,
+        "opened_a_reference_session": opened,
+        "phases_s": dict(sorted(((k, round(v, 3)) for k, v in phases.items()), key=lambda kv: -kv[1])),
+    }
+
+
+def export_phases(api, since_unix_s, log):
+    """[`record_phases`] over the client's export (`GET /v1/export?format=jsonl`); a service
+    without the export gives the reason instead."""
+    try:
+        _, _, text = api.call("GET", "/v1/export?format=jsonl", timeout_s=120)
+        return record_phases(text.splitlines(), since_unix_s)
+    except (ApiError, urllib.error.URLError, OSError, ValueError) as e:
+        log(f"throughput: no record phases from the export: {e}")
+        return {"skipped": str(e)}
+
+
 def step_throughput(api, args, pmap, log):
     cands = candidates.throughput_set(
         args.kernelbench, args.n, args.nonce, triton=not args.no_triton, only=args.only
@@ -568,6 +605,14 @@ def summary_md(r):
     sessions = sessions_line(r.get("metrics_after_throughput") or {})
     if sessions:
         lines += [sessions, ""]
+    tp = r.get("throughput_phases") or {}
+    if tp.get("records"):
+        lines += [
+            f"Record phases of the {tp['records']} evaluations (s, summed; from the export): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in tp["phases_s"].items() if v)
+            + f". {tp['opened_a_reference_session']} opened their problem's reference session.",
+            "",
+        ]
     m = r.get("metrics_end") or {}
     q = {}
     for kind in ("api", "verdict"):
@@ -735,6 +780,8 @@ def main(argv=None):
                 r["metrics_after_throughput"] = {
                     f"{n}{json.dumps(l, sort_keys=True) if l else ''}": v for n, l, v in m_after if n.startswith("kbench_serve_")
                 }
+                # Before the cached step: its answers are copies of these records.
+                r["throughput_phases"] = export_phases(api, res["client_first_submit_unix_s"] - 1.0, log)
             elif step == "cached":
                 if not evaluated:
                     r["cached"] = {"skipped": "needs the throughput step's evaluated sources"}

@@ -181,6 +181,24 @@ class SessionsLine(unittest.TestCase):
         self.assertIsNone(serve_bench.sessions_line({"kbench_serve_evaluations_total": 1.0}))
 
 
+class RecordPhases(unittest.TestCase):
+    def test_phases_are_summed_over_the_records_of_the_step_only(self):
+        def rec(started, **phases):
+            return json.dumps({"mac": "m", "started_unix_s": started, "phases": phases})
+
+        lines = [
+            rec(10.0, timing_s=1.0, reference_open_s=2.0),  # an earlier run's: left out
+            rec(100.0, timing_s=1.5, reference_open_s=2.5, stress_s=0.5),
+            "",
+            rec(101.0, timing_s=0.5, reference_open_s=0.0, stress_s=0.25, profile_s=0),
+        ]
+        got = serve_bench.record_phases(lines, 99.0)
+        self.assertEqual(got["records"], 2)
+        self.assertEqual(got["opened_a_reference_session"], 1)
+        self.assertEqual(got["phases_s"], {"reference_open_s": 2.5, "timing_s": 2.0, "stress_s": 0.75, "profile_s": 0})
+        self.assertEqual(list(got["phases_s"])[0], "reference_open_s", "largest first")
+
+
 class SelfTest(unittest.TestCase):
     def test_self_test_passes(self):
         r = subprocess.run([sys.executable, str(HERE / "serve_bench.py"), "--self-test"], capture_output=True, text=True, timeout=300)
