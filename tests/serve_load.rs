@@ -511,3 +511,59 @@ fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
     }
     let _ = serve.stop();
 }
+
+/// An RL trainer's shape: one client's rollouts of six problems, submitted in turn (1, 2, …,
+/// 6, 1, 2, …), three rounds. Each claim takes a problem the worker holds warm before the
+/// client's oldest, so every problem's reference session opens about once. Taking the oldest
+/// instead reopens them: the CPU keeps four sessions, and six problems in turn evict each
+/// other's (12 opened when this test was written against that rule).
+#[test]
+fn rollouts_of_several_problems_submitted_in_turn_open_each_reference_session_about_once() {
+    ensure_python();
+    let _g = shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let (tokens_file, toks) = tokens(tmp.path(), &[("trainer", "")]);
+    let tok = &toks[0];
+    let svc = tmp.path().join("svc");
+    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1-6"];
+    args.extend(EVAL);
+    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
+    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let url = serve.url.clone();
+    let problems: Vec<_> = sc::smoke_problems().into_iter().take(6).collect();
+    let items: Vec<(String, String)> = (0..3)
+        .flat_map(|round| {
+            problems
+                .iter()
+                .map(move |(k, _, _, src)| (k.clone(), honest(src, round)))
+        })
+        .collect();
+    let a = submit(&url, tok, &items);
+    assert_eq!(a.status, 202, "{}", a.body);
+    let done = wait_all(&url, tok, &a.ids(), Duration::from_secs(600));
+    assert!(
+        done.iter().all(|s| s["verdict"]["outcome"] == "ok"),
+        "{done:?}"
+    );
+    let metrics = call("GET", &format!("{url}/metrics"), None, None).body;
+    let count = |series: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in:\n{metrics}"))
+    };
+    let opened = count("kbench_serve_reference_sessions_opened_total{pass=\"public\"}");
+    let reused = count("kbench_serve_reference_sessions_reused_total{pass=\"public\"}");
+    assert!(
+        (6.0..=8.0).contains(&opened),
+        "{opened} reference sessions opened for 18 kernels of 6 problems (reused {reused})"
+    );
+    // The records agree: at most 8 evaluations paid for opening a session.
+    let opening = records(&svc.join("public"))
+        .iter()
+        .filter(|r| r["phases"]["reference_open_s"].as_f64().unwrap_or(0.0) > 0.0)
+        .count();
+    assert!(opening <= 8, "{opening} records opened a reference session");
+    serve.stop();
+}

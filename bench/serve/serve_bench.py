@@ -285,7 +285,8 @@ def record_phases(lines, since_unix_s):
 
 def export_phases(api, since_unix_s, log):
     """[`record_phases`] over the client's export (`GET /v1/export?format=jsonl`); a service
-    without the export gives the reason instead."""
+    without the export gives the reason instead. The export holds the client's ranked-pass
+    records too; the bench submits nothing ranked, so its token's are the public pass's."""
     try:
         _, _, text = api.call("GET", "/v1/export?format=jsonl", timeout_s=120)
         return record_phases(text.splitlines(), since_unix_s)

@@ -397,6 +397,27 @@ mod tests {
     }
 
     #[test]
+    fn problems_held_open_or_queued_are_warm_and_a_closed_one_is_not() {
+        let queue = Queue::new(2);
+        let stop = AtomicBool::new(false);
+        let warm = |q: &Queue| {
+            let mut v: Vec<String> = q.warm().into_iter().collect();
+            v.sort_unstable();
+            v
+        };
+        assert!(warm(&queue).is_empty());
+        queue.hold(1, "a");
+        queue.push(batch("b"));
+        assert_eq!(warm(&queue), ["a", "b"]);
+        // Taken by an executor that has no session of it yet: no longer queued here (the
+        // serve worker counts the kernels it claimed as warm for that stretch).
+        assert!(matches!(queue.take(0, &[], false, &stop), Taken::Batch(_)));
+        assert_eq!(warm(&queue), ["a"]);
+        queue.unhold(1, "a");
+        assert!(warm(&queue).is_empty());
+    }
+
+    #[test]
     fn nothing_is_taken_after_the_deadline_and_what_is_left_is_counted() {
         let queue = Queue::new(1);
         let stop = AtomicBool::new(false);

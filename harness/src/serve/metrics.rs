@@ -49,8 +49,8 @@ pub(crate) struct Metrics {
     api: Mutex<Window>,
     verdict: Mutex<Window>,
     responses: Mutex<BTreeMap<u16, u64>>,
-    /// Per pass: reference sessions its engine opened, and evaluations that found theirs
-    /// open (the engine's own counts, copied after each batch).
+    /// Per pass: reference sessions its engine opened, and batches that found theirs open
+    /// (the engine's own counts, copied after each batch).
     sessions: Mutex<BTreeMap<&'static str, (u64, u64)>>,
 }
 
@@ -72,9 +72,13 @@ impl Metrics {
         }
     }
 
-    /// The reference sessions `pass`'s engine has opened and reused so far.
+    /// The reference sessions `pass`'s engine has opened and reused so far. Batch threads
+    /// report as they end, in no set order: an older count never replaces a newer one (a
+    /// counter that went down would read as a restart).
     pub(crate) fn sessions(&self, pass: &'static str, opened: u64, reused: u64) {
-        lock(&self.sessions).insert(pass, (opened, reused));
+        let mut s = lock(&self.sessions);
+        let c = s.entry(pass).or_default();
+        *c = (c.0.max(opened), c.1.max(reused));
     }
 
     pub(crate) fn cache_hit(&self) {
@@ -255,6 +259,8 @@ mod tests {
         let m = Metrics::new();
         m.sessions("public", 1, 0);
         m.sessions("public", 3, 7);
+        // A batch thread that read the engine's counts before the one above reports late.
+        m.sessions("public", 2, 6);
         m.sessions("ranked", 2, 1);
         let text = m.render(None);
         for line in [

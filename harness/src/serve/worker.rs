@@ -18,7 +18,7 @@ use kbench_suites::Problem;
 
 use super::fleet::{now, Fleet};
 use super::metrics::Metrics;
-use super::store::{Done, Job, Known, Pass, Store};
+use super::store::{Done, Job, Known, Pass, Store, Warm};
 use super::verdict::{cache_key, kernel_name, Verdict};
 use crate::agents::Candidate;
 use crate::config::{AgentConfig, RunConfig};
@@ -32,36 +32,43 @@ pub(crate) const AGENT: &str = "serve";
 /// that a client's slow kernels claimed first hold back another's only so long.
 const IN_FLIGHT_PER_DEVICE: usize = 4;
 
-/// Kernels a pass claims in a row for problems it holds warm before it claims the oldest
-/// queued problem whatever it holds. A warm problem skips its reference session's opening
-/// and its reference cases (on an H200, 0.8 s an evaluation and up to 3 s of reference
-/// stress for level 1 in a queue of six problems taken in turn); the oldest waits at most
-/// this many evaluations of others per worker.
+/// Kernels a worker's pass claims for one client ahead of that client's oldest queued one,
+/// because their problems were warm, before that oldest gets its turn. A warm problem skips
+/// its reference session's opening and its reference cases (on an H200, 0.8 s an evaluation
+/// and up to 3 s of reference stress for level 1 in a queue of six problems taken in turn).
 const WARM_RUN: usize = 16;
 
-/// Which problems the next claim asks for first, and for how long: warm ones until
-/// [`WARM_RUN`] kernels of them came in a row, then one claim of the oldest.
+/// Per client, the kernels claimed ahead of its oldest queued one since that oldest last
+/// moved: once [`WARM_RUN`] or more, the client's next claim takes its oldest. Counted per
+/// client, so that no other client's claims (whatever their problems) start a run again.
 #[derive(Default)]
-struct WarmRun {
-    in_a_row: usize,
+struct WarmRuns {
+    ahead: HashMap<String, usize>,
 }
 
-impl WarmRun {
-    /// The problems the next claim prefers: `warm`, or none once the run is spent.
-    fn ask(&self, warm: Vec<String>) -> Vec<String> {
-        if self.in_a_row >= WARM_RUN {
-            Vec::new()
-        } else {
-            warm
-        }
+impl WarmRuns {
+    /// The clients whose oldest goes first at their next claim.
+    fn spent(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .ahead
+            .iter()
+            .filter(|(_, n)| **n >= WARM_RUN)
+            .map(|(c, _)| c.clone())
+            .collect();
+        v.sort_unstable();
+        v
     }
 
-    /// A claim of `n` kernels of `problem` came back, asked with `asked`.
-    fn claimed(&mut self, asked: &[String], problem: &str, n: usize) {
-        if asked.iter().any(|p| p == problem) {
-            self.in_a_row += n;
+    /// A claim came back: `jobs` (one client's, one problem's, not empty).
+    fn claimed(&mut self, jobs: &[Job]) {
+        let Some(j) = jobs.first() else {
+            return;
+        };
+        if j.ahead_of_oldest {
+            *self.ahead.entry(j.client.clone()).or_default() += jobs.len();
         } else {
-            self.in_a_row = 0;
+            // Its oldest was taken: the next one starts afresh.
+            self.ahead.remove(&j.client);
         }
     }
 }
@@ -230,12 +237,13 @@ pub(crate) struct Worker {
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) lease_s: f64,
     pub(crate) devices: usize,
-    /// Claimed and not yet answered, by pass: what the lease renewals cover (empty at start).
-    pub(crate) held: Mutex<HashMap<Pass, HashSet<i64>>>,
+    /// Claimed and not yet answered, by pass, with their problems: what the lease renewals
+    /// cover (empty at start).
+    pub(crate) held: Mutex<HashMap<Pass, HashMap<i64, String>>>,
 }
 
 impl Worker {
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Pass, HashSet<i64>>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<Pass, HashMap<i64, String>>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -246,35 +254,35 @@ impl Worker {
         let capacity = IN_FLIGHT_PER_DEVICE * self.devices.max(1);
         let mut batches: Vec<std::thread::JoinHandle<()>> = Vec::new();
         let mut failing = StoreFailures::default();
-        // The store names problems by their ids, the engine by their keys.
-        let ids: HashMap<String, &str> = self
-            .problems
-            .iter()
-            .map(|(id, p)| (p.key(), id.as_str()))
-            .collect();
-        let mut warm_run = WarmRun::default();
+        let mut warm_runs = WarmRuns::default();
         while !self.stop.load(Ordering::SeqCst) {
             batches.retain(|b| !b.is_finished());
-            let in_flight = self.held().get(&pass).map_or(0, HashSet::len);
+            let (in_flight, mut warm) = match self.held().get(&pass) {
+                // Problems of kernels claimed and not yet answered are warm too: their
+                // sessions are open, opening, or will be when the engine takes them.
+                Some(h) => (h.len(), h.values().cloned().collect::<HashSet<String>>()),
+                None => (0, HashSet::new()),
+            };
             if in_flight >= capacity {
                 self.wake.wait(Duration::from_millis(100));
                 continue;
             }
-            let mut warm: Vec<String> = engine
-                .service
-                .warm_problems()
-                .iter()
-                .filter_map(|k| ids.get(k).map(|id| id.to_string()))
-                .collect();
+            // The store's problem ids are the problems' keys, as the engine's are.
+            warm.extend(engine.service.warm_problems());
+            warm.retain(|k| self.problems.contains_key(k));
+            let mut warm: Vec<String> = warm.into_iter().collect();
             warm.sort_unstable();
-            let asked = warm_run.ask(warm);
+            let spent = warm_runs.spent();
             let claimed = self.store.claim(
                 pass,
                 &self.id,
                 (capacity - in_flight).min(capacity / 2).max(1),
                 self.lease_s,
                 now(),
-                &asked,
+                Warm {
+                    problems: &warm,
+                    spent: &spent,
+                },
             );
             // A store out of reach for now (a server restarting, a dropped connection) is
             // waited out: what this worker holds is kept by its leases or taken over by
@@ -294,11 +302,11 @@ impl Worker {
                 self.wake.wait(Duration::from_millis(250));
                 continue;
             }
-            warm_run.claimed(&asked, &jobs[0].problem, jobs.len());
+            warm_runs.claimed(&jobs);
             self.held()
                 .entry(pass)
                 .or_default()
-                .extend(jobs.iter().map(|j| j.seq));
+                .extend(jobs.iter().map(|j| (j.seq, j.problem.clone())));
             let me = Arc::clone(self);
             let engine = Arc::clone(&engine);
             batches.push(
@@ -326,7 +334,7 @@ impl Worker {
             let held: Vec<(Pass, Vec<i64>)> = self
                 .held()
                 .iter()
-                .map(|(p, s)| (*p, s.iter().copied().collect()))
+                .map(|(p, s)| (*p, s.keys().copied().collect()))
                 .collect();
             for (pass, seqs) in held {
                 if let Err(e) = self
@@ -488,25 +496,39 @@ impl StoreFailures {
 mod tests {
     use super::*;
 
+    fn jobs(client: &str, n: usize, ahead_of_oldest: bool) -> Vec<Job> {
+        (0..n)
+            .map(|i| Job {
+                seq: i as i64,
+                id: format!("{client}{i}"),
+                problem: "p/1".into(),
+                source: String::new(),
+                remeasure: false,
+                submitted_s: 0.0,
+                client: client.into(),
+                ahead_of_oldest,
+            })
+            .collect()
+    }
+
     #[test]
-    fn warm_problems_are_asked_for_until_a_run_is_spent_then_the_oldest_once() {
-        let warm = || vec!["p/1".to_string()];
-        let mut run = WarmRun::default();
-        // Claims of the warm problem, two kernels each: asked for until WARM_RUN came.
-        for _ in 0..WARM_RUN / 2 {
-            assert_eq!(run.ask(warm()), warm());
-            run.claimed(&warm(), "p/1", 2);
+    fn a_clients_oldest_gets_its_turn_after_a_run_of_its_own_kernels_only() {
+        let mut runs = WarmRuns::default();
+        // Bob's claims go ahead of his oldest, two kernels each: his run is spent at WARM_RUN.
+        for k in 0..WARM_RUN / 2 {
+            assert!(runs.spent().is_empty(), "after {k} claims");
+            runs.claimed(&jobs("bob", 2, true));
+            // Another client's claim of its own oldest does not start Bob's run again.
+            runs.claimed(&jobs("eve", 1, false));
         }
-        // Spent: one claim asks for nothing warm (the oldest problem comes)...
-        let asked = run.ask(warm());
-        assert!(asked.is_empty());
-        run.claimed(&asked, "p/1", 1);
-        // ...and warm problems are asked for again, whichever problem it brought.
-        assert_eq!(run.ask(warm()), warm());
-        // A claim that asked for warm problems and got another (none of them was queued)
-        // starts the run again.
-        run.claimed(&warm(), "p/1", WARM_RUN - 1);
-        run.claimed(&warm(), "p/7", 1);
-        assert_eq!(run.ask(warm()), warm());
+        assert_eq!(runs.spent(), ["bob"]);
+        // Eve's claims ahead of her oldest count for her alone.
+        runs.claimed(&jobs("eve", 3, true));
+        assert_eq!(runs.spent(), ["bob"]);
+        // Bob's oldest is taken: his next run starts from nothing.
+        runs.claimed(&jobs("bob", 1, false));
+        assert!(runs.spent().is_empty());
+        runs.claimed(&[]);
+        assert!(runs.spent().is_empty());
     }
 }

@@ -82,6 +82,26 @@ pub(crate) struct Job {
     pub(crate) source: String,
     pub(crate) remeasure: bool,
     pub(crate) submitted_s: f64,
+    /// The client that submitted it (every job of a claim has the same).
+    pub(crate) client: String,
+    /// Its claim took a warm problem ahead of the client's oldest queued one.
+    pub(crate) ahead_of_oldest: bool,
+}
+
+/// What a claim prefers ([`Store::claim`]): problems the worker holds warm, for any client but
+/// those whose turn for their oldest has come (`spent`: the worker counts, per client, the
+/// kernels it claimed ahead of that client's oldest).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Warm<'a> {
+    pub(crate) problems: &'a [String],
+    pub(crate) spent: &'a [String],
+}
+
+impl Warm<'_> {
+    /// Whether a claim of `client`'s looks for a warm problem first.
+    pub(crate) fn applies_to(&self, client: &str) -> bool {
+        !self.problems.is_empty() && !self.spent.iter().any(|c| c == client)
+    }
 }
 
 /// A finished evaluation, as the store keeps it.
@@ -154,10 +174,10 @@ pub(crate) trait Store: Send + Sync {
     /// Claims up to `max` queued evaluations of `pass`, all of one client and one problem,
     /// for `worker` until `now + lease_s`: the client with the fewest evaluations running
     /// (then the oldest queued), so that one client's slow kernels do not hold back
-    /// another's. Of that client's problems, the oldest one in `warm` (problems whose
-    /// reference session the worker holds open) when it has one queued, else its oldest:
-    /// the worker bounds how long it keeps asking for warm ones. Evaluations whose lease ran
-    /// out are queued again first.
+    /// another's. Of that client's problems, the one queued first among `warm.problems`
+    /// (whose reference session the worker holds open, or will open for a kernel it has
+    /// claimed) when it has one queued and `warm` applies to it, else its oldest. Evaluations
+    /// whose lease ran out are queued again first.
     fn claim(
         &self,
         pass: Pass,
@@ -165,7 +185,7 @@ pub(crate) trait Store: Send + Sync {
         max: usize,
         lease_s: f64,
         now: f64,
-        warm: &[String],
+        warm: Warm<'_>,
     ) -> Result<Vec<Job>>;
     /// Extends `worker`'s leases on `seqs`.
     fn renew(&self, pass: Pass, worker: &str, seqs: &[i64], until: f64) -> Result<()>;

@@ -12,7 +12,7 @@ use r2d2_postgres::PostgresConnectionManager;
 
 use super::{
     cols, fairest, refusal, work_added, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass,
-    Refusal, Row, Store, Stored, OPEN, ROW,
+    Refusal, Row, Store, Stored, Warm, OPEN, ROW,
 };
 
 /// Connections kept open: the API's blocking threads and a worker's claim, renew and finish
@@ -65,6 +65,7 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE INDEX IF NOT EXISTS submissions_state ON submissions(state, seq);
 CREATE INDEX IF NOT EXISTS submissions_ranked ON submissions(ranked_state, seq);
 CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE INDEX IF NOT EXISTS submissions_client_problem ON submissions(client, problem, seq);
 CREATE TABLE IF NOT EXISTS verdicts (cache_key TEXT PRIMARY KEY, verdict TEXT NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, describe TEXT NOT NULL);
 ";
@@ -200,7 +201,7 @@ impl Store for Postgres {
         max: usize,
         lease_s: f64,
         now: f64,
-        warm: &[String],
+        warm: Warm<'_>,
     ) -> Result<Vec<Job>> {
         let (state, wcol, lease) = cols(pass);
         self.with(|c| {
@@ -222,7 +223,7 @@ impl Store for Postgres {
                 return Ok(Vec::new());
             };
             let (oldest, client): (String, String) = (first.get(0), first.get(1));
-            let warm_queued = if warm.is_empty() {
+            let warm_queued = if !warm.applies_to(&client) {
                 None
             } else {
                 tx.query_opt(
@@ -230,10 +231,11 @@ impl Store for Postgres {
                         "SELECT problem FROM submissions WHERE {state} = 'queued' AND client = $1 AND problem = ANY($2)
                          ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED"
                     ),
-                    &[&client, &warm],
+                    &[&client, &warm.problems],
                 )?
             };
-            let problem: String = warm_queued.map_or(oldest, |r| r.get(0));
+            let problem: String = warm_queued.map_or_else(|| oldest.clone(), |r| r.get(0));
+            let ahead_of_oldest = problem != oldest;
             let rows = tx.query(
                 &format!(
                     "SELECT seq, problem, source, remeasure, submitted_s, id FROM submissions WHERE {state} = 'queued' AND problem = $1 AND client = $3
@@ -250,6 +252,8 @@ impl Store for Postgres {
                     remeasure: r.get::<_, i64>(3) != 0,
                     submitted_s: r.get(4),
                     id: r.get(5),
+                    client: client.clone(),
+                    ahead_of_oldest,
                 })
                 .collect();
             let seqs: Vec<i64> = jobs.iter().map(|j| j.seq).collect();

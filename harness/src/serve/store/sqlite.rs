@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
     cols, fairest, refusal, work_added, Counts, Done, Filter, Job, Known, Limits, NewRow, Pass,
-    Refusal, Row, Store, Stored, OPEN, ROW,
+    Refusal, Row, Store, Stored, Warm, OPEN, ROW,
 };
 
 pub(crate) struct Sqlite {
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE INDEX IF NOT EXISTS submissions_state ON submissions(state, seq);
 CREATE INDEX IF NOT EXISTS submissions_ranked ON submissions(ranked_state, seq);
 CREATE INDEX IF NOT EXISTS submissions_client ON submissions(client, seq);
+CREATE INDEX IF NOT EXISTS submissions_client_problem ON submissions(client, problem, seq);
 CREATE TABLE IF NOT EXISTS verdicts (cache_key TEXT PRIMARY KEY, verdict TEXT NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fleet (pass TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, describe TEXT NOT NULL);
 ";
@@ -171,7 +172,7 @@ impl Store for Sqlite {
         max: usize,
         lease_s: f64,
         now: f64,
-        warm: &[String],
+        warm: Warm<'_>,
     ) -> Result<Vec<Job>> {
         let (state, wcol, lease) = cols(pass);
         let mut conn = self.conn();
@@ -188,19 +189,20 @@ impl Store for Sqlite {
         let Some((oldest, client)) = first else {
             return Ok(Vec::new());
         };
-        let problem = if warm.is_empty() {
-            oldest
-        } else {
+        let problem = if warm.applies_to(&client) {
             // The list goes in as one JSON array (SQLite's json_each), not as one
             // placeholder per problem.
             tx.query_row(
                 &format!("SELECT problem FROM submissions WHERE {state} = 'queued' AND client = ?1 AND problem IN (SELECT value FROM json_each(?2)) ORDER BY seq LIMIT 1"),
-                params![client, serde_json::to_string(warm)?],
+                params![client, serde_json::to_string(warm.problems)?],
                 |r| r.get(0),
             )
             .optional()?
-            .unwrap_or(oldest)
+            .unwrap_or_else(|| oldest.clone())
+        } else {
+            oldest.clone()
         };
+        let ahead_of_oldest = problem != oldest;
         let jobs = {
             let mut q = tx.prepare(&format!(
                 "SELECT seq, problem, source, remeasure, submitted_s, id FROM submissions WHERE {state} = 'queued' AND problem = ?1 AND client = ?3 ORDER BY seq LIMIT ?2"
@@ -214,6 +216,8 @@ impl Store for Sqlite {
                         remeasure: r.get::<_, i64>(3)? != 0,
                         submitted_s: r.get(4)?,
                         id: r.get(5)?,
+                        client: client.clone(),
+                        ahead_of_oldest,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -39,20 +39,26 @@ fn claims_take_one_problem_at_a_time_and_never_the_same_evaluation_twice() {
     let s = sqlite::Sqlite::open(&dir.path().join("s.sqlite")).unwrap();
     let rows = [row("a", "p/1"), row("b", "p/2"), row("c", "p/1")];
     s.submit("alice", &rows, &ROOMY, 1.0).unwrap().unwrap();
-    let first = s.claim(Pass::Public, "w1", 10, 60.0, 2.0, &[]).unwrap();
+    let first = s
+        .claim(Pass::Public, "w1", 10, 60.0, 2.0, Warm::default())
+        .unwrap();
     assert_eq!(
         first.iter().map(|j| j.problem.as_str()).collect::<Vec<_>>(),
         ["p/1", "p/1"]
     );
-    let second = s.claim(Pass::Public, "w2", 10, 60.0, 2.0, &[]).unwrap();
+    let second = s
+        .claim(Pass::Public, "w2", 10, 60.0, 2.0, Warm::default())
+        .unwrap();
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].problem, "p/2");
     assert!(s
-        .claim(Pass::Public, "w2", 10, 60.0, 2.0, &[])
+        .claim(Pass::Public, "w2", 10, 60.0, 2.0, Warm::default())
         .unwrap()
         .is_empty());
     // w1's lease runs out: w2 takes its work, and w1's late answer is refused.
-    let taken = s.claim(Pass::Public, "w2", 10, 60.0, 100.0, &[]).unwrap();
+    let taken = s
+        .claim(Pass::Public, "w2", 10, 60.0, 100.0, Warm::default())
+        .unwrap();
     assert_eq!(taken.len(), 2);
     assert!(!s
         .finish(Pass::Public, "w1", first[0].seq, &done("{}"), 101.0)
@@ -82,17 +88,23 @@ fn a_client_with_fewer_evaluations_running_is_claimed_first() {
     s.submit("late", &[row("l1", "p/3")], &ROOMY, 2.0)
         .unwrap()
         .unwrap();
-    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
+    let first = s
+        .claim(Pass::Public, "w", 1, 60.0, 3.0, Warm::default())
+        .unwrap();
     assert_eq!(
         first[0].id, "h1",
         "the oldest first while nobody runs anything"
     );
-    let second = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
+    let second = s
+        .claim(Pass::Public, "w", 1, 60.0, 3.0, Warm::default())
+        .unwrap();
     assert_eq!(
         second[0].id, "l1",
         "then the client with nothing running, though it came later"
     );
-    let third = s.claim(Pass::Public, "w", 5, 60.0, 3.0, &[]).unwrap();
+    let third = s
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, Warm::default())
+        .unwrap();
     assert_eq!(
         third.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
         ["h2"],
@@ -113,36 +125,68 @@ fn a_claim_takes_a_warm_problem_of_the_fairest_client_before_its_oldest() {
         .unwrap()
         .unwrap();
     let ids = |jobs: &[Job]| jobs.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
-    let warm = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    let names = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    let (none, bob) = (names(&[]), names(&["bob"]));
+    let warm = |problems| Warm {
+        problems,
+        spent: &none,
+    };
     // Nothing warm: the oldest problem.
-    let first = s.claim(Pass::Public, "w", 1, 60.0, 3.0, &[]).unwrap();
-    assert_eq!(ids(&first), ["t0"]);
-    // The client with nothing running comes first, warm or not: its only problem.
-    let second = s
-        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/1"]))
+    let first = s
+        .claim(Pass::Public, "w", 1, 60.0, 3.0, Warm::default())
         .unwrap();
+    assert_eq!(ids(&first), ["t0"]);
+    assert!(!first[0].ahead_of_oldest);
+    assert_eq!(first[0].client, "trainer");
+    // The client with nothing running comes first, warm or not: its only problem.
+    let p1 = names(&["p/1"]);
+    let second = s.claim(Pass::Public, "w", 5, 60.0, 3.0, warm(&p1)).unwrap();
     assert_eq!(ids(&second), ["o1"]);
     // The trainer again: p/2 is warm, so its kernels go before p/1's older t1.
+    let p9_p2 = names(&["p/9", "p/2"]);
     let third = s
-        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/9", "p/2"]))
+        .claim(Pass::Public, "w", 5, 60.0, 3.0, warm(&p9_p2))
         .unwrap();
     assert_eq!(ids(&third), ["t2", "t5"]);
-    // Of several warm problems, the one queued first, whatever the list's order.
-    let fourth = s
-        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/0", "p/1"]))
-        .unwrap();
-    assert_eq!(ids(&fourth), ["t1", "t4"]);
-    // A warm problem with nothing queued: the oldest.
+    assert!(third.iter().all(|j| j.ahead_of_oldest));
+    // A client whose run is spent gets its oldest, warm problems or not.
+    let p0 = names(&["p/0"]);
+    let spent = Warm {
+        problems: &p0,
+        spent: &names(&["trainer"]),
+    };
+    let fourth = s.claim(Pass::Public, "w", 1, 60.0, 3.0, spent).unwrap();
+    assert_eq!(ids(&fourth), ["t1"]);
+    assert!(!fourth[0].ahead_of_oldest);
+    // Of several warm problems, the one queued first, whatever the list's order; another
+    // client's spent run changes nothing for this one.
+    let p0_p1 = names(&["p/0", "p/1"]);
     let fifth = s
-        .claim(Pass::Public, "w", 5, 60.0, 3.0, &warm(&["p/2"]))
+        .claim(
+            Pass::Public,
+            "w",
+            5,
+            60.0,
+            3.0,
+            Warm {
+                problems: &p0_p1,
+                spent: &bob,
+            },
+        )
         .unwrap();
     assert_eq!(ids(&fifth), ["t3"]);
+    assert!(!fifth[0].ahead_of_oldest, "p/0's t3 is the oldest now");
+    // A warm problem with nothing queued: the oldest.
+    let p2 = names(&["p/2"]);
+    let sixth = s.claim(Pass::Public, "w", 5, 60.0, 3.0, warm(&p2)).unwrap();
+    assert_eq!(ids(&sixth), ["t4"]);
     // A problem id that would break a query built by hand is only a value.
     s.submit("trainer", &[row("q", "p/'x\"]")], &ROOMY, 4.0)
         .unwrap()
         .unwrap();
+    let odd = names(&["p/'x\"]"]);
     let quoted = s
-        .claim(Pass::Public, "w", 5, 60.0, 5.0, &warm(&["p/'x\"]"]))
+        .claim(Pass::Public, "w", 5, 60.0, 5.0, warm(&odd))
         .unwrap();
     assert_eq!(ids(&quoted), ["q"]);
 }
@@ -230,19 +274,23 @@ fn a_ranked_entry_runs_its_ranked_pass_only_when_its_public_answer_counts() {
     b.ranked = true;
     s.submit("c", &[a, b], &ROOMY, 1.0).unwrap().unwrap();
     assert!(
-        s.claim(Pass::Ranked, "w", 10, 60.0, 1.0, &[])
+        s.claim(Pass::Ranked, "w", 10, 60.0, 1.0, Warm::default())
             .unwrap()
             .is_empty(),
         "not before the public pass"
     );
-    let jobs = s.claim(Pass::Public, "w", 10, 60.0, 1.0, &[]).unwrap();
+    let jobs = s
+        .claim(Pass::Public, "w", 10, 60.0, 1.0, Warm::default())
+        .unwrap();
     let mut wrong = done("{}");
     wrong.then_rank = Some(false);
     s.finish(Pass::Public, "w", jobs[0].seq, &done("{}"), 2.0)
         .unwrap();
     s.finish(Pass::Public, "w", jobs[1].seq, &wrong, 2.0)
         .unwrap();
-    let ranked = s.claim(Pass::Ranked, "w", 10, 60.0, 3.0, &[]).unwrap();
+    let ranked = s
+        .claim(Pass::Ranked, "w", 10, 60.0, 3.0, Warm::default())
+        .unwrap();
     assert_eq!(ranked.len(), 1);
     assert_eq!(ranked[0].seq, jobs[0].seq);
     s.finish(Pass::Ranked, "w", ranked[0].seq, &done("{\"r\":1}"), 4.0)
