@@ -73,6 +73,17 @@ impl Serve {
         Serve::start_env(args, log, &[])
     }
 
+    /// [`Serve::start`] over the smoke suite with [`EVAL`]'s settings, `extra` options (e.g.
+    /// `--select 1-6`, `--store URL`), its folder `svc` and the tokens file `tokens_file`.
+    pub fn smoke(extra: &[&str], svc: &Path, tokens_file: &Path, log: &Path) -> Serve {
+        let mut args: Vec<&str> = vec!["--suite", "smoke"];
+        args.extend(extra);
+        args.extend(EVAL);
+        let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
+        args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
+        Serve::start(&args, log)
+    }
+
     /// [`Serve::start`] with these variables in the service's environment.
     pub fn start_env(args: &[&str], log: &Path, env: &[(&str, &Path)]) -> Serve {
         let err = std::fs::File::create(log).unwrap();

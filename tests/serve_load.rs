@@ -308,16 +308,12 @@ fn a_service_killed_mid_queue_completes_every_submission_exactly_once_after_a_re
     let tmp = tempfile::tempdir().unwrap();
     let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke"];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
     let problems = sc::smoke_problems();
     let items: Vec<(String, String)> = (0..8)
         .map(|n| (problems[n % 4].0.clone(), honest(&problems[n % 4].3, n)))
         .collect();
 
-    let mut serve = Serve::start(&args, &tmp.path().join("first.log"));
+    let mut serve = Serve::smoke(&[], &svc, &tokens_file, &tmp.path().join("first.log"));
     let a = submit(&serve.url, &toks[0], &items);
     assert_eq!(a.status, 202, "{}", a.body);
     let ids: Vec<String> = a.ids();
@@ -350,7 +346,7 @@ fn a_service_killed_mid_queue_completes_every_submission_exactly_once_after_a_re
     serve.child.wait().unwrap();
     drop(serve);
 
-    let serve = Serve::start(&args, &tmp.path().join("second.log"));
+    let serve = Serve::smoke(&[], &svc, &tokens_file, &tmp.path().join("second.log"));
     let done = wait_all(&serve.url, &toks[0], &ids, Duration::from_secs(600));
     for s in &done {
         assert_eq!(s["verdict"]["outcome"], "ok", "{s}");
@@ -418,11 +414,8 @@ fn a_copy_is_answered_from_the_cache_and_remeasured_on_request() {
     let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
     let tok = &toks[0];
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1"];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
-    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let log = tmp.path().join("serve.log");
+    let serve = Serve::smoke(&["--select", "1"], &svc, &tokens_file, &log);
     let url = serve.url.clone();
     let (problem, source) = {
         let p = &sc::smoke_problems()[0];
@@ -525,11 +518,8 @@ fn rollouts_of_several_problems_submitted_in_turn_open_each_reference_session_ab
     let (tokens_file, toks) = tokens(tmp.path(), &[("trainer", "")]);
     let tok = &toks[0];
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1-6"];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
-    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let log = tmp.path().join("serve.log");
+    let serve = Serve::smoke(&["--select", "1-6"], &svc, &tokens_file, &log);
     let url = serve.url.clone();
     let problems: Vec<_> = sc::smoke_problems().into_iter().take(6).collect();
     let items: Vec<(String, String)> = (0..3)

@@ -191,11 +191,8 @@ fn connections_the_server_drops_are_made_again_and_the_queue_goes_on() {
     let (tokens_file, toks) = tokens(tmp.path(), &[("alice", "")]);
     let tok = &toks[0];
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke", "--store", &db];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
-    let mut serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let log = tmp.path().join("serve.log");
+    let mut serve = Serve::smoke(&["--store", &db], &svc, &tokens_file, &log);
     let url = serve.url.clone();
     let problems = sc::smoke_problems();
     let batch = |from: usize| -> Vec<(String, String)> {

@@ -512,11 +512,7 @@ fn the_python_client_installs_with_pip_and_works_against_a_real_service() {
 
     let (tokens_file, toks) = tokens(tmp.path(), &[("rl", "")]);
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke"];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend(["--out", svc_s, "--tokens", tok_s, "--listen", "127.0.0.1:0"]);
-    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let serve = Serve::smoke(&[], &svc, &tokens_file, &tmp.path().join("serve.log"));
     let problems = sc::smoke_problems();
     let sources = tmp.path().join("sources");
     std::fs::create_dir_all(&sources).unwrap();
