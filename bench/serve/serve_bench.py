@@ -46,10 +46,9 @@ from observe import (  # noqa: E402
     parse_prometheus,
     quantiles,
 )
-from summary import GOAL_CACHED_MS, GOAL_EVALS_PER_MIN, GOAL_GPU_BUSY, sessions_line, summary_md  # noqa: E402,F401
+from summary import GOAL_CACHED_MS, GOAL_EVALS_PER_MIN, GOAL_GPU_BUSY, summary_md  # noqa: E402
 
 SCHEMA = "kbench-serve-bench/1"
-# The goals printed beside each figure.
 # GET /v1/submissions?ids= takes at most 256; fewer keep the URL short.
 IDS_PER_GET = 64
 SUBMIT_BATCH = 256  # SubmitRequest maxItems

@@ -4,6 +4,7 @@ results `serve_bench.py` gathered (Python 3 standard library only)."""
 import re
 import time
 
+# The goals printed beside each figure (serve_bench.py judges each step against them).
 GOAL_EVALS_PER_MIN = 30.0
 GOAL_GPU_BUSY = 0.85
 GOAL_CACHED_MS = 50.0

@@ -22,6 +22,7 @@ sys.path.insert(0, str(HERE))
 
 import selftest  # noqa: E402
 import serve_bench  # noqa: E402
+import summary  # noqa: E402
 
 STAND_IN = HERE / "stand_in_kbench.py"
 
@@ -175,10 +176,10 @@ class SessionsLine(unittest.TestCase):
             'kbench_serve_evaluations_total': 48.0,
         }
         self.assertEqual(
-            serve_bench.sessions_line(m),
+            summary.sessions_line(m),
             "Reference sessions after the throughput step: public pass 6 opened, 18 reused; ranked pass 2 opened, 0 reused.",
         )
-        self.assertIsNone(serve_bench.sessions_line({"kbench_serve_evaluations_total": 1.0}))
+        self.assertIsNone(summary.sessions_line({"kbench_serve_evaluations_total": 1.0}))
 
 
 class RecordPhases(unittest.TestCase):
