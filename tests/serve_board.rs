@@ -38,19 +38,8 @@ fn ranked_entries_count_after_their_secret_seed_pass_and_flagged_ones_never() {
     let (tokens_file, toks) = tokens(tmp.path(), &[("alice", ""), ("bob", "")]);
     let (alice, bob) = (&toks[0], &toks[1]);
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke", "--select", "1-2"];
-    args.extend(EVAL);
-    let (svc_s, tok_s) = (svc.to_str().unwrap(), tokens_file.to_str().unwrap());
-    args.extend([
-        "--out",
-        svc_s,
-        "--tokens",
-        tok_s,
-        "--listen",
-        "127.0.0.1:0",
-        "--leaderboard",
-    ]);
-    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let extra = ["--select", "1-2", "--leaderboard"];
+    let serve = Serve::smoke(&extra, &svc, &tokens_file, &tmp.path().join("serve.log"));
     let url = serve.url.clone();
     let problems = sc::smoke_problems();
     let (p1, s1) = (&problems[0].0, &problems[0].3);

@@ -61,24 +61,8 @@ fn a_thousand_submissions_from_eight_clients_get_the_verdicts_of_kbench_run_each
         .collect();
     let (tokens_file, toks) = tokens(tmp.path(), &clients);
     let svc = tmp.path().join("svc");
-    let mut args: Vec<&str> = vec!["--suite", "smoke"];
-    args.extend(EVAL);
-    let (svc_s, tok_s, sec_s) = (
-        svc.to_str().unwrap(),
-        tokens_file.to_str().unwrap(),
-        secret.to_str().unwrap(),
-    );
-    args.extend([
-        "--out",
-        svc_s,
-        "--tokens",
-        tok_s,
-        "--secret-from",
-        sec_s,
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    let serve = Serve::start(&args, &tmp.path().join("serve.log"));
+    let extra = ["--secret-from", secret.to_str().unwrap()];
+    let serve = Serve::smoke(&extra, &svc, &tokens_file, &tmp.path().join("serve.log"));
     let url = serve.url.clone();
     let kernels = kernels();
 
