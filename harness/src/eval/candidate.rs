@@ -64,7 +64,7 @@ struct TimedCase {
     layout: CaseLayout,
     forward_seed: u64,
     mutated_inputs: Vec<u64>,
-    case_tol_needed: f64,
+    cases: crate::judge::timed::CaseErrors,
 }
 
 /// When an evaluation began, and the reference session's counters then (its phase times are
@@ -93,9 +93,9 @@ struct Evaluation<'a, 'c> {
     /// What timing needs of the last random case: its layout (timed calls get fresh values
     /// of it), its forward seed and the inputs the reference writes to.
     timed_case: Option<TimedCase>,
-    /// The largest elementwise tolerance the candidate needed on a random case (each of
-    /// which passed): what its timed calls are held to (`judge::timed`).
-    random_tol_needed: f64,
+    /// The errors the candidate made on the random cases (each of which passed): what its
+    /// timed calls are held to (`judge::timed`).
+    random_errors: crate::judge::timed::CaseErrors,
     /// Random cases already passed (device path: a failing output is compared with them).
     earlier_random: Vec<Arc<RefCase>>,
     /// Each host case's output hashes (candidate's, reference's), to recognise an output
@@ -140,7 +140,7 @@ pub(crate) fn evaluate_candidate(
         timing: None,
         integrity: IntegrityReport::default(),
         timed_case: None,
-        random_tol_needed: 0.0,
+        random_errors: Default::default(),
         earlier_random: Vec::new(),
         seen_outputs: Vec::new(),
         mode_switch: None,
@@ -540,16 +540,15 @@ impl Evaluation<'_, '_> {
                 self.earlier_random.push(Arc::clone(&rc));
             }
             if judged.failure.is_none() {
-                self.random_tol_needed = self
-                    .random_tol_needed
-                    .max(judged.result.tol_needed.unwrap_or(0.0));
+                self.random_errors
+                    .add(judged.result.tol_needed, judged.result.max_abs);
                 // Timing draws fresh values of the last random case's layout.
                 self.timed_case = match CaseLayout::of(&rc) {
                     Ok(layout) => Some(TimedCase {
                         layout,
                         forward_seed: rc.forward_seed,
                         mutated_inputs: rc.mutated_inputs.clone(),
-                        case_tol_needed: self.random_tol_needed,
+                        cases: self.random_errors,
                     }),
                     Err(e) => return Err(Stop::Harness(e)),
                 };

@@ -170,7 +170,7 @@ impl<'a> Evaluation<'a, '_> {
         TimedCheck::new(
             self.tol,
             self.exec,
-            timed.case_tol_needed,
+            timed.cases,
             &timed.layout,
             &timed.mutated_inputs,
             input_checks,
