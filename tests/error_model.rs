@@ -3,8 +3,10 @@
 //! of its precision (TF32, fp16 inputs, a bf16 output, one row in fp16) fails; a softmax
 //! summing its rows in blocks passes every family, and so does one summing rows of 32,768
 //! in order, whose denormal cases are past the 1e-4 floor, while an fp16 output of the
-//! same softmax fails. Real worker, real torch on the CPU. Fixtures:
-//! `tests/fixtures/error_model`.
+//! same softmax fails. Under timing, an honest in-order matrix-vector sum passes every timed
+//! call, some of which only by the absolute arm of the timed calls' rule, and the same sum
+//! in bfloat16 after its correctness cases is flagged. Real worker, real torch on the CPU.
+//! Fixtures: `tests/fixtures/error_model`, `tests/fixtures/timed_reduction`.
 
 use crate::common;
 
@@ -108,4 +110,48 @@ fn honest_reorderings_pass_and_downgrades_fail() {
     let (failed, _) = families(&kb["1_sequential"]);
     assert_eq!(kb["1_sequential"]["outcome"]["kind"], "mismatch");
     assert!(!failed.is_empty());
+}
+
+/// A run secret under which timed calls of `1_sequential` draw outputs nearer zero than its
+/// cases did (3.1e-3 needed relative on a timed call, 4.4 times the 7.1e-4 the relative arm
+/// allows, on this repository's CI machine).
+const TIMED_SECRET: &str = "0000000000000000000000000000000000000000000000000000000000000001";
+
+/// An honest reduction's timed calls, with outputs near zero that its cases lacked: it
+/// passes, the record says which calls only the absolute arm admitted (the relative rule
+/// alone flagged them: `judge::timed`), and the same sum in bfloat16 once its correctness
+/// cases are done is flagged beyond both arms.
+#[test]
+fn an_honest_reduction_passes_its_timed_calls_and_a_timed_downgrade_does_not() {
+    let _g = common::shared();
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, TIMED_SECRET).unwrap();
+    let o = kbench()
+        .args(
+            RunBuilder::replay_fixture_set("timed_reduction")
+                .levels("1")
+                .device("cpu")
+                .out(&out)
+                .secret_from(&secret)
+                .build(),
+        )
+        .output()
+        .expect("running kbench");
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let runs = by_candidate(&out);
+    let honest = &runs["1_sequential"];
+    assert_eq!(honest["outcome"]["kind"], "ok", "{}", honest["outcome"]);
+    assert!(honest["timing"]["speedup"].as_f64().is_some(), "{honest}");
+    let notes = honest["notes"].to_string();
+    assert!(
+        notes.contains("passed only within 4 times the largest absolute error"),
+        "{notes}"
+    );
+    let cheat = &runs["1_bf16_when_timed"];
+    assert_eq!(cheat["outcome"]["flag"], "timed-output-mismatch", "{cheat}");
+    let detail = cheat["outcome"]["detail"].as_str().unwrap();
+    assert!(detail.contains("beyond both"), "{detail}");
 }

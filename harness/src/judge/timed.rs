@@ -19,6 +19,8 @@
 //! 5.5e-4 on its cases and 3.5e-3 on one timed call, whose largest error, 8.4e-3, was half of
 //! the 1.6e-2 its cases showed.)
 
+use std::cell::Cell;
+
 use kbench_adversarial::{tolerance, Comparison};
 use kbench_record::{Dtype, HostTensor, Outcome};
 use serde_json::Value;
@@ -60,6 +62,9 @@ pub(crate) struct TimedCheck<'a> {
     /// Staged inputs the reference's own forward writes to (an in-place problem): the
     /// candidate may write to them too.
     pub(crate) allowed_mutations: Vec<usize>,
+    /// Calls whose outputs passed only by the absolute arm, the largest relative tolerance
+    /// and absolute error among them, and the relative arm's limit: for the record's note.
+    by_absolute_arm: Cell<(u32, f64, f64, f64)>,
     /// By call (warm-up calls first): whether its staged inputs are compared after it. A
     /// byte-for-byte comparison reads both sides' inputs, so a share of the calls drawn from
     /// the run's secret is checked: the candidate cannot tell which, and a kernel that writes
@@ -90,8 +95,21 @@ impl<'a> TimedCheck<'a> {
             station,
             cases,
             allowed_mutations,
+            by_absolute_arm: Cell::new((0, 0.0, 0.0, 0.0)),
             input_checks,
         }
+    }
+
+    /// A note for the record when some timed calls passed only by the absolute arm (the
+    /// relative arm alone would have flagged them): how many, and by how much.
+    pub(crate) fn absolute_arm_note(&self) -> Option<String> {
+        let (calls, rel, abs, rel_limit) = self.by_absolute_arm.get();
+        (calls > 0).then(|| {
+            format!(
+                "timed calls: {calls} passed only within {SLACK} times the largest absolute error of the kernel's cases ({:.3e}): off by up to {abs:.3e}, they needed up to {rel:.3e} relative to the reference's values, beyond the {rel_limit:.3e} allowed relative (outputs near zero of a reduction whose rounding error is absolute)",
+                self.cases.max_abs
+            )
+        })
     }
 
     /// The candidate's outputs of timed call `call`, in its slots as `described` by its
@@ -190,46 +208,66 @@ impl<'a> TimedCheck<'a> {
             return (v.mismatches > 0).then(|| format!("output {k}: {c}"));
         }
         let t = tolerance(self.tol.profile, self.tol.precision);
-        beyond_cases(
-            t.atol.max(t.rtol),
-            self.cases,
-            one_output,
-            v.tol_needed,
-            v.max_abs,
-        )
-        .map(|why| format!("output {k}: {why}"))
+        let profile_tol = t.atol.max(t.rtol);
+        match standing(profile_tol, self.cases, one_output, v.tol_needed, v.max_abs) {
+            Standing::Within => None,
+            Standing::ByAbsoluteArm => {
+                let (calls, rel, abs, _) = self.by_absolute_arm.get();
+                let rel_limit = SLACK * profile_tol.max(self.cases.tol_needed);
+                self.by_absolute_arm.set((
+                    calls + 1,
+                    rel.max(v.tol_needed),
+                    abs.max(v.max_abs),
+                    rel_limit,
+                ));
+                None
+            }
+            Standing::Beyond(why) => Some(format!("output {k}: {why}")),
+        }
     }
 }
 
-/// Why a floating output that needed `tol_needed` and was off by at most `max_abs` breaks
-/// the rule (module comment) for a kernel whose cases made `cases`, if it does. The arms are
+/// How a floating output stands against the rule (module comment).
+#[derive(Debug, PartialEq)]
+enum Standing {
+    /// Within the relative arm.
+    Within,
+    /// Beyond the relative arm, within the absolute one.
+    ByAbsoluteArm,
+    /// Beyond the rule, and why.
+    Beyond(String),
+}
+
+/// Where a floating output that needed `tol_needed` and was off by at most `max_abs` stands
+/// against the rule (module comment) for a kernel whose cases made `cases`. The arms are
 /// checked on the output's maxima, not element by element: an output fails when some element
 /// is beyond the relative arm and some element beyond the absolute one, which is stricter
 /// than the rule when they are different elements, never looser.
-fn beyond_cases(
+fn standing(
     profile_tol: f64,
     cases: CaseErrors,
     one_output: bool,
     tol_needed: f64,
     max_abs: f64,
-) -> Option<String> {
+) -> Standing {
     let rel_limit = SLACK * profile_tol.max(cases.tol_needed);
     if tol_needed <= rel_limit {
-        return None;
+        return Standing::Within;
     }
     if !one_output {
-        return Some(format!(
+        return Standing::Beyond(format!(
             "needs atol = rtol = {tol_needed:.3e}, beyond the {rel_limit:.3e} allowed ({SLACK} times the larger of the profile's tolerance and the {:.3e} it needed on its cases); max abs {max_abs:.3e}",
             cases.tol_needed
         ));
     }
     let abs_limit = SLACK * profile_tol.max(cases.max_abs);
-    (max_abs > abs_limit).then(|| {
-        format!(
-            "needs atol = rtol = {tol_needed:.3e} and is off by up to {max_abs:.3e}, beyond both the {rel_limit:.3e} and the {abs_limit:.3e} allowed ({SLACK} times the larger of the profile's tolerance and what it needed on its cases: {:.3e} relative, {:.3e} absolute)",
-            cases.tol_needed, cases.max_abs
-        )
-    })
+    if max_abs <= abs_limit {
+        return Standing::ByAbsoluteArm;
+    }
+    Standing::Beyond(format!(
+        "needs atol = rtol = {tol_needed:.3e} and is off by up to {max_abs:.3e}, beyond both the {rel_limit:.3e} and the {abs_limit:.3e} allowed ({SLACK} times the larger of the profile's tolerance and what it needed on its cases: {:.3e} relative, {:.3e} absolute)",
+        cases.tol_needed, cases.max_abs
+    ))
 }
 
 /// `unwritten-output` when elements of a slot still hold its fill (all bits set: a NaN no
@@ -274,18 +312,32 @@ mod tests {
         }
         assert_eq!(cases.max_abs, 1.581e-2);
         let fp32 = 1e-4;
-        assert!(beyond_cases(fp32, cases, true, 3.461e-3, 8.362e-3).is_none());
+        let beyond = |s: Standing| match s {
+            Standing::Beyond(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            standing(fp32, cases, true, 3.461e-3, 8.362e-3),
+            Standing::ByAbsoluteArm
+        );
+        assert_eq!(
+            standing(fp32, cases, true, 2.1e-3, 8.362e-3),
+            Standing::Within
+        );
         // The same call judged by the relative arm alone (a problem of several outputs).
-        let why = beyond_cases(fp32, cases, false, 3.461e-3, 8.362e-3).expect("relative arm");
+        let why = beyond(standing(fp32, cases, false, 3.461e-3, 8.362e-3));
         assert!(why.contains("2.180e-3 allowed"), "{why}");
         // An earlier call's output: off by the outputs' own size (hundreds).
-        let why = beyond_cases(fp32, cases, true, 0.9, 610.0).expect("stale");
+        let why = beyond(standing(fp32, cases, true, 0.9, 610.0));
         assert!(why.contains("6.324e-2 allowed"), "{why}");
         // TF32 products: about ten times the in-order sum's error, everywhere.
-        assert!(beyond_cases(fp32, cases, true, 4.0e-3, 0.18).is_some());
+        beyond(standing(fp32, cases, true, 4.0e-3, 0.18));
         // Beyond the relative arm, and beyond the absolute one by a hair.
-        assert!(beyond_cases(fp32, cases, true, 2.181e-3, 6.33e-2).is_some());
-        assert!(beyond_cases(fp32, cases, true, 2.181e-3, 6.32e-2).is_none());
+        beyond(standing(fp32, cases, true, 2.181e-3, 6.33e-2));
+        assert_eq!(
+            standing(fp32, cases, true, 2.181e-3, 6.32e-2),
+            Standing::ByAbsoluteArm
+        );
     }
 
     /// A kernel exact on its cases is held to the profile's tolerance on both arms.
@@ -295,8 +347,11 @@ mod tests {
         cases.add(Some(0.0), 0.0);
         cases.add(None, f64::NAN);
         assert_eq!(cases, CaseErrors::default());
-        assert!(beyond_cases(1e-4, cases, true, 4e-4, 4e-4).is_none());
-        assert!(beyond_cases(1e-4, cases, true, 4.1e-4, 4.1e-4).is_some());
+        assert_eq!(standing(1e-4, cases, true, 4e-4, 4e-4), Standing::Within);
+        assert!(matches!(
+            standing(1e-4, cases, true, 4.1e-4, 4.1e-4),
+            Standing::Beyond(_)
+        ));
     }
 
     #[test]

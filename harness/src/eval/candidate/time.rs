@@ -94,7 +94,7 @@ impl<'a> Evaluation<'a, '_> {
         let io_bytes = timed.layout.io_bytes();
         let (inputs, outputs) = timed.layout.bytes();
         let mut release_calls = release_every_call(inputs, outputs, total);
-        loop {
+        let result = loop {
             let run = self.time_gated_once(worker, tc, timed, &seeds, &judge, release_calls);
             // Out of GPU memory with both workers' blocks cached between calls: the side
             // being timed may have lacked only what the idle side kept. Timed again (once)
@@ -130,7 +130,9 @@ impl<'a> Evaluation<'a, '_> {
                 }
             }
             break result;
-        }
+        };
+        self.notes.extend(judge.check.absolute_arm_note());
+        result
     }
 
     /// The input seeds of timing number `timing`: each timing's calls get values of their
