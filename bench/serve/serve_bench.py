@@ -243,6 +243,9 @@ def verdict_of(s):
         "correct": v.get("correct"),
         "speedup": v.get("speedup"),
         "flagged": v.get("flagged"),
+        # Why a kernel is not correct (the service's message): an honest candidate that
+        # fails is a defect to chase, and the figures alone do not say which it was.
+        "message": v.get("message"),
     }
 
 

@@ -18,6 +18,17 @@ def met(flag):
     return {True: "met", False: "**missed**", None: "—"}[flag]
 
 
+def failure_lines(candidates, width=300):
+    """One line per finished candidate that is not correct: its problem, kind, outcome and
+    the service's message (cut to `width` characters), in submission order."""
+    return [
+        f"- {c.get('problem')} ({c.get('kind')}, #{c.get('index')}): {c.get('outcome')}"
+        + (": " + " ".join(str(c["message"]).split())[:width] if c.get("message") else "")
+        for c in candidates
+        if c.get("outcome") not in (None, "ok") and c.get("correct") is not True
+    ]
+
+
 def sessions_line(m):
     """The reference sessions the service opened and reused by the end of the throughput step
     (its `kbench_serve_reference_sessions_*_total` counters), or None when it has none."""
@@ -87,6 +98,9 @@ def summary_md(r):
             if kv["submitted"]:
                 lines.append(f"- {kind}: " + ", ".join(f"{k} {v}" for k, v in kv["outcomes"].items()))
         lines.append("")
+    failed = failure_lines(r.get("throughput_candidates") or [])
+    if failed:
+        lines += ["Throughput candidates that finished not correct:", *failed, ""]
     if pub.get("outcomes"):
         lines.append("Published outcomes: " + ", ".join(f"{k} {v}" for k, v in pub["outcomes"].items()) + ".")
         lines.append("")

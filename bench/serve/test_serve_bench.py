@@ -182,6 +182,25 @@ class SessionsLine(unittest.TestCase):
         self.assertIsNone(summary.sessions_line({"kbench_serve_evaluations_total": 1.0}))
 
 
+class FailureLines(unittest.TestCase):
+    def test_the_summary_names_each_candidate_that_finished_not_correct_with_its_message(self):
+        cands = [
+            {"index": 0, "kind": "triton", "problem": "kernelbench/L1/19", "outcome": "ok", "correct": True},
+            {"index": 1, "kind": "pytorch", "problem": "kernelbench/L1/25", "outcome": "runtime_error",
+             "correct": False, "message": "runtime error (time):\n torch.OutOfMemoryError: CUDA out of memory"},
+            {"index": 2, "kind": "pytorch", "problem": "kernelbench/L1/27", "outcome": None, "correct": None},
+            {"index": 3, "kind": "pytorch", "problem": "kernelbench/L1/30", "outcome": "mismatch", "correct": False},
+        ]
+        self.assertEqual(
+            summary.failure_lines(cands, width=60),
+            [
+                "- kernelbench/L1/25 (pytorch, #1): runtime_error: runtime error (time): torch.OutOfMemoryError: CUDA out of me",
+                "- kernelbench/L1/30 (pytorch, #3): mismatch",
+            ],
+        )
+        self.assertEqual(summary.failure_lines(cands[:1]), [])
+
+
 class RecordPhases(unittest.TestCase):
     def test_phases_are_summed_over_the_records_of_the_step_only(self):
         def rec(started, **phases):
