@@ -18,7 +18,8 @@ Rules:
     the kernel).
   * AFTER: the files in chronological order; a kernel's "after" is its LAST evaluated row
     (same exception). Later files win, so a new run is added by appending its claims file:
-        python3 combine.py --add-after ../2026-12-06-.../claims.json
+        python3 combine.py --add-after 2026-12-06-.../claims.json
+    (file names are relative to archive/runs/, or absolute)
   * --before FILE... / --after FILE... replace the lists entirely.
   * --cross-check also parses the other formats the folders hold (txt beside csv, md beside
     csv, json beside md) and reports whether they agree row by row.
@@ -77,6 +78,12 @@ BEFORE = [
     # H200, 2026-12-05 (binary 7256973): L1/23 again and L2/90-100, 25 kernels; the report
     # was written by the run's own (landed) binary; json, md and txt agree (--cross-check).
     "2026-12-05-h200-leaderboard-level1-23-level2-90-100/claims.json",
+    # H100, 2026-12-05 fifth session (binary d6b5e6d, two calls, resumed): L1/1-13 and
+    # L2/1-20 again, 78 of the 83 kernels (two level-2 problems not started); the report was
+    # written by the run's own binary; json, csv, md and txt agree (--cross-check). Its four
+    # integrity flags (L1/4 s1-s4, timed-output-mismatch) are the false positive the timed
+    # calls' absolute arm removed after this run (README).
+    "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json",
 ]
 
 # The same files: "after" takes the last evaluated row, so 2026-11-25's never win (every
@@ -96,6 +103,9 @@ CROSS = [
     ("2026-12-04-h200-leaderboard-rest-timing-attacks/claims-recomputed.md", "2026-12-04-h200-leaderboard-rest-timing-attacks/claims-as-run.csv"),
     ("2026-12-05-h200-leaderboard-level1-23-level2-90-100/claims.json", "2026-12-05-h200-leaderboard-level1-23-level2-90-100/claims.md"),
     ("2026-12-05-h200-leaderboard-level1-23-level2-90-100/claims.json", "2026-12-05-h200-leaderboard-level1-23-level2-90-100/claims.txt"),
+    ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.csv"),
+    ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.md"),
+    ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.txt"),
 ]
 
 # Reason classes as the claims report prints them (reports/src/claims/mod.rs,
@@ -339,6 +349,7 @@ def main():
             worse = "yes"
         rows.append((k, b, f, worse))
 
+    os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "per-kernel.csv"), "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["level", "problem", "sample",
