@@ -332,14 +332,22 @@ fn round_warmup_analysis_passes_its_self_test() {
     passes_its_self_test("bench/round_warmup/analyze.py");
 }
 
-/// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0
-/// and says `self-test: ok`.
 /// The CPU self-speedup benchmark's analysis (bench/self_speedup): its sign test.
 #[test]
 fn self_speedup_analysis_passes_its_self_test() {
     passes_its_self_test("bench/self_speedup/analyze.py");
 }
 
+/// The nvcc header probe's summary (bench/build_ahead/cuda_header_probe.py): its ratios, and
+/// none where a compile took less than the 10 ms its times are kept to (a stand-in nvcc once
+/// made it divide by zero).
+#[test]
+fn cuda_header_probe_summary_passes_its_self_test() {
+    passes_its_self_test("bench/build_ahead/cuda_header_probe.py");
+}
+
+/// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0
+/// and says `self-test: ok`.
 fn passes_its_self_test(script: &str) {
     let out = std::process::Command::new("python3")
         .arg(common::repo_root().join(script))

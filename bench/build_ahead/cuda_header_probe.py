@@ -119,15 +119,34 @@ def summarize(results, meta):
     if both:
         full = [r["full_s"] for r in both]
         light = [r["light_s"] for r in both]
-        ratios = [r["light_s"] / r["full_s"] for r in both]
+        # Times are kept to 10 ms: a compile quicker than that (a stand-in nvcc) has no ratio.
+        ratios = [r["light_s"] / r["full_s"] for r in both if r["full_s"] > 0]
+        median_ratio = f"{statistics.median(ratios):.2f}" if ratios else "—"
+        sum_ratio = f"{sum(light) / sum(full):.2f}" if sum(full) > 0 else "—"
         lines += [
             "",
             "| | full | light | light / full |",
             "|---|---:|---:|---:|",
-            f"| median s | {statistics.median(full):.1f} | {statistics.median(light):.1f} | {statistics.median(ratios):.2f} |",
-            f"| sum s | {sum(full):.0f} | {sum(light):.0f} | {sum(light) / sum(full):.2f} |",
+            f"| median s | {statistics.median(full):.1f} | {statistics.median(light):.1f} | {median_ratio} |",
+            f"| sum s | {sum(full):.0f} | {sum(light):.0f} | {sum_ratio} |",
         ]
     return "\n".join(lines) + "\n"
+
+
+def self_test():
+    """summarize() on rows made by hand: ratios where the full way took time, none where it
+    rounded to 0 s (a stand-in nvcc), and the counts."""
+    meta = {"nvcc_version": "v", "host_compiler": "h", "torch": "t", "cores": 2, "jobs": 2, "sources": "s"}
+    row = lambda n, f, l, frc=0, lrc=0: {"source": n, "full_s": f, "full_rc": frc, "light_s": l, "light_rc": lrc}
+    got = summarize([row("a", 2.0, 1.0), row("b", 4.0, 1.0), row("c", 1.0, 1.0, lrc=2)], meta)
+    assert "| median s | 3.0 | 1.0 | 0.38 |" in got, got
+    assert "| sum s | 6 | 2 | 0.33 |" in got, got
+    assert "the light header does not serve (full builds, light fails): 1" in got, got
+    got = summarize([row("a", 0.0, 0.0), row("b", 0.0, 0.0, lrc=2)], meta)
+    assert "| median s | 0.0 | 0.0 | — |" in got and "| sum s | 0 | 0 | — |" in got, got
+    got = summarize([row("a", 0.0, 0.01), row("b", 0.02, 0.01)], meta)
+    assert "| median s | 0.0 | 0.0 | 0.50 |" in got and "| sum s | 0 | 0 | 1.00 |" in got, got
+    print("self-test: ok")
 
 
 def tool_version(cmd):
@@ -200,4 +219,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+    else:
+        main()
