@@ -62,9 +62,9 @@ pub(crate) struct TimedCheck<'a> {
     /// Staged inputs the reference's own forward writes to (an in-place problem): the
     /// candidate may write to them too.
     pub(crate) allowed_mutations: Vec<usize>,
-    /// Calls whose outputs passed only by the absolute arm, the largest relative tolerance
-    /// and absolute error among them, and the relative arm's limit: for the record's note.
-    by_absolute_arm: Cell<(u32, f64, f64, f64)>,
+    /// Calls whose outputs passed only by the absolute arm, and the largest relative
+    /// tolerance and absolute error among them: for the record's note.
+    by_absolute_arm: Cell<(u32, f64, f64)>,
     /// By call (warm-up calls first): whether its staged inputs are compared after it. A
     /// byte-for-byte comparison reads both sides' inputs, so a share of the calls drawn from
     /// the run's secret is checked: the candidate cannot tell which, and a kernel that writes
@@ -95,7 +95,7 @@ impl<'a> TimedCheck<'a> {
             station,
             cases,
             allowed_mutations,
-            by_absolute_arm: Cell::new((0, 0.0, 0.0, 0.0)),
+            by_absolute_arm: Cell::new((0, 0.0, 0.0)),
             input_checks,
         }
     }
@@ -103,13 +103,20 @@ impl<'a> TimedCheck<'a> {
     /// A note for the record when some timed calls passed only by the absolute arm (the
     /// relative arm alone would have flagged them): how many, and by how much.
     pub(crate) fn absolute_arm_note(&self) -> Option<String> {
-        let (calls, rel, abs, rel_limit) = self.by_absolute_arm.get();
+        let (calls, rel, abs) = self.by_absolute_arm.get();
         (calls > 0).then(|| {
             format!(
-                "timed calls: {calls} passed only within {SLACK} times the largest absolute error of the kernel's cases ({:.3e}): off by up to {abs:.3e}, they needed up to {rel:.3e} relative to the reference's values, beyond the {rel_limit:.3e} allowed relative (outputs near zero of a reduction whose rounding error is absolute)",
-                self.cases.max_abs
+                "timed calls: {calls} passed only within {SLACK} times the largest absolute error of the kernel's cases ({:.3e}): off by up to {abs:.3e}, they needed up to {rel:.3e} relative to the reference's values, beyond the {:.3e} allowed relative (outputs near zero of a reduction whose rounding error is absolute)",
+                self.cases.max_abs,
+                rel_limit(self.profile_tol(), self.cases)
             )
         })
+    }
+
+    /// The profile's elementwise tolerance (atol = rtol for every profile and precision).
+    fn profile_tol(&self) -> f64 {
+        let t = tolerance(self.tol.profile, self.tol.precision);
+        t.atol.max(t.rtol)
     }
 
     /// The candidate's outputs of timed call `call`, in its slots as `described` by its
@@ -207,19 +214,18 @@ impl<'a> TimedCheck<'a> {
         if !dtype.is_float() {
             return (v.mismatches > 0).then(|| format!("output {k}: {c}"));
         }
-        let t = tolerance(self.tol.profile, self.tol.precision);
-        let profile_tol = t.atol.max(t.rtol);
-        match standing(profile_tol, self.cases, one_output, v.tol_needed, v.max_abs) {
+        match standing(
+            self.profile_tol(),
+            self.cases,
+            one_output,
+            v.tol_needed,
+            v.max_abs,
+        ) {
             Standing::Within => None,
             Standing::ByAbsoluteArm => {
-                let (calls, rel, abs, _) = self.by_absolute_arm.get();
-                let rel_limit = SLACK * profile_tol.max(self.cases.tol_needed);
-                self.by_absolute_arm.set((
-                    calls + 1,
-                    rel.max(v.tol_needed),
-                    abs.max(v.max_abs),
-                    rel_limit,
-                ));
+                let (calls, rel, abs) = self.by_absolute_arm.get();
+                self.by_absolute_arm
+                    .set((calls + 1, rel.max(v.tol_needed), abs.max(v.max_abs)));
                 None
             }
             Standing::Beyond(why) => Some(format!("output {k}: {why}")),
@@ -238,6 +244,12 @@ enum Standing {
     Beyond(String),
 }
 
+/// The relative arm's limit: [`SLACK`] times the larger of the profile's tolerance and the
+/// one the cases needed.
+fn rel_limit(profile_tol: f64, cases: CaseErrors) -> f64 {
+    SLACK * profile_tol.max(cases.tol_needed)
+}
+
 /// Where a floating output that needed `tol_needed` and was off by at most `max_abs` stands
 /// against the rule (module comment) for a kernel whose cases made `cases`. The arms are
 /// checked on the output's maxima, not element by element: an output fails when some element
@@ -250,7 +262,7 @@ fn standing(
     tol_needed: f64,
     max_abs: f64,
 ) -> Standing {
-    let rel_limit = SLACK * profile_tol.max(cases.tol_needed);
+    let rel_limit = rel_limit(profile_tol, cases);
     if tol_needed <= rel_limit {
         return Standing::Within;
     }
