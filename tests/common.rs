@@ -171,18 +171,22 @@ impl RunBuilder {
             .kernelbench(fixtures.join("problems"))
     }
 
-    /// [`RunBuilder::replay_fixture_set`] checked on the CPU (level 1, no timing) into `out`,
-    /// under the fixed run secret `secret` (written beside `out`), so that its stress cases
-    /// are the same in every run.
-    pub fn fixture_check(set: &str, out: &Path, secret: &str) -> RunBuilder {
+    /// [`RunBuilder::replay_fixture_set`] run on the CPU (level 1) into `out`, under the
+    /// fixed run secret `secret` (written beside `out`), so that its stress cases and timed
+    /// inputs are the same in every run.
+    pub fn fixture_run(set: &str, out: &Path, secret: &str) -> RunBuilder {
         let file = out.with_extension("secret");
         std::fs::write(&file, secret).unwrap();
         RunBuilder::replay_fixture_set(set)
             .levels("1")
             .device("cpu")
-            .no_timing()
             .out(out)
             .secret_from(&file)
+    }
+
+    /// [`RunBuilder::fixture_run`] without timing: the cases' verdicts only.
+    pub fn fixture_check(set: &str, out: &Path, secret: &str) -> RunBuilder {
+        RunBuilder::fixture_run(set, out, secret).no_timing()
     }
 
     fn opt(mut self, name: &str, value: impl AsRef<OsStr>) -> RunBuilder {

@@ -127,17 +127,8 @@ fn an_honest_reduction_passes_its_timed_calls_and_a_timed_downgrade_does_not() {
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, TIMED_SECRET).unwrap();
     let o = kbench()
-        .args(
-            RunBuilder::replay_fixture_set("timed_reduction")
-                .levels("1")
-                .device("cpu")
-                .out(&out)
-                .secret_from(&secret)
-                .build(),
-        )
+        .args(RunBuilder::fixture_run("timed_reduction", &out, TIMED_SECRET).build())
         .output()
         .expect("running kbench");
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
