@@ -9,6 +9,7 @@
 #   error-model      strict's fp32 error model: device comparator tests, error-model fixtures, leaderboard kernels
 #   timing-attacks   timing attacks against the binary before and after the harness clocked timed calls
 #   memory-retry     the reference dropping its cases, the candidate's out-of-memory retry, 8 and 16 GiB problems
+#   serve-memory     kbench serve: a 6 GiB problem's honest candidate beside another problem's idle session
 #   bounded-workers  cgroups, CUDA under the unprivileged uid, memory caps, no process left after SIGKILL
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -433,6 +434,62 @@ EOF
 done
 rm -rf "$L"/*/kernels "$L"/*/logs
 pack "$BACK/memory_retry.tgz" "$L" .
+exit $status
+}
+
+# step serve-memory: kbench serve: a 6 GiB problem's honest candidate beside another problem's idle session
+# Found 2026-12-05 on an 80 GB H100 (bench/serve): `kbench serve` keeps the sessions of
+# recently used problems open, and the PyTorch candidate of L1/25 (Swish_, x * sigmoid(x) on
+# 6 GiB: 18 GiB for the candidate alone) ran out of memory under timing beside L1/22's idle
+# session (its reference worker's case, cached blocks and kept cases): `runtime_error`, where
+# `kbench run` (one session at a time) passes it. The other problems' idle sessions now give
+# their GPU memory back before a case of half the GPU or more is timed, and before every
+# second attempt after running out of memory. One device call, about 1-2 minutes per binary:
+# `bench/serve/run.sh` with the PyTorch candidates of L1/22 then L1/25 (the bench's own,
+# the problems' models), with $D/kbench-old first where it exists (the binary before, for
+# the comparison) and $D/kbench. Passes when every record of $D/kbench is ok; prints each
+# record's notes (the release is noted). Results under $OUT (serve_memory.tgz).
+#
+#   D=devrun OUT=/tmp/out bash tests/gpu/integrity.sh serve-memory
+step_serve_memory() {
+use_sandbox; use_cache_dir
+L=/tmp/serve_memory; rm -rf "$L"; mkdir -p "$L" "$OUT"
+env_info > "$L/env.txt" 2>&1
+status=0
+for b in kbench-old kbench; do
+    [ -x "$D/$b" ] || continue
+    S=$L/$b; mkdir -p "$S"
+    step "$b"
+    KEEP_WORK=1 KBENCH=$D/$b OUT=$S bash bench/serve/run.sh --kernelbench "$D/kernelbench" \
+        --steps throughput --no-triton --only 22,25 -n 2 --timeout-s 200 > "$S/run.txt" 2>&1
+    W=$(sed -n "s/^kept the service's folder: //p" "$S/run.txt" | tail -1)
+    if [ -n "$W" ]; then
+        cp "$W/serve-run/public/records.jsonl" "$S/records.jsonl" 2>/dev/null
+        rm -rf "$W"
+    fi
+    python3 - "$S/records.jsonl" <<'EOF'
+import json, sys
+bad = 0
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except OSError as e:
+    print("  no records:", e)
+    sys.exit(1)
+for line in lines:
+    r = json.loads(line)
+    if not isinstance(r, dict) or "outcome" not in r:
+        continue
+    p, o = r["problem"], r["outcome"]
+    print(f"  L{p['level']}/{p['id']} {p['name']}: {o['kind']} {(o.get('message') or '')[:160]}")
+    for n in r.get("notes", []):
+        print("    note:", n[:220])
+    bad += o["kind"] != "ok"
+sys.exit(1 if bad else 0)
+EOF
+    rc=$?
+    [ "$b" = kbench ] && status=$rc
+done
+pack "$OUT/serve_memory.tgz" "$L" .
 exit $status
 }
 

@@ -82,6 +82,11 @@ struct Evaluation<'a, 'c> {
     exec: &'a Station,
     unit: &'a Unit<'a>,
     reference: &'a mut ReferenceSession,
+    /// Makes the other problems' reference sessions kept open on this device (the service
+    /// keeps more than one) give their GPU memory back; how many there were. Called before
+    /// any second attempt after running out of GPU memory ([`memory`]), so that an honest
+    /// kernel's verdict never rests on what the harness keeps for later evaluations.
+    release_idle: &'a mut dyn FnMut() -> usize,
     run_dir: &'a RunDir,
     tol: Tolerance,
     phases: PhaseTimes,
@@ -110,6 +115,9 @@ struct Evaluation<'a, 'c> {
 }
 
 /// Evaluates one candidate. `Ok(None)` means the run was interrupted before a verdict.
+/// `release_idle`: makes the reference sessions of other problems kept open on this device
+/// give their GPU memory back, returning how many there were (see [`Evaluation`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn evaluate_candidate(
     ctx: &Ctx,
     exec: &Station,
@@ -118,6 +126,7 @@ pub(crate) fn evaluate_candidate(
     run_dir: &RunDir,
     env: Environment,
     started_worker: (tempfile::TempDir, Prestart),
+    release_idle: &mut dyn FnMut() -> usize,
 ) -> Result<Option<EvalRecord>> {
     let c = ctx.config;
     let started = now_unix();
@@ -128,6 +137,7 @@ pub(crate) fn evaluate_candidate(
         exec,
         unit,
         reference,
+        release_idle,
         run_dir,
         tol: Tolerance {
             profile: c.profile,

@@ -326,7 +326,11 @@ impl Executor<'_> {
         // Workers of the next candidates, started ahead in item order (the front is the
         // next item's).
         let mut cand_ahead = first_candidates;
-        let flow = self.evaluate_items(&batch, &mut open, &mut cand_ahead, t0);
+        // The sessions of other problems kept open beside this batch, lent to its
+        // evaluations so that one that runs out of GPU memory can have them give it back.
+        let mut idle = std::mem::take(&mut self.sessions);
+        let flow = self.evaluate_items(&batch, &mut open, &mut idle, &mut cand_ahead, t0);
+        self.sessions = idle;
         discard_all(&mut cand_ahead);
         // The session stays open for the problem's next batch unless this one was its last,
         // or the executor stops here.
@@ -343,6 +347,7 @@ impl Executor<'_> {
         &mut self,
         batch: &Batch,
         open: &mut Open,
+        idle: &mut [Open],
         cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
         mut t0: Instant,
     ) -> Result<Flow> {
@@ -360,7 +365,7 @@ impl Executor<'_> {
                 problem.name,
                 item.cand.name
             ));
-            let record = match self.evaluate_item(batch, k, open, cand_ahead, depth)? {
+            let record = match self.evaluate_item(batch, k, open, idle, cand_ahead, depth)? {
                 // A verdict reached once a stop was asked for may come from workers the same
                 // signal killed (Slurm signals every process of the job): it is not
                 // recorded, and `--resume` evaluates the kernel again.
@@ -384,25 +389,29 @@ impl Executor<'_> {
         batch: &Batch,
         k: usize,
         open: &mut Open,
+        idle: &mut [Open],
         cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
         depth: usize,
     ) -> Result<Option<EvalRecord>> {
         let env = self.shared.env_base.clone();
         let device = device_lock(self.station.device);
         let held = lock(&device);
-        let evaluated = self.evaluate_held(batch, k, open, cand_ahead, depth, env);
+        let evaluated = self.evaluate_held(batch, k, open, idle, cand_ahead, depth, env);
         drop(held);
         evaluated
     }
 
     /// [`Self::evaluate_item`]'s work once the device is held: the item's worker (started
     /// ahead, or now), the next ones' started while it runs, then its verdict (or the
-    /// reference's failure, as its record).
+    /// reference's failure, as its record). `idle`: the other problems' sessions kept open
+    /// on this device, which give their GPU memory back when the evaluation runs out.
+    #[allow(clippy::too_many_arguments)]
     fn evaluate_held(
         &self,
         batch: &Batch,
         k: usize,
         open: &mut Open,
+        idle: &mut [Open],
         cand_ahead: &mut VecDeque<(tempfile::TempDir, Prestart)>,
         depth: usize,
         mut env: Environment,
@@ -434,7 +443,20 @@ impl Executor<'_> {
             Ok(r) => {
                 env.device_name = r.device_name.clone();
                 env.gpu_uuid = station.gpu_uuid.clone();
-                evaluate_candidate(ctx, station, &unit, r, run_dir, env, this)?
+                let mut release_idle = || {
+                    let open = idle.iter_mut().filter_map(|o| o.session.as_mut().ok());
+                    open.map(|s| s.release_while_idle(ctx)).count()
+                };
+                evaluate_candidate(
+                    ctx,
+                    station,
+                    &unit,
+                    r,
+                    run_dir,
+                    env,
+                    this,
+                    &mut release_idle,
+                )?
             }
             Err(msg) => {
                 this.1.discard();

@@ -484,6 +484,16 @@ impl ReferenceSession {
         self.worker_case = None;
     }
 
+    /// Gives back the GPU memory this session holds while another problem's candidate is
+    /// evaluated beside it: its worker's current case and cached blocks, and the cases kept
+    /// for later candidates (the next one caches them again, from its first case). Called
+    /// on an idle session only, when an evaluation on the same GPU ran out of memory.
+    pub(crate) fn release_while_idle(&mut self, ctx: &Ctx) {
+        self.drop_worker_case(ctx);
+        self.cached.clear();
+        self.cached_bytes = 0;
+    }
+
     /// Drops the cases kept for this problem's later candidates (they are remade per
     /// candidate from now on): their GPU memory goes back.
     fn drop_cached_cases(&mut self) {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::memory::pressure_plausible;
+use super::memory::{idle_note, pressure_plausible};
 use super::{fault, Evaluation, Step, Stop, TimedCase};
 use crate::config::TimingConfig;
 use crate::judge::faults::out_of_memory;
@@ -94,17 +94,38 @@ impl<'a> Evaluation<'a, '_> {
         let io_bytes = timed.layout.io_bytes();
         let (inputs, outputs) = timed.layout.bytes();
         let mut release_calls = release_every_call(inputs, outputs, total);
+        if release_calls {
+            // A case this size needs most of the GPU: the other problems' sessions kept open
+            // beside it (the service's) give their memory back first.
+            let idle = (self.release_idle)();
+            self.notes
+                .extend(idle_note(idle, "timing, a case of half the GPU or more"));
+        }
+        let mut retried = false;
         let result = loop {
             let run = self.time_gated_once(worker, tc, timed, &seeds, &judge, release_calls);
-            // Out of GPU memory with both workers' blocks cached between calls: the side
-            // being timed may have lacked only what the idle side kept. Timed again (once)
-            // releasing them after every call, so an honest kernel's verdict never rests on
-            // the size estimate above. Only where memory pressure is plausible: elsewhere a
-            // kernel raising "out of memory" is judged.
-            if ran_out_of_memory(&run) && !release_calls && pressure_plausible(total, io_bytes) {
-                self.notes.push("timing ran out of GPU memory with the workers' memory cached between calls; timed again, releasing it after every call".into());
-                release_calls = true;
-                continue;
+            // Out of GPU memory: the side being timed may have lacked only what the idle side
+            // kept cached between calls, or what the other problems' sessions kept open beside
+            // this evaluation hold. Timed again (once) without them, releasing the workers'
+            // memory after every call, so that an honest kernel's verdict never rests on the
+            // size estimate above or on what the harness keeps. Only where memory pressure is
+            // plausible: elsewhere a kernel raising "out of memory" is judged. With nothing
+            // left to release, the first timing's verdict stands.
+            if ran_out_of_memory(&run) && !retried && pressure_plausible(total, io_bytes) {
+                retried = true;
+                let idle = (self.release_idle)();
+                if !release_calls || idle > 0 {
+                    let how = if release_calls {
+                        "timed again"
+                    } else {
+                        "timed again, releasing it after every call"
+                    };
+                    self.notes.push(format!("timing ran out of GPU memory with the workers' memory cached between calls; {how}"));
+                    self.notes
+                        .extend(idle_note(idle, "timing again after running out of memory"));
+                    release_calls = true;
+                    continue;
+                }
             }
             let result = run.map(|run| self.summarize_pooled(run, tc, &mut pooled));
             // Claims the harness's clock did not support: timed again, on new values, up to
