@@ -84,6 +84,9 @@ BEFORE = [
     # integrity flags (L1/4 s1-s4, timed-output-mismatch) are the false positive the timed
     # calls' absolute arm removed after this run (README).
     "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json",
+    # H100, 2026-12-05 sixth session (binary e63b9e2, with the absolute arm): L1/4, L2/16 and
+    # L2/20, the four false positives and the five kernels the fifth session did not start.
+    "2026-12-05-h100-leaderboard-fix-rerun/claims.json",
 ]
 
 # The same files: "after" takes the last evaluated row, so 2026-11-25's never win (every
@@ -106,6 +109,9 @@ CROSS = [
     ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.csv"),
     ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.md"),
     ("2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.json", "2026-12-05-h100-leaderboard-level1-1-13-level2-1-20/claims.txt"),
+    ("2026-12-05-h100-leaderboard-fix-rerun/claims.json", "2026-12-05-h100-leaderboard-fix-rerun/claims.csv"),
+    ("2026-12-05-h100-leaderboard-fix-rerun/claims.json", "2026-12-05-h100-leaderboard-fix-rerun/claims.md"),
+    ("2026-12-05-h100-leaderboard-fix-rerun/claims.json", "2026-12-05-h100-leaderboard-fix-rerun/claims.txt"),
 ]
 
 # Reason classes as the claims report prints them (reports/src/claims/mod.rs,
