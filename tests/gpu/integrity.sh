@@ -448,7 +448,8 @@ exit $status
 # `bench/serve/run.sh` with the PyTorch candidates of L1/22 then L1/25 (the bench's own,
 # the problems' models), with $D/kbench-old first where it exists (the binary before, for
 # the comparison) and $D/kbench. Passes when every record of $D/kbench is ok; prints each
-# record's notes (the release is noted). Results under $OUT (serve_memory.tgz).
+# record's notes (the release is noted); fails when either record is missing. Results under
+# $OUT (serve_memory.tgz).
 #
 #   D=devrun OUT=/tmp/out bash tests/gpu/integrity.sh serve-memory
 step_serve_memory() {
@@ -469,7 +470,7 @@ for b in kbench-old kbench; do
     fi
     python3 - "$S/records.jsonl" <<'EOF'
 import json, sys
-bad = 0
+bad, seen = 0, set()
 try:
     lines = open(sys.argv[1]).read().splitlines()
 except OSError as e:
@@ -480,10 +481,14 @@ for line in lines:
     if not isinstance(r, dict) or "outcome" not in r:
         continue
     p, o = r["problem"], r["outcome"]
+    seen.add(p["id"])
     print(f"  L{p['level']}/{p['id']} {p['name']}: {o['kind']} {(o.get('message') or '')[:160]}")
     for n in r.get("notes", []):
         print("    note:", n[:220])
     bad += o["kind"] != "ok"
+if seen != {22, 25}:
+    print("  records of L1/22 and L1/25 expected, got", sorted(seen))
+    bad += 1
 sys.exit(1 if bad else 0)
 EOF
     rc=$?

@@ -83,9 +83,10 @@ struct Evaluation<'a, 'c> {
     unit: &'a Unit<'a>,
     reference: &'a mut ReferenceSession,
     /// Makes the other problems' reference sessions kept open on this device (the service
-    /// keeps more than one) give their GPU memory back; how many there were. Called before
-    /// any second attempt after running out of GPU memory ([`memory`]), so that an honest
-    /// kernel's verdict never rests on what the harness keeps for later evaluations.
+    /// keeps more than one) give their GPU memory back; how many had any to give. Called
+    /// before a timing that needs half the GPU's memory or more and before any second
+    /// attempt after running out of GPU memory ([`memory`]), so that an honest kernel's
+    /// verdict never rests on what the harness keeps for later evaluations.
     release_idle: &'a mut dyn FnMut() -> usize,
     run_dir: &'a RunDir,
     tol: Tolerance,
@@ -456,7 +457,11 @@ impl Evaluation<'_, '_> {
         let mut made = self
             .reference
             .case(ctx, exec, self.unit.problem, self.run_dir, t);
-        if matches!(&made, Err(RefFailure::Failed(m)) if stress && out_of_memory(m)) {
+        // Out of GPU memory beside the candidate's worker (a random case's reference error
+        // would leave a kernel that takes the GPU's memory unjudged) or beside the other
+        // problems' sessions kept open: made again without them. Not past the reference
+        // worker's own memory cap, which neither changes.
+        if matches!(&made, Err(RefFailure::Failed(m)) if out_of_memory(m) && !met_memory_cap(m)) {
             made = self.reference_alone(worker, t)?;
         }
         let rc = match made {

@@ -26,6 +26,7 @@ use crate::eval::candidate::evaluate_candidate;
 use crate::eval::record::reference_error_record;
 use crate::eval::start::start_candidate;
 use crate::eval::Unit;
+use crate::judge::faults::out_of_memory;
 use crate::judge::Tolerance;
 use crate::measure::reference::{load_request, RefFailure, ReferenceSession};
 use crate::measure::{Ctx, Station};
@@ -95,6 +96,17 @@ enum Flow {
     /// The GPU failed its health check and the executor left the run: `Err` when no other
     /// executor is left to take the work.
     Unhealthy(Result<()>),
+}
+
+/// Makes every session of `idle` give its GPU memory back; how many had any to give.
+fn release_all(idle: &mut [Open], ctx: &Ctx) -> usize {
+    let mut released = 0;
+    for o in idle {
+        if let Ok(s) = &mut o.session {
+            released += usize::from(s.release_while_idle(ctx));
+        }
+    }
+    released
 }
 
 /// Crashes and timeouts kill a process that held a CUDA context in an unknown state.
@@ -281,15 +293,29 @@ impl Executor<'_> {
             Some((s, l)) => (Some(s), l),
             None => (None, None),
         };
-        let session = ReferenceSession::open(
-            self.ctx,
-            self.station,
-            &batch.problem,
-            &batch.problem_path,
-            self.shared.run_dir,
-            started,
-            load_reply,
-        );
+        let open = |started, load_reply| {
+            ReferenceSession::open(
+                self.ctx,
+                self.station,
+                &batch.problem,
+                &batch.problem_path,
+                self.shared.run_dir,
+                started,
+                load_reply,
+            )
+        };
+        let mut session = open(started, load_reply);
+        // A reference that ran out of GPU memory loading beside the other problems' sessions
+        // kept open: loaded once more by a fresh worker after they gave their memory back,
+        // so that what the executor keeps warm never costs a problem its reference.
+        if matches!(&session, Err(RefFailure::Failed(m)) if out_of_memory(m))
+            && release_all(&mut self.sessions, self.ctx) > 0
+        {
+            session = open(None, None).map(|mut s| {
+                s.notes.push("the reference ran out of GPU memory loading beside other problems' sessions kept open on this GPU; loaded again once they gave their memory back".into());
+                s
+            });
+        }
         self.shared.opened.fetch_add(1, Ordering::SeqCst);
         let session = match session {
             Ok(s) => Ok(s),
@@ -443,10 +469,7 @@ impl Executor<'_> {
             Ok(r) => {
                 env.device_name = r.device_name.clone();
                 env.gpu_uuid = station.gpu_uuid.clone();
-                let mut release_idle = || {
-                    let open = idle.iter_mut().filter_map(|o| o.session.as_mut().ok());
-                    open.map(|s| s.release_while_idle(ctx)).count()
-                };
+                let mut release_idle = || release_all(idle, ctx);
                 evaluate_candidate(
                     ctx,
                     station,

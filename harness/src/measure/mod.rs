@@ -9,6 +9,7 @@ mod ctx;
 pub(crate) mod device_case;
 pub(crate) mod exchange;
 pub(crate) mod gated;
+mod kept_cases;
 pub(crate) mod mode_check;
 pub(crate) mod phase_memory;
 mod probe;

@@ -13,6 +13,7 @@ use kbench_suites::Problem;
 use serde_json::{json, Value};
 
 use super::ahead_load::ahead_out_of_memory;
+use super::kept_cases::KeptCases;
 use super::probe::{alt_index, probe_slots};
 use super::ref_case::{applicability, case_gate, longest_input_axis};
 pub(crate) use super::ref_case::{CaseData, DevTensorOwned, RefCase};
@@ -42,10 +43,7 @@ pub(crate) enum RefFailure {
 /// by one case. A reference worker that dies is restarted (twice at most per problem).
 pub(crate) struct ReferenceSession {
     pub(crate) worker: Worker,
-    cached: Vec<Arc<RefCase>>,
-    caching: bool,
-    cached_bytes: u64,
-    budget: u64,
+    cached: KeptCases,
     /// Stress cases found not to apply, by case index: not made again for later candidates
     /// when the cache keeps no case (each took a float64 forward to decide).
     not_applicable: std::collections::HashMap<u32, String>,
@@ -62,6 +60,9 @@ pub(crate) struct ReferenceSession {
     gpu: Option<Arc<Gpu>>,
     /// The case the worker holds as its current one (what its timing uses).
     worker_case: Option<u32>,
+    /// Gave its GPU memory back while idle ([`Self::release_while_idle`]) and has not been
+    /// used since: nothing to give back again.
+    released: bool,
     restarts: u32,
     /// Seconds spent making cases, and of those in `get_inputs()`, since the session opened.
     pub(crate) made_s: f64,
@@ -96,10 +97,7 @@ impl ReferenceSession {
         };
         let mut s = Self {
             worker: start_reference(ctx, exec, problem, &log, prestarted)?,
-            cached: Vec::new(),
-            caching: true,
-            cached_bytes: 0,
-            budget,
+            cached: KeptCases::new(budget),
             not_applicable: Default::default(),
             applicable: Default::default(),
             device_name: String::new(),
@@ -111,6 +109,7 @@ impl ReferenceSession {
             log,
             gpu: exec.gpu.clone(),
             worker_case: None,
+            released: false,
             restarts: 0,
             made_s: 0.0,
             inputs_s: 0.0,
@@ -242,13 +241,17 @@ impl ReferenceSession {
         run_dir: &RunDir,
         t: u32,
     ) -> Result<Arc<RefCase>, RefFailure> {
-        if let Some(rc) = self.cached.get(t as usize) {
+        self.released = false;
+        if let Some(rc) = self.cached.get(t) {
             return Ok(Arc::clone(rc));
         }
         if let Some(why) = self.not_applicable.get(&t) {
             // Decided by the reference alone on the run's seeds: the same for every candidate.
-            let case = ctx.config.case_ref(t);
-            return Ok(Arc::new(RefCase::not_applicable(case, why.clone())));
+            // Kept in order with the others (no tensors), so that a cache dropped while the
+            // session was idle fills again past it.
+            let rc = Arc::new(RefCase::not_applicable(ctx.config.case_ref(t), why.clone()));
+            self.cached.offer(t, &rc, 0, ctx.config.cases_total());
+            return Ok(rc);
         }
         let rc = self
             .make_restarting(ctx, exec, problem, run_dir, t, true)?
@@ -257,20 +260,8 @@ impl ReferenceSession {
             self.not_applicable.insert(t, why.clone());
         }
         let rc = Arc::new(rc);
-        let bytes = rc.bytes();
-        let c = ctx.config;
-        // Keep the case while the whole set (estimated from this case) fits the budget.
-        if self.caching
-            && t as usize == self.cached.len()
-            && self.cached_bytes + bytes * u64::from(c.cases_total() - t) <= self.budget
-        {
-            self.cached_bytes += bytes;
-            self.cached.push(Arc::clone(&rc));
-        } else if self.caching {
-            self.caching = false;
-            self.cached.clear();
-            self.cached_bytes = 0;
-        }
+        self.cached
+            .offer(t, &rc, rc.bytes(), ctx.config.cases_total());
         Ok(rc)
     }
 
@@ -284,6 +275,7 @@ impl ReferenceSession {
         run_dir: &RunDir,
         t: u32,
     ) -> Result<(), RefFailure> {
+        self.released = false;
         if self.worker_case == Some(t) {
             return Ok(());
         }
@@ -487,19 +479,23 @@ impl ReferenceSession {
     /// Gives back the GPU memory this session holds while another problem's candidate is
     /// evaluated beside it: its worker's current case and cached blocks, and the cases kept
     /// for later candidates (the next one caches them again, from its first case). Called
-    /// on an idle session only, when an evaluation on the same GPU ran out of memory.
-    pub(crate) fn release_while_idle(&mut self, ctx: &Ctx) {
+    /// on an idle session only, by an evaluation on the same GPU that needs most of its
+    /// memory or ran out of it. Whether there was anything to give back: `false` when the
+    /// session did so already and has not been used since.
+    pub(crate) fn release_while_idle(&mut self, ctx: &Ctx) -> bool {
+        if self.released {
+            return false;
+        }
         self.drop_worker_case(ctx);
         self.cached.clear();
-        self.cached_bytes = 0;
+        self.released = true;
+        true
     }
 
     /// Drops the cases kept for this problem's later candidates (they are remade per
     /// candidate from now on): their GPU memory goes back.
     fn drop_cached_cases(&mut self) {
-        self.caching = false;
-        self.cached.clear();
-        self.cached_bytes = 0;
+        self.cached.stop();
     }
 
     fn export(

@@ -20,9 +20,11 @@ use crate::measure::reference::{RefCase, RefFailure};
 use crate::worker::Worker;
 
 impl Evaluation<'_, '_> {
-    /// Remakes stress case `t` after the reference ran out of GPU memory making it: with the
+    /// Remakes case `t` after the reference ran out of GPU memory making it: with the
     /// candidate's worker stopped (a kernel that holds the GPU's memory must not turn the
-    /// stress families into "not applicable"), then starts and loads the candidate again.
+    /// stress families into "not applicable", nor a random case into a reference error) and
+    /// the other problems' sessions' memory given back, then starts and loads the candidate
+    /// again.
     /// What the reference answers alone is the case, or a failure of its own.
     pub(super) fn reference_alone(
         &mut self,
@@ -70,10 +72,10 @@ impl Evaluation<'_, '_> {
 
     /// Makes the reference sessions of other problems kept open on this GPU give their
     /// memory back (their workers' cases and cached blocks, their kept cases) before a
-    /// second attempt; noted when there were any. `kbench run` keeps none beside a batch,
-    /// the service keeps its recently used problems warm: an honest candidate of level-1
-    /// problem 25 (6 GiB tensors) ran out of memory under timing on an 80 GB H100 beside
-    /// level-1 problem 22's idle session.
+    /// second attempt; noted when any had memory to give. `kbench run` keeps none beside a
+    /// batch, the service keeps its recently used problem warm: an honest candidate of
+    /// level-1 problem 25 (6 GiB tensors) ran out of memory under timing on an 80 GB H100
+    /// beside level-1 problem 22's idle session.
     pub(super) fn release_idle_sessions(&mut self) {
         let idle = (self.release_idle)();
         self.notes.extend(idle_note(

@@ -21,6 +21,8 @@ use kbench_record::{Outcome, Phase};
 const FREEZE_LIMIT: Duration = Duration::from_secs(5);
 /// Timings of one candidate at most, when the harness's clock does not support its claims.
 const TIMINGS: u32 = 3;
+/// What the other problems' sessions give their memory back before, for a large timing.
+const TIMING_HALF_THE_GPU: &str = "a timing that needs half the GPU's memory or more";
 /// Longest wait for the GPU to go quiet with both workers frozen (a queue of work the
 /// candidate left draining).
 const QUIET_LIMIT: Duration = Duration::from_secs(10);
@@ -34,7 +36,26 @@ impl<'a> Evaluation<'a, '_> {
             return Ok(());
         };
         let tt = Instant::now();
-        let held = self.hold_timed_case();
+        // A timing that needs half the GPU's memory or more (its workers then release theirs
+        // after every call): the other problems' sessions kept open beside it (the service
+        // keeps its recently used problem warm) give theirs back first, before the reference
+        // remakes its timed case.
+        let (inputs, outputs) = timed.layout.bytes();
+        if release_every_call(inputs, outputs, self.exec.gpu_memory()) {
+            let idle = (self.release_idle)();
+            self.notes.extend(idle_note(idle, TIMING_HALF_THE_GPU));
+        }
+        let mut held = self.hold_timed_case();
+        if matches!(&held, Err(RefFailure::Failed(m)) if out_of_memory(m)) {
+            let idle = (self.release_idle)();
+            if idle > 0 {
+                self.notes.extend(idle_note(
+                    idle,
+                    "the reference made its timed case again after running out of memory",
+                ));
+                held = self.hold_timed_case();
+            }
+        }
         let result = match held {
             Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
             Err(RefFailure::Failed(msg)) => Ok(TimingResult::ReferenceFailed(msg)),
@@ -71,9 +92,10 @@ impl<'a> Evaluation<'a, '_> {
         r
     }
 
-    /// Times the pair until a timing settles it: timed again once, releasing memory after
-    /// every call, when it ran out of GPU memory with memory cached; timed again, on new
-    /// values, while the harness's clock does not support the claims (up to [`TIMINGS`]).
+    /// Times the pair until a timing settles it: timed again once, on new values, releasing
+    /// memory after every call, when it ran out of GPU memory with memory cached or with other
+    /// problems' sessions holding memory they then gave back; timed again, on new values,
+    /// while the harness's clock does not support the claims (up to [`TIMINGS`]).
     fn time_until_settled(
         &mut self,
         worker: &mut Worker,
@@ -94,36 +116,31 @@ impl<'a> Evaluation<'a, '_> {
         let io_bytes = timed.layout.io_bytes();
         let (inputs, outputs) = timed.layout.bytes();
         let mut release_calls = release_every_call(inputs, outputs, total);
-        if release_calls {
-            // A case this size needs most of the GPU: the other problems' sessions kept open
-            // beside it (the service's) give their memory back first.
-            let idle = (self.release_idle)();
-            self.notes
-                .extend(idle_note(idle, "timing, a case of half the GPU or more"));
-        }
         let mut retried = false;
         let result = loop {
             let run = self.time_gated_once(worker, tc, timed, &seeds, &judge, release_calls);
             // Out of GPU memory: the side being timed may have lacked only what the idle side
             // kept cached between calls, or what the other problems' sessions kept open beside
-            // this evaluation hold. Timed again (once) without them, releasing the workers'
+            // this evaluation held. Timed again (once) without them, releasing the workers'
             // memory after every call, so that an honest kernel's verdict never rests on the
-            // size estimate above or on what the harness keeps. Only where memory pressure is
-            // plausible: elsewhere a kernel raising "out of memory" is judged. With nothing
-            // left to release, the first timing's verdict stands.
+            // size estimate above or on what the harness keeps. On new values: a kernel that
+            // raised "out of memory" on purpose must not see the same inputs twice. Only where
+            // memory pressure is plausible (elsewhere a kernel raising "out of memory" is
+            // judged), and only when something was held: else the verdict stands.
             if ran_out_of_memory(&run) && !retried && pressure_plausible(total, io_bytes) {
                 retried = true;
                 let idle = (self.release_idle)();
                 if !release_calls || idle > 0 {
-                    let how = if release_calls {
-                        "timed again"
+                    self.notes.push(if release_calls {
+                        "timing ran out of GPU memory; timed again on new values".to_string()
                     } else {
-                        "timed again, releasing it after every call"
-                    };
-                    self.notes.push(format!("timing ran out of GPU memory with the workers' memory cached between calls; {how}"));
+                        "timing ran out of GPU memory with the workers' memory cached between calls; timed again on new values, releasing it after every call".to_string()
+                    });
                     self.notes
                         .extend(idle_note(idle, "timing again after running out of memory"));
                     release_calls = true;
+                    // Labels past the clock's timings (1 to TIMINGS - 1): drawn for no other.
+                    seeds = self.timed_input_seeds(tc, TIMINGS + timing);
                     continue;
                 }
             }
