@@ -133,7 +133,8 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
 }
 
 /// A stand-in `kbench run` for bench/build_ahead: three records a second apart and a build
-/// journal in which two of three jobs overlap.
+/// journal in which two of three jobs overlap; with FAKE_CUT_LIGHT set, a run with the light
+/// CUDA header ends as one that run.sh's `timeout` stopped (status 124).
 const FAKE_BUILD_RUN: &str = r#"#!/usr/bin/env bash
 case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; setup) echo "stand-in setup"; exit 0 ;; esac
 out=
@@ -145,6 +146,7 @@ for i in 1 2 3; do
 done
 printf '{"started_unix_s":%s,"ended_unix_s":%s,"complete":true}\n' "$t" "$((t + 2))" "$((t + 1))" "$((t + 3))" "$((t + 4))" "$((t + 5))" > "$out/logs/builds.jsonl"
 sleep 3
+[ -n "${FAKE_CUT_LIGHT:-}" ] && [ "${KBENCH_CUDA_HEADER:-}" = light ] && exit 124
 exit 3
 "#;
 
@@ -155,27 +157,11 @@ exit 3
 #[test]
 fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = tmp.path().join("D");
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("kbench"), FAKE_BUILD_RUN).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.join("kbench"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     let out = tmp.path().join("out");
-    let o = Command::new("bash")
-        .arg("bench/build_ahead/run.sh")
-        .current_dir(repo_root())
-        .env("D", &d)
-        .env("OUT", &out)
-        .env("W", tmp.path().join("w"))
-        .env("STEPS", "fixtures")
-        .env("PCH", "both")
-        .env("SETUP_PCH", "1")
-        .env("CUDA_HEADER", "both")
-        .env("KBENCH_BWRAP", "/bin/true")
-        .output()
-        .unwrap();
+    let o = build_ahead_bench(
+        tmp.path(),
+        &[("PCH", "both"), ("SETUP_PCH", "1"), ("CUDA_HEADER", "both")],
+    );
     assert!(o.status.success(), "{}", show(&o));
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
@@ -224,6 +210,74 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
             && table.contains("- L?/? s? k3: mismatch against ok"),
         "{table}"
     );
+}
+
+/// bench/build_ahead/run.sh (STEPS=fixtures) with the stand-in kbench and `envs`; its output
+/// goes to `tmp`/out.
+fn build_ahead_bench(tmp: &Path, envs: &[(&str, &str)]) -> std::process::Output {
+    let d = tmp.join("D");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("kbench"), FAKE_BUILD_RUN).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("kbench"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    Command::new("bash")
+        .arg("bench/build_ahead/run.sh")
+        .current_dir(repo_root())
+        .env("D", &d)
+        .env("OUT", tmp.join("out"))
+        .env("W", tmp.join("w"))
+        .env("STEPS", "fixtures")
+        .env("KBENCH_BWRAP", "/bin/true")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// A run that run.sh's time limit stopped: its seconds a kernel over the window are marked
+/// as cut (an upper bound), and it is not compared with the run beside it on fewer kernels
+/// than a pace can be read from; the pace between its first and last verdicts is given.
+#[test]
+fn the_build_ahead_bench_does_not_compare_a_run_cut_by_its_time_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = build_ahead_bench(
+        tmp.path(),
+        &[
+            ("CUDA_HEADER", "both"),
+            ("WARM", "0"),
+            ("FAKE_CUT_LIGHT", "1"),
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let out = tmp.path().join("out");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let runs = summary.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{summary}");
+    assert_eq!(
+        (runs[0]["run"].as_str(), runs[0]["cut"].as_bool()),
+        (Some("fixtures_cold"), Some(false)),
+        "{summary}"
+    );
+    assert_eq!(
+        (runs[1]["run"].as_str(), runs[1]["cut"].as_bool()),
+        (Some("fixtures_cold_light"), Some(true)),
+        "{summary}"
+    );
+    // Three records a second apart: a second a kernel between the first and the last.
+    let pace = runs[1]["s_per_kernel_after_first"].as_f64().unwrap();
+    assert!((0.9..1.1).contains(&pace), "{summary}");
+    let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        table.contains("| fixtures_cold_light | 124 | 3 |") && table.contains(" (cut) |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("fixtures cold, the light CUDA header against torch's: not compared: fixtures_cold_light was cut by its time limit after 3 kernel(s)"),
+        "{table}"
+    );
+    assert!(!table.contains("x the time"), "{table}");
 }
 
 /// A stand-in nvcc for cuda_header_probe.py: writes its `-o` file, and fails where it is given

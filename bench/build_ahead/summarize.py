@@ -76,6 +76,10 @@ def summarize(out, name):
         "kernels": len(kernels),
         "wall_s": t1 - t0,
         "s_per_kernel": (t1 - t0) / len(kernels) if kernels else None,
+        # Stopped by run.sh's LIMIT (`timeout`): its wall time is the limit, so seconds per
+        # kernel over it is no rate; the pace between the first and the last verdict is.
+        "cut": int(rc) in (124, 137),
+        "s_per_kernel_after_first": (finished[-1] - finished[0]) / (len(finished) - 1) if len(finished) > 1 else None,
         "first_verdict_s": first,
         "gpu_busy_share_after_first": share,
         "gpu_mean_util_after_first": util,
@@ -101,6 +105,30 @@ def differing(a, b):
     return sorted((k, va[k], vb[k]) for k in va.keys() & vb.keys() if va[k] != vb[k])
 
 
+# Kernels each of two runs, one of them cut by its time limit, must have judged before their
+# paces between the first and the last verdict are compared.
+CUT_MIN_KERNELS = 5
+
+
+def pace(a, b):
+    """Two runs side by side: their seconds a kernel and the ratio. Over the whole run when
+    neither was cut by its time limit; else between the first and the last verdict, when
+    both judged CUT_MIN_KERNELS or more; else not compared, saying why."""
+    if not (a["cut"] or b["cut"]):
+        if a["s_per_kernel"] and b["s_per_kernel"]:
+            return (f"{a['s_per_kernel']:.2f} against {b['s_per_kernel']:.2f} s a kernel "
+                    f"({a['s_per_kernel'] / b['s_per_kernel']:.2f}x the time)")
+        return "not compared: a run judged no kernel"
+    few = [s for s in (a, b) if s["kernels"] < CUT_MIN_KERNELS or not s["s_per_kernel_after_first"]]
+    if few:
+        return "not compared: " + "; ".join(
+            f"{s['run']} was cut by its time limit after {s['kernels']} kernel(s)" if s["cut"]
+            else f"{s['run']} judged {s['kernels']} kernel(s)" for s in few)
+    x, y = a["s_per_kernel_after_first"], b["s_per_kernel_after_first"]
+    return (f"{x:.2f} against {y:.2f} s a kernel between the first and the last verdict "
+            f"({x / y:.2f}x the time; {', '.join(s['run'] for s in (a, b) if s['cut'])} cut by its time limit)")
+
+
 def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
@@ -114,12 +142,16 @@ def main():
             runs.append(s)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(runs, f, indent=1)
-    print("| run | rc | kernels | wall s | s/kernel | first verdict s | GPU busy after first | mean util | "
-          "builds ahead (complete) | at once | peak host mem GiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| run | rc | kernels | wall s | s/kernel | first verdict s | s/kernel after it | GPU busy after first | "
+          "mean util | builds ahead (complete) | at once | peak host mem GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in runs:
-        print(f"| {s['run']} | {s['rc']} | {s['kernels']} | {s['wall_s']:.0f} | {fmt(s['s_per_kernel'], '.2f')} | "
-              f"{fmt(s['first_verdict_s'], '.0f')} | {fmt(s['gpu_busy_share_after_first'], '.0%')} | "
+        # A cut run's seconds a kernel over its whole window is an upper bound: builds of
+        # kernels it did not reach ran within it.
+        per = fmt(s["s_per_kernel"], ".2f") + (" (cut)" if s["cut"] else "")
+        print(f"| {s['run']} | {s['rc']} | {s['kernels']} | {s['wall_s']:.0f} | {per} | "
+              f"{fmt(s['first_verdict_s'], '.0f')} | {fmt(s['s_per_kernel_after_first'], '.2f')} | "
+              f"{fmt(s['gpu_busy_share_after_first'], '.0%')} | "
               f"{fmt(s['gpu_mean_util_after_first'], '.0%')} | {s['builds_ahead']} ({s['builds_complete']}) | "
               f"{s['builds_at_once']} | {fmt(s['peak_host_mem_gib'], '.1f')} |")
     for s in runs:
@@ -134,9 +166,7 @@ def main():
             a, b = by_name.get(f"{step}_{first}"), by_name.get(f"{step}_{second}")
             if not (a and b):
                 continue
-            if a["s_per_kernel"] and b["s_per_kernel"]:
-                print(f"\n{step} cold, {what}: {a['s_per_kernel']:.2f} against {b['s_per_kernel']:.2f} s a "
-                      f"kernel ({a['s_per_kernel'] / b['s_per_kernel']:.2f}x the time)")
+            print(f"\n{step} cold, {what}: {pace(a, b)}")
             diff = differing(a, b)
             common = len(a["verdicts"].keys() & b["verdicts"].keys())
             print(f"{step} cold, verdicts of the {common} kernels both runs judged: "
