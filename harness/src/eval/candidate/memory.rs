@@ -33,7 +33,7 @@ impl Evaluation<'_, '_> {
     ) -> Step<std::result::Result<Arc<RefCase>, RefFailure>> {
         let (ctx, c) = (self.ctx, self.ctx.config);
         worker.kill();
-        self.release_idle_sessions();
+        self.release_idle_sessions(SECOND_ATTEMPT);
         self.settle_after_kill();
         let made = self
             .reference
@@ -59,7 +59,7 @@ impl Evaluation<'_, '_> {
     ) -> Step<anyhow::Result<PreparedCase>> {
         worker.kill();
         self.reference.drop_worker_case(self.ctx);
-        self.release_idle_sessions();
+        self.release_idle_sessions(SECOND_ATTEMPT);
         self.settle_after_kill();
         let prepared = prepare_device_case(self.exec, rc);
         self.notes.push(match &prepared {
@@ -71,17 +71,17 @@ impl Evaluation<'_, '_> {
     }
 
     /// Makes the reference sessions of other problems kept open on this GPU give their
-    /// memory back (their workers' cases and cached blocks, their kept cases) before a
-    /// second attempt; noted when any had memory to give. `kbench run` keeps none beside a
-    /// batch, the service keeps its recently used problem warm: an honest candidate of
-    /// level-1 problem 25 (6 GiB tensors) ran out of memory under timing on an 80 GB H100
+    /// memory back (their workers' cases and cached blocks, their kept cases) before
+    /// `what`; noted when any had memory to give, and how many did. `kbench run` keeps none
+    /// beside a batch, the service keeps its recently used problem warm: an honest candidate
+    /// of level-1 problem 25 (6 GiB tensors) ran out of memory under timing on an 80 GB H100
     /// beside level-1 problem 22's idle session.
-    pub(super) fn release_idle_sessions(&mut self) {
-        let idle = (self.release_idle)();
-        self.notes.extend(idle_note(
-            idle,
-            "the second attempt after running out of memory",
-        ));
+    pub(super) fn release_idle_sessions(&mut self, what: &str) -> usize {
+        let n = (self.release_idle)();
+        if n > 0 {
+            self.notes.push(format!("{n} reference session(s) of other problems kept open on this GPU gave their memory back before {what}"));
+        }
+        n
     }
 
     /// Waits (up to 5 s) for the memory of a worker just killed to come back: the driver frees
@@ -185,18 +185,16 @@ impl Evaluation<'_, '_> {
     pub(super) fn candidate_alone(&mut self, worker: &mut Worker, case: &str) -> Step {
         self.reference.drop_worker_case(self.ctx);
         worker.kill();
-        self.release_idle_sessions();
+        self.release_idle_sessions(SECOND_ATTEMPT);
         self.settle_after_kill();
         self.notes.push(format!("case {case}: the candidate ran out of GPU memory beside the harness's buffers and the reference's worker; run again after the reference dropped its case, with the candidate's worker started afresh"));
         self.restart_candidate(worker)
     }
 }
 
-/// The record's note after `n` idle sessions of other problems gave their GPU memory back
-/// before `what`.
-pub(super) fn idle_note(n: usize, what: &str) -> Option<String> {
-    (n > 0).then(|| format!("{n} reference session(s) of other problems kept open on this GPU gave their memory back before {what}"))
-}
+/// What the idle sessions give their memory back before, in [`Evaluation::reference_alone`],
+/// [`Evaluation::prepare_alone`] and [`Evaluation::candidate_alone`].
+const SECOND_ATTEMPT: &str = "the second attempt after running out of memory";
 
 /// Whether GPU memory pressure can explain an out-of-memory error on a case of `io_bytes`
 /// on a GPU of `total` bytes: a case of a sixty-fourth of the GPU or more. Elsewhere a

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::memory::{idle_note, pressure_plausible};
+use super::memory::pressure_plausible;
 use super::{fault, Evaluation, Step, Stop, TimedCase};
 use crate::config::TimingConfig;
 use crate::judge::faults::out_of_memory;
@@ -42,19 +42,15 @@ impl<'a> Evaluation<'a, '_> {
         // remakes its timed case.
         let (inputs, outputs) = timed.layout.bytes();
         if release_every_call(inputs, outputs, self.exec.gpu_memory()) {
-            let idle = (self.release_idle)();
-            self.notes.extend(idle_note(idle, TIMING_HALF_THE_GPU));
+            self.release_idle_sessions(TIMING_HALF_THE_GPU);
         }
         let mut held = self.hold_timed_case();
-        if matches!(&held, Err(RefFailure::Failed(m)) if out_of_memory(m)) {
-            let idle = (self.release_idle)();
-            if idle > 0 {
-                self.notes.extend(idle_note(
-                    idle,
-                    "the reference made its timed case again after running out of memory",
-                ));
-                held = self.hold_timed_case();
-            }
+        if matches!(&held, Err(RefFailure::Failed(m)) if out_of_memory(m))
+            && self.release_idle_sessions(
+                "the reference made its timed case again after running out of memory",
+            ) > 0
+        {
+            held = self.hold_timed_case();
         }
         let result = match held {
             Err(RefFailure::Interrupted) => return Err(Stop::Interrupted),
@@ -129,15 +125,13 @@ impl<'a> Evaluation<'a, '_> {
             // judged), and only when something was held: else the verdict stands.
             if ran_out_of_memory(&run) && !retried && pressure_plausible(total, io_bytes) {
                 retried = true;
-                let idle = (self.release_idle)();
+                let idle = self.release_idle_sessions("timing again after running out of memory");
                 if !release_calls || idle > 0 {
                     self.notes.push(if release_calls {
                         "timing ran out of GPU memory; timed again on new values".to_string()
                     } else {
                         "timing ran out of GPU memory with the workers' memory cached between calls; timed again on new values, releasing it after every call".to_string()
                     });
-                    self.notes
-                        .extend(idle_note(idle, "timing again after running out of memory"));
                     release_calls = true;
                     // Labels past the clock's timings (1 to TIMINGS - 1): drawn for no other.
                     seeds = self.timed_input_seeds(tc, TIMINGS + timing);
