@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{records, repo_root, show};
+use crate::common::{records, repo_root, show, write_executable};
 
 /// A stand-in `kbench run`: one record per selected problem (`--select L/ID,...`) appended to
 /// `--out`'s records.jsonl, FAKE_SLEEP seconds each, spread over `--gpus`.
@@ -45,16 +45,11 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
     let bin = tmp.path().join("bin");
     std::fs::create_dir_all(d.join("kernelbench")).unwrap();
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(d.join("kbench"), FAKE_KBENCH).unwrap();
-    std::fs::write(
-        bin.join("nvidia-smi"),
+    write_executable(&d.join("kbench"), FAKE_KBENCH);
+    write_executable(
+        &bin.join("nvidia-smi"),
         "#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n",
-    )
-    .unwrap();
-    for f in [d.join("kbench"), bin.join("nvidia-smi")] {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    );
     let path = format!(
         "{}:{}",
         bin.display(),
@@ -217,11 +212,7 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
 fn build_ahead_bench(tmp: &Path, envs: &[(&str, &str)]) -> std::process::Output {
     let d = tmp.join("D");
     std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("kbench"), FAKE_BUILD_RUN).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.join("kbench"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    write_executable(&d.join("kbench"), FAKE_BUILD_RUN);
     Command::new("bash")
         .arg("bench/build_ahead/run.sh")
         .current_dir(repo_root())
@@ -312,11 +303,7 @@ fn the_cuda_header_probe_compiles_each_source_both_ways_and_counts_what_light_do
     std::fs::write(sources.join("b_full.py"), kernel("PyObject* p;")).unwrap();
     std::fs::write(sources.join("c_no_cuda.py"), "X = 'no kernel here'\n").unwrap();
     let nvcc = tmp.path().join("nvcc");
-    std::fs::write(&nvcc, FAKE_NVCC).unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    write_executable(&nvcc, FAKE_NVCC);
     for (light_only, out) in [(false, "both"), (true, "light")] {
         let out = tmp.path().join(out);
         let mut c = Command::new(&python);

@@ -106,15 +106,12 @@ fn a_one_level_folder_takes_its_level_and_says_so() {
 /// naming its log, and then the step that failed.
 #[test]
 fn setup_off_a_terminal_is_not_silent_during_a_long_step() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let uv = dir.path().join("uv");
-    std::fs::write(
+    common::write_executable(
         &uv,
         "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'uv 0.0.0'; exit 0; }\nsleep 4\necho 'error: no network here' >&2\nexit 2\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&uv, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let cache = dir.path().join("cache");
     let out = kbench()
         .arg("setup")

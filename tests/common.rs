@@ -100,6 +100,13 @@ pub fn show(out: &Output) -> String {
     )
 }
 
+/// Writes `text` to `path` as a file anyone may run (a stand-in for a tool: kbench, nvcc, uv).
+pub fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Parses a run log into JSON values.
 pub fn records(out_dir: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(out_dir.join("records.jsonl")).unwrap_or_default();
