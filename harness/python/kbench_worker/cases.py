@@ -10,7 +10,7 @@ import torch
 
 from .families import _check_family, apply_family
 from .integrity import _changed_inputs, input_checksums
-from .measure import Excess, rel_l2_max
+from .measure import Excess, f64_figures
 from .protocol import (
     MAX_MESSAGE_CHARS,
     WorkerError,
@@ -220,10 +220,9 @@ class CaseCommands:
         if outs64 is None:
             return
         t0 = time.perf_counter()
-        m = Excess(rtol)
-        m.add_all(outs, outs64)
+        m, rel_l2 = f64_figures(outs, outs64, rtol)
         reply["stability"]["f64"] = m.json()
-        reply["stability"]["f64"]["rel_l2"] = rel_l2_max(outs, outs64)
+        reply["stability"]["f64"]["rel_l2"] = rel_l2
         reply["stability_s"] = reply.get("stability_s", 0.0) + time.perf_counter() - t0
 
     def _probe_references(self, reply, inputs, pristine, outs, forward_seed, probe_tol):

@@ -148,20 +148,29 @@ def _checksum_view(x):
 def input_checksums(args):
     """Per tensor argument, (sum, sum of squares) of its bytes read as integers, computed
     on its device in int64 (wrapping), in chunks. Two passes over the input: cheap next to
-    any kernel that reads it."""
-    sums = {}
+    any kernel that reads it.
+
+    The sums stay on the device until every argument has been queued, then are read back
+    at once. Read back chunk by chunk (two host syncs per 16M elements, about 200 for a
+    6 GiB input) they left the GPU idle between chunks: in one evaluation of L1/19 (ReLU on
+    6.4 GB) on an H100 the checks took 0.9 s of the reference's time and 1.0 s of the
+    candidate's. The figures only ever meet figures of this same function (before and after
+    a call), so where the int64 sums wrap does not matter."""
+    pending = []
     for i, x in enumerate(args):
         if not isinstance(x, torch.Tensor) or x.is_complex():
             continue
         v = _checksum_view(x)
-        s1 = s2 = 0
+        s1 = torch.zeros((), dtype=torch.int64, device=v.device)
+        s2 = torch.zeros((), dtype=torch.int64, device=v.device)
         for s in range(0, v.numel(), COMPARE_CHUNK):
             # copy=True: an int64 input would otherwise be returned as is and squared in place.
             c = v[s : s + COMPARE_CHUNK].to(torch.int64, copy=True)
-            s1 += int(c.sum())
-            s2 += int(c.mul_(c).sum())
-        sums[i] = (s1, s2, tuple(x.shape), x.dtype)
-    return sums
+            s1 += c.sum()
+            s2 += c.mul_(c).sum()
+            del c
+        pending.append((i, s1, s2, tuple(x.shape), x.dtype))
+    return {i: (int(s1), int(s2), shape, dtype) for i, s1, s2, shape, dtype in pending}
 
 
 def device_kernels(prof):

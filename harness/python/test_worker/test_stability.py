@@ -147,3 +147,89 @@ class ExcessTests(unittest.TestCase):
                 keep[3] = False
                 self.assertAlmostEqual(got["max_excess"], float(want[keep].max()), delta=1e-12)
 
+
+
+class F64FiguresTests(unittest.TestCase):
+    """f64_figures: one pass where every output is finite, the same figures as the two
+    passes apart (measure.py)."""
+
+    def apart(self, outs_a, outs_b, rtol):
+        from kbench_worker import measure
+
+        m = measure.Excess(rtol)
+        m.add_all(outs_a, outs_b)
+        return m.json(), measure.rel_l2_max(outs_a, outs_b)
+
+    def test_the_one_pass_gives_the_figures_of_the_passes_apart_to_the_bit(self):
+        from unittest import mock
+
+        from kbench_worker import measure
+
+        g = torch.Generator().manual_seed(11)
+        a = [torch.randn(1000, generator=g) * 100, torch.randn(3, 7, generator=g)]
+        b = [(x.double() + torch.randn(x.shape, generator=g, dtype=torch.float64) * 1e-3) for x in a]
+        # a float32 "float64 output" too (a model that casts inside its forward)
+        b32 = [x.float() for x in b]
+        for other in (b, b32):
+            for chunk in (7, 1 << 24):
+                with mock.patch.object(measure, "COMPARE_CHUNK", chunk):
+                    fused = measure._f64_figures_all_finite(a, other, 1e-4)
+                    self.assertIsNotNone(fused)
+                    m, rel = fused
+                    self.assertEqual((m.json(), rel), self.apart(a, other, 1e-4))
+
+    def test_a_non_finite_value_a_shape_mismatch_or_an_integer_output_takes_the_passes_apart(self):
+        from kbench_worker import measure
+
+        g = torch.Generator().manual_seed(12)
+        a = [torch.randn(64, generator=g)]
+        b = [a[0].double() * (1 + 1e-6)]
+        cases = {
+            "nan": ([a[0].clone().index_fill_(0, torch.tensor([5]), float("nan"))], b),
+            "inf in both": ([a[0].clone().index_fill_(0, torch.tensor([5]), float("inf"))],
+                            [b[0].clone().index_fill_(0, torch.tensor([5]), float("inf"))]),
+            "shape": ([a[0][:32]], b),
+            "integer": ([torch.arange(64)], [torch.arange(64)]),
+            "one side has more": (a + a, b),
+            "overflowing sums": ([torch.full((8,), 3e38)], [torch.full((8,), 1e200, dtype=torch.float64)]),
+        }
+        for what, (x, y) in cases.items():
+            with self.subTest(what):
+                if what != "overflowing sums":
+                    self.assertIsNone(measure._f64_figures_all_finite(x, y, 1e-4))
+                m, rel = measure.f64_figures(x, y, 1e-4)
+                self.assertEqual((m.json(), rel), self.apart(x, y, 1e-4))
+
+
+class InputChecksumTests(unittest.TestCase):
+    """input_checksums reads its device sums back once, and still tells any one changed
+    element, of any dtype, across chunks (integrity.py)."""
+
+    def test_one_changed_element_in_any_chunk_changes_its_arguments_checksum_only(self):
+        from unittest import mock
+
+        from kbench_worker import integrity, measure
+
+        g = torch.Generator().manual_seed(3)
+        args = [torch.randn(100, generator=g), 7, torch.randint(-2**62, 2**62, (50,), generator=g),
+                torch.rand(30, generator=g) > 0.5, torch.randn(20, generator=g).half()]
+        for chunk in (3, 1 << 24):
+            with mock.patch.object(measure, "COMPARE_CHUNK", chunk), \
+                    mock.patch.object(integrity, "COMPARE_CHUNK", chunk):
+                before = integrity.input_checksums(args)
+                self.assertEqual(sorted(before), [0, 2, 3, 4])
+                self.assertEqual(integrity._changed_inputs(before, args), [])
+                for i, pos in ((0, 97), (2, 1), (3, 29), (4, 10)):
+                    changed = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+                    t = changed[i]
+                    if t.dtype == torch.bool:
+                        t[pos] = ~t[pos]
+                    elif t.is_floating_point():
+                        # the next representable value: one bit of one element
+                        t[pos] = torch.nextafter(t[pos], t[pos] + 1)
+                    else:
+                        t[pos] += 1
+                    self.assertEqual(integrity._changed_inputs(before, changed), [i])
+                # sums of small integers are the plain sums
+                small = [torch.arange(10, dtype=torch.int32)]
+                self.assertEqual(integrity.input_checksums(small)[0][:2], (45, 285))
