@@ -55,21 +55,27 @@ class Excess:
             acc[0] = torch.maximum(acc[0], m)
             acc[1] = acc[1] + mism
 
-    def add(self, a, b):
-        """Adds one pair of tensors; a shape mismatch counts every element as a mismatch."""
+    def add(self, a, b, l2=None):
+        """Adds one pair of tensors; a shape mismatch counts every element as a mismatch.
+        `l2`: [num, den], 0-d float64 tensors on the pair's device, to which the all-finite
+        pass adds sum((a - b)^2) and sum(b^2) as it goes (see `f64_figures`). Returns whether
+        that pass decided the pair (every element finite in both): only then are the sums
+        whole."""
         if tuple(a.shape) != tuple(b.shape):
             n = max(a.numel(), b.numel())
             self.nan_mismatch += n
             self.elements += n
-            return
+            return False
         fa, fb = _flat(a), _flat(b)
         dev = fa.device
         n = fa.numel()
         self.elements += n
-        fast = self._all_finite_max(fa, fb, dev, n)
+        if n == 0:
+            return True
+        fast = self._all_finite_max(fa, fb, dev, n, l2)
         if fast is not None:
             self._accumulate(dev, fast, torch.zeros((), dtype=torch.int64, device=dev))
-            return
+            return True
         for s in range(0, n, COMPARE_CHUNK):
             # copy=True: a float64 input (the float64 reference's outputs) would otherwise be
             # returned as is, and the in-place arithmetic below would overwrite it.
@@ -83,22 +89,34 @@ class Excess:
             # with none finite in both leaves the running maximum as it was.
             self._accumulate(dev, d.masked_fill_(~both, -math.inf).max(), mism)
             del d, both
+        return False
 
-    def _all_finite_max(self, fa, fb, dev, n):
+    def _all_finite_max(self, fa, fb, dev, n, l2=None):
         """The pass for the common case, every element of both finite: max(|a - b| -
         rtol*|b|) in float64 with one float64 temporary per chunk and five kernels (the full
         pass below takes about 20, with the finiteness masks), read back once. Any element
         not finite in either (or a difference that overflows) makes that maximum NaN or +inf:
         then None, and the full pass decides. On an H100 the full pass took about 0.15 s
-        per 6 GiB output, twice per stress case of the largest level-1 problems."""
+        per 6 GiB output, twice per stress case of the largest level-1 problems. With `l2`
+        (see `add`) b is taken as a float64 copy, the same values, and the L2 sums of
+        rel_l2_max are added from the same chunks."""
         if n == 0:
             return None
         best = None
         for s in range(0, n, COMPARE_CHUNK):
-            y = fb[s : s + COMPARE_CHUNK].to(device=dev)
+            if l2 is None:
+                y = fb[s : s + COMPARE_CHUNK].to(device=dev)
+            else:
+                y = fb[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
             d = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
             # float64 throughout: y is promoted exactly, |y| is exact in y's own dtype.
-            d.sub_(y).abs_().sub_(y.abs(), alpha=self.rtol)
+            d.sub_(y)
+            if l2 is not None:
+                # rel_l2_max's sums with nothing to mask, in its operations and order.
+                l2[0] += d.pow(2).sum()
+                l2[1] += y.pow(2).sum()
+            # y is this pass's own copy only with l2: in place then, else a new tensor.
+            d.abs_().sub_(y.abs_() if l2 is not None else y.abs(), alpha=self.rtol)
             m = d.max()
             best = m if best is None else torch.maximum(best, m)
             del d, y
@@ -164,64 +182,36 @@ def rel_l2_max(outs_a, outs_b):
 def f64_figures(outs_a, outs_b, rtol):
     """`(Excess(rtol) over the pairs, rel_l2_max(outs_a, outs_b))`: the float64 stability
     figures of make_case, with the same values as computing them apart. When every pair has
-    one shape, is floating point on both sides and finite throughout, both come from one
-    pass that reads each chunk once. The separate passes read every output four times: 1.6 s
-    of the reference's time in one evaluation of L1/19 (ReLU on 6.4 GB) on an H100. Anything
-    else, or a sum that overflows, takes the separate passes, with their finiteness rules."""
-    fused = _f64_figures_all_finite(outs_a, outs_b, rtol)
-    if fused is not None:
-        return fused
+    one shape, is floating point on both sides and finite throughout, Excess's all-finite
+    pass adds rel_l2_max's sums from the chunks it reads, and no second pass runs. The two
+    passes apart read every output four times: 1.6 s of the reference's time in one
+    evaluation of L1/19 (ReLU on 6.4 GB) on an H100. Anything else, or a sum that
+    overflows, takes rel_l2_max's own pass, with its finiteness rules."""
     m = Excess(rtol)
-    m.add_all(outs_a, outs_b)
-    return m, rel_l2_max(outs_a, outs_b)
-
-
-def _f64_figures_all_finite(outs_a, outs_b, rtol):
-    """f64_figures' one pass, or None where it does not apply. Each figure is computed with
-    the operations, chunks and order of its own pass (Excess._all_finite_max, rel_l2_max
-    with nothing masked), so the results are the same to the bit."""
-    if len(outs_a) != len(outs_b):
-        return None
-    pairs = []
+    if len(outs_a) != len(outs_b) or any(
+        tuple(a.shape) != tuple(b.shape) or not (a.is_floating_point() and b.is_floating_point())
+        for a, b in zip(outs_a, outs_b)
+    ):
+        m.add_all(outs_a, outs_b)
+        return m, rel_l2_max(outs_a, outs_b)
+    sums, whole = [], True
     for a, b in zip(outs_a, outs_b):
-        if tuple(a.shape) != tuple(b.shape) or not (a.is_floating_point() and b.is_floating_point()):
-            return None
-        pairs.append((_flat(a), _flat(b)))
-    m = Excess(rtol)
-    sums = []
-    worst = None
-    for fa, fb in pairs:
-        dev = fa.device
-        n = fa.numel()
-        m.elements += n
-        num = torch.zeros((), dtype=torch.float64, device=dev)
-        den = torch.zeros((), dtype=torch.float64, device=dev)
-        best = None
-        for s in range(0, n, COMPARE_CHUNK):
-            y = fb[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
-            d = fa[s : s + COMPARE_CHUNK].to(device=dev, dtype=torch.float64, copy=True)
-            d.sub_(y)
-            num += d.pow(2).sum()
-            den += y.pow(2).sum()
-            d.abs_().sub_(y.abs_(), alpha=m.rtol)
-            c = d.max()
-            best = c if best is None else torch.maximum(best, c)
-            del d, y
-        if best is not None:
-            m._accumulate(dev, best, torch.zeros((), dtype=torch.int64, device=dev))
-            worst = best if worst is None else torch.maximum(worst, best.to(worst.device))
-        sums.append((num, den))
-    if worst is not None and not bool(torch.isfinite(worst)):
-        return None
-    best_rel = None
-    for num, den in sums:
-        num, den = float(num), float(den)
-        if not (math.isfinite(num) and math.isfinite(den)):
-            return None
-        if den > 0.0:
-            r = math.sqrt(num / den)
-            best_rel = r if best_rel is None else max(best_rel, r)
-    return m, best_rel
+        dev = a.device
+        l2 = [torch.zeros((), dtype=torch.float64, device=dev) for _ in range(2)]
+        # A pair that is empty or not finite throughout leaves its sums partial.
+        whole = m.add(a, b, l2) and whole
+        sums.append(l2)
+    best = None
+    if whole:
+        for num, den in sums:
+            num, den = float(num), float(den)
+            if not (math.isfinite(num) and math.isfinite(den)):
+                whole = False
+                break
+            if den > 0.0:
+                r = math.sqrt(num / den)
+                best = r if best is None else max(best, r)
+    return m, (best if whole else rel_l2_max(outs_a, outs_b))
 
 
 def output_stats(o, rtol):

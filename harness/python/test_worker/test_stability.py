@@ -166,19 +166,23 @@ class F64FiguresTests(unittest.TestCase):
         from kbench_worker import measure
 
         g = torch.Generator().manual_seed(11)
-        a = [torch.randn(1000, generator=g) * 100, torch.randn(3, 7, generator=g)]
+        a = [torch.randn(1000, generator=g) * 100, torch.randn(0, generator=g), torch.randn(3, 7, generator=g)]
         b = [(x.double() + torch.randn(x.shape, generator=g, dtype=torch.float64) * 1e-3) for x in a]
         # a float32 "float64 output" too (a model that casts inside its forward)
         b32 = [x.float() for x in b]
         for other in (b, b32):
             for chunk in (7, 1 << 24):
                 with mock.patch.object(measure, "COMPARE_CHUNK", chunk):
-                    fused = measure._f64_figures_all_finite(a, other, 1e-4)
-                    self.assertIsNotNone(fused)
-                    m, rel = fused
-                    self.assertEqual((m.json(), rel), self.apart(a, other, 1e-4))
+                    want = self.apart(a, other, 1e-4)
+                    # one pass: rel_l2_max's own pass never runs
+                    with mock.patch.object(measure, "rel_l2_max", wraps=measure.rel_l2_max) as apart_pass:
+                        m, rel = measure.f64_figures(a, other, 1e-4)
+                    apart_pass.assert_not_called()
+                    self.assertEqual((m.json(), rel), want)
 
     def test_a_non_finite_value_a_shape_mismatch_or_an_integer_output_takes_the_passes_apart(self):
+        from unittest import mock
+
         from kbench_worker import measure
 
         g = torch.Generator().manual_seed(12)
@@ -195,10 +199,11 @@ class F64FiguresTests(unittest.TestCase):
         }
         for what, (x, y) in cases.items():
             with self.subTest(what):
-                if what != "overflowing sums":
-                    self.assertIsNone(measure._f64_figures_all_finite(x, y, 1e-4))
-                m, rel = measure.f64_figures(x, y, 1e-4)
-                self.assertEqual((m.json(), rel), self.apart(x, y, 1e-4))
+                want = self.apart(x, y, 1e-4)
+                with mock.patch.object(measure, "rel_l2_max", wraps=measure.rel_l2_max) as apart_pass:
+                    m, rel = measure.f64_figures(x, y, 1e-4)
+                apart_pass.assert_called_once()
+                self.assertEqual((m.json(), rel), want)
 
 
 class InputChecksumTests(unittest.TestCase):
