@@ -29,6 +29,20 @@ def failure_lines(candidates, width=300):
     ]
 
 
+def timing_ceiling(tp, gpus=1):
+    """What the timing phases alone allow: a kernel is timed with its GPU to itself (nothing
+    else of any evaluation runs on it meanwhile), so on `gpus` GPUs no scheduling can finish
+    more than 60 × gpus × records / Σ timing_s evaluations a minute of these records' kind,
+    whatever the rest of each evaluation costs. None without timed records."""
+    n, t = tp.get("records") or 0, (tp.get("phases_s") or {}).get("timing_s") or 0.0
+    if not n or t <= 0:
+        return None
+    return (
+        f"Timing alone (the GPU held by one kernel's timing, {t / n:.2f} s an evaluation on average) "
+        f"allows at most {60.0 * gpus * n / t:.1f} evaluations a minute on {gpus} GPU(s) for these records."
+    )
+
+
 def sessions_line(m):
     """The reference sessions the service opened and reused by the end of the throughput step
     (its `kbench_serve_reference_sessions_*_total` counters), or None when it has none."""
@@ -115,6 +129,11 @@ def summary_md(r):
             + f". {tp['opened_a_reference_session']} opened their problem's reference session.",
             "",
         ]
+        # The GPUs the service reported busy ratios for: the ones its evaluations could use.
+        gpus = len((r.get("gpu_busy") or {}).get("metrics_busy_ratio_after") or {}) or 1
+        ceiling = timing_ceiling(tp, gpus)
+        if ceiling:
+            lines += [ceiling, ""]
     m = r.get("metrics_end") or {}
     q = {}
     for kind in ("api", "verdict"):

@@ -219,6 +219,17 @@ class RecordPhases(unittest.TestCase):
         self.assertEqual(list(got["phases_s"])[0], "reference_open_s", "largest first")
 
 
+class TimingCeiling(unittest.TestCase):
+    def test_the_ceiling_is_what_the_summed_timing_phases_leave_a_minute(self):
+        tp = {"records": 20, "phases_s": {"timing_s": 90.8, "stress_s": 56.1}}
+        line = summary.timing_ceiling(tp)
+        self.assertIn("4.54 s an evaluation", line)
+        self.assertIn("at most 13.2 evaluations a minute on 1 GPU(s)", line)
+        self.assertIn("at most 26.4 evaluations", summary.timing_ceiling(tp, gpus=2))
+        self.assertIsNone(summary.timing_ceiling({"records": 3, "phases_s": {"timing_s": 0.0}}))
+        self.assertIsNone(summary.timing_ceiling({}))
+
+
 class SelfTest(unittest.TestCase):
     def test_self_test_passes(self):
         r = subprocess.run([sys.executable, str(HERE / "serve_bench.py"), "--self-test"], capture_output=True, text=True, timeout=300)
