@@ -25,7 +25,8 @@
 # cache (its output and time in <run>.setup); without it the run's own helper makes them in
 # the background, its builds using them once made.
 # Each run writes <run>.txt (kbench's output), <run>.mem (host memory used, one sample a
-# second) and <run>.wall (its start and end); summarize.py turns the run folders into
+# second), <run>.wall (its start and end) and <run>/logs.tgz (the run's logs: workers, build
+# jobs, the precompiled header helper); summarize.py turns the run folders into
 # seconds per kernel, first verdict, GPU busy share after it, builds at once and peak memory.
 # WARM=0 skips the warm passes; LIMIT (seconds, default 540) bounds each run; ARGS are added
 # to every kbench run (e.g. ARGS="--stop-starting-after 400": no problem starts after 400 s,
@@ -74,6 +75,9 @@ run() {
     echo "$name rc=$rc"
     mkdir -p "$OUT/$name"
     cp "$W/$name/records.jsonl" "$W/$name/gpu_samples.jsonl" "$W/$name/logs/builds.jsonl" "$OUT/$name/" 2>/dev/null
+    # The workers' and build jobs' logs (ninja's lines say what a load compiled again) and the
+    # precompiled header helper's, for finding where a load's seconds went.
+    tar -czf "$OUT/$name/logs.tgz" -C "$W/$name" logs 2>/dev/null
 }
 
 # cold_and_warm STEP ARGS...: STEP's cold run(s) with an empty cache, as PCH says, then its warm run

@@ -107,6 +107,25 @@ def _write_json(path, value):
     _write_whole(path, json.dumps(value, indent=1))
 
 
+def _write_forwarder(out_dir, header_mtime_ns):
+    """FORWARDER into DIR, written only where missing or different, and dated like torch's own
+    header. nvcc's dependency files list every header a CUDA source opened, this one included
+    wherever it was in sight, and ninja compiles an object again once one of those is newer
+    than it: rewritten at every helper's start, it sent every CUDA object built before back
+    to nvcc at its next load (a run stopped before its headers were complete, then the next
+    run's helper). Its content only forwards, so no date of it can change what compiles."""
+    path = os.path.join(out_dir, HEADER)
+    try:
+        with open(path) as f:
+            same = f.read() == FORWARDER
+    except OSError:
+        same = False
+    if not same:
+        _write_whole(path, FORWARDER)
+    if header_mtime_ns:
+        os.utime(path, ns=(header_mtime_ns, header_mtime_ns))
+
+
 def _clear_leftovers(out_dir):
     """Partial files of a helper that was stopped (the run it served ended)."""
     for name in os.listdir(out_dir):
@@ -155,7 +174,7 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     os.makedirs(gch_dir, exist_ok=True)
     _write_json(sig_path, sig)
     # Before any precompiled header is in sight (see FORWARDER).
-    _write_whole(os.path.join(out_dir, HEADER), FORWARDER)
+    _write_forwarder(out_dir, sig.get("header_mtime_ns"))
     _clear_leftovers(out_dir)
     compiler, flags = sig["compiler"], sig["flags"]
     todo = [(n, x) for n, x in VARIANTS if not os.path.isfile(os.path.join(gch_dir, n + ".gch"))]

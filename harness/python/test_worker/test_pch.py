@@ -110,6 +110,42 @@ class HelperTests(unittest.TestCase):
         with open(os.path.join(self.out, "signature.json")) as f:
             self.assertEqual(json.load(f)["compiler_version"], "c++ (stand-in) new")
 
+    def test_a_helper_started_again_leaves_cuda_objects_built_through_the_forwarder_up_to_date(self):
+        """nvcc's dependency files list the forwarder; a helper that runs again (a variant
+        failed, or the last was stopped with its run) must not make ninja compile them again."""
+        import shutil
+        ninja = shutil.which("ninja") or shutil.which("ninja", path=os.path.dirname(sys.executable))
+        if ninja is None:
+            self.skipTest("no ninja")
+        fails_o3 = FAKE_GCC.format(tag="a", calls=self.calls).replace('out=""', 'case "$*" in *-O3*) exit 1 ;; esac\nout=""')
+        made, log = self.build(self.compiler(fails_o3))
+        self.assertEqual(made, len(pch.VARIANTS) - 1, log)
+        forwarder = os.path.join(self.out, "torch", "extension.h")
+        sig = json.load(open(os.path.join(self.out, "signature.json")))
+        self.assertEqual(os.stat(forwarder).st_mtime_ns, sig["header_mtime_ns"], "dated like torch's header")
+        # An object whose dependency file names the forwarder, as nvcc's does.
+        build = os.path.join(self.dir, "build")
+        os.makedirs(build)
+        open(os.path.join(build, "k.cu"), "w").close()
+        with open(os.path.join(build, "build.ninja"), "w") as f:
+            f.write(f"rule nvcc\n  command = printf '%s: %s %s\\n' $out $in {forwarder} > $out.d && touch $out\n"
+                    "  depfile = $out.d\n  deps = gcc\nbuild k.o: nvcc k.cu\n")
+        run = lambda *a: subprocess.run([ninja, *a], cwd=build, capture_output=True, text=True, timeout=60)
+        self.assertEqual(run().returncode, 0)
+        self.assertIn(forwarder, run("-t", "deps").stdout)
+        self.assertIn("no work to do", run("-n").stdout)
+        # The helper again (its O3 still missing): the forwarder's content and date stay.
+        made, log = self.build(self.compiler(fails_o3))
+        self.assertEqual(made, len(pch.VARIANTS) - 1, log)
+        self.assertEqual(os.stat(forwarder).st_mtime_ns, sig["header_mtime_ns"])
+        self.assertIn("no work to do", run("-n").stdout, run("-n", "-d", "explain").stderr)
+        # A forwarder of another content (an older kbench's) is written anew, dated the same.
+        with open(forwarder, "w") as f:
+            f.write("// old\n")
+        self.build(self.compiler(fails_o3))
+        self.assertEqual(open(forwarder).read(), pch.FORWARDER)
+        self.assertEqual(os.stat(forwarder).st_mtime_ns, sig["header_mtime_ns"])
+
     def test_one_helper_at_a_time(self):
         cxx = self.compiler(FAKE_GCC.format(tag="a", calls=self.calls))
         os.makedirs(self.out)
