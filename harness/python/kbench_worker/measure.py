@@ -155,9 +155,9 @@ def rel_l2_max(outs_a, outs_b):
     (or the shapes differ: Excess counts that). The strict profile's applicability rule
     reads it: a working-precision reference this far from its float64 twin as a whole is
     ill-conditioned, one that is off only where a reduction cancels is not."""
-    best = None
+    sums = []
     for a, b in zip(outs_a, outs_b):
-        if tuple(a.shape) != tuple(b.shape) or not (a.is_floating_point() and b.is_floating_point()):
+        if not _l2_comparable(a, b):
             continue
         fa, fb = _flat(a), _flat(b)
         dev = fa.device
@@ -172,7 +172,20 @@ def rel_l2_max(outs_a, outs_b):
             num += x.pow_(2).sum()
             den += y.pow_(2).sum()
             del x, y, both
-        num, den = float(num), float(den)
+        sums.append((float(num), float(den)))
+    return _largest_rel_l2(sums)
+
+
+def _l2_comparable(a, b):
+    """Whether rel_l2_max measures the pair: one shape, floating point on both sides."""
+    return tuple(a.shape) == tuple(b.shape) and a.is_floating_point() and b.is_floating_point()
+
+
+def _largest_rel_l2(sums):
+    """sqrt(num / den) largest over the pairs' (num, den) whose sums are finite and den > 0;
+    None when there is none."""
+    best = None
+    for num, den in sums:
         if den > 0.0 and math.isfinite(num) and math.isfinite(den):
             r = math.sqrt(num / den)
             best = r if best is None else max(best, r)
@@ -188,30 +201,20 @@ def f64_figures(outs_a, outs_b, rtol):
     evaluation of L1/19 (ReLU on 6.4 GB) on an H100. Anything else, or a sum that
     overflows, takes rel_l2_max's own pass, with its finiteness rules."""
     m = Excess(rtol)
-    if len(outs_a) != len(outs_b) or any(
-        tuple(a.shape) != tuple(b.shape) or not (a.is_floating_point() and b.is_floating_point())
-        for a, b in zip(outs_a, outs_b)
-    ):
+    if len(outs_a) != len(outs_b) or not all(_l2_comparable(a, b) for a, b in zip(outs_a, outs_b)):
         m.add_all(outs_a, outs_b)
         return m, rel_l2_max(outs_a, outs_b)
     sums, whole = [], True
     for a, b in zip(outs_a, outs_b):
-        dev = a.device
-        l2 = [torch.zeros((), dtype=torch.float64, device=dev) for _ in range(2)]
+        l2 = [torch.zeros((), dtype=torch.float64, device=a.device) for _ in range(2)]
         # A pair that is empty or not finite throughout leaves its sums partial.
         whole = m.add(a, b, l2) and whole
         sums.append(l2)
-    best = None
     if whole:
-        for num, den in sums:
-            num, den = float(num), float(den)
-            if not (math.isfinite(num) and math.isfinite(den)):
-                whole = False
-                break
-            if den > 0.0:
-                r = math.sqrt(num / den)
-                best = r if best is None else max(best, r)
-    return m, (best if whole else rel_l2_max(outs_a, outs_b))
+        sums = [(float(num), float(den)) for num, den in sums]
+        if all(math.isfinite(x) for pair in sums for x in pair):
+            return m, _largest_rel_l2(sums)
+    return m, rel_l2_max(outs_a, outs_b)
 
 
 def output_stats(o, rtol):

@@ -121,7 +121,8 @@ class HelperTests(unittest.TestCase):
         made, log = self.build(self.compiler(fails_o3))
         self.assertEqual(made, len(pch.VARIANTS) - 1, log)
         forwarder = os.path.join(self.out, "torch", "extension.h")
-        sig = json.load(open(os.path.join(self.out, "signature.json")))
+        with open(os.path.join(self.out, "signature.json")) as f:
+            sig = json.load(f)
         self.assertEqual(os.stat(forwarder).st_mtime_ns, sig["header_mtime_ns"], "dated like torch's header")
         # An object whose dependency file names the forwarder, as nvcc's does.
         build = os.path.join(self.dir, "build")
@@ -143,7 +144,8 @@ class HelperTests(unittest.TestCase):
         with open(forwarder, "w") as f:
             f.write("// old\n")
         self.build(self.compiler(fails_o3))
-        self.assertEqual(open(forwarder).read(), pch.FORWARDER)
+        with open(forwarder) as f:
+            self.assertEqual(f.read(), pch.FORWARDER)
         self.assertEqual(os.stat(forwarder).st_mtime_ns, sig["header_mtime_ns"])
 
     def test_one_helper_at_a_time(self):
