@@ -26,6 +26,7 @@ from .protocol import (
     _is_int,
     check_command,
 )
+from .rebuild_reasons import install as install_rebuild_reasons
 from .session import FLOOR_CACHED_BYTES
 from .tensors import _precision_dtype, _sync, cast, seed_all
 from .written_sources import install_restore
@@ -174,6 +175,8 @@ class LoadCommands:
                 from torch.utils import cpp_extension
 
                 install_restore(cpp_extension)
+                # Innermost: a failure replayed without ninja is no compile again.
+                install_rebuild_reasons(cpp_extension)
                 install_failure_replay(cpp_extension)
             factory = _exec_candidate(module, candidate_path, source)
             name = "ModelNew"
