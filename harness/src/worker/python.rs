@@ -49,6 +49,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("probes.py"),
     worker_file!("profiling.py"),
     worker_file!("protocol.py"),
+    worker_file!("rebuild_reasons.py"),
     worker_file!("server.py"),
     worker_file!("session.py"),
     worker_file!("startup.py"),
