@@ -21,6 +21,9 @@ MMAP_THRESHOLD = 32 << 20
 _MAX_BLOCKS = 4096
 _MAX_BYTES = 64 << 20
 _TOP_BYTES = 1 << 20
+# Blocks of torch's own request taken one right after another before they are taken to be
+# cut from a larger chunk (more than the 7 that glibc's per-thread cache holds of a size).
+_CARVED_RUN = 16
 # c10's CPU allocator: posix_memalign(64, n) (c10/core/alignment.h, gAlignment).
 _TORCH_ALIGNMENT = 64
 _SIZE_SZ, _MINSIZE = 8, 32  # glibc's chunk header word and smallest chunk, 64-bit
@@ -42,18 +45,21 @@ def _process_libc():
 
 @functools.cache
 def _libc():
-    """(malloc, free, mallinfo2, sbrk) of glibc, or None where one is missing (glibc before
-    2.33, other C libraries)."""
+    """(malloc, free, mallinfo2, sbrk, posix_memalign) of glibc, or None where one is missing
+    (glibc before 2.33, other C libraries)."""
     libc = _process_libc()
     try:
         malloc, free, mallinfo2, sbrk = libc.malloc, libc.free, libc.mallinfo2, libc.sbrk
+        memalign = libc.posix_memalign
     except AttributeError:  # no mallinfo2, or no C library at all (None)
         return None
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     free.restype, free.argtypes = None, [ctypes.c_void_p]
     mallinfo2.restype = _MallInfo2
     sbrk.restype, sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
-    return malloc, free, mallinfo2, sbrk
+    memalign.restype = ctypes.c_int
+    memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+    return malloc, free, mallinfo2, sbrk, memalign
 
 
 def reuse_freed_blocks():
@@ -109,7 +115,7 @@ def poison_heap(n, bits, int_dtype):
     fns = _libc()
     if fns is None or n >= MMAP_THRESHOLD:
         return None
-    malloc, _, mallinfo2, sbrk = fns
+    malloc, _, mallinfo2, sbrk, memalign = fns
     brk, keepcost = sbrk(0), mallinfo2().keepcost
     if not brk or keepcost > brk:
         return None
@@ -118,6 +124,20 @@ def poison_heap(n, bits, int_dtype):
     # The top itself, where a request that no freed chunk fits is carved, last.
     tail = min(req + _TOP_BYTES, MMAP_THRESHOLD - 4096)
     pattern = _pattern(tail, bits, int_dtype)
+    blocks = _take_fitting(malloc, req, pattern, top_start)
+    # Within the same bytes in all: what glibc's memalign hands out without carving.
+    budget = max(0, _MAX_BYTES - len(blocks) * req) // req
+    blocks += _take_aligned(memalign, n, req, pattern, top_start, min(_MAX_BLOCKS, budget))
+    addr = malloc(tail)
+    if addr:
+        blocks.append(addr)
+        ctypes.memmove(addr, pattern, tail)
+    return blocks
+
+
+def _take_fitting(malloc, req, pattern, top_start):
+    """Blocks of `req` bytes, each filled with the pattern, until one comes from the top
+    (best fit: the smallest free chunks that fit torch's request go first)."""
     blocks = []
     for _ in range(min(_MAX_BLOCKS, max(1, _MAX_BYTES // req))):
         addr = malloc(req)
@@ -127,10 +147,33 @@ def poison_heap(n, bits, int_dtype):
         ctypes.memmove(addr, pattern, req)
         if addr >= top_start:
             break  # carved from the top: no free chunk that fits is left
-    addr = malloc(tail)
-    if addr:
-        blocks.append(addr)
-        ctypes.memmove(addr, pattern, tail)
+    return blocks
+
+
+def _take_aligned(memalign, n, req, pattern, top_start, most):
+    """Blocks of torch's own request (`posix_memalign(64, n)`), each filled with the pattern,
+    while memalign hands out free chunks it does not carve. glibc 2.38 and later first give
+    such a request a free chunk already aligned and of about the size (from the per-thread
+    cache, the chunk's bin, or a large bin's chunk less than `req`), which no request for
+    `req` takes: on glibc 2.39 an output of 1000 bytes got one, never poisoned, and
+    `_take_fitting` alone left 0% of it poisoned (test_integrity's CpuHeapTests). Older
+    glibc carve at once, and the run of blocks side by side stops the loop."""
+    blocks = []
+    got, prev, carved = ctypes.c_void_p(), 0, 0
+    for _ in range(most):
+        if memalign(ctypes.byref(got), _TORCH_ALIGNMENT, n) != 0 or not got.value:
+            break
+        blocks.append(got.value)
+        ctypes.memmove(got.value, pattern, n)
+        if got.value >= top_start:
+            break
+        # Each block right after the last: memalign is cutting them from one larger free
+        # chunk, as `_take_fitting` did, so no chunk it hands out whole is left (the cache
+        # holds at most 7 of a size; free chunks side by side in a bin would have merged).
+        carved = carved + 1 if 0 < got.value - prev <= req + _TORCH_ALIGNMENT else 0
+        prev = got.value
+        if carved >= _CARVED_RUN:
+            break
     return blocks
 
 
