@@ -254,6 +254,27 @@ class CandidateTests(WorkerTestCase):
         _, out = self.run_case(case, t)
         self.assert_bit_identical(out["out:0"], t["out:0"])
 
+    def test_ninja_runs_say_why_they_compile_again_under_the_failure_replay(self):
+        # The wrappers of torch's ninja run a candidate that names cpp_extension loads under:
+        # the failure replay outside, the reasons inside it (a replayed failure runs no ninja).
+        self.load_reference(self.linear)
+        reply, _ = self.load_candidate("""
+            import torch
+            from torch.utils import cpp_extension
+            chain, f = [], cpp_extension._run_ninja_build
+            while f is not None:
+                chain.append(float(bool(getattr(f, "_kbench_replays_failures", False))) * 2
+                             + float(bool(getattr(f, "_kbench_explains", False))))
+                f = getattr(f, "__wrapped__", None)
+            class ModelNew(Model):
+                def forward(self, x):
+                    return torch.tensor(chain)
+        """)
+        self.assertEqual(reply["type"], "loaded", reply)
+        case, t = self.make_case()
+        _, out = self.run_case(case, t)
+        self.assertEqual(out["out:0"].tolist(), [2.0, 1.0, 0.0])
+
     def test_candidate_cannot_make_cases(self):
         self.load_candidate(as_candidate(LINEAR_PROBLEM))
         reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
@@ -290,6 +311,17 @@ class ExtensionBuildTests(WorkerTestCase):
         case, t = self.make_case()
         reply, out = self.run_case(case, t)
         self.assert_bit_identical(out["out:0"], t["out:0"])
+
+    def test_a_load_that_compiles_again_says_why(self):
+        self.load_reference(self.linear)
+        for body in ("return torch::relu(x);", "return torch::relu(x) * 1;"):
+            source = EXTENSION_CANDIDATE.replace("BODY", body).replace("NAME", "again")
+            reply, _ = self.load_candidate(source)
+            self.assertEqual(reply["type"], "loaded", reply)
+        log = self.cand.stderr_text()
+        self.assertEqual(log.count("ninja compiles again in"), 1, log[-3000:])
+        self.assertIn("kbench_test_relu_again", log)
+        self.assertRegex(log, r"\n  (command line changed for|output )\S*main\.o")
 
     def test_failed_build_is_compile_error(self):
         source = EXTENSION_CANDIDATE.replace("BODY", "return not_a_function(x);").replace("NAME", "bad")

@@ -80,6 +80,9 @@ class RebuildReasonsTests(unittest.TestCase):
         rebuild_reasons.install(ext)
         rebuild_reasons.install(ext)  # once only
         build_failures.install_replaying(ext)
+        # A second load in the same worker installs both again: nothing is wrapped twice.
+        rebuild_reasons.install(ext)
+        build_failures.install_replaying(ext)
         self.assertTrue(getattr(ext._run_ninja_build, "_kbench_replays_failures", False))
         self.assertTrue(getattr(ext._run_ninja_build.__wrapped__, "_kbench_explains", False))
         self.assertIs(ext._run_ninja_build.__wrapped__.__wrapped__, _run_ninja_build)
