@@ -37,7 +37,6 @@ import re
 import subprocess
 
 from . import cuda_header
-from .rebuild_reasons import wrapped_with
 from .written_sources import file_sha256
 
 RECORD = "kbench-build-failed.json"
@@ -146,7 +145,22 @@ def _replaying(original):
     return run
 
 
-def _install(cpp_extension, wrap, mark):
+def wrapped_with(fn, mark):
+    """Whether `fn` or a function it wraps (`__wrapped__`, as kbench's wrappers of torch's
+    ninja run set it) carries `mark`: a second load in the same worker wraps nothing twice,
+    whichever wrapper is outermost."""
+    seen = 0
+    while fn is not None and seen < 16:
+        if getattr(fn, mark, False):
+            return True
+        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+    return False
+
+
+def wrap_ninja_run(cpp_extension, wrap, mark):
+    """torch's ninja run replaced by `wrap(original)`, marked `mark`, once, and only where it
+    has the signature these wrappers know (another torch: left alone, and only the wrapper's
+    saving is lost)."""
     original = getattr(cpp_extension, "_run_ninja_build", None)
     if original is None or wrapped_with(original, mark):
         return
@@ -155,7 +169,7 @@ def _install(cpp_extension, wrap, mark):
     except (TypeError, ValueError):
         return
     if params != ["build_directory", "verbose", "error_prefix"]:
-        return  # another torch: left alone (the build is only repeated)
+        return
     run = wrap(original)
     setattr(run, mark, True)
     run.__wrapped__ = original
@@ -164,10 +178,10 @@ def _install(cpp_extension, wrap, mark):
 
 def install_recording(cpp_extension):
     """A build job: a failed ninja run the compiler reported is recorded beside the build."""
-    _install(cpp_extension, _recording, "_kbench_records_failures")
+    wrap_ninja_run(cpp_extension, _recording, "_kbench_records_failures")
 
 
 def install_replaying(cpp_extension):
     """An evaluating worker: a ninja run that failed in the build job, on the same
     `build.ninja` and sources, raises the same error without running ninja."""
-    _install(cpp_extension, _replaying, "_kbench_replays_failures")
+    wrap_ninja_run(cpp_extension, _replaying, "_kbench_replays_failures")

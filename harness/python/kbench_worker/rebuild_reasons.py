@@ -17,10 +17,11 @@ it prints is the candidate's own log, as untrusted as the rest of that log.
 Why by hand: ninja's reasons exist only on its stderr with `-d explain`, and torch runs
 ninja itself (`_run_ninja_build`, wrapped as `build_failures` wraps it)."""
 
-import inspect
 import os
 import subprocess
 import sys
+
+from .build_failures import wrap_ninja_run
 
 # ninja's lines of `-d explain`.
 _PREFIX = "ninja explain: "
@@ -62,37 +63,16 @@ def _say(build_directory, found):
         pass
 
 
-def wrapped_with(fn, mark):
-    """Whether `fn` or a function it wraps (`__wrapped__`, as kbench's wrappers of torch's
-    ninja run set it) carries `mark`: a second load in the same worker wraps nothing twice,
-    whichever wrapper is outermost."""
-    seen = 0
-    while fn is not None and seen < 16:
-        if getattr(fn, mark, False):
-            return True
-        fn, seen = getattr(fn, "__wrapped__", None), seen + 1
-    return False
-
-
-def install(cpp_extension):
-    """An evaluating worker: each of torch's ninja runs says first why it compiles again."""
-    original = getattr(cpp_extension, "_run_ninja_build", None)
-    if original is None or wrapped_with(original, "_kbench_explains"):
-        return
-    try:
-        params = list(inspect.signature(original).parameters)
-    except (TypeError, ValueError):
-        return
-    if params != ["build_directory", "verbose", "error_prefix"]:
-        return  # another torch: left alone (only the reasons are missing)
-
-    # torch's own signature, which `build_failures` checks before it wraps this in turn.
+def _explaining(original):
     def run(build_directory, verbose, error_prefix):
         found = reasons(build_directory)
         if found:
             _say(build_directory, found)
         return original(build_directory, verbose, error_prefix)
 
-    run._kbench_explains = True
-    run.__wrapped__ = original
-    cpp_extension._run_ninja_build = run
+    return run
+
+
+def install(cpp_extension):
+    """An evaluating worker: each of torch's ninja runs says first why it compiles again."""
+    wrap_ninja_run(cpp_extension, _explaining, "_kbench_explains")
