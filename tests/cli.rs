@@ -343,6 +343,13 @@ fn cuda_header_probe_summary_passes_its_self_test() {
     passes_its_self_test("bench/build_ahead/cuda_header_probe.py");
 }
 
+/// The build-ahead benchmark's summary counts the loads that compiled again after a build,
+/// and ninja's reasons across build folders, from the workers' logs in a run's `logs.tgz`.
+#[test]
+fn build_ahead_summary_passes_its_self_test() {
+    passes_its_self_test("bench/build_ahead/summarize.py");
+}
+
 /// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0
 /// and says `self-test: ok`.
 fn passes_its_self_test(script: &str) {

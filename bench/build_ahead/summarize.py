@@ -1,6 +1,7 @@
 """Summarises bench/build_ahead/run.sh's output folder: per run, seconds per kernel, the first
 verdict, the GPU's busy share after it, builds at once, peak host memory, and where each
-kernel's build went (ahead, or in its own worker); for runs side by side (`<step>_cold` and
+kernel's build went (ahead, or in its own worker), and loads that compiled again after a build
+(with ninja's reasons, from the workers' logs in `logs.tgz`); for runs side by side (`<step>_cold` and
 `<step>_cold_nopch` or `<step>_cold_light`), their ratio and every kernel whose verdict
 differs. Python 3 standard library only.
 
@@ -9,7 +10,10 @@ differs. Python 3 standard library only.
 
 import json
 import os
+import re
 import sys
+import tarfile
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from kbench_records import read_jsonl  # noqa: E402 (the shared reader, one folder up)
@@ -32,6 +36,43 @@ def busy_share(samples, t0, t1):
     if not u:
         return None, None
     return sum(1 for x in u if x > 0) / len(u), sum(u) / len(u) / 100
+
+
+# What an evaluating worker writes before a ninja run in a folder that already holds a build
+# (kbench_worker/rebuild_reasons.py): this line, then one indented line of ninja's an output.
+AGAIN = "kbench: ninja compiles again in "
+
+
+def _reason(line, folder):
+    """One of ninja's reasons, its build folder and its modification times left out, so that
+    the same reason in many folders counts as one."""
+    line = line.strip().replace(folder.rstrip("/") + "/", "")
+    return re.sub(r" \(\d+ vs \d+\)$", "", line)
+
+
+def recompiles(logs_tgz):
+    """(loads that compiled again in a folder holding a build, {reason: count}) from a run's
+    logs.tgz; (None, {}) where it cannot be read."""
+    loads, reasons = 0, {}
+    try:
+        with tarfile.open(logs_tgz) as tar:
+            for member in tar:
+                f = tar.extractfile(member) if member.isfile() else None
+                if f is None:
+                    continue
+                folder = None
+                for line in f.read().decode(errors="replace").splitlines():
+                    if line.startswith(AGAIN):
+                        loads += 1
+                        folder = line[len(AGAIN):].split(",")[0]
+                    elif folder is not None and line.startswith("  "):
+                        r = _reason(line, folder)
+                        reasons[r] = reasons.get(r, 0) + 1
+                    else:
+                        folder = None
+    except (OSError, tarfile.TarError):
+        return None, {}
+    return loads, reasons
 
 
 def summarize(out, name):
@@ -68,8 +109,12 @@ def summarize(out, name):
         setup_s = float(said[said.index("seconds") + 1])
     except (OSError, ValueError, IndexError):
         pass
+    again, reasons = recompiles(os.path.join(out, name, "logs.tgz"))
     return {
         "run": name,
+        # Loads whose ninja had work in a folder that held a build, and ninja's reasons.
+        "loads_compiled_again": again,
+        "compile_again_reasons": sorted(reasons.items(), key=lambda kv: -kv[1])[:3],
         # `kbench setup` making the precompiled headers before the run (SETUP_PCH=1).
         "pch_setup_s": setup_s,
         "rc": int(rc),
@@ -156,7 +201,10 @@ def main():
               f"{s['builds_at_once']} | {fmt(s['peak_host_mem_gib'], '.1f')} |")
     for s in runs:
         setup = f"; headers made by setup first in {s['pch_setup_s']:.0f} s" if s["pch_setup_s"] is not None else ""
-        print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}")
+        again = ""
+        if s["loads_compiled_again"]:
+            again = f"; loads that compiled again after a build: {s['loads_compiled_again']}, ninja said {s['compile_again_reasons']}"
+        print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}{again}")
     by_name = {s["run"]: s for s in runs}
     # (the first run, the second, what the pair compares): the setting's run first.
     beside = (("cold", "cold_nopch", "precompiled headers against none"),
@@ -175,5 +223,33 @@ def main():
                 print(f"- {k}: {va} against {vb}")
 
 
+def self_test():
+    """recompiles() on a logs.tgz of two workers' logs: three loads, reasons counted across
+    folders."""
+    with tempfile.TemporaryDirectory() as d:
+        logs = os.path.join(d, "logs")
+        os.makedirs(logs)
+        for i in (1, 2):
+            b = f"/cache/torch_extensions/{i}/matmul_cuda"
+            with open(os.path.join(logs, f"w{i}.log"), "w") as f:
+                f.write(f"starting\n{AGAIN}{b}, which holds a build:\n"
+                        f"  command line changed for main.o\n"
+                        f"  output cuda.cuda.o older than most recent input {b}/cuda.cu ({i}5 vs {i}6)\n"
+                        f"loaded\n")
+                if i == 2:
+                    f.write(f"{AGAIN}{b}, which holds a build:\n  command line changed for main.o\n")
+        with tarfile.open(os.path.join(d, "logs.tgz"), "w:gz") as tar:
+            tar.add(logs, arcname="logs")
+        loads, reasons = recompiles(os.path.join(d, "logs.tgz"))
+        assert loads == 3, loads
+        assert reasons == {"command line changed for main.o": 3,
+                           "output cuda.cuda.o older than most recent input cuda.cu": 2}, reasons
+        assert recompiles(os.path.join(d, "missing.tgz")) == (None, {})
+    print("self-test: ok")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+    else:
+        main()
