@@ -64,7 +64,8 @@ def recompiles(logs_tgz):
                 for line in f.read().decode(errors="replace").splitlines():
                     if line.startswith(AGAIN):
                         loads += 1
-                        folder = line[len(AGAIN):].split(",")[0]
+                        # The folder as the worker wrote it (a comma in it stays).
+                        folder = line[len(AGAIN):].rsplit(", which holds a build", 1)[0]
                     elif folder is not None and line.startswith("  "):
                         r = _reason(line, folder)
                         reasons[r] = reasons.get(r, 0) + 1

@@ -11,8 +11,10 @@ than most recent input ..."), which is what finding such a fault needs.
 
 The dry run writes nothing (ninja opens neither its log nor its dependency log for writing
 with `-n`), runs only where a `.ninja_log` says an earlier ninja run left a build, and is
-bounded in time; any failure of it is ignored and the build goes on as it would have. What
-it prints is the candidate's own log, as untrusted as the rest of that log.
+bounded in time; any failure of it is ignored and the build goes on as it would have. It
+costs one more ninja start on every load whose folder holds a build, warm loads included:
+0.01-0.02 s here on a CUDA build whose dependency log names 5,795 headers. What it prints is
+the candidate's own log, as untrusted as the rest of that log.
 
 Why by hand: ninja's reasons exist only on its stderr with `-d explain`, and torch runs
 ninja itself (`_run_ninja_build`, wrapped as `build_failures` wraps it)."""
