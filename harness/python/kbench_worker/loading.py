@@ -25,6 +25,7 @@ from .protocol import (
     _field,
     _is_int,
     check_command,
+    driver_step,
 )
 from .rebuild_reasons import install as install_rebuild_reasons
 from .session import FLOOR_CACHED_BYTES
@@ -159,7 +160,8 @@ class LoadCommands:
 
         # The problem file is trusted; a failure there is the environment's (or the
         # suite's), not the candidate's.
-        module, get_inputs, init = _exec_problem(problem_path, weight_seed, "load")
+        with driver_step("load: problem"):
+            module, get_inputs, init = _exec_problem(problem_path, weight_seed, "load")
         self.get_inputs = get_inputs
 
         if self.role == "candidate":
@@ -172,13 +174,15 @@ class LoadCommands:
             # a candidate that names the module: it imports setuptools).
             source = _read_source(candidate_path, "candidate")
             if b"cpp_extension" in source:
-                from torch.utils import cpp_extension
+                with driver_step("load: cpp_extension import"):
+                    from torch.utils import cpp_extension
 
                 install_restore(cpp_extension)
                 # Innermost: a failure replayed without ninja is no compile again.
                 install_rebuild_reasons(cpp_extension)
                 install_failure_replay(cpp_extension)
-            factory = _exec_candidate(module, candidate_path, source)
+            with driver_step("load: candidate import"):
+                factory = _exec_candidate(module, candidate_path, source)
             name = "ModelNew"
         else:
             factory = module.__dict__.get("Model")
@@ -188,7 +192,8 @@ class LoadCommands:
 
         seed_all(weight_seed)
         try:
-            model = factory(*init)
+            with driver_step("load: construct"):
+                model = factory(*init)
         except (Exception, SystemExit) as exc:
             # An extension that fails to build in the constructor is a compile error, as at
             # import: where the candidate builds does not change what its failure is.
@@ -207,7 +212,8 @@ class LoadCommands:
         # about what the model and its float64 copy hold; the blocks freed on the way are
         # given back below.
         try:
-            moved = model.to(device=self.device)
+            with driver_step("load: move"):
+                moved = model.to(device=self.device)
         except (Exception, SystemExit) as exc:
             raise _error_from(exc, "runtime_error", "load", f"moving {name} to {self.device} failed: ")
         if moved is None:
@@ -245,13 +251,15 @@ class LoadCommands:
         # The blocks the float64 copy and the cast freed (or a failed copy left), given back
         # past the floor whatever the GPU holds: a load sent ahead sits beside another
         # problem's evaluation on the GPU, out of reach of the harness's memory retries.
-        self._release_device_memory(keep=FLOOR_CACHED_BYTES)
+        with driver_step("load: release"):
+            self._release_device_memory(keep=FLOOR_CACHED_BYTES)
         # What is alive now (torch, the problem module, the model, an extension) lives as
         # long as the worker: frozen out of every later collection, so the collection in each
         # _release_device_memory scans only a case's objects. A full collection over torch
         # costs 40-75 ms, and a device case released memory 4-6 times (about 0.2 s a case).
-        gc.collect()
-        gc.freeze()
+        with driver_step("load: collect"):
+            gc.collect()
+            gc.freeze()
         return {
             "type": "loaded",
             "load_s": time.perf_counter() - t0,

@@ -275,6 +275,34 @@ class CandidateTests(WorkerTestCase):
         _, out = self.run_case(case, t)
         self.assertEqual(out["out:0"].tolist(), [2.0, 1.0, 0.0])
 
+    def test_a_traced_load_says_where_its_seconds_went(self):
+        # KBENCH_WORKER_TRACE=1: the load's split (problem, cpp_extension import, candidate
+        # import, construction, move, release, collection) follows its command line, so a GPU
+        # run's logs show what a kernel's load spends between evaluations.
+        from .support import Worker
+
+        path = self.files.write("cand_traced.py", """
+            import torch
+            from torch.utils import cpp_extension
+            class ModelNew(Model):
+                pass
+        """)
+        w = Worker("candidate", env={**os.environ, "KBENCH_WORKER_TRACE": "1"})
+        try:
+            w.recv()
+            reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                               "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                               "cpu_threads": 1})  # fmt: skip
+            self.assertEqual(reply["type"], "loaded", reply)
+            log = w.stderr_text()
+        finally:
+            w.close()
+        split = [line for line in log.splitlines() if "driver split (candidate load)" in line]
+        self.assertEqual(len(split), 1, log)
+        for part in ("load: problem 1", "load: cpp_extension import 1", "load: candidate import 1",
+                     "load: construct 1", "load: move 1", "load: collect 1"):
+            self.assertIn(part, split[0])
+
     def test_candidate_cannot_make_cases(self):
         self.load_candidate(as_candidate(LINEAR_PROBLEM))
         reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
