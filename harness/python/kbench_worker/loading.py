@@ -132,8 +132,11 @@ class LoadCommands:
     def cmd_load(self, cmd, payload):
         t0 = time.perf_counter()
         # A second load replaces the first (the harness normally uses one worker per model);
-        # what the first froze (below) can be collected again.
-        gc.unfreeze()
+        # what the first froze (below) can be collected again. A first load leaves the
+        # worker's start frozen (__main__): only what the load makes is scanned at its end.
+        if self.loads:
+            gc.unfreeze()
+        self.loads += 1
         self.model = self.model64 = self.case = None
         self.f64_error = None
         problem_path = _field(cmd, "problem_path", str, "load")
@@ -248,18 +251,20 @@ class LoadCommands:
         else:
             device_name = _cpu_name()
             self.l2_bytes = None
-        # The blocks the float64 copy and the cast freed (or a failed copy left), given back
-        # past the floor whatever the GPU holds: a load sent ahead sits beside another
-        # problem's evaluation on the GPU, out of reach of the harness's memory retries.
-        with driver_step("load: release"):
-            self._release_device_memory(keep=FLOOR_CACHED_BYTES)
         # What is alive now (torch, the problem module, the model, an extension) lives as
         # long as the worker: frozen out of every later collection, so the collection in each
         # _release_device_memory scans only a case's objects. A full collection over torch
         # costs 40-75 ms, and a device case released memory 4-6 times (about 0.2 s a case).
+        # What the worker's start made is frozen already (__main__), so this one collection
+        # scans only what the load made; the release below needs no second one.
         with driver_step("load: collect"):
             gc.collect()
-            gc.freeze()
+        # The blocks the float64 copy and the cast freed (or a failed copy left), given back
+        # past the floor whatever the GPU holds: a load sent ahead sits beside another
+        # problem's evaluation on the GPU, out of reach of the harness's memory retries.
+        with driver_step("load: release"):
+            self._release_device_memory(keep=FLOOR_CACHED_BYTES, collected=True)
+        gc.freeze()
         return {
             "type": "loaded",
             "load_s": time.perf_counter() - t0,

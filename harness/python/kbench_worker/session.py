@@ -86,6 +86,7 @@ class Session:
         self.role = role
         self.channel = channel
         self.model = None
+        self.loads = 0  # `load` commands received (loading.py: the first thaws nothing)
         self.model64 = None
         self.f64_error = None
         self.get_inputs = None

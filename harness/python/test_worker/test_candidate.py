@@ -303,6 +303,39 @@ class CandidateTests(WorkerTestCase):
                      "load: construct 1", "load: move 1", "load: collect 1"):
             self.assertIn(part, split[0])
 
+    def test_the_start_is_frozen_before_a_first_load_and_thawed_for_a_second(self):
+        # The worker freezes what its start made (torch's objects), so a first load's
+        # collection scans only what the load made; a second load thaws the first's freeze,
+        # as it always did, so the model it replaces can be collected.
+        from .support import Worker
+
+        path = self.files.write("cand_frozen.py", """
+            import gc
+            import torch
+            FROZEN = gc.get_freeze_count()
+            class ModelNew(Model):
+                def forward(self, x):
+                    return torch.full((1,), float(FROZEN))
+        """)
+        self.load_reference(self.linear)
+        w = Worker("candidate")
+        try:
+            w.recv()
+            frozen = []
+            for _ in range(2):
+                reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                                   "cpu_threads": 1})  # fmt: skip
+                self.assertEqual(reply["type"], "loaded", reply)
+                case, t = self.make_case()
+                inputs = [(a["tensor"], t[a["tensor"]]) for a in case["inputs"] if "tensor" in a]
+                _, out = w.call({"cmd": "run_case", "forward_seed": 11, "inputs": case["inputs"]}, inputs)
+                frozen.append(out["out:0"].item())
+        finally:
+            w.close()
+        self.assertGreater(frozen[0], 10_000, "the start's objects are frozen before the first load")
+        self.assertEqual(frozen[1], 0, "a second load thaws the first's freeze before the candidate runs")
+
     def test_candidate_cannot_make_cases(self):
         self.load_candidate(as_candidate(LINEAR_PROBLEM))
         reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
