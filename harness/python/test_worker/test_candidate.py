@@ -336,6 +336,42 @@ class CandidateTests(WorkerTestCase):
         self.assertGreater(frozen[0], 10_000, "the start's objects are frozen before the first load")
         self.assertEqual(frozen[1], 0, "a second load thaws the first's freeze before the candidate runs")
 
+    def test_a_start_told_to_imports_the_extension_module_before_any_candidate_code(self):
+        # KBENCH_IMPORT_CPP_EXTENSION=1 (a GPU candidate whose source names it): the start
+        # imports torch's extension module, so the load (between two evaluations on a GPU)
+        # does not; without it nothing is imported for a candidate that does not name it.
+        from .support import Worker
+
+        # The source must not name the module: the load imports it for a source that does.
+        path = self.files.write("cand_imported.py", """
+            import sys
+            import torch
+            IMPORTED = "torch.utils.cpp_" + "extension" in sys.modules
+            class ModelNew(Model):
+                def forward(self, x):
+                    return torch.full((1,), float(IMPORTED))
+        """)
+        self.load_reference(self.linear)
+        seen = []
+        for told in (True, False):
+            env = {k: v for k, v in os.environ.items() if k != "KBENCH_IMPORT_CPP_EXTENSION"}
+            if told:
+                env["KBENCH_IMPORT_CPP_EXTENSION"] = "1"
+            w = Worker("candidate", env=env)
+            try:
+                w.recv()
+                reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                                   "cpu_threads": 1})  # fmt: skip
+                self.assertEqual(reply["type"], "loaded", reply)
+                case, t = self.make_case()
+                inputs = [(a["tensor"], t[a["tensor"]]) for a in case["inputs"] if "tensor" in a]
+                _, out = w.call({"cmd": "run_case", "forward_seed": 11, "inputs": case["inputs"]}, inputs)
+                seen.append(out["out:0"].item())
+            finally:
+                w.close()
+        self.assertEqual(seen, [1.0, 0.0])
+
     def test_candidate_cannot_make_cases(self):
         self.load_candidate(as_candidate(LINEAR_PROBLEM))
         reply, _ = self.cand.call({"cmd": "make_case", "seed": 1, "forward_seed": 1})
