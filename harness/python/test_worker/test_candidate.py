@@ -303,12 +303,33 @@ class CandidateTests(WorkerTestCase):
                      "load: construct 1", "load: move 1", "load: collect 1"):
             self.assertIn(part, split[0])
 
+    def _first_outputs_in_own_worker(self, path, loads=1, env=None):
+        """Loads the candidate at `path` `loads` times in a worker of its own (started with
+        `env`) and runs one case after each load: the first element of each output."""
+        from .support import Worker
+
+        self.load_reference(self.linear)
+        w = Worker("candidate", env=env)
+        seen = []
+        try:
+            w.recv()
+            for _ in range(loads):
+                reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
+                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
+                                   "cpu_threads": 1})  # fmt: skip
+                self.assertEqual(reply["type"], "loaded", reply)
+                case, t = self.make_case()
+                inputs = [(a["tensor"], t[a["tensor"]]) for a in case["inputs"] if "tensor" in a]
+                _, out = w.call({"cmd": "run_case", "forward_seed": 11, "inputs": case["inputs"]}, inputs)
+                seen.append(out["out:0"].flatten()[0].item())
+        finally:
+            w.close()
+        return seen
+
     def test_the_start_is_frozen_before_a_first_load_and_thawed_for_a_second(self):
         # The worker freezes what its start made (torch's objects), so a first load's
         # collection scans only what the load made; a second load thaws the first's freeze,
         # as it always did, so the model it replaces can be collected.
-        from .support import Worker
-
         path = self.files.write("cand_frozen.py", """
             import gc
             import torch
@@ -317,22 +338,7 @@ class CandidateTests(WorkerTestCase):
                 def forward(self, x):
                     return torch.full((1,), float(FROZEN))
         """)
-        self.load_reference(self.linear)
-        w = Worker("candidate")
-        try:
-            w.recv()
-            frozen = []
-            for _ in range(2):
-                reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
-                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
-                                   "cpu_threads": 1})  # fmt: skip
-                self.assertEqual(reply["type"], "loaded", reply)
-                case, t = self.make_case()
-                inputs = [(a["tensor"], t[a["tensor"]]) for a in case["inputs"] if "tensor" in a]
-                _, out = w.call({"cmd": "run_case", "forward_seed": 11, "inputs": case["inputs"]}, inputs)
-                frozen.append(out["out:0"].item())
-        finally:
-            w.close()
+        frozen = self._first_outputs_in_own_worker(path, loads=2)
         self.assertGreater(frozen[0], 10_000, "the start's objects are frozen before the first load")
         self.assertEqual(frozen[1], 0, "a second load thaws the first's freeze before the candidate runs")
 
@@ -340,8 +346,6 @@ class CandidateTests(WorkerTestCase):
         # KBENCH_IMPORT_CPP_EXTENSION=1 (a GPU candidate whose source names it): the start
         # imports torch's extension module, so the load (between two evaluations on a GPU)
         # does not; without it nothing is imported for a candidate that does not name it.
-        from .support import Worker
-
         # The source must not name the module: the load imports it for a source that does.
         path = self.files.write("cand_imported.py", """
             import sys
@@ -351,25 +355,12 @@ class CandidateTests(WorkerTestCase):
                 def forward(self, x):
                     return torch.full((1,), float(IMPORTED))
         """)
-        self.load_reference(self.linear)
         seen = []
         for told in (True, False):
             env = {k: v for k, v in os.environ.items() if k != "KBENCH_IMPORT_CPP_EXTENSION"}
             if told:
                 env["KBENCH_IMPORT_CPP_EXTENSION"] = "1"
-            w = Worker("candidate", env=env)
-            try:
-                w.recv()
-                reply, _ = w.call({"cmd": "load", "problem_path": self.linear, "candidate_path": path,
-                                   "device": "cpu", "precision": "fp32", "weight_seed": 42,
-                                   "cpu_threads": 1})  # fmt: skip
-                self.assertEqual(reply["type"], "loaded", reply)
-                case, t = self.make_case()
-                inputs = [(a["tensor"], t[a["tensor"]]) for a in case["inputs"] if "tensor" in a]
-                _, out = w.call({"cmd": "run_case", "forward_seed": 11, "inputs": case["inputs"]}, inputs)
-                seen.append(out["out:0"].item())
-            finally:
-                w.close()
+            seen += self._first_outputs_in_own_worker(path, env=env)
         self.assertEqual(seen, [1.0, 0.0])
 
     def test_candidate_cannot_make_cases(self):
