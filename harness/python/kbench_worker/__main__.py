@@ -111,6 +111,12 @@ def main(argv):
             import torch.utils.cpp_extension  # noqa: F401
         except Exception:  # noqa: BLE001
             pass
+    # Everything the imports made (torch's objects: about a million) stays alive as long as
+    # the worker: collected and frozen here, before the start gate applies (so on a GPU it
+    # runs unpaused, like the imports), and the load's collection (loading.py) scans only what
+    # came after. A full collection over torch costs 40-75 ms, which every load paid before.
+    gc.collect()
+    gc.freeze()
     if os.environ.get("KBENCH_IMPORTED_FRAME") == "1":
         # Before anything touches a GPU: the harness pauses a starting worker's CUDA set-up
         # while a kernel is timed on its GPU, but lets the imports above run.
@@ -122,12 +128,6 @@ def main(argv):
         cuda_available, device_count = False, 0
     t_imported = time.time()
     warm_s = _warm_cuda() if cuda_available and os.environ.get("KBENCH_WARM_CUDA") == "1" else None
-    # Everything the start made (torch and its imports: about a million objects) stays alive
-    # as long as the worker: collected and frozen here, ahead, so the load's collection
-    # (loading.py) scans only what the load made. A full collection over torch costs 40-75 ms;
-    # on a GPU a start runs unpaused, ahead of its turn, so the load no longer pays it.
-    gc.collect()
-    gc.freeze()
     if role == "reference":
         # Where a reference's start went (the candidate's log is the candidate's own output).
         print(f"kbench worker: reference started: spawned {_spawned_at():.3f}, python up {t_up:.3f}, "

@@ -18,7 +18,7 @@ pub(crate) const GPU_ALONE_NOTE: &str = "evaluated with nothing loaded ahead on 
 
 /// Set for a GPU candidate's worker whose source names `cpp_extension`: its start imports
 /// `torch.utils.cpp_extension`, so the load does not.
-pub(crate) const IMPORT_CPP_EXTENSION_ENV: &str = "KBENCH_IMPORT_CPP_EXTENSION";
+const IMPORT_CPP_EXTENSION_ENV: &str = "KBENCH_IMPORT_CPP_EXTENSION";
 
 /// Starts a candidate's worker (ahead, on a GPU). A baseline mode (`warm_up`: PyTorch's own
 /// code, not untrusted) is also sent its `load` ahead, so its torch.compile runs while the
