@@ -129,7 +129,8 @@ fn the_interleaved_half_goes_on_where_a_cut_call_stopped_and_summarizes_both_sid
 
 /// A stand-in `kbench run` for bench/build_ahead: three records a second apart and a build
 /// journal in which two of three jobs overlap; with FAKE_CUT_LIGHT set, a run with the light
-/// CUDA header ends as one that run.sh's `timeout` stopped (status 124).
+/// CUDA header ends as one that run.sh's `timeout` stopped (status 124); with FAKE_NVCC set,
+/// it runs the stand-in `nvcc` beside it, whose `cicc` burns a second of CPU.
 const FAKE_BUILD_RUN: &str = r#"#!/usr/bin/env bash
 case $1 in --version) echo "kbench 0.0-stand-in"; exit 0 ;; setup) echo "stand-in setup"; exit 0 ;; esac
 out=
@@ -140,6 +141,7 @@ for i in 1 2 3; do
   printf '{"candidate":{"name":"k%s"},"outcome":{"kind":"%s"},"load_s":%s,"finished_unix_s":%s}\n' "$i" "$kind" "$i" "$((t + i))" >> "$out/records.jsonl"
 done
 printf '{"started_unix_s":%s,"ended_unix_s":%s,"complete":true}\n' "$t" "$((t + 2))" "$((t + 1))" "$((t + 3))" "$((t + 4))" "$((t + 5))" > "$out/logs/builds.jsonl"
+[ -n "${FAKE_NVCC:-}" ] && "$(dirname "$0")/nvcc"
 sleep 3
 [ -n "${FAKE_CUT_LIGHT:-}" ] && [ "${KBENCH_CUDA_HEADER:-}" = light ] && exit 124
 exit 3
@@ -207,12 +209,27 @@ fn the_build_ahead_bench_summarizes_cold_and_warm_runs() {
     );
 }
 
+/// A stand-in `nvcc` and its `cicc`: scripts run by /bin/bash directly, so each process is
+/// named after its script as the real tools are; `cicc` burns one second of its own CPU time
+/// (read from /proc, no fork), for at most 20 s.
+const FAKE_NVCC_TREE: &str = "#!/bin/bash\n\"$(dirname \"$0\")/cicc\"\n";
+const FAKE_CICC: &str = r#"#!/bin/bash
+hz=$(getconf CLK_TCK); end=$((SECONDS + 20))
+while (( SECONDS < end )); do
+  read -r -a f < /proc/$$/stat
+  (( f[13] + f[14] >= hz )) && break
+  for i in {1..2000}; do :; done
+done
+"#;
+
 /// bench/build_ahead/run.sh (STEPS=fixtures) with the stand-in kbench and `envs`; its output
 /// goes to `tmp`/out.
 fn build_ahead_bench(tmp: &Path, envs: &[(&str, &str)]) -> std::process::Output {
     let d = tmp.join("D");
     std::fs::create_dir_all(&d).unwrap();
     write_executable(&d.join("kbench"), FAKE_BUILD_RUN);
+    write_executable(&d.join("nvcc"), FAKE_NVCC_TREE);
+    write_executable(&d.join("cicc"), FAKE_CICC);
     Command::new("bash")
         .arg("bench/build_ahead/run.sh")
         .current_dir(repo_root())
@@ -224,6 +241,37 @@ fn build_ahead_bench(tmp: &Path, envs: &[(&str, &str)]) -> std::process::Output 
         .envs(envs.iter().copied())
         .output()
         .unwrap()
+}
+
+/// The host's CPU, sampled beside a run (host_cpu.py): the summary gives the host's busy share
+/// between the first and the last verdict, and the run's CPU seconds by stage over its build
+/// jobs, with the stand-in nvcc's `cicc` (a real process burning a second) counted as nvcc's
+/// device compiler, found by its name and its parent's.
+#[test]
+fn the_build_ahead_bench_says_where_the_hosts_cpu_went() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = build_ahead_bench(tmp.path(), &[("WARM", "0"), ("FAKE_NVCC", "1")]);
+    assert!(o.status.success(), "{}", show(&o));
+    let out = tmp.path().join("out");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let run = &summary[0];
+    assert_eq!(run["run"], "fixtures_cold", "{summary}");
+    let cicc = run["cpu_s_by_stage"]["nvcc: cicc (device code)"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!((0.6..3.0).contains(&cicc), "{summary}");
+    let busy = run["host_cpu_busy_after_first"].as_f64().unwrap();
+    assert!(busy > 0.0 && busy <= 1.0, "{summary}");
+    // Three build jobs in the stand-in's journal: at least a third of cicc's second each.
+    assert!(run["cpu_s_a_build"].as_f64().unwrap() >= cicc / 3.0, "{summary}");
+    let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(table.contains("| host CPU busy after first |"), "{table}");
+    assert!(
+        table.contains("fixtures_cold: CPU seconds a build job")
+            && table.contains("nvcc: cicc (device code)"),
+        "{table}"
+    );
 }
 
 /// A run that run.sh's time limit stopped: its seconds a kernel over the window are marked

@@ -344,10 +344,19 @@ fn cuda_header_probe_summary_passes_its_self_test() {
 }
 
 /// The build-ahead benchmark's summary counts the loads that compiled again after a build,
-/// and ninja's reasons across build folders, from the workers' logs in a run's `logs.tgz`.
+/// and ninja's reasons across build folders, from the workers' logs in a run's `logs.tgz`;
+/// and takes the host's CPU busy share over the verdicts' window only.
 #[test]
 fn build_ahead_summary_passes_its_self_test() {
     passes_its_self_test("bench/build_ahead/summarize.py");
+}
+
+/// The build-ahead benchmark's CPU sampler names a process's stage from its name and its
+/// ancestors' (a compiler under nvcc is nvcc's) and a Python process's from its environment
+/// (build jobs see no GPU).
+#[test]
+fn host_cpu_sampler_passes_its_self_test() {
+    passes_its_self_test("bench/build_ahead/host_cpu.py");
 }
 
 /// Runs a benchmark script (Python's standard library only) with `--self-test`: it exits 0

@@ -25,13 +25,16 @@
 # cache (its output and time in <run>.setup); without it the run's own helper makes them in
 # the background, its builds using them once made.
 # Each run writes <run>.txt (kbench's output), <run>.mem (host memory used, one sample a
-# second), <run>.wall (its start and end) and <run>/logs.tgz (the run's logs: workers, build
-# jobs, the precompiled header helper); summarize.py turns the run folders into
-# seconds per kernel, first verdict, GPU busy share after it, builds at once and peak memory.
+# second), <run>.cpu.json (host_cpu.py: the host's CPU busy over time and every process's CPU
+# seconds by compiler stage), <run>.wall (its start and end) and <run>/logs.tgz (the run's
+# logs: workers, build jobs, the precompiled header helper); summarize.py turns the run folders
+# into seconds per kernel, first verdict, GPU and host CPU busy shares after it, builds at
+# once, peak memory and a build job's CPU seconds by stage.
 # WARM=0 skips the warm passes; LIMIT (seconds, default 540) bounds each run; ARGS are added
 # to every kbench run (e.g. ARGS="--stop-starting-after 400": no problem starts after 400 s,
 # so a run cut short still ends with whole records).
 set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 D=${D:-devrun}
 OUT=${OUT:-/tmp/out}
 STEPS=" ${STEPS:-fixtures lb} "
@@ -66,12 +69,14 @@ run() {
     local name=$1 cache=$2; shift 2
     rm -rf "${W:?}/$name"
     sample_memory > "$OUT/$name.mem" & local sampler=$!
+    python3 "$HERE/host_cpu.py" "$OUT/$name.cpu.json" & local cpu_sampler=$!
     local t0; t0=$(date +%s.%N)
     KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --out "$W/$name" "$@" "${EXTRA[@]}" \
         > "$OUT/$name.txt" 2>&1
     local rc=$?
     echo "$t0 $(date +%s.%N) $rc" > "$OUT/$name.wall"
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+    kill -TERM "$cpu_sampler" 2>/dev/null; wait "$cpu_sampler" 2>/dev/null
     echo "$name rc=$rc"
     mkdir -p "$OUT/$name"
     cp "$W/$name/records.jsonl" "$W/$name/gpu_samples.jsonl" "$W/$name/logs/builds.jsonl" "$OUT/$name/" 2>/dev/null

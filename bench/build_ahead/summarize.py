@@ -1,5 +1,6 @@
 """Summarises bench/build_ahead/run.sh's output folder: per run, seconds per kernel, the first
-verdict, the GPU's busy share after it, builds at once, peak host memory, and where each
+verdict, the GPU's and the host CPU's busy shares after it, builds at once, peak host memory,
+a build job's CPU seconds by compiler stage (host_cpu.py's file), and where each
 kernel's build went (ahead, or in its own worker), and loads that compiled again after a build
 (with ninja's reasons, from the workers' logs in `logs.tgz`); for runs side by side (`<step>_cold` and
 `<step>_cold_nopch` or `<step>_cold_light`), their ratio and every kernel whose verdict
@@ -27,6 +28,22 @@ def most_at_once(intervals):
         now += d
         best = max(best, now)
     return best
+
+
+def host_cpu(path, t0, t1):
+    """From host_cpu.py's file: the host's CPU busy share between t0 and t1 (None without two
+    samples there), the CPU seconds by stage over the whole run, and how many processes were
+    seen; (None, {}, None) where the file cannot be read."""
+    try:
+        with open(path) as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        return None, {}, None
+    inside = [x for x in got.get("stat", []) if t0 is not None and t0 <= x[0] <= t1]
+    total = sum(b[1] - a[1] for a, b in zip(inside, inside[1:]))
+    idle = sum(b[2] - a[2] for a, b in zip(inside, inside[1:]))
+    share = 1 - idle / total if total > 0 else None
+    return share, got.get("stages", {}), got.get("processes")
 
 
 def busy_share(samples, t0, t1):
@@ -111,6 +128,8 @@ def summarize(out, name):
     except (OSError, ValueError, IndexError):
         pass
     again, reasons = recompiles(os.path.join(out, name, "logs.tgz"))
+    cpu_share, stages, _ = host_cpu(os.path.join(out, f"{name}.cpu.json"),
+                                    finished[0] if finished else None, finished[-1] if finished else None)
     return {
         "run": name,
         # Loads whose ninja had work in a folder that held a build, and ninja's reasons.
@@ -129,6 +148,12 @@ def summarize(out, name):
         "first_verdict_s": first,
         "gpu_busy_share_after_first": share,
         "gpu_mean_util_after_first": util,
+        # The host's CPU (all cores) busy between the first and the last verdict: near 100%
+        # with the GPU idle means the host's work (builds) binds, not the scheduling.
+        "host_cpu_busy_after_first": cpu_share,
+        # CPU seconds of the whole run by stage (host_cpu.py), and over its build jobs.
+        "cpu_s_by_stage": stages,
+        "cpu_s_a_build": sum(stages.values()) / len(builds) if stages and builds else None,
         "builds_ahead": len(builds),
         "builds_at_once": most_at_once([(b["started_unix_s"], b["ended_unix_s"]) for b in builds]) if builds else 0,
         "builds_complete": sum(1 for b in builds if b.get("complete")),
@@ -189,8 +214,8 @@ def main():
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(runs, f, indent=1)
     print("| run | rc | kernels | wall s | s/kernel | first verdict s | s/kernel after it | GPU busy after first | "
-          "mean util | builds ahead (complete) | at once | peak host mem GiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "mean util | host CPU busy after first | builds ahead (complete) | at once | peak host mem GiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in runs:
         # A cut run's seconds a kernel over its whole window is an upper bound: builds of
         # kernels it did not reach ran within it.
@@ -198,7 +223,8 @@ def main():
         print(f"| {s['run']} | {s['rc']} | {s['kernels']} | {s['wall_s']:.0f} | {per} | "
               f"{fmt(s['first_verdict_s'], '.0f')} | {fmt(s['s_per_kernel_after_first'], '.2f')} | "
               f"{fmt(s['gpu_busy_share_after_first'], '.0%')} | "
-              f"{fmt(s['gpu_mean_util_after_first'], '.0%')} | {s['builds_ahead']} ({s['builds_complete']}) | "
+              f"{fmt(s['gpu_mean_util_after_first'], '.0%')} | {fmt(s['host_cpu_busy_after_first'], '.0%')} | "
+              f"{s['builds_ahead']} ({s['builds_complete']}) | "
               f"{s['builds_at_once']} | {fmt(s['peak_host_mem_gib'], '.1f')} |")
     for s in runs:
         setup = f"; headers made by setup first in {s['pch_setup_s']:.0f} s" if s["pch_setup_s"] is not None else ""
@@ -206,6 +232,12 @@ def main():
         if s["loads_compiled_again"]:
             again = f"; loads that compiled again after a build: {s['loads_compiled_again']}, ninja said {s['compile_again_reasons']}"
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}{again}")
+        if s["cpu_s_a_build"] is not None:
+            n = s["builds_ahead"]
+            parts = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(s["cpu_s_by_stage"].items(), key=lambda kv: -kv[1])
+                              if v / n >= 0.05)
+            print(f"{s['run']}: CPU seconds a build job (the run's, over its {n} build jobs; workers' and kbench's "
+                  f"own included): {s['cpu_s_a_build']:.1f}: {parts}")
     by_name = {s["run"]: s for s in runs}
     # (the first run, the second, what the pair compares): the setting's run first.
     beside = (("cold", "cold_nopch", "precompiled headers against none"),
@@ -226,7 +258,7 @@ def main():
 
 def self_test():
     """recompiles() on a logs.tgz of two workers' logs: three loads, reasons counted across
-    folders."""
+    folders; host_cpu() on a sampler's file."""
     with tempfile.TemporaryDirectory() as d:
         logs = os.path.join(d, "logs")
         os.makedirs(logs)
@@ -246,6 +278,16 @@ def self_test():
         assert reasons == {"command line changed for main.o": 3,
                            "output cuda.cuda.o older than most recent input cuda.cu": 2}, reasons
         assert recompiles(os.path.join(d, "missing.tgz")) == (None, {})
+        # host_cpu(): the busy share over the samples inside the window only (the first
+        # interval 50% busy, the second 100%; the one after the window left out).
+        cpu = os.path.join(d, "run.cpu.json")
+        with open(cpu, "w") as f:
+            json.dump({"stat": [[10.0, 100, 50], [11.0, 200, 100], [12.0, 300, 100], [13.0, 400, 200]],
+                       "stages": {"nvcc: cicc (device code)": 8.0}, "processes": 3}, f)
+        share, stages, n = host_cpu(cpu, 10.0, 12.5)
+        assert abs(share - 0.75) < 1e-9 and stages == {"nvcc: cicc (device code)": 8.0} and n == 3, (share, stages, n)
+        assert host_cpu(cpu, 20.0, 30.0)[0] is None
+        assert host_cpu(os.path.join(d, "missing.json"), 0, 1) == (None, {}, None)
     print("self-test: ok")
 
 
