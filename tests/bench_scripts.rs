@@ -264,7 +264,10 @@ fn the_build_ahead_bench_says_where_the_hosts_cpu_went() {
     let busy = run["host_cpu_busy_after_first"].as_f64().unwrap();
     assert!(busy > 0.0 && busy <= 1.0, "{summary}");
     // Three build jobs in the stand-in's journal: at least a third of cicc's second each.
-    assert!(run["cpu_s_a_build"].as_f64().unwrap() >= cicc / 3.0, "{summary}");
+    assert!(
+        run["cpu_s_a_build"].as_f64().unwrap() >= cicc / 3.0,
+        "{summary}"
+    );
     let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(table.contains("| host CPU busy after first |"), "{table}");
     assert!(
