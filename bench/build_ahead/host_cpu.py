@@ -6,7 +6,9 @@ then writes OUT (JSON):
   first and the last verdict);
 - `stages`: CPU seconds (user + system) of every process seen, summed by what it does in a
   build or a run (STAGES), each process's last sample counted, so up to 0.25 s of a process's
-  last moments is missed; a process older than the sampler counts from the sampler's start;
+  last moments is missed, and one that lives less than a sample is not seen (`host_busy_cpu_s`,
+  the host's busy CPU seconds while the sampler ran, is what the stages are a part of); a
+  process older than the sampler counts from the sampler's start;
 - `processes`: how many processes were seen.
 
 A process's stage is decided when it is first seen, from its name (the kernel's `comm`: an
@@ -26,6 +28,12 @@ import os
 import signal
 import sys
 import time
+
+# Asked to stop (SIGTERM, SIGINT): the loop ends and the file is written. Installed first, so
+# that a run ending while the sampler starts still gets its file.
+_STOP = []
+for _sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(_sig, lambda *_: _STOP.append(1))
 
 HZ = os.sysconf("SC_CLK_TCK")
 # (stage, test on (comm, ancestors' comms)), first match wins.
@@ -102,18 +110,20 @@ def _host_stat():
     return sum(v), v[3] + v[4]
 
 
+def _classify(comm, ppid, pid):
+    env = _environ(pid) if comm.startswith("python") else b""
+    return stage_of(comm, _ancestors(ppid), env)
+
+
 def sample(out, interval=0.25):
-    stop = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.append(1))
     me = os.getpid()
     # Processes older than the sampler (kernel threads, the shell) count only the CPU they use
     # from its start: their time before it is subtracted.
     with open("/proc/uptime") as f:
         began_ticks = float(f.read().split()[0]) * HZ
-    seen = {}  # (pid, start) -> [stage, cpu_s, cpu_s before the sampler began]
+    seen = {}  # (pid, start) -> [stage, cpu_s, cpu_s before the sampler began, comm]
     stat = []
-    while not stop:
+    while not _STOP:
         total, idle = _host_stat()
         stat.append([round(time.time(), 3), total, idle])
         for entry in os.scandir("/proc"):
@@ -126,16 +136,23 @@ def sample(out, interval=0.25):
             comm, ppid, cpu, start = st
             key = (pid, start)
             if key not in seen:
-                env = _environ(pid) if comm.startswith("python") else b""
-                seen[key] = [stage_of(comm, _ancestors(ppid), env), cpu, cpu if start < began_ticks else 0.0]
+                seen[key] = [_classify(comm, ppid, pid), cpu, cpu if start < began_ticks else 0.0, comm]
             else:
                 seen[key][1] = cpu
+                if seen[key][3] != comm:
+                    # Seen between its fork and its exec under its parent's name: named again
+                    # by what it became (its CPU before the exec counts there too).
+                    seen[key][0], seen[key][3] = _classify(comm, ppid, pid), comm
         time.sleep(interval)
     stages = {}
-    for stage, cpu, before in seen.values():
+    for stage, cpu, before, _ in seen.values():
         stages[stage] = round(stages.get(stage, 0.0) + cpu - before, 3)
+    # What the stages are a part of: the host's busy CPU seconds while the sampler ran. The
+    # difference is processes that lived less than a sample and the last moments of the rest.
+    busy_s = ((stat[-1][1] - stat[-1][2]) - (stat[0][1] - stat[0][2])) / HZ if len(stat) > 1 else None
     with open(out + ".partial", "w") as f:
-        json.dump({"interval_s": interval, "stat": stat, "stages": stages, "processes": len(seen)}, f)
+        json.dump({"interval_s": interval, "stat": stat, "stages": stages, "processes": len(seen),
+                   "host_busy_cpu_s": busy_s}, f)
     os.replace(out + ".partial", out)
 
 

@@ -34,7 +34,6 @@
 # to every kbench run (e.g. ARGS="--stop-starting-after 400": no problem starts after 400 s,
 # so a run cut short still ends with whole records).
 set -uo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
 D=${D:-devrun}
 OUT=${OUT:-/tmp/out}
 STEPS=" ${STEPS:-fixtures lb} "
@@ -69,14 +68,21 @@ run() {
     local name=$1 cache=$2; shift 2
     rm -rf "${W:?}/$name"
     sample_memory > "$OUT/$name.mem" & local sampler=$!
-    python3 "$HERE/host_cpu.py" "$OUT/$name.cpu.json" & local cpu_sampler=$!
+    rm -f "$OUT/$name.cpu.json"  # a sampler that writes nothing leaves none, not an older run's
+    python3 bench/build_ahead/host_cpu.py "$OUT/$name.cpu.json" & local cpu_sampler=$!
     local t0; t0=$(date +%s.%N)
     KBENCH_CACHE_DIR=$cache timeout "$LIMIT" "$D/kbench" run --agent replay --out "$W/$name" "$@" "${EXTRA[@]}" \
         > "$OUT/$name.txt" 2>&1
     local rc=$?
     echo "$t0 $(date +%s.%N) $rc" > "$OUT/$name.wall"
     kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-    kill -TERM "$cpu_sampler" 2>/dev/null; wait "$cpu_sampler" 2>/dev/null
+    # Asked to stop, then killed after 30 s if it has not (a read of /proc stuck on a process).
+    kill -TERM "$cpu_sampler" 2>/dev/null
+    # The watcher ends as soon as the sampler has, and holds none of run.sh's output open.
+    ( for _ in $(seq 300); do kill -0 "$cpu_sampler" 2>/dev/null || exit 0; sleep 0.1; done
+      kill -KILL "$cpu_sampler" 2>/dev/null ) > /dev/null 2>&1 & local watcher=$!
+    wait "$cpu_sampler" 2>/dev/null
+    wait "$watcher" 2>/dev/null
     echo "$name rc=$rc"
     mkdir -p "$OUT/$name"
     cp "$W/$name/records.jsonl" "$W/$name/gpu_samples.jsonl" "$W/$name/logs/builds.jsonl" "$OUT/$name/" 2>/dev/null

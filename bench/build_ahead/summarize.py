@@ -32,8 +32,8 @@ def most_at_once(intervals):
 
 def host_cpu(path, t0, t1):
     """From host_cpu.py's file: the host's CPU busy share between t0 and t1 (None without two
-    samples there), the CPU seconds by stage over the whole run, and how many processes were
-    seen; (None, {}, None) where the file cannot be read."""
+    samples there), the CPU seconds by stage over the whole run, and the host's busy CPU seconds
+    they are a part of; (None, {}, None) where the file cannot be read."""
     try:
         with open(path) as f:
             got = json.load(f)
@@ -43,7 +43,7 @@ def host_cpu(path, t0, t1):
     total = sum(b[1] - a[1] for a, b in zip(inside, inside[1:]))
     idle = sum(b[2] - a[2] for a, b in zip(inside, inside[1:]))
     share = 1 - idle / total if total > 0 else None
-    return share, got.get("stages", {}), got.get("processes")
+    return share, got.get("stages", {}), got.get("host_busy_cpu_s")
 
 
 def busy_share(samples, t0, t1):
@@ -128,7 +128,7 @@ def summarize(out, name):
     except (OSError, ValueError, IndexError):
         pass
     again, reasons = recompiles(os.path.join(out, name, "logs.tgz"))
-    cpu_share, stages, _ = host_cpu(os.path.join(out, f"{name}.cpu.json"),
+    cpu_share, stages, host_busy_s = host_cpu(os.path.join(out, f"{name}.cpu.json"),
                                     finished[0] if finished else None, finished[-1] if finished else None)
     return {
         "run": name,
@@ -153,7 +153,9 @@ def summarize(out, name):
         "host_cpu_busy_after_first": cpu_share,
         # CPU seconds of the whole run by stage (host_cpu.py), and over its build jobs.
         "cpu_s_by_stage": stages,
-        "cpu_s_a_build": sum(stages.values()) / len(builds) if stages and builds else None,
+        # Kernel threads and other tenants ("other") left out.
+        "cpu_s_a_build": sum(v for k, v in stages.items() if k != "other") / len(builds) if stages and builds else None,
+        "host_busy_cpu_s": host_busy_s,
         "builds_ahead": len(builds),
         "builds_at_once": most_at_once([(b["started_unix_s"], b["ended_unix_s"]) for b in builds]) if builds else 0,
         "builds_complete": sum(1 for b in builds if b.get("complete")),
@@ -236,8 +238,11 @@ def main():
             n = s["builds_ahead"]
             parts = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(s["cpu_s_by_stage"].items(), key=lambda kv: -kv[1])
                               if v / n >= 0.05)
+            counted = sum(s["cpu_s_by_stage"].values())
+            of = (f"; {counted:.0f} of the host's {s['host_busy_cpu_s']:.0f} busy CPU seconds counted (processes"
+                  " shorter than a sample, and the last moments of each, are not)") if s["host_busy_cpu_s"] else ""
             print(f"{s['run']}: CPU seconds a build job (the run's, over its {n} build jobs; workers' and kbench's "
-                  f"own included): {s['cpu_s_a_build']:.1f}: {parts}")
+                  f"own included, `other` left out): {s['cpu_s_a_build']:.1f}: {parts}{of}")
     by_name = {s["run"]: s for s in runs}
     # (the first run, the second, what the pair compares): the setting's run first.
     beside = (("cold", "cold_nopch", "precompiled headers against none"),
@@ -283,9 +288,10 @@ def self_test():
         cpu = os.path.join(d, "run.cpu.json")
         with open(cpu, "w") as f:
             json.dump({"stat": [[10.0, 100, 50], [11.0, 200, 100], [12.0, 300, 100], [13.0, 400, 200]],
-                       "stages": {"nvcc: cicc (device code)": 8.0}, "processes": 3}, f)
-        share, stages, n = host_cpu(cpu, 10.0, 12.5)
-        assert abs(share - 0.75) < 1e-9 and stages == {"nvcc: cicc (device code)": 8.0} and n == 3, (share, stages, n)
+                       "stages": {"nvcc: cicc (device code)": 8.0}, "host_busy_cpu_s": 9.5}, f)
+        share, stages, busy_s = host_cpu(cpu, 10.0, 12.5)
+        assert abs(share - 0.75) < 1e-9 and stages == {"nvcc: cicc (device code)": 8.0} and busy_s == 9.5, \
+            (share, stages, busy_s)
         assert host_cpu(cpu, 20.0, 30.0)[0] is None
         assert host_cpu(os.path.join(d, "missing.json"), 0, 1) == (None, {}, None)
     print("self-test: ok")
