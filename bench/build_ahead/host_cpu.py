@@ -36,7 +36,8 @@ for _sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(_sig, lambda *_: _STOP.append(1))
 
 HZ = os.sysconf("SC_CLK_TCK")
-# (stage, test on (comm, ancestors' comms)), first match wins.
+# nvcc's own tools, by name, and the host compilers and linkers that are nvcc's only under it
+# (stage_of).
 _NVCC_PARTS = {"cicc": "nvcc: cicc (device code)", "cudafe++": "nvcc: cudafe++",
                "ptxas": "nvcc: ptxas, fatbinary, nvlink", "fatbinary": "nvcc: ptxas, fatbinary, nvlink",
                "nvlink": "nvcc: ptxas, fatbinary, nvlink"}

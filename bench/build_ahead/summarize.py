@@ -40,8 +40,9 @@ def host_cpu(path, t0, t1):
     except (OSError, ValueError):
         return None, {}, None
     inside = [x for x in got.get("stat", []) if t0 is not None and t0 <= x[0] <= t1]
-    total = sum(b[1] - a[1] for a, b in zip(inside, inside[1:]))
-    idle = sum(b[2] - a[2] for a, b in zip(inside, inside[1:]))
+    # The counters only grow: the window's jiffies are its last sample's less its first's.
+    total = inside[-1][1] - inside[0][1] if len(inside) > 1 else 0
+    idle = inside[-1][2] - inside[0][2] if len(inside) > 1 else 0
     share = 1 - idle / total if total > 0 else None
     return share, got.get("stages", {}), got.get("host_busy_cpu_s")
 
@@ -236,8 +237,9 @@ def main():
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}{again}")
         if s["cpu_s_a_build"] is not None:
             n = s["builds_ahead"]
+            # The stages the figure sums (`other` left out, as in it), largest first.
             parts = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(s["cpu_s_by_stage"].items(), key=lambda kv: -kv[1])
-                              if v / n >= 0.05)
+                              if k != "other" and v / n >= 0.05)
             counted = sum(s["cpu_s_by_stage"].values())
             of = (f"; {counted:.0f} of the host's {s['host_busy_cpu_s']:.0f} busy CPU seconds counted (processes"
                   " shorter than a sample, and the last moments of each, are not)") if s["host_busy_cpu_s"] else ""

@@ -85,8 +85,9 @@ pub(crate) fn candidate_spec(
 /// What a candidate's worker imports at its start rather than in its load: torch's extension
 /// module (it imports setuptools: 0.2-0.4 s of a load, which on a GPU comes between two
 /// evaluations) where the source names it and the worker is a GPU's, whose start runs ahead
-/// and unpaused (kbench_worker/__main__.py). On the CPU a start is paused like a load, so
-/// nothing is gained there.
+/// and unpaused (kbench_worker/__main__.py). The test is the loader's own (`cpp_extension`
+/// in the source, kbench_worker/loading.py), so the start imports it exactly where a load
+/// would. On the CPU a start is paused like a load, so nothing is gained there.
 fn import_ahead(source: &str, gpu: bool) -> Option<(String, String)> {
     (gpu && source.contains("cpp_extension")).then(|| (IMPORT_CPP_EXTENSION_ENV.into(), "1".into()))
 }
