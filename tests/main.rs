@@ -48,6 +48,8 @@ mod import_untrusted;
 // source.
 mod layers;
 mod leaderboard;
+// The light C++ header: bindings built light where it serves, torch's header where not, same verdicts.
+mod light_cxx_header;
 // --model-mode and the mode-switch advisory, end to end on the CPU.
 mod mode_switch;
 mod nan_inf;

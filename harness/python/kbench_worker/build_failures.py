@@ -36,7 +36,7 @@ import os
 import re
 import subprocess
 
-from . import cuda_header
+from . import light_build
 from .written_sources import file_sha256
 
 RECORD = "kbench-build-failed.json"
@@ -87,10 +87,10 @@ def compiler_reported(exc):
 
 def _quiet(original, build_directory, verbose, error_prefix):
     """torch's ninja run without `verbose` (see above); a failure's output, which `verbose`
-    would have shown, is printed too. A CUDA source's header as `cuda_header` says: the
-    failure recorded or replayed is the last run's."""
+    would have shown, is printed too. The headers as `light_build` says: the failure
+    recorded or replayed is the last run's."""
     try:
-        return cuda_header.run(original, build_directory, False, error_prefix)
+        return light_build.run(original, build_directory, False, error_prefix)
     except RuntimeError as exc:
         _say(exc, verbose)
         raise

@@ -20,7 +20,8 @@ anything beyond `torch/types.h`), every CUDA object of the folder is removed (ni
 see the flag, so objects built light would be kept) and ninja runs again without it: those
 sources compile against torch's own header, failures included, and the folder stays marked
 `full` for every later load. A failure of the binding alone is not tried again (nvcc's header
-does not change it). A build that succeeds is marked (`MARKER` in its folder, naming the
+does not change it) unless the binding itself was compiled light (`cxx_header`). The ninja run
+that does all this for both kinds is `light_build.run`. A build that succeeds is marked (`MARKER` in its folder, naming the
 header it was compiled with), and the header file is rewritten only when it differs: ninja
 keeps it among the objects' dependencies, and a new modification time would compile them all
 again at every load.
@@ -38,7 +39,6 @@ candidate that changes it changes only its own build, which its code could do an
 
 import os
 import re
-import threading
 
 from .pch import _write_whole
 
@@ -57,16 +57,11 @@ HEADER = """// kbench: torch/extension.h for a CUDA source, first attempt: torch
 #pragma once
 #include <torch/types.h>
 """
-# NVCC_APPEND_FLAGS is the process's: one build at a time changes it (a candidate may load
-# extensions from several threads).
-_LOCK = threading.Lock()
-
-
 def enabled():
     return os.environ.get(ENV) == "light"
 
 
-def _cuda_objects(build_directory):
+def cuda_objects(build_directory):
     """The outputs of torch's CUDA compile steps in `build.ninja` (absolute paths), or None
     when it has none or cannot be read."""
     try:
@@ -83,7 +78,7 @@ def _cuda_objects(build_directory):
     return outs or None
 
 
-def _write_header(build_directory):
+def write_header(build_directory):
     """The light folder in the build folder; its path, or None where it cannot be written or
     nvcc could not be given it (NVCC_APPEND_FLAGS splits on spaces). The header is written
     only where it differs (the candidate may have changed it): ninja keeps it among the
@@ -106,7 +101,7 @@ def _write_header(build_directory):
     return folder
 
 
-def _marked(build_directory):
+def marked(build_directory):
     try:
         with open(os.path.join(build_directory, MARKER)) as f:
             return f.read().strip()
@@ -114,7 +109,7 @@ def _marked(build_directory):
         return ""
 
 
-def _mark(build_directory, which):
+def mark(build_directory, which):
     try:
         with open(os.path.join(build_directory, MARKER), "w") as f:
             f.write(which + "\n")
@@ -122,45 +117,6 @@ def _mark(build_directory, which):
         pass
 
 
-def run(original, build_directory, verbose, error_prefix):
-    """torch's ninja run (`original`), light first where enabled and a CUDA source is
-    compiled; torch's own header where nvcc refuses the light build."""
-    if not enabled():
-        return original(build_directory, verbose, error_prefix)
-    with _LOCK:
-        objects = _cuda_objects(build_directory)
-        # A folder whose CUDA objects were built with torch's header stays so: ninja does not
-        # see the flag, and a light run would take them as built light.
-        if objects is None or _marked(build_directory).startswith("full"):
-            return original(build_directory, verbose, error_prefix)
-        folder = _write_header(build_directory)
-        if folder is None:
-            return original(build_directory, verbose, error_prefix)
-        before = os.environ.get("NVCC_APPEND_FLAGS")
-        os.environ["NVCC_APPEND_FLAGS"] = (before + " " if before else "") + "-I" + folder
-        try:
-            result = original(build_directory, verbose, error_prefix)
-            _mark(build_directory, "light: torch/types.h")
-            return result
-        except RuntimeError as exc:
-            # Again unless ninja names only steps that are not CUDA sources: the binding's
-            # failure does not depend on the header a CUDA source saw. Anything else (a CUDA
-            # object among the failed, or no step named) compiles again as without kbench.
-            failed = [os.path.join(os.path.abspath(build_directory), t) for t in _FAILED.findall(str(exc))]
-            if failed and not any(t in objects for t in failed):
-                raise
-        finally:
-            if before is None:
-                os.environ.pop("NVCC_APPEND_FLAGS", None)
-            else:
-                os.environ["NVCC_APPEND_FLAGS"] = before
-        # nvcc refused the light build: every CUDA object again with torch's own header, as
-        # without kbench (those that built light go too, ninja does not see the flag); the
-        # binding stays built.
-        for obj in objects:
-            try:
-                os.remove(obj)
-            except OSError:
-                pass
-        _mark(build_directory, "full: torch/extension.h (the light build failed)")
-        return original(build_directory, verbose, error_prefix)
+def failed_steps(build_directory, exc):
+    """The outputs of the steps ninja says failed in torch's error `exc` (absolute paths)."""
+    return [os.path.join(os.path.abspath(build_directory), t) for t in _FAILED.findall(str(exc))]

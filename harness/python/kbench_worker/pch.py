@@ -29,7 +29,10 @@ second include empty, as it is without kbench; where no precompiled header is va
 first include goes through it to torch's header as well. KIND is `cuda` or `cpu`: the
 include folders torch gives a CUDA extension's C++ files or a C++ one's. A second helper
 finding the folder locked (another run builds it) exits at once, or with KBENCH_PCH_WAIT=1
-(`kbench setup`) waits for the first and then makes what is still missing.
+(`kbench setup`) waits for the first and then makes what is still missing. With
+`KBENCH_CXX_HEADER=light` it also makes `DIR/light/`, first: the light C++ header
+(`cxx_header.HEADER`) as `torch/extension.h`, written and dated as the forwarder is, and its
+precompiled forms beside it.
 """
 
 import fcntl
@@ -40,6 +43,8 @@ import subprocess
 import sys
 import sysconfig
 import time
+
+from . import cxx_header
 
 # The extra_cflags model-written kernels pass: none or [''] most (KernelBenchLeaderboard: 472
 # of 532 sites), then -O3 (60), which also serves -O1 and -O2. Most used first.
@@ -107,23 +112,39 @@ def _write_json(path, value):
     _write_whole(path, json.dumps(value, indent=1))
 
 
-def _write_forwarder(out_dir, header_mtime_ns):
-    """FORWARDER into DIR, written only where missing or different, and dated like torch's own
-    header. nvcc's dependency files list every header a CUDA source opened, this one included
-    wherever it was in sight, and ninja compiles an object again once one of those is newer
-    than it: rewritten at every helper's start, it sent every CUDA object built before back
-    to nvcc at its next load (a run stopped before its headers were complete, then the next
-    run's helper). Its content only forwards, so no date of it can change what compiles."""
+def _write_header(out_dir, text, header_mtime_ns):
+    """`text` as DIR's `torch/extension.h` (FORWARDER, or cxx_header's light header), written
+    only where missing or different, and dated like torch's own header. nvcc's and g++'s
+    dependency files list every header a source opened, this one included wherever it was
+    in sight, and ninja compiles an object again once one of those is newer than it:
+    rewritten at every helper's start, it sent every CUDA object built before back to nvcc
+    at its next load (a run stopped before its headers were complete, then the next run's
+    helper). Written only when its text changes, no date of it can change what compiles."""
     path = os.path.join(out_dir, HEADER)
     try:
         with open(path) as f:
-            same = f.read() == FORWARDER
+            same = f.read() == text
     except OSError:
         same = False
     if not same:
-        _write_whole(path, FORWARDER)
+        _write_whole(path, text)
     if header_mtime_ns:
         os.utime(path, ns=(header_mtime_ns, header_mtime_ns))
+
+
+def _clear_stale(gch_dir, sig_path, sig):
+    """Takes precompiled headers made from other headers or by another compiler (their
+    folder's signature is not `sig`) out of the compilers' sight in one rename, then deletes
+    them."""
+    try:
+        with open(sig_path) as f:
+            same = json.load(f) == sig
+    except (OSError, ValueError):
+        same = False
+    if not same and os.path.isdir(gch_dir):
+        gone = f"{gch_dir}.{os.getpid()}.old"
+        os.rename(gch_dir, gone)
+        subprocess.run(["rm", "-rf", gone], check=False)
 
 
 def _clear_leftovers(out_dir):
@@ -160,42 +181,46 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
         print(f"kbench pch: none made: {sig['none']}", file=log)
         return 0
     gch_dir = os.path.join(out_dir, HEADER + ".gch")
-    try:
-        with open(sig_path) as f:
-            same = json.load(f) == sig
-    except (OSError, ValueError):
-        same = False
-    if not same and os.path.isdir(gch_dir):
-        # Made from other headers or by another compiler: taken out of the compilers' sight
-        # in one rename, then deleted.
-        gone = f"{gch_dir}.{os.getpid()}.old"
-        os.rename(gch_dir, gone)
-        subprocess.run(["rm", "-rf", gone], check=False)
+    _clear_stale(gch_dir, sig_path, sig)
     os.makedirs(gch_dir, exist_ok=True)
     _write_json(sig_path, sig)
     # Before any precompiled header is in sight (see FORWARDER).
-    _write_forwarder(out_dir, sig.get("header_mtime_ns"))
+    _write_header(out_dir, FORWARDER, sig.get("header_mtime_ns"))
     _clear_leftovers(out_dir)
+    todo = []
+    if cxx_header.enabled():
+        # The light C++ header (cxx_header) and its precompiled forms, first: with the
+        # setting on, builds use them, and torch's own only where a source needs more.
+        light = os.path.join(out_dir, cxx_header.LIGHT)
+        light_gch = os.path.join(light, HEADER + ".gch")
+        os.makedirs(os.path.join(light, "torch"), exist_ok=True)
+        _clear_stale(light_gch, os.path.join(light, "signature.json"), sig)
+        os.makedirs(light_gch, exist_ok=True)
+        _write_json(os.path.join(light, "signature.json"), sig)
+        _write_header(light, cxx_header.HEADER, sig.get("header_mtime_ns"))
+        _clear_leftovers(light)
+        todo += [(light_gch, os.path.join(light, HEADER), "light " + n, n, x) for n, x in VARIANTS]
+    todo += [(gch_dir, sig["header"], n, n, x) for n, x in VARIANTS]
+    todo = [t for t in todo if not os.path.isfile(os.path.join(t[0], t[3] + ".gch"))]
     compiler, flags = sig["compiler"], sig["flags"]
-    todo = [(n, x) for n, x in VARIANTS if not os.path.isfile(os.path.join(gch_dir, n + ".gch"))]
     running = []
-    made = len(VARIANTS) - len(todo)
+    made = len(VARIANTS) - sum(1 for t in todo if t[0] == gch_dir)
     while todo or running:
         while todo and len(running) < max(1, jobs):
-            name, extra = todo.pop(0)
-            partial = os.path.join(out_dir, f"{name}.{os.getpid()}.partial")
-            cmd = [compiler, "-x", "c++-header", sig["header"], "-o", partial] + flags + extra
+            where, header, label, name, extra = todo.pop(0)
+            partial = os.path.join(out_dir, f"{label.replace(' ', '-')}.{os.getpid()}.partial")
+            cmd = [compiler, "-x", "c++-header", header, "-o", partial] + flags + extra
             t0 = time.time()
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            running.append((name, partial, t0, cmd, proc))
-        name, partial, t0, cmd, proc = running.pop(0)
+            running.append((where, label, name, partial, t0, cmd, proc))
+        where, label, name, partial, t0, cmd, proc = running.pop(0)
         text = proc.communicate()[0].decode(errors="replace")
         if proc.returncode == 0:
-            os.replace(partial, os.path.join(gch_dir, name + ".gch"))
-            made += 1
-            print(f"kbench pch: {name} made in {time.time() - t0:.1f} s", file=log)
+            os.replace(partial, os.path.join(where, name + ".gch"))
+            made += where == gch_dir
+            print(f"kbench pch: {label} made in {time.time() - t0:.1f} s", file=log)
         else:
-            print(f"kbench pch: {name} failed ({shlex.join(cmd[:2])} ... exit {proc.returncode}):\n{text[-2000:]}", file=log)
+            print(f"kbench pch: {label} failed ({shlex.join(cmd[:2])} ... exit {proc.returncode}):\n{text[-2000:]}", file=log)
     return made
 
 

@@ -22,7 +22,7 @@ from unittest import mock
 
 import torch.utils.cpp_extension as cpp_extension
 
-from kbench_worker import build_failures, cuda_header
+from kbench_worker import build_failures, cuda_header, light_build
 
 TYPES_H = "#pragma once\nint light_api();\n"
 EXTENSION_H = "#pragma once\n#include <torch/types.h>\nint full_api();\n"
@@ -246,7 +246,7 @@ class OneBuildAtATime(unittest.TestCase):
 
         with mock.patch.dict(os.environ, {cuda_header.ENV: "light"}):
             os.environ.pop("NVCC_APPEND_FLAGS", None)
-            threads = [threading.Thread(target=cuda_header.run, args=(original, d, False, "")) for d in dirs]
+            threads = [threading.Thread(target=light_build.run, args=(original, d, False, "")) for d in dirs]
             for t in threads:
                 t.start()
                 time.sleep(0.05)

@@ -95,6 +95,42 @@ class HelperTests(unittest.TestCase):
         with open(self.calls) as f:
             self.assertEqual(f.read(), before)
 
+    def test_with_the_light_cxx_header_chosen_its_folder_is_made_first(self):
+        from kbench_worker import cxx_header
+
+        cxx = self.compiler(FAKE_GCC.format(tag="a", calls=self.calls))
+        with mock.patch.dict(os.environ, {cxx_header.ENV: "light"}):
+            made, log = self.build(cxx, jobs=1)
+        self.assertEqual(made, len(pch.VARIANTS), log)
+        light = os.path.join(self.out, cxx_header.LIGHT)
+        self.assertEqual(sorted(os.listdir(os.path.join(light, "torch", "extension.h.gch"))),
+                         sorted(f"{n}.gch" for n, _ in pch.VARIANTS))
+        self.assertEqual(self.gch(), sorted(f"{n}.gch" for n, _ in pch.VARIANTS))
+        header = os.path.join(light, "torch", "extension.h")
+        with open(header) as f:
+            self.assertEqual(f.read(), cxx_header.HEADER)
+        with open(os.path.join(self.out, "signature.json")) as f:
+            sig = json.load(f)
+        self.assertEqual(os.stat(header).st_mtime_ns, sig["header_mtime_ns"], "dated like torch's header")
+        with open(self.calls) as f:
+            calls = f.read().splitlines()
+        # The light forms first (builds use them), each from the light header.
+        self.assertEqual(len(calls), 2 * len(pch.VARIANTS), calls)
+        for c in calls[: len(pch.VARIANTS)]:
+            self.assertIn(header, c)
+        for c in calls[len(pch.VARIANTS):]:
+            self.assertNotIn(light, c)
+        # Made: a second helper compiles nothing; without the choice, no light folder.
+        with mock.patch.dict(os.environ, {cxx_header.ENV: "light"}):
+            self.build(cxx)
+        with open(self.calls) as f:
+            self.assertEqual(len(f.read().splitlines()), len(calls))
+        other = os.path.join(self.dir, "other")
+        with mock.patch.dict(os.environ, {"CXX": cxx}):
+            os.environ.pop(cxx_header.ENV, None)
+            pch.build(other, "cpu", jobs=1, log=io.StringIO())
+        self.assertFalse(os.path.exists(os.path.join(other, cxx_header.LIGHT)))
+
     def test_headers_of_another_compiler_leave_before_new_ones_are_made(self):
         made, log = self.build(self.compiler(FAKE_GCC.format(tag="old", calls=self.calls), "old-c++"))
         self.assertEqual(made, len(pch.VARIANTS), log)

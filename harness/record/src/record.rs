@@ -419,6 +419,11 @@ pub struct Environment {
     /// absent: torch's own header, as without kbench.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_header: Option<String>,
+    /// `light` where the run compiled C++ sources' `torch/extension.h` (every `load_inline`'s
+    /// binding) as `torch/types.h` + `torch/python.h` first, and against torch's own header only
+    /// where that failed (`KBENCH_CXX_HEADER`); absent: torch's own header, as without kbench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cxx_header: Option<String>,
 }
 
 /// The bounds every worker of a run got (`--memory-cap`, `KBENCH_CANDIDATE_UID`).

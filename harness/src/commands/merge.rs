@@ -448,6 +448,7 @@ mod tests {
             shard: shard.map(Into::into),
             record_mac: Some(RECORD_MAC.into()),
             cuda_header: None,
+            cxx_header: None,
             planned: None,
         }
     }

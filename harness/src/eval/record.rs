@@ -148,6 +148,7 @@ pub(crate) fn environment_base(
         containment: Some(containment.name().to_string()),
         bounds: Some(bounds),
         cuda_header: crate::worker::build::cuda_header_label(),
+        cxx_header: crate::worker::build::cxx_header_label(),
     }
 }
 

@@ -42,6 +42,7 @@ pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,
         cuda_header: crate::worker::build::cuda_header_label(),
+        cxx_header: crate::worker::build::cxx_header_label(),
         planned: None,
     }
 }

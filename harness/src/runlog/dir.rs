@@ -310,6 +310,7 @@ mod tests {
             shard: None,
             record_mac: None,
             cuda_header: None,
+            cxx_header: None,
             planned: None,
         }
     }
@@ -347,6 +348,7 @@ mod tests {
         let root = d.path().join("run");
         let light = || RunManifest {
             cuda_header: Some("light".into()),
+            cxx_header: None,
             ..asked()
         };
         let run = RunDir::open(&root, false, None, light()).unwrap();

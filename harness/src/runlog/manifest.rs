@@ -54,6 +54,11 @@ pub struct RunManifest {
     /// (`KBENCH_CUDA_HEADER`); absent: torch's own header (and in runs made before the choice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cuda_header: Option<String>,
+    /// `light` where C++ sources' `torch/extension.h` was compiled as `torch/types.h` +
+    /// `torch/python.h` first (`KBENCH_CXX_HEADER`); absent: torch's own header (and in runs
+    /// made before the choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cxx_header: Option<String>,
     /// Every evaluation the run plans: the problems and the kernels of each (see
     /// [`kbench_record::Plan`]). A record that is not written, deleted, or does not verify
     /// leaves its planned evaluation missing, which reports count as not correct. Absent in
@@ -165,13 +170,14 @@ impl RunManifest {
                 return Some(format!("{name}: recorded {a}, now {b}"));
             }
         }
-        if self.cuda_header != other.cuda_header {
-            let show = |h: &Option<String>| h.clone().unwrap_or_else(|| "full".to_string());
-            return Some(format!(
-                "KBENCH_CUDA_HEADER: recorded {}, now {}",
-                show(&self.cuda_header),
-                show(&other.cuda_header)
-            ));
+        let show = |h: &Option<String>| h.clone().unwrap_or_else(|| "full".to_string());
+        for (var, a, b) in [
+            ("KBENCH_CUDA_HEADER", &self.cuda_header, &other.cuda_header),
+            ("KBENCH_CXX_HEADER", &self.cxx_header, &other.cxx_header),
+        ] {
+            if a != b {
+                return Some(format!("{var}: recorded {}, now {}", show(a), show(b)));
+            }
         }
         if self.trials != other.trials {
             return Some(format!(
@@ -265,6 +271,7 @@ mod tests {
             shard: None,
             record_mac: Some(super::super::RECORD_MAC.into()),
             cuda_header: None,
+            cxx_header: None,
             planned: None,
         }
     }
@@ -288,6 +295,14 @@ mod tests {
         assert_eq!(
             manifest().conflict(&light).unwrap(),
             "KBENCH_CUDA_HEADER: recorded full, now light"
+        );
+        let light_cxx = RunManifest {
+            cxx_header: Some("light".into()),
+            ..manifest()
+        };
+        assert_eq!(
+            light_cxx.conflict(&manifest()).unwrap(),
+            "KBENCH_CXX_HEADER: recorded light, now full"
         );
     }
 

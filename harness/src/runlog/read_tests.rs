@@ -26,6 +26,7 @@ fn asked() -> RunManifest {
         shard: None,
         record_mac: None,
         cuda_header: None,
+        cxx_header: None,
         planned: None,
     }
 }

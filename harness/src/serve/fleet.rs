@@ -33,7 +33,7 @@ impl Fleet {
                 .join(" + ")
         };
         let settings = format!(
-            "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}|{}",
+            "{:?}|{:?}|{:?}|{}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}",
             c.precision,
             c.profile,
             c.model_mode,
@@ -44,7 +44,7 @@ impl Fleet {
             c.time_as,
             c.weight_seed,
             c.no_sandbox,
-            crate::worker::build::cuda_header_light()?,
+            crate::worker::build::light_headers()?,
         );
         let problems: String = c
             .problems

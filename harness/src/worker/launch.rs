@@ -56,8 +56,10 @@ pub(crate) fn worker_env(
         "CXX",
         "MAX_JOBS",
         "TORCH_CUDA_ARCH_LIST",
-        // A CUDA source's torch/extension.h, light first or torch's own (`worker::build`).
+        // A CUDA and a C++ source's torch/extension.h, light first or torch's own
+        // (`worker::build`).
         crate::worker::build::CUDA_HEADER_ENV,
+        crate::worker::build::CXX_HEADER_ENV,
         "NVIDIA_VISIBLE_DEVICES",
         "NCCL_NVLS_ENABLE",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST",

@@ -25,6 +25,10 @@ use super::python::PythonInfo;
 /// `off`: no precompiled header is made or used.
 pub(crate) const PCH_ENV: &str = "KBENCH_PCH";
 
+/// The folder of the light C++ header and its precompiled forms, inside [`Pch::dir`]
+/// (`kbench_worker/cxx_header.py`, `LIGHT`), made when `KBENCH_CXX_HEADER=light`.
+const LIGHT: &str = "light";
+
 /// What torch's extension builder compiles a C++ file for: a CUDA extension's (its include
 /// folders name the CUDA toolkit's) or a C++ one's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +130,11 @@ impl Pch {
     /// (`variants`) is there, each renamed into place only once complete, or it said that
     /// none can be made here (`none`).
     pub(crate) fn complete(&self) -> bool {
+        self.complete_for(super::build::light_headers().is_ok_and(|h| h.cxx))
+    }
+
+    /// [`Self::complete`], with the light C++ header's folder (`light_cxx`) or without.
+    fn complete_for(&self, light_cxx: bool) -> bool {
         let Some(sig) = self.signature() else {
             return false;
         };
@@ -134,18 +143,21 @@ impl Pch {
             return true;
         }
         // The header beside them, which a second `#include <torch/extension.h>` opens
-        // (`pch.py`, FORWARDER): without it such a file does not compile.
-        if !self.dir.join("torch/extension.h").is_file() {
-            return false;
-        }
-        let gch = self.dir.join("torch/extension.h.gch");
-        sig["variants"].as_array().is_some_and(|v| {
-            !v.is_empty()
-                && v.iter().all(|n| {
-                    n.as_str()
-                        .is_some_and(|n| gch.join(format!("{n}.gch")).is_file())
+        // (`pch.py`, FORWARDER), and every variant.
+        let all_made = |folder: &Path| {
+            let gch = folder.join("torch/extension.h.gch");
+            folder.join("torch/extension.h").is_file()
+                && sig["variants"].as_array().is_some_and(|v| {
+                    !v.is_empty()
+                        && v.iter().all(|n| {
+                            n.as_str()
+                                .is_some_and(|n| gch.join(format!("{n}.gch")).is_file())
+                        })
                 })
-        })
+        };
+        // With the light C++ header chosen, its folder too (`kbench_worker/cxx_header.py`):
+        // a helper that ran without the choice did not make it.
+        all_made(&self.dir) && (!light_cxx || all_made(&self.dir.join(LIGHT)))
     }
 
     /// The helper's command: kbench's own code, outside any sandbox, at the builds' niceness.
@@ -290,23 +302,40 @@ mod tests {
         std::fs::write(gch.join("plain.gch"), "h").unwrap();
         // A partial file of a stopped helper lies beside the folder, never in it.
         std::fs::write(pch.dir().join("O3.123.partial"), "h").unwrap();
-        assert!(!pch.complete(), "O3 is missing");
+        assert!(!pch.complete_for(false), "O3 is missing");
         std::fs::write(gch.join("O3.gch"), "h").unwrap();
-        assert!(!pch.complete(), "no torch/extension.h beside the headers");
+        assert!(
+            !pch.complete_for(false),
+            "no torch/extension.h beside the headers"
+        );
         std::fs::write(pch.dir().join("torch/extension.h"), "#pragma once\n").unwrap();
-        assert!(pch.complete());
+        assert!(pch.complete_for(false));
         assert_eq!(pch.none_made(), None);
+        // With the light C++ header chosen, its folder is waited for as well.
+        let light = pch.dir().join(LIGHT);
+        std::fs::create_dir_all(light.join("torch/extension.h.gch")).unwrap();
+        std::fs::write(light.join("torch/extension.h.gch/plain.gch"), "h").unwrap();
+        std::fs::write(light.join("torch/extension.h.gch/O3.gch"), "h").unwrap();
+        assert!(!pch.complete_for(true), "no light torch/extension.h");
+        std::fs::write(light.join("torch/extension.h"), "#pragma once\n").unwrap();
+        assert!(pch.complete_for(true));
+        std::fs::remove_file(light.join("torch/extension.h.gch/O3.gch")).unwrap();
+        assert!(!pch.complete_for(true), "the light O3 is missing");
+        assert!(pch.complete_for(false));
         std::fs::write(
             &sig,
             r#"{"variants": [], "none": "the C++ compiler is not GCC (clang++)"}"#,
         )
         .unwrap();
-        assert!(pch.complete(), "nothing can be made: nothing to wait for");
+        assert!(
+            pch.complete_for(true),
+            "nothing can be made: nothing to wait for"
+        );
         assert_eq!(
             pch.none_made().as_deref(),
             Some("the C++ compiler is not GCC (clang++)")
         );
         std::fs::write(&sig, r#"{"variants": []}"#).unwrap();
-        assert!(!pch.complete(), "an empty list is no signature");
+        assert!(!pch.complete_for(false), "an empty list is no signature");
     }
 }

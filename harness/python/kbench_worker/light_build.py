@@ -1,0 +1,113 @@
+"""torch's ninja run with the light headers where they are chosen: a CUDA source's
+(`cuda_header`, `KBENCH_CUDA_HEADER=light`) and a C++ source's (`cxx_header`,
+`KBENCH_CXX_HEADER=light`), each first, each with torch's own header again where the compiler
+refuses the light build.
+
+One ninja run compiles both kinds, and the two settings reach the compilers through the
+process's environment (`NVCC_APPEND_FLAGS`, `CPATH`), which ninja does not see: objects built
+one way are kept by a later run the other way. So each kind's objects are removed before its
+sources compile again with torch's header, and its build folder is marked for every later
+load. nvcc's host compiler reads `CPATH` as well: the light C++ folder is on it only where no
+CUDA source compiles with torch's own header in the same run, and where a CUDA source needs
+torch's header the C++ objects compile again with torch's too (a binding built light is
+removed), so that a build folder's sources saw one header each way, said by its markers."""
+
+import os
+import threading
+
+from . import cuda_header, cxx_header
+
+# The variables are the process's: one build at a time changes them (a candidate may load
+# extensions from several threads).
+_LOCK = threading.Lock()
+
+
+class _Setting:
+    """An environment variable set for one ninja run, then put back as it was."""
+
+    def __init__(self, name, value):
+        self.name, self.value, self.before = name, value, os.environ.get(name)
+
+    def __enter__(self):
+        if self.value is not None:
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(self.name, None)
+        else:
+            os.environ[self.name] = self.before
+
+
+def _remove(paths):
+    for p in paths or ():
+        try:
+            os.remove(p)
+        except OSError:
+            pass
+
+
+def run(original, build_directory, verbose, error_prefix):
+    """torch's ninja run (`original`), light first for each kind where chosen and possible;
+    torch's own header for a kind whose light build its compiler refuses."""
+    cuda_on, cxx_on = cuda_header.enabled(), cxx_header.enabled()
+    if not (cuda_on or cxx_on):
+        return original(build_directory, verbose, error_prefix)
+    with _LOCK:
+        cuda_objects = cuda_header.cuda_objects(build_directory)
+        cuda_folder = None
+        # A folder whose CUDA objects were built with torch's header stays so (the flag is
+        # not seen by ninja: a light run would take them as built light).
+        if cuda_on and cuda_objects is not None and not cuda_header.marked(build_directory).startswith("full"):
+            cuda_folder = cuda_header.write_header(build_directory)
+        cxx_objects = cxx_header.objects(build_directory)
+        cxx_folder = None
+        if (
+            cxx_on
+            and cxx_objects is not None
+            and not cxx_header.marked(build_directory).startswith("full")
+            and (cuda_objects is None or cuda_folder is not None)
+        ):
+            cxx_folder = cxx_header.light_folder()
+        if cuda_folder is None and cxx_folder is None:
+            return original(build_directory, verbose, error_prefix)
+        nvcc_flags = None
+        if cuda_folder is not None:
+            before = os.environ.get("NVCC_APPEND_FLAGS")
+            nvcc_flags = (before + " " if before else "") + "-I" + cuda_folder
+        cpath = cxx_header.with_folder_first(cxx_folder) if cxx_folder is not None else None
+        try:
+            with _Setting("NVCC_APPEND_FLAGS", nvcc_flags), _Setting("CPATH", cpath):
+                result = original(build_directory, verbose, error_prefix)
+            if cuda_folder is not None:
+                cuda_header.mark(build_directory, "light: torch/types.h")
+            if cxx_folder is not None:
+                cxx_header.mark(build_directory, "light: torch/types.h + torch/python.h")
+            return result
+        except RuntimeError as exc:
+            failed = cuda_header.failed_steps(build_directory, exc)
+            named = set(failed)
+            # Without a step named (ninja said nothing of one), every light kind again.
+            cuda_again = cuda_folder is not None and (not failed or bool(named & set(cuda_objects or ())))
+            cxx_again = cxx_folder is not None and (not failed or bool(named & set(cxx_objects or ())))
+            if not (cuda_again or cxx_again):
+                # The steps that failed saw torch's own header, or none (the link): a light
+                # header does not change them.
+                raise
+        # Again with torch's own header for each kind refused light; a kind built light
+        # stays so, but C++ sources never see the light folder beside a CUDA source that
+        # compiles with torch's header (CPATH reaches nvcc's host compiler).
+        cxx_why = "the light build failed"
+        if cuda_again:
+            _remove(cuda_objects)
+            cuda_header.mark(build_directory, "full: torch/extension.h (the light build failed)")
+            nvcc_flags = None
+            if cxx_folder is not None and not cxx_again:
+                cxx_again = True
+                cxx_why = "a CUDA source of the folder needed torch's own header"
+        if cxx_again:
+            _remove(cxx_objects)
+            cxx_header.mark(build_directory, f"full: torch/extension.h ({cxx_why})")
+            cpath = None
+        with _Setting("NVCC_APPEND_FLAGS", nvcc_flags), _Setting("CPATH", cpath):
+            return original(build_directory, verbose, error_prefix)

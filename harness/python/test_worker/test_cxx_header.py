@@ -1,0 +1,217 @@
+"""A C++ source's `torch/extension.h` compiled first as `torch/types.h` + `torch/python.h`
+(`kbench_worker.cxx_header`, `KBENCH_CXX_HEADER=light`), through torch's own
+`_run_ninja_build` and the failure-recording wrapper build jobs use (`light_build`), with
+real ninja and a real g++ that reads `CPATH`, on a stand-in torch whose `torch/extension.h`
+declares more than its `torch/types.h` and `torch/python.h`. Checked: a binding the light
+header serves compiles once against it; one that needs the full header compiles again against
+torch's own and succeeds; one that fails both ways fails with the full build's message,
+recorded; beside a CUDA source that compiles with torch's own header the light folder is never
+on `CPATH`, and where a CUDA source needs torch's own header after a light attempt the binding
+is compiled again with torch's too; what built is not compiled again when loaded; `CPATH` is
+restored; with the setting off, or no light folder made, nothing changes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+import torch.utils.cpp_extension as cpp_extension
+
+from kbench_worker import build_failures, cuda_header, cxx_header
+
+TYPES_H = "#pragma once\nint light_api();\n"
+PYTHON_H = "#pragma once\nint binding_api();\n"
+EXTENSION_H = "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\nint full_api();\n"
+
+# The C++ step as torch writes it (`rule compile`, a depfile), through a g++ that logs the
+# CPATH it was given; the CUDA step a g++ that appends NVCC_APPEND_FLAGS, as nvcc does.
+NINJA_HEAD = """\
+ninja_required_version = 1.3
+rule compile
+  depfile = $out.d
+  deps = gcc
+  command = sh {gxx} $in $out
+rule cuda_compile
+  depfile = $out.d
+  deps = gcc
+  command = sh {nvcc} $in $out
+build main.o: compile {main}
+"""
+GXX = """\
+echo "cpath=$CPATH" >> {calls}
+exec g++ -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2"
+"""
+NVCC = """\
+echo "nvcc=$NVCC_APPEND_FLAGS cpath=$CPATH" >> {calls}
+exec g++ -x c++ -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2" $NVCC_APPEND_FLAGS
+"""
+
+
+class LightCxxHeaderBuilds(unittest.TestCase):
+    def setUp(self):
+        path = mock.patch.dict(os.environ, {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")})
+        path.start()
+        self.addCleanup(path.stop)
+        if shutil.which("ninja") is None or shutil.which("g++") is None:
+            self.fail("ninja and g++ are needed (kbench's environment installs ninja)")
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        torch_dir = os.path.join(self.tmp, "include")
+        os.makedirs(os.path.join(torch_dir, "torch"))
+        for name, text in (("types.h", TYPES_H), ("python.h", PYTHON_H), ("extension.h", EXTENSION_H)):
+            with open(os.path.join(torch_dir, "torch", name), "w") as f:
+                f.write(text)
+        # The precompiled-header folder as the helper leaves it (no .gch: g++ parses the
+        # headers), with the light folder inside, on CPATH as the harness puts it.
+        self.pch = os.path.join(self.tmp, "pch")
+        self.light = os.path.join(self.pch, cxx_header.LIGHT)
+        os.makedirs(os.path.join(self.light, "torch"))
+        with open(os.path.join(self.light, "torch", "extension.h"), "w") as f:
+            f.write(cxx_header.HEADER)
+        self.calls = os.path.join(self.tmp, "calls.txt")
+        self.gxx = os.path.join(self.tmp, "gxx.sh")
+        with open(self.gxx, "w") as f:
+            f.write(GXX.format(calls=self.calls, torch=torch_dir))
+        self.nvcc = os.path.join(self.tmp, "nvcc.sh")
+        with open(self.nvcc, "w") as f:
+            f.write(NVCC.format(calls=self.calls, torch=torch_dir))
+        env = mock.patch.dict(os.environ, {cxx_header.ENV: "light", "CPATH": self.pch})
+        env.start()
+        self.addCleanup(env.stop)
+        os.environ.pop(cuda_header.ENV, None)
+        os.environ.pop("NVCC_APPEND_FLAGS", None)
+
+    def build_dir(self, main_body, cu_body=None):
+        """A build folder as torch writes one: the binding, and a CUDA source if given."""
+        d = tempfile.mkdtemp(dir=self.tmp)
+        main = os.path.join(d, "main.cpp")
+        with open(main, "w") as f:
+            f.write("#include <torch/extension.h>\n#include <torch/extension.h>\n" + main_body)
+        ninja = NINJA_HEAD.format(gxx=self.gxx, nvcc=self.nvcc, main=main)
+        if cu_body is not None:
+            cu = os.path.join(d, "k.cu")
+            with open(cu, "w") as f:
+                f.write("#include <torch/extension.h>\n" + cu_body)
+            ninja += f"build k.cuda.o: cuda_compile {cu}\n"
+        with open(os.path.join(d, "build.ninja"), "w") as f:
+            f.write(ninja)
+        return d
+
+    def calls_made(self):
+        try:
+            with open(self.calls) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def build(self, d):
+        run = build_failures._recording(cpp_extension._run_ninja_build)
+        return run(d, False, "Error building extension 'x'")
+
+    def load(self, d):
+        run = build_failures._replaying(cpp_extension._run_ninja_build)
+        return run(d, False, "Error building extension 'x'")
+
+    def marker(self, d, module=cxx_header):
+        with open(os.path.join(d, module.MARKER)) as f:
+            return f.read()
+
+    def light_cpath(self):
+        return f"cpath={self.light}{os.pathsep}{self.pch}"
+
+    def test_a_binding_the_light_header_serves_compiles_once_against_it(self):
+        d = self.build_dir("int binding() { return light_api() + binding_api(); }\n")
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath()])
+        self.assertTrue(self.marker(d).startswith("light"))
+        self.assertTrue(os.path.isfile(os.path.join(d, "main.o")))
+        self.assertEqual(os.environ["CPATH"], self.pch, "CPATH is restored")
+        # Its dependencies name the light header, which the helper never dates anew.
+        deps = subprocess.run(["ninja", "-t", "deps"], cwd=d, capture_output=True, text=True, timeout=60)
+        self.assertIn(os.path.join(self.light, "torch", "extension.h"), deps.stdout)
+
+    def test_a_binding_that_needs_the_full_header_compiles_again_against_it(self):
+        d = self.build_dir("int binding() { return full_api(); }\n")
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), f"cpath={self.pch}"])
+        self.assertTrue(self.marker(d).startswith("full"))
+        self.assertTrue(os.path.isfile(os.path.join(d, "main.o")))
+        self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
+        # A later load keeps torch's header: nothing is compiled again, nor light.
+        self.load(d)
+        self.build(d)
+        self.assertEqual(len(self.calls_made()), 2)
+
+    def test_a_binding_that_fails_both_ways_fails_with_the_full_builds_message(self):
+        d = self.build_dir("int binding() { return not_declared_anywhere(); }\n")
+        with self.assertRaises(RuntimeError) as raised:
+            self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), f"cpath={self.pch}"])
+        self.assertIn("not_declared_anywhere", str(raised.exception))
+        with open(os.path.join(d, build_failures.RECORD)) as f:
+            self.assertEqual(json.load(f)["message"], str(raised.exception))
+        with self.assertRaises(RuntimeError) as again:
+            self.load(d)
+        self.assertEqual(str(again.exception), str(raised.exception))
+        self.assertEqual(len(self.calls_made()), 2, "replayed without a compiler")
+
+    def test_what_built_light_is_not_compiled_again_when_loaded(self):
+        d = self.build_dir("int binding() { return light_api(); }\n")
+        self.build(d)
+        self.load(d)
+        self.build(d)
+        self.assertEqual(len(self.calls_made()), 1)
+
+    def test_beside_a_cuda_source_compiled_with_torchs_header_the_light_folder_stays_out_of_sight(self):
+        d = self.build_dir("int binding() { return light_api(); }\n", cu_body="int k() { return light_api(); }\n")
+        self.build(d)
+        calls = self.calls_made()
+        self.assertEqual(len(calls), 2, calls)
+        self.assertTrue(all(c.endswith(f"cpath={self.pch}") for c in calls), calls)
+        self.assertFalse(os.path.exists(os.path.join(d, cxx_header.MARKER)))
+
+    def test_with_both_light_headers_a_cuda_source_that_needs_torchs_sends_the_binding_back_too(self):
+        os.environ[cuda_header.ENV] = "light"
+        d = self.build_dir("int binding() { return light_api(); }\n", cu_body="int k() { return full_api(); }\n")
+        self.build(d)
+        calls = self.calls_made()
+        light_runs = [c for c in calls if self.light in c]
+        again = calls[len(light_runs):]
+        # First both light (the CUDA source fails), then both with torch's own header.
+        self.assertEqual(len(again), 2, calls)
+        self.assertTrue(all(c.endswith(f"cpath={self.pch}") and "nvcc=-I" not in c for c in again), calls)
+        self.assertTrue(self.marker(d, cuda_header).startswith("full"))
+        self.assertIn("a CUDA source", self.marker(d))
+        self.assertTrue(os.path.isfile(os.path.join(d, "main.o")))
+        self.assertTrue(os.path.isfile(os.path.join(d, "k.cuda.o")))
+
+    def test_with_both_light_headers_that_serve_both_compile_once(self):
+        os.environ[cuda_header.ENV] = "light"
+        d = self.build_dir("int binding() { return light_api(); }\n", cu_body="int k() { return light_api(); }\n")
+        self.build(d)
+        calls = self.calls_made()
+        self.assertEqual(len(calls), 2, calls)
+        self.assertTrue(all(self.light_cpath() in c for c in calls), calls)
+        self.assertTrue(self.marker(d).startswith("light"))
+        self.assertTrue(self.marker(d, cuda_header).startswith("light"))
+
+    def test_off_or_without_a_light_folder_nothing_changes(self):
+        for case in ("off", "no folder"):
+            with self.subTest(case):
+                if case == "off":
+                    os.environ.pop(cxx_header.ENV)
+                else:
+                    os.environ[cxx_header.ENV] = "light"
+                    shutil.rmtree(self.light)
+                d = self.build_dir("int binding() { return full_api(); }\n")
+                self.build(d)
+                self.assertEqual(self.calls_made()[-1], f"cpath={self.pch}")
+                self.assertFalse(os.path.exists(os.path.join(d, cxx_header.MARKER)))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,170 @@
+//! The light C++ header (`KBENCH_CXX_HEADER=light`): a binding that torch/types.h and
+//! torch/python.h serve is built against them, one that needs more of torch (here
+//! `torch::nn::functional`) is built again against torch's own header, both are built ahead
+//! by sandboxed build jobs, and every verdict is the one a run with torch's own header gives.
+//! The run says which header it compiled with (manifest and records), the helper makes the
+//! light header's precompiled forms, and resuming under the other choice is refused. Real
+//! worker, real torch, real g++, real ninja, sandboxed. Fixtures: `tests/fixtures/light_cxx_header`.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{by_candidate, kbench, repo_root, show, RunBuilder};
+
+/// The interpreter of the shared environment `kbench setup` made (`KBENCH_PYTHON` first).
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("KBENCH_PYTHON").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::path::absolute(kbench::worker::python::cache_dir().join("venv/bin/python3")).unwrap()
+}
+
+/// A run of both fixtures on smoke problem 1 into `out`, with build jobs, in `cache`.
+fn run(cache: &Path, out: &Path, light: Option<&str>, resume: bool) -> Output {
+    let mut c = kbench();
+    c.args(
+        RunBuilder::new()
+            .suite("smoke")
+            .select("1")
+            .agent("replay")
+            .build(),
+    )
+    .args(["--device", "cpu", "--families", "random", "--no-timing"])
+    .args(["--build-jobs", "2", "--quiet", "--replay-dir"])
+    .arg(repo_root().join("tests/fixtures/light_cxx_header"))
+    .arg("--out")
+    .arg(out)
+    .env("KBENCH_CACHE_DIR", cache)
+    .env("KBENCH_PYTHON", python())
+    .env_remove("KBENCH_PCH")
+    .env_remove("KBENCH_CUDA_HEADER");
+    if resume {
+        c.arg("--resume");
+    }
+    match light {
+        Some(v) => c.env("KBENCH_CXX_HEADER", v),
+        None => c.env_remove("KBENCH_CXX_HEADER"),
+    };
+    c.output().expect("running kbench")
+}
+
+/// Each extension build folder's C++ header marker, keyed by which fixture it built.
+fn markers(cache: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(cache.join("torch_extensions"))
+        .unwrap()
+        .flatten()
+    {
+        let main = walk(&d.path(), "main.cpp");
+        let Some(main) = main else { continue };
+        let text = std::fs::read_to_string(main).unwrap();
+        let which = if text.contains("nn::functional") {
+            "needs_the_full_header"
+        } else {
+            "light"
+        };
+        let marker = std::fs::read_to_string(d.path().join("kbench-cxx-header.txt"))
+            .or_else(|_| {
+                // torch builds in a folder named after the extension inside the build folder.
+                walk(&d.path(), "kbench-cxx-header.txt")
+                    .map_or(Ok(String::new()), std::fs::read_to_string)
+            })
+            .unwrap_or_default();
+        out.push((which.to_string(), marker.trim().to_string()));
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if p.is_dir() {
+            if let Some(found) = walk(&p, name) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts_are_the_same() {
+    common::ensure_python();
+    let _g = common::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+
+    let light_out = dir.path().join("light");
+    let o = run(&cache, &light_out, Some("light"), false);
+    assert!(o.status.success(), "{}", show(&o));
+    let light = by_candidate(&light_out);
+    for name in ["1_binding_light", "1_binding_needs_the_full_header"] {
+        assert_eq!(light[name]["outcome"]["kind"], "ok", "{}", light[name]);
+        assert_eq!(light[name]["env"]["cxx_header"], "light", "{}", light[name]);
+    }
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(light_out.join("run.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["cxx_header"], "light", "{manifest}");
+    // The binding torch/types.h + torch/python.h serve was built with them; the other
+    // compiled again with torch's own header.
+    let m = markers(&cache);
+    assert_eq!(m.len(), 2, "{m:?}");
+    assert_eq!(m[0].0, "light");
+    assert!(
+        m[0].1.starts_with("light: torch/types.h + torch/python.h"),
+        "{m:?}"
+    );
+    assert_eq!(m[1].0, "needs_the_full_header");
+    assert!(m[1].1.starts_with("full: torch/extension.h"), "{m:?}");
+    // Built ahead, by sandboxed build jobs: the evaluating workers found them built.
+    let builds = std::fs::read_to_string(light_out.join("logs/builds.jsonl")).unwrap_or_default();
+    assert_eq!(
+        builds
+            .lines()
+            .filter(|l| l.contains("\"complete\":true"))
+            .count(),
+        2,
+        "{builds}"
+    );
+    // The helper made the light header's precompiled forms (first) in the run's cache.
+    let pch_log = std::fs::read_to_string(light_out.join("logs/pch.log")).unwrap_or_default();
+    assert!(pch_log.contains("kbench pch: light "), "{pch_log}");
+
+    // Resuming under torch's header is refused, naming the setting.
+    let o = run(&cache, &light_out, None, true);
+    assert!(!o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("KBENCH_CXX_HEADER: recorded light, now full"),
+        "{}",
+        show(&o)
+    );
+
+    // With torch's own header: the same verdicts, folders of their own, no marker.
+    let full_out = dir.path().join("full");
+    let o = run(&cache, &full_out, None, false);
+    assert!(o.status.success(), "{}", show(&o));
+    let full = by_candidate(&full_out);
+    for name in ["1_binding_light", "1_binding_needs_the_full_header"] {
+        assert_eq!(full[name]["outcome"], light[name]["outcome"], "{name}");
+        assert!(full[name]["env"].get("cxx_header").is_none());
+    }
+    let m = markers(&cache);
+    assert_eq!(m.len(), 4, "{m:?}");
+    assert_eq!(m.iter().filter(|(_, k)| k.is_empty()).count(), 2, "{m:?}");
+
+    // A value that is neither choice is refused before anything runs.
+    let o = run(&cache, &dir.path().join("typo"), Some("lite"), false);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("KBENCH_CXX_HEADER=\"lite\""),
+        "{}",
+        show(&o)
+    );
+}
