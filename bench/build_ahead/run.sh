@@ -21,6 +21,11 @@
 # source's torch/extension.h compiled as torch/types.h first); `both` adds a cold run with it
 # beside each cold run (<run>_light, its own empty cache), and summarize.py lists every kernel
 # whose verdict differs between the two.
+# CXX_HEADER (default full): `light` runs every step with KBENCH_CXX_HEADER=light (a C++
+# source's torch/extension.h, every load_inline's binding, compiled as torch/types.h +
+# torch/python.h first); `both` adds a cold run with it, *before* each cold run (<run>_cxx, its
+# own empty cache: the run after it finds the host's page cache warm), and summarize.py
+# compares the two as for CUDA_HEADER. With CUDA_HEADER=light both runs have the light CUDA header.
 # SETUP_PCH=1: before each cold run with the headers, `kbench setup` makes them in its empty
 # cache (its output and time in <run>.setup); without it the run's own helper makes them in
 # the background, its builds using them once made.
@@ -45,6 +50,8 @@ PCH=${PCH:-on}
 SETUP_PCH=${SETUP_PCH:-0}
 CUDA_HEADER=${CUDA_HEADER:-full}
 [ "$CUDA_HEADER" = light ] && export KBENCH_CUDA_HEADER=light
+CXX_HEADER=${CXX_HEADER:-full}
+[ "$CXX_HEADER" = light ] && export KBENCH_CXX_HEADER=light
 read -r -a EXTRA <<< "${ARGS:-}"
 W=${W:-/tmp/build-ahead}
 export KBENCH_PYTHON=${KBENCH_PYTHON:-python3} PYTHONUNBUFFERED=1
@@ -96,6 +103,10 @@ run() {
 cold_and_warm() {
     local step=$1; shift
     local cache="$W/cache-$step"
+    if [ "$CXX_HEADER" = both ]; then
+        rm -rf "$cache-cxx"
+        KBENCH_CXX_HEADER=light run "${step}_cold_cxx" "$cache-cxx" "$@"
+    fi
     if [ "$PCH" != off ]; then
         rm -rf "$cache"
         if [ "$SETUP_PCH" = 1 ]; then

@@ -3,7 +3,7 @@ verdict, the GPU's and the host CPU's busy shares after it, builds at once, peak
 a build job's CPU seconds by compiler stage (host_cpu.py's file), and where each
 kernel's build went (ahead, or in its own worker), and loads that compiled again after a build
 (with ninja's reasons, from the workers' logs in `logs.tgz`); for runs side by side (`<step>_cold` and
-`<step>_cold_nopch` or `<step>_cold_light`), their ratio and every kernel whose verdict
+`<step>_cold_nopch`, `<step>_cold_light` or `<step>_cold_cxx`), their ratio and every kernel whose verdict
 differs. Python 3 standard library only.
 
     python3 bench/build_ahead/summarize.py OUT > OUT/summary.md
@@ -210,7 +210,7 @@ def fmt(x, spec):
 def main():
     out = sys.argv[1]
     runs = []
-    for name in (f"{step}_{run}" for step in ("fixtures", "lb", "cpu") for run in ("cold", "cold_nopch", "cold_light", "warm")):
+    for name in (f"{step}_{run}" for step in ("fixtures", "lb", "cpu") for run in ("cold_cxx", "cold", "cold_nopch", "cold_light", "warm")):
         s = summarize(out, name)
         if s is not None:
             runs.append(s)
@@ -248,7 +248,8 @@ def main():
     by_name = {s["run"]: s for s in runs}
     # (the first run, the second, what the pair compares): the setting's run first.
     beside = (("cold", "cold_nopch", "precompiled headers against none"),
-              ("cold_light", "cold", "the light CUDA header against torch's"))
+              ("cold_light", "cold", "the light CUDA header against torch's"),
+              ("cold_cxx", "cold", "the light C++ header against torch's"))
     for step in ("fixtures", "lb", "cpu"):
         for first, second, what in beside:
             a, b = by_name.get(f"{step}_{first}"), by_name.get(f"{step}_{second}")
