@@ -159,6 +159,25 @@ fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts
     assert_eq!(m.len(), 4, "{m:?}");
     assert_eq!(m.iter().filter(|(_, k)| k.is_empty()).count(), 2, "{m:?}");
 
+    // Without the precompiled-header folder the light header has nowhere to lie: refused.
+    let o = kbench()
+        .args([
+            "run", "--suite", "smoke", "--select", "1", "--device", "cpu", "--out",
+        ])
+        .arg(dir.path().join("nopch"))
+        .env("KBENCH_CACHE_DIR", &cache)
+        .env("KBENCH_PYTHON", python())
+        .env("KBENCH_CXX_HEADER", "light")
+        .env("KBENCH_PCH", "off")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("KBENCH_CXX_HEADER=light needs"),
+        "{}",
+        show(&o)
+    );
+
     // A value that is neither choice is refused before anything runs.
     let o = run(&cache, &dir.path().join("typo"), Some("lite"), false);
     assert!(!o.status.success());

@@ -61,9 +61,10 @@ def enabled():
     return os.environ.get(ENV) == "light"
 
 
-def cuda_objects(build_directory):
-    """The outputs of torch's CUDA compile steps in `build.ninja` (absolute paths), or None
-    when it has none or cannot be read."""
+def edge_outputs(build_directory, edge):
+    """The outputs of the steps of `build.ninja` that `edge` (a compiled pattern whose group 1
+    is the output) matches, as absolute paths, or None when there are none or the file cannot
+    be read. Shared with `cxx_header`."""
     try:
         with open(os.path.join(build_directory, "build.ninja")) as f:
             text = f.read()
@@ -71,11 +72,17 @@ def cuda_objects(build_directory):
         return None
     outs = []
     for line in text.splitlines():
-        m = _CUDA_EDGE.match(line)
+        m = edge.match(line)
         if m:
             out = m.group(1).replace("$ ", " ").replace("$:", ":").replace("$$", "$")
             outs.append(os.path.join(os.path.abspath(build_directory), out))
     return outs or None
+
+
+def cuda_objects(build_directory):
+    """The outputs of torch's CUDA compile steps in `build.ninja` (absolute paths), or None
+    when it has none or cannot be read."""
+    return edge_outputs(build_directory, _CUDA_EDGE)
 
 
 def write_header(build_directory):
@@ -101,20 +108,29 @@ def write_header(build_directory):
     return folder
 
 
-def marked(build_directory):
+def read_marker(build_directory, name):
+    """What the marker file `name` of a build folder says, or "" (shared with `cxx_header`)."""
     try:
-        with open(os.path.join(build_directory, MARKER)) as f:
+        with open(os.path.join(build_directory, name)) as f:
             return f.read().strip()
     except OSError:
         return ""
 
 
-def mark(build_directory, which):
+def write_marker(build_directory, name, which):
     try:
-        with open(os.path.join(build_directory, MARKER), "w") as f:
+        with open(os.path.join(build_directory, name), "w") as f:
             f.write(which + "\n")
     except OSError:
         pass
+
+
+def marked(build_directory):
+    return read_marker(build_directory, MARKER)
+
+
+def mark(build_directory, which):
+    write_marker(build_directory, MARKER, which)
 
 
 def failed_steps(build_directory, exc):

@@ -22,7 +22,8 @@ forms, made by the trusted helper and shown read-only. A second `#include
 `torch::nn`, `torch::optim`, anything of `torch/all.h`), the C++ objects of the folder are
 removed (ninja does not see `CPATH`) and ninja runs again without the folder: those sources
 compile against torch's own header, failures included, and the build folder stays marked
-`full` (MARKER) for every later load.
+`full` (MARKER) for every later load, as does one built with torch's header while the
+setting is on (the light folder not made yet, or CUDA sources compiled with torch's header).
 
 nvcc's host compiler reads `CPATH` too: the light folder is on it only in a run whose CUDA
 sources compile with the light CUDA header as well (`cuda_header`: its `-I` comes before
@@ -32,14 +33,24 @@ sources compile with the light CUDA header as well (`cuda_header`: its `-I` come
 What a light build can change, so it stays opt-in, as `cuda_header` says for CUDA sources: a
 source that compiles with fewer declarations in sight may fail, or pick another overload, with
 torch's own header (a name of its own that clashes with one of `torch/all.h` under `using
-namespace torch;`)."""
+namespace torch;`). And g++ links an extension without resolving its symbols: a template that
+only `torch/all.h` defines, used where it compiles without it, would fail at import, where no
+build is tried again."""
 
+import hashlib
 import os
 import re
 
+from .cuda_header import edge_outputs, read_marker, write_marker
+
 ENV = "KBENCH_CXX_HEADER"
-# The light folder's name inside the precompiled-header folder (pch.py writes it there).
-LIGHT = "light"
+# The light folder's name inside the precompiled-header folder (pch.py writes it there): named
+# after this file's bytes, as the harness names it (`worker::pch`, and the build folders' key
+# in `worker::build`), so that another kbench's header, precompiled forms and objects are
+# never taken for this one's (GCC uses a precompiled header whatever its header's text, and
+# the header is dated like torch's, so ninja would not see a new text either).
+with open(__file__, "rb") as _f:
+    LIGHT = "light-" + hashlib.sha256(_f.read()).hexdigest()[:12]
 MARKER = "kbench-cxx-header.txt"
 HEADER = """// kbench: torch/extension.h for a C++ source, first attempt: torch/types.h and
 // torch/python.h, what a binding uses (KBENCH_CXX_HEADER=light). Where the source needs more,
@@ -72,34 +83,15 @@ def light_folder():
 def objects(build_directory):
     """The outputs of torch's C++ compile steps in `build.ninja` (absolute paths), or None
     when it has none or cannot be read."""
-    try:
-        with open(os.path.join(build_directory, "build.ninja")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    outs = []
-    for line in text.splitlines():
-        m = _CXX_EDGE.match(line)
-        if m:
-            out = m.group(1).replace("$ ", " ").replace("$:", ":").replace("$$", "$")
-            outs.append(os.path.join(os.path.abspath(build_directory), out))
-    return outs or None
+    return edge_outputs(build_directory, _CXX_EDGE)
 
 
 def marked(build_directory):
-    try:
-        with open(os.path.join(build_directory, MARKER)) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    return read_marker(build_directory, MARKER)
 
 
 def mark(build_directory, which):
-    try:
-        with open(os.path.join(build_directory, MARKER), "w") as f:
-            f.write(which + "\n")
-    except OSError:
-        pass
+    write_marker(build_directory, MARKER, which)
 
 
 def with_folder_first(folder):

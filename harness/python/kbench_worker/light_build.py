@@ -49,7 +49,11 @@ def _remove(paths):
 
 def run(original, build_directory, verbose, error_prefix):
     """torch's ninja run (`original`), light first for each kind where chosen and possible;
-    torch's own header for a kind whose light build its compiler refuses."""
+    torch's own header for a kind whose light build its compiler refuses. At most three runs:
+    each failed run that names a step of a kind still built light (or names none) sends that
+    kind back to torch's header, so a kind refused only in a later run (ninja stops at the
+    first failure, and one step at a time with MAX_JOBS=1) is sent back too; a failure no
+    light header can have caused is the build's own, raised as without kbench."""
     cuda_on, cxx_on = cuda_header.enabled(), cxx_header.enabled()
     if not (cuda_on or cxx_on):
         return original(build_directory, verbose, error_prefix)
@@ -61,53 +65,60 @@ def run(original, build_directory, verbose, error_prefix):
         if cuda_on and cuda_objects is not None and not cuda_header.marked(build_directory).startswith("full"):
             cuda_folder = cuda_header.write_header(build_directory)
         cxx_objects = cxx_header.objects(build_directory)
-        cxx_folder = None
-        if (
-            cxx_on
-            and cxx_objects is not None
-            and not cxx_header.marked(build_directory).startswith("full")
-            and (cuda_objects is None or cuda_folder is not None)
-        ):
-            cxx_folder = cxx_header.light_folder()
+        cxx_folder, cxx_why = None, None
+        if cxx_on and cxx_objects is not None:
+            if cxx_header.marked(build_directory).startswith("full"):
+                pass
+            elif cuda_objects is not None and cuda_folder is None:
+                cxx_why = "the folder's CUDA sources compile with torch's own header"
+            else:
+                cxx_folder = cxx_header.light_folder()
+                if cxx_folder is None:
+                    cxx_why = "the light header was not made when it built"
+        if cxx_why is not None and not cxx_header.marked(build_directory):
+            # Built with torch's header now, so kept so: a later load that finds the light
+            # header made must not take these objects for light ones (ninja does not see CPATH).
+            cxx_header.mark(build_directory, f"full: torch/extension.h ({cxx_why})")
         if cuda_folder is None and cxx_folder is None:
             return original(build_directory, verbose, error_prefix)
-        nvcc_flags = None
-        if cuda_folder is not None:
-            before = os.environ.get("NVCC_APPEND_FLAGS")
-            nvcc_flags = (before + " " if before else "") + "-I" + cuda_folder
-        cpath = cxx_header.with_folder_first(cxx_folder) if cxx_folder is not None else None
-        try:
-            with _Setting("NVCC_APPEND_FLAGS", nvcc_flags), _Setting("CPATH", cpath):
-                result = original(build_directory, verbose, error_prefix)
-            if cuda_folder is not None:
-                cuda_header.mark(build_directory, "light: torch/types.h")
-            if cxx_folder is not None:
-                cxx_header.mark(build_directory, "light: torch/types.h + torch/python.h")
-            return result
-        except RuntimeError as exc:
-            failed = cuda_header.failed_steps(build_directory, exc)
-            named = set(failed)
-            # Without a step named (ninja said nothing of one), every light kind again.
-            cuda_again = cuda_folder is not None and (not failed or bool(named & set(cuda_objects or ())))
-            cxx_again = cxx_folder is not None and (not failed or bool(named & set(cxx_objects or ())))
-            if not (cuda_again or cxx_again):
-                # The steps that failed saw torch's own header, or none (the link): a light
-                # header does not change them.
-                raise
-        # Again with torch's own header for each kind refused light; a kind built light
-        # stays so, but C++ sources never see the light folder beside a CUDA source that
-        # compiles with torch's header (CPATH reaches nvcc's host compiler).
-        cxx_why = "the light build failed"
-        if cuda_again:
-            _remove(cuda_objects)
-            cuda_header.mark(build_directory, "full: torch/extension.h (the light build failed)")
+        before_flags = os.environ.get("NVCC_APPEND_FLAGS")
+        while True:
             nvcc_flags = None
-            if cxx_folder is not None and not cxx_again:
-                cxx_again = True
-                cxx_why = "a CUDA source of the folder needed torch's own header"
-        if cxx_again:
-            _remove(cxx_objects)
-            cxx_header.mark(build_directory, f"full: torch/extension.h ({cxx_why})")
-            cpath = None
-        with _Setting("NVCC_APPEND_FLAGS", nvcc_flags), _Setting("CPATH", cpath):
-            return original(build_directory, verbose, error_prefix)
+            if cuda_folder is not None:
+                nvcc_flags = (before_flags + " " if before_flags else "") + "-I" + cuda_folder
+            cpath = cxx_header.with_folder_first(cxx_folder) if cxx_folder is not None else None
+            try:
+                with _Setting("NVCC_APPEND_FLAGS", nvcc_flags), _Setting("CPATH", cpath):
+                    result = original(build_directory, verbose, error_prefix)
+            except RuntimeError as exc:
+                if cuda_folder is None and cxx_folder is None:
+                    raise
+                failed = set(cuda_header.failed_steps(build_directory, exc))
+                # Without a step named (ninja said nothing of one), every light kind again.
+                cuda_again = cuda_folder is not None and (not failed or bool(failed & set(cuda_objects or ())))
+                cxx_again = cxx_folder is not None and (not failed or bool(failed & set(cxx_objects or ())))
+                if not (cuda_again or cxx_again):
+                    # The steps that failed saw torch's own header, or none (the link): a
+                    # light header does not change them.
+                    raise
+            else:
+                if cuda_folder is not None:
+                    cuda_header.mark(build_directory, "light: torch/types.h")
+                if cxx_folder is not None:
+                    cxx_header.mark(build_directory, "light: torch/types.h + torch/python.h")
+                return result
+            # Again with torch's own header for each kind refused light; a kind built light
+            # stays so, but C++ sources never see the light folder beside a CUDA source that
+            # compiles with torch's header (CPATH reaches nvcc's host compiler).
+            why = "the light build failed"
+            if cuda_again:
+                _remove(cuda_objects)
+                cuda_header.mark(build_directory, "full: torch/extension.h (the light build failed)")
+                cuda_folder = None
+                if cxx_folder is not None and not cxx_again:
+                    cxx_again = True
+                    why = "a CUDA source of the folder needed torch's own header"
+            if cxx_again:
+                _remove(cxx_objects)
+                cxx_header.mark(build_directory, f"full: torch/extension.h ({why})")
+                cxx_folder = None

@@ -44,8 +44,6 @@ import sys
 import sysconfig
 import time
 
-from . import cxx_header
-
 # The extra_cflags model-written kernels pass: none or [''] most (KernelBenchLeaderboard: 472
 # of 532 sites), then -O3 (60), which also serves -O1 and -O2. Most used first.
 VARIANTS = (("plain", []), ("O3", ["-O3"]))
@@ -187,6 +185,10 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     # Before any precompiled header is in sight (see FORWARDER).
     _write_header(out_dir, FORWARDER, sig.get("header_mtime_ns"))
     _clear_leftovers(out_dir)
+    # Here, not at the top: cxx_header's helpers come from cuda_header, which takes its file
+    # writer from this module.
+    from . import cxx_header
+
     todo = []
     if cxx_header.enabled():
         # The light C++ header (cxx_header) and its precompiled forms, first: with the

@@ -172,7 +172,7 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         calls = self.calls_made()
         self.assertEqual(len(calls), 2, calls)
         self.assertTrue(all(c.endswith(f"cpath={self.pch}") for c in calls), calls)
-        self.assertFalse(os.path.exists(os.path.join(d, cxx_header.MARKER)))
+        self.assertIn("CUDA sources compile with torch's own header", self.marker(d))
 
     def test_with_both_light_headers_a_cuda_source_that_needs_torchs_sends_the_binding_back_too(self):
         os.environ[cuda_header.ENV] = "light"
@@ -210,7 +210,48 @@ class LightCxxHeaderBuilds(unittest.TestCase):
                 d = self.build_dir("int binding() { return full_api(); }\n")
                 self.build(d)
                 self.assertEqual(self.calls_made()[-1], f"cpath={self.pch}")
-                self.assertFalse(os.path.exists(os.path.join(d, cxx_header.MARKER)))
+                if case == "off":
+                    self.assertFalse(os.path.exists(os.path.join(d, cxx_header.MARKER)))
+                else:
+                    self.assertIn("not made", self.marker(d))
+
+    def test_objects_built_before_the_light_header_was_made_stay_marked_full(self):
+        light = self.light + ".later"
+        os.rename(self.light, light)
+        d = self.build_dir("int binding() { return light_api(); }\n")
+        self.build(d)
+        self.assertTrue(self.marker(d).startswith("full"))
+        # The helper has made it since: a later load keeps what was built, and says so.
+        os.rename(light, self.light)
+        self.load(d)
+        self.assertEqual(self.calls_made(), [f"cpath={self.pch}"])
+        self.assertTrue(self.marker(d).startswith("full"))
+
+    def test_one_step_at_a_time_each_kind_refused_light_in_a_later_run_goes_back_too(self):
+        # MAX_JOBS=1: ninja stops at the binding's failure before the CUDA source starts, so
+        # the CUDA source is refused light only in the second run (a third runs both full).
+        os.environ[cuda_header.ENV] = "light"
+        os.environ["MAX_JOBS"] = "1"
+        self.addCleanup(os.environ.pop, "MAX_JOBS", None)
+        d = self.build_dir("int binding() { return full_api(); }\n", cu_body="int k() { return full_api(); }\n")
+        self.build(d)
+        calls = self.calls_made()
+        self.assertTrue(os.path.isfile(os.path.join(d, "main.o")))
+        self.assertTrue(os.path.isfile(os.path.join(d, "k.cuda.o")))
+        self.assertTrue(self.marker(d).startswith("full"))
+        self.assertTrue(self.marker(d, cuda_header).startswith("full"))
+        self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
+        last = [c for c in calls if c.startswith("nvcc=")][-1]
+        self.assertNotIn(cuda_header.FOLDER, last, calls)
+        self.assertNotIn(self.light, last, calls)
+
+    def test_a_link_that_fails_is_not_built_again(self):
+        d = self.build_dir("int binding() { return light_api(); }\n")
+        with open(os.path.join(d, "build.ninja"), "a") as f:
+            f.write("rule link\n  command = sh -c 'echo link >> {calls}; exit 1'\nbuild x.so: link main.o\n".format(calls=self.calls))
+        with self.assertRaises(RuntimeError):
+            self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
 
 
 if __name__ == "__main__":

@@ -147,8 +147,8 @@ pub(crate) fn environment_base(
         hostname: hostname(),
         containment: Some(containment.name().to_string()),
         bounds: Some(bounds),
-        cuda_header: crate::worker::build::cuda_header_label(),
-        cxx_header: crate::worker::build::cxx_header_label(),
+        cuda_header: crate::worker::light_headers::cuda_header_label(),
+        cxx_header: crate::worker::light_headers::cxx_header_label(),
     }
 }
 

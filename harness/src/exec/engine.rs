@@ -51,7 +51,7 @@ impl Engine {
             crate::worker::probe_cache::probe_persisted(&config.python, &config.cache)?
         };
         check_cuda(config, &info)?;
-        crate::worker::build::light_headers()?;
+        crate::worker::light_headers::light_headers()?;
         let worker_script = python::materialize_worker(&config.cache)?;
         let mut jail = jail_of(config, &info)?;
         let kind = if config.gpus.is_empty() {

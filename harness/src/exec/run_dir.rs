@@ -41,8 +41,8 @@ pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,
-        cuda_header: crate::worker::build::cuda_header_label(),
-        cxx_header: crate::worker::build::cxx_header_label(),
+        cuda_header: crate::worker::light_headers::cuda_header_label(),
+        cxx_header: crate::worker::light_headers::cxx_header_label(),
         planned: None,
     }
 }

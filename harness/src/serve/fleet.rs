@@ -44,7 +44,7 @@ impl Fleet {
             c.time_as,
             c.weight_seed,
             c.no_sandbox,
-            crate::worker::build::light_headers()?,
+            crate::worker::light_headers::light_headers()?,
         );
         let problems: String = c
             .problems

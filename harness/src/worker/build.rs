@@ -355,69 +355,6 @@ pub(crate) fn already_built(build_dir: &Path) -> bool {
     build_dir.join(BUILT_MARKER).is_file()
 }
 
-/// `light`: a CUDA source's `torch/extension.h` is compiled as `torch/types.h` first, and
-/// against torch's own where that fails (`kbench_worker/cuda_header.py` says why and what it
-/// could change); unset, empty or `full`: torch's own, as without kbench.
-pub(crate) const CUDA_HEADER_ENV: &str = "KBENCH_CUDA_HEADER";
-
-/// `light`: a C++ source's `torch/extension.h` (the binding every `load_inline` compiles) is
-/// compiled as `torch/types.h` + `torch/python.h` first, and against torch's own where that
-/// fails (`kbench_worker/cxx_header.py`); unset, empty or `full`: torch's own.
-pub(crate) const CXX_HEADER_ENV: &str = "KBENCH_CXX_HEADER";
-
-/// Which light headers a run compiles candidates' sources with first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct LightHeaders {
-    /// [`CUDA_HEADER_ENV`].
-    pub(crate) cuda: bool,
-    /// [`CXX_HEADER_ENV`].
-    pub(crate) cxx: bool,
-}
-
-/// The light headers `KBENCH_CUDA_HEADER` and `KBENCH_CXX_HEADER` ask for; an error naming
-/// the variable for any value but `light`, `full` or empty (a typo must not silently build
-/// the other way).
-pub(crate) fn light_headers() -> anyhow::Result<LightHeaders> {
-    Ok(LightHeaders {
-        cuda: header_choice(
-            CUDA_HEADER_ENV,
-            std::env::var(CUDA_HEADER_ENV).ok().as_deref(),
-            "a CUDA source's torch/extension.h compiled as torch/types.h first",
-        )?,
-        cxx: header_choice(
-            CXX_HEADER_ENV,
-            std::env::var(CXX_HEADER_ENV).ok().as_deref(),
-            "a C++ source's torch/extension.h compiled as torch/types.h + torch/python.h first",
-        )?,
-    })
-}
-
-/// What runs and records say of the CUDA choice: `light`, or nothing for torch's own header
-/// (an invalid value was refused where the run started).
-pub(crate) fn cuda_header_label() -> Option<String> {
-    light_headers()
-        .is_ok_and(|h| h.cuda)
-        .then(|| "light".to_string())
-}
-
-/// What runs and records say of the C++ choice, as [`cuda_header_label`].
-pub(crate) fn cxx_header_label() -> Option<String> {
-    light_headers()
-        .is_ok_and(|h| h.cxx)
-        .then(|| "light".to_string())
-}
-
-fn header_choice(var: &str, value: Option<&str>, light: &str) -> anyhow::Result<bool> {
-    match value {
-        None | Some("" | "full") => Ok(false),
-        Some("light") => Ok(true),
-        Some(other) => anyhow::bail!(
-            "{var}={other:?} is not a choice: use light ({light}) or full (torch's own, the \
-             default)"
-        ),
-    }
-}
-
 /// Whether a candidate builds extensions when it is loaded (worth building ahead).
 pub(crate) fn builds_extensions(source: &str) -> bool {
     source.contains("load_inline") || source.contains("cpp_extension")
@@ -427,7 +364,7 @@ pub(crate) fn builds_extensions(source: &str) -> bool {
 /// torch version, the device kind and the GPU architecture(s) it is built for (`arch`, as
 /// TORCH_CUDA_ARCH_LIST: "9.0"), so a kernel is built once whoever loads it (evaluations,
 /// builds ahead, `kbench profile`), and apart for builds with a light header
-/// ([`CUDA_HEADER_ENV`], [`CXX_HEADER_ENV`]), so a folder built one way is never taken for the other. `uid`: the
+/// (`worker::light_headers`), so a folder built one way is never taken for the other. `uid`: the
 /// unprivileged uid the candidate runs as, when it changes uid; its folders are handed to that uid, so a folder of one uid is never one
 /// another uid (root without capabilities included, `KBENCH_CANDIDATE_UID=off`) must write.
 pub(crate) fn extension_build_dir(
@@ -438,7 +375,7 @@ pub(crate) fn extension_build_dir(
     arch: Option<&str>,
     uid: Option<u32>,
 ) -> PathBuf {
-    let light = light_headers().unwrap_or_default();
+    let light = super::light_headers::light_headers().unwrap_or_default();
     build_dir_of(cache, source_sha256, torch, device, arch, uid, light)
 }
 
@@ -449,12 +386,18 @@ fn build_dir_of(
     device: kbench_record::Device,
     arch: Option<&str>,
     uid: Option<u32>,
-    light: LightHeaders,
+    light: super::light_headers::LightHeaders,
 ) -> PathBuf {
     let owner = uid.map(|u| format!("|uid {u}")).unwrap_or_default();
     // On every device: a CPU run on a host with nvcc builds CUDA sources too.
     let header = if light.cuda { "|cuda header light" } else { "" };
-    let cxx = if light.cxx { "|cxx header light" } else { "" };
+    // The light C++ header's folder is named after its file: another kbench's header builds
+    // in folders of its own.
+    let cxx = if light.cxx {
+        format!("|cxx header {}", super::light_headers::light_folder_name())
+    } else {
+        String::new()
+    };
     cache.join("torch_extensions").join(
         &kbench_suites::sha256_hex(
             format!(
@@ -474,29 +417,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_header_choice_is_light_or_full_and_anything_else_is_refused() {
-        for var in [CUDA_HEADER_ENV, CXX_HEADER_ENV] {
-            assert!(!header_choice(var, None, "x").unwrap());
-            assert!(!header_choice(var, Some(""), "x").unwrap());
-            assert!(!header_choice(var, Some("full"), "x").unwrap());
-            assert!(header_choice(var, Some("light"), "x").unwrap());
-            let err = header_choice(var, Some("lite"), "x")
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(&format!("{var}=\"lite\"")), "{err}");
-        }
-    }
-
-    #[test]
     fn builds_with_a_light_header_get_folders_of_their_own_on_every_device() {
         let c = Path::new("/cache");
         let of = |d, light| build_dir_of(c, "abc", "2.11", d, Some("9.0"), None, light);
         let choices = [(false, false), (true, false), (false, true), (true, true)]
-            .map(|(cuda, cxx)| LightHeaders { cuda, cxx });
+            .map(|(cuda, cxx)| super::super::light_headers::LightHeaders { cuda, cxx });
         for d in [kbench_record::Device::Cuda(0), kbench_record::Device::Cpu] {
             let dirs: std::collections::HashSet<_> = choices.iter().map(|&h| of(d, h)).collect();
             assert_eq!(dirs.len(), 4, "{d}: {dirs:?}");
-            assert_eq!(of(d, choices[0]), of(d, LightHeaders::default()));
+            assert_eq!(
+                of(d, choices[0]),
+                of(d, super::super::light_headers::LightHeaders::default())
+            );
         }
     }
 

@@ -57,9 +57,9 @@ pub(crate) fn worker_env(
         "MAX_JOBS",
         "TORCH_CUDA_ARCH_LIST",
         // A CUDA and a C++ source's torch/extension.h, light first or torch's own
-        // (`worker::build`).
-        crate::worker::build::CUDA_HEADER_ENV,
-        crate::worker::build::CXX_HEADER_ENV,
+        // (`worker::light_headers`).
+        crate::worker::light_headers::CUDA_HEADER_ENV,
+        crate::worker::light_headers::CXX_HEADER_ENV,
         "NVIDIA_VISIBLE_DEVICES",
         "NCCL_NVLS_ENABLE",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST",

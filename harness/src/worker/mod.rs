@@ -11,6 +11,7 @@ pub(crate) mod cgroup;
 pub(crate) mod freeze;
 mod gate;
 mod launch;
+pub(crate) mod light_headers;
 mod log_sink;
 pub(crate) mod pch;
 mod prestart;

@@ -22,12 +22,8 @@ use kbench_suites::sha256_hex;
 
 use super::python::PythonInfo;
 
-/// `off`: no precompiled header is made or used.
-pub(crate) const PCH_ENV: &str = "KBENCH_PCH";
-
-/// The folder of the light C++ header and its precompiled forms, inside [`Pch::dir`]
-/// (`kbench_worker/cxx_header.py`, `LIGHT`), made when `KBENCH_CXX_HEADER=light`.
-const LIGHT: &str = "light";
+use super::light_headers::light_folder_name;
+pub(crate) use super::light_headers::PCH_ENV;
 
 /// What torch's extension builder compiles a C++ file for: a CUDA extension's (its include
 /// folders name the CUDA toolkit's) or a C++ one's.
@@ -130,7 +126,7 @@ impl Pch {
     /// (`variants`) is there, each renamed into place only once complete, or it said that
     /// none can be made here (`none`).
     pub(crate) fn complete(&self) -> bool {
-        self.complete_for(super::build::light_headers().is_ok_and(|h| h.cxx))
+        self.complete_for(super::light_headers::light_headers().is_ok_and(|h| h.cxx))
     }
 
     /// [`Self::complete`], with the light C++ header's folder (`light_cxx`) or without.
@@ -157,7 +153,7 @@ impl Pch {
         };
         // With the light C++ header chosen, its folder too (`kbench_worker/cxx_header.py`):
         // a helper that ran without the choice did not make it.
-        all_made(&self.dir) && (!light_cxx || all_made(&self.dir.join(LIGHT)))
+        all_made(&self.dir) && (!light_cxx || all_made(&self.dir.join(light_folder_name())))
     }
 
     /// The helper's command: kbench's own code, outside any sandbox, at the builds' niceness.
@@ -312,7 +308,7 @@ mod tests {
         assert!(pch.complete_for(false));
         assert_eq!(pch.none_made(), None);
         // With the light C++ header chosen, its folder is waited for as well.
-        let light = pch.dir().join(LIGHT);
+        let light = pch.dir().join(light_folder_name());
         std::fs::create_dir_all(light.join("torch/extension.h.gch")).unwrap();
         std::fs::write(light.join("torch/extension.h.gch/plain.gch"), "h").unwrap();
         std::fs::write(light.join("torch/extension.h.gch/O3.gch"), "h").unwrap();

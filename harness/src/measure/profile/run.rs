@@ -384,7 +384,7 @@ fn kernel_build_dir(
     let kernel_source = std::fs::read(&a.kernel)
         .with_context(|| format!("reading kernel file {}", a.kernel.display()))?;
     // A bad KBENCH_CUDA_HEADER is refused here as by `kbench run`, not built the other way.
-    crate::worker::build::light_headers()?;
+    crate::worker::light_headers::light_headers()?;
     Ok(crate::worker::build::extension_build_dir(
         cache,
         &kbench_suites::sha256_hex(&kernel_source),
