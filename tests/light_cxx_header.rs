@@ -2,7 +2,7 @@
 //! torch/python.h serve is built against them, one that needs more of torch (here
 //! `torch::nn::functional`) is built again against torch's own header, both are built ahead
 //! by sandboxed build jobs, and every verdict is the one a run with torch's own header gives.
-//! The run says which header it compiled with (manifest and records), the helper makes the
+//! The run says which header it compiled with (manifest and records), `kbench setup` makes the
 //! light header's precompiled forms, and resuming under the other choice is refused. Real
 //! worker, real torch, real g++, real ninja, sandboxed. Fixtures: `tests/fixtures/light_cxx_header`.
 
@@ -100,6 +100,18 @@ fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
 
+    // The light header made first, as `kbench setup` makes it: a run's own helper writes it in
+    // the background, and a build that starts before it is there is built (and marked) with
+    // torch's header, which would leave the first assertion below to a race.
+    let o = kbench()
+        .args(["setup", "--quiet"])
+        .env("KBENCH_CACHE_DIR", &cache)
+        .env("KBENCH_PYTHON", python())
+        .env("KBENCH_CXX_HEADER", "light")
+        .env_remove("KBENCH_PCH")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
     let light_out = dir.path().join("light");
     let o = run(&cache, &light_out, Some("light"), false);
     assert!(o.status.success(), "{}", show(&o));
@@ -133,9 +145,21 @@ fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts
         2,
         "{builds}"
     );
-    // The helper made the light header's precompiled forms (first) in the run's cache.
-    let pch_log = std::fs::read_to_string(light_out.join("logs/pch.log")).unwrap_or_default();
-    assert!(pch_log.contains("kbench pch: light "), "{pch_log}");
+    // Setup made the light header's precompiled forms in the cache, beside torch's.
+    let forms: Vec<_> = std::fs::read_dir(cache.join("pch"))
+        .unwrap()
+        .flatten()
+        .flat_map(|k| std::fs::read_dir(k.path()).into_iter().flatten().flatten())
+        .filter(|l| l.file_name().to_string_lossy().starts_with("light-"))
+        .flat_map(|l| {
+            std::fs::read_dir(l.path().join("torch/extension.h.gch"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(forms.len(), 2, "{forms:?}");
 
     // Resuming under torch's header is refused, naming the setting.
     let o = run(&cache, &light_out, None, true);
