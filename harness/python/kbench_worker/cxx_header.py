@@ -14,7 +14,7 @@ precompiled, and the objects hold the same functions (only header-local constant
 autograd and the profiler differ).
 
 So, with `KBENCH_CXX_HEADER=light`, a ninja run that compiles C++ sources runs with the light
-folder first on `CPATH`: `<precompiled headers>/light/` (pch.py, LIGHT), whose
+folder first on `CPATH`: `<precompiled headers>/light-<hash>/` (pch.py, LIGHT), whose
 `torch/extension.h` is this header and whose `torch/extension.h.gch/` holds its precompiled
 forms, made by the trusted helper and shown read-only. A second `#include
 <torch/extension.h>` in the same file opens the same header, empty the second time

@@ -30,7 +30,7 @@ first include goes through it to torch's header as well. KIND is `cuda` or `cpu`
 include folders torch gives a CUDA extension's C++ files or a C++ one's. A second helper
 finding the folder locked (another run builds it) exits at once, or with KBENCH_PCH_WAIT=1
 (`kbench setup`) waits for the first and then makes what is still missing. With
-`KBENCH_CXX_HEADER=light` it also makes `DIR/light/`, first: the light C++ header
+`KBENCH_CXX_HEADER=light` it also makes `DIR/<cxx_header.LIGHT>/`, first: the light C++ header
 (`cxx_header.HEADER`) as `torch/extension.h`, written and dated as the forwarder is, and its
 precompiled forms beside it.
 """
@@ -200,7 +200,6 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
         os.makedirs(light_gch, exist_ok=True)
         _write_json(os.path.join(light, "signature.json"), sig)
         _write_header(light, cxx_header.HEADER, sig.get("header_mtime_ns"))
-        _clear_leftovers(light)
         todo += [(light_gch, os.path.join(light, HEADER), "light " + n, n, x) for n, x in VARIANTS]
     todo += [(gch_dir, sig["header"], n, n, x) for n, x in VARIANTS]
     todo = [t for t in todo if not os.path.isfile(os.path.join(t[0], t[3] + ".gch"))]
