@@ -33,9 +33,10 @@ sources compile with the light CUDA header as well (`cuda_header`: its `-I` come
 What a light build can change, so it stays opt-in, as `cuda_header` says for CUDA sources: a
 source that compiles with fewer declarations in sight may fail, or pick another overload, with
 torch's own header (a name of its own that clashes with one of `torch/all.h` under `using
-namespace torch;`). And g++ links an extension without resolving its symbols: a template that
-only `torch/all.h` defines, used where it compiles without it, would fail at import, where no
-build is tried again."""
+namespace torch;`). A template that only `torch/all.h` defines, used where it compiles without
+it, links (a shared library may leave symbols to the loader) and would fail only at import:
+`light_build` loads what a light run linked as the import will and builds again with torch's
+header where a symbol stays undefined."""
 
 import hashlib
 import os

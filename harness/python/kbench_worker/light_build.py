@@ -10,9 +10,20 @@ sources compile again with torch's header, and its build folder is marked for ev
 load. nvcc's host compiler reads `CPATH` as well: the light C++ folder is on it only where no
 CUDA source compiles with torch's own header in the same run, and where a CUDA source needs
 torch's header the C++ objects compile again with torch's too (a binding built light is
-removed), so that a build folder's sources saw one header each way, said by its markers."""
+removed), so that a build folder's sources saw one header each way, said by its markers.
 
+A compiler that accepts a source with the light header can still leave a symbol undefined: a
+template declared where the light header reaches and defined only where torch's own does is
+compiled as a call to an instantiation nobody emits, and the linker, making a shared library,
+does not resolve it. That library would fail only at import, after the build. So a run that
+built a kind light loads the library it linked as Python's import will (`RTLD_NOW`, every
+symbol resolved), and one left with an undefined symbol is treated as a refusal: every kind
+built light is compiled again with torch's own header, and the import then succeeds or fails
+as it would without kbench."""
+
+import ctypes
 import os
+import re
 import threading
 
 from . import cuda_header, cxx_header
@@ -37,6 +48,32 @@ class _Setting:
             os.environ.pop(self.name, None)
         else:
             os.environ[self.name] = self.before
+
+
+# A shared library's link step of torch's build.ninja: `build NAME.so: link OBJECTS` (an
+# executable's, `load(..., is_standalone=True)`, has no `.so` and is not loaded).
+_LINK_EDGE = re.compile(r"^build (.+?\.so)(?<!\$): link ")
+_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+
+
+def unresolved(build_directory):
+    """The first symbol a shared library of the build folder needs and nothing loaded defines
+    (dlopen's word for it), else None. The library is loaded as Python's import loads an extension
+    (`RTLD_NOW`): the import that follows the build finds it loaded, and its static
+    initializers run once, here instead of there, in the same process a moment earlier. Why
+    by hand: neither torch nor the linker checks this (`--no-undefined` would refuse every
+    extension, whose Python symbols come from the interpreter)."""
+    for library in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ():
+        if not os.path.isfile(library):
+            continue
+        try:
+            ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            # The symbol alone: the message's path is the build folder's.
+            symbol = _UNDEFINED.search(str(exc))
+            if symbol is not None:
+                return symbol.group(1)
+    return None
 
 
 def _remove(paths):
@@ -101,19 +138,27 @@ def run(original, build_directory, verbose, error_prefix):
                     # The steps that failed saw torch's own header, or none (the link): a
                     # light header does not change them.
                     raise
+                why = "the light build failed"
             else:
-                if cuda_folder is not None:
-                    cuda_header.mark(build_directory, "light: torch/types.h")
-                if cxx_folder is not None:
-                    cxx_header.mark(build_directory, "light: torch/types.h + torch/python.h")
-                return result
+                if cuda_folder is None and cxx_folder is None:
+                    return result
+                undefined = unresolved(build_directory)
+                if undefined is None:
+                    if cuda_folder is not None:
+                        cuda_header.mark(build_directory, "light: torch/types.h")
+                    if cxx_folder is not None:
+                        cxx_header.mark(build_directory, "light: torch/types.h + torch/python.h")
+                    return result
+                # Which kind's object wants the symbol is not asked: every light kind again
+                # (ninja links anew from the new objects).
+                cuda_again, cxx_again = cuda_folder is not None, cxx_folder is not None
+                why = f"the light build left {undefined[:200]} undefined"
             # Again with torch's own header for each kind refused light; a kind built light
             # stays so, but C++ sources never see the light folder beside a CUDA source that
             # compiles with torch's header (CPATH reaches nvcc's host compiler).
-            why = "the light build failed"
             if cuda_again:
                 _remove(cuda_objects)
-                cuda_header.mark(build_directory, "full: torch/extension.h (the light build failed)")
+                cuda_header.mark(build_directory, f"full: torch/extension.h ({why})")
                 cuda_folder = None
                 if cxx_folder is not None and not cxx_again:
                     cxx_again = True

@@ -10,6 +10,7 @@ on `CPATH`, and where a CUDA source needs torch's own header after a light attem
 is compiled again with torch's too; what built is not compiled again when loaded; `CPATH` is
 restored; with the setting off, or no light folder made, nothing changes."""
 
+import ctypes
 import json
 import os
 import shutil
@@ -21,11 +22,19 @@ from unittest import mock
 
 import torch.utils.cpp_extension as cpp_extension
 
-from kbench_worker import build_failures, cuda_header, cxx_header
+from kbench_worker import build_failures, cuda_header, cxx_header, light_build
 
-TYPES_H = "#pragma once\nint light_api();\n"
+# A template declared where the light headers reach and defined only in the full header, as
+# a source that compiles light can still need torch/all.h's definitions.
+TYPES_H = "#pragma once\nint light_api();\ntemplate <typename T> T full_template(T);\n"
 PYTHON_H = "#pragma once\nint binding_api();\n"
-EXTENSION_H = "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\nint full_api();\n"
+EXTENSION_H = (
+    "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\nint full_api();\n"
+    "template <typename T> T full_template(T x) { return x + 1; }\n"
+)
+# torch's link step, with the real linker (which leaves a shared library's undefined symbols
+# to the loader).
+LINK = "rule link\n  command = sh -c 'echo link >> {calls}; exec g++ -shared \"$$@\"' sh $in -o $out\nbuild x.so: link {objects}\n"
 
 # The C++ step as torch writes it (`rule compile`, a depfile), through a g++ that logs the
 # CPATH it was given; the CUDA step a g++ that appends NVCC_APPEND_FLAGS, as nvcc does.
@@ -43,11 +52,11 @@ build main.o: compile {main}
 """
 GXX = """\
 echo "cpath=$CPATH" >> {calls}
-exec g++ -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2"
+exec g++ -fPIC -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2"
 """
 NVCC = """\
 echo "nvcc=$NVCC_APPEND_FLAGS cpath=$CPATH" >> {calls}
-exec g++ -x c++ -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2" $NVCC_APPEND_FLAGS
+exec g++ -fPIC -x c++ -isystem {torch} -MMD -MF "$2.d" -c "$1" -o "$2" $NVCC_APPEND_FLAGS
 """
 
 
@@ -252,6 +261,58 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             self.build(d)
         self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
+
+
+    def linked(self, d):
+        objects = "main.o" + (" k.cuda.o" if os.path.exists(os.path.join(d, "k.cu")) else "")
+        with open(os.path.join(d, "build.ninja"), "a") as f:
+            f.write(LINK.format(calls=self.calls, objects=objects))
+        return os.path.join(d, "x.so")
+
+    def test_a_light_build_that_leaves_a_symbol_undefined_is_built_again_with_torchs_header(self):
+        d = self.build_dir("int binding() { return full_template(1); }\n")
+        library = self.linked(d)
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertTrue(self.marker(d).startswith("full"), self.marker(d))
+        self.assertIn("left _Z13full_templateIiET_S0_ undefined", self.marker(d))
+        self.assertNotIn(d, self.marker(d), "the marker names the symbol, not the folder")
+        # What the import will do: every symbol resolved at once.
+        lib = ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self.assertEqual(lib._Z7bindingv(), 2)
+        # Loaded again, nothing is compiled.
+        self.load(d)
+        self.assertEqual(len(self.calls_made()), 4)
+
+    def test_a_light_build_whose_symbols_resolve_is_loaded_once_and_kept(self):
+        d = self.build_dir("int binding() { return 3; }\n")
+        library = self.linked(d)
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
+        self.assertTrue(self.marker(d).startswith("light"))
+        self.assertIsNone(light_build.unresolved(d))
+        self.assertEqual(ctypes.CDLL(library, mode=os.RTLD_NOW)._Z7bindingv(), 3)
+
+    def test_with_both_light_headers_an_undefined_symbol_sends_both_back(self):
+        os.environ[cuda_header.ENV] = "light"
+        d = self.build_dir("int binding() { return 4; }\n", cu_body="int k() { return full_template(1); }\n")
+        self.linked(d)
+        self.build(d)
+        calls = self.calls_made()
+        self.assertEqual([c for c in calls if c == "link"], ["link", "link"], calls)
+        self.assertTrue(all(self.light in c for c in calls[:2]), calls)
+        self.assertTrue(all(c == "link" or (c.endswith(f"cpath={self.pch}") and "nvcc=-I" not in c) for c in calls[3:]), calls)
+        self.assertIn("undefined", self.marker(d, cuda_header))
+        self.assertIn("undefined", self.marker(d))
+        self.assertIsNone(light_build.unresolved(d))
+
+    def test_a_symbol_no_header_defines_is_left_to_the_import_as_without_kbench(self):
+        d = self.build_dir("int nowhere();\nint binding() { return nowhere(); }\n")
+        self.linked(d)
+        self.build(d)  # the build succeeds, as torch's does; its import will fail
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertEqual(light_build.unresolved(d), "_Z7nowherev")
+        self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
 
 
 if __name__ == "__main__":
