@@ -17,9 +17,9 @@ template declared where the light header reaches and defined only where torch's 
 compiled as a call to an instantiation nobody emits, and the linker, making a shared library,
 does not resolve it. That library would fail only at import, after the build. So a run that
 built a kind light loads the library it linked as Python's import will (`RTLD_NOW`, every
-symbol resolved), and one left with an undefined symbol is treated as a refusal: every kind
-built light is compiled again with torch's own header, and the import then succeeds or fails
-as it would without kbench."""
+symbol resolved), and one left with an undefined symbol a header may define (of torch's
+namespaces or `std`) is treated as a refusal: every kind built light is compiled again with
+torch's own header, and the import then succeeds or fails as it would without kbench."""
 
 import ctypes
 import os
@@ -54,11 +54,32 @@ class _Setting:
 # executable's, `load(..., is_standalone=True)`, has no `.so` and is not loaded).
 _LINK_EDGE = re.compile(r"^build (.+?\.so)(?<!\$): link ")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+# The outermost name of an Itanium-mangled symbol (of a vtable, type info or guard variable
+# too), where it is one: `_ZN2at6native3fooEv` -> `at`. A symbol a header can leave undefined
+# names something of that header's, so only a symbol of torch's namespaces, of `std` or one
+# this cannot read sends a build back: one of the candidate's own (a function it declares and
+# never defines, the commonest load failure of generated kernels) fails the same with either
+# header, and building it again would cost a whole build for nothing.
+_OUTERMOST = re.compile(r"_Z(?:T[VIS]|GV)?(?:N[rVK]*[RO]?)?(\d+)")
+_TORCH_SCOPES = frozenset(("at", "c10", "torch", "caffe2", "pybind11"))
+
+
+def headers_may_define(symbol):
+    """Whether torch's own header may define `symbol` where the light one left it undefined:
+    False for an unmangled (C) symbol and for a mangled one whose outermost name is the
+    candidate's; True for torch's namespaces, `std` and whatever else."""
+    if not symbol.startswith("_Z"):
+        return False
+    m = _OUTERMOST.match(symbol)
+    if m is None:
+        return True
+    return symbol[m.end() : m.end() + int(m.group(1))] in _TORCH_SCOPES
 
 
 def unresolved(build_directory):
-    """The first symbol a shared library of the build folder needs and nothing loaded defines
-    (dlopen's word for it), else None. The library is loaded as Python's import loads an extension
+    """The symbol a shared library of the build folder needs, nothing loaded defines (dlopen's
+    word for it, the first it meets) and torch's own header may (`headers_may_define`), else
+    None. The library is loaded as Python's import loads an extension
     (`RTLD_NOW`): the import that follows the build finds it loaded, and its static
     initializers run once, here instead of there, in the same process a moment earlier. Why
     by hand: neither torch nor the linker checks this (`--no-undefined` would refuse every
@@ -71,7 +92,7 @@ def unresolved(build_directory):
         except OSError as exc:
             # The symbol alone: the message's path is the build folder's.
             symbol = _UNDEFINED.search(str(exc))
-            if symbol is not None:
+            if symbol is not None and headers_may_define(symbol.group(1)):
                 return symbol.group(1)
     return None
 

@@ -26,11 +26,11 @@ from kbench_worker import build_failures, cuda_header, cxx_header, light_build
 
 # A template declared where the light headers reach and defined only in the full header, as
 # a source that compiles light can still need torch/all.h's definitions.
-TYPES_H = "#pragma once\nint light_api();\ntemplate <typename T> T full_template(T);\n"
+TYPES_H = "#pragma once\nint light_api();\nnamespace torch { template <typename T> T full_template(T); }\n"
 PYTHON_H = "#pragma once\nint binding_api();\n"
 EXTENSION_H = (
     "#pragma once\n#include <torch/types.h>\n#include <torch/python.h>\nint full_api();\n"
-    "template <typename T> T full_template(T x) { return x + 1; }\n"
+    "namespace torch { template <typename T> T full_template(T x) { return x + 1; } }\n"
 )
 # torch's link step, with the real linker (which leaves a shared library's undefined symbols
 # to the loader).
@@ -270,12 +270,12 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         return os.path.join(d, "x.so")
 
     def test_a_light_build_that_leaves_a_symbol_undefined_is_built_again_with_torchs_header(self):
-        d = self.build_dir("int binding() { return full_template(1); }\n")
+        d = self.build_dir("int binding() { return torch::full_template(1); }\n")
         library = self.linked(d)
         self.build(d)
         self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
         self.assertTrue(self.marker(d).startswith("full"), self.marker(d))
-        self.assertIn("left _Z13full_templateIiET_S0_ undefined", self.marker(d))
+        self.assertIn("left _ZN5torch13full_templateIiEET_S1_ undefined", self.marker(d))
         self.assertNotIn(d, self.marker(d), "the marker names the symbol, not the folder")
         # What the import will do: every symbol resolved at once.
         lib = ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
@@ -295,7 +295,7 @@ class LightCxxHeaderBuilds(unittest.TestCase):
 
     def test_with_both_light_headers_an_undefined_symbol_sends_both_back(self):
         os.environ[cuda_header.ENV] = "light"
-        d = self.build_dir("int binding() { return 4; }\n", cu_body="int k() { return full_template(1); }\n")
+        d = self.build_dir("int binding() { return 4; }\n", cu_body="int k() { return torch::full_template(1); }\n")
         self.linked(d)
         self.build(d)
         calls = self.calls_made()
@@ -307,13 +307,42 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         self.assertIsNone(light_build.unresolved(d))
 
     def test_a_symbol_no_header_defines_is_left_to_the_import_as_without_kbench(self):
-        d = self.build_dir("int nowhere();\nint binding() { return nowhere(); }\n")
-        self.linked(d)
-        self.build(d)  # the build succeeds, as torch's does; its import will fail
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
-        self.assertEqual(light_build.unresolved(d), "_Z7nowherev")
-        self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
+        # The candidate's own function, declared and never defined: the same with either
+        # header, so not built again; one in torch's namespace is built again, then fails the
+        # same way.
+        for body, again in (
+            ("int nowhere();\nint binding() { return nowhere(); }\n", False),
+            ('extern "C" int nowhere_c();\nint binding() { return nowhere_c(); }\n', False),
+            ("namespace at { int nowhere(); }\nint binding() { return at::nowhere(); }\n", True),
+        ):
+            with self.subTest(body):
+                open(self.calls, "w").close()
+                d = self.build_dir(body)
+                self.linked(d)
+                self.build(d)  # the build succeeds, as torch's does; its import will fail
+                light = [self.light_cpath(), "link"]
+                self.assertEqual(self.calls_made(), light + ([f"cpath={self.pch}", "link"] if again else []))
+                self.assertTrue(self.marker(d).startswith("full" if again else "light"), self.marker(d))
+                with self.assertRaisesRegex(OSError, "undefined symbol: .*nowhere"):
+                    ctypes.CDLL(os.path.join(d, "x.so"), mode=os.RTLD_NOW)
+                self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
 
+    def test_which_undefined_symbols_a_header_may_define(self):
+        for symbol, may in (
+            ("_ZN2at6native3fooEv", True),
+            ("_ZNK3c1010TensorImpl4sizeEv", True),
+            ("_ZN5torch13full_templateIiEET_S1_", True),
+            ("_ZTVN5torch8autograd4NodeE", True),
+            ("_ZNSt6vectorIiSaIiEE9push_backEOi", True),
+            ("_ZSt4cout", True),
+            ("_Z7nowherev", False),
+            ("_Z17my_kernel_forwardN2at6TensorE", False),
+            ("_ZN6mykern3runEN2at6TensorE", False),
+            ("nowhere_c", False),
+            ("_Zz", True),
+        ):
+            with self.subTest(symbol):
+                self.assertEqual(light_build.headers_may_define(symbol), may)
 
 if __name__ == "__main__":
     unittest.main()
