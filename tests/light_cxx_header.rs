@@ -1,7 +1,9 @@
 //! The light C++ header (`KBENCH_CXX_HEADER=light`): a binding that torch/types.h and
 //! torch/python.h serve is built against them, one that needs more of torch (here
-//! `torch::nn::functional`) is built again against torch's own header, both are built ahead
-//! by sandboxed build jobs, and every verdict is the one a run with torch's own header gives.
+//! `torch::nn::functional`) is built again against torch's own header, as is one whose library
+//! is left with a symbol of torch's namespace undefined (read in the sandboxed build job with
+//! the real torch's libraries loaded), all are built ahead by sandboxed build jobs, and every
+//! verdict is the one a run with torch's own header gives.
 //! The run says which header it compiled with (manifest and records), `kbench setup` makes the
 //! light header's precompiled forms, and resuming under the other choice is refused. Real
 //! worker, real torch, real g++, real ninja, sandboxed. Fixtures: `tests/fixtures/light_cxx_header`.
@@ -62,6 +64,8 @@ fn markers(cache: &Path) -> Vec<(String, String)> {
         let text = std::fs::read_to_string(main).unwrap();
         let which = if text.contains("nn::functional") {
             "needs_the_full_header"
+        } else if text.contains("kbench_defined_nowhere") {
+            "leaves_a_torch_symbol_undefined"
         } else {
             "light"
         };
@@ -113,38 +117,55 @@ fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts
         .unwrap();
     assert!(o.status.success(), "{}", show(&o));
     let light_out = dir.path().join("light");
+    // Exit 3: everything evaluated, a kernel not `ok` (the one whose library cannot load).
     let o = run(&cache, &light_out, Some("light"), false);
-    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     let light = by_candidate(&light_out);
     for name in ["1_binding_light", "1_binding_needs_the_full_header"] {
         assert_eq!(light[name]["outcome"]["kind"], "ok", "{}", light[name]);
         assert_eq!(light[name]["env"]["cxx_header"], "light", "{}", light[name]);
     }
+    let undefined = &light["1_binding_leaves_a_torch_symbol_undefined"];
+    assert_ne!(undefined["outcome"]["kind"], "ok", "{undefined}");
+    assert!(
+        undefined.to_string().contains("kbench_defined_nowhere"),
+        "the verdict names the symbol the import could not find: {undefined}"
+    );
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(light_out.join("run.json")).unwrap())
             .unwrap();
     assert_eq!(manifest["cxx_header"], "light", "{manifest}");
-    // The binding torch/types.h + torch/python.h serve was built with them; the other
+    // The binding torch/types.h + torch/python.h serve was built with them (none of the
+    // hundreds of torch's symbols its library needs was taken for undefined); the others
     // compiled again with torch's own header.
     let m = markers(&cache);
-    assert_eq!(m.len(), 2, "{m:?}");
-    assert_eq!(m[0].0, "light");
+    assert_eq!(m.len(), 3, "{m:?}");
+    assert_eq!(m[0].0, "leaves_a_torch_symbol_undefined");
     assert!(
-        m[0].1.starts_with("light: torch/types.h + torch/python.h"),
+        m[0].1.starts_with(
+            "full: torch/extension.h (the light build left _ZN2at22kbench_defined_nowhere"
+        ),
         "{m:?}"
     );
-    assert_eq!(m[1].0, "needs_the_full_header");
-    assert!(m[1].1.starts_with("full: torch/extension.h"), "{m:?}");
-    // Built ahead, by sandboxed build jobs: the evaluating workers found them built.
-    let builds = std::fs::read_to_string(light_out.join("logs/builds.jsonl")).unwrap_or_default();
-    assert_eq!(
-        builds
-            .lines()
-            .filter(|l| l.contains("\"complete\":true"))
-            .count(),
-        2,
-        "{builds}"
+    assert_eq!(m[1].0, "light");
+    assert!(
+        m[1].1.starts_with("light: torch/types.h + torch/python.h"),
+        "{m:?}"
     );
+    assert_eq!(m[2].0, "needs_the_full_header");
+    assert!(m[2].1.starts_with("full: torch/extension.h"), "{m:?}");
+    // Built ahead, by sandboxed build jobs: the evaluating workers found them built (the
+    // library that cannot load built too, its job incomplete: its import failed there).
+    let builds = std::fs::read_to_string(light_out.join("logs/builds.jsonl")).unwrap_or_default();
+    assert_eq!(builds.lines().count(), 3, "{builds}");
+    for line in builds.lines() {
+        let complete = !line.contains("kbench_light_cxx_undefined")
+            && !line.contains("leaves_a_torch_symbol_undefined");
+        assert!(
+            line.contains(&format!("\"complete\":{complete}")),
+            "{builds}"
+        );
+    }
     // Setup made the light header's precompiled forms in the cache, beside torch's.
     let forms: Vec<_> = std::fs::read_dir(cache.join("pch"))
         .unwrap()
@@ -173,15 +194,31 @@ fn bindings_build_light_where_it_serves_torchs_header_where_not_and_the_verdicts
     // With torch's own header: the same verdicts, folders of their own, no marker.
     let full_out = dir.path().join("full");
     let o = run(&cache, &full_out, None, false);
-    assert!(o.status.success(), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
     let full = by_candidate(&full_out);
     for name in ["1_binding_light", "1_binding_needs_the_full_header"] {
         assert_eq!(full[name]["outcome"], light[name]["outcome"], "{name}");
         assert!(full[name]["env"].get("cxx_header").is_none());
     }
+    // The same failure, told the same way but for the run's and the build's folders.
+    let name = "1_binding_leaves_a_torch_symbol_undefined";
+    let said =
+        "ImportError: <folder>: undefined symbol: _ZN2at22kbench_defined_nowhereERKNS_6TensorE";
+    let tell = |r: &serde_json::Value| {
+        let m = r["outcome"]["message"].as_str().unwrap_or_default();
+        let first = m.split_once('\n').map_or(m, |(f, _)| f);
+        let (_, import) = first.split_once("ImportError: ").unwrap_or_default();
+        let (_, symbol) = import.split_once(": ").unwrap_or_default();
+        (
+            r["outcome"]["kind"].clone(),
+            format!("ImportError: <folder>: {symbol}"),
+        )
+    };
+    assert_eq!(tell(&full[name]), tell(&light[name]), "{name}");
+    assert_eq!(tell(&light[name]).1, said, "{}", light[name]);
     let m = markers(&cache);
-    assert_eq!(m.len(), 4, "{m:?}");
-    assert_eq!(m.iter().filter(|(_, k)| k.is_empty()).count(), 2, "{m:?}");
+    assert_eq!(m.len(), 6, "{m:?}");
+    assert_eq!(m.iter().filter(|(_, k)| k.is_empty()).count(), 3, "{m:?}");
 
     // Without the precompiled-header folder the light header has nowhere to lie: refused.
     let o = kbench()

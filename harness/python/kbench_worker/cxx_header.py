@@ -35,8 +35,8 @@ source that compiles with fewer declarations in sight may fail, or pick another 
 torch's own header (a name of its own that clashes with one of `torch/all.h` under `using
 namespace torch;`). A template that only `torch/all.h` defines, used where it compiles without
 it, links (a shared library may leave symbols to the loader) and would fail only at import:
-`light_build` loads what a light run linked as the import will and builds again with torch's
-header where a symbol stays undefined."""
+`light_build` reads what a light run linked (`undefined_symbols`) and builds again with
+torch's header where a symbol of torch's stays undefined."""
 
 import hashlib
 import os

@@ -15,18 +15,19 @@ removed), so that a build folder's sources saw one header each way, said by its 
 A compiler that accepts a source with the light header can still leave a symbol undefined: a
 template declared where the light header reaches and defined only where torch's own does is
 compiled as a call to an instantiation nobody emits, and the linker, making a shared library,
-does not resolve it. That library would fail only at import, after the build. So a run that
-built a kind light loads the library it linked as Python's import will (`RTLD_NOW`, every
-symbol resolved), and one left with an undefined symbol a header may define (of torch's
-namespaces or `std`) is treated as a refusal: every kind built light is compiled again with
-torch's own header, and the import then succeeds or fails as it would without kbench."""
+does not resolve it. That library would fail only at import, after the build. So the library
+a run built light is read (`undefined_symbols`, without loading it), and one left with an
+undefined symbol torch's header may define is treated as a refusal: every kind built light is
+compiled again with torch's own header, and the import then succeeds or fails as it would
+without kbench. An executable (`load(..., is_standalone=True)`) is linked with its symbols
+resolved, so there the light header's gap is the link's failure, and sends every light kind
+back too."""
 
-import ctypes
 import os
 import re
 import threading
 
-from . import cuda_header, cxx_header
+from . import cuda_header, cxx_header, undefined_symbols
 
 # The variables are the process's: one build at a time changes them (a candidate may load
 # extensions from several threads).
@@ -50,50 +51,19 @@ class _Setting:
             os.environ[self.name] = self.before
 
 
-# A shared library's link step of torch's build.ninja: `build NAME.so: link OBJECTS` (an
-# executable's, `load(..., is_standalone=True)`, has no `.so` and is not loaded).
-_LINK_EDGE = re.compile(r"^build (.+?\.so)(?<!\$): link ")
-_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
-# The outermost name of an Itanium-mangled symbol (of a vtable, type info or guard variable
-# too), where it is one: `_ZN2at6native3fooEv` -> `at`. A symbol a header can leave undefined
-# names something of that header's, so only a symbol of torch's namespaces, of `std` or one
-# this cannot read sends a build back: one of the candidate's own (a function it declares and
-# never defines, the commonest load failure of generated kernels) fails the same with either
-# header, and building it again would cost a whole build for nothing.
-_OUTERMOST = re.compile(r"_Z(?:T[VIS]|GV)?(?:N[rVK]*[RO]?)?(\d+)")
-_TORCH_SCOPES = frozenset(("at", "c10", "torch", "caffe2", "pybind11"))
-
-
-def headers_may_define(symbol):
-    """Whether torch's own header may define `symbol` where the light one left it undefined:
-    False for an unmangled (C) symbol and for a mangled one whose outermost name is the
-    candidate's; True for torch's namespaces, `std` and whatever else."""
-    if not symbol.startswith("_Z"):
-        return False
-    m = _OUTERMOST.match(symbol)
-    if m is None:
-        return True
-    return symbol[m.end() : m.end() + int(m.group(1))] in _TORCH_SCOPES
+# torch's link step in build.ninja: `build NAME.so: link OBJECTS` for an extension,
+# `build NAME: link OBJECTS` for an executable (`load(..., is_standalone=True)`).
+_LINK_EDGE = re.compile(r"^build (.+?): link ")
 
 
 def unresolved(build_directory):
-    """The symbol a shared library of the build folder needs, nothing loaded defines (dlopen's
-    word for it, the first it meets) and torch's own header may (`headers_may_define`), else
-    None. The library is loaded as Python's import loads an extension
-    (`RTLD_NOW`): the import that follows the build finds it loaded, and its static
-    initializers run once, here instead of there, in the same process a moment earlier. Why
-    by hand: neither torch nor the linker checks this (`--no-undefined` would refuse every
-    extension, whose Python symbols come from the interpreter)."""
+    """A symbol a shared library of the build folder needs, torch's own header may define and
+    nothing loaded does (`undefined_symbols`), else None."""
     for library in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ():
-        if not os.path.isfile(library):
-            continue
-        try:
-            ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        except OSError as exc:
-            # The symbol alone: the message's path is the build folder's.
-            symbol = _UNDEFINED.search(str(exc))
-            if symbol is not None and headers_may_define(symbol.group(1)):
-                return symbol.group(1)
+        if library.endswith(".so") and os.path.isfile(library):
+            symbol = undefined_symbols.first_unresolved(library)
+            if symbol is not None:
+                return symbol
     return None
 
 
@@ -152,12 +122,16 @@ def run(original, build_directory, verbose, error_prefix):
                 if cuda_folder is None and cxx_folder is None:
                     raise
                 failed = set(cuda_header.failed_steps(build_directory, exc))
-                # Without a step named (ninja said nothing of one), every light kind again.
-                cuda_again = cuda_folder is not None and (not failed or bool(failed & set(cuda_objects or ())))
-                cxx_again = cxx_folder is not None and (not failed or bool(failed & set(cxx_objects or ())))
+                # Without a step named (ninja said nothing of one), or where an executable's
+                # link failed (its symbols are resolved there), every light kind again.
+                executables = {o for o in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or () if not o.endswith(".so")}
+                every = not failed or bool(failed & executables)
+                cuda_again = cuda_folder is not None and (every or bool(failed & set(cuda_objects or ())))
+                cxx_again = cxx_folder is not None and (every or bool(failed & set(cxx_objects or ())))
                 if not (cuda_again or cxx_again):
-                    # The steps that failed saw torch's own header, or none (the link): a
-                    # light header does not change them.
+                    # The steps that failed saw torch's own header, or none (a shared
+                    # library's link, which leaves symbols to the loader): a light header
+                    # does not change them.
                     raise
                 why = "the light build failed"
             else:

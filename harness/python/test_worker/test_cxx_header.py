@@ -22,7 +22,7 @@ from unittest import mock
 
 import torch.utils.cpp_extension as cpp_extension
 
-from kbench_worker import build_failures, cuda_header, cxx_header, light_build
+from kbench_worker import build_failures, cuda_header, cxx_header, light_build, undefined_symbols
 
 # A template declared where the light headers reach and defined only in the full header, as
 # a source that compiles light can still need torch/all.h's definitions.
@@ -284,14 +284,33 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         self.load(d)
         self.assertEqual(len(self.calls_made()), 4)
 
-    def test_a_light_build_whose_symbols_resolve_is_loaded_once_and_kept(self):
-        d = self.build_dir("int binding() { return 3; }\n")
+    def test_a_light_build_whose_symbols_resolve_is_kept(self):
+        # std's symbols are defined by the libstdc++ this process has loaded: found there.
+        d = self.build_dir("#include <string>\nint binding() { return (int)std::to_string(3).size() + 2; }\n")
         library = self.linked(d)
         self.build(d)
         self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
         self.assertTrue(self.marker(d).startswith("light"))
         self.assertIsNone(light_build.unresolved(d))
         self.assertEqual(ctypes.CDLL(library, mode=os.RTLD_NOW)._Z7bindingv(), 3)
+
+    def test_the_check_never_runs_the_libraries_code(self):
+        # A static initializer that would end the process if the library were loaded in the
+        # build (where torch holds the build folder's lock file).
+        d = self.build_dir("#include <cstdlib>\nstatic int boom = (std::abort(), 0);\nint binding() { return torch::full_template(1); }\n")
+        self.linked(d)
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertIn("full_template", self.marker(d))
+
+    def test_an_executable_whose_light_link_fails_is_built_again_with_torchs_header(self):
+        d = self.build_dir("int main() { return torch::full_template(1) - 2; }\n")
+        with open(os.path.join(d, "build.ninja"), "a") as f:
+            f.write("rule link\n  command = sh -c 'echo link >> {calls}; exec g++ \"$$@\"' sh $in -o $out\nbuild x: link main.o\n".format(calls=self.calls))
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertIn("the light build failed", self.marker(d))
+        self.assertEqual(subprocess.run([os.path.join(d, "x")], timeout=60).returncode, 0)
 
     def test_with_both_light_headers_an_undefined_symbol_sends_both_back(self):
         os.environ[cuda_header.ENV] = "light"
@@ -338,11 +357,14 @@ class LightCxxHeaderBuilds(unittest.TestCase):
             ("_Z7nowherev", False),
             ("_Z17my_kernel_forwardN2at6TensorE", False),
             ("_ZN6mykern3runEN2at6TensorE", False),
+            ("_ZNK6mykern3Foo3getEv", False),
+            ("_ZTV4Mine", False),
+            ("_ZN3fmt2v96detail10vformat_toEv", True),
             ("nowhere_c", False),
             ("_Zz", True),
         ):
             with self.subTest(symbol):
-                self.assertEqual(light_build.headers_may_define(symbol), may)
+                self.assertEqual(undefined_symbols.headers_may_define(symbol), may)
 
 if __name__ == "__main__":
     unittest.main()

@@ -58,6 +58,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("structure.py"),
     worker_file!("tensors.py"),
     worker_file!("timing.py"),
+    worker_file!("undefined_symbols.py"),
     worker_file!("written_sources.py"),
 ];
 
