@@ -19,9 +19,9 @@ does not resolve it. That library would fail only at import, after the build. So
 a run built light is read (`undefined_symbols`, without loading it), and one left with an
 undefined symbol torch's header may define is treated as a refusal: every kind built light is
 compiled again with torch's own header, and the import then succeeds or fails as it would
-without kbench. An executable (`load(..., is_standalone=True)`) is linked with its symbols
-resolved, so there the light header's gap is the link's failure, and sends every light kind
-back too."""
+without kbench. Where a link resolves symbols itself (an executable, `load(...,
+is_standalone=True)`, or a library linked with `-z defs`) the light header's gap is the link's
+failure: a failed link sends every light kind back too."""
 
 import os
 import re
@@ -57,13 +57,14 @@ _LINK_EDGE = re.compile(r"^build (.+?): link ")
 
 
 def unresolved(build_directory):
-    """A symbol a shared library of the build folder needs, torch's own header may define and
-    nothing loaded does (`undefined_symbols`), else None."""
+    """Why a shared library of the build folder may not load where torch's own header would
+    have given one that does (`undefined_symbols`, words that follow "the light build"), else
+    None."""
     for library in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ():
         if library.endswith(".so") and os.path.isfile(library):
-            symbol = undefined_symbols.first_unresolved(library)
-            if symbol is not None:
-                return symbol
+            why = undefined_symbols.why_not_loadable(library)
+            if why is not None:
+                return why
     return None
 
 
@@ -122,16 +123,16 @@ def run(original, build_directory, verbose, error_prefix):
                 if cuda_folder is None and cxx_folder is None:
                     raise
                 failed = set(cuda_header.failed_steps(build_directory, exc))
-                # Without a step named (ninja said nothing of one), or where an executable's
-                # link failed (its symbols are resolved there), every light kind again.
-                executables = {o for o in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or () if not o.endswith(".so")}
-                every = not failed or bool(failed & executables)
+                # Without a step named (ninja said nothing of one), or where a link failed
+                # (an executable's symbols are resolved there, and so are a library's linked
+                # with `-z defs`), every light kind again.
+                links = set(cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ())
+                every = not failed or bool(failed & links)
                 cuda_again = cuda_folder is not None and (every or bool(failed & set(cuda_objects or ())))
                 cxx_again = cxx_folder is not None and (every or bool(failed & set(cxx_objects or ())))
                 if not (cuda_again or cxx_again):
-                    # The steps that failed saw torch's own header, or none (a shared
-                    # library's link, which leaves symbols to the loader): a light header
-                    # does not change them.
+                    # The steps that failed saw torch's own header: a light header does not
+                    # change them.
                     raise
                 why = "the light build failed"
             else:
@@ -147,7 +148,7 @@ def run(original, build_directory, verbose, error_prefix):
                 # Which kind's object wants the symbol is not asked: every light kind again
                 # (ninja links anew from the new objects).
                 cuda_again, cxx_again = cuda_folder is not None, cxx_folder is not None
-                why = f"the light build left {undefined[:200]} undefined"
+                why = f"the light build {undefined}"
             # Again with torch's own header for each kind refused light; a kind built light
             # stays so, but C++ sources never see the light folder beside a CUDA source that
             # compiles with torch's header (CPATH reaches nvcc's host compiler).

@@ -20,8 +20,10 @@ generated kernels), fails the same with either header.
 
 Why by hand: neither torch nor the linker checks this (`--no-undefined` refuses every
 extension, whose Python symbols come from the interpreter), and binutils' `nm` and `readelf`
-are there wherever g++ links. Where they are not, or cannot read the library, nothing is
-said: the build stands as built."""
+are there wherever g++ links (binutils). Where they are not, or cannot read the library, the
+library counts as one that may not load: it is built again with torch's header, and its
+build folder's marker says why. They run with `LC_ALL=C`, so that `readelf`'s words are not
+translated."""
 
 import ctypes
 import os
@@ -35,9 +37,33 @@ _OUTERMOST = re.compile(r"_Z(?:T[VIS]|GV)?(?:N[rVK]*[RO]?)?(\d+)")
 # 2.11: torch, at, c10, std, and c10's strong and fmt), with the other names its libraries and
 # headers use, so that a later torch's do not pass for the candidate's.
 _TORCH_SCOPES = frozenset(
-    ("at", "c10", "c10d", "torch", "caffe2", "pybind11", "strong", "fmt", "ska", "ska_ordered", "__gnu_cxx", "__cxxabiv1")
+    (
+        "at",
+        "c10",
+        "c10d",
+        "c10_complex_math",
+        "torch",
+        "caffe2",
+        "pybind11",
+        "strong",
+        "fmt",
+        "ska",
+        "ska_ordered",
+        "__gnu_cxx",
+        "__gnu_debug",
+        "__pstl",
+        "__cxxabiv1",
+    )
 )
 _TOOL_S = 60
+_NM, _READELF = "nm", "readelf"
+# The tools' words untranslated (`readelf` translates "Shared library"), whatever the
+# candidate's locale.
+_TOOL_ENV = {"LC_ALL": "C"}
+
+
+class _Unread(Exception):
+    """A tool could not read the library: why, in a few words."""
 
 
 def headers_may_define(symbol):
@@ -53,21 +79,24 @@ def headers_may_define(symbol):
 
 
 def _tool(args):
+    """The tool's output (bytes a locale cannot decode kept, as surrogates), else `_Unread`."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=_TOOL_S)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+        done = subprocess.run(args, capture_output=True, timeout=_TOOL_S, env={**os.environ, **_TOOL_ENV})
+    except FileNotFoundError:
+        raise _Unread(f"{args[0]} is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise _Unread(f"{args[0]} took over {_TOOL_S} s") from None
+    except OSError as exc:
+        raise _Unread(f"{args[0]} did not start: {exc.strerror}") from None
+    if done.returncode != 0:
+        raise _Unread(f"{args[0]} exited with {done.returncode}")
+    return done.stdout.decode("utf-8", "surrogateescape")
 
 
 def _undefined(library):
-    """The library's strong undefined dynamic symbols (versions cut off), or None where `nm`
-    cannot say."""
-    out = _tool(["nm", "-D", "--undefined-only", "--format=posix", library])
-    if out is None:
-        return None
+    """The library's strong undefined dynamic symbols (versions cut off)."""
     names = []
-    for line in out.splitlines():
+    for line in _tool([_NM, "-D", "--undefined-only", "--format=posix", library]).splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[1] == "U":
             names.append(parts[0].split("@", 1)[0])
@@ -75,33 +104,39 @@ def _undefined(library):
 
 
 def _needed(library):
-    """The sonames the library names (`DT_NEEDED`), or None where `readelf` cannot say."""
-    out = _tool(["readelf", "-d", "--wide", library])
-    if out is None:
-        return None
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    """The sonames the library names (`DT_NEEDED`)."""
+    return re.findall(r"\(NEEDED\)[^\[]*\[([^\]]+)\]", _tool([_READELF, "-d", "--wide", library]))
 
 
 def _defines(handle, symbol):
     try:
         handle[symbol]
-    except AttributeError:
+    except (AttributeError, ValueError):
+        # Not found, or a name dlsym cannot be asked for (bytes no encoding gives back):
+        # undefined, which costs a build of torch's header at most.
         return False
     return True
 
 
-def first_unresolved(library):
-    """The first symbol, in the library's own order, that it needs, a header may define and
-    nothing loaded defines; None where there is none, or the tools cannot say."""
-    wanted = _undefined(library)
-    if not wanted:
-        return None
-    wanted = [s for s in wanted if headers_may_define(s)]
-    if not wanted:
-        return None
-    needed = _needed(library)
-    if needed is None:
-        return None
+def _told(symbol):
+    """A symbol as a marker may say it (bytes that are no UTF-8 escaped)."""
+    return symbol.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")[:200]
+
+
+def why_not_loadable(library):
+    """Why the library may not load where torch's own header would have given one that does,
+    in words that follow "the light build": "left SYMBOL undefined" for the first symbol, in
+    the library's own order, that it needs, a header may define and nothing loaded defines;
+    "could not be read for undefined symbols (...)" where the tools could not say, which
+    counts the same (a build of torch's header at most, never a verdict of the light one
+    that went unchecked); None where every such symbol is defined."""
+    try:
+        wanted = [s for s in _undefined(library) if headers_may_define(s)]
+        if not wanted:
+            return None
+        needed = _needed(library)
+    except _Unread as exc:
+        return f"could not be read for undefined symbols ({exc})"
     handles = [ctypes.CDLL(None)]
     for soname in needed:
         try:
@@ -112,5 +147,5 @@ def first_unresolved(library):
             pass
     for symbol in wanted:
         if not any(_defines(h, symbol) for h in handles):
-            return symbol
+            return f"left {_told(symbol)} undefined"
     return None

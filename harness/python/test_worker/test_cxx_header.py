@@ -254,14 +254,15 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         self.assertNotIn(cuda_header.FOLDER, last, calls)
         self.assertNotIn(self.light, last, calls)
 
-    def test_a_link_that_fails_is_not_built_again(self):
+    def test_a_link_that_fails_is_built_again_with_torchs_header_and_fails_the_same(self):
+        # A link may resolve symbols itself (-z defs), so the light header may be its failure.
         d = self.build_dir("int binding() { return light_api(); }\n")
         with open(os.path.join(d, "build.ninja"), "a") as f:
             f.write("rule link\n  command = sh -c 'echo link >> {calls}; exit 1'\nbuild x.so: link main.o\n".format(calls=self.calls))
         with self.assertRaises(RuntimeError):
             self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
-
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertIn("the light build failed", self.marker(d))
 
     def linked(self, d):
         objects = "main.o" + (" k.cuda.o" if os.path.exists(os.path.join(d, "k.cu")) else "")
@@ -345,6 +346,36 @@ class LightCxxHeaderBuilds(unittest.TestCase):
                 with self.assertRaisesRegex(OSError, "undefined symbol: .*nowhere"):
                     ctypes.CDLL(os.path.join(d, "x.so"), mode=os.RTLD_NOW)
                 self.assertFalse(os.path.exists(os.path.join(d, build_failures.RECORD)))
+
+    def test_a_library_the_tools_cannot_read_counts_as_one_that_may_not_load(self):
+        for tool in ("_NM", "_READELF"):
+            with self.subTest(tool), mock.patch.object(undefined_symbols, tool, "kbench-no-such-tool"):
+                open(self.calls, "w").close()
+                d = self.build_dir("int binding() { return torch::full_template(1) + 1; }\n")
+                self.linked(d)
+                self.build(d)
+                self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+                self.assertIn("could not be read for undefined symbols (kbench-no-such-tool is not installed)", self.marker(d))
+
+    def test_a_symbol_no_encoding_gives_back_is_told_escaped_and_counts_as_undefined(self):
+        d = self.build_dir('int strange() __asm__("_ZN2at\\xffx");\nint binding() { return strange(); }\n')
+        self.linked(d)
+        self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertIn("left _ZN2at\\xffx undefined", self.marker(d))
+
+    def test_the_tools_words_are_read_whatever_the_locale(self):
+        # A readelf that translates its words unless LC_ALL=C, as a translated binutils does.
+        fake = os.path.join(self.tmp, "readelf-translated.sh")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\n[ "$LC_ALL" = C ] && exec readelf "$@"\nreadelf "$@" | sed "s/Shared library/Gemeinsame Bibliothek/"\n')
+        os.chmod(fake, 0o755)
+        d = self.build_dir("#include <string>\nint binding() { return (int)std::to_string(3).size(); }\n")
+        self.linked(d)
+        with mock.patch.dict(os.environ, {"LC_ALL": "de_DE.UTF-8"}), mock.patch.object(undefined_symbols, "_READELF", fake):
+            self.build(d)
+        self.assertEqual(self.calls_made(), [self.light_cpath(), "link"])
+        self.assertTrue(self.marker(d).startswith("light"))
 
     def test_which_undefined_symbols_a_header_may_define(self):
         for symbol, may in (
