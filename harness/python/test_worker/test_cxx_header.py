@@ -261,8 +261,19 @@ class LightCxxHeaderBuilds(unittest.TestCase):
             f.write("rule link\n  command = sh -c 'echo link >> {calls}; exit 1'\nbuild x.so: link main.o\n".format(calls=self.calls))
         with self.assertRaises(RuntimeError):
             self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertEqual(self.calls_made(), self.light_then_torchs())
         self.assertIn("the light build failed", self.marker(d))
+
+    def light_then_torchs(self):
+        """The calls of a linked build sent back: light and linked, then torch's and linked."""
+        return [self.light_cpath(), "link", f"cpath={self.pch}", "link"]
+
+    def linked_build(self, body, cu_body=None):
+        """A build folder as `build_dir` makes it, with torch's link step, built."""
+        d = self.build_dir(body, cu_body)
+        self.linked(d)
+        self.build(d)
+        return d
 
     def linked(self, d):
         objects = "main.o" + (" k.cuda.o" if os.path.exists(os.path.join(d, "k.cu")) else "")
@@ -274,7 +285,7 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         d = self.build_dir("int binding() { return torch::full_template(1); }\n")
         library = self.linked(d)
         self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertEqual(self.calls_made(), self.light_then_torchs())
         self.assertTrue(self.marker(d).startswith("full"), self.marker(d))
         self.assertIn("left _ZN5torch13full_templateIiEET_S1_ undefined", self.marker(d))
         self.assertNotIn(d, self.marker(d), "the marker names the symbol, not the folder")
@@ -298,10 +309,8 @@ class LightCxxHeaderBuilds(unittest.TestCase):
     def test_the_check_never_runs_the_libraries_code(self):
         # A static initializer that would end the process if the library were loaded in the
         # build (where torch holds the build folder's lock file).
-        d = self.build_dir("#include <cstdlib>\nstatic int boom = (std::abort(), 0);\nint binding() { return torch::full_template(1); }\n")
-        self.linked(d)
-        self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        d = self.linked_build("#include <cstdlib>\nstatic int boom = (std::abort(), 0);\nint binding() { return torch::full_template(1); }\n")
+        self.assertEqual(self.calls_made(), self.light_then_torchs())
         self.assertIn("full_template", self.marker(d))
 
     def test_an_executable_whose_light_link_fails_is_built_again_with_torchs_header(self):
@@ -309,15 +318,13 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         with open(os.path.join(d, "build.ninja"), "a") as f:
             f.write("rule link\n  command = sh -c 'echo link >> {calls}; exec g++ \"$$@\"' sh $in -o $out\nbuild x: link main.o\n".format(calls=self.calls))
         self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        self.assertEqual(self.calls_made(), self.light_then_torchs())
         self.assertIn("the light build failed", self.marker(d))
         self.assertEqual(subprocess.run([os.path.join(d, "x")], timeout=60).returncode, 0)
 
     def test_with_both_light_headers_an_undefined_symbol_sends_both_back(self):
         os.environ[cuda_header.ENV] = "light"
-        d = self.build_dir("int binding() { return 4; }\n", cu_body="int k() { return torch::full_template(1); }\n")
-        self.linked(d)
-        self.build(d)
+        d = self.linked_build("int binding() { return 4; }\n", cu_body="int k() { return torch::full_template(1); }\n")
         calls = self.calls_made()
         self.assertEqual([c for c in calls if c == "link"], ["link", "link"], calls)
         self.assertTrue(all(self.light in c for c in calls[:2]), calls)
@@ -337,9 +344,7 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         ):
             with self.subTest(body):
                 open(self.calls, "w").close()
-                d = self.build_dir(body)
-                self.linked(d)
-                self.build(d)  # the build succeeds, as torch's does; its import will fail
+                d = self.linked_build(body)  # it builds, as torch's does; its import will fail
                 light = [self.light_cpath(), "link"]
                 self.assertEqual(self.calls_made(), light + ([f"cpath={self.pch}", "link"] if again else []))
                 self.assertTrue(self.marker(d).startswith("full" if again else "light"), self.marker(d))
@@ -351,17 +356,13 @@ class LightCxxHeaderBuilds(unittest.TestCase):
         for tool in ("_NM", "_READELF"):
             with self.subTest(tool), mock.patch.object(undefined_symbols, tool, "kbench-no-such-tool"):
                 open(self.calls, "w").close()
-                d = self.build_dir("int binding() { return torch::full_template(1) + 1; }\n")
-                self.linked(d)
-                self.build(d)
-                self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+                d = self.linked_build("int binding() { return torch::full_template(1) + 1; }\n")
+                self.assertEqual(self.calls_made(), self.light_then_torchs())
                 self.assertIn("could not be read for undefined symbols (kbench-no-such-tool is not installed)", self.marker(d))
 
     def test_a_symbol_no_encoding_gives_back_is_told_escaped_and_counts_as_undefined(self):
-        d = self.build_dir('int strange() __asm__("_ZN2at\\xffx");\nint binding() { return strange(); }\n')
-        self.linked(d)
-        self.build(d)
-        self.assertEqual(self.calls_made(), [self.light_cpath(), "link", f"cpath={self.pch}", "link"])
+        d = self.linked_build('int strange() __asm__("_ZN2at\\xffx");\nint binding() { return strange(); }\n')
+        self.assertEqual(self.calls_made(), self.light_then_torchs())
         self.assertIn("left _ZN2at\\xffx undefined", self.marker(d))
 
     def test_the_tools_words_are_read_whatever_the_locale(self):
