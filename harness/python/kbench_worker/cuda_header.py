@@ -40,13 +40,9 @@ candidate that changes it changes only its own build, which its code could do an
 import os
 import re
 
-from .pch import _write_whole
+from .build_folder import edge_outputs, read_marker, write_marker, write_whole
 
 ENV = "KBENCH_CUDA_HEADER"
-# ninja's line for a failed step (`FAILED: [code=2] cuda.cuda.o` from ninja 1.13, without the
-# code before), the whole rest of the line (an object's name may hold spaces); torch names a
-# CUDA source's object `<stem>.cuda.o`.
-_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*?)\s*$", re.M)
 # A CUDA compile step of torch's build.ninja: `build OUT: cuda_compile IN` (`$ ` escapes).
 _CUDA_EDGE = re.compile(r"^build (.+?)(?<!\$): cuda_compile ")
 FOLDER = "kbench-cuda-header"
@@ -59,24 +55,6 @@ HEADER = """// kbench: torch/extension.h for a CUDA source, first attempt: torch
 """
 def enabled():
     return os.environ.get(ENV) == "light"
-
-
-def edge_outputs(build_directory, edge):
-    """The outputs of the steps of `build.ninja` that `edge` (a compiled pattern whose group 1
-    is the output) matches, as absolute paths, or None when there are none or the file cannot
-    be read. Shared with `cxx_header`."""
-    try:
-        with open(os.path.join(build_directory, "build.ninja")) as f:
-            text = f.read()
-    except OSError:
-        return None
-    outs = []
-    for line in text.splitlines():
-        m = edge.match(line)
-        if m:
-            out = m.group(1).replace("$ ", " ").replace("$:", ":").replace("$$", "$")
-            outs.append(os.path.join(os.path.abspath(build_directory), out))
-    return outs or None
 
 
 def cuda_objects(build_directory):
@@ -102,27 +80,10 @@ def write_header(build_directory):
         pass
     try:
         os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
-        _write_whole(path, HEADER)
+        write_whole(path, HEADER)
     except OSError:
         return None
     return folder
-
-
-def read_marker(build_directory, name):
-    """What the marker file `name` of a build folder says, or "" (shared with `cxx_header`)."""
-    try:
-        with open(os.path.join(build_directory, name)) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def write_marker(build_directory, name, which):
-    try:
-        with open(os.path.join(build_directory, name), "w") as f:
-            f.write(which + "\n")
-    except OSError:
-        pass
 
 
 def marked(build_directory):
@@ -131,8 +92,3 @@ def marked(build_directory):
 
 def mark(build_directory, which):
     write_marker(build_directory, MARKER, which)
-
-
-def failed_steps(build_directory, exc):
-    """The outputs of the steps ninja says failed in torch's error `exc` (absolute paths)."""
-    return [os.path.join(os.path.abspath(build_directory), t) for t in _FAILED.findall(str(exc))]

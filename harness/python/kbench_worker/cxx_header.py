@@ -42,7 +42,7 @@ import hashlib
 import os
 import re
 
-from .cuda_header import edge_outputs, read_marker, write_marker
+from .build_folder import edge_outputs, read_marker, write_marker
 
 ENV = "KBENCH_CXX_HEADER"
 # The light folder's name inside the precompiled-header folder (pch.py writes it there): named

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 
-from . import cuda_header, cxx_header, undefined_symbols
+from . import build_folder, cuda_header, cxx_header, undefined_symbols
 
 # The variables are the process's: one build at a time changes them (a candidate may load
 # extensions from several threads).
@@ -53,14 +53,14 @@ class _Setting:
 
 # torch's link step in build.ninja: `build NAME.so: link OBJECTS` for an extension,
 # `build NAME: link OBJECTS` for an executable (`load(..., is_standalone=True)`).
-_LINK_EDGE = re.compile(r"^build (.+?): link ")
+_LINK_EDGE = re.compile(r"^build (.+?)(?<!\$): link ")
 
 
 def unresolved(build_directory):
     """Why a shared library of the build folder may not load where torch's own header would
     have given one that does (`undefined_symbols`, words that follow "the light build"), else
     None."""
-    for library in cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ():
+    for library in build_folder.edge_outputs(build_directory, _LINK_EDGE) or ():
         if library.endswith(".so") and os.path.isfile(library):
             why = undefined_symbols.why_not_loadable(library)
             if why is not None:
@@ -122,11 +122,11 @@ def run(original, build_directory, verbose, error_prefix):
             except RuntimeError as exc:
                 if cuda_folder is None and cxx_folder is None:
                     raise
-                failed = set(cuda_header.failed_steps(build_directory, exc))
+                failed = set(build_folder.failed_steps(build_directory, exc))
                 # Without a step named (ninja said nothing of one), or where a link failed
                 # (an executable's symbols are resolved there, and so are a library's linked
                 # with `-z defs`), every light kind again.
-                links = set(cuda_header.edge_outputs(build_directory, _LINK_EDGE) or ())
+                links = set(build_folder.edge_outputs(build_directory, _LINK_EDGE) or ())
                 every = not failed or bool(failed & links)
                 cuda_again = cuda_folder is not None and (every or bool(failed & set(cuda_objects or ())))
                 cxx_again = cxx_folder is not None and (every or bool(failed & set(cxx_objects or ())))

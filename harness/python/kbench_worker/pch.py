@@ -44,6 +44,9 @@ import sys
 import sysconfig
 import time
 
+from . import cxx_header
+from .build_folder import write_whole
+
 # The extra_cflags model-written kernels pass: none or [''] most (KernelBenchLeaderboard: 472
 # of 532 sites), then -O3 (60), which also serves -O1 and -O2. Most used first.
 VARIANTS = (("plain", []), ("O3", ["-O3"]))
@@ -98,16 +101,8 @@ def signature(kind):
     }
 
 
-def _write_whole(path, text):
-    """`text` into `path`, written beside it and renamed into place: a reader sees the
-    whole file or none."""
-    with open(path + ".partial", "w") as f:
-        f.write(text)
-    os.replace(path + ".partial", path)
-
-
 def _write_json(path, value):
-    _write_whole(path, json.dumps(value, indent=1))
+    write_whole(path, json.dumps(value, indent=1))
 
 
 def _write_header(out_dir, text, header_mtime_ns):
@@ -125,7 +120,7 @@ def _write_header(out_dir, text, header_mtime_ns):
     except OSError:
         same = False
     if not same:
-        _write_whole(path, text)
+        write_whole(path, text)
     if header_mtime_ns:
         os.utime(path, ns=(header_mtime_ns, header_mtime_ns))
 
@@ -185,10 +180,6 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     # Before any precompiled header is in sight (see FORWARDER).
     _write_header(out_dir, FORWARDER, sig.get("header_mtime_ns"))
     _clear_leftovers(out_dir)
-    # Here, not at the top: cxx_header's helpers come from cuda_header, which takes its file
-    # writer from this module.
-    from . import cxx_header
-
     todo = []
     if cxx_header.enabled():
         # The light C++ header (cxx_header) and its precompiled forms, first: with the

@@ -137,6 +137,7 @@ pub(crate) fn environment_base(
     containment: &Containment,
     bounds: kbench_record::Bounds,
 ) -> Environment {
+    let (cuda_header, cxx_header) = crate::worker::light_headers::light_header_labels();
     Environment {
         kbench: env!("CARGO_PKG_VERSION").into(),
         python: info.python.clone(),
@@ -147,8 +148,8 @@ pub(crate) fn environment_base(
         hostname: hostname(),
         containment: Some(containment.name().to_string()),
         bounds: Some(bounds),
-        cuda_header: crate::worker::light_headers::cuda_header_label(),
-        cxx_header: crate::worker::light_headers::cxx_header_label(),
+        cuda_header,
+        cxx_header,
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) fn open(config: &RunConfig, planned: kbench_record::Plan) -> Result<R
 /// What `config` asks for, as `run.json` records it; the run id and how records are signed
 /// are left for [`RunDir::open`] to fill in, the plan for [`open`].
 pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
+    let (cuda_header, cxx_header) = crate::worker::light_headers::light_header_labels();
     RunManifest {
         schema_version: SCHEMA_VERSION,
         kbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -41,8 +42,8 @@ pub(crate) fn manifest_of(c: &RunConfig) -> RunManifest {
         weight_seed: c.weight_seed,
         shard: c.shard.map(|s| s.to_string()),
         record_mac: None,
-        cuda_header: crate::worker::light_headers::cuda_header_label(),
-        cxx_header: crate::worker::light_headers::cxx_header_label(),
+        cuda_header,
+        cxx_header,
         planned: None,
     }
 }

@@ -58,19 +58,12 @@ pub(crate) fn light_headers() -> anyhow::Result<LightHeaders> {
     Ok(h)
 }
 
-/// What runs and records say of the CUDA choice: `light`, or nothing for torch's own header
-/// (an invalid value was refused where the run started).
-pub(crate) fn cuda_header_label() -> Option<String> {
-    light_headers()
-        .is_ok_and(|h| h.cuda)
-        .then(|| "light".to_string())
-}
-
-/// What runs and records say of the C++ choice, as [`cuda_header_label`].
-pub(crate) fn cxx_header_label() -> Option<String> {
-    light_headers()
-        .is_ok_and(|h| h.cxx)
-        .then(|| "light".to_string())
+/// What runs and records say of the two choices, (CUDA, C++): `light`, or nothing for torch's
+/// own header (an invalid value was refused where the run started).
+pub(crate) fn light_header_labels() -> (Option<String>, Option<String>) {
+    let h = light_headers().unwrap_or_default();
+    let label = |light: bool| light.then(|| "light".to_string());
+    (label(h.cuda), label(h.cxx))
 }
 
 fn header_choice(var: &str, value: Option<&str>, light: &str) -> anyhow::Result<bool> {

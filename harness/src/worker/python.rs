@@ -34,6 +34,7 @@ pub(crate) const WORKER_FILES: &[(&str, &str)] = &[
     worker_file!("ahead.py"),
     worker_file!("audit.py"),
     worker_file!("build_failures.py"),
+    worker_file!("build_folder.py"),
     worker_file!("cases.py"),
     worker_file!("conventions.py"),
     worker_file!("cost.py"),
