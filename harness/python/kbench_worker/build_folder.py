@@ -23,6 +23,19 @@ def write_whole(path, text):
     os.replace(path + ".partial", path)
 
 
+def write_if_changed(path, text):
+    """`text` into `path` (as `write_whole`) unless the file holds it already; a file that
+    cannot be read, or not as text, is written. For headers ninja keeps among the objects'
+    dependencies: a new modification time would compile them all again."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_whole(path, text)
+
+
 def edge_outputs(build_directory, edge):
     """The outputs of the steps of `build.ninja` that `edge` (a compiled pattern whose group 1
     is the output, `$`-escaped as ninja writes it) matches, as absolute paths, or None when

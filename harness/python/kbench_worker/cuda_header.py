@@ -40,7 +40,7 @@ candidate that changes it changes only its own build, which its code could do an
 import os
 import re
 
-from .build_folder import edge_outputs, read_marker, write_marker, write_whole
+from .build_folder import edge_outputs, read_marker, write_if_changed, write_marker
 
 ENV = "KBENCH_CUDA_HEADER"
 # A CUDA compile step of torch's build.ninja: `build OUT: cuda_compile IN` (`$ ` escapes).
@@ -71,16 +71,9 @@ def write_header(build_directory):
     folder = os.path.join(os.path.abspath(build_directory), FOLDER)
     if any(c.isspace() for c in folder):
         return None
-    path = os.path.join(folder, "torch", "extension.h")
-    try:
-        with open(path) as f:
-            if f.read() == HEADER:
-                return folder
-    except (OSError, UnicodeDecodeError):
-        pass
     try:
         os.makedirs(os.path.join(folder, "torch"), exist_ok=True)
-        write_whole(path, HEADER)
+        write_if_changed(os.path.join(folder, "torch", "extension.h"), HEADER)
     except OSError:
         return None
     return folder

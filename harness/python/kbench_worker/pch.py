@@ -45,7 +45,7 @@ import sysconfig
 import time
 
 from . import cxx_header
-from .build_folder import write_whole
+from .build_folder import write_if_changed, write_whole
 
 # The extra_cflags model-written kernels pass: none or [''] most (KernelBenchLeaderboard: 472
 # of 532 sites), then -O3 (60), which also serves -O1 and -O2. Most used first.
@@ -114,13 +114,7 @@ def _write_header(out_dir, text, header_mtime_ns):
     at its next load (a run stopped before its headers were complete, then the next run's
     helper). Written only when its text changes, no date of it can change what compiles."""
     path = os.path.join(out_dir, HEADER)
-    try:
-        with open(path) as f:
-            same = f.read() == text
-    except OSError:
-        same = False
-    if not same:
-        write_whole(path, text)
+    write_if_changed(path, text)
     if header_mtime_ns:
         os.utime(path, ns=(header_mtime_ns, header_mtime_ns))
 
