@@ -471,10 +471,12 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
         "{report}"
     );
 
-    // 9. A store whose eager time for 1/1 is three times what this run's reference takes
+    // 9. A store whose eager time for 1/1 is thirty times what this run's reference takes
     //    (its machine was slower, or its host CPU, for a launch-bound model): the run's
     //    summary and the report both say that the speedups over that store's compile times
-    //    carry that factor, naming the problem.
+    //    carry that factor, naming the problem. Thirty, not a few: on a loaded 2-core CI
+    //    host this run's reference once took 2.3 times the eager time stored minutes earlier
+    //    by this same test, so a factor of 3 left the drift at 1.3.
     let store2 = tmp.path().join("store2");
     let rel = dir.strip_prefix(&store).unwrap();
     std::fs::create_dir_all(store2.join(rel)).unwrap();
@@ -486,7 +488,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     let mut eager = read_json(&dir.join("eager.json"));
     let e = &mut eager["level1"]["1_Elementwise_Multiply_Add.py"];
     for k in ["median", "mean"] {
-        e[k] = (e[k].as_f64().unwrap() * 3.0).into();
+        e[k] = (e[k].as_f64().unwrap() * 30.0).into();
     }
     let e = e.clone();
     std::fs::write(
@@ -526,7 +528,7 @@ fn baselines_are_measured_stored_resumed_reused_imported_and_checked() {
     );
     assert!(
         drift > 1.5,
-        "3x the stored eager time, {drift}x the run's reference"
+        "30x the stored eager time, {drift}x the run's reference"
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let want = "note: STORED COMPILE TIMES FROM ANOTHER MOMENT: on 1 of 1 problem(s) compared, the store's eager time is more than 10% from this run's own reference (store / run: smoke/L1/1 ";
