@@ -327,7 +327,10 @@ fn run_build(
                 weight_seed: 0,
                 forward_s: FORWARD_S,
             });
+            // Paused with the host's other builds while a candidate's claims are timed again.
+            let registered = super::host_builds::register(w.freezer().handle());
             let reply = w.request(Frame::command(&build), load_timeout);
+            drop(registered);
             w.shutdown();
             matches!(reply, Ok(r) if r.kind() == "built" && r.reply::<reply::Built>().complete == Some(true))
         }

@@ -316,36 +316,17 @@ impl WorkerGroup {
     /// frozen (a task inside a long system call freezes when it returns), at most `limit`.
     /// Returns how long the confirmation took.
     pub(crate) fn freeze(&self, limit: Duration) -> Result<Duration, String> {
-        let t = Instant::now();
-        std::fs::write(self.dir.join("cgroup.freeze"), "1")
-            .map_err(|e| format!("writing {}: {e}", self.dir.join("cgroup.freeze").display()))?;
-        let events = self.dir.join("cgroup.events");
-        let mut spins = 0u32;
-        loop {
-            let text = std::fs::read_to_string(&events)
-                .map_err(|e| format!("reading {}: {e}", events.display()))?;
-            if event_is(&text, "frozen", "1") || event_is(&text, "populated", "0") {
-                return Ok(t.elapsed());
-            }
-            if t.elapsed() > limit {
-                return Err(format!(
-                    "its processes were not all frozen within {:.0} ms",
-                    limit.as_secs_f64() * 1e3
-                ));
-            }
-            spins += 1;
-            if spins > 64 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        freeze_group(&self.dir, limit)
     }
 
     /// Lets the group's processes run again.
     pub(crate) fn thaw(&self) -> Result<(), String> {
-        std::fs::write(self.dir.join("cgroup.freeze"), "0")
-            .map_err(|e| format!("writing {}: {e}", self.dir.join("cgroup.freeze").display()))
+        thaw_group(&self.dir)
+    }
+
+    /// The group's folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Kills every process in the group (`cgroup.kill`, Linux 5.14; on older kernels each
@@ -364,6 +345,42 @@ impl WorkerGroup {
         // A frozen group's processes die only once thawed.
         let _ = self.thaw();
     }
+}
+
+/// Freezes every process of the group in `dir` and waits until the kernel reports them all
+/// frozen (a task inside a long system call freezes when it returns), at most `limit`.
+/// Returns how long the confirmation took.
+pub(crate) fn freeze_group(dir: &Path, limit: Duration) -> Result<Duration, String> {
+    let t = Instant::now();
+    std::fs::write(dir.join("cgroup.freeze"), "1")
+        .map_err(|e| format!("writing {}: {e}", dir.join("cgroup.freeze").display()))?;
+    let events = dir.join("cgroup.events");
+    let mut spins = 0u32;
+    loop {
+        let text = std::fs::read_to_string(&events)
+            .map_err(|e| format!("reading {}: {e}", events.display()))?;
+        if event_is(&text, "frozen", "1") || event_is(&text, "populated", "0") {
+            return Ok(t.elapsed());
+        }
+        if t.elapsed() > limit {
+            return Err(format!(
+                "its processes were not all frozen within {:.0} ms",
+                limit.as_secs_f64() * 1e3
+            ));
+        }
+        spins += 1;
+        if spins > 64 {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Lets the processes of the group in `dir` run again.
+pub(crate) fn thaw_group(dir: &Path) -> Result<(), String> {
+    std::fs::write(dir.join("cgroup.freeze"), "0")
+        .map_err(|e| format!("writing {}: {e}", dir.join("cgroup.freeze").display()))
 }
 
 impl Drop for WorkerGroup {

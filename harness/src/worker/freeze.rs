@@ -52,12 +52,54 @@ impl Freezer {
         match self {
             Freezer::Group(g) => g.thaw(),
             Freezer::Signals { root } => {
-                for pid in tree(*root) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-                }
+                thaw_tree(*root);
                 Ok(())
             }
         }
+    }
+
+    /// A handle that freezes and thaws the same processes without owning their group (the
+    /// group is removed when its worker ends; the handle's user lets go of it first).
+    pub(crate) fn handle(&self) -> FreezeHandle {
+        match self {
+            Freezer::Group(g) => FreezeHandle::Group(g.dir().to_path_buf()),
+            Freezer::Signals { root } => FreezeHandle::Tree(*root),
+        }
+    }
+}
+
+/// Freezes a worker's processes from elsewhere than the worker's owner ([`Freezer::handle`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FreezeHandle {
+    /// The worker's cgroup folder.
+    Group(std::path::PathBuf),
+    /// The worker's first process.
+    Tree(i32),
+}
+
+impl FreezeHandle {
+    pub(crate) fn freeze(&self, limit: Duration) -> Result<Duration, String> {
+        match self {
+            FreezeHandle::Group(dir) => super::cgroup::freeze_group(dir, limit),
+            FreezeHandle::Tree(root) => freeze_tree(*root, limit),
+        }
+    }
+
+    pub(crate) fn thaw(&self) -> Result<(), String> {
+        match self {
+            FreezeHandle::Group(dir) => super::cgroup::thaw_group(dir),
+            FreezeHandle::Tree(root) => {
+                thaw_tree(*root);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// SIGCONT to every process of the tree below `root`.
+fn thaw_tree(root: i32) {
+    for pid in tree(root) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod build;
 pub(crate) mod cgroup;
 pub(crate) mod freeze;
 mod gate;
+pub(crate) mod host_builds;
 mod launch;
 pub(crate) mod light_headers;
 mod log_sink;

@@ -51,7 +51,9 @@ pub(crate) struct Pch {
     kind: Kind,
     python: PathBuf,
     worker_root: PathBuf,
-    helper: Mutex<Option<Child>>,
+    /// The helper, registered with the host's builds (paused with them while a
+    /// candidate's claims are timed again).
+    helper: Mutex<Option<(Child, super::host_builds::Registered)>>,
 }
 
 impl Pch {
@@ -206,14 +208,18 @@ impl Pch {
         let Ok(err) = out.try_clone() else { return };
         let mut c = self.command(1);
         c.stdout(out).stderr(err);
-        *helper = c.spawn().ok();
+        *helper = c.spawn().ok().map(|child| {
+            let handle = super::freeze::FreezeHandle::Tree(child.id() as i32);
+            (child, super::host_builds::register(handle))
+        });
     }
 }
 
 impl Drop for Pch {
     fn drop(&mut self) {
         let helper = self.helper.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(mut child) = helper.take() {
+        if let Some((mut child, registered)) = helper.take() {
+            drop(registered);
             if let Ok(pid) = i32::try_from(child.id()) {
                 // The group the helper leads: it and its compilers. A finished helper's
                 // group is gone, which is fine.

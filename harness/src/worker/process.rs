@@ -591,6 +591,11 @@ impl Worker {
         self.freezer.method()
     }
 
+    /// What freezes this worker (a build job's is also paused: `super::host_builds`).
+    pub(crate) fn freezer(&self) -> &super::freeze::Freezer {
+        &self.freezer
+    }
+
     /// Kills the worker's whole process group and reaps it.
     pub(crate) fn kill(&mut self) {
         self.kill_group();
