@@ -11,6 +11,7 @@ import gc
 import mmap
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -162,6 +163,9 @@ class TimingCommands:
             # Calls the probe ran on the current case (its footprint's call among them): they
             # warmed this side as the phase's warm-up calls would.
             "calls": 1 + PROBE_CALLS * len(ph.placements) if ph.placements else 0,
+            # The thread that runs the timed calls, as this process's namespace numbers it:
+            # the harness reads its scheduler's waits around each window.
+            "tid": threading.get_native_id(),
         }, []
 
     def cmd_stage_inputs(self, cmd, payload):

@@ -113,6 +113,9 @@ class TimingTests(WorkerTestCase):
         for w, p in ((self.ref, ref), (self.cand, cand)):
             reply, _ = w.call(p.open_cmd(args))
             self.assertEqual(reply["type"], "time_opened", reply)
+            # The thread that runs the timed calls: the worker's main thread, which has the
+            # process's id (no pid namespace here).
+            self.assertEqual(reply["tid"], w.proc.pid, reply)
         return ref, cand, case
 
     def call_both(self, ref, cand, seed):

@@ -76,46 +76,7 @@ pub(crate) fn timing_trace() -> bool {
 /// in; beyond, the timing stops with the candidate's verdict.
 pub(crate) const RETIMES: u32 = 3;
 
-/// One side's measurement of one timed call.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct CallTime {
-    /// What the worker said the call took (its CUDA events or `perf_counter`).
-    pub(crate) claimed_ms: f64,
-    /// The window as the harness measured it: from the thaw to the freeze asked for on the
-    /// answer (and the wait for a quiet GPU, when it was busy).
-    pub(crate) wall_ms: f64,
-}
-
-/// What a complete timing measured. Raw: `judge::timing` makes the summary and verdicts.
-#[derive(Clone)]
-pub(crate) struct RawGated {
-    pub(crate) reference_clock: String,
-    pub(crate) candidate_clock: String,
-    /// Timed calls (warm-up calls left out), in order.
-    pub(crate) reference: Vec<CallTime>,
-    pub(crate) candidate: Vec<CallTime>,
-    /// Untimed calls opening each timed call's window.
-    pub(crate) opening: u32,
-    /// How the workers were frozen: `cgroup` or `signals`.
-    pub(crate) freeze: &'static str,
-    /// Reference calls timed again because the GPU was busy in or before their window.
-    pub(crate) retimed: u32,
-    /// Candidate windows that closed only once its GPU work had drained after the answer.
-    pub(crate) candidate_busy: u32,
-    /// Seconds the reference spent drawing inputs.
-    pub(crate) staging_s: f64,
-}
-
-impl RawGated {
-    /// `later`'s calls after these: timings of one candidate pooled (same case, new values).
-    pub(crate) fn extend(&mut self, later: RawGated) {
-        self.reference.extend(later.reference);
-        self.candidate.extend(later.candidate);
-        self.retimed += later.retimed;
-        self.candidate_busy += later.candidate_busy;
-        self.staging_s += later.staging_s;
-    }
-}
+pub(crate) use super::timed_calls::{CallTime, RawGated};
 
 /// How a timing ended.
 pub(crate) enum GatedRun {
@@ -207,6 +168,7 @@ pub(crate) fn time_gated(
         spent: Spent::default(),
         candidate_unprobed: true,
         warmup_skipped: 0,
+        waits: Default::default(),
     };
     let open = |side| {
         let cpu = station.timing_cpu;
@@ -222,6 +184,9 @@ pub(crate) fn time_gated(
         });
         return Ok(GatedRun::Stopped(o));
     }
+    let tid = reply.reply::<TimeOpened>().tid;
+    run.waits
+        .find(Side::Candidate, &candidate.freezer().handle(), tid);
     if run.probe.is_some() {
         if let Err(stop) = run
             .freeze(candidate, Side::Candidate)
@@ -239,11 +204,17 @@ pub(crate) fn time_gated(
     };
     // The reference's placement probe ran its case's call: those calls stand for all but one
     // of the phase's warm-up calls (one still warms the windows' own path), on both sides.
-    let probe_calls = match reference.request(open(Side::Reference), settings.timeout) {
-        Ok(r) if r.kind() == "time_opened" => r.reply::<TimeOpened>().calls.unwrap_or(0),
+    let opened_ref = match reference.request(open(Side::Reference), settings.timeout) {
+        Ok(r) if r.kind() == "time_opened" => r.reply::<TimeOpened>(),
         Ok(r) => return reference_failed(error_text(&r)),
         Err(f) => return reference_failed(f.to_string()),
     };
+    let probe_calls = opened_ref.calls.unwrap_or(0);
+    run.waits.find(
+        Side::Reference,
+        &reference.freezer().handle(),
+        opened_ref.tid,
+    );
     run.warmup_skipped =
         (settings.config.warmup.saturating_sub(1) as u64).min(probe_calls) as usize;
     let case = GatedCase {
@@ -317,6 +288,8 @@ struct Run<'a> {
     candidate_unprobed: bool,
     /// Warm-up calls the placement probe stood for.
     warmup_skipped: usize,
+    /// Each side's timing thread, whose waits for a CPU each window records.
+    waits: super::host_wait::HostWait,
 }
 
 /// Where a timing's seconds went outside the timed calls themselves, printed with
@@ -618,6 +591,8 @@ impl Run<'_> {
         if !stays_thawed {
             self.thaw(worker, side)?;
         }
+        // Read outside the window, the worker idle: a few microseconds of files.
+        let waited = self.waits.read(side);
         let t0 = Instant::now();
         if gpu {
             stage(self)?;
@@ -639,9 +614,11 @@ impl Run<'_> {
         let t_freeze = Instant::now();
         self.freeze(worker, side)?;
         self.spent.freeze += t_freeze.elapsed();
+        // The frozen worker waits for nothing more; the harness's thread only for the freeze.
+        let wait_ms = self.waits.since(side, waited);
         if timing_trace() {
             eprintln!(
-                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?}",
+                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?} waited {wait_ms:.3} ms",
                 t_staged,
                 t_thawed,
                 wall,
@@ -680,6 +657,7 @@ impl Run<'_> {
         let t = CallTime {
             claimed_ms: 0.0,
             wall_ms: wall.as_secs_f64() * 1e3,
+            wait_ms,
         };
         Ok((reply, t, disturbed))
     }

@@ -9,6 +9,7 @@ mod ctx;
 pub(crate) mod device_case;
 pub(crate) mod exchange;
 pub(crate) mod gated;
+mod host_wait;
 mod kept_cases;
 pub(crate) mod mode_check;
 pub(crate) mod phase_memory;
@@ -18,6 +19,7 @@ pub(crate) mod ref_case;
 pub(crate) mod ref_failure;
 pub(crate) mod reference;
 mod station;
+mod timed_calls;
 
 pub(crate) use ctx::Ctx;
 pub(crate) use station::Station;

@@ -104,8 +104,9 @@ reply!(
 );
 
 reply!(
-    /// `time_opened`: `calls` the placement probe ran on the worker's case (0 without one).
-    TimeOpened { calls: u64 }
+    /// `time_opened`: `calls` the placement probe ran on the worker's case (0 without one),
+    /// and `tid`, the thread that runs the timed calls as the worker's namespace numbers it.
+    TimeOpened { calls: u64, tid: u64 }
 );
 
 reply!(

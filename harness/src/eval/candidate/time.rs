@@ -303,8 +303,13 @@ impl<'a> Evaluation<'a, '_> {
                     } else {
                         "were not supported"
                     };
+                    let margin = if h.waits_explain_excess {
+                        "beyond a forged clock's margin, within it once the windows' waits for a CPU are taken out"
+                    } else {
+                        "a forged clock's margin not reached"
+                    };
                     self.notes.push(format!(
-                        "timed by the harness's clock (speedup {:.3}x): the candidate's claimed times {why} (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; a forged clock's margin not reached)",
+                        "timed by the harness's clock (speedup {:.3}x): the candidate's claimed times {why} (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; {margin})",
                         t.speedup, h.excess_ms, h.excess_low_ms, h.allowed_ms
                     ));
                 }
@@ -407,6 +412,7 @@ mod tests {
                     .map(|i| CallTime {
                         claimed_ms: claim,
                         wall_ms: 1.7 + 0.01 * (i % 3) as f64,
+                        wait_ms: f64::NAN,
                     })
                     .collect()
             };
