@@ -389,19 +389,19 @@ pub struct HarnessClock {
     /// positive. Empty otherwise, and in records written before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidate_claimed_ms: Vec<f64>,
-    /// How long, in each timed call's window, the harness's thread and the side's timing
-    /// thread waited for a CPU (runnable, not running), milliseconds, in call order. Empty
+    /// How long, in each timed call's window, the side's timing thread in its worker and the
+    /// harness's thread that drove the window waited for a CPU (runnable, not running),
+    /// milliseconds, in call order. Evidence of a busy host; no verdict reads them. Empty
     /// where the host's scheduler statistics could not be read for every window, and in
     /// records written before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reference_wait_ms: Vec<f64>,
+    pub reference_worker_wait_ms: Vec<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidate_wait_ms: Vec<f64>,
-    /// The claims were not supported beyond a forged clock's margin, but with each window's
-    /// waits for a CPU taken out of both sides they were within it: the kernel is timed by
-    /// the harness's clock (advisory `timed-by-harness-clock`) instead of failed.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub waits_explain_excess: bool,
+    pub candidate_worker_wait_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_harness_wait_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_harness_wait_ms: Vec<f64>,
 }
 
 /// Software and hardware the evaluation ran on.

@@ -147,43 +147,21 @@ pub(crate) fn check(raw: &RawGated, device: Device) -> HarnessClock {
         reference_retimed: raw.retimed,
         candidate_busy: raw.candidate_busy,
         candidate_claimed_ms: Vec::new(),
-        reference_wait_ms: waits(&raw.reference),
-        candidate_wait_ms: waits(&raw.candidate),
-        waits_explain_excess: false,
+        reference_worker_wait_ms: waits(&raw.reference, |c| c.worker_wait_ms),
+        candidate_worker_wait_ms: waits(&raw.candidate, |c| c.worker_wait_ms),
+        reference_harness_wait_ms: waits(&raw.reference, |c| c.harness_wait_ms),
+        candidate_harness_wait_ms: waits(&raw.candidate, |c| c.harness_wait_ms),
     }
 }
 
-/// Each window's wait for a CPU, where every one of them was read.
-fn waits(calls: &[CallTime]) -> Vec<f64> {
-    if calls.iter().all(|c| c.wait_ms.is_finite()) {
-        calls.iter().map(|c| c.wait_ms).collect()
+/// Each window's wait for a CPU (`wait` reads one), where every one of them was read.
+fn waits(calls: &[CallTime], wait: impl Fn(&CallTime) -> f64) -> Vec<f64> {
+    let v: Vec<f64> = calls.iter().map(wait).collect();
+    if v.iter().all(|w| w.is_finite()) {
+        v
     } else {
         Vec::new()
     }
-}
-
-/// Whether claims that would fail the kernel (unsupported beyond a forged clock's margin,
-/// see [`harness_timed`]) are within that margin once each window's wait for a CPU is taken
-/// out of it, on both sides (`measure::host_wait`: the harness's thread and the worker's,
-/// runnable but not running). Then the host's scheduler, not the candidate's clock, made the
-/// excess, and the kernel is timed by the harness's clock instead of failed.
-///
-/// This only ever turns a failure into the harness's clock, whose times include every wait:
-/// a candidate that makes its own thread wait (a rival thread on its core) gains no speed by
-/// it, and escapes the flag only for claims its windows hold anyway. GPU only: on the CPU a
-/// call's own threads wait for the cores as part of its work, and the CPU's floors already
-/// absorb a loaded host.
-pub(crate) fn waits_explain(raw: &RawGated, median_claim_ms: f64, device: Device) -> bool {
-    let Device::Cuda(_) = device else {
-        return false;
-    };
-    let known = |c: &CallTime| c.wait_ms.is_finite();
-    if raw.reference.is_empty() || !raw.reference.iter().chain(&raw.candidate).all(known) {
-        return false;
-    }
-    let (_, low, _) = excess_interval(raw, |c| c.wall_ms - c.claimed_ms - c.wait_ms);
-    let forged = (forged_fraction(device) * median_claim_ms).max(2.0 * floor_ms(device));
-    low.is_finite() && low <= forged
 }
 
 /// Each candidate call's time as the harness's clock supports it: its claim plus its excess
@@ -254,12 +232,14 @@ pub(super) mod tests {
                 let r = CallTime {
                     claimed_ms: call_ms,
                     wall_ms: call_ms + fixed_ms + noise_ms * jitter(i),
-                    wait_ms: f64::NAN,
+                    harness_wait_ms: f64::NAN,
+                    worker_wait_ms: f64::NAN,
                 };
                 let c = CallTime {
                     claimed_ms: call_ms * forged,
                     wall_ms: call_ms + fixed_ms + noise_ms * jitter(i + 500),
-                    wait_ms: f64::NAN,
+                    harness_wait_ms: f64::NAN,
+                    worker_wait_ms: f64::NAN,
                 };
                 (r, c)
             })
@@ -310,12 +290,14 @@ pub(super) mod tests {
                     let r = CallTime {
                         claimed_ms: 6.0,
                         wall_ms: 6.0 + 1.0 + r_extra + 0.02 * jitter(i),
-                        wait_ms: f64::NAN,
+                        harness_wait_ms: f64::NAN,
+                        worker_wait_ms: f64::NAN,
                     };
                     let c = CallTime {
                         claimed_ms: 6.0 * forged,
                         wall_ms: 6.0 + 1.0 + c_extra + 0.02 * jitter(i + 500),
-                        wait_ms: f64::NAN,
+                        harness_wait_ms: f64::NAN,
+                        worker_wait_ms: f64::NAN,
                     };
                     (r, c)
                 })

@@ -610,15 +610,17 @@ impl Run<'_> {
         // (sleeping ones must be woken to stop, more of them in a sandbox) is the kernel's
         // time, not the worker's. The next window opens only once the freeze is confirmed.
         let mut wall = t0.elapsed();
+        // The harness's own statistics, a few microseconds before the freeze is asked for:
+        // after it, its spin confirming the freeze would count. The worker's after the freeze.
+        let harness_wait_ms = super::host_wait::HostWait::harness_since(waited);
         self.spent.windows += wall;
         let t_freeze = Instant::now();
         self.freeze(worker, side)?;
         self.spent.freeze += t_freeze.elapsed();
-        // The frozen worker waits for nothing more; the harness's thread only for the freeze.
-        let wait_ms = self.waits.since(side, waited);
+        let worker_wait_ms = self.waits.worker_since(side, waited);
         if timing_trace() {
             eprintln!(
-                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?} waited {wait_ms:.3} ms",
+                "gated {side:?} call {call}: staged {:?} thawed {:?} answered {:?} frozen {:?} waited {harness_wait_ms:.3} + {worker_wait_ms:.3} ms",
                 t_staged,
                 t_thawed,
                 wall,
@@ -657,7 +659,8 @@ impl Run<'_> {
         let t = CallTime {
             claimed_ms: 0.0,
             wall_ms: wall.as_secs_f64() * 1e3,
-            wait_ms,
+            harness_wait_ms,
+            worker_wait_ms,
         };
         Ok((reply, t, disturbed))
     }

@@ -3,13 +3,16 @@
 //! kernel counts it per thread (`/proc/<pid>/task/<tid>/schedstat`, its second field, in
 //! nanoseconds; kept where the kernel has scheduler statistics, as distributions' kernels do).
 //!
-//! A window lengthened by waits of either thread holds time neither side's code spent: on an
-//! H100 host whose cores were busy with builds, an honest kernel's windows held a 1-3 ms stall
-//! in most pairs and it was failed as `time-claim-unsupported` (see `judge::clock`, which
-//! reads these waits). The worker names its thread in `time_opened` as its own pid namespace
-//! numbers it; the harness finds that thread among the worker's own processes only (its
-//! cgroup, or its process tree), so a candidate that names another thread can point only at
-//! one of its own. What a candidate's waits can do is bounded in `judge::clock`.
+//! Evidence, not a verdict. On an H100 host whose cores were busy with builds, an honest
+//! kernel's windows held a 1-3 ms stall in most pairs and it was failed as
+//! `time-claim-unsupported`; the record's waits tell whether such stalls are waits for a core,
+//! and whose. They never excuse an excess: a candidate can make its own thread wait while its
+//! GPU works (a rival thread on its core), which lengthens no window, so an excess "explained"
+//! by its waits would let any forged clock escape its flag.
+//!
+//! The worker names its thread in `time_opened` as its own pid namespace numbers it; the
+//! harness finds that thread among the worker's own processes only (its cgroup, or its
+//! process tree), so a candidate that names another thread can point only at one of its own.
 
 use std::path::{Path, PathBuf};
 
@@ -51,15 +54,23 @@ impl HostWait {
         }
     }
 
-    /// Milliseconds both threads waited since `before`; NaN when either cannot be read.
-    pub(crate) fn since(&self, side: Side, before: Waited) -> f64 {
-        let now = self.read(side);
-        match (before.harness, now.harness, before.worker, now.worker) {
-            (Some(h0), Some(h1), Some(w0), Some(w1)) => {
-                (h1.saturating_sub(h0) + w1.saturating_sub(w0)) as f64 / 1e6
-            }
-            _ => f64::NAN,
-        }
+    /// Milliseconds the harness's calling thread waited since `before`; NaN when unread.
+    pub(crate) fn harness_since(before: Waited) -> f64 {
+        let now = run_delay_ns(Path::new("/proc/thread-self/schedstat"));
+        ms_between(before.harness, now)
+    }
+
+    /// Milliseconds `side`'s timing thread waited since `before`; NaN when unread.
+    pub(crate) fn worker_since(&self, side: Side, before: Waited) -> f64 {
+        let now = self.threads[slot(side)].as_deref().and_then(run_delay_ns);
+        ms_between(before.worker, now)
+    }
+}
+
+fn ms_between(before: Option<u64>, now: Option<u64>) -> f64 {
+    match (before, now) {
+        (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e6,
+        _ => f64::NAN,
     }
 }
 
@@ -146,7 +157,9 @@ mod tests {
         );
         let before = waits.read(Side::Candidate);
         std::thread::sleep(std::time::Duration::from_millis(300));
-        let waited = waits.since(Side::Candidate, before);
+        let waited = waits.worker_since(Side::Candidate, before);
+        // This thread slept: it waited for no CPU, or hardly.
+        assert!(HostWait::harness_since(before) < 30.0);
         // About half of 300 ms (the rival's share), less any other load's; far above zero.
         assert!(waited > 30.0, "{waited} ms");
         // A thread not among the worker's processes is not found.
@@ -157,7 +170,7 @@ mod tests {
         );
         assert!(waits.threads[0].is_none());
         assert!(waits
-            .since(Side::Reference, waits.read(Side::Reference))
+            .worker_since(Side::Reference, waits.read(Side::Reference))
             .is_nan());
         for c in [&mut a, &mut b] {
             let _ = c.kill();

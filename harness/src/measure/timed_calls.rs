@@ -8,9 +8,11 @@ pub(crate) struct CallTime {
     /// The window as the harness measured it: from the thaw to the freeze asked for on the
     /// answer (and the wait for a quiet GPU, when it was busy).
     pub(crate) wall_ms: f64,
-    /// How long the harness's thread and the worker's timing thread waited for a CPU from
-    /// just before the window to the freeze after it (`super::host_wait`); NaN where unread.
-    pub(crate) wait_ms: f64,
+    /// How long the harness's thread waited for a CPU in the window, and the worker's timing
+    /// thread from just before the window to the freeze after it (`super::host_wait`), in
+    /// milliseconds; NaN where unread. Evidence only: no verdict reads them.
+    pub(crate) harness_wait_ms: f64,
+    pub(crate) worker_wait_ms: f64,
 }
 
 /// What a complete timing measured. Raw: `judge::timing` makes the summary and verdicts.

@@ -12,14 +12,17 @@
 //!
 //! One registry for the whole process: every executor's builds share the host's cores, so a
 //! pause holds them all. Pauses nest (two executors confirming at once); the builds run again
-//! when the last one ends. A build job that starts during a pause is frozen as it registers.
+//! when the last one ends, and never stay frozen long ([`PAUSE_MAX`]). A build job that starts
+//! during a pause is frozen once its worker is up (its Python start and torch's import run).
 //! A frozen build keeps its compiler's state and goes on where it stopped; a pause costs the
-//! builds its length, a few seconds a confirmed candidate. The precompiled-header helper
+//! builds its length, and whatever waits on a frozen build (another executor's candidate
+//! whose build it is) waits as long. Freezing a build may take up to [`FREEZE_LIMIT`] each,
+//! with the registry held: a build job that keeps forking delays a pause by that much. The precompiled-header helper
 //! (`super::pch`) is registered too: it compiles beside the first builds.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::freeze::FreezeHandle;
 
@@ -30,12 +33,15 @@ const FREEZE_LIMIT: Duration = Duration::from_millis(200);
 struct Registry {
     next: u64,
     pauses: usize,
+    /// Since when the builds have been frozen without a break, while they are.
+    frozen_since: Option<Instant>,
     builds: Vec<(u64, FreezeHandle)>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     next: 0,
     pauses: 0,
+    frozen_since: None,
     builds: Vec::new(),
 });
 
@@ -75,7 +81,9 @@ impl Drop for Registered {
 }
 
 /// The longest one pause holds the builds: a candidate whose timings again are slow (or made
-/// slow on purpose) must not starve every other kernel's build.
+/// slow on purpose) must not starve every other kernel's build. Nor may pauses that overlap,
+/// one executor's after another's: a pause asked for when the builds have been frozen this
+/// long already holds nothing, so they are never frozen for more than twice this at a stretch.
 pub(crate) const PAUSE_MAX: Duration = Duration::from_secs(30);
 
 /// Every registered build frozen until the guard drops or [`PAUSE_MAX`] has passed (and no
@@ -84,7 +92,16 @@ pub(crate) const PAUSE_MAX: Duration = Duration::from_secs(30);
 pub(crate) struct Paused {
     /// Build jobs running when the pause began.
     pub(crate) builds: usize,
+    /// Whether this pause holds the builds (see [`PAUSE_MAX`]).
+    pub(crate) held: bool,
     ended: Arc<AtomicBool>,
+}
+
+impl Paused {
+    /// Whether the pause ran out of time before its guard dropped: the builds ran again.
+    pub(crate) fn ran_out(&self) -> bool {
+        self.held && self.ended.load(Ordering::SeqCst)
+    }
 }
 
 /// Freezes every build job of this process (already frozen if another pause holds).
@@ -93,25 +110,37 @@ pub(crate) fn pause() -> Paused {
 }
 
 fn pause_for(longest: Duration) -> Paused {
-    let builds = {
+    let (builds, held) = {
         let mut r = registry();
-        r.pauses += 1;
-        if r.pauses == 1 {
-            for (_, handle) in &r.builds {
-                let _ = handle.freeze(FREEZE_LIMIT);
+        let builds = r.builds.len();
+        if r.frozen_since.is_some_and(|t| t.elapsed() >= PAUSE_MAX) {
+            (builds, false)
+        } else {
+            r.pauses += 1;
+            if r.pauses == 1 {
+                r.frozen_since = Some(Instant::now());
+                for (_, handle) in &r.builds {
+                    let _ = handle.freeze(FREEZE_LIMIT);
+                }
             }
+            (builds, true)
         }
-        r.builds.len()
     };
-    let ended = Arc::new(AtomicBool::new(false));
-    let watch = Arc::clone(&ended);
-    // A thread rather than a check at the next timing: the pause must end even while the
-    // candidate's call holds the thread that took it.
-    std::thread::spawn(move || {
-        std::thread::sleep(longest);
-        end(&watch);
-    });
-    Paused { builds, ended }
+    let ended = Arc::new(AtomicBool::new(!held));
+    if held {
+        let watch = Arc::clone(&ended);
+        // A thread rather than a check at the next timing: the pause must end even while the
+        // candidate's call holds the thread that took it.
+        std::thread::spawn(move || {
+            std::thread::sleep(longest);
+            end(&watch);
+        });
+    }
+    Paused {
+        builds,
+        held,
+        ended,
+    }
 }
 
 /// Ends a pause once, whichever comes first: its guard's drop or its time.
@@ -122,6 +151,7 @@ fn end(ended: &AtomicBool) {
     let mut r = registry();
     r.pauses = r.pauses.saturating_sub(1);
     if r.pauses == 0 {
+        r.frozen_since = None;
         for (_, handle) in &r.builds {
             let _ = handle.thaw();
         }
@@ -205,10 +235,23 @@ mod tests {
         // A pause past its time lets the builds go, guard or not.
         let reg_a = register(FreezeHandle::Tree(pa));
         let long = pause_for(Duration::from_millis(300));
+        assert!(long.held && !long.ran_out());
         assert!(stopped(pa));
         std::thread::sleep(Duration::from_millis(600));
         assert_ne!(state(pa), "T", "a pause outlasted its time");
+        assert!(long.ran_out());
         drop(long);
+        // Frozen for PAUSE_MAX already (as if pauses had overlapped that long): a new pause
+        // holds nothing, and the builds run again when the ones before end.
+        let first = pause();
+        registry().frozen_since = Some(Instant::now() - PAUSE_MAX);
+        let chained = pause();
+        assert!(!chained.held && !chained.ran_out());
+        drop(first);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_ne!(state(pa), "T", "a chained pause held the builds");
+        drop(chained);
+        assert!(registry().frozen_since.is_none());
         drop(reg_a);
         for c in [&mut a, &mut b] {
             let _ = c.kill();

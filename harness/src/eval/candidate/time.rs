@@ -159,10 +159,11 @@ impl<'a> Evaluation<'a, '_> {
             if let Ok(result) = &result {
                 if let Some(note) = clock_retime_note(result, timing + 1) {
                     let paused = quiet.get_or_insert_with(crate::worker::host_builds::pause);
-                    self.notes.push(format!(
-                        "{note}; the host's builds paused ({} running)",
-                        paused.builds
-                    ));
+                    self.notes.push(if paused.held {
+                        format!("{note}; the host's builds paused ({} running)", paused.builds)
+                    } else {
+                        format!("{note}; the host's builds not paused (frozen for other timings long enough already)")
+                    });
                     timing += 1;
                     seeds = self.timed_input_seeds(tc, timing);
                     // A timing after the first runs every call: it is judged pooled with
@@ -173,6 +174,12 @@ impl<'a> Evaluation<'a, '_> {
             }
             break result;
         };
+        if quiet.as_ref().is_some_and(|p| p.ran_out()) {
+            self.notes.push(format!(
+                "the host's builds ran again after {} s, before the timings again ended",
+                crate::worker::host_builds::PAUSE_MAX.as_secs()
+            ));
+        }
         drop(quiet);
         self.notes.extend(judge.check.absolute_arm_note());
         result
@@ -303,13 +310,8 @@ impl<'a> Evaluation<'a, '_> {
                     } else {
                         "were not supported"
                     };
-                    let margin = if h.waits_explain_excess {
-                        "beyond a forged clock's margin, within it once the windows' waits for a CPU are taken out"
-                    } else {
-                        "a forged clock's margin not reached"
-                    };
                     self.notes.push(format!(
-                        "timed by the harness's clock (speedup {:.3}x): the candidate's claimed times {why} (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; {margin})",
+                        "timed by the harness's clock (speedup {:.3}x): the candidate's claimed times {why} (median excess {:.4} ms, 99% interval from {:.4} ms, {:.4} ms allowed; a forged clock's margin not reached)",
                         t.speedup, h.excess_ms, h.excess_low_ms, h.allowed_ms
                     ));
                 }
@@ -412,7 +414,8 @@ mod tests {
                     .map(|i| CallTime {
                         claimed_ms: claim,
                         wall_ms: 1.7 + 0.01 * (i % 3) as f64,
-                        wait_ms: f64::NAN,
+                        harness_wait_ms: f64::NAN,
+                        worker_wait_ms: f64::NAN,
                     })
                     .collect()
             };
