@@ -35,6 +35,8 @@ struct Registry {
     pauses: usize,
     /// Since when the builds have been frozen without a break, while they are.
     frozen_since: Option<Instant>,
+    /// After a stretch frozen, until when no new one starts: as long again as it lasted.
+    cool_until: Option<Instant>,
     builds: Vec<(u64, FreezeHandle)>,
 }
 
@@ -42,6 +44,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     next: 0,
     pauses: 0,
     frozen_since: None,
+    cool_until: None,
     builds: Vec::new(),
 });
 
@@ -84,6 +87,9 @@ impl Drop for Registered {
 /// slow on purpose) must not starve every other kernel's build. Nor may pauses that overlap,
 /// one executor's after another's: a pause asked for when the builds have been frozen this
 /// long already holds nothing, so they are never frozen for more than twice this at a stretch.
+/// Nor a stream of forged clocks on several GPUs, each retimed in turn: after a stretch frozen
+/// the builds run at least as long again before the next one (a pause asked for meanwhile
+/// holds nothing), so they run at least half of the time.
 pub(crate) const PAUSE_MAX: Duration = Duration::from_secs(30);
 
 /// Every registered build frozen until the guard drops or [`PAUSE_MAX`] has passed (and no
@@ -113,12 +119,15 @@ fn pause_for(longest: Duration) -> Paused {
     let (builds, held) = {
         let mut r = registry();
         let builds = r.builds.len();
-        if r.frozen_since.is_some_and(|t| t.elapsed() >= PAUSE_MAX) {
+        let now = Instant::now();
+        let long_frozen = r.frozen_since.is_some_and(|t| now - t >= PAUSE_MAX);
+        let cooling = r.pauses == 0 && r.cool_until.is_some_and(|t| now < t);
+        if long_frozen || cooling {
             (builds, false)
         } else {
             r.pauses += 1;
             if r.pauses == 1 {
-                r.frozen_since = Some(Instant::now());
+                r.frozen_since = Some(now);
                 for (_, handle) in &r.builds {
                     let _ = handle.freeze(FREEZE_LIMIT);
                 }
@@ -151,7 +160,8 @@ fn end(ended: &AtomicBool) {
     let mut r = registry();
     r.pauses = r.pauses.saturating_sub(1);
     if r.pauses == 0 {
-        r.frozen_since = None;
+        let now = Instant::now();
+        r.cool_until = r.frozen_since.take().map(|t| now + (now - t));
         for (_, handle) in &r.builds {
             let _ = handle.thaw();
         }
@@ -232,15 +242,30 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert_ne!(state(pa), "T");
         drop(later);
-        // A pause past its time lets the builds go, guard or not.
+        // After a stretch frozen the builds run as long again: a pause meanwhile holds nothing.
         let reg_a = register(FreezeHandle::Tree(pa));
-        let long = pause_for(Duration::from_millis(300));
+        registry().cool_until = Some(Instant::now() + Duration::from_millis(300));
+        let cooling = pause();
+        assert!(!cooling.held);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_ne!(state(pa), "T", "a pause while cooling held the builds");
+        drop(cooling);
+        std::thread::sleep(Duration::from_millis(300));
+        // A pause past its time lets the builds go, guard or not, and the builds then run
+        // as long as it held them.
+        let long = pause_for(Duration::from_millis(1000));
         assert!(long.held && !long.ran_out());
         assert!(stopped(pa));
-        std::thread::sleep(Duration::from_millis(600));
+        std::thread::sleep(Duration::from_millis(1500));
         assert_ne!(state(pa), "T", "a pause outlasted its time");
         assert!(long.ran_out());
         drop(long);
+        let cool = registry().cool_until.expect("a cool-off after the stretch");
+        assert!(
+            cool > Instant::now() - Duration::from_millis(300),
+            "{cool:?}"
+        );
+        registry().cool_until = None;
         // Frozen for PAUSE_MAX already (as if pauses had overlapped that long): a new pause
         // holds nothing, and the builds run again when the ones before end.
         let first = pause();
@@ -252,6 +277,7 @@ mod tests {
         assert_ne!(state(pa), "T", "a chained pause held the builds");
         drop(chained);
         assert!(registry().frozen_since.is_none());
+        registry().cool_until = None;
         drop(reg_a);
         for c in [&mut a, &mut b] {
             let _ = c.kill();

@@ -162,7 +162,7 @@ impl<'a> Evaluation<'a, '_> {
                     self.notes.push(if paused.held {
                         format!("{note}; the host's builds paused ({} running)", paused.builds)
                     } else {
-                        format!("{note}; the host's builds not paused (frozen for other timings long enough already)")
+                        format!("{note}; the host's builds not paused (frozen for other timings long enough lately)")
                     });
                     timing += 1;
                     seeds = self.timed_input_seeds(tc, timing);
