@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use super::exchange::Side;
-use crate::worker::freeze::{tree, FreezeHandle};
+use crate::worker::freeze::FreezeHandle;
 
 /// Where each side's timing thread's statistics are read, once found.
 #[derive(Default)]
@@ -49,15 +49,14 @@ impl HostWait {
     /// The waits so far of the harness's calling thread and `side`'s timing thread.
     pub(crate) fn read(&self, side: Side) -> Waited {
         Waited {
-            harness: run_delay_ns(Path::new("/proc/thread-self/schedstat")),
+            harness: own_run_delay_ns(),
             worker: self.threads[slot(side)].as_deref().and_then(run_delay_ns),
         }
     }
 
     /// Milliseconds the harness's calling thread waited since `before`; NaN when unread.
     pub(crate) fn harness_since(before: Waited) -> f64 {
-        let now = run_delay_ns(Path::new("/proc/thread-self/schedstat"));
-        ms_between(before.harness, now)
+        ms_between(before.harness, own_run_delay_ns())
     }
 
     /// Milliseconds `side`'s timing thread waited since `before`; NaN when unread.
@@ -74,6 +73,11 @@ fn ms_between(before: Option<u64>, now: Option<u64>) -> f64 {
     }
 }
 
+/// The calling thread's run delay ([`run_delay_ns`]).
+fn own_run_delay_ns() -> Option<u64> {
+    run_delay_ns(Path::new("/proc/thread-self/schedstat"))
+}
+
 /// The second field of a `schedstat` file: time spent runnable on a run queue, nanoseconds.
 fn run_delay_ns(path: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -83,15 +87,7 @@ fn run_delay_ns(path: &Path) -> Option<u64> {
 /// The `schedstat` of the thread whose innermost pid namespace numbers it `tid`, among the
 /// processes of `handle`.
 fn host_thread(handle: &FreezeHandle, tid: u64) -> Option<PathBuf> {
-    let pids: Vec<i32> = match handle {
-        FreezeHandle::Group(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
-            .ok()?
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect(),
-        FreezeHandle::Tree(root) => tree(*root),
-    };
-    pids.into_iter().find_map(|pid| {
+    handle.processes().into_iter().find_map(|pid| {
         let task = PathBuf::from(format!("/proc/{pid}/task"));
         std::fs::read_dir(&task).ok()?.flatten().find_map(|t| {
             let status = std::fs::read_to_string(t.path().join("status")).ok()?;

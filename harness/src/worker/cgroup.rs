@@ -307,9 +307,7 @@ impl WorkerGroup {
 
     /// Whether process `pid` is in this group.
     pub(crate) fn holds(&self, pid: u32) -> bool {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|s| s.lines().any(|l| l.trim() == pid.to_string()))
-            .unwrap_or(false)
+        i32::try_from(pid).is_ok_and(|pid| group_processes(&self.dir).contains(&pid))
     }
 
     /// Freezes every process of the group and waits until the kernel reports them all
@@ -333,13 +331,11 @@ impl WorkerGroup {
     /// listed process gets SIGKILL).
     pub(crate) fn kill(&self) {
         if std::fs::write(self.dir.join("cgroup.kill"), "1").is_err() {
-            if let Ok(s) = std::fs::read_to_string(self.dir.join("cgroup.procs")) {
-                for pid in s.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
+            for pid in group_processes(&self.dir) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         }
         // A frozen group's processes die only once thawed.
@@ -375,6 +371,13 @@ pub(crate) fn freeze_group(dir: &Path, limit: Duration) -> Result<Duration, Stri
             std::thread::yield_now();
         }
     }
+}
+
+/// The processes of the group in `dir` (`cgroup.procs`); none when it cannot be read.
+pub(crate) fn group_processes(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// Lets the processes of the group in `dir` run again.

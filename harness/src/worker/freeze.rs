@@ -85,6 +85,14 @@ impl FreezeHandle {
         }
     }
 
+    /// The worker's processes: its group's, or its tree's.
+    pub(crate) fn processes(&self) -> Vec<i32> {
+        match self {
+            FreezeHandle::Group(dir) => super::cgroup::group_processes(dir),
+            FreezeHandle::Tree(root) => tree(*root),
+        }
+    }
+
     pub(crate) fn thaw(&self) -> Result<(), String> {
         match self {
             FreezeHandle::Group(dir) => super::cgroup::thaw_group(dir),
