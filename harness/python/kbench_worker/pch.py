@@ -101,6 +101,25 @@ def signature(kind):
     }
 
 
+def _torch_header_mtime_ns():
+    """The date of torch's `torch/extension.h` where torch's package keeps it
+    (`torch/include/`, the first include folder torch's builder gives), read without importing
+    torch; None where it is not there."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        roots = list(spec.submodule_search_locations or []) if spec else []
+    except (ImportError, ValueError):
+        roots = []
+    for root in roots:
+        try:
+            return os.stat(os.path.join(root, "include", HEADER)).st_mtime_ns
+        except OSError:
+            continue
+    return None
+
+
 def _write_json(path, value):
     write_whole(path, json.dumps(value, indent=1))
 
@@ -154,6 +173,15 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     except BlockingIOError:
         print("kbench pch: another process is making these headers", file=log)
         return 0
+    if cxx_header.enabled():
+        # The light header itself before `signature` imports torch (seconds on a host busy
+        # with builds): builds that start meanwhile compile against it, without its
+        # precompiled forms, rather than against torch's header and stay marked `full` for
+        # every later load. Its text is fixed; its date is torch's header's, found without
+        # importing torch (and written again below from the signature, changing nothing).
+        light = os.path.join(out_dir, cxx_header.LIGHT)
+        os.makedirs(os.path.join(light, "torch"), exist_ok=True)
+        _write_header(light, cxx_header.HEADER, _torch_header_mtime_ns())
     try:
         sig = signature(kind)
     except Exception as exc:  # noqa: BLE001 (e.g. `cuda` without a CUDA toolkit: no headers)

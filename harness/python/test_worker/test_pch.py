@@ -131,6 +131,29 @@ class HelperTests(unittest.TestCase):
             pch.build(other, "cpu", jobs=1, log=io.StringIO())
         self.assertFalse(os.path.exists(os.path.join(other, cxx_header.LIGHT)))
 
+    def test_the_light_cxx_header_is_in_place_before_torch_is_imported(self):
+        # Builds that start while the helper imports torch (seconds on a busy host) find the
+        # light header already, dated as torch's own.
+        from kbench_worker import cxx_header
+
+        cxx = self.compiler(FAKE_GCC.format(tag="a", calls=self.calls))
+        header = os.path.join(self.out, cxx_header.LIGHT, "torch", "extension.h")
+        seen = []
+        real = pch.signature
+
+        def signature(kind):
+            seen.append(os.path.isfile(header) and os.stat(header).st_mtime_ns)
+            return real(kind)
+
+        with mock.patch.dict(os.environ, {cxx_header.ENV: "light"}), \
+                mock.patch.object(pch, "signature", signature):
+            made, log = self.build(cxx, jobs=1)
+        self.assertEqual(made, len(pch.VARIANTS), log)
+        with open(os.path.join(self.out, "signature.json")) as f:
+            sig = json.load(f)
+        self.assertEqual(seen, [sig["header_mtime_ns"]])
+        self.assertEqual(pch._torch_header_mtime_ns(), sig["header_mtime_ns"])
+
     def test_headers_of_another_compiler_leave_before_new_ones_are_made(self):
         made, log = self.build(self.compiler(FAKE_GCC.format(tag="old", calls=self.calls), "old-c++"))
         self.assertEqual(made, len(pch.VARIANTS), log)
