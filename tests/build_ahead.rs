@@ -75,8 +75,8 @@ fn builds_ahead_overlap_whatever_the_pattern_and_change_no_verdict() {
     let _g = common::alone();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
-    // One build job more than CI's cores: its first wave runs two builds at once (with two
-    // jobs it runs one until the first build is done) beside the evaluation.
+    // One build job more than CI's cores: three builds at once, the first of them at the
+    // highest of the builds' priorities, beside the evaluation.
     let (ahead, ahead_wall, builds) = run(dir.path(), "ahead", "3");
     let (in_place, in_place_wall, none) = run(dir.path(), "in-place", "0");
     assert!(none.is_empty(), "build jobs with the pool off: {none:?}");

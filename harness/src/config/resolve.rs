@@ -106,8 +106,7 @@ pub(crate) const BUILD_JOB_BYTES: u64 = 4 << 30;
 /// per GPU for timing and the builds stay off those; one spare core on a one-GPU host), as
 /// many as three quarters of the memory has room for ([`BUILD_JOB_BYTES`] each; the rest is
 /// for the reference cases kbench keeps, a quarter by default, and the workers), at least
-/// one. The pool starts half of them until its first build is done
-/// (`worker::build::first_wave`).
+/// one. The builds needed first run at a higher priority (`worker::build_niceness`).
 pub(crate) fn default_build_jobs(cores: usize, mem_bytes: Option<u64>) -> usize {
     let by_memory = mem_bytes.map_or(usize::MAX, |b| {
         usize::try_from(b / 4 * 3 / BUILD_JOB_BYTES).unwrap_or(usize::MAX)

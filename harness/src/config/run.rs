@@ -417,8 +417,8 @@ impl RunConfig {
             build_jobs: a.build_jobs.unwrap_or(match device {
                 Device::Cpu => 0,
                 // A cold run is bound by how many builds the host gets through: a build per
-                // core but one, within memory (the pool opens with half, so the first builds
-                // are not slowed by a full host; see worker::build::first_wave).
+                // core but one, within memory (the builds needed first at a higher priority,
+                // so they are not slowed by a full host; see worker::build_niceness).
                 Device::Cuda(_) => super::resolve::host_build_jobs(),
             }),
             case_cache_bytes: a

@@ -20,7 +20,7 @@ use crate::worker::cgroup::CgroupTree;
 use crate::worker::pch::{Kind, Pch};
 use crate::worker::python::{self, PythonInfo};
 use crate::worker::sandbox::{self, Containment, Jail, View};
-use crate::worker::{worker_env, Gates, MemoryCap, Role, WorkerSpec, BUILD_NICENESS};
+use crate::worker::{build_niceness, worker_env, Gates, MemoryCap, Role, WorkerSpec};
 
 /// What an evaluation sets up before anything runs.
 pub(crate) struct Engine {
@@ -255,17 +255,18 @@ fn start_build_pool(
     let cache = config.cache.clone();
     let interrupt = Arc::clone(stop);
     let jail = jail.clone();
-    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob| {
+    let spec_for: Arc<crate::worker::build::SpecFor> = Arc::new(move |job: &BuildJob, ahead| {
         let mut spec = WorkerSpec {
             python: python.clone(),
             script: script.clone(),
             role: Role::Candidate,
             cwd: job.build_dir.clone(),
             // No GPU: builds need only the compiler. Niced: the evaluation's own processes
-            // (and the timed ones above all) come first on a host whose cores the builds fill.
+            // (and the timed ones above all) come first on a host whose cores the builds fill,
+            // and among the builds those needed first (`build_niceness`).
             env: {
                 let mut env = worker_env(&python, Device::Cpu, arch.as_deref(), &cache);
-                env.push(("KBENCH_NICE".into(), BUILD_NICENESS.to_string()));
+                env.push(("KBENCH_NICE".into(), build_niceness(ahead).to_string()));
                 env
             },
             log_path: Some(job.log_path.clone()),

@@ -323,10 +323,9 @@ impl Run<'_> {
             let jobs = config.build_jobs.min(to_build.len());
             let pool = engine.build_pool(config, stop, jobs);
             say(config, &format!(
-                "building {} candidate extension(s) ahead on {} process(es), {} at once until the first is built",
+                "building {} candidate extension(s) ahead on {} process(es), those needed first at a higher priority",
                 to_build.len(),
-                jobs,
-                crate::worker::build::first_wave(jobs)
+                jobs
             ));
             pool.journal_to(&self.run_dir.logs_dir().join("builds.jsonl"));
             for job in to_build {

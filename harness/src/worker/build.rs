@@ -58,77 +58,44 @@ struct Shared {
     /// Builds running now, and the pool's threads.
     running: usize,
     jobs: usize,
-    /// While the first wave lasts, when it ends at the latest; `None` once a build is done
-    /// or that time has passed ([`Shared::limit`]).
-    wave_ends: Option<Instant>,
     /// Where each finished build job is written as a line (`builds.jsonl` of the run).
     journal: Option<std::fs::File>,
 }
 
-impl Shared {
-    /// How many builds may run: the first wave's size while it lasts, then every thread's.
-    fn limit(&self) -> usize {
-        if self.wave_ends.is_some() {
-            first_wave(self.jobs)
-        } else {
-            self.jobs
-        }
-    }
-}
-
-/// The longest the first wave holds the other threads back: about one build alone on the
-/// H100 host (54 s). A first wave of builds that hang, or fail slowly, does not keep the
-/// pool at half its size for the load timeout.
-pub(crate) const FIRST_WAVE_MAX: Duration = Duration::from_secs(60);
-
-/// The first wave of a pool of `jobs` build threads: half of them, at least one.
-///
-/// Every candidate of a cold run waits for its build, so the run as a whole is bound by how
-/// many builds the host gets through, and the first verdict by how long the first build
-/// takes. On a 16-core H100 host (2026-11-27, 30 published `load_inline` kernels, cold) 8
-/// builds at once took 70 s each and the pass 293 s (first verdict after 79 s), 12 took 79 s
-/// and 235 s (88 s), 15 took 93 s and 207 s (98 s): one build alone takes 54 s. Half of the
-/// threads start, so that the first builds should finish about as fast as with 8, and from
-/// the first build done on every thread builds, so that the rest of the pass should go at
-/// the rate of 15 (a projection from those three runs; archive/runs/2026-11-27-h100-released-rounds-build-pool/run_issue24_verify.sh
-/// measured it).
-pub(crate) fn first_wave(jobs: usize) -> usize {
-    jobs.div_ceil(2).max(1)
-}
-
 /// A fixed number of threads, each driving one build process at a time.
+///
+/// Every thread builds from the start: the builds needed first get more of the host's cores
+/// by their niceness ([`SpecFor`]'s second argument, `worker::build_niceness`), so the first
+/// build ends about as soon as it would alone, and the pool need not hold builds back for it.
+///
+/// Until 2026-12-06 half the threads built until the first build was done (a first wave),
+/// so that the first builds should end as fast as with 8 of 15 at once (measured on an H100
+/// host with torch's headers, 2026-11-27: 8 at once took 70 s each, 15 took 93 s, one alone
+/// 54 s). With the light headers on an H200 host the first wave's 8 builds took 32-37 s, the
+/// 15 after it 35-40 s, the host's CPU 72% busy during the first wave: the wave held back
+/// builds the cores had room for, and the next 15 started together only when it ended, so
+/// the GPU, done with the first wave's kernels, waited 22 s for them.
 pub(crate) struct BuildPool {
     shared: Arc<(Mutex<Shared>, Condvar)>,
     threads: Vec<JoinHandle<()>>,
 }
 
-/// How build jobs start their workers.
-pub(crate) type SpecFor = dyn Fn(&BuildJob) -> WorkerSpec + Send + Sync;
+/// How build jobs start their workers: the job, and how many builds were running when it
+/// started (all of them taken from the queue before it).
+pub(crate) type SpecFor = dyn Fn(&BuildJob, usize) -> WorkerSpec + Send + Sync;
 
 impl BuildPool {
-    /// Starts `jobs` build threads (at least one), of which [`first_wave`] build at once
-    /// until the first build is done or [`FIRST_WAVE_MAX`] has passed.
+    /// Starts `jobs` build threads (at least one).
     pub(crate) fn start(
         jobs: usize,
         spec_for: Arc<SpecFor>,
         start_timeout: Duration,
         load_timeout: Duration,
     ) -> Self {
-        Self::start_with_wave(jobs, spec_for, start_timeout, load_timeout, FIRST_WAVE_MAX)
-    }
-
-    fn start_with_wave(
-        jobs: usize,
-        spec_for: Arc<SpecFor>,
-        start_timeout: Duration,
-        load_timeout: Duration,
-        wave_max: Duration,
-    ) -> Self {
         let jobs = jobs.max(1);
         let shared = Arc::new((
             Mutex::new(Shared {
                 jobs,
-                wave_ends: Some(Instant::now() + wave_max),
                 ..Shared::default()
             }),
             Condvar::new(),
@@ -245,38 +212,27 @@ fn build_loop(
 ) {
     let (lock, cv) = shared;
     loop {
-        let job = {
+        let (job, ahead) = {
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
-                if s.wave_ends.is_some_and(|t| Instant::now() >= t) {
-                    s.wave_ends = None;
-                }
-                if s.running < s.limit() {
+                if s.running < s.jobs {
                     if let Some(job) = s.queue.pop_front() {
                         s.states.insert(job.build_dir.clone(), State::Running);
+                        let ahead = s.running;
                         s.running += 1;
-                        break job;
+                        break (job, ahead);
                     }
                 }
                 if s.closed {
                     return;
                 }
-                // Held back by the first wave with work queued: wake when it ends at the latest.
-                s = match s.wave_ends.filter(|_| !s.queue.is_empty()) {
-                    Some(t) => {
-                        let left = t.saturating_duration_since(Instant::now());
-                        cv.wait_timeout(s, left)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0
-                    }
-                    None => cv.wait(s).unwrap_or_else(|e| e.into_inner()),
-                };
+                s = cv.wait(s).unwrap_or_else(|e| e.into_inner());
             }
         };
         // A panic in a build (spawning its worker) is a failed build: the job is done and its
         // slot given back, so no claim waits on it and the pool does not shrink.
         let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_build(&job, spec_for, start_timeout, load_timeout)
+            run_build(&job, ahead, spec_for, start_timeout, load_timeout)
         }))
         .unwrap_or(Built {
             seconds: 0.0,
@@ -305,19 +261,19 @@ fn build_loop(
         }
         s.states.insert(job.build_dir.clone(), State::Done(built));
         s.running -= 1;
-        s.wave_ends = None;
         cv.notify_all();
     }
 }
 
 fn run_build(
     job: &BuildJob,
+    ahead: usize,
     spec_for: &SpecFor,
     start_timeout: Duration,
     load_timeout: Duration,
 ) -> Built {
     let t0 = Instant::now();
-    let spec = spec_for(job);
+    let spec = spec_for(job, ahead);
     let complete = match Worker::start(&spec, start_timeout) {
         Ok(mut w) => {
             let build = Command::Build(kbench_record::protocol::Build {
@@ -436,7 +392,7 @@ mod tests {
     }
 
     /// A build job's worker that cannot start: every job ends at once as not loaded.
-    fn unstartable(job: &BuildJob) -> WorkerSpec {
+    fn unstartable(job: &BuildJob, _ahead: usize) -> WorkerSpec {
         WorkerSpec {
             python: PathBuf::from("/nonexistent/python"),
             script: PathBuf::from("/nonexistent/worker"),
@@ -499,11 +455,11 @@ mod tests {
         // queued; its workers cannot start, so every job ends as not loaded.
         let go = Arc::new(AtomicBool::new(false));
         let held = Arc::clone(&go);
-        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob| {
+        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
             while !held.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            unstartable(job)
+            unstartable(job, n)
         });
         let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         pool.submit(job("/d/1", "a.py"));
@@ -536,30 +492,30 @@ mod tests {
     }
 
     #[test]
-    fn half_the_builds_start_until_the_first_is_done() {
+    fn every_thread_builds_from_the_start_and_each_job_knows_how_many_run_ahead_of_it() {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        assert_eq!(first_wave(15), 8);
-        assert_eq!(first_wave(8), 4);
-        assert_eq!(first_wave(1), 1);
-        assert_eq!(first_wave(0), 1);
         // Each job is held inside its build until its own directory is released; `active`
-        // counts the builds in progress and `most` the most at once.
+        // counts the builds in progress and `most` the most at once; `ahead` keeps what
+        // each job was told.
         let released = Arc::new(Mutex::new(std::collections::HashSet::<PathBuf>::new()));
         let active = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
-        let (r, a, m) = (
+        let ahead = Arc::new(Mutex::new(HashMap::<PathBuf, usize>::new()));
+        let (r, a, m, k) = (
             Arc::clone(&released),
             Arc::clone(&active),
             Arc::clone(&most),
+            Arc::clone(&ahead),
         );
-        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob| {
+        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
+            k.lock().unwrap().insert(job.build_dir.clone(), n);
             let now = a.fetch_add(1, Ordering::SeqCst) + 1;
             m.fetch_max(now, Ordering::SeqCst);
             while !r.lock().unwrap().contains(&job.build_dir) {
                 std::thread::sleep(Duration::from_millis(2));
             }
             a.fetch_sub(1, Ordering::SeqCst);
-            unstartable(job)
+            unstartable(job, n)
         });
         let pool = BuildPool::start(4, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         for i in 0..6 {
@@ -575,91 +531,73 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(2));
             }
         };
-        // The first wave: 2 of the 4 threads, and no more while neither is done.
-        wait_for(2);
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(most.load(Ordering::SeqCst), 2);
-        // One done: every thread builds (the 3 other queued jobs beside the one running).
-        released.lock().unwrap().insert(PathBuf::from("/w/0"));
+        // Every thread at once, none held back; taken in the queue's order, each told how
+        // many were running: 0 for the first, 3 for the fourth.
         wait_for(4);
+        std::thread::sleep(Duration::from_millis(100));
         assert_eq!(most.load(Ordering::SeqCst), 4);
+        let told = |i: usize| {
+            ahead
+                .lock()
+                .unwrap()
+                .get(&PathBuf::from(format!("/w/{i}")))
+                .copied()
+        };
+        assert_eq!(
+            (0..4).map(told).collect::<Vec<_>>(),
+            [Some(0), Some(1), Some(2), Some(3)]
+        );
+        assert_eq!(told(4), None, "a fifth build with four threads");
+        // The second done: the next job starts with the three others still running.
+        released.lock().unwrap().insert(PathBuf::from("/w/1"));
+        assert!(pool.claim(Path::new("/w/1")).is_some());
+        wait_for(4);
+        assert_eq!(told(4), Some(3));
         released
             .lock()
             .unwrap()
-            .extend((1..6).map(|i| PathBuf::from(format!("/w/{i}"))));
-        // Jobs 0-4 were taken (0 and 1 in the first wave, 2-4 once it opened): waited for.
+            .extend((0..6).map(|i| PathBuf::from(format!("/w/{i}"))));
         for i in 0..5 {
             assert!(
                 pool.claim(Path::new(&format!("/w/{i}"))).is_some(),
                 "job {i}"
             );
         }
-        // Job 5 stayed queued behind the four running ones; shutdown drops it if so.
+        // Job 5 may still be queued; shutdown drops it if so.
         pool.shutdown();
     }
 
     #[test]
-    fn the_first_wave_ends_after_its_time_and_a_panicking_build_is_a_failed_one() {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        // The first job hangs until `go`; the others would start only once the wave ends.
-        let go = Arc::new(AtomicBool::new(false));
-        let started = Arc::new(AtomicUsize::new(0));
-        let (g, st) = (Arc::clone(&go), Arc::clone(&started));
-        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob| {
-            st.fetch_add(1, Ordering::SeqCst);
-            if job.build_dir == Path::new("/h/0") {
-                while !g.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            }
+    fn a_panicking_build_is_a_failed_one() {
+        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
             if job.build_dir == Path::new("/h/2") {
                 panic!("a build job's spec could not be made");
             }
-            unstartable(job)
+            unstartable(job, n)
         });
-        let t_pool = Instant::now();
-        let pool = BuildPool::start_with_wave(
-            2,
-            spec_for,
-            Duration::from_secs(5),
-            Duration::from_secs(5),
-            Duration::from_millis(1500),
-        );
+        let pool = BuildPool::start(2, spec_for, Duration::from_secs(5), Duration::from_secs(5));
         for i in 0..3 {
             pool.submit(job(&format!("/h/{i}"), "p.py"));
         }
-        // One build (the hanging one) for the wave's 1.5 s; then the second thread goes on.
-        let t = Instant::now();
-        while started.load(Ordering::SeqCst) < 1 {
-            assert!(t.elapsed() < Duration::from_secs(10), "no build started");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        if t_pool.elapsed() < Duration::from_millis(1400) {
-            // (Unchecked on a host so loaded that the wave was nearly over by now.)
-            assert_eq!(
-                started.load(Ordering::SeqCst),
-                1,
-                "held back by the first wave"
-            );
-        }
-        while started.load(Ordering::SeqCst) < 3 {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "the wave never ended"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // /h/2 panicked: a failed build, waited for like any other, not a hung claim.
+        // /h/2 panicked: a failed build, waited for like any other, not a hung claim; the
+        // pool goes on (its slot was given back).
+        let claimed = |d: &str| loop {
+            if let Some(b) = pool.claim(Path::new(d)) {
+                break b;
+            }
+            pool.submit(job(d, "p.py"));
+            std::thread::sleep(Duration::from_millis(10));
+        };
         assert_eq!(
-            pool.claim(Path::new("/h/2")),
-            Some(Built {
+            claimed("/h/2"),
+            Built {
                 seconds: 0.0,
                 complete: false
-            })
+            }
         );
-        go.store(true, Ordering::SeqCst);
-        assert!(pool.claim(Path::new("/h/0")).is_some());
+        for d in ["/h/0", "/h/1", "/h/3"] {
+            assert!(!claimed(d).complete, "{d}");
+        }
         pool.shutdown();
     }
 

@@ -27,8 +27,8 @@ mod wire;
 pub(crate) use gate::Gates;
 pub use launch::pycache_dir;
 pub(crate) use launch::{
-    allow_bytecode_writes, check_keep_cached, worker_env, BUILD_NICENESS, KEEP_CACHED_ENV,
-    MAX_PAYLOAD,
+    allow_bytecode_writes, build_niceness, check_keep_cached, worker_env, BUILD_NICENESS,
+    KEEP_CACHED_ENV, MAX_PAYLOAD,
 };
 pub(crate) use prestart::Prestart;
 pub(crate) use process::*;
