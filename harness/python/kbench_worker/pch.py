@@ -173,13 +173,15 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     except BlockingIOError:
         print("kbench pch: another process is making these headers", file=log)
         return 0
-    if cxx_header.enabled():
+    # The light C++ header's folder where the setting is on (cxx_header), else None.
+    light = os.path.join(out_dir, cxx_header.LIGHT) if cxx_header.enabled() else None
+    if light:
         # The light header itself before `signature` imports torch (seconds on a host busy
         # with builds): builds that start meanwhile compile against it, without its
         # precompiled forms, rather than against torch's header and stay marked `full` for
         # every later load. Its text is fixed; its date is torch's header's, found without
-        # importing torch (and written again below from the signature, changing nothing).
-        light = os.path.join(out_dir, cxx_header.LIGHT)
+        # importing torch (and written again below from the signature, changing nothing
+        # where both found the same header).
         os.makedirs(os.path.join(light, "torch"), exist_ok=True)
         _write_header(light, cxx_header.HEADER, _torch_header_mtime_ns())
     try:
@@ -203,12 +205,10 @@ def build(out_dir, kind, jobs=1, log=sys.stderr):
     _write_header(out_dir, FORWARDER, sig.get("header_mtime_ns"))
     _clear_leftovers(out_dir)
     todo = []
-    if cxx_header.enabled():
+    if light:
         # The light C++ header (cxx_header) and its precompiled forms, first: with the
         # setting on, builds use them, and torch's own only where a source needs more.
-        light = os.path.join(out_dir, cxx_header.LIGHT)
         light_gch = os.path.join(light, HEADER + ".gch")
-        os.makedirs(os.path.join(light, "torch"), exist_ok=True)
         _clear_stale(light_gch, os.path.join(light, "signature.json"), sig)
         os.makedirs(light_gch, exist_ok=True)
         _write_json(os.path.join(light, "signature.json"), sig)

@@ -64,19 +64,15 @@ struct Shared {
 
 /// A fixed number of threads, each driving one build process at a time.
 ///
-/// Every thread builds from the start: the builds needed first get more of the host's cores
-/// by their niceness ([`SpecFor`]'s second argument, `worker::build_niceness`), so they end
-/// first, and the pool need not hold builds back for them (on one H200 host, 2026-12-06: the
-/// 15 first builds ended one after another 36-67 s after they started, in the order needed;
-/// the first wave's 8 had ended together 37-49 s after theirs).
-///
-/// Until 2026-12-06 half the threads built until the first build was done (a first wave),
-/// so that the first builds should end as fast as with 8 of 15 at once (measured on an H100
-/// host with torch's headers, 2026-11-27: 8 at once took 70 s each, 15 took 93 s, one alone
-/// 54 s). With the light headers on an H200 host the first wave's 8 builds took 32-37 s, the
-/// 15 after it 35-40 s, the host's CPU 72% busy during the first wave: the wave held back
-/// builds the cores had room for, and the next 15 started together only when it ended, so
-/// the GPU, done with the first wave's kernels, waited 22 s for them.
+/// Every thread builds from the start; the builds needed first get more of the host's cores
+/// by their niceness ([`SpecFor`]'s second argument; why, in `worker::build_niceness`). Until
+/// 2026-12-06 half the threads built until the first build was done (a first wave), so that
+/// the first builds should end as fast as with 8 of 15 at once (an H100 host with torch's
+/// headers, 2026-11-27: 8 at once took 70 s each, 15 took 93 s, one alone 54 s). With the
+/// light headers on an H200 host the wave's 8 builds took 32-37 s and the 15 after it 35-40 s
+/// with the host's CPU 72% busy during the wave: it held back builds the cores had room for.
+/// On another H200 host, one pair: with the wave, its 8 ended together 37-49 s after they
+/// started; niced by need, the first 15 ended one after another 36-67 s after.
 pub(crate) struct BuildPool {
     shared: Arc<(Mutex<Shared>, Condvar)>,
     threads: Vec<JoinHandle<()>>,
