@@ -126,7 +126,13 @@ def summary_md(r):
         lines += [
             f"Record phases of the {tp['records']} evaluations (s, summed; from the export): "
             + ", ".join(f"{k} {v:.1f}" for k, v in tp["phases_s"].items() if v)
-            + f". {tp['opened_a_reference_session']} opened their problem's reference session.",
+            + f". {tp['opened_a_reference_session']} opened their problem's reference session"
+            + (
+                f"; {tp['timed_again']} timed again by the harness's clock; the longest timing phase {tp['timing_s_max']:.2f} s"
+                if tp.get("timing_s_max") is not None
+                else ""
+            )
+            + ".",
             "",
         ]
         # The GPUs the service reported busy ratios for: the ones its evaluations could use.

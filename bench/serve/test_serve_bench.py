@@ -203,20 +203,32 @@ class FailureLines(unittest.TestCase):
 
 class RecordPhases(unittest.TestCase):
     def test_phases_are_summed_over_the_records_of_the_step_only(self):
-        def rec(started, **phases):
-            return json.dumps({"mac": "m", "started_unix_s": started, "phases": phases})
+        def rec(started, notes=(), **phases):
+            return json.dumps({"mac": "m", "started_unix_s": started, "phases": phases, "notes": list(notes)})
 
+        retimed = ["timed again: the harness's clock could not tell whether it supports the claims of 1 timing(s)"]
         lines = [
-            rec(10.0, timing_s=1.0, reference_open_s=2.0),  # an earlier run's: left out
-            rec(100.0, timing_s=1.5, reference_open_s=2.5, stress_s=0.5),
+            rec(10.0, retimed, timing_s=9.0, reference_open_s=2.0),  # an earlier run's: left out
+            rec(100.0, retimed, timing_s=1.5, reference_open_s=2.5, stress_s=0.5),
             "",
-            rec(101.0, timing_s=0.5, reference_open_s=0.0, stress_s=0.25, profile_s=0),
+            rec(101.0, ["precision: fp32"], timing_s=0.5, reference_open_s=0.0, stress_s=0.25, profile_s=0),
         ]
         got = serve_bench.record_phases(lines, 99.0)
         self.assertEqual(got["records"], 2)
         self.assertEqual(got["opened_a_reference_session"], 1)
+        self.assertEqual(got["timed_again"], 1)
+        self.assertEqual(got["timing_s_max"], 1.5)
         self.assertEqual(got["phases_s"], {"reference_open_s": 2.5, "timing_s": 2.0, "stress_s": 0.75, "profile_s": 0})
         self.assertEqual(list(got["phases_s"])[0], "reference_open_s", "largest first")
+
+
+    def test_the_summary_says_how_many_were_timed_again_and_the_longest_timing(self):
+        tp = {"records": 16, "opened_a_reference_session": 2, "timed_again": 3, "timing_s_max": 11.2, "phases_s": {"timing_s": 89.7}}
+        md = summary.summary_md({"started_unix_s": 0, "url": "u", "nonce": "n", "throughput_phases": tp})
+        self.assertIn("2 opened their problem's reference session; 3 timed again by the harness's clock; the longest timing phase 11.20 s.", md)
+        # Results of a bench before these fields: the line as it was.
+        del tp["timed_again"], tp["timing_s_max"]
+        self.assertIn("2 opened their problem's reference session.", summary.summary_md({"started_unix_s": 0, "url": "u", "nonce": "n", "throughput_phases": tp}))
 
 
 class TimingCeiling(unittest.TestCase):
