@@ -56,6 +56,22 @@ def busy_share(samples, t0, t1):
     return sum(1 for x in u if x > 0) / len(u), sum(u) / len(u) / 100
 
 
+def busy_by_window(samples, t0, t1, width=60.0):
+    """The GPU's busy share ([`busy_share`]) in each `width`-second window from t0 to t1, the
+    last window shorter: where in a run the GPU idled, since a run's busy share after its first
+    verdict depends on where it was cut (a stretch of short evaluations near the end weighs on
+    it alone). None for a window without samples."""
+    out, a = [], t0
+    while a < t1:
+        b = a + width
+        # Half-open windows, the last closed at t1: a sample on a boundary counts once.
+        last = b >= t1
+        inside = [x for x in samples if a <= x.get("t_unix_s", 0) < b or (last and x.get("t_unix_s", 0) == t1)]
+        out.append(busy_share(inside, a, t1)[0])
+        a = b
+    return out
+
+
 # What an evaluating worker writes before a ninja run in a folder that already holds a build
 # (kbench_worker/rebuild_reasons.py): this line, then one indented line of ninja's an output.
 AGAIN = "kbench: ninja compiles again in "
@@ -149,6 +165,7 @@ def summarize(out, name):
         "first_verdict_s": first,
         "gpu_busy_share_after_first": share,
         "gpu_mean_util_after_first": util,
+        "gpu_busy_by_minute_after_first": busy_by_window(samples, finished[0], finished[-1]) if finished else [],
         # The host's CPU (all cores) busy between the first and the last verdict: near 100%
         # with the GPU idle means the host's work (builds) binds, not the scheduling.
         "host_cpu_busy_after_first": cpu_share,
@@ -235,6 +252,9 @@ def main():
         if s["loads_compiled_again"]:
             again = f"; loads that compiled again after a build: {s['loads_compiled_again']}, ninja said {s['compile_again_reasons']}"
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}{again}")
+        if s["gpu_busy_by_minute_after_first"]:
+            print(f"{s['run']}: GPU busy each minute after the first verdict: "
+                  + " ".join(fmt(x, ".0%") for x in s["gpu_busy_by_minute_after_first"]))
         if s["cpu_s_a_build"] is not None:
             n = s["builds_ahead"]
             # The stages the figure sums (`other` left out, as in it), largest first.
@@ -297,6 +317,14 @@ def self_test():
             (share, stages, busy_s)
         assert host_cpu(cpu, 20.0, 30.0)[0] is None
         assert host_cpu(os.path.join(d, "missing.json"), 0, 1) == (None, {}, None)
+        # busy_by_window(): busy in the first minute, idle in the second, a short third
+        # window half busy, and a window without samples.
+        samples = ([{"t_unix_s": 100.0 + t, "util_pct": 50} for t in range(0, 60, 10)]
+                   + [{"t_unix_s": 160.0 + t, "util_pct": 0} for t in range(0, 60, 10)]
+                   + [{"t_unix_s": 220.0, "util_pct": 7}, {"t_unix_s": 225.0, "util_pct": 0}])
+        assert busy_by_window(samples, 100.0, 225.0) == [1.0, 0.0, 0.5], busy_by_window(samples, 100.0, 225.0)
+        assert busy_by_window(samples, 300.0, 370.0) == [None, None]
+        assert busy_by_window(samples, 100.0, 100.0) == []
     print("self-test: ok")
 
 
