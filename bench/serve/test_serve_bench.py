@@ -221,7 +221,6 @@ class RecordPhases(unittest.TestCase):
         self.assertEqual(got["phases_s"], {"reference_open_s": 2.5, "timing_s": 2.0, "stress_s": 0.75, "profile_s": 0})
         self.assertEqual(list(got["phases_s"])[0], "reference_open_s", "largest first")
 
-
     def test_the_summary_says_how_many_were_timed_again_and_the_longest_timing(self):
         tp = {"records": 16, "opened_a_reference_session": 2, "timed_again": 3, "timing_s_max": 11.2, "phases_s": {"timing_s": 89.7}}
         md = summary.summary_md({"started_unix_s": 0, "url": "u", "nonce": "n", "throughput_phases": tp})
