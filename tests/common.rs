@@ -33,10 +33,10 @@ pub fn kernelbench_dir() -> Option<PathBuf> {
 
 static MACHINE: RwLock<()> = RwLock::new(());
 
-/// Taken by a test that runs kbench's workers: it may share the machine with another such
-/// test (libtest runs as many tests at once as there are cores; CI has 2). What they share
-/// does not decide their verdicts: timing assertions compare kernels 40x apart or bound
-/// what a kernel claims by the wall clock, and every run has its own folders and secret.
+/// Taken by a test that runs kbench's workers: it may share the machine with other such
+/// tests (libtest runs as many tests at once as there are cores; CI runs 3 on its 2). What
+/// they share does not decide their verdicts: timing assertions compare kernels 40x apart or
+/// bound what a kernel claims by the wall clock, and every run has its own folders and secret.
 pub fn shared() -> RwLockReadGuard<'static, ()> {
     MACHINE.read().unwrap_or_else(|e| e.into_inner())
 }
