@@ -267,7 +267,7 @@ fn the_build_ahead_bench_says_where_the_hosts_cpu_went() {
     // cicc's second.
     let host_busy = run["host_busy_cpu_s"].as_f64().unwrap();
     assert!(host_busy >= cicc, "{summary}");
-    // Three build jobs in the stand-in's journal: the stages but `other`, over three.
+    // Three complete build jobs in the stand-in's journal: the stages but `other`, over three.
     let stages = run["cpu_s_by_stage"].as_object().unwrap();
     let counted: f64 = stages
         .iter()
@@ -279,7 +279,7 @@ fn the_build_ahead_bench_says_where_the_hosts_cpu_went() {
     let table = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(table.contains("| host CPU busy after first |"), "{table}");
     assert!(
-        table.contains("fixtures_cold: CPU seconds a build job")
+        table.contains("fixtures_cold: CPU seconds a build (")
             && table.contains("nvcc: cicc (device code)"),
         "{table}"
     );

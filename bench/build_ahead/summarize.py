@@ -30,6 +30,26 @@ def most_at_once(intervals):
     return best
 
 
+def builds_done(builds):
+    """How many builds' worth of work the run's build jobs did: each complete job counts one,
+    each other job (cut by the run's end, or failed) the share of a complete job's median
+    seconds it ran, at most one. A cut run starts jobs until its last moment, and counting
+    those as whole builds made its CPU seconds a build look smaller than they were."""
+    def seconds(b):
+        if b.get("seconds") is not None:
+            return b["seconds"]
+        if b.get("started_unix_s") is not None and b.get("ended_unix_s") is not None:
+            return b["ended_unix_s"] - b["started_unix_s"]
+        return None
+
+    whole = sorted(seconds(b) for b in builds if b.get("complete") and seconds(b) is not None)
+    if not whole:
+        return float(len(builds))
+    median = whole[len(whole) // 2]
+    part = sum(min(1.0, (seconds(b) or 0.0) / median) for b in builds if not b.get("complete"))
+    return len(whole) + part
+
+
 def host_cpu(path, t0, t1):
     """From host_cpu.py's file: the host's CPU busy share between t0 and t1 (None without two
     samples there), the CPU seconds by stage over the whole run, and the host's busy CPU seconds
@@ -172,7 +192,8 @@ def summarize(out, name):
         # CPU seconds of the whole run by stage (host_cpu.py), and over its build jobs.
         "cpu_s_by_stage": stages,
         # Kernel threads and other tenants ("other") left out.
-        "cpu_s_a_build": sum(v for k, v in stages.items() if k != "other") / len(builds) if stages and builds else None,
+        "cpu_s_a_build": sum(v for k, v in stages.items() if k != "other") / builds_done(builds) if stages and builds else None,
+        "builds_done": builds_done(builds) if builds else 0.0,
         "host_busy_cpu_s": host_busy_s,
         "builds_ahead": len(builds),
         "builds_at_once": most_at_once([(b["started_unix_s"], b["ended_unix_s"]) for b in builds]) if builds else 0,
@@ -256,14 +277,15 @@ def main():
             print(f"{s['run']}: GPU busy each minute after the first verdict: "
                   + " ".join(fmt(x, ".0%") for x in s["gpu_busy_by_minute_after_first"]))
         if s["cpu_s_a_build"] is not None:
-            n = s["builds_ahead"]
+            n = s.get("builds_done") or s["builds_ahead"]
             # The stages the figure sums (`other` left out, as in it), largest first.
             parts = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(s["cpu_s_by_stage"].items(), key=lambda kv: -kv[1])
                               if k != "other" and v / n >= 0.05)
             counted = sum(s["cpu_s_by_stage"].values())
             of = (f"; {counted:.0f} of the host's {s['host_busy_cpu_s']:.0f} busy CPU seconds counted (processes"
                   " shorter than a sample, and the last moments of each, are not)") if s["host_busy_cpu_s"] else ""
-            print(f"{s['run']}: CPU seconds a build job (the run's, over its {n} build jobs; workers' and kbench's "
+            print(f"{s['run']}: CPU seconds a build (the run's, over the {n:.1f} builds' worth its {s['builds_ahead']} build "
+                  f"jobs did, those cut or failed counted by the share of a build they ran; workers' and kbench's "
                   f"own included, `other` left out): {s['cpu_s_a_build']:.1f}: {parts}{of}")
     by_name = {s["run"]: s for s in runs}
     # (the first run, the second, what the pair compares): the setting's run first.
@@ -325,6 +347,16 @@ def self_test():
         assert busy_by_window(samples, 100.0, 225.0) == [1.0, 0.0, 0.5], busy_by_window(samples, 100.0, 225.0)
         assert busy_by_window(samples, 300.0, 370.0) == [None, None]
         assert busy_by_window(samples, 100.0, 100.0) == []
+        # builds_done(): three complete jobs (median 40 s), one cut after 10 s (a quarter), one
+        # started at the cut (nothing), one failed after 60 s (at most one build).
+        jobs = ([{"complete": True, "seconds": x} for x in (30.0, 40.0, 50.0)]
+                + [{"complete": False, "seconds": 10.0}, {"complete": False, "seconds": 0.0},
+                   {"complete": False, "seconds": 60.0}])
+        assert abs(builds_done(jobs) - 4.25) < 1e-9, builds_done(jobs)
+        assert builds_done([{"complete": False, "seconds": 5.0}]) == 1.0
+        # A journal without `seconds` is read by its start and end.
+        assert builds_done([{"complete": True, "started_unix_s": 0.0, "ended_unix_s": 4.0},
+                            {"complete": False, "started_unix_s": 0.0, "ended_unix_s": 2.0}]) == 1.5
     print("self-test: ok")
 
 
