@@ -287,7 +287,9 @@ fn start_build_pool(
         );
         spec
     });
-    BuildPool::start(jobs, spec_for, config.timeouts.start, config.timeouts.load)
+    let pool = BuildPool::start(jobs, spec_for, config.timeouts.start, config.timeouts.load);
+    pool.stop_starting_on(Arc::clone(stop));
+    pool
 }
 
 /// The build-ahead job of a prepared candidate whose source builds an extension.

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,6 +61,8 @@ struct Shared {
     jobs: usize,
     /// Where each finished build job is written as a line (`builds.jsonl` of the run).
     journal: Option<std::fs::File>,
+    /// The run's stop flag (its signal handler raises it): once raised, no queued job starts.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 /// A fixed number of threads, each driving one build process at a time.
@@ -121,6 +124,16 @@ impl BuildPool {
             .ok();
         let (lock, _) = &*self.shared;
         lock.lock().unwrap_or_else(|e| e.into_inner()).journal = file;
+    }
+
+    /// Starts no queued job once `flag` is raised (the run's stop flag): every build job's
+    /// worker is told of it and ends at once, so a stopped run's pool would otherwise start
+    /// and fail every job left in its queue, a sandbox and a journal line each (an H100 run
+    /// cut by its time limit wrote 56 such lines in its last second).
+    pub(crate) fn stop_starting_on(&self, flag: Arc<AtomicBool>) {
+        let (lock, cv) = &*self.shared;
+        lock.lock().unwrap_or_else(|e| e.into_inner()).stop = Some(flag);
+        cv.notify_all();
     }
 
     /// Queues a job unless the same build directory is already known.
@@ -213,6 +226,9 @@ fn build_loop(
         let (job, ahead) = {
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
+                if s.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+                    return;
+                }
                 if s.running < s.jobs {
                     if let Some(job) = s.queue.pop_front() {
                         s.states.insert(job.build_dir.clone(), State::Running);
@@ -487,6 +503,48 @@ mod tests {
         };
         assert!(!c.complete);
         pool.shutdown();
+    }
+
+    #[test]
+    fn no_queued_job_starts_once_the_run_is_stopped() {
+        use std::sync::atomic::AtomicUsize;
+        // The one build thread is held inside its first job until `go`; the stop flag is
+        // raised meanwhile. The running job ends; the queued ones never start a worker, and
+        // the journal holds the one job that ran.
+        let go = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicUsize::new(0));
+        let (held, count) = (Arc::clone(&go), Arc::clone(&started));
+        let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
+            count.fetch_add(1, Ordering::SeqCst);
+            while !held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            unstartable(job, n)
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let journal = dir.path().join("builds.jsonl");
+        let stop = Arc::new(AtomicBool::new(false));
+        let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
+        pool.journal_to(&journal);
+        pool.stop_starting_on(Arc::clone(&stop));
+        for i in 0..3 {
+            pool.submit(job(&format!("/s/{i}"), "p.py"));
+        }
+        while started.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::SeqCst);
+        go.store(true, Ordering::SeqCst);
+        assert!(pool.claim(Path::new("/s/0")).is_some());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        // A job left queued is the evaluating worker's to build, as without the pool.
+        assert_eq!(pool.claim(Path::new("/s/1")), None);
+        pool.shutdown();
+        assert_eq!(started.load(Ordering::SeqCst), 1);
+        let lines = std::fs::read_to_string(&journal).unwrap();
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        assert!(lines.contains("/s/0"), "{lines}");
     }
 
     #[test]
