@@ -34,19 +34,16 @@ def builds_done(builds):
     """How many builds' worth of work the run's build jobs did: each complete job counts one,
     each other job (cut by the run's end, or failed) the share of a complete job's median
     seconds it ran, at most one. A cut run starts jobs until its last moment, and counting
-    those as whole builds made its CPU seconds a build look smaller than they were."""
+    those as whole builds made its CPU seconds a build look smaller than they were. A job's
+    seconds are its journal line's end less its start, as for `most_at_once`."""
     def seconds(b):
-        if b.get("seconds") is not None:
-            return b["seconds"]
-        if b.get("started_unix_s") is not None and b.get("ended_unix_s") is not None:
-            return b["ended_unix_s"] - b["started_unix_s"]
-        return None
+        return b["ended_unix_s"] - b["started_unix_s"]
 
-    whole = sorted(seconds(b) for b in builds if b.get("complete") and seconds(b) is not None)
+    whole = sorted(seconds(b) for b in builds if b.get("complete"))
     if not whole:
         return float(len(builds))
     median = whole[len(whole) // 2]
-    part = sum(min(1.0, (seconds(b) or 0.0) / median) for b in builds if not b.get("complete"))
+    part = sum(min(1.0, seconds(b) / median) for b in builds if not b.get("complete"))
     return len(whole) + part
 
 
@@ -139,6 +136,8 @@ def summarize(out, name):
         return None
     records = read_jsonl(os.path.join(out, name, "records.jsonl"))
     builds = read_jsonl(os.path.join(out, name, "builds.jsonl"))
+    # Builds' worth of work, over which the run's CPU seconds are shared.
+    done = builds_done(builds) if builds else 0.0
     samples = read_jsonl(os.path.join(out, name, "gpu_samples.jsonl"))
     mem = []
     try:
@@ -192,8 +191,8 @@ def summarize(out, name):
         # CPU seconds of the whole run by stage (host_cpu.py), and over its build jobs.
         "cpu_s_by_stage": stages,
         # Kernel threads and other tenants ("other") left out.
-        "cpu_s_a_build": sum(v for k, v in stages.items() if k != "other") / builds_done(builds) if stages and builds else None,
-        "builds_done": builds_done(builds) if builds else 0.0,
+        "cpu_s_a_build": sum(v for k, v in stages.items() if k != "other") / done if stages and builds else None,
+        "builds_done": done,
         "host_busy_cpu_s": host_busy_s,
         "builds_ahead": len(builds),
         "builds_at_once": most_at_once([(b["started_unix_s"], b["ended_unix_s"]) for b in builds]) if builds else 0,
@@ -277,7 +276,7 @@ def main():
             print(f"{s['run']}: GPU busy each minute after the first verdict: "
                   + " ".join(fmt(x, ".0%") for x in s["gpu_busy_by_minute_after_first"]))
         if s["cpu_s_a_build"] is not None:
-            n = s.get("builds_done") or s["builds_ahead"]
+            n = s["builds_done"]
             # The stages the figure sums (`other` left out, as in it), largest first.
             parts = ", ".join(f"{k} {v / n:.1f}" for k, v in sorted(s["cpu_s_by_stage"].items(), key=lambda kv: -kv[1])
                               if k != "other" and v / n >= 0.05)
@@ -349,14 +348,13 @@ def self_test():
         assert busy_by_window(samples, 100.0, 100.0) == []
         # builds_done(): three complete jobs (median 40 s), one cut after 10 s (a quarter), one
         # started at the cut (nothing), one failed after 60 s (at most one build).
-        jobs = ([{"complete": True, "seconds": x} for x in (30.0, 40.0, 50.0)]
-                + [{"complete": False, "seconds": 10.0}, {"complete": False, "seconds": 0.0},
-                   {"complete": False, "seconds": 60.0}])
+        def ran(s, complete):
+            return {"complete": complete, "started_unix_s": 100.0, "ended_unix_s": 100.0 + s}
+        jobs = ([ran(x, True) for x in (30.0, 40.0, 50.0)]
+                + [ran(10.0, False), ran(0.0, False), ran(60.0, False)])
         assert abs(builds_done(jobs) - 4.25) < 1e-9, builds_done(jobs)
-        assert builds_done([{"complete": False, "seconds": 5.0}]) == 1.0
-        # A journal without `seconds` is read by its start and end.
-        assert builds_done([{"complete": True, "started_unix_s": 0.0, "ended_unix_s": 4.0},
-                            {"complete": False, "started_unix_s": 0.0, "ended_unix_s": 2.0}]) == 1.5
+        assert builds_done([ran(5.0, False)]) == 1.0
+        assert builds_done([ran(4.0, True), ran(2.0, False)]) == 1.5
     print("self-test: ok")
 
 

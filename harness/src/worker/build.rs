@@ -131,9 +131,8 @@ impl BuildPool {
     /// and fail every job left in its queue, a sandbox and a journal line each (an H100 run
     /// cut by its time limit wrote 56 such lines in its last second).
     pub(crate) fn stop_starting_on(&self, flag: Arc<AtomicBool>) {
-        let (lock, cv) = &*self.shared;
+        let (lock, _) = &*self.shared;
         lock.lock().unwrap_or_else(|e| e.into_inner()).stop = Some(flag);
-        cv.notify_all();
     }
 
     /// Queues a job unless the same build directory is already known.
