@@ -7,6 +7,10 @@
 //! working folder, a module-level list) still happen in the worker that evaluates the kernel.
 //! Real worker, real torch, real compiler, sandboxed.
 //! Fixtures: `tests/fixtures/build_patterns`.
+//!
+//! And the order builds ahead let the device go in: a candidate whose build is still under
+//! way waits while candidates queued after it run, its problem's reference session kept
+//! open for it.
 
 use crate::common;
 
@@ -183,4 +187,125 @@ fn load_or_first_call(r: &Value, name: &str) -> f64 {
     } else {
         r["load_s"].as_f64().unwrap_or(f64::NAN)
     }
+}
+
+/// Smoke problem 1's kernel built at module level, after a pause (in every process that
+/// imports it: its build job's and its evaluating worker's), so that its build ahead runs
+/// far longer than a kernel without a build takes to evaluate.
+const SLOW_BUILD: &str = r#"
+import time
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+time.sleep(12)
+SOURCE = r"""
+torch::Tensor multiply_add(torch::Tensor a, torch::Tensor b, torch::Tensor c) {
+    return a * b + c;
+}
+"""
+ext = load_inline(name="kbench_order_slow_build", cpp_sources=SOURCE, functions=["multiply_add"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b, c):
+        return ext.multiply_add(a, b, c)
+"#;
+
+const PLAIN_MULTIPLY_ADD: &str = r#"
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b, c):
+        return a * b + c
+"#;
+
+const PLAIN_ELU: &str = r#"
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x):
+        return F.elu(x, alpha=self.alpha)
+"#;
+
+#[test]
+fn a_kernel_still_building_lets_the_kernels_queued_after_it_go_first() {
+    common::ensure_python();
+    let dir = tempfile::tempdir().unwrap();
+    let kernels = dir.path().join("kernels");
+    std::fs::create_dir_all(&kernels).unwrap();
+    // Problem 1: a kernel without a build, then one whose build ahead is slow; problem 2: a
+    // kernel without a build. In the plan's order 1_b would hold the device (and problem
+    // 2) until its build ended.
+    let nonce = format!("# build order test {:?}\n", Instant::now());
+    for (name, body) in [
+        ("1_a_plain.py", PLAIN_MULTIPLY_ADD),
+        ("1_b_slow_build.py", SLOW_BUILD),
+        ("2_plain.py", PLAIN_ELU),
+    ] {
+        std::fs::write(kernels.join(name), format!("{body}{nonce}")).unwrap();
+    }
+    let out = dir.path().join("out");
+    let o = kbench()
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .agent("replay")
+                .build(),
+        )
+        .args(["--device", "cpu", "--families", "random", "--no-timing"])
+        .args(["--build-jobs", "1", "--quiet", "--replay-dir"])
+        .arg(&kernels)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("running kbench");
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let records = by_candidate(&out);
+    for n in ["1_a_plain", "1_b_slow_build", "2_plain"] {
+        assert_eq!(kind(&records[n]), "ok", "{n}: {}", records[n]);
+    }
+    let at = |n: &str, k: &str| records[n][k].as_f64().unwrap();
+    let journal = std::fs::read_to_string(out.join("logs/builds.jsonl")).unwrap();
+    let builds: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(builds.len(), 1, "{journal}");
+    let built_at = builds[0]["ended_unix_s"].as_f64().unwrap();
+    // Problem 2 went while 1_b was still building, after 1_a.
+    assert!(
+        at("2_plain", "finished_unix_s") < built_at,
+        "2_plain ended at {}, after 1_b's build ended at {built_at}: it waited",
+        at("2_plain", "finished_unix_s")
+    );
+    assert!(at("1_a_plain", "finished_unix_s") <= at("2_plain", "started_unix_s"));
+    assert!(at("2_plain", "finished_unix_s") <= at("1_b_slow_build", "started_unix_s"));
+    // 1_b found its problem's reference session still open: it opened none.
+    let opened = |n: &str| {
+        records[n]["phases"]["reference_open_s"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    assert_eq!(
+        opened("1_b_slow_build"),
+        0.0,
+        "{}",
+        records["1_b_slow_build"]
+    );
+    assert!(opened("2_plain") > 0.0, "{}", records["2_plain"]);
+    // And it loaded what its build ahead made.
+    assert!(
+        records["1_b_slow_build"]["build_ahead_s"].as_f64().unwrap() > 12.0,
+        "{}",
+        records["1_b_slow_build"]
+    );
 }

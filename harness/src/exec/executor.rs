@@ -10,7 +10,11 @@
 //!   (one on the CPU, and for a baseline mode's, whose `load` goes ahead);
 //! - up to `keep` reference sessions stay open between batches of the same problem (the
 //!   agents' service: a task's later kernels skip the model load and the reference cases);
-//!   a batch marked `last` closes its session when done.
+//!   a batch marked `last` closes its session when done;
+//! - with builds ahead, the device goes to whichever candidate can use it first: a batch taken
+//!   ahead whose first candidate is built goes before one whose build is still under way,
+//!   and a batch whose next candidate is still building waits ahead (its session kept open)
+//!   while another's runs. Each verdict is the kernel's own; only the order moves.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -91,6 +95,9 @@ struct Open {
 /// How a batch ended.
 enum Flow {
     Next,
+    /// Item `k`'s build ahead was still under way while a batch taken ahead could start at
+    /// once: the items from `k` on wait as a batch taken ahead of their own.
+    Yield(usize),
     /// Stopped (interrupt): leave.
     Stop,
     /// The GPU failed its health check and the executor left the run: `Err` when no other
@@ -162,9 +169,13 @@ impl Executor<'_> {
             // Close the sessions of released problems with nothing queued.
             let closable = self.shared.queue.closable();
             if !closable.is_empty() {
+                let upcoming = &self.upcoming;
                 let (gone, kept) = std::mem::take(&mut self.sessions)
                     .into_iter()
-                    .partition(|o| closable.contains(&o.pkey));
+                    .partition(|o| {
+                        closable.contains(&o.pkey)
+                            && !upcoming.iter().any(|u| u.batch.pkey == o.pkey)
+                    });
                 self.sessions = kept;
                 for o in gone {
                     self.close(o);
@@ -174,7 +185,7 @@ impl Executor<'_> {
                 return Ok(());
             }
             self.fill()?;
-            let current = match self.upcoming.pop_front() {
+            let current = match self.take_upcoming() {
                 Some(u) => u,
                 None => match self.take(true) {
                     Taken::Batch(b) => Upcoming {
@@ -193,11 +204,41 @@ impl Executor<'_> {
             // Keep the lookahead full while this batch runs.
             self.fill()?;
             match self.batch(current)? {
-                Flow::Next => {}
+                Flow::Next | Flow::Yield(_) => {}
                 Flow::Stop => return Ok(()),
                 Flow::Unhealthy(r) => return r,
             }
         }
+    }
+
+    /// The first batch taken ahead that can start without waiting for a build ahead, else
+    /// the first: builds end out of the order they are needed in (on an H100 host with 15 at
+    /// once, KernelBenchLeaderboard's level-2 builds took 23-93 s), and the GPU would idle
+    /// while batches behind the one waiting are built.
+    fn take_upcoming(&mut self) -> Option<Upcoming> {
+        let first = match &self.ctx.builds {
+            Some(pool) if self.upcoming.len() > 1 => {
+                pool.ready_now(&firsts(&self.upcoming)).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        self.upcoming.remove(first)
+    }
+
+    /// Whether `item`, next in its batch, waits for a batch taken ahead: its build ahead is
+    /// still under way, and the first of those batches' first items to become ready (or
+    /// already ready) is not it. Waits for one to be ready, so that the device goes to
+    /// whichever can use it first. `None`: stopped while waiting.
+    fn yields(&self, item: &Item) -> Option<bool> {
+        let Some(pool) = &self.ctx.builds else {
+            return Some(false);
+        };
+        if self.upcoming.is_empty() || pool.ready_now(&[&item.prep.build_dir]).is_some() {
+            return Some(false);
+        }
+        let mut dirs = vec![item.prep.build_dir.as_path()];
+        dirs.extend(firsts(&self.upcoming));
+        pool.first_ready(&dirs, &self.ctx.stop).map(|i| i > 0)
     }
 
     fn take(&self, wait: bool) -> Taken {
@@ -284,8 +325,14 @@ impl Executor<'_> {
             self.shared.reused.fetch_add(1, Ordering::SeqCst);
             return Some(self.sessions.remove(p));
         }
-        while !self.sessions.is_empty() && self.sessions.len() >= self.depth.keep {
-            let o = self.sessions.remove(0);
+        // The least recently used first, but never one a batch taken ahead holds items of
+        // (a batch that waited for its build).
+        while self.sessions.len() >= self.depth.keep {
+            let needed = |o: &Open| self.upcoming.iter().any(|u| u.batch.pkey == o.pkey);
+            let Some(i) = self.sessions.iter().position(|o| !needed(o)) else {
+                break;
+            };
+            let o = self.sessions.remove(i);
             self.close(o);
         }
         let opening = Instant::now();
@@ -357,6 +404,19 @@ impl Executor<'_> {
         let mut idle = std::mem::take(&mut self.sessions);
         let flow = self.evaluate_items(&batch, &mut open, &mut idle, &mut cand_ahead, t0);
         self.sessions = idle;
+        if let Ok(Flow::Yield(k)) = flow {
+            // The rest of the batch waits ahead with its session kept open and its workers
+            // started (`cand_ahead`'s front is item `k`'s), first in line once it is ready.
+            let mut rest = batch;
+            rest.items.drain(..k);
+            self.sessions.push(open);
+            self.upcoming.push_front(Upcoming {
+                batch: rest,
+                reference: None,
+                first_candidates: cand_ahead,
+            });
+            return flow;
+        }
         discard_all(&mut cand_ahead);
         // The session stays open for the problem's next batch unless this one was its last,
         // or the executor stops here.
@@ -384,6 +444,11 @@ impl Executor<'_> {
         for (k, item) in batch.items.iter().enumerate() {
             if ctx.stop.load(Ordering::SeqCst) {
                 return Ok(Flow::Stop);
+            }
+            match self.yields(item) {
+                Some(true) => return Ok(Flow::Yield(k)),
+                Some(false) => {}
+                None => return Ok(Flow::Stop),
             }
             shared.progress.set_message(format!(
                 "{} {} {}",
@@ -599,6 +664,20 @@ impl Executor<'_> {
         }
         self.shared.queue.push_front(back);
     }
+}
+
+/// The build folders of the batches' first items, one a batch, in order (an empty path,
+/// never built ahead, for a batch without items).
+fn firsts(upcoming: &VecDeque<Upcoming>) -> Vec<&std::path::Path> {
+    upcoming
+        .iter()
+        .map(|u| {
+            u.batch
+                .items
+                .first()
+                .map_or(std::path::Path::new(""), |i| i.prep.build_dir.as_path())
+        })
+        .collect()
 }
 
 /// Candidate workers started ahead within a batch. Two on a GPU: on 30 published kernels
