@@ -7,7 +7,7 @@ import math
 import os
 
 # The record's `phases` fields, in the order the summaries print them.
-PHASES = ("reference_open_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s",
+PHASES = ("reference_open_s", "build_wait_s", "worker_wait_s", "reference_s", "inputs_s", "compile_s", "correctness_s", "timing_s",
           "stress_s", "stress_reference_s", "time_as_s", "profile_s")
 
 

@@ -237,6 +237,7 @@ class ModelNew(nn.Module):
 
 #[test]
 fn a_kernel_still_building_lets_the_kernels_queued_after_it_go_first() {
+    let _g = common::shared();
     common::ensure_python();
     let dir = tempfile::tempdir().unwrap();
     let kernels = dir.path().join("kernels");

@@ -240,6 +240,14 @@ def self_test():
                        "did not run at the same machine speed", "interleave in time (ORDER=abba)", "| runC | 1 | 0.50 | 0.50 | 12.00 | 12.00 | 0.25 | 0.25 |"):
             if needle not in md:
                 failures.append("markdown lacks {!r}".format(needle))
+        # Every cell of the summary table under its own heading: runA's last three are its
+        # device, torch and kbench.
+        table = md[md.index("| run | problems | ok |"):].split("\n\n")[0].splitlines()
+        rows = [[c.strip() for c in line.strip("|").split("|")] for line in table if not line.startswith("|---")]
+        head, row_a = rows[0], next(r for r in rows if r[0] == "runA")
+        if len(head) != len(row_a) or dict(zip(head, row_a)).get("kbench") != "0.9.0" \
+                or dict(zip(head, row_a)).get("torch") != "2.9.0+cu128":
+            failures.append("markdown: the summary table's cells are not under their headings: {}".format(table[:3]))
         if md.index("| run |") > md.index("slowest"):
             failures.append("markdown: the summary table must come first")
         if "runC: self-speedup outside" in md:

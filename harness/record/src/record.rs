@@ -465,6 +465,11 @@ pub struct PhaseTimes {
     /// started ahead), before this record's clock started; on the problem's first record only.
     #[serde(default)]
     pub reference_open_s: f64,
+    /// The device waiting for a build ahead before this record's clock started: the
+    /// executor waited for whichever came first, this candidate's build or that of a problem
+    /// taken ahead (`exec::executor`); carried by the next record evaluated.
+    #[serde(default)]
+    pub build_wait_s: f64,
     /// Waiting for the candidate's worker process (started ahead while earlier work ran).
     pub worker_wait_s: f64,
     /// Reference cases made for this candidate (0 when they came from the cache).

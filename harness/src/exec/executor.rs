@@ -73,6 +73,9 @@ struct Upcoming {
     reference: Option<Prestart>,
     /// The workers of its first candidates ([`candidates_ahead`] of them), in item order.
     first_candidates: VecDeque<(tempfile::TempDir, Prestart)>,
+    /// The rest of a batch that waited for a build: its session is open (and not counted
+    /// as reused again).
+    waited: bool,
 }
 
 impl Upcoming {
@@ -137,6 +140,7 @@ pub(crate) fn executor(
         shared,
         sessions: Vec::new(),
         upcoming: VecDeque::new(),
+        build_wait_s: std::cell::Cell::new(0.0),
     };
     let result = ex.run();
     for u in ex.upcoming.drain(..) {
@@ -157,6 +161,8 @@ struct Executor<'a> {
     /// Open sessions, least recently used first.
     sessions: Vec<Open>,
     upcoming: VecDeque<Upcoming>,
+    /// Seconds the device waited in [`Self::yields`], for the next record's `build_wait_s`.
+    build_wait_s: std::cell::Cell<f64>,
 }
 
 impl Executor<'_> {
@@ -192,6 +198,7 @@ impl Executor<'_> {
                         batch: *b,
                         reference: None,
                         first_candidates: VecDeque::new(),
+                        waited: false,
                     },
                     Taken::Nothing => continue,
                     Taken::Leave => return Ok(()),
@@ -238,7 +245,11 @@ impl Executor<'_> {
         }
         let mut dirs = vec![item.prep.build_dir.as_path()];
         dirs.extend(firsts(&self.upcoming));
-        pool.first_ready(&dirs, &self.ctx.stop).map(|i| i > 0)
+        let t = Instant::now();
+        let first = pool.first_ready(&dirs, &self.ctx.stop);
+        self.build_wait_s
+            .set(self.build_wait_s.get() + t.elapsed().as_secs_f64());
+        first.map(|i| i > 0)
     }
 
     fn take(&self, wait: bool) -> Taken {
@@ -303,6 +314,7 @@ impl Executor<'_> {
                 batch,
                 reference,
                 first_candidates,
+                waited: false,
             });
         }
         Ok(())
@@ -317,12 +329,20 @@ impl Executor<'_> {
 
     /// The batch's reference session: the one held open, or a new one (from the worker
     /// started ahead, if any). `None`: interrupted.
-    fn session(&mut self, pkey: &str, reference: Option<Prestart>, batch: &Batch) -> Option<Open> {
+    fn session(
+        &mut self,
+        pkey: &str,
+        reference: Option<Prestart>,
+        batch: &Batch,
+        waited: bool,
+    ) -> Option<Open> {
         if let Some(p) = self.sessions.iter().position(|o| o.pkey == pkey) {
             if let Some(r) = reference {
                 r.discard();
             }
-            self.shared.reused.fetch_add(1, Ordering::SeqCst);
+            if !waited {
+                self.shared.reused.fetch_add(1, Ordering::SeqCst);
+            }
             return Some(self.sessions.remove(p));
         }
         // The least recently used first, but never one a batch taken ahead holds items of
@@ -383,6 +403,7 @@ impl Executor<'_> {
             batch,
             reference,
             first_candidates,
+            waited,
         } = current;
         let problem = &batch.problem;
         let t0 = Instant::now();
@@ -391,7 +412,7 @@ impl Executor<'_> {
             problem.to_ref().key(),
             problem.name
         ));
-        let Some(mut open) = self.session(&batch.pkey, reference, &batch) else {
+        let Some(mut open) = self.session(&batch.pkey, reference, &batch, waited) else {
             let mut first_candidates = first_candidates;
             discard_all(&mut first_candidates);
             return Ok(Flow::Stop);
@@ -407,6 +428,12 @@ impl Executor<'_> {
         if let Ok(Flow::Yield(k)) = flow {
             // The rest of the batch waits ahead with its session kept open and its workers
             // started (`cand_ahead`'s front is item `k`'s), first in line once it is ready.
+            // While it waits the session gives its GPU memory back (its worker's case and
+            // cached blocks, its kept cases), so that it holds what a reference started
+            // ahead holds: other problems' kernels run beside it.
+            if let Ok(s) = &mut open.session {
+                s.release_while_idle(self.ctx);
+            }
             let mut rest = batch;
             rest.items.drain(..k);
             self.sessions.push(open);
@@ -414,6 +441,7 @@ impl Executor<'_> {
                 batch: rest,
                 reference: None,
                 first_candidates: cand_ahead,
+                waited: true,
             });
             return flow;
         }
@@ -445,10 +473,13 @@ impl Executor<'_> {
             if ctx.stop.load(Ordering::SeqCst) {
                 return Ok(Flow::Stop);
             }
-            match self.yields(item) {
-                Some(true) => return Ok(Flow::Yield(k)),
-                Some(false) => {}
-                None => return Ok(Flow::Stop),
+            // (A problem whose reference failed loads nothing: its records come at once.)
+            if open.session.is_ok() {
+                match self.yields(item) {
+                    Some(true) => return Ok(Flow::Yield(k)),
+                    Some(false) => {}
+                    None => return Ok(Flow::Stop),
+                }
             }
             shared.progress.set_message(format!(
                 "{} {} {}",
@@ -609,6 +640,7 @@ impl Executor<'_> {
         // ahead did not hide).
         if let Some(ph) = record.phases.as_mut() {
             ph.reference_open_s = std::mem::take(&mut open.open_s);
+            ph.build_wait_s = self.build_wait_s.take();
         }
         shared.run_dir.append(&record)?;
         report_line(self.ctx.config.quiet, shared.progress, &record);

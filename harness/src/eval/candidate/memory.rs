@@ -73,7 +73,8 @@ impl Evaluation<'_, '_> {
     /// Makes the reference sessions of other problems kept open on this GPU give their
     /// memory back (their workers' cases and cached blocks, their kept cases) before
     /// `what`; noted when any had memory to give, and how many did. `kbench run` keeps none
-    /// beside a batch, the service keeps its recently used problem warm: an honest candidate
+    /// beside a batch but those waiting for a build ahead (released as they begin to wait),
+    /// the service keeps its recently used problem warm: an honest candidate
     /// of level-1 problem 25 (6 GiB tensors) ran out of memory under timing on an 80 GB H100
     /// beside level-1 problem 22's idle session.
     pub(super) fn release_idle_sessions(&mut self, what: &str) -> usize {
