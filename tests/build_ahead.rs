@@ -42,21 +42,7 @@ fn run(root: &Path, name: &str, build_jobs: &str) -> (BTreeMap<String, Value>, f
     fresh_fixtures(&fixtures, name);
     let out = root.join(name);
     let t0 = Instant::now();
-    let o = kbench()
-        .args(
-            RunBuilder::new()
-                .suite("smoke")
-                .select("1,2")
-                .agent("replay")
-                .build(),
-        )
-        .args(["--device", "cpu", "--families", "random", "--no-timing"])
-        .args(["--build-jobs", build_jobs, "--quiet", "--replay-dir"])
-        .arg(&fixtures)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("running kbench");
+    let o = replay_smoke_1_2(&fixtures, &out, build_jobs);
     let wall = t0.elapsed().as_secs_f64();
     // Exit 3: the run finished and some kernels failed (the two made to).
     assert_eq!(o.status.code(), Some(3), "{}", show(&o));
@@ -66,6 +52,26 @@ fn run(root: &Path, name: &str, build_jobs: &str) -> (BTreeMap<String, Value>, f
         .map(|l| serde_json::from_str(l).expect("a line of builds.jsonl"))
         .collect();
     (by_candidate(&out), wall, builds)
+}
+
+/// kbench replaying `kernels` over smoke problems 1 and 2 on the CPU into `out`, random
+/// inputs only and no timing, with `build_jobs` build jobs ahead.
+fn replay_smoke_1_2(kernels: &Path, out: &Path, build_jobs: &str) -> std::process::Output {
+    kbench()
+        .args(
+            RunBuilder::new()
+                .suite("smoke")
+                .select("1,2")
+                .agent("replay")
+                .build(),
+        )
+        .args(["--device", "cpu", "--families", "random", "--no-timing"])
+        .args(["--build-jobs", build_jobs, "--quiet", "--replay-dir"])
+        .arg(kernels)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("running kbench")
 }
 
 fn kind(r: &Value) -> &str {
@@ -254,21 +260,7 @@ fn a_kernel_still_building_lets_the_kernels_queued_after_it_go_first() {
         std::fs::write(kernels.join(name), format!("{body}{nonce}")).unwrap();
     }
     let out = dir.path().join("out");
-    let o = kbench()
-        .args(
-            RunBuilder::new()
-                .suite("smoke")
-                .select("1,2")
-                .agent("replay")
-                .build(),
-        )
-        .args(["--device", "cpu", "--families", "random", "--no-timing"])
-        .args(["--build-jobs", "1", "--quiet", "--replay-dir"])
-        .arg(&kernels)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("running kbench");
+    let o = replay_smoke_1_2(&kernels, &out, "1");
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let records = by_candidate(&out);
     for n in ["1_a_plain", "1_b_slow_build", "2_plain"] {

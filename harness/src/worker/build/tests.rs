@@ -75,11 +75,10 @@ fn unknown_and_queued_jobs_are_not_waited_for() {
     pool.shutdown();
 }
 
-#[test]
-fn queued_builds_of_problems_never_started_are_dropped() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    // The one build thread is held inside its first job until `go`, so the others stay
-    // queued; its workers cannot start, so every job ends as not loaded.
+/// A one-thread pool whose thread is held inside its first job until the returned flag is
+/// raised, with `first` submitted and running, so the jobs submitted next stay queued; its
+/// workers cannot start, so every job ends as not loaded.
+fn held_pool(first: BuildJob) -> (BuildPool, Arc<AtomicBool>) {
     let go = Arc::new(AtomicBool::new(false));
     let held = Arc::clone(&go);
     let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
@@ -89,14 +88,21 @@ fn queued_builds_of_problems_never_started_are_dropped() {
         unstartable(job, n)
     });
     let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
-    pool.submit(job("/d/1", "a.py"));
-    // The thread has taken the first job (it is Running) before the others are queued.
+    let dir = first.build_dir.clone();
+    pool.submit(first);
     while !matches!(
-        pool.shared.0.lock().unwrap().states.get(Path::new("/d/1")),
+        pool.shared.0.lock().unwrap().states.get(&dir),
         Some(State::Running)
     ) {
         std::thread::sleep(Duration::from_millis(5));
     }
+    (pool, go)
+}
+
+#[test]
+fn queued_builds_of_problems_never_started_are_dropped() {
+    // The thread has taken the first job (it is Running) before the others are queued.
+    let (pool, go) = held_pool(job("/d/1", "a.py"));
     pool.submit(job("/d/2", "b.py"));
     pool.submit(job("/d/3", "c.py"));
     pool.submit(job("/d/4", "b.py"));
@@ -292,24 +298,8 @@ fn a_marked_build_is_done_at_once_without_a_job() {
 
 #[test]
 fn a_candidate_is_ready_when_nothing_is_built_for_it_or_its_build_is_done() {
-    // The one build thread is held inside its first job until `go`, so /r/1 runs and /r/2
-    // stays queued; its workers cannot start, so every job ends as not loaded.
-    let go = Arc::new(AtomicBool::new(false));
-    let held = Arc::clone(&go);
-    let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
-        while !held.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        unstartable(job, n)
-    });
-    let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
-    pool.submit(job("/r/1", "p.py"));
-    while !matches!(
-        pool.shared.0.lock().unwrap().states.get(Path::new("/r/1")),
-        Some(State::Running)
-    ) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // /r/1 runs and /r/2 stays queued.
+    let (pool, go) = held_pool(job("/r/1", "p.py"));
     pool.submit(job("/r/2", "p.py"));
     let (r1, r2, none) = (Path::new("/r/1"), Path::new("/r/2"), Path::new("/r/none"));
     // Running and queued builds are not ready; a candidate with nothing built ahead is.
@@ -336,24 +326,9 @@ fn a_candidate_is_ready_when_nothing_is_built_for_it_or_its_build_is_done() {
 
 #[test]
 fn a_queued_build_is_ready_once_the_pool_starts_no_more() {
-    let go = Arc::new(AtomicBool::new(false));
-    let held = Arc::clone(&go);
-    let spec_for: Arc<SpecFor> = Arc::new(move |job: &BuildJob, n: usize| {
-        while !held.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        unstartable(job, n)
-    });
     let stop = Arc::new(AtomicBool::new(false));
-    let pool = BuildPool::start(1, spec_for, Duration::from_secs(5), Duration::from_secs(5));
+    let (pool, go) = held_pool(job("/q/1", "p.py"));
     pool.stop_starting_on(Arc::clone(&stop));
-    pool.submit(job("/q/1", "p.py"));
-    while !matches!(
-        pool.shared.0.lock().unwrap().states.get(Path::new("/q/1")),
-        Some(State::Running)
-    ) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
     pool.submit(job("/q/2", "p.py"));
     assert_eq!(pool.ready_now(&[Path::new("/q/2")]), None);
     // The run stops: /q/2 will never start, so its claim would drop it at once.
