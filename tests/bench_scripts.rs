@@ -283,6 +283,12 @@ fn the_build_ahead_bench_says_where_the_hosts_cpu_went() {
             && table.contains("nvcc: cicc (device code)"),
         "{table}"
     );
+    // The stand-in's records carry no phases: no wait for builds, inside them or before.
+    assert!(
+        table.contains("fixtures_cold: the device waited for builds 0 s inside the records"),
+        "{table}"
+    );
+    assert_eq!(run["build_wait_before_records_s"], 0.0, "{summary}");
 }
 
 /// A run that run.sh's time limit stopped: its seconds a kernel over the window are marked

@@ -47,6 +47,16 @@ def builds_done(builds):
     return len(whole) + part
 
 
+def build_waits(records):
+    """Seconds the device waited for builds: inside the records (their `compile_s`, a wait
+    for the kernel's own build and its load, which with a build done ahead is tenths of a
+    second), and before them (`build_wait_s`, the executor waiting for whichever kernel taken
+    ahead was built first; records before it have none)."""
+    def total(key):
+        return sum(float((r.get("phases") or {}).get(key) or 0.0) for r in records)
+    return total("compile_s"), total("build_wait_s")
+
+
 def host_cpu(path, t0, t1):
     """From host_cpu.py's file: the host's CPU busy share between t0 and t1 (None without two
     samples there), the CPU seconds by stage over the whole run, and the host's busy CPU seconds
@@ -166,8 +176,12 @@ def summarize(out, name):
     again, reasons = recompiles(os.path.join(out, name, "logs.tgz"))
     cpu_share, stages, host_busy_s = host_cpu(os.path.join(out, f"{name}.cpu.json"),
                                     finished[0] if finished else None, finished[-1] if finished else None)
+    waits_inside, waits_before = build_waits(kernels)
     return {
         "run": name,
+        # The device's waits for builds, inside records and before them (build_waits).
+        "build_wait_inside_records_s": waits_inside,
+        "build_wait_before_records_s": waits_before,
         # Loads whose ninja had work in a folder that held a build, and ninja's reasons.
         "loads_compiled_again": again,
         "compile_again_reasons": sorted(reasons.items(), key=lambda kv: -kv[1])[:3],
@@ -272,6 +286,9 @@ def main():
         if s["loads_compiled_again"]:
             again = f"; loads that compiled again after a build: {s['loads_compiled_again']}, ninja said {s['compile_again_reasons']}"
         print(f"\n{s['run']}: outcomes {s['outcomes']}; slowest loads {s['slowest_loads']}{setup}{again}")
+        print(f"{s['run']}: the device waited for builds {s['build_wait_inside_records_s']:.0f} s inside the "
+              f"records (compile_s, their loads included) and {s['build_wait_before_records_s']:.0f} s before them "
+              "(build_wait_s: for whichever kernel taken ahead was built first)")
         if s["gpu_busy_by_minute_after_first"]:
             print(f"{s['run']}: GPU busy each minute after the first verdict: "
                   + " ".join(fmt(x, ".0%") for x in s["gpu_busy_by_minute_after_first"]))
@@ -355,6 +372,10 @@ def self_test():
         assert abs(builds_done(jobs) - 4.25) < 1e-9, builds_done(jobs)
         assert builds_done([ran(5.0, False)]) == 1.0
         assert builds_done([ran(4.0, True), ran(2.0, False)]) == 1.5
+        # build_waits(): compile_s and build_wait_s summed; records without them count 0.
+        recs = [{"phases": {"compile_s": 2.5, "build_wait_s": 1.0}}, {"phases": {"compile_s": 0.5}},
+                {"phases": None}, {}]
+        assert build_waits(recs) == (3.0, 1.0), build_waits(recs)
     print("self-test: ok")
 
 
