@@ -178,10 +178,7 @@ impl Executor<'_> {
                 let upcoming = &self.upcoming;
                 let (gone, kept) = std::mem::take(&mut self.sessions)
                     .into_iter()
-                    .partition(|o| {
-                        closable.contains(&o.pkey)
-                            && !upcoming.iter().any(|u| u.batch.pkey == o.pkey)
-                    });
+                    .partition(|o| closable.contains(&o.pkey) && !awaited(upcoming, &o.pkey));
                 self.sessions = kept;
                 for o in gone {
                     self.close(o);
@@ -348,8 +345,11 @@ impl Executor<'_> {
         // The least recently used first, but never one a batch taken ahead holds items of
         // (a batch that waited for its build).
         while self.sessions.len() >= self.depth.keep {
-            let needed = |o: &Open| self.upcoming.iter().any(|u| u.batch.pkey == o.pkey);
-            let Some(i) = self.sessions.iter().position(|o| !needed(o)) else {
+            let Some(i) = self
+                .sessions
+                .iter()
+                .position(|o| !awaited(&self.upcoming, &o.pkey))
+            else {
                 break;
             };
             let o = self.sessions.remove(i);
@@ -696,6 +696,12 @@ impl Executor<'_> {
         }
         self.shared.queue.push_front(back);
     }
+}
+
+/// Whether a batch taken ahead is of problem `pkey` (the rest of a batch that waited for a
+/// build): its session is kept open for it.
+fn awaited(upcoming: &VecDeque<Upcoming>, pkey: &str) -> bool {
+    upcoming.iter().any(|u| u.batch.pkey == pkey)
 }
 
 /// The build folders of the batches' first items, one a batch, in order (an empty path,

@@ -240,9 +240,16 @@ impl BuildPool {
     }
 }
 
+impl Shared {
+    /// Whether the run's stop flag is raised: no queued job starts from then on.
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
+    }
+}
+
 /// [`BuildPool::ready_now`] on the pool's state.
 fn ready_among(s: &Shared, dirs: &[&Path]) -> Option<usize> {
-    let halted = s.closed || s.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst));
+    let halted = s.closed || s.stopped();
     dirs.iter().position(|d| match s.states.get(*d) {
         None | Some(State::Done(_)) => true,
         Some(State::Queued) => halted,
@@ -261,7 +268,7 @@ fn build_loop(
         let (job, ahead) = {
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
             loop {
-                if s.stop.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+                if s.stopped() {
                     return;
                 }
                 if s.running < s.jobs {

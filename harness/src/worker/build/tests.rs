@@ -63,16 +63,20 @@ fn unknown_and_queued_jobs_are_not_waited_for() {
     assert_eq!(pool.claim(Path::new("/never/submitted")), None);
     pool.submit(job("/b/1", "p.py"));
     // Waits for the job (running or done) and reports it.
-    let b = loop {
-        if let Some(b) = pool.claim(Path::new("/b/1")) {
-            break b;
-        }
-        // It was still queued and got dropped: resubmit and try again.
-        pool.submit(job("/b/1", "p.py"));
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert!(!b.complete);
+    assert!(!claim_built(&pool, "/b/1", "p.py").complete);
     pool.shutdown();
+}
+
+/// `dir`'s build, claimed once its job ran: a claim that found it still queued dropped it,
+/// so it is submitted again (for `problem`) and claimed again.
+fn claim_built(pool: &BuildPool, dir: &str, problem: &str) -> Built {
+    loop {
+        if let Some(b) = pool.claim(Path::new(dir)) {
+            return b;
+        }
+        pool.submit(job(dir, problem));
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A one-thread pool whose thread is held inside its first job until the returned flag is
@@ -113,14 +117,7 @@ fn queued_builds_of_problems_never_started_are_dropped() {
     go.store(true, Ordering::SeqCst);
     // The running job and the one of another problem are still built (and waited for).
     assert!(pool.claim(Path::new("/d/1")).is_some());
-    let c = loop {
-        if let Some(b) = pool.claim(Path::new("/d/3")) {
-            break b;
-        }
-        pool.submit(job("/d/3", "c.py"));
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert!(!c.complete);
+    assert!(!claim_built(&pool, "/d/3", "c.py").complete);
     pool.shutdown();
 }
 
@@ -256,22 +253,15 @@ fn a_panicking_build_is_a_failed_one() {
     }
     // /h/2 panicked: a failed build, waited for like any other, not a hung claim; the
     // pool goes on (its slot was given back).
-    let claimed = |d: &str| loop {
-        if let Some(b) = pool.claim(Path::new(d)) {
-            break b;
-        }
-        pool.submit(job(d, "p.py"));
-        std::thread::sleep(Duration::from_millis(10));
-    };
     assert_eq!(
-        claimed("/h/2"),
+        claim_built(&pool, "/h/2", "p.py"),
         Built {
             seconds: 0.0,
             complete: false
         }
     );
     for d in ["/h/0", "/h/1", "/h/3"] {
-        assert!(!claimed(d).complete, "{d}");
+        assert!(!claim_built(&pool, d, "p.py").complete, "{d}");
     }
     pool.shutdown();
 }
