@@ -114,13 +114,14 @@ pub(crate) fn worker_env(
         }
     }
     // Bytecode: read from kbench's own cache (`pycache_dir`), written there only by the
-    // trusted reference (`allow_bytecode_writes`), never beside a source. On the GPU host
+    // trusted reference (`allow_bytecode_writes`) and kbench's probe of the interpreter,
+    // never beside a source. On the GPU host
     // the interpreter's packages have no compiled files, and compiling torch's modules from
     // source was most of the 4-14 s a worker took to start.
     env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
     env.push((
         "PYTHONPYCACHEPREFIX".into(),
-        pycache_dir(cache).display().to_string(),
+        super::python::pycache_dir(cache).display().to_string(),
     ));
     // The worker says when torch is imported, before it touches a GPU: a GPU's start gate
     // pauses only what follows (see `StartGate`).
@@ -158,14 +159,8 @@ pub(crate) fn worker_env(
     env
 }
 
-/// Where workers keep the compiled bytecode of what they import (`PYTHONPYCACHEPREFIX`):
-/// inside kbench's cache, which sandboxed candidates see read-only.
-pub fn pycache_dir(cache: &Path) -> std::path::PathBuf {
-    cache.join("pycache")
-}
-
 /// Lets a trusted worker (the reference, which runs only the problem file) write compiled
-/// bytecode into [`pycache_dir`]; candidates only read it.
+/// bytecode into [`super::python::pycache_dir`]; candidates only read it.
 pub(crate) fn allow_bytecode_writes(env: &mut Vec<(String, String)>) {
     env.retain(|(k, _)| k != "PYTHONDONTWRITEBYTECODE");
 }

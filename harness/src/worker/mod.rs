@@ -25,13 +25,13 @@ pub(crate) mod spawn;
 mod wire;
 
 pub(crate) use gate::Gates;
-pub use launch::pycache_dir;
 pub(crate) use launch::{
     allow_bytecode_writes, build_niceness, check_keep_cached, worker_env, BUILD_NICENESS,
     KEEP_CACHED_ENV, MAX_PAYLOAD,
 };
 pub(crate) use prestart::Prestart;
 pub(crate) use process::*;
+pub use python::pycache_dir;
 pub(crate) use wire::{device_for_worker, error_text, first_line, str_field};
 
 /// A folder for files the harness shares with workers by mapping them: `/dev/shm` (memory,

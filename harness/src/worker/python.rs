@@ -105,6 +105,12 @@ pub fn cache_dir() -> PathBuf {
         .join("kbench")
 }
 
+/// Where workers and the interpreter probe keep the compiled bytecode of what they import
+/// (`PYTHONPYCACHEPREFIX`): inside kbench's cache, which sandboxed candidates see read-only.
+pub fn pycache_dir(cache: &Path) -> PathBuf {
+    cache.join("pycache")
+}
+
 /// Where the interpreter came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PythonSource {
@@ -225,17 +231,14 @@ pub(crate) fn probe(choice: &PythonChoice) -> Result<PythonInfo> {
         );
     }
     // Bytecode read from (and written to) kbench's own cache, as the trusted reference worker
-    // does (`launch::pycache_dir`): where the interpreter's packages have no compiled files
+    // does ([`pycache_dir`]): where the interpreter's packages have no compiled files
     // (the GPU host's) or PYTHONDONTWRITEBYTECODE is set (CI's), this probe compiled torch's
     // modules from source at every command that evaluates: 3.3-4.1 s of CPU against 1.8-2.2
     // s from the cache on a CI-like core.
     let out = Command::new(&choice.python)
         .arg("-c")
         .arg(PROBE)
-        .env(
-            "PYTHONPYCACHEPREFIX",
-            crate::worker::launch::pycache_dir(&cache_dir()),
-        )
+        .env("PYTHONPYCACHEPREFIX", pycache_dir(&cache_dir()))
         .env_remove("PYTHONDONTWRITEBYTECODE")
         .stdin(Stdio::null())
         .output()
@@ -408,7 +411,7 @@ mod tests {
             source: PythonSource::EnvVar,
         };
         let info = probe(&c).unwrap();
-        let want = crate::worker::launch::pycache_dir(&cache_dir());
+        let want = pycache_dir(&cache_dir());
         assert_eq!(info.executable, format!("{}|unset", want.display()));
     }
 
