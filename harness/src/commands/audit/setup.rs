@@ -65,7 +65,7 @@ impl Setup {
             None,
         )?;
         let tol = kbench_adversarial::tolerance(config.profile, Precision::Fp32);
-        let info = python::probe(&config.python)?;
+        let info = crate::worker::probe_cache::probe_persisted(&config.python, &config.cache)?;
         if matches!(config.device, Device::Cuda(_)) && !info.cuda_available {
             bail!(
                 "--device {}: torch {} in {} cannot use CUDA; use --device cpu",

@@ -181,7 +181,7 @@ pub(crate) fn prepare_for_run(
     req: &BaselineRequest,
     stop: Arc<AtomicBool>,
 ) -> Result<Option<BaselineTable>> {
-    let info = crate::worker::python::probe(&config.python)?;
+    let info = crate::worker::probe_cache::probe_persisted(&config.python, &config.cache)?;
     let env = environment(config, &info)?;
     let mut table = BaselineTable::default();
     let mut explicit: BTreeSet<Mode> = BTreeSet::new();

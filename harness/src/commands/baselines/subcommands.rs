@@ -85,7 +85,7 @@ pub fn measure_command(m: &crate::cli::MeasureArgs, stop: Arc<AtomicBool>) -> Re
     for b in &config.broken {
         eprintln!("kbench: {b}; not measured");
     }
-    let info = crate::worker::python::probe(&config.python)?;
+    let info = crate::worker::probe_cache::probe_persisted(&config.python, &config.cache)?;
     let env = environment(&config, &info)?;
     let root = store_root(m.store.as_ref(), &config.cache);
     let mut work = match &m.work {

@@ -282,7 +282,7 @@ pub(crate) fn profile(a: &ProfileConfig) -> Result<ProfileReport> {
     let device = crate::config::resolve_device(&a.device)?;
     let cache = crate::worker::python::cache_dir();
     let choice = crate::worker::python::PythonChoice::resolve(a.python.as_deref(), &cache);
-    let info = crate::worker::python::probe(&choice)?;
+    let info = crate::worker::probe_cache::probe_persisted(&choice, &cache)?;
     let worker = crate::worker::python::materialize_worker(&cache)?;
     let arch = gpu_arch(device);
     let build_dir = kernel_build_dir(a, &cache, &info.torch, device, arch.as_deref())?;
